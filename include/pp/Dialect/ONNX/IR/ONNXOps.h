@@ -1,0 +1,59 @@
+//===- ONNXOps.h - The onnx dialect and its operations --------*- C++ -*-===//
+#ifndef PP_DIALECT_ONNX_IR_ONNXOPS_H
+#define PP_DIALECT_ONNX_IR_ONNXOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/IR/TypeUtilities.h"
+#include "mlir/Interfaces/InferTypeOpInterface.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "pp/Dialect/ONNX/IR/ONNXOpsDialect.h.inc"
+
+namespace pp::onnx {
+
+/// Number of elements of a statically shaped type, 0 otherwise.
+int64_t getNumElements(mlir::Type type);
+
+/// Result types agree when element types are equal and shapes compatible.
+bool areCompatibleResultTypes(mlir::TypeRange lhs, mlir::TypeRange rhs);
+
+/// Result type: the type of operand `index`.
+llvm::LogicalResult inferSameAsOperand(std::optional<mlir::Location> loc,
+                                       mlir::ValueRange operands,
+                                       unsigned index,
+                                       llvm::SmallVectorImpl<mlir::Type> &out);
+
+/// Result type: the numpy broadcast of all operand shapes, with
+/// `elementType` or (when null) the element type of operand 0.
+llvm::LogicalResult inferBroadcast(std::optional<mlir::Location> loc,
+                                   mlir::ValueRange operands,
+                                   mlir::Type elementType,
+                                   llvm::SmallVectorImpl<mlir::Type> &out);
+
+/// The integer contents of `value` when it is produced by a constant.
+std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
+
+/// Maps an ONNX TensorProto data type code to an MLIR element type; null for
+/// types the dialect does not support.
+mlir::Type getElementTypeForONNXDataType(mlir::MLIRContext *ctx,
+                                         int64_t dataType);
+
+/// Global kinds (`onnx.global`'s `kind`).
+inline constexpr llvm::StringLiteral kTrainable = "trainable";
+inline constexpr llvm::StringLiteral kState = "state";
+inline constexpr llvm::StringLiteral kConstant = "constant";
+
+} // namespace pp::onnx
+
+#include "pp/Dialect/ONNX/IR/ONNXInterfaces.h.inc"
+
+#define GET_OP_CLASSES
+#include "pp/Dialect/ONNX/IR/ONNXOps.h.inc"
+
+#endif // PP_DIALECT_ONNX_IR_ONNXOPS_H

@@ -1,0 +1,526 @@
+//===- ONNXOps.td - Operations of the onnx dialect ---------*- tablegen -*-===//
+#ifndef PP_DIALECT_ONNX_IR_ONNXOPS_TD
+#define PP_DIALECT_ONNX_IR_ONNXOPS_TD
+
+include "pp/Dialect/ONNX/IR/ONNXDialect.td"
+include "pp/Dialect/ONNX/IR/ONNXInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+//===----------------------------------------------------------------------===//
+// Type constraints (ONNX tensor element types on ranked tensors).
+//===----------------------------------------------------------------------===//
+
+def ONNX_FloatTensor : RankedTensorOf<[F16, BF16, F32, F64]>;
+def ONNX_IndexTensor : RankedTensorOf<[I32, I64]>;
+def ONNX_I64Tensor : RankedTensorOf<[I64]>;
+def ONNX_BoolTensor : RankedTensorOf<[I1]>;
+def ONNX_NumericTensor : RankedTensorOf<[AnyFloat, AnySignlessInteger, AnyUnsignedInteger]>;
+def ONNX_Tensor : RankedTensorOf<[AnyType]>;
+
+//===----------------------------------------------------------------------===//
+// Op classes.
+//===----------------------------------------------------------------------===//
+
+// Structural ops of the dialect that are not ONNX nodes (globals).
+class ONNX_StructuralOp<string mnemonic, list<Trait> traits = []>
+    : Op<ONNX_Dialect, mnemonic, traits>;
+
+// An ONNX node. Result types are inferred from operands and attributes
+// (InferTypeOpInterface); `inferBody`, when set, is the body of
+// `inferReturnTypes`, otherwise ONNXOps.cpp defines it.
+class ONNX_Op<string mnemonic, list<Trait> traits = []>
+    : Op<ONNX_Dialect, mnemonic,
+         !listconcat(traits, [InferTypeOpAdaptorWithIsCompatible,
+                              ONNX_CostOpInterface])> {
+  code inferBody = "";
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let extraClassDefinition = !strconcat([{
+    bool $cppClass::isCompatibleReturnTypes(::mlir::TypeRange lhs,
+                                            ::mlir::TypeRange rhs) {
+      return ::pp::onnx::areCompatibleResultTypes(lhs, rhs);
+    }
+  }], !if(!empty(inferBody), "", !strconcat([{
+    ::llvm::LogicalResult $cppClass::inferReturnTypes(
+        ::mlir::MLIRContext *context, std::optional<::mlir::Location> location,
+        Adaptor adaptor, ::llvm::SmallVectorImpl<::mlir::Type> &inferred) {
+  }], inferBody, "}")));
+}
+
+// Elementwise op whose single result has the type of operand 0.
+class ONNX_SameTypeOp<string mnemonic, Type operandType, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let summary = "ONNX " # mnemonic # " (elementwise, result type of the input)";
+  let description = "Mirrors ONNX `" # mnemonic # "`.\n\n```mlir\n%y = onnx."
+      # mnemonic # " %x : (tensor<2x3xf32>) -> tensor<2x3xf32>\n```";
+  let arguments = (ins operandType:$X);
+  let results = (outs operandType:$Y);
+  let inferBody = "return ::pp::onnx::inferSameAsOperand(location, adaptor.getOperands(), 0, inferred);";
+}
+
+// Binary op with multidirectional (numpy) broadcasting.
+class ONNX_BroadcastOp<string mnemonic, Type operandType, Type resultType,
+                       string resultElement = "nullptr", list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let summary = "ONNX " # mnemonic # " with numpy-style broadcasting";
+  let description = "Mirrors ONNX `" # mnemonic # "`.\n\n```mlir\n%c = onnx."
+      # mnemonic # " %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>\n```";
+  let arguments = (ins operandType:$A, operandType:$B);
+  let results = (outs resultType:$C);
+  let inferBody = "return ::pp::onnx::inferBroadcast(location, adaptor.getOperands(), "
+      # resultElement # ", inferred);";
+}
+
+//===----------------------------------------------------------------------===//
+// Globals: trained parameters, state and large constants of a model.
+//===----------------------------------------------------------------------===//
+
+def ONNX_GlobalOp : ONNX_StructuralOp<"global", [Symbol]> {
+  let summary = "A named tensor of the model: trainable, state or constant";
+  let description = [{
+    Holds an ONNX initializer. `kind` is `trainable` (float parameters the
+    training step updates), `state` (updated without gradients, e.g.
+    BatchNorm running statistics) or `constant`.
+
+    ```mlir
+    onnx.global trainable @"fc.weight" : tensor<10x64xf32> = dense_resource<fc.weight>
+    ```
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrAttr:$kind,
+                       TypeAttrOf<ONNX_Tensor>:$type,
+                       OptionalAttr<ElementsAttr>:$initial_value);
+  let assemblyFormat = "$kind $sym_name `:` $type (`=` $initial_value^)? attr-dict";
+  let hasVerifier = 1;
+}
+
+def ONNX_GlobalReadOp : ONNX_StructuralOp<"global_read",
+    [Pure, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "Reads the current value of an `onnx.global`";
+  let description = [{
+    ```mlir
+    %w = onnx.global_read @"fc.weight" : tensor<10x64xf32>
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$global);
+  let results = (outs ONNX_Tensor:$value);
+  let assemblyFormat = "$global attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise unary ops.
+//===----------------------------------------------------------------------===//
+
+def ONNX_ReluOp : ONNX_SameTypeOp<"Relu", ONNX_FloatTensor>;
+def ONNX_SigmoidOp : ONNX_SameTypeOp<"Sigmoid", ONNX_FloatTensor>;
+def ONNX_TanhOp : ONNX_SameTypeOp<"Tanh", ONNX_FloatTensor>;
+def ONNX_ErfOp : ONNX_SameTypeOp<"Erf", ONNX_FloatTensor>;
+def ONNX_SqrtOp : ONNX_SameTypeOp<"Sqrt", ONNX_FloatTensor>;
+def ONNX_ExpOp : ONNX_SameTypeOp<"Exp", ONNX_FloatTensor>;
+def ONNX_LogOp : ONNX_SameTypeOp<"Log", ONNX_FloatTensor>;
+def ONNX_ReciprocalOp : ONNX_SameTypeOp<"Reciprocal", ONNX_FloatTensor>;
+def ONNX_FloorOp : ONNX_SameTypeOp<"Floor", ONNX_FloatTensor>;
+def ONNX_CeilOp : ONNX_SameTypeOp<"Ceil", ONNX_FloatTensor>;
+def ONNX_NegOp : ONNX_SameTypeOp<"Neg", ONNX_NumericTensor>;
+def ONNX_AbsOp : ONNX_SameTypeOp<"Abs", ONNX_NumericTensor>;
+def ONNX_NotOp : ONNX_SameTypeOp<"Not", ONNX_BoolTensor>;
+def ONNX_IdentityOp : ONNX_SameTypeOp<"Identity", ONNX_Tensor> {
+  let hasFolder = 1;
+  let extraClassDeclaration = [{ int64_t getForwardFlops() { return 0; } }];
+}
+
+def ONNX_LeakyReluOp : ONNX_SameTypeOp<"LeakyRelu", ONNX_FloatTensor> {
+  let arguments = (ins ONNX_FloatTensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+}
+def ONNX_GeluOp : ONNX_SameTypeOp<"Gelu", ONNX_FloatTensor> {
+  let arguments = (ins ONNX_FloatTensor:$X,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
+  let hasVerifier = 1;
+}
+def ONNX_SoftmaxOp : ONNX_SameTypeOp<"Softmax", ONNX_FloatTensor> {
+  let arguments = (ins ONNX_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs ONNX_FloatTensor:$output);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
+  }];
+}
+def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor> {
+  let arguments = (ins ONNX_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
+  let results = (outs ONNX_FloatTensor:$output);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
+  }];
+}
+def ONNX_ClipOp : ONNX_SameTypeOp<"Clip", ONNX_NumericTensor, [AttrSizedOperandSegments]> {
+  let arguments = (ins ONNX_NumericTensor:$input, Optional<ONNX_NumericTensor>:$min,
+                       Optional<ONNX_NumericTensor>:$max);
+  let results = (outs ONNX_NumericTensor:$output);
+  let assemblyFormat = [{
+    $input (`min` $min^)? (`max` $max^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+def ONNX_CastOp : ONNX_Op<"Cast", [Pure]> {
+  let summary = "ONNX Cast: converts elements to the ONNX data type `to`";
+  let description = [{
+    ```mlir
+    %y = onnx.Cast %x {to = 1 : si64} : (tensor<4xi64>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$input, I64Attr:$to);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+def ONNX_DropoutOp : ONNX_Op<"Dropout", [AttrSizedOperandSegments]> {
+  let summary = "ONNX Dropout; the mask result is always present";
+  let description = [{
+    In training mode zeroes elements with probability `ratio` and scales the
+    rest by 1/(1-ratio); `seed` fixes the random stream.
+
+    ```mlir
+    %y, %mask = onnx.Dropout %x ratio %r training_mode %t : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, tensor<4xi1>)
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$data, Optional<ONNX_FloatTensor>:$ratio,
+                       Optional<ONNX_BoolTensor>:$training_mode, OptionalAttr<I64Attr>:$seed);
+  let results = (outs ONNX_FloatTensor:$output, ONNX_BoolTensor:$mask);
+  let assemblyFormat = [{
+    $data (`ratio` $ratio^)? (`training_mode` $training_mode^)? attr-dict `:` functional-type(operands, results)
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Broadcasting binary ops and Where.
+//===----------------------------------------------------------------------===//
+
+def ONNX_AddOp : ONNX_BroadcastOp<"Add", ONNX_NumericTensor, ONNX_NumericTensor> {
+  let hasFolder = 1;
+}
+def ONNX_SubOp : ONNX_BroadcastOp<"Sub", ONNX_NumericTensor, ONNX_NumericTensor> {
+  let hasFolder = 1;
+}
+def ONNX_MulOp : ONNX_BroadcastOp<"Mul", ONNX_NumericTensor, ONNX_NumericTensor> {
+  let hasFolder = 1;
+}
+def ONNX_DivOp : ONNX_BroadcastOp<"Div", ONNX_NumericTensor, ONNX_NumericTensor> {
+  let hasFolder = 1;
+}
+def ONNX_PowOp : ONNX_Op<"Pow", [Pure]> {
+  let summary = "ONNX Pow: X raised to Y, broadcasting; result has X's element type";
+  let description = [{
+    ```mlir
+    %z = onnx.Pow %x, %y : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$X, ONNX_NumericTensor:$Y);
+  let results = (outs ONNX_NumericTensor:$Z);
+  let inferBody = [{
+    return ::pp::onnx::inferBroadcast(location, adaptor.getOperands(),
+        ::mlir::getElementTypeOrSelf(adaptor.getX().getType()), inferred);
+  }];
+}
+def ONNX_EqualOp : ONNX_BroadcastOp<"Equal", ONNX_Tensor, ONNX_BoolTensor,
+    "::mlir::IntegerType::get(context, 1)">;
+def ONNX_LessOp : ONNX_BroadcastOp<"Less", ONNX_NumericTensor, ONNX_BoolTensor,
+    "::mlir::IntegerType::get(context, 1)">;
+def ONNX_GreaterOp : ONNX_BroadcastOp<"Greater", ONNX_NumericTensor, ONNX_BoolTensor,
+    "::mlir::IntegerType::get(context, 1)">;
+def ONNX_AndOp : ONNX_BroadcastOp<"And", ONNX_BoolTensor, ONNX_BoolTensor>;
+def ONNX_OrOp : ONNX_BroadcastOp<"Or", ONNX_BoolTensor, ONNX_BoolTensor>;
+
+def ONNX_WhereOp : ONNX_Op<"Where", [Pure]> {
+  let summary = "ONNX Where: elementwise select with broadcasting";
+  let description = [{
+    ```mlir
+    %z = onnx.Where %c, %x, %y : (tensor<4x4xi1>, tensor<f32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_BoolTensor:$condition, ONNX_Tensor:$X, ONNX_Tensor:$Y);
+  let results = (outs ONNX_Tensor:$output);
+  let inferBody = [{
+    return ::pp::onnx::inferBroadcast(location, adaptor.getOperands(),
+        ::mlir::getElementTypeOrSelf(adaptor.getX().getType()), inferred);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, convolution, normalisation, pooling.
+//===----------------------------------------------------------------------===//
+
+def ONNX_MatMulOp : ONNX_Op<"MatMul", [Pure]> {
+  let summary = "ONNX MatMul (numpy matmul semantics, batch dims broadcast)";
+  let description = [{
+    ```mlir
+    %y = onnx.MatMul %a, %b : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$A, ONNX_NumericTensor:$B);
+  let results = (outs ONNX_NumericTensor:$Y);
+  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+}
+def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure]> {
+  let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
+  let description = [{
+    ```mlir
+    %y = onnx.Gemm %a, %b, %c {transB = 1 : si64} : (tensor<8x64xf32>, tensor<10x64xf32>, tensor<10xf32>) -> tensor<8x10xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$A, ONNX_NumericTensor:$B, Optional<ONNX_NumericTensor>:$C,
+                       DefaultValuedAttr<F32Attr, "1.0">:$alpha, DefaultValuedAttr<F32Attr, "1.0">:$beta,
+                       DefaultValuedAttr<I64Attr, "0">:$transA, DefaultValuedAttr<I64Attr, "0">:$transB);
+  let results = (outs ONNX_NumericTensor:$Y);
+  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+}
+def ONNX_ConvOp : ONNX_Op<"Conv", [Pure]> {
+  let summary = "ONNX Conv (N-d, grouped, dilated, padded)";
+  let description = [{
+    ```mlir
+    %y = onnx.Conv %x, %w {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x8x8xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W, Optional<ONNX_FloatTensor>:$B,
+                       DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$pads,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_FloatTensor:$Y);
+  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+}
+def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
+  let summary = "ONNX BatchNormalization; running statistics results are always present";
+  let description = [{
+    With `training_mode = 1` normalises with the batch statistics and returns
+    the updated running mean and variance.
+
+    ```mlir
+    %y, %m, %v = onnx.BatchNormalization %x, %s, %b, %mean, %var {training_mode = 1 : si64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$scale, ONNX_FloatTensor:$B,
+                       ONNX_FloatTensor:$input_mean, ONNX_FloatTensor:$input_var,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       DefaultValuedAttr<F32Attr, "0.9">:$momentum,
+                       DefaultValuedAttr<I64Attr, "0">:$training_mode);
+  let results = (outs ONNX_FloatTensor:$Y, ONNX_FloatTensor:$running_mean,
+                      ONNX_FloatTensor:$running_var);
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 4 * ::pp::onnx::getNumElements(getY().getType()); }
+  }];
+}
+def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", [Pure]> {
+  let summary = "ONNX LayerNormalization; Mean and InvStdDev results are always present";
+  let description = [{
+    ```mlir
+    %y, %mean, %inv = onnx.LayerNormalization %x, %s, %b {axis = -1 : si64} : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x1xf32>, tensor<4x16x1xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$Scale, Optional<ONNX_FloatTensor>:$B,
+                       DefaultValuedAttr<I64Attr, "-1">:$axis,
+                       DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
+                       DefaultValuedAttr<I64Attr, "1">:$stash_type);
+  let results = (outs ONNX_FloatTensor:$Y, ONNX_FloatTensor:$Mean, ONNX_FloatTensor:$InvStdDev);
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 8 * ::pp::onnx::getNumElements(getY().getType()); }
+  }];
+}
+
+class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic, [Pure]> {
+  let summary = "ONNX " # mnemonic;
+  let description = [{
+    ```mlir
+    %y = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<1x4x8x8xf32>) -> tensor<1x4x4x4xf32>
+    ```
+  }];
+  let results = (outs ONNX_FloatTensor:$Y);
+  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+}
+def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
+  let arguments = (ins ONNX_FloatTensor:$X,
+                       DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$pads,
+                       DefaultValuedAttr<I64Attr, "0">:$storage_order,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides);
+}
+def ONNX_AveragePoolOp : ONNX_PoolOp<"AveragePool"> {
+  let arguments = (ins ONNX_FloatTensor:$X,
+                       DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                       DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
+                       DefaultValuedAttr<I64Attr, "0">:$count_include_pad,
+                       DenseI64ArrayAttr:$kernel_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$pads,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides);
+}
+def ONNX_GlobalAveragePoolOp : ONNX_PoolOp<"GlobalAveragePool"> {
+  let arguments = (ins ONNX_FloatTensor:$X);
+}
+def ONNX_GlobalMaxPoolOp : ONNX_PoolOp<"GlobalMaxPool"> {
+  let arguments = (ins ONNX_FloatTensor:$X);
+}
+
+def ONNX_SoftmaxCrossEntropyLossOp : ONNX_Op<"SoftmaxCrossEntropyLoss", [Pure]> {
+  let summary = "ONNX SoftmaxCrossEntropyLoss; log_prob result is always present";
+  let description = [{
+    ```mlir
+    %loss, %logp = onnx.SoftmaxCrossEntropyLoss %scores, %labels {reduction = "mean"} : (tensor<8x10xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x10xf32>)
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$scores, ONNX_IndexTensor:$labels,
+                       Optional<ONNX_FloatTensor>:$weights,
+                       OptionalAttr<I64Attr>:$ignore_index,
+                       DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
+  let results = (outs ONNX_FloatTensor:$output, ONNX_FloatTensor:$log_prob);
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 6 * ::pp::onnx::getNumElements(getScores().getType()); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions.
+//===----------------------------------------------------------------------===//
+
+def ONNX_ReduceMeanOp : ONNX_Op<"ReduceMean", [Pure]> {
+  let summary = "ONNX ReduceMean (opset 13-17: axes is an attribute)";
+  let description = [{
+    ```mlir
+    %y = onnx.ReduceMean %x {axes = array<i64: 1>, keepdims = 0 : si64} : (tensor<4x8x32xf32>) -> tensor<4x32xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$data, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs ONNX_NumericTensor:$reduced);
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return ::pp::onnx::getNumElements(getData().getType()); }
+  }];
+}
+def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
+  let summary = "ONNX ReduceSum (axes is an optional constant input)";
+  let description = [{
+    ```mlir
+    %y = onnx.ReduceSum %x, %axes {keepdims = 0 : si64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<4xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$data, Optional<ONNX_I64Tensor>:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims,
+                       DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
+  let results = (outs ONNX_NumericTensor:$reduced);
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return ::pp::onnx::getNumElements(getData().getType()); }
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement and shape ops (no arithmetic; shape inputs must be constant).
+//===----------------------------------------------------------------------===//
+
+class ONNX_MoveOp<string mnemonic, list<Trait> traits = []>
+    : ONNX_Op<mnemonic, !listconcat(traits, [Pure])> {
+  let summary = "ONNX " # mnemonic;
+  let extraClassDeclaration = [{ int64_t getForwardFlops() { return 0; } }];
+}
+
+def ONNX_ConstantOp : ONNX_MoveOp<"Constant", [ConstantLike]> {
+  let description = [{
+    All ONNX value forms (value, value_float(s), value_int(s)) are imported as
+    `value`.
+
+    ```mlir
+    %c = onnx.Constant dense<[2, 3]> : tensor<2xi64>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = "$value attr-dict";
+  let hasFolder = 1;
+  let inferBody = [{
+    inferred.push_back(adaptor.getValue().getType());
+    return ::mlir::success();
+  }];
+}
+def ONNX_ConstantOfShapeOp : ONNX_MoveOp<"ConstantOfShape"> {
+  let description = "Tensor of the given (constant) shape filled with `value`.";
+  let arguments = (ins ONNX_I64Tensor:$input, OptionalAttr<ElementsAttr>:$value);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+def ONNX_ShapeOp : ONNX_MoveOp<"Shape"> {
+  let description = "The static shape as a 1-D i64 tensor; folds to a constant.";
+  let arguments = (ins ONNX_Tensor:$data, DefaultValuedAttr<I64Attr, "0">:$start,
+                       OptionalAttr<I64Attr>:$end);
+  let results = (outs ONNX_I64Tensor:$shape);
+  let hasFolder = 1;
+}
+def ONNX_FlattenOp : ONNX_MoveOp<"Flatten"> {
+  let description = "Reshapes to 2-D, splitting the dims at `axis`.";
+  let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+}
+def ONNX_TransposeOp : ONNX_MoveOp<"Transpose"> {
+  let description = "Permutes dims by `perm` (default: reversed).";
+  let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
+  let results = (outs ONNX_Tensor:$transposed);
+  let hasFolder = 1;
+}
+def ONNX_ReshapeOp : ONNX_MoveOp<"Reshape"> {
+  let description = "Reshape to a constant target shape (0 copies, -1 infers).";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_I64Tensor:$shape,
+                       DefaultValuedAttr<I64Attr, "0">:$allowzero);
+  let results = (outs ONNX_Tensor:$reshaped);
+  let hasFolder = 1;
+}
+def ONNX_SqueezeOp : ONNX_MoveOp<"Squeeze"> {
+  let description = "Removes size-1 dims named by the constant `axes` (all when absent).";
+  let arguments = (ins ONNX_Tensor:$data, Optional<ONNX_I64Tensor>:$axes);
+  let results = (outs ONNX_Tensor:$squeezed);
+  let hasFolder = 1;
+}
+def ONNX_UnsqueezeOp : ONNX_MoveOp<"Unsqueeze"> {
+  let description = "Inserts size-1 dims at the constant `axes`.";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_I64Tensor:$axes);
+  let results = (outs ONNX_Tensor:$expanded);
+  let hasFolder = 1;
+}
+def ONNX_ExpandOp : ONNX_MoveOp<"Expand"> {
+  let description = "Broadcasts to a constant shape.";
+  let arguments = (ins ONNX_Tensor:$input, ONNX_I64Tensor:$shape);
+  let results = (outs ONNX_Tensor:$output);
+}
+def ONNX_ConcatOp : ONNX_MoveOp<"Concat"> {
+  let description = "Concatenates along `axis`.";
+  let arguments = (ins Variadic<ONNX_Tensor>:$inputs, I64Attr:$axis);
+  let results = (outs ONNX_Tensor:$concat_result);
+  let hasFolder = 1;
+}
+def ONNX_SplitOp : ONNX_MoveOp<"Split"> {
+  let description = [{
+    Splits along `axis` by the constant `split` sizes, or into `num_outputs`
+    equal parts (the importer records the node's output count there).
+  }];
+  let arguments = (ins ONNX_Tensor:$input, Optional<ONNX_I64Tensor>:$split,
+                       DefaultValuedAttr<I64Attr, "0">:$axis, OptionalAttr<I64Attr>:$num_outputs);
+  let results = (outs Variadic<ONNX_Tensor>:$outputs);
+}
+def ONNX_SliceOp : ONNX_MoveOp<"Slice", [AttrSizedOperandSegments]> {
+  let description = "Strided slice with constant starts/ends/axes/steps.";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_IndexTensor:$starts, ONNX_IndexTensor:$ends,
+                       Optional<ONNX_IndexTensor>:$axes, Optional<ONNX_IndexTensor>:$steps);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = [{
+    $data `,` $starts `,` $ends (`axes` $axes^)? (`steps` $steps^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+}
+def ONNX_GatherOp : ONNX_MoveOp<"Gather"> {
+  let description = "Gathers slices of `data` along `axis` at `indices`.";
+  let arguments = (ins ONNX_Tensor:$data, ONNX_IndexTensor:$indices,
+                       DefaultValuedAttr<I64Attr, "0">:$axis);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+
+#endif // PP_DIALECT_ONNX_IR_ONNXOPS_TD

@@ -1,0 +1,42 @@
+//===- ONNXImporter.h - ONNX model to onnx dialect ------------*- C++ -*-===//
+#ifndef PP_IMPORT_ONNX_ONNXIMPORTER_H
+#define PP_IMPORT_ONNX_ONNXIMPORTER_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+#include "llvm/ADT/StringRef.h"
+
+#include <string>
+
+namespace pp {
+
+struct ONNXImportOptions {
+  /// Value for a symbolic leading (batch) dim of graph inputs; 0 = none.
+  int64_t batchSize = 0;
+  /// Float initializers whose names match this regex are imported as
+  /// constants instead of trainable parameters.
+  std::string frozenPattern;
+};
+
+/// Registers the dialects the importer creates ops of.
+void registerONNXImportDialects(mlir::DialectRegistry &registry);
+
+/// Imports the ONNX model in `bytes` (read from `fileName`, which locations
+/// and external-data lookups use). Emits diagnostics and returns null on
+/// failure; never aborts on malformed input.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXModel(llvm::StringRef bytes, llvm::StringRef fileName,
+                mlir::MLIRContext *context, const ONNXImportOptions &options);
+
+/// Prints an importer diagnostic as `file: node 'name' (OpType): error: ...`.
+void printImportDiagnostic(mlir::Diagnostic &diag, llvm::raw_ostream &os);
+
+/// Reads and imports an `.onnx` file.
+mlir::OwningOpRef<mlir::ModuleOp>
+importONNXFile(llvm::StringRef fileName, mlir::MLIRContext *context,
+               const ONNXImportOptions &options);
+
+} // namespace pp
+
+#endif // PP_IMPORT_ONNX_ONNXIMPORTER_H

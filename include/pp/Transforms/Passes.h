@@ -1,0 +1,20 @@
+//===- Passes.h - Passes of pipeline-opt ----------------------*- C++ -*-===//
+#ifndef PP_TRANSFORMS_PASSES_H
+#define PP_TRANSFORMS_PASSES_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <memory>
+
+namespace pp {
+
+#define GEN_PASS_DECL
+#include "pp/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "pp/Transforms/Passes.h.inc"
+
+} // namespace pp
+
+#endif // PP_TRANSFORMS_PASSES_H

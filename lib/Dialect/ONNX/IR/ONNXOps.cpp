@@ -1,0 +1,1235 @@
+//===- ONNXOps.cpp - The onnx dialect and its operations --------*- C++ -*-===//
+//
+// Result-type inference, verifiers, folders (shape sub-graphs fold to
+// constants) and FLOP counts of the onnx dialect.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <cmath>
+#include <numeric>
+
+using namespace mlir;
+using namespace pp::onnx;
+
+#include "pp/Dialect/ONNX/IR/ONNXInterfaces.cpp.inc"
+#include "pp/Dialect/ONNX/IR/ONNXOpsDialect.cpp.inc"
+
+void ONNXDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+      >();
+}
+
+Operation *ONNXDialect::materializeConstant(OpBuilder &builder, Attribute value,
+                                            Type type, Location loc) {
+  auto elements = dyn_cast<ElementsAttr>(value);
+  if (!elements || elements.getType() != type)
+    return nullptr;
+  return ConstantOp::create(builder, loc, elements);
+}
+
+//===----------------------------------------------------------------------===//
+// Helpers
+//===----------------------------------------------------------------------===//
+
+/// Folding stops at this many elements: shape sub-graphs are tiny, and
+/// folding large tensors would bloat the IR.
+static constexpr int64_t kMaxFoldElements = 4096;
+
+int64_t pp::onnx::getNumElements(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  return shaped && shaped.hasStaticShape() ? shaped.getNumElements() : 0;
+}
+
+bool pp::onnx::areCompatibleResultTypes(TypeRange lhs, TypeRange rhs) {
+  if (lhs.size() != rhs.size())
+    return false;
+  for (auto [l, r] : llvm::zip(lhs, rhs)) {
+    if (getElementTypeOrSelf(l) != getElementTypeOrSelf(r) ||
+        failed(verifyCompatibleShape(l, r)))
+      return false;
+  }
+  return true;
+}
+
+static RankedTensorType rankedType(Value value) {
+  return dyn_cast<RankedTensorType>(value.getType());
+}
+
+static LogicalResult error(std::optional<Location> loc, const Twine &message) {
+  return emitOptionalError(loc, message);
+}
+
+/// Normalises a possibly negative axis against `rank`.
+static FailureOr<int64_t> normalizeAxis(std::optional<Location> loc,
+                                        int64_t axis, int64_t rank,
+                                        StringRef what = "axis") {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    return error(loc, what + " " + Twine(axis) + " is out of range for rank " +
+                          Twine(rank));
+  return axis < 0 ? axis + rank : axis;
+}
+
+LogicalResult pp::onnx::inferSameAsOperand(std::optional<Location> loc,
+                                           ValueRange operands, unsigned index,
+                                           SmallVectorImpl<Type> &out) {
+  if (operands.size() <= index)
+    return error(loc, "missing operand #" + Twine(index));
+  out.push_back(operands[index].getType());
+  return success();
+}
+
+LogicalResult pp::onnx::inferBroadcast(std::optional<Location> loc,
+                                       ValueRange operands, Type elementType,
+                                       SmallVectorImpl<Type> &out) {
+  SmallVector<int64_t> shape;
+  for (Value operand : operands) {
+    RankedTensorType type = rankedType(operand);
+    if (!type)
+      return error(loc, "operands must be ranked tensors");
+    SmallVector<int64_t> next;
+    if (!OpTrait::util::getBroadcastedShape(shape, type.getShape(), next))
+      return error(loc, "operand shapes are not broadcast-compatible");
+    shape = std::move(next);
+  }
+  if (!elementType)
+    elementType = getElementTypeOrSelf(operands.front().getType());
+  out.push_back(RankedTensorType::get(shape, elementType));
+  return success();
+}
+
+std::optional<SmallVector<int64_t>> pp::onnx::getConstantInts(Value value) {
+  DenseIntElementsAttr attr;
+  if (!value || !matchPattern(value, m_Constant(&attr)))
+    return std::nullopt;
+  SmallVector<int64_t> result;
+  for (const APInt &v : attr.getValues<APInt>())
+    result.push_back(v.getSExtValue());
+  return result;
+}
+
+Type pp::onnx::getElementTypeForONNXDataType(MLIRContext *ctx,
+                                             int64_t dataType) {
+  Builder b(ctx);
+  // Codes from onnx.proto's TensorProto.DataType.
+  switch (dataType) {
+  case 1: return b.getF32Type();
+  case 2: return b.getIntegerType(8, /*isSigned=*/false);
+  case 3: return b.getIntegerType(8);
+  case 4: return b.getIntegerType(16, /*isSigned=*/false);
+  case 5: return b.getIntegerType(16);
+  case 6: return b.getI32Type();
+  case 7: return b.getI64Type();
+  case 9: return b.getI1Type();
+  case 10: return b.getF16Type();
+  case 11: return b.getF64Type();
+  case 12: return b.getIntegerType(32, /*isSigned=*/false);
+  case 13: return b.getIntegerType(64, /*isSigned=*/false);
+  case 16: return b.getBF16Type();
+  default: return nullptr;
+  }
+}
+
+static SmallVector<int64_t> toVector(std::optional<ArrayRef<int64_t>> values,
+                                     size_t size, int64_t fill) {
+  if (values && !values->empty())
+    return SmallVector<int64_t>(values->begin(), values->end());
+  return SmallVector<int64_t>(size, fill);
+}
+
+//===----------------------------------------------------------------------===//
+// Globals
+//===----------------------------------------------------------------------===//
+
+LogicalResult GlobalOp::verify() {
+  StringRef kind = getKind();
+  if (kind != kTrainable && kind != kState && kind != kConstant)
+    return emitOpError("kind must be 'trainable', 'state' or 'constant', got '")
+           << kind << "'";
+  auto type = cast<RankedTensorType>(getType());
+  if (!type.hasStaticShape())
+    return emitOpError("type must be statically shaped, got ") << type;
+  if (kind == kTrainable && !isa<FloatType>(type.getElementType()))
+    return emitOpError("trainable globals must have a float element type");
+  if (auto init = getInitialValueAttr(); init && init.getType() != type)
+    return emitOpError("initial value type ")
+           << init.getType() << " does not match " << type;
+  return success();
+}
+
+LogicalResult
+GlobalReadOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto global =
+      symbolTable.lookupNearestSymbolFrom<GlobalOp>(*this, getGlobalAttr());
+  if (!global)
+    return emitOpError("'") << getGlobal() << "' does not name an onnx.global";
+  if (global.getType() != getValue().getType())
+    return emitOpError("result type ")
+           << getValue().getType() << " does not match the global's type "
+           << global.getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+OpFoldResult IdentityOp::fold(FoldAdaptor) { return getX(); }
+
+/// Folds an arithmetic op on small constants. Exported shape sub-graphs
+/// compute dims with int64 Add/Sub/Mul/Div; float scalars (attention scales)
+/// fold the same way. Broadcasting is limited to equal shapes and splats.
+template <typename IntFn, typename FloatFn>
+static OpFoldResult foldArithmetic(Attribute lhsAttr, Attribute rhsAttr,
+                                   Type resultType, IntFn intFn,
+                                   FloatFn floatFn) {
+  auto lhs = dyn_cast_if_present<DenseElementsAttr>(lhsAttr);
+  auto rhs = dyn_cast_if_present<DenseElementsAttr>(rhsAttr);
+  auto type = dyn_cast<RankedTensorType>(resultType);
+  if (!lhs || !rhs || !type || !type.hasStaticShape() ||
+      type.getNumElements() > kMaxFoldElements)
+    return {};
+  auto fits = [&](DenseElementsAttr a) {
+    return a.isSplat() || a.getType().getShape() == type.getShape();
+  };
+  if (!fits(lhs) || !fits(rhs))
+    return {};
+  int64_t n = type.getNumElements();
+  Type element = type.getElementType();
+  if (auto floatType = dyn_cast<FloatType>(element)) {
+    auto a = llvm::to_vector(lhs.getValues<APFloat>());
+    auto b = llvm::to_vector(rhs.getValues<APFloat>());
+    SmallVector<APFloat> result;
+    for (int64_t i = 0; i < n; ++i) {
+      APFloat x = a[lhs.isSplat() ? 0 : i], y = b[rhs.isSplat() ? 0 : i];
+      result.push_back(floatFn(x, y));
+    }
+    return DenseElementsAttr::get(type, result);
+  }
+  if (!element.isSignlessInteger() || element.isInteger(1))
+    return {};
+  auto a = llvm::to_vector(lhs.getValues<APInt>());
+  auto b = llvm::to_vector(rhs.getValues<APInt>());
+  SmallVector<APInt> result;
+  for (int64_t i = 0; i < n; ++i) {
+    std::optional<APInt> v =
+        intFn(a[lhs.isSplat() ? 0 : i], b[rhs.isSplat() ? 0 : i]);
+    if (!v)
+      return {};
+    result.push_back(*v);
+  }
+  return DenseElementsAttr::get(type, result);
+}
+
+OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
+  return foldArithmetic(
+      adaptor.getA(), adaptor.getB(), getType(),
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x + y; },
+      [](APFloat x, const APFloat &y) {
+        x.add(y, APFloat::rmNearestTiesToEven);
+        return x;
+      });
+}
+OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
+  return foldArithmetic(
+      adaptor.getA(), adaptor.getB(), getType(),
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x - y; },
+      [](APFloat x, const APFloat &y) {
+        x.subtract(y, APFloat::rmNearestTiesToEven);
+        return x;
+      });
+}
+OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
+  return foldArithmetic(
+      adaptor.getA(), adaptor.getB(), getType(),
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x * y; },
+      [](APFloat x, const APFloat &y) {
+        x.multiply(y, APFloat::rmNearestTiesToEven);
+        return x;
+      });
+}
+OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
+  // ONNX integer Div truncates toward zero, like APInt::sdiv.
+  return foldArithmetic(
+      adaptor.getA(), adaptor.getB(), getType(),
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> {
+        if (y.isZero())
+          return std::nullopt;
+        return x.sdiv(y);
+      },
+      [](APFloat x, const APFloat &y) {
+        x.divide(y, APFloat::rmNearestTiesToEven);
+        return x;
+      });
+}
+
+LogicalResult GeluOp::verify() {
+  if (getApproximate() != "none" && getApproximate() != "tanh")
+    return emitOpError("approximate must be 'none' or 'tanh'");
+  return success();
+}
+
+template <typename SoftmaxLike> static LogicalResult verifySoftmax(SoftmaxLike op) {
+  int64_t rank = op.getInput().getType().getRank();
+  if (failed(normalizeAxis(op.getLoc(), op.getAxis(), rank)))
+    return failure();
+  return success();
+}
+LogicalResult SoftmaxOp::verify() { return verifySoftmax(*this); }
+LogicalResult LogSoftmaxOp::verify() { return verifySoftmax(*this); }
+
+LogicalResult CastOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  Type element = getElementTypeForONNXDataType(context, adaptor.getTo());
+  if (!element)
+    return error(location, "unsupported ONNX data type " +
+                               Twine(adaptor.getTo()) + " in 'to'");
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  inferred.push_back(type.clone(element));
+  return success();
+}
+
+OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
+  auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput());
+  auto type = cast<RankedTensorType>(getType());
+  if (!input || input.getNumElements() > kMaxFoldElements)
+    return {};
+  if (input.getType() == type)
+    return input;
+  Type from = input.getElementType(), to = type.getElementType();
+  SmallVector<double> values;
+  if (isa<FloatType>(from))
+    for (const APFloat &v : input.getValues<APFloat>())
+      values.push_back(v.convertToDouble());
+  else if (from.isInteger(1))
+    for (bool v : input.getValues<bool>())
+      values.push_back(v);
+  else
+    for (const APInt &v : input.getValues<APInt>())
+      values.push_back(from.isUnsignedInteger() ? double(v.getZExtValue())
+                                                : double(v.getSExtValue()));
+  if (auto floatType = dyn_cast<FloatType>(to)) {
+    SmallVector<APFloat> result;
+    for (double v : values) {
+      APFloat f(v);
+      bool lost;
+      f.convert(floatType.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &lost);
+      result.push_back(f);
+    }
+    return DenseElementsAttr::get(type, result);
+  }
+  unsigned width = to.getIntOrFloatBitWidth();
+  SmallVector<APInt> result;
+  for (double v : values)
+    result.push_back(width == 1 ? APInt(1, v != 0)
+                                : APInt(width, int64_t(v), /*isSigned=*/true,
+                                        /*implicitTrunc=*/true));
+  return DenseElementsAttr::get(type, result);
+}
+
+LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  inferred.push_back(type);
+  inferred.push_back(type.clone(IntegerType::get(context, 1)));
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Contractions, convolution, normalisation, pooling
+//===----------------------------------------------------------------------===//
+
+LogicalResult MatMulOp::inferReturnTypes(MLIRContext *context,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto a = cast<RankedTensorType>(adaptor.getA().getType());
+  auto b = cast<RankedTensorType>(adaptor.getB().getType());
+  if (a.getRank() == 0 || b.getRank() == 0)
+    return error(location, "MatMul operands must have rank >= 1");
+  SmallVector<int64_t> aShape(a.getShape()), bShape(b.getShape());
+  bool vecA = aShape.size() == 1, vecB = bShape.size() == 1;
+  if (vecA)
+    aShape.insert(aShape.begin(), 1);
+  if (vecB)
+    bShape.push_back(1);
+  int64_t k = aShape.back(), k2 = bShape[bShape.size() - 2];
+  if (!ShapedType::isDynamic(k) && !ShapedType::isDynamic(k2) && k != k2)
+    return error(location, "MatMul contraction dims differ: " + Twine(k) +
+                               " vs " + Twine(k2));
+  SmallVector<int64_t> batch;
+  if (!OpTrait::util::getBroadcastedShape(
+          ArrayRef<int64_t>(aShape).drop_back(2),
+          ArrayRef<int64_t>(bShape).drop_back(2), batch))
+    return error(location, "MatMul batch dims are not broadcast-compatible");
+  if (!vecA)
+    batch.push_back(aShape[aShape.size() - 2]);
+  if (!vecB)
+    batch.push_back(bShape.back());
+  inferred.push_back(RankedTensorType::get(batch, a.getElementType()));
+  return success();
+}
+
+int64_t MatMulOp::getForwardFlops() {
+  int64_t k = getA().getType().getShape().back();
+  return 2 * k * getNumElements(getY().getType());
+}
+
+LogicalResult GemmOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto a = cast<RankedTensorType>(adaptor.getA().getType());
+  auto b = cast<RankedTensorType>(adaptor.getB().getType());
+  if (a.getRank() != 2 || b.getRank() != 2)
+    return error(location, "Gemm operands A and B must be 2-D");
+  int64_t m = a.getDimSize(adaptor.getTransA() ? 1 : 0);
+  int64_t ka = a.getDimSize(adaptor.getTransA() ? 0 : 1);
+  int64_t kb = b.getDimSize(adaptor.getTransB() ? 1 : 0);
+  int64_t n = b.getDimSize(adaptor.getTransB() ? 0 : 1);
+  if (ka != kb)
+    return error(location, "Gemm contraction dims differ: " + Twine(ka) +
+                               " vs " + Twine(kb));
+  auto type = RankedTensorType::get({m, n}, a.getElementType());
+  if (Value c = adaptor.getC()) {
+    SmallVector<int64_t> shape;
+    if (!OpTrait::util::getBroadcastedShape(
+            type.getShape(), cast<RankedTensorType>(c.getType()).getShape(),
+            shape) ||
+        ArrayRef<int64_t>(shape) != type.getShape())
+      return error(location, "Gemm C is not unidirectionally broadcastable "
+                             "to the result");
+  }
+  inferred.push_back(type);
+  return success();
+}
+
+int64_t GemmOp::getForwardFlops() {
+  auto a = getA().getType();
+  int64_t k = a.getDimSize(getTransA() ? 0 : 1);
+  return 2 * k * getNumElements(getY().getType());
+}
+
+/// Output spatial sizes of a convolution or pooling window.
+static FailureOr<SmallVector<int64_t>>
+inferWindowOutput(std::optional<Location> loc, ArrayRef<int64_t> spatial,
+                  ArrayRef<int64_t> kernel, StringRef autoPad,
+                  std::optional<ArrayRef<int64_t>> padsAttr,
+                  std::optional<ArrayRef<int64_t>> stridesAttr,
+                  std::optional<ArrayRef<int64_t>> dilationsAttr,
+                  bool ceilMode) {
+  size_t n = spatial.size();
+  if (kernel.size() != n)
+    return error(loc, "kernel has " + Twine(kernel.size()) +
+                          " dims but the input has " + Twine(n) +
+                          " spatial dims");
+  SmallVector<int64_t> strides = toVector(stridesAttr, n, 1);
+  SmallVector<int64_t> dilations = toVector(dilationsAttr, n, 1);
+  SmallVector<int64_t> pads = toVector(padsAttr, 2 * n, 0);
+  if (strides.size() != n || dilations.size() != n || pads.size() != 2 * n)
+    return error(loc, "strides/dilations need " + Twine(n) +
+                          " values and pads " + Twine(2 * n));
+  SmallVector<int64_t> out;
+  for (size_t i = 0; i < n; ++i) {
+    if (strides[i] <= 0 || dilations[i] <= 0 || kernel[i] <= 0)
+      return error(loc, "kernel, strides and dilations must be positive");
+    int64_t effective = dilations[i] * (kernel[i] - 1) + 1;
+    if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+      out.push_back((spatial[i] + strides[i] - 1) / strides[i]);
+      continue;
+    }
+    int64_t padded = spatial[i] + (autoPad == "VALID" ? 0 : pads[i] + pads[i + n]);
+    int64_t span = padded - effective;
+    if (span < 0)
+      return error(loc, "window of size " + Twine(effective) +
+                            " exceeds the padded input of size " + Twine(padded));
+    int64_t size = (ceilMode ? (span + strides[i] - 1) / strides[i]
+                             : span / strides[i]) + 1;
+    // With ceil_mode, a last window that starts inside the right padding is
+    // dropped (as in ONNX's reference and PyTorch).
+    if (ceilMode && (size - 1) * strides[i] >= spatial[i] + pads[i])
+      --size;
+    out.push_back(size);
+  }
+  return out;
+}
+
+LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
+                                       std::optional<Location> location,
+                                       Adaptor adaptor,
+                                       SmallVectorImpl<Type> &inferred) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return error(location, "Conv needs X of rank >= 3 and W of the same rank");
+  int64_t group = adaptor.getGroup();
+  if (group <= 0 || x.getDimSize(1) != w.getDimSize(1) * group)
+    return error(location, "Conv input channels " + Twine(x.getDimSize(1)) +
+                               " != W channels " + Twine(w.getDimSize(1)) +
+                               " x group " + Twine(group));
+  if (w.getDimSize(0) % group != 0)
+    return error(location, "Conv output channels must be divisible by group");
+  if (Value b = adaptor.getB()) {
+    auto bt = cast<RankedTensorType>(b.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != w.getDimSize(0))
+      return error(location, "Conv bias must be 1-D of size M");
+  }
+  ArrayRef<int64_t> kernel = w.getShape().drop_front(2);
+  if (auto ks = adaptor.getKernelShape(); ks && *ks != kernel)
+    return error(location, "kernel_shape does not match W");
+  auto spatial = inferWindowOutput(location, x.getShape().drop_front(2), kernel,
+                                   adaptor.getAutoPad(), adaptor.getPads(),
+                                   adaptor.getStrides(),
+                                   adaptor.getDilations(), false);
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> shape = {x.getDimSize(0), w.getDimSize(0)};
+  shape.append(*spatial);
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+int64_t ConvOp::getForwardFlops() {
+  auto w = getW().getType();
+  int64_t perOutput = 2 * getNumElements(w) / w.getDimSize(0);
+  return perOutput * getNumElements(getY().getType());
+}
+
+LogicalResult BatchNormalizationOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  if (x.getRank() < 2)
+    return error(location, "BatchNormalization input must have rank >= 2");
+  auto channels = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
+  for (Value v : adaptor.getOperands().drop_front())
+    if (v.getType() != channels)
+      return error(location, "BatchNormalization scale, B, mean and var must "
+                             "be of type " +
+                                 llvm::formatv("{0}", channels).str());
+  inferred.append({x, channels, channels});
+  return success();
+}
+
+LogicalResult LayerNormalizationOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto axis = normalizeAxis(location, adaptor.getAxis(), x.getRank());
+  if (failed(axis))
+    return failure();
+  ArrayRef<int64_t> normalized = x.getShape().drop_front(*axis);
+  for (Value v : {adaptor.getScale(), adaptor.getB()}) {
+    if (!v)
+      continue;
+    SmallVector<int64_t> shape;
+    if (!OpTrait::util::getBroadcastedShape(
+            normalized, cast<RankedTensorType>(v.getType()).getShape(),
+            shape) ||
+        ArrayRef<int64_t>(shape) != normalized)
+      return error(location, "LayerNormalization Scale/B must broadcast to "
+                             "the normalised dims");
+  }
+  SmallVector<int64_t> statShape(x.getShape());
+  for (int64_t i = *axis; i < x.getRank(); ++i)
+    statShape[i] = 1;
+  // stash_type 1 keeps the statistics in float32.
+  Type statElement = adaptor.getStashType() == 1 ? Float32Type::get(context)
+                                                 : x.getElementType();
+  auto stats = RankedTensorType::get(statShape, statElement);
+  inferred.append({x, stats, stats});
+  return success();
+}
+
+template <typename PoolOp>
+static LogicalResult inferPool(std::optional<Location> location,
+                               typename PoolOp::Adaptor adaptor,
+                               SmallVectorImpl<Type> &inferred,
+                               std::optional<ArrayRef<int64_t>> dilations) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  if (x.getRank() < 3)
+    return error(location, "pooling input must have rank >= 3");
+  auto spatial = inferWindowOutput(
+      location, x.getShape().drop_front(2), adaptor.getKernelShape(),
+      adaptor.getAutoPad(), adaptor.getPads(), adaptor.getStrides(),
+      dilations, adaptor.getCeilMode() != 0);
+  if (failed(spatial))
+    return failure();
+  SmallVector<int64_t> shape(x.getShape().take_front(2));
+  shape.append(*spatial);
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *context,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  return inferPool<MaxPoolOp>(location, adaptor, inferred,
+                              adaptor.getDilations());
+}
+int64_t MaxPoolOp::getForwardFlops() {
+  int64_t window = 1;
+  for (int64_t k : getKernelShape())
+    window *= k;
+  return window * getNumElements(getY().getType());
+}
+
+LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *context,
+                                              std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  return inferPool<AveragePoolOp>(location, adaptor, inferred, std::nullopt);
+}
+int64_t AveragePoolOp::getForwardFlops() {
+  int64_t window = 1;
+  for (int64_t k : getKernelShape())
+    window *= k;
+  return window * getNumElements(getY().getType());
+}
+
+static LogicalResult inferGlobalPool(std::optional<Location> location,
+                                     Value x, SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(x.getType());
+  if (type.getRank() < 3)
+    return error(location, "global pooling input must have rank >= 3");
+  SmallVector<int64_t> shape(type.getShape());
+  std::fill(shape.begin() + 2, shape.end(), 1);
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+LogicalResult GlobalAveragePoolOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return inferGlobalPool(location, adaptor.getX(), inferred);
+}
+int64_t GlobalAveragePoolOp::getForwardFlops() {
+  return getNumElements(getX().getType());
+}
+LogicalResult GlobalMaxPoolOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  return inferGlobalPool(location, adaptor.getX(), inferred);
+}
+int64_t GlobalMaxPoolOp::getForwardFlops() {
+  return getNumElements(getX().getType());
+}
+
+LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto scores = cast<RankedTensorType>(adaptor.getScores().getType());
+  auto labels = cast<RankedTensorType>(adaptor.getLabels().getType());
+  if (scores.getRank() < 2 || labels.getRank() != scores.getRank() - 1)
+    return error(location, "scores must be [N, C, ...] and labels [N, ...]");
+  SmallVector<int64_t> labelShape(scores.getShape());
+  labelShape.erase(labelShape.begin() + 1);
+  if (failed(verifyCompatibleShape(labelShape, labels.getShape())))
+    return error(location, "labels shape does not match scores without C");
+  StringRef reduction = adaptor.getReduction();
+  if (reduction != "mean" && reduction != "sum" && reduction != "none")
+    return error(location, "reduction must be 'mean', 'sum' or 'none'");
+  if (reduction == "none")
+    inferred.push_back(labels.clone(scores.getElementType()));
+  else
+    inferred.push_back(RankedTensorType::get({}, scores.getElementType()));
+  inferred.push_back(scores);
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Reductions
+//===----------------------------------------------------------------------===//
+
+static LogicalResult inferReduce(std::optional<Location> location,
+                                 RankedTensorType data,
+                                 std::optional<ArrayRef<int64_t>> axesIn,
+                                 bool keepDims, bool noopWithEmptyAxes,
+                                 SmallVectorImpl<Type> &inferred) {
+  int64_t rank = data.getRank();
+  SmallVector<bool> reduced(rank, false);
+  if (!axesIn || axesIn->empty()) {
+    if (!noopWithEmptyAxes)
+      reduced.assign(rank, true);
+  } else {
+    for (int64_t axis : *axesIn) {
+      auto a = normalizeAxis(location, axis, rank, "reduction axis");
+      if (failed(a))
+        return failure();
+      reduced[*a] = true;
+    }
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i) {
+    if (!reduced[i])
+      shape.push_back(data.getDimSize(i));
+    else if (keepDims)
+      shape.push_back(1);
+  }
+  inferred.push_back(data.clone(shape));
+  return success();
+}
+
+LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
+                                             std::optional<Location> location,
+                                             Adaptor adaptor,
+                                             SmallVectorImpl<Type> &inferred) {
+  return inferReduce(location,
+                     cast<RankedTensorType>(adaptor.getData().getType()),
+                     adaptor.getAxes(), adaptor.getKeepdims() != 0, false,
+                     inferred);
+}
+
+LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  std::optional<SmallVector<int64_t>> axes;
+  if (Value axesValue = adaptor.getAxes()) {
+    axes = getConstantInts(axesValue);
+    if (!axes)
+      return error(location, "ReduceSum axes must be a constant");
+  }
+  std::optional<ArrayRef<int64_t>> axesRef;
+  if (axes)
+    axesRef = ArrayRef<int64_t>(*axes);
+  return inferReduce(location,
+                     cast<RankedTensorType>(adaptor.getData().getType()),
+                     axesRef, adaptor.getKeepdims() != 0,
+                     adaptor.getNoopWithEmptyAxes() != 0, inferred);
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement and shape ops
+//===----------------------------------------------------------------------===//
+
+/// The constant shape operand of a shape-producing op, or an error naming it.
+static FailureOr<SmallVector<int64_t>>
+requireConstantShape(std::optional<Location> location, Value value,
+                     StringRef opName, StringRef operandName) {
+  auto ints = getConstantInts(value);
+  if (!ints)
+    return error(location, opName + " '" + operandName +
+                               "' is not a constant: the result shape cannot "
+                               "be made static");
+  return *ints;
+}
+
+OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
+
+LogicalResult ConstantOfShapeOp::inferReturnTypes(
+    MLIRContext *context, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto shape = requireConstantShape(location, adaptor.getInput(),
+                                    "ConstantOfShape", "input");
+  if (failed(shape))
+    return failure();
+  for (int64_t d : *shape)
+    if (d < 0)
+      return error(location, "ConstantOfShape dims must be >= 0");
+  Type element = Float32Type::get(context);
+  if (auto value = adaptor.getValueAttr())
+    element = value.getElementType();
+  inferred.push_back(RankedTensorType::get(*shape, element));
+  return success();
+}
+
+OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
+  auto type = cast<RankedTensorType>(getType());
+  if (type.getNumElements() > kMaxFoldElements)
+    return {};
+  Attribute element;
+  if (auto value = getValueAttr()) {
+    auto dense = dyn_cast<DenseElementsAttr>(value);
+    if (!dense || dense.getNumElements() != 1)
+      return {};
+    element = *dense.value_begin<Attribute>();
+  } else {
+    element = FloatAttr::get(type.getElementType(), 0.0);
+  }
+  return DenseElementsAttr::get(type, element);
+}
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  int64_t rank = cast<RankedTensorType>(adaptor.getData().getType()).getRank();
+  auto clamp = [&](int64_t v) {
+    if (v < 0)
+      v += rank;
+    return std::clamp<int64_t>(v, 0, rank);
+  };
+  int64_t start = clamp(adaptor.getStart());
+  int64_t end = adaptor.getEnd() ? clamp(*adaptor.getEnd()) : rank;
+  inferred.push_back(RankedTensorType::get({std::max<int64_t>(end - start, 0)},
+                                           IntegerType::get(context, 64)));
+  return success();
+}
+
+OpFoldResult ShapeOp::fold(FoldAdaptor) {
+  auto dataType = getData().getType();
+  if (!dataType.hasStaticShape())
+    return {};
+  int64_t rank = dataType.getRank();
+  int64_t start = getStart() < 0 ? getStart() + rank : getStart();
+  start = std::clamp<int64_t>(start, 0, rank);
+  int64_t end = rank;
+  if (getEnd())
+    end = std::clamp<int64_t>(*getEnd() < 0 ? *getEnd() + rank : *getEnd(), 0,
+                              rank);
+  SmallVector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i)
+    dims.push_back(dataType.getDimSize(i));
+  return DenseIntElementsAttr::get(cast<RankedTensorType>(getType()), dims);
+}
+
+LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  int64_t rank = type.getRank();
+  int64_t axis = adaptor.getAxis() < 0 ? adaptor.getAxis() + rank
+                                       : adaptor.getAxis();
+  if (axis < 0 || axis > rank)
+    return error(location, "Flatten axis out of range");
+  int64_t outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank; ++i)
+    (i < axis ? outer : inner) *= type.getDimSize(i);
+  inferred.push_back(type.clone({outer, inner}));
+  return success();
+}
+
+static SmallVector<int64_t> transposePermutation(TransposeOp::Adaptor adaptor,
+                                                 int64_t rank) {
+  if (auto perm = adaptor.getPerm(); perm && !perm->empty())
+    return SmallVector<int64_t>(perm->begin(), perm->end());
+  SmallVector<int64_t> perm(rank);
+  std::iota(perm.rbegin(), perm.rend(), 0);
+  return perm;
+}
+
+LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  SmallVector<int64_t> perm = transposePermutation(adaptor, type.getRank());
+  if (static_cast<int64_t>(perm.size()) != type.getRank())
+    return error(location, "perm has " + Twine(perm.size()) +
+                               " entries for a tensor of rank " +
+                               Twine(type.getRank()));
+  SmallVector<bool> seen(perm.size(), false);
+  SmallVector<int64_t> shape;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= type.getRank() || seen[p])
+      return error(location, "perm is not a permutation");
+    seen[p] = true;
+    shape.push_back(type.getDimSize(p));
+  }
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
+  auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
+  auto type = getData().getType();
+  SmallVector<int64_t> perm = transposePermutation(Adaptor(*this), type.getRank());
+  if (llvm::equal(perm, llvm::seq<int64_t>(0, type.getRank())))
+    return getData();
+  if (!input || input.getNumElements() > kMaxFoldElements)
+    return {};
+  if (input.isSplat())
+    return input.resizeSplat(cast<ShapedType>(getType()));
+  // Gather the elements in result order.
+  auto values = llvm::to_vector(input.getValues<Attribute>());
+  auto resultType = cast<RankedTensorType>(getType());
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> inStrides(rank, 1);
+  for (int64_t i = rank - 2; i >= 0; --i)
+    inStrides[i] = inStrides[i + 1] * type.getDimSize(i + 1);
+  SmallVector<Attribute> result;
+  SmallVector<int64_t> index(rank, 0);
+  for (int64_t n = 0; n < resultType.getNumElements(); ++n) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < rank; ++d)
+      offset += index[d] * inStrides[perm[d]];
+    result.push_back(values[offset]);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++index[d] < resultType.getDimSize(d))
+        break;
+      index[d] = 0;
+    }
+  }
+  return DenseElementsAttr::get(resultType, result);
+}
+
+/// Reinterprets a small constant in a new shape (shared by the reshaping folds).
+static OpFoldResult foldReshapeLike(Attribute input, Type resultType) {
+  auto dense = dyn_cast_if_present<DenseElementsAttr>(input);
+  if (!dense || dense.getNumElements() > kMaxFoldElements ||
+      !cast<ShapedType>(resultType).hasStaticShape())
+    return {};
+  return dense.reshape(cast<ShapedType>(resultType));
+}
+
+LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  auto target =
+      requireConstantShape(location, adaptor.getShape(), "Reshape", "shape");
+  if (failed(target))
+    return failure();
+  SmallVector<int64_t> shape = *target;
+  int64_t inferIndex = -1, known = 1;
+  for (auto [i, d] : llvm::enumerate(shape)) {
+    if (d == 0 && !adaptor.getAllowzero()) {
+      if (static_cast<int64_t>(i) >= type.getRank())
+        return error(location, "Reshape copies dim " + Twine(i) +
+                                   " that the input does not have");
+      d = type.getDimSize(i);
+    }
+    if (d == -1) {
+      if (inferIndex >= 0)
+        return error(location, "Reshape shape has more than one -1");
+      inferIndex = i;
+      continue;
+    }
+    if (d < 0)
+      return error(location, "Reshape shape has a negative dim " + Twine(d));
+    known *= d;
+  }
+  int64_t total = type.getNumElements();
+  if (inferIndex >= 0) {
+    if (known == 0 || total % known != 0)
+      return error(location, "Reshape cannot infer the -1 dim of " +
+                                 Twine(total) + " elements");
+    shape[inferIndex] = total / known;
+  } else if (known != total) {
+    return error(location, "Reshape from " + Twine(total) + " to " +
+                               Twine(known) + " elements");
+  }
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+OpFoldResult ReshapeOp::fold(FoldAdaptor adaptor) {
+  if (getData().getType() == getType())
+    return getData();
+  return foldReshapeLike(adaptor.getData(), getType());
+}
+
+LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
+                                          std::optional<Location> location,
+                                          Adaptor adaptor,
+                                          SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  SmallVector<bool> drop(rank, false);
+  if (Value axesValue = adaptor.getAxes()) {
+    auto axes = requireConstantShape(location, axesValue, "Squeeze", "axes");
+    if (failed(axes))
+      return failure();
+    for (int64_t axis : *axes) {
+      auto a = normalizeAxis(location, axis, rank);
+      if (failed(a))
+        return failure();
+      if (type.getDimSize(*a) != 1)
+        return error(location, "Squeeze axis " + Twine(axis) +
+                                   " has size " + Twine(type.getDimSize(*a)));
+      drop[*a] = true;
+    }
+  } else {
+    for (int64_t i = 0; i < rank; ++i)
+      drop[i] = type.getDimSize(i) == 1;
+  }
+  SmallVector<int64_t> shape;
+  for (int64_t i = 0; i < rank; ++i)
+    if (!drop[i])
+      shape.push_back(type.getDimSize(i));
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+OpFoldResult SqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(adaptor.getData(), getType());
+}
+
+LogicalResult UnsqueezeOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  auto axes =
+      requireConstantShape(location, adaptor.getAxes(), "Unsqueeze", "axes");
+  if (failed(axes))
+    return failure();
+  int64_t rank = type.getRank() + axes->size();
+  SmallVector<bool> inserted(rank, false);
+  for (int64_t axis : *axes) {
+    auto a = normalizeAxis(location, axis, rank);
+    if (failed(a))
+      return failure();
+    if (inserted[*a])
+      return error(location, "Unsqueeze axes repeat " + Twine(axis));
+    inserted[*a] = true;
+  }
+  SmallVector<int64_t> shape;
+  int64_t next = 0;
+  for (int64_t i = 0; i < rank; ++i)
+    shape.push_back(inserted[i] ? 1 : type.getDimSize(next++));
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+OpFoldResult UnsqueezeOp::fold(FoldAdaptor adaptor) {
+  return foldReshapeLike(adaptor.getData(), getType());
+}
+
+LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  auto target =
+      requireConstantShape(location, adaptor.getShape(), "Expand", "shape");
+  if (failed(target))
+    return failure();
+  SmallVector<int64_t> shape;
+  if (!OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape))
+    return error(location, "Expand shape is not broadcast-compatible");
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  if (adaptor.getInputs().empty())
+    return error(location, "Concat needs at least one input");
+  auto first = cast<RankedTensorType>(adaptor.getInputs().front().getType());
+  auto axis = normalizeAxis(location, adaptor.getAxis(), first.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(first.getShape());
+  shape[*axis] = 0;
+  for (Value input : adaptor.getInputs()) {
+    auto type = cast<RankedTensorType>(input.getType());
+    if (type.getRank() != first.getRank() ||
+        type.getElementType() != first.getElementType())
+      return error(location, "Concat inputs differ in rank or element type");
+    for (int64_t d = 0; d < type.getRank(); ++d)
+      if (d != *axis && type.getDimSize(d) != first.getDimSize(d))
+        return error(location, "Concat inputs differ in dim " + Twine(d));
+    shape[*axis] += type.getDimSize(*axis);
+  }
+  inferred.push_back(first.clone(shape));
+  return success();
+}
+
+OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
+  auto type = cast<RankedTensorType>(getType());
+  if (getInputs().size() == 1)
+    return getInputs().front();
+  // Shape vectors are 1-D; larger constants are left alone.
+  if (type.getRank() != 1 || type.getNumElements() > kMaxFoldElements)
+    return {};
+  SmallVector<Attribute> values;
+  for (Attribute input : adaptor.getInputs()) {
+    auto dense = dyn_cast_if_present<DenseElementsAttr>(input);
+    if (!dense)
+      return {};
+    llvm::append_range(values, dense.getValues<Attribute>());
+  }
+  return DenseElementsAttr::get(type, values);
+}
+
+LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto type = cast<RankedTensorType>(adaptor.getInput().getType());
+  auto axis = normalizeAxis(location, adaptor.getAxis(), type.getRank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = type.getDimSize(*axis);
+  SmallVector<int64_t> sizes;
+  if (Value split = adaptor.getSplit()) {
+    auto s = requireConstantShape(location, split, "Split", "split");
+    if (failed(s))
+      return failure();
+    sizes = *s;
+    if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
+      return error(location, "Split sizes do not sum to dim " + Twine(dim));
+  } else {
+    if (!adaptor.getNumOutputs() || *adaptor.getNumOutputs() <= 0)
+      return error(location, "Split needs 'split' or 'num_outputs'");
+    int64_t n = *adaptor.getNumOutputs();
+    int64_t chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  for (int64_t size : sizes) {
+    SmallVector<int64_t> shape(type.getShape());
+    shape[*axis] = size;
+    inferred.push_back(type.clone(shape));
+  }
+  return success();
+}
+
+/// Per-axis start, size and step of a Slice with constant operands.
+struct SliceBounds {
+  SmallVector<int64_t> starts, sizes, steps;
+};
+
+static FailureOr<SliceBounds> computeSlice(std::optional<Location> location,
+                                           SliceOp::Adaptor adaptor) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  auto starts =
+      requireConstantShape(location, adaptor.getStarts(), "Slice", "starts");
+  auto ends = requireConstantShape(location, adaptor.getEnds(), "Slice", "ends");
+  if (failed(starts) || failed(ends))
+    return failure();
+  SmallVector<int64_t> axes, steps;
+  if (Value v = adaptor.getAxes()) {
+    auto a = requireConstantShape(location, v, "Slice", "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, starts->size()));
+  }
+  if (Value v = adaptor.getSteps()) {
+    auto s = requireConstantShape(location, v, "Slice", "steps");
+    if (failed(s))
+      return failure();
+    steps = *s;
+  } else {
+    steps.assign(starts->size(), 1);
+  }
+  if (ends->size() != starts->size() || axes.size() != starts->size() ||
+      steps.size() != starts->size())
+    return error(location, "Slice starts, ends, axes and steps differ in length");
+  SliceBounds bounds;
+  bounds.starts.assign(rank, 0);
+  bounds.steps.assign(rank, 1);
+  bounds.sizes = llvm::to_vector(type.getShape());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normalizeAxis(location, axes[i], rank);
+    if (failed(axis))
+      return failure();
+    int64_t dim = type.getDimSize(*axis), step = steps[i];
+    if (step == 0)
+      return error(location, "Slice step must not be 0");
+    auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0)
+        v += dim;
+      return std::clamp(v, lo, hi);
+    };
+    int64_t start, end;
+    if (step > 0) {
+      start = clampIndex((*starts)[i], 0, dim);
+      end = clampIndex((*ends)[i], 0, dim);
+    } else {
+      start = clampIndex((*starts)[i], 0, dim - 1);
+      end = clampIndex((*ends)[i], -1, dim - 1);
+    }
+    int64_t size = step > 0 ? (end - start + step - 1) / step
+                            : (start - end + (-step) - 1) / (-step);
+    bounds.starts[*axis] = start;
+    bounds.steps[*axis] = step;
+    bounds.sizes[*axis] = std::max<int64_t>(size, 0);
+  }
+  return bounds;
+}
+
+LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto bounds = computeSlice(location, adaptor);
+  if (failed(bounds))
+    return failure();
+  inferred.push_back(
+      cast<RankedTensorType>(adaptor.getData().getType()).clone(bounds->sizes));
+  return success();
+}
+
+OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
+  if (!input || input.getType().getRank() != 1 ||
+      input.getNumElements() > kMaxFoldElements)
+    return {};
+  auto bounds = computeSlice(std::nullopt, Adaptor(*this));
+  if (failed(bounds))
+    return {};
+  auto values = llvm::to_vector(input.getValues<Attribute>());
+  SmallVector<Attribute> result;
+  for (int64_t i = 0; i < bounds->sizes[0]; ++i)
+    result.push_back(values[bounds->starts[0] + i * bounds->steps[0]]);
+  return DenseElementsAttr::get(cast<ShapedType>(getType()), result);
+}
+
+LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
+                                         std::optional<Location> location,
+                                         Adaptor adaptor,
+                                         SmallVectorImpl<Type> &inferred) {
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  if (data.getRank() == 0)
+    return error(location, "Gather data must have rank >= 1");
+  auto axis = normalizeAxis(location, adaptor.getAxis(), data.getRank());
+  if (failed(axis))
+    return failure();
+  SmallVector<int64_t> shape(data.getShape().take_front(*axis));
+  llvm::append_range(shape, indices.getShape());
+  llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
+  inferred.push_back(data.clone(shape));
+  return success();
+}
+
+OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
+  // Folds the Shape -> Gather pattern of exported shape sub-graphs.
+  auto data = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
+  auto indices = dyn_cast_if_present<DenseIntElementsAttr>(adaptor.getIndices());
+  if (!data || !indices || data.getType().getRank() != 1 ||
+      data.getNumElements() > kMaxFoldElements)
+    return {};
+  int64_t dim = data.getNumElements();
+  auto values = llvm::to_vector(data.getValues<Attribute>());
+  SmallVector<Attribute> result;
+  for (const APInt &index : indices.getValues<APInt>()) {
+    int64_t i = index.getSExtValue();
+    if (i < 0)
+      i += dim;
+    if (i < 0 || i >= dim)
+      return {};
+    result.push_back(values[i]);
+  }
+  return DenseElementsAttr::get(cast<ShapedType>(getType()), result);
+}
+
+#define GET_OP_CLASSES
+#include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"

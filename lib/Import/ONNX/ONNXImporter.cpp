@@ -1,0 +1,719 @@
+//===- ONNXImporter.cpp - ONNX model to onnx dialect ------------*- C++ -*-===//
+//
+// Reads an ONNX ModelProto with libonnx/protobuf and builds a module of
+// `onnx` dialect ops with static shapes. Shape sub-graphs fold as nodes are
+// imported; every op's location names its ONNX node and op type.
+//
+// libonnx reports problems by throwing, so this file is built with
+// exceptions and turns them into diagnostics at the library boundary.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Import/ONNX/ONNXImporter.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/DialectResourceBlobManager.h"
+#include "mlir/IR/Matchers.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Transforms/GreedyPatternRewriteDriver.h"
+#include "llvm/ADT/ScopeExit.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/Regex.h"
+
+#include <onnx/checker.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+#include <onnx/version_converter/convert.h>
+
+using namespace mlir;
+namespace onnxpb = ::onnx;
+
+namespace {
+
+constexpr int64_t kMinOpset = 13;
+constexpr int64_t kMaxOpset = 17;
+/// Constant initializers up to this size become inline `onnx.Constant`s
+/// (so shape sub-graphs can fold); larger ones become globals.
+constexpr int64_t kMaxInlineConstantElements = 4096;
+
+class Importer {
+public:
+  Importer(MLIRContext *ctx, StringRef fileName,
+           const pp::ONNXImportOptions &options)
+      : ctx(ctx), builder(ctx), fileName(fileName), options(options) {}
+
+  OwningOpRef<ModuleOp> run(onnxpb::ModelProto &model);
+
+private:
+  InFlightDiagnostic fileError() {
+    return emitError(FileLineColLoc::get(ctx, fileName, 0, 0));
+  }
+  Location nodeLoc(const onnxpb::NodeProto &node, int index);
+  std::string nodeName(const onnxpb::NodeProto &node, int index);
+
+  FailureOr<RankedTensorType> importValueType(const onnxpb::ValueInfoProto &info,
+                                              StringRef what);
+  FailureOr<RankedTensorType> tensorType(const onnxpb::TensorProto &tensor,
+                                         StringRef what);
+  FailureOr<std::vector<char>> tensorBytes(const onnxpb::TensorProto &tensor,
+                                           RankedTensorType type,
+                                           StringRef what);
+  FailureOr<ElementsAttr> denseAttr(const onnxpb::TensorProto &tensor,
+                                    StringRef what);
+  LogicalResult importInitializers(const onnxpb::GraphProto &graph);
+  LogicalResult importNode(const onnxpb::NodeProto &node, int index);
+  LogicalResult importConstantNode(const onnxpb::NodeProto &node, Location loc);
+  FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
+                                        Location loc, StringRef where);
+  SmallVector<Value> foldOrKeep(Operation *op);
+
+  MLIRContext *ctx;
+  OpBuilder builder;
+  std::string fileName;
+  const pp::ONNXImportOptions &options;
+  int64_t opset = 0;
+  ModuleOp module;
+  /// ONNX value name -> SSA value.
+  llvm::StringMap<Value> values;
+};
+
+} // namespace
+
+Location Importer::nodeLoc(const onnxpb::NodeProto &node, int index) {
+  Location file = FileLineColLoc::get(ctx, fileName, index + 1, 0);
+  return NameLoc::get(StringAttr::get(ctx, nodeName(node, index)),
+                      NameLoc::get(StringAttr::get(ctx, node.op_type()), file));
+}
+
+std::string Importer::nodeName(const onnxpb::NodeProto &node, int index) {
+  if (!node.name().empty())
+    return node.name();
+  return node.op_type() + "_" + std::to_string(index);
+}
+
+FailureOr<RankedTensorType>
+Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
+  if (!info.type().has_tensor_type())
+    return fileError() << what << " '" << info.name()
+                       << "' is not a tensor (sequences, maps and optionals "
+                          "are not supported)",
+           failure();
+  const auto &tensor = info.type().tensor_type();
+  Type element = pp::onnx::getElementTypeForONNXDataType(ctx, tensor.elem_type());
+  if (!element)
+    return fileError() << what << " '" << info.name()
+                       << "' has unsupported element type "
+                       << tensor.elem_type(),
+           failure();
+  if (!tensor.has_shape())
+    return fileError() << what << " '" << info.name()
+                       << "' has no shape: cannot make it static",
+           failure();
+  SmallVector<int64_t> shape;
+  for (int i = 0; i < tensor.shape().dim_size(); ++i) {
+    const auto &dim = tensor.shape().dim(i);
+    if (dim.has_dim_value() && dim.dim_value() >= 0) {
+      shape.push_back(dim.dim_value());
+      continue;
+    }
+    std::string symbol = dim.has_dim_param() ? dim.dim_param() : "?";
+    if (i == 0 && options.batchSize > 0) {
+      shape.push_back(options.batchSize);
+      continue;
+    }
+    auto diag = fileError() << "unresolvable dynamic shape: " << what << " '"
+                            << info.name() << "' dim " << i << " is symbolic ('"
+                            << symbol << "')";
+    if (i == 0)
+      diag << "; pass --batch-size=N to fix the batch size";
+    return failure();
+  }
+  return RankedTensorType::get(shape, element);
+}
+
+FailureOr<RankedTensorType>
+Importer::tensorType(const onnxpb::TensorProto &tensor, StringRef what) {
+  Type element = pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
+  if (!element)
+    return fileError() << what << " '" << tensor.name()
+                       << "' has unsupported data type " << tensor.data_type(),
+           failure();
+  SmallVector<int64_t> shape;
+  for (int64_t d : tensor.dims()) {
+    if (d < 0)
+      return fileError() << what << " '" << tensor.name()
+                         << "' has a negative dim " << d,
+             failure();
+    shape.push_back(d);
+  }
+  return RankedTensorType::get(shape, element);
+}
+
+/// Bytes of one element as MLIR stores it (i1 as one byte).
+static size_t storageBytes(Type element) {
+  return std::max<size_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
+FailureOr<std::vector<char>>
+Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
+                      StringRef what) {
+  Type element = type.getElementType();
+  size_t count = type.getNumElements(), width = storageBytes(element);
+  std::vector<char> bytes(count * width);
+  auto sizeError = [&](StringRef field, size_t have) {
+    return fileError() << what << " '" << tensor.name() << "': " << field
+                       << " holds " << have << " values, expected " << count
+                       << " for shape " << type,
+           failure();
+  };
+  if (tensor.data_location() == onnxpb::TensorProto::EXTERNAL) {
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &entry : tensor.external_data()) {
+      if (entry.key() == "location")
+        location = entry.value();
+      else if (entry.key() == "offset")
+        offset = std::atoll(entry.value().c_str());
+      else if (entry.key() == "length")
+        length = std::atoll(entry.value().c_str());
+    }
+    SmallString<256> path(llvm::sys::path::parent_path(fileName));
+    llvm::sys::path::append(path, location);
+    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+    if (location.empty() || !buffer)
+      return fileError() << what << " '" << tensor.name()
+                         << "': cannot read external data file '" << path
+                         << "'",
+             failure();
+    size_t want = length >= 0 ? size_t(length) : bytes.size();
+    if (offset < 0 || want != bytes.size() ||
+        size_t(offset) + want > (*buffer)->getBufferSize())
+      return fileError() << what << " '" << tensor.name()
+                         << "': external data in '" << path
+                         << "' is shorter than " << bytes.size() << " bytes",
+             failure();
+    std::memcpy(bytes.data(), (*buffer)->getBufferStart() + offset, want);
+    return bytes;
+  }
+  if (tensor.has_raw_data()) {
+    if (tensor.raw_data().size() != bytes.size())
+      return fileError() << what << " '" << tensor.name() << "': raw_data has "
+                         << tensor.raw_data().size() << " bytes, expected "
+                         << bytes.size() << " for shape " << type,
+             failure();
+    std::memcpy(bytes.data(), tensor.raw_data().data(), bytes.size());
+    return bytes;
+  }
+  auto copyTyped = [&](const auto &field, StringRef name, auto convert)
+      -> LogicalResult {
+    if (size_t(field.size()) != count)
+      return sizeError(name, field.size());
+    for (size_t i = 0; i < count; ++i) {
+      auto v = convert(field.Get(i));
+      std::memcpy(bytes.data() + i * width, &v, width);
+    }
+    return success();
+  };
+  LogicalResult ok = success();
+  switch (tensor.data_type()) {
+  case onnxpb::TensorProto::FLOAT:
+    ok = copyTyped(tensor.float_data(), "float_data", [](float v) { return v; });
+    break;
+  case onnxpb::TensorProto::DOUBLE:
+    ok = copyTyped(tensor.double_data(), "double_data", [](double v) { return v; });
+    break;
+  case onnxpb::TensorProto::INT64:
+    ok = copyTyped(tensor.int64_data(), "int64_data", [](int64_t v) { return v; });
+    break;
+  case onnxpb::TensorProto::UINT32:
+  case onnxpb::TensorProto::UINT64:
+    ok = copyTyped(tensor.uint64_data(), "uint64_data", [](uint64_t v) { return v; });
+    break;
+  default:
+    // int32_data carries every type of 32 bits or less (fp16 as its bits).
+    ok = copyTyped(tensor.int32_data(), "int32_data", [](int32_t v) { return v; });
+    break;
+  }
+  if (failed(ok))
+    return failure();
+  return bytes;
+}
+
+FailureOr<ElementsAttr> Importer::denseAttr(const onnxpb::TensorProto &tensor,
+                                            StringRef what) {
+  auto type = tensorType(tensor, what);
+  if (failed(type))
+    return failure();
+  auto bytes = tensorBytes(tensor, *type, what);
+  if (failed(bytes))
+    return failure();
+  if (type->getElementType().isInteger(1)) {
+    SmallVector<bool> bits;
+    for (char c : *bytes)
+      bits.push_back(c != 0);
+    return ElementsAttr(DenseElementsAttr::get(*type, bits));
+  }
+  return ElementsAttr(DenseElementsAttr::getFromRawBuffer(*type, *bytes));
+}
+
+LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
+  // BatchNorm running statistics are state, not trainable parameters.
+  llvm::StringSet<> stateNames;
+  for (const auto &node : graph.node())
+    if (node.op_type() == "BatchNormalization")
+      for (int i = 3; i < std::min(node.input_size(), 5); ++i)
+        stateNames.insert(node.input(i));
+  std::optional<llvm::Regex> frozen;
+  if (!options.frozenPattern.empty()) {
+    frozen.emplace(options.frozenPattern);
+    std::string regexError;
+    if (!frozen->isValid(regexError))
+      return fileError() << "invalid --frozen-params regex: " << regexError,
+             failure();
+  }
+
+  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
+  for (const auto &init : graph.initializer()) {
+    if (init.name().empty())
+      return fileError() << "an initializer has no name", failure();
+    if (values.count(init.name()))
+      return fileError() << "initializer '" << init.name()
+                         << "' is defined twice",
+             failure();
+    auto type = tensorType(init, "initializer");
+    if (failed(type))
+      return failure();
+    Location loc = NameLoc::get(StringAttr::get(ctx, init.name()),
+                                FileLineColLoc::get(ctx, fileName, 0, 0));
+    bool isFloat = isa<FloatType>(type->getElementType());
+    StringRef kind = pp::onnx::kConstant;
+    if (stateNames.contains(init.name()))
+      kind = pp::onnx::kState;
+    else if (isFloat && type->getRank() > 0 && type->getNumElements() > 1 &&
+             !(frozen && frozen->match(init.name())))
+      kind = pp::onnx::kTrainable;
+
+    if (kind == pp::onnx::kConstant &&
+        type->getNumElements() <= kMaxInlineConstantElements) {
+      auto attr = denseAttr(init, "initializer");
+      if (failed(attr))
+        return failure();
+      values[init.name()] = pp::onnx::ConstantOp::create(builder, loc, *attr);
+      continue;
+    }
+    auto bytes = tensorBytes(init, *type, "initializer");
+    if (failed(bytes))
+      return failure();
+    size_t align = storageBytes(type->getElementType());
+    auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
+        ArrayRef<char>(*bytes), align);
+    auto value = DenseResourceElementsAttr::get(*type, init.name(), std::move(blob));
+    pp::onnx::GlobalOp::create(moduleBuilder, loc, init.name(), kind, *type,
+                               cast<ElementsAttr>(value));
+    values[init.name()] = pp::onnx::GlobalReadOp::create(
+        builder, loc, *type, FlatSymbolRefAttr::get(ctx, init.name()));
+  }
+  return success();
+}
+
+FailureOr<Attribute>
+Importer::convertAttribute(const onnxpb::AttributeProto &attr, Location loc,
+                           StringRef where) {
+  switch (attr.type()) {
+  case onnxpb::AttributeProto::INT:
+    return Attribute(builder.getI64IntegerAttr(attr.i()));
+  case onnxpb::AttributeProto::FLOAT:
+    return Attribute(builder.getF32FloatAttr(attr.f()));
+  case onnxpb::AttributeProto::STRING:
+    return Attribute(builder.getStringAttr(attr.s()));
+  case onnxpb::AttributeProto::INTS:
+    return Attribute(builder.getDenseI64ArrayAttr(
+        SmallVector<int64_t>(attr.ints().begin(), attr.ints().end())));
+  case onnxpb::AttributeProto::FLOATS:
+    return Attribute(builder.getDenseF32ArrayAttr(
+        SmallVector<float>(attr.floats().begin(), attr.floats().end())));
+  case onnxpb::AttributeProto::TENSOR: {
+    auto value = denseAttr(attr.t(), "tensor attribute");
+    if (failed(value))
+      return failure();
+    return Attribute(*value);
+  }
+  default:
+    return emitError(loc) << where << ": attribute '" << attr.name()
+                          << "' has unsupported type "
+                          << onnxpb::AttributeProto::AttributeType_Name(
+                                 attr.type()),
+           failure();
+  }
+}
+
+LogicalResult Importer::importConstantNode(const onnxpb::NodeProto &node,
+                                           Location loc) {
+  if (node.attribute_size() != 1 || node.output_size() != 1)
+    return emitError(loc) << "Constant node '" << node.name()
+                          << "' needs exactly one value attribute and output",
+           failure();
+  const auto &attr = node.attribute(0);
+  ElementsAttr value;
+  const std::string &name = attr.name();
+  if (name == "value") {
+    auto v = denseAttr(attr.t(), "Constant");
+    if (failed(v))
+      return failure();
+    value = *v;
+  } else if (name == "value_float") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getF32Type()),
+                                   attr.f());
+  } else if (name == "value_int") {
+    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getI64Type()),
+                                   attr.i());
+  } else if (name == "value_floats") {
+    SmallVector<float> v(attr.floats().begin(), attr.floats().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({int64_t(v.size())}, builder.getF32Type()),
+        ArrayRef<float>(v));
+  } else if (name == "value_ints") {
+    SmallVector<int64_t> v(attr.ints().begin(), attr.ints().end());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({int64_t(v.size())}, builder.getI64Type()),
+        ArrayRef<int64_t>(v));
+  } else {
+    return emitError(loc) << "Constant node '" << node.name()
+                          << "': attribute '" << name << "' is not supported",
+           failure();
+  }
+  values[node.output(0)] = pp::onnx::ConstantOp::create(builder, loc, value);
+  return success();
+}
+
+SmallVector<Value> Importer::foldOrKeep(Operation *op) {
+  SmallVector<Attribute> constants;
+  for (Value operand : op->getOperands()) {
+    Attribute attr;
+    matchPattern(operand, m_Constant(&attr));
+    constants.push_back(attr);
+  }
+  SmallVector<OpFoldResult> folded;
+  if (isa<pp::onnx::ConstantOp>(op) || failed(op->fold(constants, folded)) ||
+      folded.empty())
+    return SmallVector<Value>(op->getResults());
+  SmallVector<Value> results;
+  for (auto [result, fold] : llvm::zip(op->getResults(), folded)) {
+    if (auto value = dyn_cast<Value>(fold)) {
+      results.push_back(value);
+      continue;
+    }
+    Operation *constant = op->getDialect()->materializeConstant(
+        builder, cast<Attribute>(fold), result.getType(), op->getLoc());
+    if (!constant)
+      return SmallVector<Value>(op->getResults());
+    results.push_back(constant->getResult(0));
+  }
+  op->erase();
+  return results;
+}
+
+LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
+  Location loc = nodeLoc(node, index);
+  std::string where = "node '" + nodeName(node, index) + "' (" +
+                      node.op_type() + ")";
+  if (!node.domain().empty() && node.domain() != "ai.onnx")
+    return emitError(loc) << "unsupported op: " << where << " is in domain '"
+                          << node.domain() << "'; only the default ONNX domain "
+                          << "is supported",
+           failure();
+  if (node.op_type() == "Constant")
+    return importConstantNode(node, loc);
+
+  std::string opName = "onnx." + node.op_type();
+  std::optional<RegisteredOperationName> registered =
+      RegisteredOperationName::lookup(opName, ctx);
+  if (!registered ||
+      !registered->hasInterface<InferTypeOpInterface>()) // not an ONNX node
+    return emitError(loc) << "unsupported op: " << where << " at opset "
+                          << opset << " has no onnx dialect equivalent",
+           failure();
+
+  // Operands: ONNX lists inputs positionally, "" for an absent optional.
+  SmallVector<Value> operands;
+  SmallVector<int32_t> segments;
+  bool gap = false;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &name = node.input(i);
+    if (name.empty()) {
+      segments.push_back(0);
+      gap = true;
+      continue;
+    }
+    auto it = values.find(name);
+    if (it == values.end())
+      return emitError(loc) << "missing input: " << where << " reads '" << name
+                            << "', which no graph input, initializer or "
+                               "earlier node defines",
+             failure();
+    if (gap && !registered->hasTrait<OpTrait::AttrSizedOperandSegments>())
+      return emitError(loc) << where << ": an absent optional input before "
+                            << "input #" << i << " is not supported",
+             failure();
+    operands.push_back(it->second);
+    segments.push_back(1);
+  }
+
+  // Attributes, with the ONNX schema's defaults for this opset filled in.
+  NamedAttrList attrs;
+  llvm::StringSet<> inherent;
+  for (StringAttr name : registered->getAttributeNames())
+    inherent.insert(name.getValue());
+  for (const auto &attr : node.attribute()) {
+    if (!inherent.contains(attr.name()))
+      return emitError(loc) << where << ": attribute '" << attr.name()
+                            << "' is not supported",
+             failure();
+    auto value = convertAttribute(attr, loc, where);
+    if (failed(value))
+      return failure();
+    attrs.set(attr.name(), *value);
+  }
+  const onnxpb::OpSchema *schema =
+      onnxpb::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (schema) {
+    for (const auto &[name, formal] : schema->attributes()) {
+      if (attrs.get(name) || !formal.default_value.has_name() ||
+          !inherent.contains(name))
+        continue;
+      auto value = convertAttribute(formal.default_value, loc, where);
+      if (failed(value))
+        return failure();
+      attrs.set(name, *value);
+    }
+  }
+  if (registered->hasTrait<OpTrait::AttrSizedOperandSegments>()) {
+    size_t formals = schema ? schema->inputs().size() : segments.size();
+    if (segments.size() > formals)
+      return emitError(loc) << where << " has " << segments.size()
+                            << " inputs, at most " << formals << " allowed",
+             failure();
+    segments.resize(formals, 0);
+    attrs.set("operandSegmentSizes", builder.getDenseI32ArrayAttr(segments));
+  }
+  // Split without sizes divides into as many parts as the node has outputs.
+  if (node.op_type() == "Split" && node.input_size() < 2 &&
+      !attrs.get("num_outputs"))
+    attrs.set("num_outputs", builder.getI64IntegerAttr(node.output_size()));
+
+  // Infer result types through the op's InferTypeOpInterface.
+  DictionaryAttr dict = attrs.getDictionary(ctx);
+  auto *inferType = registered->getInterface<InferTypeOpInterface>();
+  SmallVector<uint64_t> storage(
+      (registered->getOpPropertyByteSize() + sizeof(uint64_t) - 1) /
+          sizeof(uint64_t) + 1);
+  bool hasProperties = registered->getOpPropertyByteSize() > 0;
+  OpaqueProperties props(hasProperties ? storage.data() : nullptr);
+  if (hasProperties)
+    registered->initOpProperties(props, OpaqueProperties(nullptr));
+  auto cleanup = llvm::make_scope_exit([&] {
+    if (hasProperties)
+      registered->destroyOpProperties(props);
+  });
+  if (hasProperties && failed(registered->setOpPropertiesFromAttribute(
+                           *registered, props, dict, [&] {
+                             return emitError(loc)
+                                    << where << ": invalid attribute: ";
+                           })))
+    return failure();
+  for (Value operand : operands)
+    if (!isa<RankedTensorType>(operand.getType()))
+      return emitError(loc) << where << ": operands must be tensors", failure();
+  SmallVector<Type> resultTypes;
+  if (failed(inferType->inferReturnTypes(ctx, loc, operands, dict, props, {},
+                                         resultTypes)))
+    return emitError(loc) << "while importing " << where, failure();
+  if (node.output_size() > static_cast<int>(resultTypes.size()))
+    return emitError(loc) << where << " has " << node.output_size()
+                          << " outputs; onnx." << node.op_type()
+                          << " supports " << resultTypes.size(),
+           failure();
+
+  OperationState state(loc, *registered);
+  state.addOperands(operands);
+  state.addTypes(resultTypes);
+  if (hasProperties)
+    state.propertiesAttr = dict;
+  Operation *op = builder.create(state);
+  if (failed(verify(op, /*verifyRecursively=*/false)))
+    return emitError(loc) << "type mismatch in " << where, failure();
+  for (Type type : resultTypes)
+    if (!cast<ShapedType>(type).hasStaticShape())
+      return emitError(loc) << "unresolvable dynamic shape: " << where
+                            << " computes " << type,
+             failure();
+
+  SmallVector<Value> results = foldOrKeep(op);
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] = results[i];
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
+  for (const auto &entry : model.opset_import())
+    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+      opset = entry.version();
+  if (opset == 0)
+    return fileError() << "the model imports no default-domain opset", nullptr;
+  if (opset > kMaxOpset)
+    return fileError() << "opset " << opset << " is newer than the supported "
+                       << kMinOpset << "-" << kMaxOpset,
+           nullptr;
+  try {
+    onnxpb::checker::check_model(model);
+    if (opset < kMinOpset) {
+      // Older models are upgraded with ONNX's own version converter.
+      model = onnxpb::version_conversion::ConvertVersion(model, kMinOpset);
+      opset = kMinOpset;
+    }
+  } catch (const std::exception &e) {
+    return fileError() << "invalid ONNX model: " << e.what(), nullptr;
+  }
+
+  const onnxpb::GraphProto &graph = model.graph();
+  Location moduleLoc = FileLineColLoc::get(ctx, fileName, 0, 0);
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(moduleLoc);
+  module = *owned;
+  module->setAttr("onnx.opset", builder.getI64IntegerAttr(opset));
+  if (!graph.name().empty())
+    module->setAttr("onnx.graph_name", builder.getStringAttr(graph.name()));
+
+  llvm::StringSet<> initializerNames;
+  for (const auto &init : graph.initializer())
+    initializerNames.insert(init.name());
+  SmallVector<Type> argTypes;
+  SmallVector<std::string> argNames;
+  for (const auto &input : graph.input()) {
+    if (initializerNames.contains(input.name()))
+      continue;
+    auto type = importValueType(input, "graph input");
+    if (failed(type))
+      return nullptr;
+    argTypes.push_back(*type);
+    argNames.push_back(input.name());
+  }
+
+  builder.setInsertionPointToEnd(module.getBody());
+  auto func = func::FuncOp::create(builder, moduleLoc, "main",
+                                   builder.getFunctionType(argTypes, {}));
+  Block *entry = func.addEntryBlock();
+  for (auto [i, name] : llvm::enumerate(argNames)) {
+    values[name] = entry->getArgument(i);
+    func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
+  }
+  builder.setInsertionPointToStart(entry);
+  if (failed(importInitializers(graph)))
+    return nullptr;
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (failed(importNode(graph.node(i), i)))
+      return nullptr;
+
+  SmallVector<Value> results;
+  SmallVector<Type> resultTypes;
+  for (const auto &output : graph.output()) {
+    auto it = values.find(output.name());
+    if (it == values.end())
+      return fileError() << "missing input: graph output '" << output.name()
+                         << "' is not computed by any node",
+             nullptr;
+    auto declared = output.type().tensor_type();
+    Type element =
+        pp::onnx::getElementTypeForONNXDataType(ctx, declared.elem_type());
+    auto actual = cast<RankedTensorType>(it->second.getType());
+    if (element && element != actual.getElementType())
+      return fileError() << "type mismatch: graph output '" << output.name()
+                         << "' is declared with element type " << element
+                         << " but computes " << actual,
+             nullptr;
+    results.push_back(it->second);
+    resultTypes.push_back(actual);
+  }
+  func::ReturnOp::create(builder, moduleLoc, results);
+  func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  for (auto [i, output] : llvm::enumerate(graph.output()))
+    func.setResultAttr(i, "onnx.name", builder.getStringAttr(output.name()));
+
+  // Drop what folding left dead (the remains of shape sub-graphs).
+  if (failed(applyPatternsGreedily(func, FrozenRewritePatternSet())))
+    return fileError() << "constant folding did not converge", nullptr;
+  if (failed(verify(module)))
+    return nullptr;
+  return owned;
+}
+
+void pp::registerONNXImportDialects(DialectRegistry &registry) {
+  registry.insert<pp::onnx::ONNXDialect, func::FuncDialect>();
+}
+
+void pp::printImportDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
+  // Node locations are NameLoc(node, NameLoc(op type, file:index)).
+  Location loc = diag.getLocation();
+  std::string file, node, opType;
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    node = name.getName().str();
+    loc = name.getChildLoc();
+    if (auto type = dyn_cast<NameLoc>(loc)) {
+      opType = type.getName().str();
+      loc = type.getChildLoc();
+    }
+  }
+  if (auto fileLoc = dyn_cast<FileLineColLoc>(loc))
+    file = fileLoc.getFilename().str();
+  os << (file.empty() ? "<unknown>" : file) << ": ";
+  if (!node.empty())
+    os << (opType.empty() ? "initializer" : "node") << " '" << node << "'"
+       << (opType.empty() ? "" : " (" + opType + ")") << ": ";
+  switch (diag.getSeverity()) {
+  case DiagnosticSeverity::Error: os << "error: "; break;
+  case DiagnosticSeverity::Warning: os << "warning: "; break;
+  case DiagnosticSeverity::Note: os << "note: "; break;
+  case DiagnosticSeverity::Remark: os << "remark: "; break;
+  }
+  os << diag << "\n";
+  for (Diagnostic &note : diag.getNotes())
+    printImportDiagnostic(note, os);
+}
+
+OwningOpRef<ModuleOp> pp::importONNXModel(StringRef bytes, StringRef fileName,
+                                          MLIRContext *context,
+                                          const ONNXImportOptions &options) {
+  context->loadDialect<pp::onnx::ONNXDialect, func::FuncDialect>();
+  Location fileLoc = FileLineColLoc::get(context, fileName, 0, 0);
+  onnxpb::ModelProto model;
+  if (bytes.size() > size_t(INT32_MAX) ||
+      !model.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())))
+    return emitError(fileLoc) << "not a valid ONNX model: protobuf parsing "
+                                 "failed (truncated or not an .onnx file)",
+           nullptr;
+  if (!model.has_graph() || model.graph().output_size() == 0)
+    return emitError(fileLoc) << "not a valid ONNX model: no graph with "
+                                 "outputs (truncated or not an .onnx file)",
+           nullptr;
+  Importer importer(context, fileName, options);
+  return importer.run(model);
+}
+
+OwningOpRef<ModuleOp> pp::importONNXFile(StringRef fileName,
+                                         MLIRContext *context,
+                                         const ONNXImportOptions &options) {
+  auto buffer = llvm::MemoryBuffer::getFile(fileName, /*IsText=*/false);
+  if (!buffer) {
+    emitError(FileLineColLoc::get(context, fileName, 0, 0))
+        << "cannot open '" << fileName << "': " << buffer.getError().message();
+    return nullptr;
+  }
+  return importONNXModel((*buffer)->getBuffer(), fileName, context, options);
+}

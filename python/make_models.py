@@ -1,0 +1,219 @@
+"""Export a small zoo of randomly initialised PyTorch models to ONNX.
+
+These models are the test inputs for the pipeline-opt ONNX importer. Each one
+is small enough to be trained on CPU in tests, and each covers a different set
+of ONNX operators:
+
+  mlp          Flatten + 3 Linear layers with ReLU. The simplest case: Gemm,
+               Relu, Flatten. Static input "input" [8, 1, 28, 28].
+  resnet18     torchvision resnet18 (num_classes=10). Conv, BatchNormalization
+               in training mode, residual Add, MaxPool, GlobalAveragePool.
+               Input "input" [2, 3, 32, 32] with a SYMBOLIC batch dimension
+               (dynamic_axes), to exercise the importer's --batch-size flag.
+  vgg11        torchvision vgg11 (num_classes=10) adapted to 32x32 inputs:
+               `features` is kept as is, `avgpool` becomes
+               AdaptiveAvgPool2d((1, 1)) and `classifier` becomes
+               Linear(512,512)-ReLU-Dropout-Linear(512,512)-ReLU-Dropout-
+               Linear(512,10). The stock 4096-wide classifier after a 7x7
+               adaptive pool does not export for 1x1 feature maps (torch
+               rejects a 7x7 output that is not a factor of the 1x1 input)
+               and would hold ~129M parameters. Adds Dropout in training mode.
+               Static input "input" [2, 3, 32, 32].
+  transformer  Linear(16,32) -> nn.TransformerEncoder (2 layers, d_model 32,
+               4 heads, ff 64, batch_first) -> mean over sequence -> Linear(32,
+               10). Covers the attention ops torch emits for the built-in
+               encoder (MatMul, Softmax, LayerNormalization, Reshape/Transpose)
+               plus shape arithmetic. Input "input" [B=4, 8, 16] with a
+               symbolic batch dimension.
+  gpt          A tiny GPT-style decoder written by hand (vocab 64, context 16,
+               d_model 32, 2 heads, 2 pre-LayerNorm blocks): token + learned
+               position embeddings (Gather), causal self-attention masked with
+               masked_fill from a bool buffer (Where), GELU MLP, and an output
+               projection tied to the token embedding. Sequences are always
+               exactly `context` tokens, so reshapes use Python ints and the
+               graph has no shape arithmetic. Static int64 input "tokens"
+               [4, 16], output logits [4, 16, 64].
+
+All exports use opset 17, TrainingMode.TRAINING (so BatchNorm/Dropout appear in
+their training form), no constant folding, and output name "logits". Every
+file is checked with onnx.checker. torch.manual_seed(0) is set before building
+each model, so the output is deterministic.
+
+Usage:
+  /usr/bin/python3 python/make_models.py --out DIR [--models mlp,gpt,...]
+"""
+
+import argparse
+import math
+import os
+import warnings
+
+import onnx
+import torch
+import torch.nn as nn
+import torchvision
+
+
+def make_mlp():
+    model = nn.Sequential(
+        nn.Flatten(),
+        nn.Linear(784, 128), nn.ReLU(),
+        nn.Linear(128, 64), nn.ReLU(),
+        nn.Linear(64, 10),
+    )
+    return model, torch.randn(8, 1, 28, 28), "input", None
+
+
+def make_resnet18():
+    model = torchvision.models.resnet18(weights=None, num_classes=10)
+    dynamic = {"input": {0: "batch"}, "logits": {0: "batch"}}
+    return model, torch.randn(2, 3, 32, 32), "input", dynamic
+
+
+def make_vgg11():
+    model = torchvision.models.vgg11(weights=None, num_classes=10)
+    model.avgpool = nn.AdaptiveAvgPool2d((1, 1))
+    model.classifier = nn.Sequential(
+        nn.Linear(512, 512), nn.ReLU(True), nn.Dropout(),
+        nn.Linear(512, 512), nn.ReLU(True), nn.Dropout(),
+        nn.Linear(512, 10),
+    )
+    return model, torch.randn(2, 3, 32, 32), "input", None
+
+
+class TransformerClassifier(nn.Module):
+    def __init__(self, in_features=16, d_model=32, num_classes=10):
+        super().__init__()
+        self.proj = nn.Linear(in_features, d_model)
+        layer = nn.TransformerEncoderLayer(
+            d_model=d_model, nhead=4, dim_feedforward=64, dropout=0.1,
+            batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, num_layers=2)
+        self.head = nn.Linear(d_model, num_classes)
+
+    def forward(self, x):
+        h = self.encoder(self.proj(x))
+        return self.head(h.mean(dim=1))
+
+
+def make_transformer():
+    dynamic = {"input": {0: "batch"}, "logits": {0: "batch"}}
+    return TransformerClassifier(), torch.randn(4, 8, 16), "input", dynamic
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d_model, n_head, context, dropout):
+        super().__init__()
+        self.n_head, self.head_dim = n_head, d_model // n_head
+        self.context, self.d_model = context, d_model
+        self.qkv = nn.Linear(d_model, 3 * d_model)
+        self.out = nn.Linear(d_model, d_model)
+        self.drop = nn.Dropout(dropout)
+        # bool (not float) so it is not mistaken for a trainable weight.
+        mask = torch.ones(context, context, dtype=torch.bool).triu(1)
+        self.register_buffer("mask", mask)
+
+    def forward(self, x):
+        # Shapes come from Python ints (sequences are always `context` long),
+        # not x.shape, so the traced graph has no shape arithmetic.
+        heads = (-1, self.context, self.n_head, self.head_dim)
+        q, k, v = self.qkv(x).split(self.d_model, dim=2)
+        q = q.view(heads).transpose(1, 2)
+        k = k.view(heads).transpose(1, 2)
+        v = v.view(heads).transpose(1, 2)
+        att = q @ k.transpose(-2, -1) / math.sqrt(self.head_dim)
+        att = att.masked_fill(self.mask, float("-inf"))
+        att = self.drop(att.softmax(dim=-1))
+        y = (att @ v).transpose(1, 2).reshape(-1, self.context, self.d_model)
+        return self.out(y)
+
+
+class Block(nn.Module):
+    def __init__(self, d_model, n_head, context, dropout):
+        super().__init__()
+        self.ln1 = nn.LayerNorm(d_model)
+        self.attn = CausalSelfAttention(d_model, n_head, context, dropout)
+        self.ln2 = nn.LayerNorm(d_model)
+        self.mlp = nn.Sequential(
+            nn.Linear(d_model, 4 * d_model), nn.GELU(),
+            nn.Linear(4 * d_model, d_model))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.mlp(self.ln2(x))
+
+
+class TinyGPT(nn.Module):
+    def __init__(self, vocab=64, context=16, d_model=32, n_head=2,
+                 n_layer=2, dropout=0.1):
+        super().__init__()
+        self.tok_emb = nn.Embedding(vocab, d_model)
+        self.pos_emb = nn.Embedding(context, d_model)
+        self.register_buffer("pos", torch.arange(context, dtype=torch.int64))
+        self.blocks = nn.Sequential(
+            *[Block(d_model, n_head, context, dropout)
+              for _ in range(n_layer)])
+        self.ln_f = nn.LayerNorm(d_model)
+        self.lm_head = nn.Linear(d_model, vocab, bias=False)
+        self.lm_head.weight = self.tok_emb.weight  # tied
+
+    def forward(self, tokens):
+        x = self.tok_emb(tokens) + self.pos_emb(self.pos)
+        return self.lm_head(self.ln_f(self.blocks(x)))
+
+
+def make_gpt():
+    tokens = torch.randint(0, 64, (4, 16), dtype=torch.int64)
+    return TinyGPT(), tokens, "tokens", None
+
+
+MODELS = {
+    "mlp": make_mlp,
+    "resnet18": make_resnet18,
+    "vgg11": make_vgg11,
+    "transformer": make_transformer,
+    "gpt": make_gpt,
+}
+
+
+def export(name, out_dir):
+    torch.manual_seed(0)
+    model, example, input_name, dynamic_axes = MODELS[name]()
+    model.train()
+    path = os.path.join(out_dir, name + ".onnx")
+    torch.onnx.export(
+        model, (example,), path,
+        opset_version=17,
+        training=torch.onnx.TrainingMode.TRAINING,
+        do_constant_folding=False,
+        input_names=[input_name],
+        output_names=["logits"],
+        dynamic_axes=dynamic_axes,
+    )
+    proto = onnx.load(path)
+    onnx.checker.check_model(proto)
+    ops = sorted({n.op_type for n in proto.graph.node})
+    print(f"{name}: {os.path.getsize(path)} bytes, "
+          f"{len(proto.graph.node)} nodes, ops={ops}")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--models", default=",".join(MODELS),
+                        help="comma-separated subset of: " + ",".join(MODELS))
+    args = parser.parse_args()
+    names = [m.strip() for m in args.models.split(",") if m.strip()]
+    unknown = [m for m in names if m not in MODELS]
+    if unknown:
+        parser.error(f"unknown model(s): {', '.join(unknown)}")
+    os.makedirs(args.out, exist_ok=True)
+    # The exporter warns once per BatchNorm about dropping the in-place
+    # num_batches_tracked update; that counter is irrelevant here.
+    warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
+    for name in names:
+        export(name, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,22 @@
+# -*- Python -*-
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+
+config.name = "PIPELINE_OPT"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.pp_obj_root, "test")
+config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs"]
+
+config.substitutions.append(("%models", config.pp_models_dir))
+config.substitutions.append(("%python3", config.python3))
+config.substitutions.append(("%pp_src", config.pp_src_root))
+config.substitutions.append(("%onnx_testdata", config.onnx_testdata_dir))
+
+llvm_config.use_default_substitutions()
+llvm_config.with_environment("PATH", config.pp_tools_dir, append_path=True)
+llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+llvm_config.add_tool_substitutions(["pipeline-opt"], [config.pp_tools_dir])

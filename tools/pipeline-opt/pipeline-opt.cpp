@@ -1,0 +1,96 @@
+//===- pipeline-opt.cpp - The pipeline-opt driver ---------------*- C++ -*-===//
+//
+// mlir-opt for the project's dialects and passes. An `.onnx` input is first
+// imported into the onnx dialect (static shapes) and then handed to the
+// usual MlirOptMain pipeline, so every pass and flag applies to it.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Import/ONNX/ONNXImporter.h"
+#include "pp/Transforms/Passes.h"
+
+#include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Support/FileUtilities.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+using namespace mlir;
+
+static llvm::cl::OptionCategory importCategory("ONNX import options");
+static llvm::cl::opt<int64_t> batchSize(
+    "batch-size",
+    llvm::cl::desc("Batch size for a symbolic leading dim of the ONNX "
+                   "model's inputs"),
+    llvm::cl::init(0), llvm::cl::cat(importCategory));
+static llvm::cl::opt<std::string> frozenParams(
+    "frozen-params",
+    llvm::cl::desc("Regex of float initializer names to import as constants "
+                   "instead of trainable parameters"),
+    llvm::cl::init(""), llvm::cl::cat(importCategory));
+
+/// Imports an .onnx file and returns it as MLIR bytecode for MlirOptMain.
+static std::unique_ptr<llvm::MemoryBuffer>
+importToBuffer(StringRef fileName, DialectRegistry &registry) {
+  MLIRContext context(registry);
+  ScopedDiagnosticHandler handler(&context, [](Diagnostic &diag) {
+    pp::printImportDiagnostic(diag, llvm::errs());
+    return success();
+  });
+  pp::ONNXImportOptions options;
+  options.batchSize = batchSize;
+  options.frozenPattern = frozenParams;
+  OwningOpRef<ModuleOp> module = pp::importONNXFile(fileName, &context, options);
+  if (!module)
+    return nullptr;
+  std::string bytes;
+  llvm::raw_string_ostream os(bytes);
+  if (failed(writeBytecodeToFile(*module, os)))
+    return nullptr;
+  return llvm::MemoryBuffer::getMemBufferCopy(bytes, fileName);
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  DialectRegistry registry;
+  registry.insert<pp::onnx::ONNXDialect, func::FuncDialect>();
+  pp::registerPPPasses();
+  registerCanonicalizerPass();
+  registerCSEPass();
+  registerSymbolDCEPass();
+
+  auto [inputFile, outputFile] = registerAndParseCLIOptions(
+      argc, argv, "pipeline-opt: ONNX to pipeline-parallel training programs",
+      registry);
+  MlirOptMainConfig config = MlirOptMainConfig::createFromCLOptions();
+
+  std::unique_ptr<llvm::MemoryBuffer> input;
+  if (StringRef(inputFile).ends_with_insensitive(".onnx")) {
+    input = importToBuffer(inputFile, registry);
+    if (!input)
+      return 1;
+  } else {
+    std::string errorMessage;
+    input = openInputFile(inputFile, &errorMessage);
+    if (!input) {
+      llvm::errs() << errorMessage << "\n";
+      return 1;
+    }
+  }
+  std::string errorMessage;
+  auto output = openOutputFile(outputFile, &errorMessage);
+  if (!output) {
+    llvm::errs() << errorMessage << "\n";
+    return 1;
+  }
+  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+    return 1;
+  output->keep();
+  return 0;
+}
