@@ -518,7 +518,7 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   OpaqueProperties props(hasProperties ? storage.data() : nullptr);
   if (hasProperties)
     registered->initOpProperties(props, OpaqueProperties(nullptr));
-  auto cleanup = llvm::make_scope_exit([&] {
+  llvm::scope_exit cleanup([&] {
     if (hasProperties)
       registered->destroyOpProperties(props);
   });

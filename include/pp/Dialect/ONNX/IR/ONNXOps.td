@@ -62,7 +62,7 @@ class ONNX_SameTypeOp<string mnemonic, Type operandType, list<Trait> traits = []
 // Binary op with multidirectional (numpy) broadcasting.
 class ONNX_BroadcastOp<string mnemonic, Type operandType, Type resultType,
                        string resultElement = "nullptr", list<Trait> traits = []>
-    : ONNX_Op<mnemonic, !listconcat(traits, [Pure])> {
+    : ONNX_Op<mnemonic, !listconcat(traits, [Pure, AllElementTypesMatch<["A", "B"]>])> {
   let summary = "ONNX " # mnemonic # " with numpy-style broadcasting";
   let description = "Mirrors ONNX `" # mnemonic # "`.\n\n```mlir\n%c = onnx."
       # mnemonic # " %a, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>\n```";
@@ -165,7 +165,7 @@ def ONNX_CastOp : ONNX_Op<"Cast", [Pure]> {
   let summary = "ONNX Cast: converts elements to the ONNX data type `to`";
   let description = [{
     ```mlir
-    %y = onnx.Cast %x {to = 1 : si64} : (tensor<4xi64>) -> tensor<4xf32>
+    %y = onnx.Cast %x {to = 1 : i64} : (tensor<4xi64>) -> tensor<4xf32>
     ```
   }];
   let arguments = (ins ONNX_Tensor:$input, I64Attr:$to);
@@ -229,7 +229,7 @@ def ONNX_GreaterOp : ONNX_BroadcastOp<"Greater", ONNX_NumericTensor, ONNX_BoolTe
 def ONNX_AndOp : ONNX_BroadcastOp<"And", ONNX_BoolTensor, ONNX_BoolTensor>;
 def ONNX_OrOp : ONNX_BroadcastOp<"Or", ONNX_BoolTensor, ONNX_BoolTensor>;
 
-def ONNX_WhereOp : ONNX_Op<"Where", [Pure]> {
+def ONNX_WhereOp : ONNX_Op<"Where", [Pure, AllElementTypesMatch<["X", "Y", "output"]>]> {
   let summary = "ONNX Where: elementwise select with broadcasting";
   let description = [{
     ```mlir
@@ -263,7 +263,7 @@ def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure]> {
   let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
   let description = [{
     ```mlir
-    %y = onnx.Gemm %a, %b, %c {transB = 1 : si64} : (tensor<8x64xf32>, tensor<10x64xf32>, tensor<10xf32>) -> tensor<8x10xf32>
+    %y = onnx.Gemm %a, %b, %c {transB = 1 : i64} : (tensor<8x64xf32>, tensor<10x64xf32>, tensor<10xf32>) -> tensor<8x10xf32>
     ```
   }];
   let arguments = (ins ONNX_NumericTensor:$A, ONNX_NumericTensor:$B, Optional<ONNX_NumericTensor>:$C,
@@ -296,7 +296,7 @@ def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
     the updated running mean and variance.
 
     ```mlir
-    %y, %m, %v = onnx.BatchNormalization %x, %s, %b, %mean, %var {training_mode = 1 : si64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
+    %y, %m, %v = onnx.BatchNormalization %x, %s, %b, %mean, %var {training_mode = 1 : i64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
     ```
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$scale, ONNX_FloatTensor:$B,
@@ -314,7 +314,7 @@ def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", [Pure]> {
   let summary = "ONNX LayerNormalization; Mean and InvStdDev results are always present";
   let description = [{
     ```mlir
-    %y, %mean, %inv = onnx.LayerNormalization %x, %s, %b {axis = -1 : si64} : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x1xf32>, tensor<4x16x1xf32>)
+    %y, %mean, %inv = onnx.LayerNormalization %x, %s, %b {axis = -1 : i64} : (tensor<4x16x32xf32>, tensor<32xf32>, tensor<32xf32>) -> (tensor<4x16x32xf32>, tensor<4x16x1xf32>, tensor<4x16x1xf32>)
     ```
   }];
   let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$Scale, Optional<ONNX_FloatTensor>:$B,
@@ -388,7 +388,7 @@ def ONNX_ReduceMeanOp : ONNX_Op<"ReduceMean", [Pure]> {
   let summary = "ONNX ReduceMean (opset 13-17: axes is an attribute)";
   let description = [{
     ```mlir
-    %y = onnx.ReduceMean %x {axes = array<i64: 1>, keepdims = 0 : si64} : (tensor<4x8x32xf32>) -> tensor<4x32xf32>
+    %y = onnx.ReduceMean %x {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<4x8x32xf32>) -> tensor<4x32xf32>
     ```
   }];
   let arguments = (ins ONNX_NumericTensor:$data, OptionalAttr<DenseI64ArrayAttr>:$axes,
@@ -402,7 +402,7 @@ def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
   let summary = "ONNX ReduceSum (axes is an optional constant input)";
   let description = [{
     ```mlir
-    %y = onnx.ReduceSum %x, %axes {keepdims = 0 : si64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<4xf32>
+    %y = onnx.ReduceSum %x, %axes {keepdims = 0 : i64} : (tensor<4x8xf32>, tensor<1xi64>) -> tensor<4xf32>
     ```
   }];
   let arguments = (ins ONNX_NumericTensor:$data, Optional<ONNX_I64Tensor>:$axes,
