@@ -30,6 +30,7 @@
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
 using namespace mlir;
@@ -575,7 +576,9 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   try {
     onnxpb::checker::check_model(model);
     if (opset < kMinOpset) {
-      // Older models are upgraded with ONNX's own version converter.
+      // Older models are upgraded with ONNX's own version converter, which
+      // needs inferred shapes for some adapters.
+      onnxpb::shape_inference::InferShapes(model);
       model = onnxpb::version_conversion::ConvertVersion(model, kMinOpset);
       opset = kMinOpset;
     }

@@ -81,14 +81,14 @@ func.func @nn(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %bias: tensor<4x
   %0 = onnx.Conv %x, %w, %bias {group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
   // CHECK: onnx.BatchNormalization {{.*}} -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
   %1:3 = onnx.BatchNormalization %0, %s, %s, %s, %s {training_mode = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
-  // CHECK: onnx.MaxPool {{.*}} -> tensor<2x4x2x2xf32>
-  %2 = onnx.MaxPool %1#0 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>) -> tensor<2x4x2x2xf32>
+  // CHECK: onnx.MaxPool {{.*}} -> (tensor<2x4x2x2xf32>, tensor<2x4x2x2xi64>)
+  %2, %indices = onnx.MaxPool %1#0 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>) -> (tensor<2x4x2x2xf32>, tensor<2x4x2x2xi64>)
   // CHECK: onnx.AveragePool {{.*}} -> tensor<2x4x2x2xf32>
   %3 = onnx.AveragePool %2 {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, count_include_pad = 1 : i64} : (tensor<2x4x2x2xf32>) -> tensor<2x4x2x2xf32>
-  // CHECK: onnx.MaxPool {{.*}}ceil_mode = 1{{.*}} -> tensor<2x4x1x1xf32>
-  %4 = onnx.MaxPool %3 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = 1 : i64} : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+  // CHECK: onnx.MaxPool {{.*}}ceil_mode = 1{{.*}} -> (tensor<2x4x1x1xf32>, tensor<2x4x1x1xi64>)
+  %4:2 = onnx.MaxPool %3 {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>, ceil_mode = 1 : i64} : (tensor<2x4x2x2xf32>) -> (tensor<2x4x1x1xf32>, tensor<2x4x1x1xi64>)
   // CHECK: onnx.GlobalAveragePool {{.*}} -> tensor<2x4x1x1xf32>
-  %5 = onnx.GlobalAveragePool %4 : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
+  %5 = onnx.GlobalAveragePool %4#0 : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
   %6 = onnx.GlobalMaxPool %5 : (tensor<2x4x1x1xf32>) -> tensor<2x4x1x1xf32>
   // CHECK: onnx.Flatten {{.*}} -> tensor<2x4xf32>
   %7 = onnx.Flatten %6 : (tensor<2x4x1x1xf32>) -> tensor<2x4xf32>

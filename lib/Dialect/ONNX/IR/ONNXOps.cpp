@@ -582,8 +582,12 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *context,
                                           std::optional<Location> location,
                                           Adaptor adaptor,
                                           SmallVectorImpl<Type> &inferred) {
-  return inferPool<MaxPoolOp>(location, adaptor, inferred,
-                              adaptor.getDilations());
+  if (failed(inferPool<MaxPoolOp>(location, adaptor, inferred,
+                                  adaptor.getDilations())))
+    return failure();
+  auto y = cast<RankedTensorType>(inferred.back());
+  inferred.push_back(y.clone(IntegerType::get(context, 64)));
+  return success();
 }
 int64_t MaxPoolOp::getForwardFlops() {
   int64_t window = 1;
@@ -767,20 +771,29 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
   return DenseElementsAttr::get(type, element);
 }
 
-LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
-                                        std::optional<Location> location,
-                                        Adaptor adaptor,
-                                        SmallVectorImpl<Type> &inferred) {
-  int64_t rank = cast<RankedTensorType>(adaptor.getData().getType()).getRank();
+/// [start, end) of Shape's slice of dims, clamped as ONNX specifies.
+/// (ODS returns I64Attr values as uint64_t: convert before comparing.)
+static std::pair<int64_t, int64_t> shapeBounds(int64_t start,
+                                               std::optional<uint64_t> end,
+                                               int64_t rank) {
   auto clamp = [&](int64_t v) {
     if (v < 0)
       v += rank;
     return std::clamp<int64_t>(v, 0, rank);
   };
-  int64_t start = clamp(adaptor.getStart());
-  int64_t end = adaptor.getEnd() ? clamp(*adaptor.getEnd()) : rank;
-  inferred.push_back(RankedTensorType::get({std::max<int64_t>(end - start, 0)},
-                                           IntegerType::get(context, 64)));
+  int64_t first = clamp(start);
+  int64_t last = end ? clamp(static_cast<int64_t>(*end)) : rank;
+  return {first, std::max(first, last)};
+}
+
+LogicalResult ShapeOp::inferReturnTypes(MLIRContext *context,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  int64_t rank = cast<RankedTensorType>(adaptor.getData().getType()).getRank();
+  auto [start, end] = shapeBounds(adaptor.getStart(), adaptor.getEnd(), rank);
+  inferred.push_back(
+      RankedTensorType::get({end - start}, IntegerType::get(context, 64)));
   return success();
 }
 
@@ -788,13 +801,7 @@ OpFoldResult ShapeOp::fold(FoldAdaptor) {
   auto dataType = getData().getType();
   if (!dataType.hasStaticShape())
     return {};
-  int64_t rank = dataType.getRank();
-  int64_t start = getStart() < 0 ? getStart() + rank : getStart();
-  start = std::clamp<int64_t>(start, 0, rank);
-  int64_t end = rank;
-  if (getEnd())
-    end = std::clamp<int64_t>(*getEnd() < 0 ? *getEnd() + rank : *getEnd(), 0,
-                              rank);
+  auto [start, end] = shapeBounds(getStart(), getEnd(), dataType.getRank());
   SmallVector<int64_t> dims;
   for (int64_t i = start; i < end; ++i)
     dims.push_back(dataType.getDimSize(i));
@@ -807,8 +814,9 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
                                           SmallVectorImpl<Type> &inferred) {
   auto type = cast<RankedTensorType>(adaptor.getInput().getType());
   int64_t rank = type.getRank();
-  int64_t axis = adaptor.getAxis() < 0 ? adaptor.getAxis() + rank
-                                       : adaptor.getAxis();
+  int64_t axis = static_cast<int64_t>(adaptor.getAxis());
+  if (axis < 0)
+    axis += rank;
   if (axis < 0 || axis > rank)
     return error(location, "Flatten axis out of range");
   int64_t outer = 1, inner = 1;
@@ -1083,9 +1091,12 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
     if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
       return error(location, "Split sizes do not sum to dim " + Twine(dim));
   } else {
-    if (!adaptor.getNumOutputs() || *adaptor.getNumOutputs() <= 0)
-      return error(location, "Split needs 'split' or 'num_outputs'");
-    int64_t n = *adaptor.getNumOutputs();
+    int64_t n = adaptor.getNumOutputs()
+                    ? static_cast<int64_t>(*adaptor.getNumOutputs())
+                    : 0;
+    if (n <= 0 || n > std::max<int64_t>(dim, 1))
+      return error(location, "Split needs 'split' or 1 <= num_outputs <= " +
+                                 Twine(std::max<int64_t>(dim, 1)));
     int64_t chunk = (dim + n - 1) / n;
     for (int64_t i = 0; i < n; ++i)
       sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));

@@ -338,7 +338,9 @@ class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic, [Pure]> {
   let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
 }
 def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
-  let arguments = (ins ONNX_FloatTensor:$X,
+  let summary = "ONNX MaxPool; the Indices result (flat argmax) is always present";
+  let results = (outs ONNX_NumericTensor:$Y, ONNX_I64Tensor:$Indices);
+  let arguments = (ins ONNX_NumericTensor:$X,
                        DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
                        DefaultValuedAttr<I64Attr, "0">:$ceil_mode,
                        OptionalAttr<DenseI64ArrayAttr>:$dilations,
