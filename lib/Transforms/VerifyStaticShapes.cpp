@@ -26,13 +26,14 @@ struct VerifyStaticShapesPass
       if (auto func = dyn_cast<FunctionOpInterface>(op))
         for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
           if (!isStatic(type)) {
-            op->emitError() << "argument #" << i << " has a dynamic type "
-                            << type;
+            op->emitError()
+                << "argument #" << i << " has a dynamic type " << type;
             return WalkResult::interrupt();
           }
       for (Value result : op->getResults())
         if (!isStatic(result.getType())) {
-          op->emitError() << "result #" << cast<OpResult>(result).getResultNumber()
+          op->emitError() << "result #"
+                          << cast<OpResult>(result).getResultNumber()
                           << " has a dynamic type " << result.getType();
           return WalkResult::interrupt();
         }

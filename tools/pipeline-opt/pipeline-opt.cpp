@@ -46,7 +46,8 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
   pp::ONNXImportOptions options;
   options.batchSize = batchSize;
   options.frozenPattern = frozenParams;
-  OwningOpRef<ModuleOp> module = pp::importONNXFile(fileName, &context, options);
+  OwningOpRef<ModuleOp> module =
+      pp::importONNXFile(fileName, &context, options);
   if (!module)
     return nullptr;
   std::string bytes;

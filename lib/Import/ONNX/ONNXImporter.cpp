@@ -43,6 +43,9 @@ constexpr int64_t kMaxOpset = 17;
 /// Constant initializers up to this size become inline `onnx.Constant`s
 /// (so shape sub-graphs can fold); larger ones become globals.
 constexpr int64_t kMaxInlineConstantElements = 4096;
+/// Bound on the elements of one tensor (2^40 floats = 4 TiB), so that sizes
+/// computed from malformed dims cannot overflow.
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 
 class Importer {
 public:
@@ -59,8 +62,8 @@ private:
   Location nodeLoc(const onnxpb::NodeProto &node, int index);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
-  FailureOr<RankedTensorType> importValueType(const onnxpb::ValueInfoProto &info,
-                                              StringRef what);
+  FailureOr<RankedTensorType>
+  importValueType(const onnxpb::ValueInfoProto &info, StringRef what);
   FailureOr<RankedTensorType> tensorType(const onnxpb::TensorProto &tensor,
                                          StringRef what);
   FailureOr<std::vector<char>> tensorBytes(const onnxpb::TensorProto &tensor,
@@ -87,6 +90,14 @@ private:
 
 } // namespace
 
+/// "STRING (8)": the ONNX name of a TensorProto data type code.
+static std::string dataTypeName(int dataType) {
+  std::string name = onnxpb::TensorProto_DataType_IsValid(dataType)
+                         ? onnxpb::TensorProto_DataType_Name(dataType)
+                         : "unknown";
+  return name + " (" + std::to_string(dataType) + ")";
+}
+
 Location Importer::nodeLoc(const onnxpb::NodeProto &node, int index) {
   Location file = FileLineColLoc::get(ctx, fileName, index + 1, 0);
   return NameLoc::get(StringAttr::get(ctx, nodeName(node, index)),
@@ -107,11 +118,12 @@ Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
                           "are not supported)",
            failure();
   const auto &tensor = info.type().tensor_type();
-  Type element = pp::onnx::getElementTypeForONNXDataType(ctx, tensor.elem_type());
+  Type element =
+      pp::onnx::getElementTypeForONNXDataType(ctx, tensor.elem_type());
   if (!element)
     return fileError() << what << " '" << info.name()
                        << "' has unsupported element type "
-                       << tensor.elem_type(),
+                       << dataTypeName(tensor.elem_type()),
            failure();
   if (!tensor.has_shape())
     return fileError() << what << " '" << info.name()
@@ -129,9 +141,9 @@ Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
       shape.push_back(options.batchSize);
       continue;
     }
-    auto diag = fileError() << "unresolvable dynamic shape: " << what << " '"
-                            << info.name() << "' dim " << i << " is symbolic ('"
-                            << symbol << "')";
+    auto diag = fileError()
+                << "unresolvable dynamic shape: " << what << " '" << info.name()
+                << "' dim " << i << " is symbolic ('" << symbol << "')";
     if (i == 0)
       diag << "; pass --batch-size=N to fix the batch size";
     return failure();
@@ -141,17 +153,25 @@ Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
 
 FailureOr<RankedTensorType>
 Importer::tensorType(const onnxpb::TensorProto &tensor, StringRef what) {
-  Type element = pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
+  Type element =
+      pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
   if (!element)
     return fileError() << what << " '" << tensor.name()
-                       << "' has unsupported data type " << tensor.data_type(),
+                       << "' has unsupported data type "
+                       << dataTypeName(tensor.data_type()),
            failure();
   SmallVector<int64_t> shape;
+  int64_t count = 1;
   for (int64_t d : tensor.dims()) {
     if (d < 0)
       return fileError() << what << " '" << tensor.name()
                          << "' has a negative dim " << d,
              failure();
+    if (d != 0 && count > kMaxTensorElements / d)
+      return fileError() << what << " '" << tensor.name() << "' has more than "
+                         << kMaxTensorElements << " elements",
+             failure();
+    count *= d;
     shape.push_back(d);
   }
   return RankedTensorType::get(shape, element);
@@ -167,7 +187,8 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
                       StringRef what) {
   Type element = type.getElementType();
   size_t count = type.getNumElements(), width = storageBytes(element);
-  std::vector<char> bytes(count * width);
+  size_t byteCount = count * width;
+  std::vector<char> bytes;
   auto sizeError = [&](StringRef field, size_t have) {
     return fileError() << what << " '" << tensor.name() << "': " << field
                        << " holds " << have << " values, expected " << count
@@ -193,29 +214,35 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
                          << "': cannot read external data file '" << path
                          << "'",
              failure();
-    size_t want = length >= 0 ? size_t(length) : bytes.size();
-    if (offset < 0 || want != bytes.size() ||
-        size_t(offset) + want > (*buffer)->getBufferSize())
+    size_t want = length >= 0 ? size_t(length) : byteCount;
+    size_t available = (*buffer)->getBufferSize();
+    if (offset < 0 || want != byteCount || size_t(offset) > available ||
+        want > available - size_t(offset))
       return fileError() << what << " '" << tensor.name()
-                         << "': external data in '" << path
-                         << "' is shorter than " << bytes.size() << " bytes",
+                         << "': external data (offset " << offset << ", length "
+                         << length << ") in '" << path << "' (" << available
+                         << " bytes) does not hold the " << byteCount
+                         << " bytes of shape " << type,
              failure();
+    bytes.resize(byteCount);
     std::memcpy(bytes.data(), (*buffer)->getBufferStart() + offset, want);
     return bytes;
   }
   if (tensor.has_raw_data()) {
-    if (tensor.raw_data().size() != bytes.size())
+    if (tensor.raw_data().size() != byteCount)
       return fileError() << what << " '" << tensor.name() << "': raw_data has "
                          << tensor.raw_data().size() << " bytes, expected "
-                         << bytes.size() << " for shape " << type,
+                         << byteCount << " for shape " << type,
              failure();
+    bytes.resize(byteCount);
     std::memcpy(bytes.data(), tensor.raw_data().data(), bytes.size());
     return bytes;
   }
-  auto copyTyped = [&](const auto &field, StringRef name, auto convert)
-      -> LogicalResult {
+  auto copyTyped = [&](const auto &field, StringRef name,
+                       auto convert) -> LogicalResult {
     if (size_t(field.size()) != count)
       return sizeError(name, field.size());
+    bytes.resize(byteCount);
     for (size_t i = 0; i < count; ++i) {
       auto v = convert(field.Get(i));
       std::memcpy(bytes.data() + i * width, &v, width);
@@ -225,21 +252,26 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
   LogicalResult ok = success();
   switch (tensor.data_type()) {
   case onnxpb::TensorProto::FLOAT:
-    ok = copyTyped(tensor.float_data(), "float_data", [](float v) { return v; });
+    ok =
+        copyTyped(tensor.float_data(), "float_data", [](float v) { return v; });
     break;
   case onnxpb::TensorProto::DOUBLE:
-    ok = copyTyped(tensor.double_data(), "double_data", [](double v) { return v; });
+    ok = copyTyped(tensor.double_data(), "double_data",
+                   [](double v) { return v; });
     break;
   case onnxpb::TensorProto::INT64:
-    ok = copyTyped(tensor.int64_data(), "int64_data", [](int64_t v) { return v; });
+    ok = copyTyped(tensor.int64_data(), "int64_data",
+                   [](int64_t v) { return v; });
     break;
   case onnxpb::TensorProto::UINT32:
   case onnxpb::TensorProto::UINT64:
-    ok = copyTyped(tensor.uint64_data(), "uint64_data", [](uint64_t v) { return v; });
+    ok = copyTyped(tensor.uint64_data(), "uint64_data",
+                   [](uint64_t v) { return v; });
     break;
   default:
     // int32_data carries every type of 32 bits or less (fp16 as its bits).
-    ok = copyTyped(tensor.int32_data(), "int32_data", [](int32_t v) { return v; });
+    ok = copyTyped(tensor.int32_data(), "int32_data",
+                   [](int32_t v) { return v; });
     break;
   }
   if (failed(ok))
@@ -315,7 +347,8 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
     size_t align = storageBytes(type->getElementType());
     auto blob = HeapAsmResourceBlob::allocateAndCopyWithAlign(
         ArrayRef<char>(*bytes), align);
-    auto value = DenseResourceElementsAttr::get(*type, init.name(), std::move(blob));
+    auto value =
+        DenseResourceElementsAttr::get(*type, init.name(), std::move(blob));
     pp::onnx::GlobalOp::create(moduleBuilder, loc, init.name(), kind, *type,
                                cast<ElementsAttr>(value));
     values[init.name()] = pp::onnx::GlobalReadOp::create(
@@ -358,8 +391,9 @@ Importer::convertAttribute(const onnxpb::AttributeProto &attr, Location loc,
 LogicalResult Importer::importConstantNode(const onnxpb::NodeProto &node,
                                            Location loc) {
   if (node.attribute_size() != 1 || node.output_size() != 1)
-    return emitError(loc) << "Constant node '" << node.name()
-                          << "' needs exactly one value attribute and output",
+    return emitError(loc)
+               << "Constant node '" << node.name()
+               << "' needs exactly one value attribute and one output",
            failure();
   const auto &attr = node.attribute(0);
   ElementsAttr value;
@@ -370,11 +404,11 @@ LogicalResult Importer::importConstantNode(const onnxpb::NodeProto &node,
       return failure();
     value = *v;
   } else if (name == "value_float") {
-    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getF32Type()),
-                                   attr.f());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({}, builder.getF32Type()), attr.f());
   } else if (name == "value_int") {
-    value = DenseElementsAttr::get(RankedTensorType::get({}, builder.getI64Type()),
-                                   attr.i());
+    value = DenseElementsAttr::get(
+        RankedTensorType::get({}, builder.getI64Type()), attr.i());
   } else if (name == "value_floats") {
     SmallVector<float> v(attr.floats().begin(), attr.floats().end());
     value = DenseElementsAttr::get(
@@ -423,8 +457,8 @@ SmallVector<Value> Importer::foldOrKeep(Operation *op) {
 
 LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   Location loc = nodeLoc(node, index);
-  std::string where = "node '" + nodeName(node, index) + "' (" +
-                      node.op_type() + ")";
+  std::string where =
+      "node '" + nodeName(node, index) + "' (" + node.op_type() + ")";
   if (!node.domain().empty() && node.domain() != "ai.onnx")
     return emitError(loc) << "unsupported op: " << where << " is in domain '"
                           << node.domain() << "'; only the default ONNX domain "
@@ -514,7 +548,8 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   auto *inferType = registered->getInterface<InferTypeOpInterface>();
   SmallVector<uint64_t> storage(
       (registered->getOpPropertyByteSize() + sizeof(uint64_t) - 1) /
-          sizeof(uint64_t) + 1);
+          sizeof(uint64_t) +
+      1);
   bool hasProperties = registered->getOpPropertyByteSize() > 0;
   OpaqueProperties props(hasProperties ? storage.data() : nullptr);
   if (hasProperties)
@@ -535,11 +570,11 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   SmallVector<Type> resultTypes;
   if (failed(inferType->inferReturnTypes(ctx, loc, operands, dict, props, {},
                                          resultTypes)))
-    return emitError(loc) << "while importing " << where, failure();
+    return failure(); // The op's inference reported the cause at `loc`.
   if (node.output_size() > static_cast<int>(resultTypes.size()))
     return emitError(loc) << where << " has " << node.output_size()
-                          << " outputs; onnx." << node.op_type()
-                          << " supports " << resultTypes.size(),
+                          << " outputs; onnx." << node.op_type() << " supports "
+                          << resultTypes.size(),
            failure();
 
   OperationState state(loc, *registered);
@@ -574,7 +609,16 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
                        << kMinOpset << "-" << kMaxOpset,
            nullptr;
   try {
-    onnxpb::checker::check_model(model);
+    // The checker resolves external data against the model's directory only
+    // when it reads the model from its path.
+    bool hasExternalData = llvm::any_of(
+        model.graph().initializer(), [](const onnxpb::TensorProto &t) {
+          return t.data_location() == onnxpb::TensorProto::EXTERNAL;
+        });
+    if (hasExternalData && llvm::sys::fs::exists(fileName))
+      onnxpb::checker::check_model(fileName);
+    else
+      onnxpb::checker::check_model(model);
     if (opset < kMinOpset) {
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
@@ -629,7 +673,7 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   for (const auto &output : graph.output()) {
     auto it = values.find(output.name());
     if (it == values.end())
-      return fileError() << "missing input: graph output '" << output.name()
+      return fileError() << "missing output: graph output '" << output.name()
                          << "' is not computed by any node",
              nullptr;
     auto declared = output.type().tensor_type();
@@ -680,10 +724,18 @@ void pp::printImportDiagnostic(Diagnostic &diag, llvm::raw_ostream &os) {
     os << (opType.empty() ? "initializer" : "node") << " '" << node << "'"
        << (opType.empty() ? "" : " (" + opType + ")") << ": ";
   switch (diag.getSeverity()) {
-  case DiagnosticSeverity::Error: os << "error: "; break;
-  case DiagnosticSeverity::Warning: os << "warning: "; break;
-  case DiagnosticSeverity::Note: os << "note: "; break;
-  case DiagnosticSeverity::Remark: os << "remark: "; break;
+  case DiagnosticSeverity::Error:
+    os << "error: ";
+    break;
+  case DiagnosticSeverity::Warning:
+    os << "warning: ";
+    break;
+  case DiagnosticSeverity::Note:
+    os << "note: ";
+    break;
+  case DiagnosticSeverity::Remark:
+    os << "remark: ";
+    break;
   }
   os << diag << "\n";
   for (Diagnostic &note : diag.getNotes())

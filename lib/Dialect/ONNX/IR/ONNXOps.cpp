@@ -125,20 +125,34 @@ Type pp::onnx::getElementTypeForONNXDataType(MLIRContext *ctx,
   Builder b(ctx);
   // Codes from onnx.proto's TensorProto.DataType.
   switch (dataType) {
-  case 1: return b.getF32Type();
-  case 2: return b.getIntegerType(8, /*isSigned=*/false);
-  case 3: return b.getIntegerType(8);
-  case 4: return b.getIntegerType(16, /*isSigned=*/false);
-  case 5: return b.getIntegerType(16);
-  case 6: return b.getI32Type();
-  case 7: return b.getI64Type();
-  case 9: return b.getI1Type();
-  case 10: return b.getF16Type();
-  case 11: return b.getF64Type();
-  case 12: return b.getIntegerType(32, /*isSigned=*/false);
-  case 13: return b.getIntegerType(64, /*isSigned=*/false);
-  case 16: return b.getBF16Type();
-  default: return nullptr;
+  case 1:
+    return b.getF32Type();
+  case 2:
+    return b.getIntegerType(8, /*isSigned=*/false);
+  case 3:
+    return b.getIntegerType(8);
+  case 4:
+    return b.getIntegerType(16, /*isSigned=*/false);
+  case 5:
+    return b.getIntegerType(16);
+  case 6:
+    return b.getI32Type();
+  case 7:
+    return b.getI64Type();
+  case 9:
+    return b.getI1Type();
+  case 10:
+    return b.getF16Type();
+  case 11:
+    return b.getF64Type();
+  case 12:
+    return b.getIntegerType(32, /*isSigned=*/false);
+  case 13:
+    return b.getIntegerType(64, /*isSigned=*/false);
+  case 16:
+    return b.getBF16Type();
+  default:
+    return nullptr;
   }
 }
 
@@ -236,7 +250,9 @@ static OpFoldResult foldArithmetic(Attribute lhsAttr, Attribute rhsAttr,
 OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
   return foldArithmetic(
       adaptor.getA(), adaptor.getB(), getType(),
-      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x + y; },
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> {
+        return x + y;
+      },
       [](APFloat x, const APFloat &y) {
         x.add(y, APFloat::rmNearestTiesToEven);
         return x;
@@ -245,7 +261,9 @@ OpFoldResult AddOp::fold(FoldAdaptor adaptor) {
 OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
   return foldArithmetic(
       adaptor.getA(), adaptor.getB(), getType(),
-      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x - y; },
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> {
+        return x - y;
+      },
       [](APFloat x, const APFloat &y) {
         x.subtract(y, APFloat::rmNearestTiesToEven);
         return x;
@@ -254,7 +272,9 @@ OpFoldResult SubOp::fold(FoldAdaptor adaptor) {
 OpFoldResult MulOp::fold(FoldAdaptor adaptor) {
   return foldArithmetic(
       adaptor.getA(), adaptor.getB(), getType(),
-      [](const APInt &x, const APInt &y) -> std::optional<APInt> { return x * y; },
+      [](const APInt &x, const APInt &y) -> std::optional<APInt> {
+        return x * y;
+      },
       [](APFloat x, const APFloat &y) {
         x.multiply(y, APFloat::rmNearestTiesToEven);
         return x;
@@ -281,7 +301,8 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
-template <typename SoftmaxLike> static LogicalResult verifySoftmax(SoftmaxLike op) {
+template <typename SoftmaxLike>
+static LogicalResult verifySoftmax(SoftmaxLike op) {
   int64_t rank = op.getInput().getType().getRank();
   if (failed(normalizeAxis(op.getLoc(), op.getAxis(), rank)))
     return failure();
@@ -455,13 +476,16 @@ inferWindowOutput(std::optional<Location> loc, ArrayRef<int64_t> spatial,
       out.push_back((spatial[i] + strides[i] - 1) / strides[i]);
       continue;
     }
-    int64_t padded = spatial[i] + (autoPad == "VALID" ? 0 : pads[i] + pads[i + n]);
+    int64_t padded =
+        spatial[i] + (autoPad == "VALID" ? 0 : pads[i] + pads[i + n]);
     int64_t span = padded - effective;
     if (span < 0)
       return error(loc, "window of size " + Twine(effective) +
-                            " exceeds the padded input of size " + Twine(padded));
-    int64_t size = (ceilMode ? (span + strides[i] - 1) / strides[i]
-                             : span / strides[i]) + 1;
+                            " exceeds the padded input of size " +
+                            Twine(padded));
+    int64_t size =
+        (ceilMode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) +
+        1;
     // With ceil_mode, a last window that starts inside the right padding is
     // dropped (as in ONNX's reference and PyTorch).
     if (ceilMode && (size - 1) * strides[i] >= spatial[i] + pads[i])
@@ -494,10 +518,9 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
   ArrayRef<int64_t> kernel = w.getShape().drop_front(2);
   if (auto ks = adaptor.getKernelShape(); ks && *ks != kernel)
     return error(location, "kernel_shape does not match W");
-  auto spatial = inferWindowOutput(location, x.getShape().drop_front(2), kernel,
-                                   adaptor.getAutoPad(), adaptor.getPads(),
-                                   adaptor.getStrides(),
-                                   adaptor.getDilations(), false);
+  auto spatial = inferWindowOutput(
+      location, x.getShape().drop_front(2), kernel, adaptor.getAutoPad(),
+      adaptor.getPads(), adaptor.getStrides(), adaptor.getDilations(), false);
   if (failed(spatial))
     return failure();
   SmallVector<int64_t> shape = {x.getDimSize(0), w.getDimSize(0)};
@@ -568,8 +591,8 @@ static LogicalResult inferPool(std::optional<Location> location,
     return error(location, "pooling input must have rank >= 3");
   auto spatial = inferWindowOutput(
       location, x.getShape().drop_front(2), adaptor.getKernelShape(),
-      adaptor.getAutoPad(), adaptor.getPads(), adaptor.getStrides(),
-      dilations, adaptor.getCeilMode() != 0);
+      adaptor.getAutoPad(), adaptor.getPads(), adaptor.getStrides(), dilations,
+      adaptor.getCeilMode() != 0);
   if (failed(spatial))
     return failure();
   SmallVector<int64_t> shape(x.getShape().take_front(2));
@@ -609,8 +632,8 @@ int64_t AveragePoolOp::getForwardFlops() {
   return window * getNumElements(getY().getType());
 }
 
-static LogicalResult inferGlobalPool(std::optional<Location> location,
-                                     Value x, SmallVectorImpl<Type> &inferred) {
+static LogicalResult inferGlobalPool(std::optional<Location> location, Value x,
+                                     SmallVectorImpl<Type> &inferred) {
   auto type = cast<RankedTensorType>(x.getType());
   if (type.getRank() < 3)
     return error(location, "global pooling input must have rank >= 3");
@@ -695,10 +718,9 @@ LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> location,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  return inferReduce(location,
-                     cast<RankedTensorType>(adaptor.getData().getType()),
-                     adaptor.getAxes(), adaptor.getKeepdims() != 0, false,
-                     inferred);
+  return inferReduce(
+      location, cast<RankedTensorType>(adaptor.getData().getType()),
+      adaptor.getAxes(), adaptor.getKeepdims() != 0, false, inferred);
 }
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,
@@ -773,9 +795,8 @@ OpFoldResult ConstantOfShapeOp::fold(FoldAdaptor) {
 
 /// [start, end) of Shape's slice of dims, clamped as ONNX specifies.
 /// (ODS returns I64Attr values as uint64_t: convert before comparing.)
-static std::pair<int64_t, int64_t> shapeBounds(int64_t start,
-                                               std::optional<uint64_t> end,
-                                               int64_t rank) {
+static std::pair<int64_t, int64_t>
+shapeBounds(int64_t start, std::optional<uint64_t> end, int64_t rank) {
   auto clamp = [&](int64_t v) {
     if (v < 0)
       v += rank;
@@ -860,7 +881,8 @@ LogicalResult TransposeOp::inferReturnTypes(MLIRContext *,
 OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
   auto type = getData().getType();
-  SmallVector<int64_t> perm = transposePermutation(Adaptor(*this), type.getRank());
+  SmallVector<int64_t> perm =
+      transposePermutation(Adaptor(*this), type.getRank());
   if (llvm::equal(perm, llvm::seq<int64_t>(0, type.getRank())))
     return getData();
   if (!input || input.getNumElements() > kMaxFoldElements)
@@ -890,7 +912,8 @@ OpFoldResult TransposeOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(resultType, result);
 }
 
-/// Reinterprets a small constant in a new shape (shared by the reshaping folds).
+/// Reinterprets a small constant in a new shape (shared by the reshaping
+/// folds).
 static OpFoldResult foldReshapeLike(Attribute input, Type resultType) {
   auto dense = dyn_cast_if_present<DenseElementsAttr>(input);
   if (!dense || dense.getNumElements() > kMaxFoldElements ||
@@ -963,8 +986,8 @@ LogicalResult SqueezeOp::inferReturnTypes(MLIRContext *,
       if (failed(a))
         return failure();
       if (type.getDimSize(*a) != 1)
-        return error(location, "Squeeze axis " + Twine(axis) +
-                                   " has size " + Twine(type.getDimSize(*a)));
+        return error(location, "Squeeze axis " + Twine(axis) + " has size " +
+                                   Twine(type.getDimSize(*a)));
       drop[*a] = true;
     }
   } else {
@@ -1088,6 +1111,8 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
     if (failed(s))
       return failure();
     sizes = *s;
+    if (llvm::any_of(sizes, [](int64_t size) { return size < 0; }))
+      return error(location, "Split sizes must not be negative");
     if (std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
       return error(location, "Split sizes do not sum to dim " + Twine(dim));
   } else {
@@ -1120,7 +1145,8 @@ static FailureOr<SliceBounds> computeSlice(std::optional<Location> location,
   int64_t rank = type.getRank();
   auto starts =
       requireConstantShape(location, adaptor.getStarts(), "Slice", "starts");
-  auto ends = requireConstantShape(location, adaptor.getEnds(), "Slice", "ends");
+  auto ends =
+      requireConstantShape(location, adaptor.getEnds(), "Slice", "ends");
   if (failed(starts) || failed(ends))
     return failure();
   SmallVector<int64_t> axes, steps;
@@ -1142,7 +1168,8 @@ static FailureOr<SliceBounds> computeSlice(std::optional<Location> location,
   }
   if (ends->size() != starts->size() || axes.size() != starts->size() ||
       steps.size() != starts->size())
-    return error(location, "Slice starts, ends, axes and steps differ in length");
+    return error(location,
+                 "Slice starts, ends, axes and steps differ in length");
   SliceBounds bounds;
   bounds.starts.assign(rank, 0);
   bounds.steps.assign(rank, 1);
@@ -1214,6 +1241,15 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
   auto axis = normalizeAxis(location, adaptor.getAxis(), data.getRank());
   if (failed(axis))
     return failure();
+  // Constant indices (embedding rows, shape dims) are checked against the dim.
+  if (auto constIndices = getConstantInts(adaptor.getIndices())) {
+    int64_t dim = data.getDimSize(*axis);
+    for (int64_t index : *constIndices)
+      if (index < -dim || index >= dim)
+        return error(location, "Gather index " + Twine(index) +
+                                   " is out of range for dim of size " +
+                                   Twine(dim));
+  }
   SmallVector<int64_t> shape(data.getShape().take_front(*axis));
   llvm::append_range(shape, indices.getShape());
   llvm::append_range(shape, data.getShape().drop_front(*axis + 1));
@@ -1224,7 +1260,8 @@ LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
 OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
   // Folds the Shape -> Gather pattern of exported shape sub-graphs.
   auto data = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
-  auto indices = dyn_cast_if_present<DenseIntElementsAttr>(adaptor.getIndices());
+  auto indices =
+      dyn_cast_if_present<DenseIntElementsAttr>(adaptor.getIndices());
   if (!data || !indices || data.getType().getRank() != 1 ||
       data.getNumElements() > kMaxFoldElements)
     return {};

@@ -1,0 +1,569 @@
+"""Build small ONNX models that exercise the pipeline-opt importer.
+
+Each case is one .onnx file written with onnx.helper: bad inputs the importer
+must reject with a clear error (unsupported op, symbolic dims, non-constant
+shape inputs, type mismatches, undefined inputs, bad attributes, unsupported
+opsets, malformed tensor data) and small well-formed graphs whose import has
+defined semantics (schema defaults, initializer kinds, folding of shape
+sub-graphs, locations, the version converter for old opsets).
+
+The models are built from fixed values only (no randomness), so the output is
+deterministic, and the whole set is written in well under a second. The
+files are not run through onnx.checker here: several cases are meant to fail
+the importer's own run of it.
+
+Besides the cases, DIR gets `empty.onnx` (0 bytes) and `text.onnx` (a text
+file), and with `--half-of FILE...` a copy of each FILE cut to half its size,
+as DIR/<name>.half.onnx (truncated-model tests).
+
+Cases under "Known importer bugs" reproduce problems the importer does not
+handle yet; the lit tests do not use them.
+
+Usage:
+  /usr/bin/python3 python/make_import_cases.py --out DIR [--cases a,b,...]
+      [--half-of FILE...]
+"""
+
+import argparse
+import os
+
+import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+
+FLOAT = TensorProto.FLOAT
+INT32 = TensorProto.INT32
+INT64 = TensorProto.INT64
+
+
+def tensor(name, elem, shape):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def const(name, array):
+    return numpy_helper.from_array(np.asarray(array), name)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=17, name="case",
+          domains=()):
+    graph = helper.make_graph(list(nodes), name, list(inputs), list(outputs),
+                              initializer=list(initializers))
+    opsets = [helper.make_opsetid("", opset)]
+    opsets += [helper.make_opsetid(d, v) for d, v in domains]
+    m = helper.make_model(graph, opset_imports=opsets,
+                          producer_name="make_import_cases")
+    # IR version 8 goes with opsets up to 17 (and 18 for the opset18 case);
+    # older opsets get the IR version of their time.
+    m.ir_version = 6 if opset <= 11 else 8
+    return m
+
+
+def raw_tensor(name, elem, dims, raw):
+    """A TensorProto with the given raw_data, however many bytes it holds
+    (helper.make_tensor checks the size)."""
+    t = TensorProto()
+    t.name, t.data_type = name, elem
+    t.dims.extend(dims)
+    t.raw_data = raw
+    return t
+
+
+def farange(shape, scale=0.125):
+    """Deterministic float32 values of the given shape."""
+    n = int(np.prod(shape)) if shape else 1
+    return (np.arange(n, dtype=np.float32) * scale - 1.0).reshape(shape)
+
+
+# --------------------------------------------------------------------------
+# Bad input: errors.
+# --------------------------------------------------------------------------
+
+def unsupported_op():
+    # Einsum is a valid opset-17 op with no onnx dialect equivalent.
+    node = helper.make_node("Einsum", ["A", "B"], ["Y"], name="my_einsum",
+                            equation="ij,jk->ik")
+    return model([node], [tensor("A", FLOAT, [2, 3]), tensor("B", FLOAT, [3, 4])],
+                 [tensor("Y", FLOAT, [2, 4])])
+
+
+def custom_domain():
+    # A node of a non-default domain (imported by the model, so the checker
+    # accepts it).
+    node = helper.make_node("FusedGelu", ["X"], ["Y"], name="my_fused",
+                            domain="com.example")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])],
+                 domains=[("com.example", 1)])
+
+
+def dynamic_batch():
+    # Symbolic batch dim "N": needs --batch-size.
+    nodes = [helper.make_node("Relu", ["X"], ["H"], name="relu"),
+             helper.make_node("Flatten", ["H"], ["Y"], name="flatten")]
+    return model(nodes, [tensor("X", FLOAT, ["N", 4, 5])],
+                 [tensor("Y", FLOAT, ["N", 20])])
+
+
+def dynamic_inner():
+    # A symbolic non-batch dim: --batch-size does not help.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, ["N", "S", 4])],
+                 [tensor("Y", FLOAT, ["N", "S", 4])])
+
+
+def unknown_dim():
+    # A dim with neither dim_value nor dim_param.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, None])],
+                 [tensor("Y", FLOAT, [2, None])])
+
+
+def no_shape_input():
+    # A graph input without any shape. (ONNX's checker rejects it first,
+    # with a message that does not name the input.)
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    x = helper.make_tensor_value_info("X", FLOAT, None)
+    return model([node], [x], [tensor("Y", FLOAT, [2])])
+
+
+def string_input():
+    # An element type the onnx dialect does not represent.
+    node = helper.make_node("Identity", ["S"], ["Y"], name="ident")
+    return model([node], [tensor("S", TensorProto.STRING, [2])],
+                 [tensor("Y", TensorProto.STRING, [2])])
+
+
+def sequence_input():
+    # A graph input that is a sequence, not a tensor.
+    seq = helper.make_tensor_sequence_value_info("Seq", FLOAT, [2])
+    node = helper.make_node("SequenceLength", ["Seq"], ["Y"], name="seqlen")
+    return model([node], [seq], [tensor("Y", INT64, [])])
+
+
+def reshape_dynamic_shape():
+    # Reshape whose target shape is a graph input, not a constant.
+    node = helper.make_node("Reshape", ["X", "target"], ["Y"], name="my_reshape")
+    return model([node], [tensor("X", FLOAT, [2, 6]), tensor("target", INT64, [2])],
+                 [tensor("Y", FLOAT, [3, 4])])
+
+
+def relu_int():
+    # ONNX Relu accepts int32 (the checker does not look at types); the
+    # onnx dialect's Relu takes float tensors only.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="int_relu")
+    return model([node], [tensor("X", INT32, [2, 3])], [tensor("Y", INT32, [2, 3])])
+
+
+def matmul_mismatch():
+    # Contraction dims 3 vs 4.
+    node = helper.make_node("MatMul", ["A", "B"], ["Y"], name="bad_matmul")
+    return model([node], [tensor("A", FLOAT, [2, 3]), tensor("B", FLOAT, [4, 5])],
+                 [tensor("Y", FLOAT, [2, 5])])
+
+
+def gemm_bad_bias():
+    # Gemm's C (bias) of size 7 does not broadcast to the [2, 5] result.
+    node = helper.make_node("Gemm", ["A", "B", "C"], ["Y"], name="bad_gemm",
+                            transB=1)
+    return model([node],
+                 [tensor("A", FLOAT, [2, 3]), tensor("B", FLOAT, [5, 3]),
+                  tensor("C", FLOAT, [7])],
+                 [tensor("Y", FLOAT, [2, 5])])
+
+
+def broadcast_mismatch():
+    # Add of [2, 3] and [4]: shapes do not broadcast.
+    node = helper.make_node("Add", ["A", "B"], ["Y"], name="bad_add")
+    return model([node], [tensor("A", FLOAT, [2, 3]), tensor("B", FLOAT, [4])],
+                 [tensor("Y", FLOAT, [2, 3])])
+
+
+def add_mixed_types():
+    # Add of float and int64: invalid ONNX (A and B share type T), which the
+    # checker does not see because it does not infer types.
+    node = helper.make_node("Add", ["A", "B"], ["Y"], name="mixed_add")
+    return model([node], [tensor("A", FLOAT, [2, 3]), tensor("B", INT64, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 3])])
+
+
+def output_type_mismatch():
+    # The graph output is declared int64 but Relu computes f32.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", INT64, [2, 3])])
+
+
+def missing_input():
+    # "ghost" is not a graph input, an initializer or a node output.
+    nodes = [helper.make_node("Relu", ["X"], ["H"], name="relu"),
+             helper.make_node("Add", ["H", "ghost"], ["Y"], name="reader")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
+
+
+def missing_output():
+    # The graph output "Z" is not computed by any node.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Z", FLOAT, [2, 3])])
+
+
+def bad_attribute_type():
+    # Conv's `group` given as a FLOAT attribute instead of an INT.
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], name="bad_conv")
+    node.attribute.append(helper.make_attribute("group", 1.0))
+    return model([node], [tensor("X", FLOAT, [1, 3, 8, 8])],
+                 [tensor("Y", FLOAT, [1, 4, 6, 6])],
+                 [const("W", farange([4, 3, 3, 3]))])
+
+
+def softmax_axis():
+    # Softmax axis 5 is out of range for a rank-2 input.
+    node = helper.make_node("Softmax", ["X"], ["Y"], name="bad_softmax", axis=5)
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
+
+
+def conv_channels():
+    # X has 3 channels, W expects 2 (group 1).
+    node = helper.make_node("Conv", ["X", "W"], ["Y"], name="bad_channels")
+    return model([node], [tensor("X", FLOAT, [1, 3, 8, 8])],
+                 [tensor("Y", FLOAT, [1, 4, 6, 6])],
+                 [const("W", farange([4, 2, 3, 3]))])
+
+
+def gelu_opset17():
+    # The dialect has Gelu, but ONNX has it only from opset 20 on: at opset
+    # 17 ONNX's checker rejects the node.
+    node = helper.make_node("Gelu", ["X"], ["Y"], name="my_gelu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
+
+
+def opset18():
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])],
+                 opset=18)
+
+
+def no_opset():
+    # Only a non-default domain is imported.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    m = model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
+    del m.opset_import[:]
+    m.opset_import.append(helper.make_opsetid("com.example", 1))
+    return m
+
+
+def no_outputs():
+    # A graph that declares no outputs.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [])
+
+
+def bad_raw_data():
+    # A float initializer of dims [4, 4] (64 bytes) whose raw_data holds 10.
+    w = raw_tensor("W", FLOAT, [4, 4], b"\x00" * 10)
+    node = helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")
+    return model([node], [tensor("X", FLOAT, [2, 4])], [tensor("Y", FLOAT, [2, 4])],
+                 [w])
+
+
+def bad_raw_data_const():
+    # The same for a small int64 constant (imported inline): 3 bytes for [2].
+    s = raw_tensor("shape", INT64, [2], b"\x01\x02\x03")
+    node = helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")
+    return model([node], [tensor("X", FLOAT, [2, 6])], [tensor("Y", FLOAT, [3, 4])],
+                 [s])
+
+
+def bad_float_data():
+    # float_data with 3 values for dims [2, 2].
+    w = TensorProto()
+    w.name, w.data_type = "W", FLOAT
+    w.dims.extend([2, 2])
+    w.float_data.extend([1.0, 2.0, 3.0])
+    node = helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")
+    return model([node], [tensor("X", FLOAT, [2, 2])], [tensor("Y", FLOAT, [2, 2])],
+                 [w])
+
+
+def constant_value_string():
+    # A Constant node whose value is a string: not representable.
+    node = helper.make_node("Constant", [], ["Y"], name="greeting",
+                            value_string="hello")
+    return model([node], [], [tensor("Y", TensorProto.STRING, [])])
+
+
+def external_tensor(name, dims, location, offset, length):
+    t = TensorProto()
+    t.name, t.data_type = name, FLOAT
+    t.dims.extend(dims)
+    t.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)),
+                       ("length", str(length))):
+        entry = t.external_data.add()
+        entry.key, entry.value = key, value
+    return t
+
+
+def external_model(location, offset):
+    node = helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")
+    w = external_tensor("W", [4, 4], location, offset, 64)
+    return model([node], [tensor("X", FLOAT, [2, 4])], [tensor("Y", FLOAT, [2, 4])],
+                 [w])
+
+
+# Written next to the external-data cases: 64 bytes of float32 data for W.
+EXTERNAL_DATA_FILE = "external_data.bin"
+
+
+def external_data():
+    # W [4, 4] lives in external_data.bin (the weights of farange([4, 4])).
+    return external_model(EXTERNAL_DATA_FILE, 0)
+
+
+def external_data_offset():
+    # Offset 32 leaves only 32 of the 64 bytes W needs in the file.
+    return external_model(EXTERNAL_DATA_FILE, 32)
+
+
+def missing_external_data():
+    # An initializer stored in an external file that does not exist.
+    return external_model("no_such_weights.bin", 0)
+
+
+# --------------------------------------------------------------------------
+# Known importer bugs: what should happen is an error; the lit tests do not
+# use these cases yet.
+# --------------------------------------------------------------------------
+
+def bug_huge_initializer():
+    # dims [2^20, 2^20] with 4 bytes of raw_data: the importer allocates the
+    # 4 TiB buffer before comparing sizes and aborts ("LLVM ERROR: out of
+    # memory") instead of reporting the size mismatch.
+    w = raw_tensor("W", FLOAT, [2 ** 20, 2 ** 20], b"\0\0\0\0")
+    node = helper.make_node("Relu", ["W"], ["Y"], name="relu")
+    return model([node], [], [tensor("Y", FLOAT, [])], [w])
+
+
+def bug_overflowing_dims():
+    # dims [2^40, 2^40]: the element count overflows to 0, so an empty
+    # raw_data "matches" and the initializer imports as an empty dense<>
+    # constant of type tensor<1099511627776x1099511627776xf32>.
+    w = raw_tensor("W", FLOAT, [2 ** 40, 2 ** 40], b"")
+    node = helper.make_node("Relu", ["W"], ["Y"], name="relu")
+    return model([node], [], [tensor("Y", FLOAT, [])], [w])
+
+
+def bug_split_negative_size():
+    # Split sizes [-1, 4] sum to the dim (3) and are accepted: the result
+    # type is the invalid tensor<2x-1xf32>.
+    node = helper.make_node("Split", ["X", "sizes"], ["A", "B"], name="split",
+                            axis=1)
+    return model([node], [tensor("X", FLOAT, [2, 3])],
+                 [tensor("A", FLOAT, [2, 1]), tensor("B", FLOAT, [2, 2])],
+                 [const("sizes", np.array([-1, 4], np.int64))])
+
+
+def bug_gather_out_of_range():
+    # A constant index 5 into a dim of size 2 is accepted (ONNX: invalid).
+    node = helper.make_node("Gather", ["X", "idx"], ["Y"], name="gather")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [1, 3])],
+                 [const("idx", np.array([5], np.int64))])
+
+
+# --------------------------------------------------------------------------
+# Semantics.
+# --------------------------------------------------------------------------
+
+def old_opset():
+    # Opset 11, upgraded by ONNX's version converter to 13:
+    #  - Softmax(axis=1) on a rank-3 input coerces it to 2-D (softmax over the
+    #    flattened dims 1..2); opset 13 has no such coercion, so the
+    #    converter rewrites it as Flatten -> Softmax -> Reshape.
+    #  - Unsqueeze and ReduceSum take `axes`, Split takes `split` as
+    #    attributes; at opset 13 they become constant inputs.
+    nodes = [
+        helper.make_node("Softmax", ["X"], ["S"], name="softmax", axis=1),
+        helper.make_node("Unsqueeze", ["S"], ["U"], name="unsq", axes=[0]),
+        helper.make_node("ReduceSum", ["U"], ["R"], name="rsum", axes=[3],
+                         keepdims=0),
+        helper.make_node("Split", ["R"], ["Y1", "Y2"], name="split", axis=2,
+                         split=[1, 2]),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3, 4])],
+                 [tensor("Y1", FLOAT, [1, 2, 1]), tensor("Y2", FLOAT, [1, 2, 2])],
+                 opset=11)
+
+
+def old_opset_inferred():
+    # Opset 11 Softmax on an intermediate value: the converter's Softmax
+    # adapter needs the input shape, which only shape inference provides.
+    nodes = [
+        helper.make_node("Relu", ["X"], ["R"], name="relu"),
+        helper.make_node("Softmax", ["R"], ["Y"], name="softmax", axis=1),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3, 4])],
+                 [tensor("Y", FLOAT, [2, 3, 4])], opset=11)
+
+
+def defaults():
+    # The nodes leave their attributes out (except leaky_given); the importer
+    # fills in the ONNX schema defaults of the model's opset.
+    nodes = [
+        helper.make_node("LeakyRelu", ["X"], ["L"], name="leaky"),
+        helper.make_node("LeakyRelu", ["L"], ["L2"], name="leaky_given",
+                         alpha=0.5),
+        helper.make_node("Gemm", ["L2", "W", "B"], ["G"], name="gemm"),
+        helper.make_node("Softmax", ["G"], ["S"], name="softmax"),
+        helper.make_node("BatchNormalization", ["X4", "sc", "bi", "mean", "var"],
+                         ["Z"], name="bn"),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3]), tensor("X4", FLOAT, [2, 2, 4, 4])],
+                 [tensor("S", FLOAT, [2, 5]), tensor("Z", FLOAT, [2, 2, 4, 4])],
+                 [const("W", farange([3, 5])), const("B", farange([5])),
+                  const("sc", farange([2])), const("bi", farange([2])),
+                  const("mean", farange([2])), const("var", np.ones([2], np.float32))])
+
+
+def initializers():
+    # A small conv net with every initializer kind:
+    #   conv.weight  float [4,3,3,3]   trainable
+    #   bn.scale/bias float [4]        trainable
+    #   bn.mean/var  float [4]         state (BatchNorm running statistics)
+    #   fc.weight    float [80,64]     trainable (5120 elements: a global
+    #                                  even when frozen)
+    #   flat_shape   int64 [2]         constant, inline onnx.Constant
+    #   half         float scalar      constant, inline onnx.Constant
+    nodes = [
+        helper.make_node("Conv", ["X", "conv.weight"], ["C"], name="conv",
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization",
+                         ["C", "bn.scale", "bn.bias", "bn.mean", "bn.var"],
+                         ["B", "bn.mean_out", "bn.var_out"], name="bn",
+                         training_mode=1),
+        helper.make_node("Mul", ["B", "half"], ["H"], name="scale"),
+        helper.make_node("Reshape", ["H", "flat_shape"], ["F"], name="flatten"),
+        helper.make_node("MatMul", ["F", "fc.weight"], ["Y"], name="fc"),
+    ]
+    inits = [
+        const("conv.weight", farange([4, 3, 3, 3], 0.01)),
+        const("bn.scale", np.ones([4], np.float32)),
+        const("bn.bias", np.zeros([4], np.float32)),
+        const("bn.mean", np.zeros([4], np.float32)),
+        const("bn.var", np.ones([4], np.float32)),
+        const("half", np.float32(0.5)),
+        const("flat_shape", np.array([2, 64], np.int64)),
+        const("fc.weight", farange([64, 80], 0.001)),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3, 4, 4])],
+                 [tensor("Y", FLOAT, [2, 80])], inits)
+
+
+def shape_subgraph():
+    # The usual exporter pattern: Reshape(X, Concat(Unsqueeze(Gather(Shape(X),
+    # 0)), [-1])). With a static (or --batch-size) input it folds away.
+    nodes = [
+        helper.make_node("Shape", ["X"], ["shape"], name="shape"),
+        helper.make_node("Gather", ["shape", "zero"], ["batch"], name="gather",
+                         axis=0),
+        helper.make_node("Unsqueeze", ["batch", "axes0"], ["batch1"],
+                         name="unsqueeze"),
+        helper.make_node("Concat", ["batch1", "minus_one"], ["target"],
+                         name="concat", axis=0),
+        helper.make_node("Reshape", ["X", "target"], ["R"], name="reshape"),
+        helper.make_node("Relu", ["R"], ["Y"], name="relu"),
+    ]
+    inits = [const("zero", np.array(0, np.int64)),
+             const("axes0", np.array([0], np.int64)),
+             const("minus_one", np.array([-1], np.int64))]
+    return model(nodes, [tensor("X", FLOAT, ["N", 3, 4])],
+                 [tensor("Y", FLOAT, ["N", 12])], inits)
+
+
+def locations():
+    # Named nodes and one unnamed node (named "<OpType>_<index>").
+    nodes = [
+        helper.make_node("Relu", ["X"], ["A"], name="first_relu"),
+        helper.make_node("Sigmoid", ["A"], ["B"], name="the_sigmoid"),
+        helper.make_node("Tanh", ["B"], ["Y"]),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
+
+
+CASES = {
+    # errors
+    "unsupported_op": unsupported_op,
+    "custom_domain": custom_domain,
+    "dynamic_batch": dynamic_batch,
+    "dynamic_inner": dynamic_inner,
+    "unknown_dim": unknown_dim,
+    "no_shape_input": no_shape_input,
+    "string_input": string_input,
+    "sequence_input": sequence_input,
+    "reshape_dynamic_shape": reshape_dynamic_shape,
+    "relu_int": relu_int,
+    "matmul_mismatch": matmul_mismatch,
+    "gemm_bad_bias": gemm_bad_bias,
+    "broadcast_mismatch": broadcast_mismatch,
+    "add_mixed_types": add_mixed_types,
+    "output_type_mismatch": output_type_mismatch,
+    "missing_input": missing_input,
+    "missing_output": missing_output,
+    "bad_attribute_type": bad_attribute_type,
+    "softmax_axis": softmax_axis,
+    "conv_channels": conv_channels,
+    "gelu_opset17": gelu_opset17,
+    "opset18": opset18,
+    "no_opset": no_opset,
+    "no_outputs": no_outputs,
+    "bad_raw_data": bad_raw_data,
+    "bad_raw_data_const": bad_raw_data_const,
+    "bad_float_data": bad_float_data,
+    "missing_external_data": missing_external_data,
+    "external_data_offset": external_data_offset,
+    "constant_value_string": constant_value_string,
+    # semantics
+    "old_opset": old_opset,
+    "old_opset_inferred": old_opset_inferred,
+    "external_data": external_data,
+    "defaults": defaults,
+    "initializers": initializers,
+    "shape_subgraph": shape_subgraph,
+    "locations": locations,
+    # known bugs
+    "bug_huge_initializer": bug_huge_initializer,
+    "bug_overflowing_dims": bug_overflowing_dims,
+    "bug_split_negative_size": bug_split_negative_size,
+    "bug_gather_out_of_range": bug_gather_out_of_range,
+}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", required=True, help="output directory")
+    parser.add_argument("--cases", default="",
+                        help="comma-separated subset of: " + ",".join(CASES))
+    parser.add_argument("--half-of", nargs="+", default=[], metavar="FILE",
+                        help="also write FILE cut to half its size as "
+                             "OUT/<name>.half.onnx")
+    args = parser.parse_args()
+    names = [n for n in args.cases.split(",") if n] or list(CASES)
+    unknown = [n for n in names if n not in CASES]
+    if unknown:
+        parser.error("unknown case(s): " + ", ".join(unknown))
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        m = CASES[name]()
+        with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
+            f.write(m.SerializeToString())
+    with open(os.path.join(args.out, EXTERNAL_DATA_FILE), "wb") as f:
+        f.write(farange([4, 4]).tobytes())
+    # A text file with an .onnx name and an empty file.
+    with open(os.path.join(args.out, "text.onnx"), "w") as f:
+        f.write("this is not an ONNX model, just some text\n")
+    open(os.path.join(args.out, "empty.onnx"), "wb").close()
+    for path in args.half_of:
+        with open(path, "rb") as f:
+            data = f.read()
+        stem = os.path.splitext(os.path.basename(path))[0]
+        with open(os.path.join(args.out, stem + ".half.onnx"), "wb") as f:
+            f.write(data[:len(data) // 2])
+
+
+if __name__ == "__main__":
+    main()
