@@ -1,0 +1,272 @@
+//===- Kernels.h - Forward and backward kernels of pipeline-opt -*- C++ -*-===//
+//
+// The kernel library that the reference interpreter and generated stage
+// programs call. One API, several backends: the CPU backend (OpenBLAS GEMM,
+// im2col convolution, std::thread parallelism) is built everywhere; the CUDA
+// backend (cuBLAS/cuDNN and own kernels) implements the same functions for
+// device pointers and is compiled whenever nvcc is found.
+//
+// Conventions
+// - Tensors are dense, row-major (C order) views; the caller owns the memory
+//   and allocates every output with its final shape before the call.
+// - Shapes follow ONNX: NCHW activations, OIHW weights, numpy broadcasting.
+// - Floating kernels support F32 and F64 (F64 for finite-difference checks);
+//   integer/bool tensors appear where ONNX allows them (indices, masks,
+//   shape data, comparisons).
+// - Kernels validate what they read from their arguments and report misuse
+//   by returning a Status; they never abort.
+// - Randomness (Dropout) is counter based: the mask of element i depends only
+//   on (seed, i), so every backend and every run produce the same mask.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_RUNTIME_KERNELS_H
+#define PP_RUNTIME_KERNELS_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pp::rt {
+
+enum class DType : int { F32, F64, I64, I32, I8, U8, Bool };
+
+/// Size in bytes of one element (Bool is one byte).
+int64_t dtypeSize(DType dtype);
+const char *dtypeName(DType dtype);
+
+/// A non-owning view of a dense row-major tensor.
+struct Tensor {
+  void *data = nullptr;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+
+  int64_t rank() const { return static_cast<int64_t>(shape.size()); }
+  int64_t numel() const;
+  int64_t bytes() const { return numel() * dtypeSize(dtype); }
+  template <typename T> T *as() const { return static_cast<T *>(data); }
+};
+
+/// Result of a kernel call: empty message on success.
+struct Status {
+  std::string message;
+  bool ok() const { return message.empty(); }
+  static Status success() { return {}; }
+  static Status error(std::string message) { return {std::move(message)}; }
+};
+
+/// Per-thread execution settings (number of CPU threads; the CUDA backend
+/// keeps its stream and library handles here).
+struct Context {
+  int numThreads = 1;
+  void *stream = nullptr;
+  void *blasHandle = nullptr;
+  void *dnnHandle = nullptr;
+};
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+enum class UnaryKind : int {
+  Identity, Relu, LeakyRelu, Sigmoid, Tanh, Erf, GeluErf, GeluTanh, Sqrt,
+  Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Not
+};
+
+/// y = f(x); `alpha` is LeakyRelu's slope. x and y have one shape and dtype.
+Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
+             float alpha = 0.f);
+
+/// dx = dy * f'(x) for the differentiable unary kinds (all but Floor, Ceil,
+/// Not, whose gradient is zero). `y` is f(x) (used where cheaper).
+Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x,
+                 const Tensor &y, const Tensor &dy, Tensor &dx,
+                 float alpha = 0.f);
+
+enum class BinaryKind : int {
+  Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or
+};
+
+/// c = a (op) b with numpy broadcasting; comparisons write Bool.
+Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
+              Tensor &c);
+
+/// out = cond ? x : y with broadcasting of all three.
+Status where(Context &ctx, const Tensor &cond, const Tensor &x,
+             const Tensor &y, Tensor &out);
+
+/// y = min(max(x, lo), hi); absent bounds are null.
+Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
+            Tensor &y);
+
+/// Converts between any two dtypes (float->int truncates toward zero).
+Status cast(Context &ctx, const Tensor &x, Tensor &y);
+
+/// y = broadcast of x to y's shape.
+Status expand(Context &ctx, const Tensor &x, Tensor &y);
+
+/// y = sum of x over the dims that broadcasting added or stretched, so that
+/// y's shape broadcasts to x's (the adjoint of expand).
+Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y);
+
+/// Fills y with one value (converted to y's dtype).
+Status fill(Context &ctx, Tensor &y, double value);
+
+//===----------------------------------------------------------------------===//
+// Reductions, softmax, normalisation
+//===----------------------------------------------------------------------===//
+
+enum class ReduceKind : int { Sum, Mean, Max };
+
+/// Reduces x over `axes` (normalised, ascending); y has the kept shape
+/// (size-1 dims where keepdims, dropped otherwise: both layouts are dense).
+Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
+              const std::vector<int64_t> &axes, Tensor &y);
+
+/// Softmax or LogSoftmax along `axis`.
+Status softmax(Context &ctx, const Tensor &x, int64_t axis, bool log,
+               Tensor &y);
+/// Gradient of softmax / log-softmax given its output y.
+Status softmaxGrad(Context &ctx, const Tensor &y, const Tensor &dy,
+                   int64_t axis, bool log, Tensor &dx);
+
+/// LayerNormalization over dims [axis, rank); mean and invStdDev have x's
+/// shape with those dims set to 1. bias may be null.
+Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor *bias, int64_t axis, float epsilon, Tensor &y,
+                 Tensor &mean, Tensor &invStdDev);
+Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &mean,
+                     const Tensor &invStdDev, int64_t axis, Tensor &dx,
+                     Tensor &dscale, Tensor *dbias);
+
+/// BatchNormalization over channel dim 1. Training mode normalises with the
+/// batch statistics (biased variance), writes them to savedMean /
+/// savedInvStd, and updates the running statistics as ONNX does:
+/// running = momentum * running + (1 - momentum) * batch (unbiased var).
+/// Inference mode uses inputMean / inputVar and copies them to the running
+/// outputs; savedMean / savedInvStd may then be null.
+Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor &bias, const Tensor &inputMean,
+                 const Tensor &inputVar, float epsilon, float momentum,
+                 bool training, Tensor &y, Tensor &runningMean,
+                 Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd);
+/// Gradient of training-mode batch norm (batch statistics).
+Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &savedMean,
+                     const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,
+                     Tensor &dbias);
+
+//===----------------------------------------------------------------------===//
+// Contractions and convolution
+//===----------------------------------------------------------------------===//
+
+/// numpy matmul: batch dims broadcast; rank-1 operands are promoted and the
+/// added dim removed from y.
+Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y);
+
+/// y = alpha * op(a) * op(b) + beta * c (c unidirectionally broadcast, may
+/// be null).
+Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
+            float alpha, float beta, bool transA, bool transB, Tensor &y);
+
+/// Geometry of a convolution or pooling window over the spatial dims.
+struct WindowParams {
+  std::vector<int64_t> kernel;    // spatial kernel sizes
+  std::vector<int64_t> strides;   // per spatial dim
+  std::vector<int64_t> pads;      // begin pads then end pads (ONNX order)
+  std::vector<int64_t> dilations; // per spatial dim
+  int64_t group = 1;              // convolution only
+};
+
+/// N-d convolution (1-3 spatial dims), grouped and dilated; bias may be null.
+Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
+            const WindowParams &params, Tensor &y);
+/// dx from dy and w (the transposed convolution).
+Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
+                     const WindowParams &params, Tensor &dx);
+/// dw from dy and x.
+Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
+                      const WindowParams &params, Tensor &dw);
+
+/// Max pooling; indices (I64, may be null) are flat offsets into x's NCHW
+/// layout per ONNX (storage_order 0). Padding never wins the max.
+Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               Tensor &y, Tensor *indices);
+/// Scatters dy to the argmax positions (indices from maxPool).
+Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
+                   Tensor &dx);
+/// Average pooling; countIncludePad follows ONNX's count_include_pad.
+Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               bool countIncludePad, Tensor &y);
+Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
+                   bool countIncludePad, Tensor &dx);
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+Status transpose(Context &ctx, const Tensor &x,
+                 const std::vector<int64_t> &perm, Tensor &y);
+/// y[i] = x[starts + i * steps] per dim (starts/steps have x's rank, already
+/// clamped; y's shape gives the counts).
+Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &steps, Tensor &y);
+/// The adjoint of slice: dx = 0 except dx[starts + i * steps] = dy[i].
+Status sliceGrad(Context &ctx, const Tensor &dy,
+                 const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &steps, Tensor &dx);
+Status concat(Context &ctx, const std::vector<const Tensor *> &inputs,
+              int64_t axis, Tensor &y);
+Status split(Context &ctx, const Tensor &x, int64_t axis,
+             const std::vector<Tensor *> &outputs);
+/// ONNX Gather along `axis` (negative indices count from the end).
+Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
+              int64_t axis, Tensor &y);
+/// The adjoint of gather: ddata = 0, then ddata[..., idx, ...] += dy.
+Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
+                  int64_t axis, Tensor &ddata);
+/// Copies bytes (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
+Status copy(Context &ctx, const Tensor &x, Tensor &y);
+
+//===----------------------------------------------------------------------===//
+// Training ops
+//===----------------------------------------------------------------------===//
+
+/// Dropout with keep probability 1 - ratio and scaling 1 / (1 - ratio);
+/// mask (Bool) is true where kept. training == false copies x, mask = true.
+Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
+               uint64_t seed, Tensor &y, Tensor &mask);
+Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
+                   float ratio, Tensor &dx);
+
+/// ONNX SoftmaxCrossEntropyLoss. scores [N, C, d...], labels [N, d...];
+/// weights [C] or null; ignoreIndex applies when hasIgnoreIndex; reduction
+/// "mean" divides by the total weight of the counted labels.
+Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
+                           const Tensor &labels, const Tensor *weights,
+                           bool hasIgnoreIndex, int64_t ignoreIndex,
+                           const std::string &reduction, Tensor &loss,
+                           Tensor &logProb);
+/// dscores from the loss gradient (scalar, or per-label for "none").
+Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
+                               const Tensor &logProb, const Tensor &labels,
+                               const Tensor *weights, bool hasIgnoreIndex,
+                               int64_t ignoreIndex,
+                               const std::string &reduction, Tensor &dscores);
+
+/// SGD as torch.optim.SGD: g = grad + weightDecay * p; with momentum,
+/// buf = momentum * buf + (1 - dampening) * g (buf = g on the first step),
+/// g = nesterov ? g + momentum * buf : buf; p -= lr * g.
+Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
+               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
+               float dampening, float weightDecay, bool nesterov);
+/// Adam / AdamW as torch.optim: `step` counts from 1; decoupled selects
+/// AdamW's weight decay (p *= 1 - lr * wd) over Adam's L2 term.
+Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
+                Tensor &v, int64_t step, float lr, float beta1, float beta2,
+                float epsilon, float weightDecay, bool decoupled);
+
+} // namespace pp::rt
+
+#endif // PP_RUNTIME_KERNELS_H
