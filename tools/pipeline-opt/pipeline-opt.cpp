@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Transforms/Passes.h"
 
@@ -60,7 +61,9 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   DialectRegistry registry;
-  registry.insert<pp::onnx::ONNXDialect, func::FuncDialect>();
+  registry.insert<pp::onnx::ONNXDialect, pp::train::TrainDialect,
+                  func::FuncDialect>();
+  pp::train::registerONNXGradients(registry);
   pp::registerPPPasses();
   registerCanonicalizerPass();
   registerCSEPass();

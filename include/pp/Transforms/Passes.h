@@ -2,6 +2,9 @@
 #ifndef PP_TRANSFORMS_PASSES_H
 #define PP_TRANSFORMS_PASSES_H
 
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

@@ -1134,11 +1134,6 @@ LogicalResult SplitOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
-/// Per-axis start, size and step of a Slice with constant operands.
-struct SliceBounds {
-  SmallVector<int64_t> starts, sizes, steps;
-};
-
 static FailureOr<SliceBounds> computeSlice(std::optional<Location> location,
                                            SliceOp::Adaptor adaptor) {
   auto type = cast<RankedTensorType>(adaptor.getData().getType());
@@ -1201,6 +1196,10 @@ static FailureOr<SliceBounds> computeSlice(std::optional<Location> location,
     bounds.sizes[*axis] = std::max<int64_t>(size, 0);
   }
   return bounds;
+}
+
+FailureOr<SliceBounds> SliceOp::getBounds() {
+  return computeSlice(getLoc(), Adaptor(*this));
 }
 
 LogicalResult SliceOp::inferReturnTypes(MLIRContext *,

@@ -44,6 +44,12 @@ std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
 mlir::Type getElementTypeForONNXDataType(mlir::MLIRContext *ctx,
                                          int64_t dataType);
 
+/// Per-dim start, size and step of a Slice with constant operands (every
+/// dim of the data, clamped as ONNX specifies).
+struct SliceBounds {
+  llvm::SmallVector<int64_t> starts, sizes, steps;
+};
+
 /// Global kinds (`onnx.global`'s `kind`).
 inline constexpr llvm::StringLiteral kTrainable = "trainable";
 inline constexpr llvm::StringLiteral kState = "state";

@@ -516,6 +516,11 @@ def ONNX_SliceOp : ONNX_MoveOp<"Slice", [AttrSizedOperandSegments]> {
     $data `,` $starts `,` $ends (`axes` $axes^)? (`steps` $steps^)? attr-dict `:` functional-type(operands, results)
   }];
   let hasFolder = 1;
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 0; }
+    /// The resolved slice per dim (fails when an operand is not constant).
+    ::mlir::FailureOr<::pp::onnx::SliceBounds> getBounds();
+  }];
 }
 def ONNX_GatherOp : ONNX_MoveOp<"Gather"> {
   let description = "Gathers slices of `data` along `axis` at `indices`.";

@@ -1,0 +1,101 @@
+//===- TrainOps.cpp - The train dialect and its operations ------*- C++ -*-===//
+
+#include "pp/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/Dialect/Traits.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSwitch.h"
+
+using namespace mlir;
+using namespace pp::train;
+
+#include "pp/Dialect/Train/IR/TrainInterfaces.cpp.inc"
+#include "pp/Dialect/Train/IR/TrainOpsDialect.cpp.inc"
+
+void TrainDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "pp/Dialect/Train/IR/TrainOps.cpp.inc"
+      >();
+}
+
+LogicalResult
+GlobalWriteOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
+  auto global = symbolTable.lookupNearestSymbolFrom<pp::onnx::GlobalOp>(
+      *this, getGlobalAttr());
+  if (!global)
+    return emitOpError("'") << getGlobal() << "' does not name an onnx.global";
+  if (global.getType() != getValue().getType())
+    return emitOpError("value type ")
+           << getValue().getType() << " does not match the global's type "
+           << global.getType();
+  if (global.getKind() == pp::onnx::kConstant)
+    return emitOpError("cannot write the constant global '")
+           << getGlobal() << "'";
+  return success();
+}
+
+LogicalResult UnaryGradOp::verify() {
+  bool known =
+      llvm::StringSwitch<bool>(getKind())
+          .Cases({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "GeluErf",
+                  "GeluTanh", "Sqrt", "Exp", "Log", "Abs", "Reciprocal"},
+                 true)
+          .Default(false);
+  if (!known)
+    return emitOpError("unknown unary kind '") << getKind() << "'";
+  return success();
+}
+
+LogicalResult ReduceSumToOp::verify() {
+  auto from = cast<RankedTensorType>(getX().getType());
+  auto to = cast<RankedTensorType>(getY().getType());
+  SmallVector<int64_t> shape;
+  if (from.getElementType() != to.getElementType() ||
+      !OpTrait::util::getBroadcastedShape(to.getShape(), from.getShape(),
+                                          shape) ||
+      ArrayRef<int64_t>(shape) != from.getShape())
+    return emitOpError("result type ")
+           << to << " does not broadcast to the operand type " << from;
+  return success();
+}
+
+OpFoldResult ReduceSumToOp::fold(FoldAdaptor) {
+  if (getX().getType() == getY().getType())
+    return getX();
+  return {};
+}
+
+LogicalResult SliceGradOp::verify() {
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  auto dx = cast<RankedTensorType>(getDx().getType());
+  if (dy.getRank() != dx.getRank() ||
+      static_cast<int64_t>(getStarts().size()) != dx.getRank() ||
+      static_cast<int64_t>(getSteps().size()) != dx.getRank())
+    return emitOpError("starts and steps need one entry per dim of rank ")
+           << dx.getRank();
+  for (int64_t d = 0; d < dx.getRank(); ++d) {
+    int64_t last = getStarts()[d] + (dy.getDimSize(d) - 1) * getSteps()[d];
+    if (dy.getDimSize(d) > 0 &&
+        (getStarts()[d] < 0 || getStarts()[d] >= dx.getDimSize(d) || last < 0 ||
+         last >= dx.getDimSize(d)))
+      return emitOpError("slice of dim ") << d << " is out of bounds";
+  }
+  return success();
+}
+
+LogicalResult SGDOp::verify() {
+  bool hasBuffer = static_cast<bool>(getMomentumBuffer());
+  if (hasBuffer != static_cast<bool>(getNewMomentumBuffer()))
+    return emitOpError("a momentum buffer operand needs a buffer result");
+  if (hasBuffer != (getMomentum().convertToFloat() != 0.f))
+    return emitOpError("a momentum buffer is required exactly when momentum "
+                       "is non-zero");
+  if (getNesterov() && !hasBuffer)
+    return emitOpError("Nesterov momentum needs momentum");
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "pp/Dialect/Train/IR/TrainOps.cpp.inc"

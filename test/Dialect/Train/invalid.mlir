@@ -1,0 +1,40 @@
+// RUN: pipeline-opt %s -split-input-file -verify-diagnostics
+
+func.func @bad_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{unknown unary kind 'Floor'}}
+  %0 = train.unary_grad "Floor" %x, %x, %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @bad_reduce(%x: tensor<2x4xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{result type 'tensor<3xf32>' does not broadcast to the operand type 'tensor<2x4xf32>'}}
+  %0 = train.reduce_sum_to %x : tensor<2x4xf32> to tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @slice_out_of_bounds(%dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{slice of dim 1 is out of bounds}}
+  %0 = train.slice_grad %dy {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+onnx.global "constant" @c : tensor<4xf32>
+func.func @write_constant(%x: tensor<4xf32>) {
+  // expected-error @+1 {{cannot write the constant global 'c'}}
+  train.global_write @c, %x : tensor<4xf32>
+  return
+}
+
+// -----
+
+func.func @sgd_momentum_without_buffer(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
+  // expected-error @+1 {{a momentum buffer is required exactly when momentum is non-zero}}
+  %0 = train.sgd %p, %p, %s {lr = 0.1 : f32, momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}

@@ -1,0 +1,54 @@
+// RUN: pipeline-opt %s -split-input-file --pp-add-loss -verify-diagnostics | FileCheck %s
+// RUN: pipeline-opt %s -split-input-file --pp-add-loss="kind=mse" -verify-diagnostics | FileCheck %s --check-prefix=MSE
+
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
+// CHECK: %[[LOGITS:.*]] = onnx.Relu
+// CHECK: %[[LOSS:[^,]*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[LOGITS]], %[[LABELS]] :
+// CHECK: return %[[LOSS]], %[[LOGITS]]
+// MSE-LABEL: func.func @main
+// MSE-SAME: %[[T:[^:]*]]: tensor<8x3xf32> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}
+// MSE: %[[D:.*]] = onnx.Sub %{{.*}}, %[[T]]
+// MSE: %[[SQ:.*]] = onnx.Mul %[[D]], %[[D]]
+// MSE: onnx.ReduceMean %[[SQ]] {keepdims = 0 : i64} : (tensor<8x3xf32>) -> tensor<f32>
+func.func @main(%x: tensor<8x4xf32>) -> (tensor<8x3xf32> {onnx.name = "logits"}) {
+  %w = onnx.Constant dense<1.0> : tensor<4x3xf32>
+  %0 = onnx.MatMul %x, %w : (tensor<8x4xf32>, tensor<4x3xf32>) -> tensor<8x3xf32>
+  %1 = onnx.Relu %0 : (tensor<8x3xf32>) -> tensor<8x3xf32>
+  return %1 : tensor<8x3xf32>
+}
+
+// -----
+
+// Sequence logits [N, S, V]: classes move to dim 1 and labels are [N, S].
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %{{.*}}: tensor<2x5xi64> {onnx.name = "labels"}
+// CHECK: %[[T:.*]] = onnx.Transpose %{{.*}} {perm = array<i64: 0, 2, 1>} : (tensor<2x5x7xf32>) -> tensor<2x7x5xf32>
+// CHECK: onnx.SoftmaxCrossEntropyLoss %[[T]]
+// MSE-LABEL: func.func @main
+func.func @main(%x: tensor<2x5x7xf32>) -> tensor<2x5x7xf32> {
+  %0 = onnx.Relu %x : (tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
+  return %0 : tensor<2x5x7xf32>
+}
+
+// -----
+
+// A model with its own loss keeps it.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {pp.loss})
+// CHECK-NOT: onnx.SoftmaxCrossEntropyLoss
+// CHECK: onnx.SoftmaxCrossEntropyLoss
+// CHECK-NOT: onnx.SoftmaxCrossEntropyLoss
+// MSE-LABEL: func.func @main
+// MSE-SAME: -> (tensor<f32> {pp.loss})
+func.func @main(%x: tensor<2x3xf32>, %l: tensor<2xi64>) -> tensor<f32> {
+  %0:2 = onnx.SoftmaxCrossEntropyLoss %x, %l : (tensor<2x3xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x3xf32>)
+  return %0#0 : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{the loss needs float logits of rank >= 1, got 'tensor<4xi64>'}}
+func.func @main(%x: tensor<4xi64>) -> tensor<4xi64> {
+  return %x : tensor<4xi64>
+}

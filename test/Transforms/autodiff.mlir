@@ -1,0 +1,93 @@
+// RUN: pipeline-opt %s -split-input-file --pp-autodiff -verify-diagnostics | FileCheck %s
+// RUN: pipeline-opt %s -split-input-file --pp-autodiff --mlir-print-debuginfo -verify-diagnostics | FileCheck %s --check-prefix=LOC
+
+// Gemm + Relu + loss: every backward op, and the input gradient of the first
+// layer is not computed (nothing needs it).
+onnx.global "trainable" @w : tensor<3x4xf32>
+onnx.global "trainable" @b : tensor<3xf32>
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<3x4xf32> {pp.grad_of = @w}, tensor<3xf32> {pp.grad_of = @b})
+func.func @main(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @w : tensor<3x4xf32>
+  %b = onnx.global_read @b : tensor<3xf32>
+  %y = onnx.Gemm %x, %w, %b {transB = 1 : i64} : (tensor<8x4xf32>, tensor<3x4xf32>, tensor<3xf32>) -> tensor<8x3xf32>
+  %r = onnx.Relu %y : (tensor<8x3xf32>) -> tensor<8x3xf32> loc("relu")
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %r, %labels : (tensor<8x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x3xf32>)
+  // CHECK: %[[Y:.*]] = onnx.Gemm
+  // CHECK: %[[R:.*]] = onnx.Relu %[[Y]]
+  // CHECK: %[[LOSS:.*]], %[[LOGP:.*]] = onnx.SoftmaxCrossEntropyLoss
+  // CHECK: %[[ONE:.*]] = onnx.Constant dense<1.000000e+00> : tensor<f32>
+  // CHECK: %[[DR:.*]] = train.softmax_cross_entropy_grad %[[ONE]], %[[LOGP]], %{{.*}} {reduction = "mean"}
+  // CHECK: %[[DY:.*]] = train.unary_grad "Relu" %[[Y]], %[[R]], %[[DR]] : tensor<8x3xf32>
+  // CHECK-NOT: onnx.Gemm %[[DY]], %{{.*}} {beta = 0.000000e+00 : f32} : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
+  // CHECK: %[[DW:.*]] = onnx.Gemm %[[DY]], %{{.*}} {beta = 0.000000e+00 : f32, transA = 1 : i64} : (tensor<8x3xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
+  // CHECK: %[[DB:.*]] = train.reduce_sum_to %[[DY]] : tensor<8x3xf32> to tensor<3xf32>
+  // CHECK: return %[[LOSS]], %[[DW]], %[[DB]]
+  // LOC: train.unary_grad {{.*}} loc(#[[RELU_BWD:.*]])
+  // LOC: #[[RELU:[a-z0-9]*]] = loc("relu")
+  // LOC: #[[RELU_BWD]] = loc(fused<"backward">[#[[RELU]]])
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Tied weight read twice and a value with two uses: adjoints are summed.
+onnx.global "trainable" @e : tensor<4x4xf32>
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
+  %e1 = onnx.global_read @e : tensor<4x4xf32>
+  %e2 = onnx.global_read @e : tensor<4x4xf32>
+  %h = onnx.MatMul %x, %e1 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %sq = onnx.Mul %h, %h : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %o = onnx.MatMul %sq, %e2 : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %loss = onnx.ReduceMean %o {keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  // CHECK: onnx.ReduceMean
+  // CHECK: %[[DSQ_A:.*]] = onnx.Mul %{{.*}}, %[[H:.*]] :
+  // CHECK: %[[DSQ_B:.*]] = onnx.Mul %{{.*}}, %[[H]] :
+  // CHECK: %[[DH:.*]] = onnx.Add %[[DSQ_A]], %[[DSQ_B]]
+  // CHECK: %[[DE1:.*]] = onnx.MatMul %{{.*}}, %[[DH]]
+  // CHECK: %[[DE:.*]] = onnx.Add %[[DE1]], %{{.*}}
+  // CHECK: return %{{.*}}, %[[DE]] : tensor<f32>, tensor<4x4xf32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// Training BatchNorm: batch_norm_grad, and running statistics written back.
+onnx.global "trainable" @s : tensor<2xf32>
+onnx.global "trainable" @bias : tensor<2xf32>
+onnx.global "state" @mean : tensor<2xf32>
+onnx.global "state" @var : tensor<2xf32>
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<4x2x3x3xf32>) -> (tensor<f32> {pp.loss}) {
+  %s = onnx.global_read @s : tensor<2xf32>
+  %b = onnx.global_read @bias : tensor<2xf32>
+  %m = onnx.global_read @mean : tensor<2xf32>
+  %v = onnx.global_read @var : tensor<2xf32>
+  %y:3 = onnx.BatchNormalization %x, %s, %b, %m, %v {training_mode = 1 : i64} : (tensor<4x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) -> (tensor<4x2x3x3xf32>, tensor<2xf32>, tensor<2xf32>)
+  %loss = onnx.ReduceMean %y#0 {keepdims = 0 : i64} : (tensor<4x2x3x3xf32>) -> tensor<f32>
+  // CHECK: %{{.*}}, %[[RM:.*]], %[[RV:.*]] = onnx.BatchNormalization
+  // CHECK: train.batch_norm_grad %{{.*}}, %{{.*}}, %{{.*}} {epsilon = 9.99999974E-6 : f32}
+  // CHECK-DAG: train.global_write @mean, %[[RM]]
+  // CHECK-DAG: train.global_write @var, %[[RV]]
+  return %loss : tensor<f32>
+}
+
+// -----
+
+onnx.global "trainable" @w : tensor<4xf32>
+func.func @main(%x: tensor<4xf32>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @w : tensor<4xf32>
+  %a = onnx.Mul %x, %w : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{no gradient rule for 'onnx.Floor', which lies between a parameter and the loss}}
+  %f = onnx.Floor %a : (tensor<4xf32>) -> tensor<4xf32>
+  %loss = onnx.ReduceSum %f {keepdims = 0 : i64} : (tensor<4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{no result is marked pp.loss: run --pp-add-loss first}}
+func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
