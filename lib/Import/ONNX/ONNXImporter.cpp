@@ -83,6 +83,7 @@ private:
   std::string fileName;
   const pp::ONNXImportOptions &options;
   int64_t opset = 0;
+  std::string producer;
   ModuleOp module;
   /// ONNX value name -> SSA value.
   llvm::StringMap<Value> values;
@@ -538,6 +539,10 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
     segments.resize(formals, 0);
     attrs.set("operandSegmentSizes", builder.getDenseI32ArrayAttr(segments));
   }
+  // PyTorch's BatchNorm updates the running variance with the unbiased batch
+  // variance; ONNX's reference uses the biased one. Keep the producer's.
+  if (node.op_type() == "BatchNormalization" && producer == "pytorch")
+    attrs.set("unbiased_running_var", builder.getUnitAttr());
   // Split without sizes divides into as many parts as the node has outputs.
   if (node.op_type() == "Split" && node.input_size() < 2 &&
       !attrs.get("num_outputs"))
@@ -630,6 +635,7 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     return fileError() << "invalid ONNX model: " << e.what(), nullptr;
   }
 
+  producer = model.producer_name();
   const onnxpb::GraphProto &graph = model.graph();
   Location moduleLoc = FileLineColLoc::get(ctx, fileName, 0, 0);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(moduleLoc);

@@ -158,4 +158,22 @@ void writeDouble(Tensor &t, int64_t i, double value) {
   }
 }
 
+Status expectValid(const Tensor &t, const char *what) {
+  for (int64_t d : t.shape)
+    if (d < 0)
+      return Status::error(std::string(what) + ": negative dim in shape " +
+                           shapeString(t.shape));
+  if (!t.data && t.numel() > 0)
+    return Status::error(std::string(what) + ": null data");
+  return Status::success();
+}
+
+bool normalizeAxis(int64_t &axis, int64_t rank) {
+  if (axis < -rank || axis >= rank)
+    return false;
+  if (axis < 0)
+    axis += rank;
+  return true;
+}
+
 } // namespace pp::rt::cpu

@@ -4,9 +4,14 @@
 
 #include "pp/Runtime/Kernels.h"
 
+#include <algorithm>
+#include <array>
+#include <cmath>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 namespace pp::rt::cpu {
@@ -42,6 +47,154 @@ int64_t readInt(const Tensor &t, int64_t i);
 double readDouble(const Tensor &t, int64_t i);
 /// Writes element i of any tensor from double (truncating for integers).
 void writeDouble(Tensor &t, int64_t i, double value);
+
+/// Checks that `t` has no negative dims and a buffer when non-empty.
+Status expectValid(const Tensor &t, const char *what);
+
+/// Normalises `axis` against `rank` (negative counts from the end); false
+/// when it is out of range.
+bool normalizeAxis(int64_t &axis, int64_t rank);
+
+/// Stands for the C++ element type of a dtype in generic lambdas.
+template <typename T> struct TypeTag { using type = T; };
+
+/// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` and returns its
+/// Status. Bool is stored as uint8_t, so kernels that care about truthiness
+/// must check `dtype == DType::Bool` themselves.
+template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::F32:
+    return fn(TypeTag<float>{});
+  case DType::F64:
+    return fn(TypeTag<double>{});
+  case DType::I64:
+    return fn(TypeTag<int64_t>{});
+  case DType::I32:
+    return fn(TypeTag<int32_t>{});
+  case DType::I8:
+    return fn(TypeTag<int8_t>{});
+  case DType::U8:
+  case DType::Bool:
+    return fn(TypeTag<uint8_t>{});
+  }
+  return Status::error("unknown dtype");
+}
+
+/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes (1, 4 or 8):
+/// for kernels that only move elements around.
+template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1:
+    return fn(TypeTag<uint8_t>{});
+  case 4:
+    return fn(TypeTag<uint32_t>{});
+  case 8:
+    return fn(TypeTag<uint64_t>{});
+  }
+  return Status::error("unsupported element size " + std::to_string(bytes));
+}
+
+/// Converts a double to T the way `cast` does: floats round, integers
+/// truncate toward zero and saturate (NaN gives 0), so the conversion is
+/// never undefined behaviour. Bool callers must use `value != 0` instead.
+template <typename T> T convertDouble(double value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(value);
+  } else {
+    if (std::isnan(value))
+      return 0;
+    if (value <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    // max() of a 64-bit type rounds up to 2^63 as a double: compare >=.
+    if (value >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return static_cast<T>(value);
+  }
+}
+
+/// Merges adjacent dims that every operand walks contiguously and drops
+/// size-1 dims, so strided loops run over as few dims as possible. The flat
+/// order of the index space is unchanged.
+template <size_t N>
+void coalesceDims(std::vector<int64_t> &shape,
+                  std::array<std::vector<int64_t>, N> &strides) {
+  std::vector<int64_t> outShape;
+  std::array<std::vector<int64_t>, N> outStrides;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !outShape.empty();
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = outStrides[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      outShape.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k)
+        outStrides[k].back() = strides[k][d];
+      continue;
+    }
+    outShape.push_back(shape[d]);
+    for (size_t k = 0; k < N; ++k)
+      outStrides[k].push_back(strides[k][d]);
+  }
+  shape = std::move(outShape);
+  strides = std::move(outStrides);
+}
+
+/// Walks the flat indices [begin, end) of a row-major index space `shape`
+/// and calls body(i, offsets), where offsets[k] is the element offset of
+/// operand k read through strides[k] (0 on broadcast dims). The innermost
+/// dim runs as a tight loop; an odometer carries into the outer dims.
+template <size_t N, typename Fn>
+void forEachStrided(const std::vector<int64_t> &shape,
+                    const std::array<std::vector<int64_t>, N> &strides,
+                    int64_t begin, int64_t end, Fn &&body) {
+  if (begin >= end)
+    return;
+  std::array<int64_t, N> off{};
+  int64_t rank = static_cast<int64_t>(shape.size());
+  if (rank == 0) {
+    body(begin, off);
+    return;
+  }
+  std::vector<int64_t> idx(rank, 0);
+  int64_t rem = begin;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    idx[d] = rem % shape[d];
+    rem /= shape[d];
+    for (size_t k = 0; k < N; ++k)
+      off[k] += idx[d] * strides[k][d];
+  }
+  int64_t inner = shape[rank - 1];
+  std::array<int64_t, N> innerStride;
+  for (size_t k = 0; k < N; ++k)
+    innerStride[k] = strides[k][rank - 1];
+  int64_t i = begin;
+  while (true) {
+    int64_t count = std::min(inner - idx[rank - 1], end - i);
+    for (int64_t j = 0; j < count; ++j) {
+      body(i + j, off);
+      for (size_t k = 0; k < N; ++k)
+        off[k] += innerStride[k];
+    }
+    i += count;
+    if (i >= end)
+      return;
+    // The innermost dim is exhausted: rewind it and carry.
+    for (size_t k = 0; k < N; ++k)
+      off[k] -= innerStride[k] * inner;
+    idx[rank - 1] = 0;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      ++idx[d];
+      for (size_t k = 0; k < N; ++k)
+        off[k] += strides[k][d];
+      if (idx[d] < shape[d])
+        break;
+      for (size_t k = 0; k < N; ++k)
+        off[k] -= strides[k][d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
 
 } // namespace pp::rt::cpu
 

@@ -142,15 +142,18 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
 
 /// BatchNormalization over channel dim 1. Training mode normalises with the
 /// batch statistics (biased variance), writes them to savedMean /
-/// savedInvStd, and updates the running statistics as ONNX does:
-/// running = momentum * running + (1 - momentum) * batch (unbiased var).
+/// savedInvStd, and updates the running statistics:
+/// running = momentum * running + (1 - momentum) * batch, where the batch
+/// variance is the biased one (ONNX's reference) or, with
+/// unbiasedRunningVar, the unbiased one (PyTorch's update).
 /// Inference mode uses inputMean / inputVar and copies them to the running
 /// outputs; savedMean / savedInvStd may then be null.
 Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor &bias, const Tensor &inputMean,
                  const Tensor &inputVar, float epsilon, float momentum,
                  bool training, Tensor &y, Tensor &runningMean,
-                 Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd);
+                 Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
+                 bool unbiasedRunningVar = false);
 /// Gradient of training-mode batch norm (batch statistics).
 Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &savedMean,

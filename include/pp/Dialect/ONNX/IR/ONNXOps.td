@@ -293,7 +293,10 @@ def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
   let summary = "ONNX BatchNormalization; running statistics results are always present";
   let description = [{
     With `training_mode = 1` normalises with the batch statistics and returns
-    the updated running mean and variance.
+    the updated running mean and variance. The running variance is updated
+    with the biased batch variance (ONNX's reference) unless
+    `unbiased_running_var` is set (not an ONNX attribute: the importer sets it
+    for models produced by PyTorch, whose BatchNorm uses the unbiased one).
 
     ```mlir
     %y, %m, %v = onnx.BatchNormalization %x, %s, %b, %mean, %var {training_mode = 1 : i64} : (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x8x8xf32>, tensor<4xf32>, tensor<4xf32>)
@@ -303,7 +306,8 @@ def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
                        ONNX_FloatTensor:$input_mean, ONNX_FloatTensor:$input_var,
                        DefaultValuedAttr<F32Attr, "1e-05">:$epsilon,
                        DefaultValuedAttr<F32Attr, "0.9">:$momentum,
-                       DefaultValuedAttr<I64Attr, "0">:$training_mode);
+                       DefaultValuedAttr<I64Attr, "0">:$training_mode,
+                       UnitAttr:$unbiased_running_var);
   let results = (outs ONNX_FloatTensor:$Y, ONNX_FloatTensor:$running_mean,
                       ONNX_FloatTensor:$running_var);
   let extraClassDeclaration = [{

@@ -1,0 +1,236 @@
+//===- Interpreter.h - Reference interpreter on the CPU kernels -*- C++ -*-===//
+//
+// Executes a `func.func` of a module op by op on the CPU kernels of
+// pp_runtime. It is the reference every later stage (autodiff, partitioned
+// and pipelined programs, generated code) is checked against, so it favours
+// clarity over speed: every op gets freshly allocated result buffers, and
+// buffers are freed after their last use.
+//
+// Ops are dispatched by name through a table of handlers. The onnx dialect
+// registers its handlers in the constructor; other dialects (train ops,
+// pipeline send/recv) add theirs with `registerHandler` from their own files.
+//
+// Model state: every `onnx.global` owns a buffer, initialised from its
+// initial value (zeros when absent), that persists across `run` calls;
+// `onnx.global_read` reads it without copying (buffers are copy-on-write).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_INTERPRETER_INTERPRETER_H
+#define PP_INTERPRETER_INTERPRETER_H
+
+#include "pp/Runtime/Kernels.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/StringMap.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace pp::interp {
+
+/// An owning dense row-major tensor. Copies share the buffer; `detach` gives
+/// a private buffer before an in-place update (copy-on-write).
+class Tensor {
+public:
+  /// An empty rank-0 f32 tensor without storage (a placeholder).
+  Tensor() = default;
+  /// A zero-filled tensor.
+  Tensor(rt::DType dtype, llvm::ArrayRef<int64_t> shape);
+
+  /// A tensor holding a copy of `bytes` (which must be `dtype`/`shape`-sized).
+  static Tensor fromBytes(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
+                          const void *bytes);
+  template <typename T>
+  static Tensor fromValues(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
+                           llvm::ArrayRef<T> values) {
+    return fromBytes(dtype, shape, values.data());
+  }
+
+  rt::DType dtype() const { return view_.dtype; }
+  llvm::ArrayRef<int64_t> shape() const { return view_.shape; }
+  int64_t rank() const { return view_.rank(); }
+  int64_t numel() const { return view_.numel(); }
+  int64_t bytes() const { return view_.bytes(); }
+  bool hasStorage() const { return storage_ != nullptr; }
+
+  void *data() { return view_.data; }
+  const void *data() const { return view_.data; }
+  template <typename T> T *as() { return static_cast<T *>(view_.data); }
+  template <typename T> const T *as() const {
+    return static_cast<const T *>(view_.data);
+  }
+
+  /// The non-owning kernel view of this tensor.
+  rt::Tensor &view() { return view_; }
+  const rt::Tensor &view() const { return view_; }
+
+  /// A deep copy.
+  Tensor clone() const;
+  /// The same buffer seen with another shape of as many elements.
+  Tensor reshaped(llvm::ArrayRef<int64_t> shape) const;
+  /// Whether another Tensor shares this buffer.
+  bool isShared() const { return storage_ && storage_.use_count() > 1; }
+  /// Makes the buffer private (copies it when shared).
+  void detach();
+
+  /// Element i converted to double / int64 (any dtype).
+  double getDouble(int64_t i) const;
+  int64_t getInt(int64_t i) const;
+  /// All elements as int64 (for shape-like operands).
+  std::vector<int64_t> toInts() const;
+
+private:
+  std::shared_ptr<uint64_t[]> storage_;
+  rt::Tensor view_;
+};
+
+/// The runtime dtype of an MLIR element type (i1 -> Bool, ui8 -> U8; i8, i32
+/// and i64 of any signedness); nullopt for types the kernels do not support.
+std::optional<rt::DType> getDType(mlir::Type elementType);
+/// "tensor<2x3xf32>"-style description for messages.
+std::string describe(const Tensor &tensor);
+
+struct InterpreterOptions {
+  /// Threads the CPU kernels may use.
+  int numThreads = 1;
+  /// Base seed of the Dropout masks of ops without a `seed` attribute.
+  uint64_t seed = 0;
+};
+
+class Interpreter;
+
+/// Executes one op: reads its operands with `interp.operand`, computes, and
+/// defines every result with `interp.setResult` (or `interp.allocResult`).
+/// Returns failure after emitting a diagnostic at the op.
+using OpHandler = std::function<mlir::LogicalResult(Interpreter &interp,
+                                                    mlir::Operation *op)>;
+
+class Interpreter {
+public:
+  /// Prepares to run functions of `module` (which must outlive the
+  /// interpreter) and registers the handlers of the onnx and func dialects.
+  /// Globals exist once `initialize` (or the first `run`) has succeeded.
+  explicit Interpreter(mlir::ModuleOp module, InterpreterOptions options = {});
+  ~Interpreter();
+
+  /// Allocates and initialises the buffers of the module's globals. Emits a
+  /// diagnostic and fails on an unsupported type or unreadable initial value.
+  mlir::LogicalResult initialize();
+
+  /// Runs `funcName` on `inputs` (checked against its argument types) and
+  /// returns its results. Failure comes with a diagnostic at the failing op.
+  mlir::FailureOr<std::vector<Tensor>> run(llvm::StringRef funcName,
+                                           llvm::ArrayRef<Tensor> inputs);
+
+  //===--------------------------------------------------------------------===//
+  // Globals
+  //===--------------------------------------------------------------------===//
+
+  /// The current value of a global; null when there is no such global.
+  const Tensor *getGlobal(llvm::StringRef name) const;
+  /// A global's buffer for an in-place update (made private first, so values
+  /// read earlier keep their contents); null when there is no such global.
+  Tensor *getGlobalForUpdate(llvm::StringRef name);
+  /// Replaces a global's value; fails (with a message in `error`) when the
+  /// global does not exist or the dtype or shape differ from its type.
+  mlir::LogicalResult setGlobal(llvm::StringRef name, Tensor value,
+                                std::string *error = nullptr);
+  /// Names of the module's globals, in module order.
+  llvm::ArrayRef<std::string> getGlobalNames() const { return globalNames_; }
+
+  //===--------------------------------------------------------------------===//
+  // Op handlers
+  //===--------------------------------------------------------------------===//
+
+  /// Registers (or replaces) the handler of the op named `opName`
+  /// (e.g. "train.global_write").
+  void registerHandler(llvm::StringRef opName, OpHandler handler);
+  bool hasHandler(llvm::StringRef opName) const;
+
+  /// The buffer of an operand / any value defined so far in the current
+  /// function. Asserts that it is defined (ops run in order).
+  const Tensor &lookup(mlir::Value value) const;
+  const Tensor &operand(mlir::Operation *op, unsigned index) const {
+    return lookup(op->getOperand(index));
+  }
+  /// The buffer of an optional operand (null when `value` is null).
+  const Tensor *lookupOptional(mlir::Value value) const {
+    return value ? &lookup(value) : nullptr;
+  }
+  /// Defines `value`; fails with a diagnostic at `op` when the tensor does
+  /// not have the dtype and shape of the value's type.
+  mlir::LogicalResult setResult(mlir::Operation *op, mlir::Value value,
+                                Tensor tensor);
+  /// Allocates a zero-filled buffer of `result`'s type and defines it;
+  /// the returned tensor shares that buffer, so a kernel writes the result
+  /// through it.
+  mlir::FailureOr<Tensor> allocResult(mlir::Operation *op, mlir::Value result);
+  /// A fresh zero-filled buffer of `type` (a ranked tensor type).
+  mlir::FailureOr<Tensor> allocate(mlir::Operation *op, mlir::Type type);
+
+  /// Emits "<kernel> failed: <message>" at `op` when `status` is an error.
+  mlir::LogicalResult check(mlir::Operation *op, const rt::Status &status,
+                            llvm::StringRef kernel);
+
+  /// Runs a function of the module from within a handler (func.call).
+  mlir::FailureOr<std::vector<Tensor>> call(mlir::Operation *caller,
+                                            llvm::StringRef funcName,
+                                            llvm::ArrayRef<Tensor> inputs);
+
+  rt::Context &kernelContext() { return kernelContext_; }
+  mlir::ModuleOp getModule() { return module_; }
+
+  /// Restarts the Dropout seed sequence at `seed`.
+  void setSeed(uint64_t seed);
+  /// The next seed of the sequence (for random ops without a seed attribute).
+  uint64_t nextSeed();
+
+  /// A decoded constant attribute, cached per attribute.
+  mlir::FailureOr<const Tensor *> getConstant(mlir::Operation *op,
+                                              mlir::Attribute value);
+
+private:
+  struct Frame;
+  mlir::LogicalResult runBlock(mlir::Block &block, Frame &frame);
+  mlir::LogicalResult execute(mlir::Operation *op);
+
+  mlir::ModuleOp module_;
+  InterpreterOptions options_;
+  rt::Context kernelContext_;
+  llvm::StringMap<OpHandler> handlers_;
+  /// Cache of handler lookups by op name.
+  llvm::DenseMap<mlir::OperationName, const OpHandler *> handlerCache_;
+
+  llvm::StringMap<Tensor> globals_;
+  std::vector<std::string> globalNames_;
+  llvm::DenseMap<mlir::Attribute, Tensor> constants_;
+  bool initialized_ = false;
+
+  /// The frame of the function being run (innermost call).
+  Frame *frame_ = nullptr;
+  int callDepth_ = 0;
+
+  uint64_t seed_ = 0;
+  uint64_t seedCounter_ = 0;
+};
+
+/// Decodes an elements attribute (dense, splat or dense resource) into a
+/// tensor; emits an error at `loc` when unsupported or unreadable.
+mlir::FailureOr<Tensor> decodeElements(mlir::Location loc,
+                                       mlir::ElementsAttr value);
+
+/// Registers the handlers of the onnx dialect's ops (Interpreter's
+/// constructor calls it).
+void registerONNXHandlers(Interpreter &interp);
+
+} // namespace pp::interp
+
+#endif // PP_INTERPRETER_INTERPRETER_H

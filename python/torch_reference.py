@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Trains a test model for a few SGD steps in PyTorch (CPU) as a reference.
+
+Builds one model of make_models.py (same seed), turns dropout off, exports it
+to ONNX with static shapes (training mode, so BatchNorm uses batch
+statistics), loads the exported initializers back into the torch model so both
+sides start from identical weights, then runs `--steps` steps of
+torch.optim.SGD on fixed random data with mean cross-entropy loss.
+
+Writes to --out: model.onnx, input.npy, labels.npy, losses.npy (one loss per
+step, float64) and final.npz (every initializer after training: parameters
+and BatchNorm running statistics, keyed by initializer name).
+"""
+import argparse
+import os
+import sys
+import warnings
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+import torch
+import torch.nn as nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_models  # noqa: E402
+
+
+def disable_dropout(model):
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        if isinstance(module, nn.MultiheadAttention):
+            module.dropout = 0.0
+
+
+def make_data(name, example, seed):
+    rng = np.random.default_rng(seed)
+    if example.dtype == torch.int64:
+        inputs = rng.integers(0, 64, size=example.shape, dtype=np.int64)
+        labels = rng.integers(0, 64, size=example.shape, dtype=np.int64)
+    else:
+        inputs = rng.standard_normal(example.shape).astype(np.float32)
+        labels = rng.integers(0, 10, size=(example.shape[0],), dtype=np.int64)
+    return inputs, labels
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True, choices=sorted(make_models.MODELS))
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--momentum", type=float, default=0.0)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
+    torch.use_deterministic_algorithms(True)
+
+    torch.manual_seed(0)
+    model, example, input_name, _ = make_models.MODELS[args.model]()
+    disable_dropout(model)
+    model.train()
+    path = os.path.join(args.out, "model.onnx")
+    torch.onnx.export(model, (example,), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING,
+                      do_constant_folding=False, input_names=[input_name],
+                      output_names=["logits"])
+
+    # Exporting ran a forward pass; start both sides from the exported state.
+    initializers = {t.name: numpy_helper.to_array(t)
+                    for t in onnx.load(path).graph.initializer}
+    state = model.state_dict()
+    with torch.no_grad():
+        for key, value in state.items():
+            if key in initializers:
+                value.copy_(torch.from_numpy(initializers[key].copy()))
+
+    inputs, labels = make_data(args.model, example, args.seed)
+    np.save(os.path.join(args.out, "input.npy"), inputs)
+    np.save(os.path.join(args.out, "labels.npy"), labels)
+    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
+                                momentum=args.momentum)
+    x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
+    losses = []
+    for _ in range(args.steps):
+        optimizer.zero_grad()
+        logits = model(x)
+        loss = nn.functional.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    np.save(os.path.join(args.out, "losses.npy"), np.array(losses))
+    final = {key: value.detach().numpy() for key, value in
+             model.state_dict().items() if key in initializers}
+    np.savez(os.path.join(args.out, "final.npz"), **final)
+    print(f"{args.model}: losses {losses}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,829 @@
+//===- Elementwise.cpp - Elementwise CPU kernels ----------------*- C++ -*-===//
+//
+// Unary maps and their gradients, broadcasting binary ops, where, clip,
+// cast, expand and its adjoint reduceSumTo, and fill. Broadcast loops walk
+// the output in flat order with per-operand strides (0 on broadcast dims),
+// after coalescing dims so most cases become one tight loop.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <atomic>
+#include <cstring>
+
+namespace pp::rt {
+
+using namespace cpu;
+
+namespace {
+
+/// Elements per thread below which a loop is not worth splitting.
+constexpr int64_t kGrain = 1 << 14;
+
+const char *unaryName(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::Identity:
+    return "Identity";
+  case UnaryKind::Relu:
+    return "Relu";
+  case UnaryKind::LeakyRelu:
+    return "LeakyRelu";
+  case UnaryKind::Sigmoid:
+    return "Sigmoid";
+  case UnaryKind::Tanh:
+    return "Tanh";
+  case UnaryKind::Erf:
+    return "Erf";
+  case UnaryKind::GeluErf:
+    return "GeluErf";
+  case UnaryKind::GeluTanh:
+    return "GeluTanh";
+  case UnaryKind::Sqrt:
+    return "Sqrt";
+  case UnaryKind::Exp:
+    return "Exp";
+  case UnaryKind::Log:
+    return "Log";
+  case UnaryKind::Neg:
+    return "Neg";
+  case UnaryKind::Abs:
+    return "Abs";
+  case UnaryKind::Reciprocal:
+    return "Reciprocal";
+  case UnaryKind::Floor:
+    return "Floor";
+  case UnaryKind::Ceil:
+    return "Ceil";
+  case UnaryKind::Not:
+    return "Not";
+  }
+  return "?";
+}
+
+const char *binaryName(BinaryKind kind) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return "Add";
+  case BinaryKind::Sub:
+    return "Sub";
+  case BinaryKind::Mul:
+    return "Mul";
+  case BinaryKind::Div:
+    return "Div";
+  case BinaryKind::Pow:
+    return "Pow";
+  case BinaryKind::Equal:
+    return "Equal";
+  case BinaryKind::Less:
+    return "Less";
+  case BinaryKind::Greater:
+    return "Greater";
+  case BinaryKind::And:
+    return "And";
+  case BinaryKind::Or:
+    return "Or";
+  }
+  return "?";
+}
+
+Status dtypeError(const std::string &what, DType dtype) {
+  return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
+}
+
+// Constants in double; kernels convert them to T so F32 math stays in F32
+// as PyTorch's does.
+constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1 / sqrt(2 pi)
+constexpr double kGeluKappa = 0.044715;
+
+/// Signed integer arithmetic wraps (as PyTorch's does) instead of being
+/// undefined: compute in the unsigned type of the same width.
+template <typename T> T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <typename T> T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <typename T> T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+
+/// y[i] = f(x[i]) over a flat range (x and y may alias).
+template <typename TX, typename TY, typename Fn>
+void mapFlat(const Context &ctx, const Tensor &x, Tensor &y, Fn f) {
+  const TX *px = x.as<const TX>();
+  TY *py = y.as<TY>();
+  parallelFor(ctx, x.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i)
+      py[i] = f(px[i]);
+  });
+}
+
+/// c[i] = op(a[..], b[..]) over c's shape with numpy broadcasting.
+template <typename TA, typename TB, typename TC, typename Op>
+void mapBroadcast2(const Context &ctx, const Tensor &a, const Tensor &b,
+                   Tensor &c, Op op) {
+  const TA *pa = a.as<const TA>();
+  const TB *pb = b.as<const TB>();
+  TC *pc = c.as<TC>();
+  int64_t n = c.numel();
+  if (a.shape == c.shape && b.shape == c.shape) {
+    parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        pc[i] = op(pa[i], pb[i]);
+    });
+    return;
+  }
+  std::vector<int64_t> shape = c.shape;
+  std::array<std::vector<int64_t>, 2> strides = {
+      broadcastStrides(a.shape, c.shape), broadcastStrides(b.shape, c.shape)};
+  coalesceDims(shape, strides);
+  parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
+    forEachStrided(shape, strides, begin, end,
+                   [&](int64_t i, const std::array<int64_t, 2> &o) {
+                     pc[i] = op(pa[o[0]], pb[o[1]]);
+                   });
+  });
+}
+
+/// out[i] = op(a[..], b[..], c[..]) over out's shape with broadcasting.
+template <typename TA, typename TB, typename TC, typename TO, typename Op>
+void mapBroadcast3(const Context &ctx, const Tensor &a, const Tensor &b,
+                   const Tensor &c, Tensor &out, Op op) {
+  const TA *pa = a.as<const TA>();
+  const TB *pb = b.as<const TB>();
+  const TC *pc = c.as<const TC>();
+  TO *po = out.as<TO>();
+  std::vector<int64_t> shape = out.shape;
+  std::array<std::vector<int64_t>, 3> strides = {
+      broadcastStrides(a.shape, out.shape),
+      broadcastStrides(b.shape, out.shape),
+      broadcastStrides(c.shape, out.shape)};
+  coalesceDims(shape, strides);
+  parallelFor(ctx, out.numel(), kGrain, [&](int64_t begin, int64_t end) {
+    forEachStrided(shape, strides, begin, end,
+                   [&](int64_t i, const std::array<int64_t, 3> &o) {
+                     po[i] = op(pa[o[0]], pb[o[1]], pc[o[2]]);
+                   });
+  });
+}
+
+/// True when `from` broadcasts to exactly `to` (unidirectional broadcast).
+bool broadcastsTo(const std::vector<int64_t> &from,
+                  const std::vector<int64_t> &to) {
+  std::vector<int64_t> out;
+  return from.size() <= to.size() && broadcastShapes(from, to, out) &&
+         out == to;
+}
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+Status unaryFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
+                  Tensor &y, float alphaF) {
+  const T alpha = static_cast<T>(alphaF);
+  auto run = [&](auto f) {
+    mapFlat<T, T>(ctx, x, y, f);
+    return Status::success();
+  };
+  switch (kind) {
+  case UnaryKind::Relu:
+    // `x < 0` keeps NaN (as torch.relu does).
+    return run([](T v) { return v < T(0) ? T(0) : v; });
+  case UnaryKind::LeakyRelu:
+    return run([alpha](T v) { return v < T(0) ? alpha * v : v; });
+  case UnaryKind::Sigmoid:
+    // Stable on both tails: never exponentiates a large positive number.
+    return run([](T v) {
+      if (v >= T(0))
+        return T(1) / (T(1) + std::exp(-v));
+      T e = std::exp(v);
+      return e / (T(1) + e);
+    });
+  case UnaryKind::Tanh:
+    return run([](T v) { return std::tanh(v); });
+  case UnaryKind::Erf:
+    return run([](T v) { return std::erf(v); });
+  case UnaryKind::GeluErf:
+    return run(
+        [](T v) { return T(0.5) * v * (T(1) + std::erf(v * T(kSqrtHalf))); });
+  case UnaryKind::GeluTanh:
+    return run([](T v) {
+      T inner = T(kSqrt2OverPi) * (v + T(kGeluKappa) * v * v * v);
+      return T(0.5) * v * (T(1) + std::tanh(inner));
+    });
+  case UnaryKind::Sqrt:
+    return run([](T v) { return std::sqrt(v); });
+  case UnaryKind::Exp:
+    return run([](T v) { return std::exp(v); });
+  case UnaryKind::Log:
+    return run([](T v) { return std::log(v); });
+  case UnaryKind::Neg:
+    return run([](T v) { return -v; });
+  case UnaryKind::Abs:
+    return run([](T v) { return std::abs(v); });
+  case UnaryKind::Reciprocal:
+    return run([](T v) { return T(1) / v; });
+  case UnaryKind::Floor:
+    return run([](T v) { return std::floor(v); });
+  case UnaryKind::Ceil:
+    return run([](T v) { return std::ceil(v); });
+  case UnaryKind::Identity:
+  case UnaryKind::Not:
+    break;
+  }
+  return Status::error(std::string("unary ") + unaryName(kind) +
+                       ": unsupported dtype " + dtypeName(x.dtype));
+}
+
+/// Neg, Abs and Relu on integer tensors (ONNX allows them there).
+template <typename T>
+Status unaryInt(const Context &ctx, UnaryKind kind, const Tensor &x,
+                Tensor &y) {
+  switch (kind) {
+  case UnaryKind::Neg:
+    mapFlat<T, T>(ctx, x, y, [](T v) { return wrapSub(T(0), v); });
+    return Status::success();
+  case UnaryKind::Abs:
+    mapFlat<T, T>(ctx, x, y,
+                  [](T v) { return v < T(0) ? wrapSub(T(0), v) : v; });
+    return Status::success();
+  case UnaryKind::Relu:
+    mapFlat<T, T>(ctx, x, y, [](T v) { return v < T(0) ? T(0) : v; });
+    return Status::success();
+  default:
+    return Status::error(std::string("unary ") + unaryName(kind) +
+                         ": unsupported dtype " + dtypeName(x.dtype));
+  }
+}
+
+template <typename T>
+Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
+                      const Tensor &y, const Tensor &dy, Tensor &dx,
+                      float alphaF) {
+  const T alpha = static_cast<T>(alphaF);
+  const T *px = x.as<const T>();
+  const T *py = y.as<const T>();
+  const T *pdy = dy.as<const T>();
+  T *pdx = dx.as<T>();
+  // f(i) gives dx[i]; reads x or y as the kind needs.
+  auto run = [&](auto f) {
+    parallelFor(ctx, dx.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        pdx[i] = f(i);
+    });
+    return Status::success();
+  };
+  switch (kind) {
+  case UnaryKind::Identity:
+    return run([&](int64_t i) { return pdy[i]; });
+  case UnaryKind::Relu:
+    return run([&](int64_t i) { return px[i] > T(0) ? pdy[i] : T(0); });
+  case UnaryKind::LeakyRelu:
+    // torch: x > 0 ? dy : alpha * dy (so x == 0 takes the alpha branch).
+    return run(
+        [&](int64_t i) { return px[i] > T(0) ? pdy[i] : alpha * pdy[i]; });
+  case UnaryKind::Sigmoid:
+    return run([&](int64_t i) { return pdy[i] * py[i] * (T(1) - py[i]); });
+  case UnaryKind::Tanh:
+    return run([&](int64_t i) { return pdy[i] * (T(1) - py[i] * py[i]); });
+  case UnaryKind::Erf:
+    return run([&](int64_t i) {
+      return pdy[i] * T(kTwoOverSqrtPi) * std::exp(-px[i] * px[i]);
+    });
+  case UnaryKind::GeluErf:
+    return run([&](int64_t i) {
+      T v = px[i];
+      T cdf = T(0.5) * (T(1) + std::erf(v * T(kSqrtHalf)));
+      T pdf = T(kInvSqrt2Pi) * std::exp(T(-0.5) * v * v);
+      return pdy[i] * (cdf + v * pdf);
+    });
+  case UnaryKind::GeluTanh:
+    // As torch's gelu_backward(approximate='tanh').
+    return run([&](int64_t i) {
+      T v = px[i];
+      T inner = T(kSqrt2OverPi) * (v + T(kGeluKappa) * v * v * v);
+      T t = std::tanh(inner);
+      T left = T(0.5) * v;
+      T right = T(1) + t;
+      T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * v * v);
+      return pdy[i] * (T(0.5) * right + left * (T(1) - t * t) * dInner);
+    });
+  case UnaryKind::Sqrt:
+    return run([&](int64_t i) { return pdy[i] / (T(2) * py[i]); });
+  case UnaryKind::Exp:
+    return run([&](int64_t i) { return pdy[i] * py[i]; });
+  case UnaryKind::Log:
+    return run([&](int64_t i) { return pdy[i] / px[i]; });
+  case UnaryKind::Neg:
+    return run([&](int64_t i) { return -pdy[i]; });
+  case UnaryKind::Abs:
+    // sign(0) = 0, as torch's abs backward.
+    return run([&](int64_t i) {
+      T v = px[i];
+      return v > T(0) ? pdy[i] : v < T(0) ? -pdy[i] : T(0);
+    });
+  case UnaryKind::Reciprocal:
+    return run([&](int64_t i) { return -pdy[i] * py[i] * py[i]; });
+  case UnaryKind::Floor:
+  case UnaryKind::Ceil:
+  case UnaryKind::Not:
+    break;
+  }
+  return Status::error("unreachable");
+}
+
+/// Whether unaryGrad reads y (f(x)) for `kind`; the others ignore it.
+bool gradUsesOutput(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::Sigmoid:
+  case UnaryKind::Tanh:
+  case UnaryKind::Sqrt:
+  case UnaryKind::Exp:
+  case UnaryKind::Reciprocal:
+    return true;
+  default:
+    return false;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Binary
+//===----------------------------------------------------------------------===//
+
+/// Integer power by squaring (wrapping). Negative exponents truncate toward
+/// zero like integer Div: only bases 1 and -1 give a non-zero result, and a
+/// zero base is a division by zero.
+template <typename T> T intPow(T base, int64_t exp, bool &divByZero) {
+  if (exp < 0) {
+    if (base == T(0)) {
+      divByZero = true;
+      return T(0);
+    }
+    if (base == T(1))
+      return T(1);
+    if constexpr (std::is_signed_v<T>)
+      if (base == T(-1))
+        return (exp & 1) ? T(-1) : T(1);
+    return T(0);
+  }
+  T result = T(1);
+  while (exp) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    base = wrapMul(base, base);
+    exp >>= 1;
+  }
+  return result;
+}
+
+/// Add, Sub, Mul, Div on one dtype T (float or integer).
+template <typename T>
+Status arithmetic(const Context &ctx, BinaryKind kind, const Tensor &a,
+                  const Tensor &b, Tensor &c) {
+  switch (kind) {
+  case BinaryKind::Add:
+    if constexpr (std::is_floating_point_v<T>)
+      mapBroadcast2<T, T, T>(ctx, a, b, c, [](T x, T y) { return x + y; });
+    else
+      mapBroadcast2<T, T, T>(ctx, a, b, c, wrapAdd<T>);
+    return Status::success();
+  case BinaryKind::Sub:
+    if constexpr (std::is_floating_point_v<T>)
+      mapBroadcast2<T, T, T>(ctx, a, b, c, [](T x, T y) { return x - y; });
+    else
+      mapBroadcast2<T, T, T>(ctx, a, b, c, wrapSub<T>);
+    return Status::success();
+  case BinaryKind::Mul:
+    if constexpr (std::is_floating_point_v<T>)
+      mapBroadcast2<T, T, T>(ctx, a, b, c, [](T x, T y) { return x * y; });
+    else
+      mapBroadcast2<T, T, T>(ctx, a, b, c, wrapMul<T>);
+    return Status::success();
+  case BinaryKind::Div:
+    if constexpr (std::is_floating_point_v<T>) {
+      mapBroadcast2<T, T, T>(ctx, a, b, c, [](T x, T y) { return x / y; });
+    } else {
+      // C++ integer division truncates toward zero; x / 0 and MIN / -1 are
+      // undefined, so flag the first and wrap the second.
+      std::atomic<bool> divByZero{false};
+      mapBroadcast2<T, T, T>(ctx, a, b, c, [&](T x, T y) {
+        if (y == T(0)) {
+          divByZero.store(true, std::memory_order_relaxed);
+          return T(0);
+        }
+        if constexpr (std::is_signed_v<T>)
+          if (y == T(-1))
+            return wrapSub(T(0), x);
+        return static_cast<T>(x / y);
+      });
+      if (divByZero)
+        return Status::error("binary Div: integer division by zero");
+    }
+    return Status::success();
+  default:
+    return Status::error("unreachable");
+  }
+}
+
+/// Pow with base dtype T and exponent dtype E.
+template <typename T, typename E>
+Status power(const Context &ctx, const Tensor &a, const Tensor &b, Tensor &c) {
+  if constexpr (std::is_floating_point_v<T>) {
+    mapBroadcast2<T, E, T>(ctx, a, b, c, [](T x, E y) {
+      return static_cast<T>(std::pow(x, static_cast<T>(y)));
+    });
+  } else if constexpr (std::is_floating_point_v<E>) {
+    mapBroadcast2<T, E, T>(ctx, a, b, c, [](T x, E y) {
+      return convertDouble<T>(
+          std::pow(static_cast<double>(x), static_cast<double>(y)));
+    });
+  } else {
+    std::atomic<bool> divByZero{false};
+    mapBroadcast2<T, E, T>(ctx, a, b, c, [&](T x, E y) {
+      bool zero = false;
+      T r = intPow(x, static_cast<int64_t>(y), zero);
+      if (zero)
+        divByZero.store(true, std::memory_order_relaxed);
+      return r;
+    });
+    if (divByZero)
+      return Status::error(
+          "binary Pow: zero to a negative integer power (division by zero)");
+  }
+  return Status::success();
+}
+
+/// Equal, Less, Greater on one dtype T; Bool operands compare as truth
+/// values.
+template <typename T>
+Status compare(const Context &ctx, BinaryKind kind, bool isBool,
+               const Tensor &a, const Tensor &b, Tensor &c) {
+  auto run = [&](auto cmp) {
+    if (isBool)
+      mapBroadcast2<T, T, uint8_t>(ctx, a, b, c, [cmp](T x, T y) {
+        return static_cast<uint8_t>(cmp(x != T(0), y != T(0)));
+      });
+    else
+      mapBroadcast2<T, T, uint8_t>(ctx, a, b, c, [cmp](T x, T y) {
+        return static_cast<uint8_t>(cmp(x, y));
+      });
+    return Status::success();
+  };
+  switch (kind) {
+  case BinaryKind::Equal:
+    return run([](auto x, auto y) { return x == y; });
+  case BinaryKind::Less:
+    return run([](auto x, auto y) { return x < y; });
+  case BinaryKind::Greater:
+    return run([](auto x, auto y) { return x > y; });
+  default:
+    return Status::error("unreachable");
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public entry points
+//===----------------------------------------------------------------------===//
+
+Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
+             float alpha) {
+  std::string what = std::string("unary ") + unaryName(kind);
+  if (Status s = expectValid(x, (what + " x").c_str()); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, (what + " y").c_str()); !s.ok())
+    return s;
+  if (Status s = expectShape(y, x.shape, (what + " y").c_str()); !s.ok())
+    return s;
+  if (x.numel() == 0)
+    return Status::success();
+
+  if (kind == UnaryKind::Identity) {
+    if (x.data != y.data)
+      std::memcpy(y.data, x.data, x.bytes());
+    return Status::success();
+  }
+  if (kind == UnaryKind::Not) {
+    if (x.dtype != DType::Bool)
+      return dtypeError(what, x.dtype);
+    mapFlat<uint8_t, uint8_t>(ctx, x, y,
+                              [](uint8_t v) { return uint8_t(v == 0); });
+    return Status::success();
+  }
+  switch (x.dtype) {
+  case DType::F32:
+    return unaryFloat<float>(ctx, kind, x, y, alpha);
+  case DType::F64:
+    return unaryFloat<double>(ctx, kind, x, y, alpha);
+  case DType::I64:
+    return unaryInt<int64_t>(ctx, kind, x, y);
+  case DType::I32:
+    return unaryInt<int32_t>(ctx, kind, x, y);
+  case DType::I8:
+    return unaryInt<int8_t>(ctx, kind, x, y);
+  default:
+    return dtypeError(what, x.dtype);
+  }
+}
+
+Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
+                 const Tensor &dy, Tensor &dx, float alpha) {
+  std::string what = std::string("unaryGrad ") + unaryName(kind);
+  if (Status s = expectValid(dy, (what + " dy").c_str()); !s.ok())
+    return s;
+  if (Status s = expectDType(dx, dy.dtype, (what + " dx").c_str()); !s.ok())
+    return s;
+  if (Status s = expectShape(dx, dy.shape, (what + " dx").c_str()); !s.ok())
+    return s;
+  // Floor, Ceil and Not are piecewise constant: their gradient is zero.
+  if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
+      kind == UnaryKind::Not) {
+    if (dx.numel() > 0)
+      std::memset(dx.data, 0, dx.bytes());
+    return Status::success();
+  }
+  if (dy.dtype != DType::F32 && dy.dtype != DType::F64)
+    return dtypeError(what, dy.dtype);
+  // y is only read by the kinds whose derivative is cheaper from f(x); the
+  // others accept an empty placeholder.
+  const Tensor &input = gradUsesOutput(kind) ? y : x;
+  const char *inputName = gradUsesOutput(kind) ? " y" : " x";
+  if (Status s = expectDType(input, dy.dtype, (what + inputName).c_str());
+      !s.ok())
+    return s;
+  if (Status s = expectShape(input, dy.shape, (what + inputName).c_str());
+      !s.ok())
+    return s;
+  if (dy.numel() == 0)
+    return Status::success();
+  if (dy.dtype == DType::F32)
+    return unaryGradFloat<float>(ctx, kind, x, y, dy, dx, alpha);
+  return unaryGradFloat<double>(ctx, kind, x, y, dy, dx, alpha);
+}
+
+Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
+              Tensor &c) {
+  std::string what = std::string("binary ") + binaryName(kind);
+  if (Status s = expectValid(a, (what + " a").c_str()); !s.ok())
+    return s;
+  if (Status s = expectValid(b, (what + " b").c_str()); !s.ok())
+    return s;
+  std::vector<int64_t> shape;
+  if (!broadcastShapes(a.shape, b.shape, shape))
+    return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast");
+  // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
+  if (kind != BinaryKind::Pow && a.dtype != b.dtype)
+    return Status::error(what + ": operand dtypes differ: " +
+                         dtypeName(a.dtype) + " and " + dtypeName(b.dtype));
+  bool isCompare = kind == BinaryKind::Equal || kind == BinaryKind::Less ||
+                   kind == BinaryKind::Greater;
+  bool isLogic = kind == BinaryKind::And || kind == BinaryKind::Or;
+  DType outType = isCompare || isLogic ? DType::Bool : a.dtype;
+  if (Status s = expectDType(c, outType, (what + " c").c_str()); !s.ok())
+    return s;
+  if (Status s = expectShape(c, shape, (what + " c").c_str()); !s.ok())
+    return s;
+
+  if (isLogic) {
+    if (a.dtype != DType::Bool)
+      return dtypeError(what, a.dtype);
+    if (c.numel() == 0)
+      return Status::success();
+    if (kind == BinaryKind::And)
+      mapBroadcast2<uint8_t, uint8_t, uint8_t>(
+          ctx, a, b, c, [](uint8_t x, uint8_t y) { return uint8_t(x && y); });
+    else
+      mapBroadcast2<uint8_t, uint8_t, uint8_t>(
+          ctx, a, b, c, [](uint8_t x, uint8_t y) { return uint8_t(x || y); });
+    return Status::success();
+  }
+  if (isCompare) {
+    if (c.numel() == 0)
+      return Status::success();
+    return visitDType(a.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return compare<T>(ctx, kind, a.dtype == DType::Bool, a, b, c);
+    });
+  }
+  // Arithmetic: numbers only.
+  if (a.dtype == DType::Bool)
+    return dtypeError(what, a.dtype);
+  if (b.dtype == DType::Bool)
+    return dtypeError(what + " exponent", b.dtype);
+  if (c.numel() == 0)
+    return Status::success();
+  if (kind == BinaryKind::Pow)
+    return visitDType(a.dtype, [&](auto baseTag) {
+      using T = typename decltype(baseTag)::type;
+      return visitDType(b.dtype, [&](auto expTag) {
+        using E = typename decltype(expTag)::type;
+        return power<T, E>(ctx, a, b, c);
+      });
+    });
+  return visitDType(a.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return arithmetic<T>(ctx, kind, a, b, c);
+  });
+}
+
+Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
+             Tensor &out) {
+  if (Status s = expectDType(cond, DType::Bool, "where cond"); !s.ok())
+    return s;
+  if (Status s = expectValid(cond, "where cond"); !s.ok())
+    return s;
+  if (Status s = expectValid(x, "where x"); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, "where y"); !s.ok())
+    return s;
+  if (Status s = expectValid(y, "where y"); !s.ok())
+    return s;
+  std::vector<int64_t> xy, shape;
+  if (!broadcastShapes(x.shape, y.shape, xy) ||
+      !broadcastShapes(cond.shape, xy, shape))
+    return Status::error("where: shapes " + shapeString(cond.shape) + ", " +
+                         shapeString(x.shape) + " and " + shapeString(y.shape) +
+                         " do not broadcast");
+  if (Status s = expectDType(out, x.dtype, "where out"); !s.ok())
+    return s;
+  if (Status s = expectShape(out, shape, "where out"); !s.ok())
+    return s;
+  if (out.numel() == 0)
+    return Status::success();
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    mapBroadcast3<uint8_t, T, T, T>(
+        ctx, cond, x, y, out,
+        [](uint8_t c, T vx, T vy) { return c ? vx : vy; });
+    return Status::success();
+  });
+}
+
+Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
+            Tensor &y) {
+  if (Status s = expectValid(x, "clip x"); !s.ok())
+    return s;
+  if (x.dtype == DType::Bool)
+    return dtypeError("clip", x.dtype);
+  if (Status s = expectDType(y, x.dtype, "clip y"); !s.ok())
+    return s;
+  if (Status s = expectShape(y, x.shape, "clip y"); !s.ok())
+    return s;
+  for (const Tensor *bound : {lo, hi}) {
+    if (!bound)
+      continue;
+    const char *name = bound == lo ? "clip lo" : "clip hi";
+    if (Status s = expectDType(*bound, x.dtype, name); !s.ok())
+      return s;
+    if (Status s = expectValid(*bound, name); !s.ok())
+      return s;
+    if (!broadcastsTo(bound->shape, x.shape))
+      return Status::error(
+          std::string(name) + ": shape " + shapeString(bound->shape) +
+          " does not broadcast to x's shape " + shapeString(x.shape));
+  }
+  if (x.numel() == 0)
+    return Status::success();
+  // An absent bound reads a dummy scalar and is skipped by a flag, so that
+  // -inf/+inf and NaN pass through untouched.
+  return visitDType(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T dummy = T(0);
+    Tensor dummyT{&dummy, x.dtype, {}};
+    const Tensor &l = lo ? *lo : dummyT;
+    const Tensor &h = hi ? *hi : dummyT;
+    bool hasLo = lo, hasHi = hi;
+    mapBroadcast3<T, T, T, T>(ctx, x, l, h, y, [=](T v, T vl, T vh) {
+      // min(max(x, lo), hi), written so a NaN x propagates.
+      if (hasLo && v < vl)
+        v = vl;
+      if (hasHi && vh < v)
+        v = vh;
+      return v;
+    });
+    return Status::success();
+  });
+}
+
+Status cast(Context &ctx, const Tensor &x, Tensor &y) {
+  if (Status s = expectValid(x, "cast x"); !s.ok())
+    return s;
+  if (Status s = expectShape(y, x.shape, "cast y"); !s.ok())
+    return s;
+  if (x.numel() == 0)
+    return Status::success();
+  if (x.dtype == y.dtype) {
+    if (x.data != y.data)
+      std::memcpy(y.data, x.data, x.bytes());
+    return Status::success();
+  }
+  bool fromBool = x.dtype == DType::Bool, toBool = y.dtype == DType::Bool;
+  return visitDType(x.dtype, [&](auto fromTag) {
+    using From = typename decltype(fromTag)::type;
+    return visitDType(y.dtype, [&](auto toTag) {
+      using To = typename decltype(toTag)::type;
+      if (toBool) {
+        // Truth value: NaN is true, as in numpy and PyTorch.
+        mapFlat<From, To>(ctx, x, y, [](From v) { return To(v != From(0)); });
+      } else if (fromBool) {
+        mapFlat<From, To>(ctx, x, y, [](From v) { return To(v != From(0)); });
+      } else if constexpr (std::is_floating_point_v<From> &&
+                           !std::is_floating_point_v<To>) {
+        // Truncate toward zero, saturating instead of undefined behaviour.
+        mapFlat<From, To>(ctx, x, y, [](From v) {
+          return convertDouble<To>(static_cast<double>(v));
+        });
+      } else {
+        // Float<->float rounds; int->float rounds; int->int wraps.
+        mapFlat<From, To>(ctx, x, y, [](From v) { return static_cast<To>(v); });
+      }
+      return Status::success();
+    });
+  });
+}
+
+Status expand(Context &ctx, const Tensor &x, Tensor &y) {
+  if (Status s = expectValid(x, "expand x"); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, "expand y"); !s.ok())
+    return s;
+  if (Status s = expectValid(y, "expand y"); !s.ok())
+    return s;
+  if (!broadcastsTo(x.shape, y.shape))
+    return Status::error("expand: x's shape " + shapeString(x.shape) +
+                         " does not broadcast to y's shape " +
+                         shapeString(y.shape));
+  if (y.numel() == 0)
+    return Status::success();
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<const T>();
+    T *py = y.as<T>();
+    std::vector<int64_t> shape = y.shape;
+    std::array<std::vector<int64_t>, 1> strides = {
+        broadcastStrides(x.shape, y.shape)};
+    coalesceDims(shape, strides);
+    parallelFor(ctx, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      forEachStrided(shape, strides, begin, end,
+                     [&](int64_t i, const std::array<int64_t, 1> &o) {
+                       py[i] = px[o[0]];
+                     });
+    });
+    return Status::success();
+  });
+}
+
+Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y) {
+  if (Status s = expectValid(x, "reduceSumTo x"); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, "reduceSumTo y"); !s.ok())
+    return s;
+  if (Status s = expectValid(y, "reduceSumTo y"); !s.ok())
+    return s;
+  if (!broadcastsTo(y.shape, x.shape))
+    return Status::error("reduceSumTo: y's shape " + shapeString(y.shape) +
+                         " does not broadcast to x's shape " +
+                         shapeString(x.shape));
+  // Sum over the dims broadcasting added (leading) or stretched (y has 1),
+  // then view y as x's rank with those dims kept as 1: the same layout.
+  size_t lead = x.shape.size() - y.shape.size();
+  std::vector<int64_t> axes;
+  std::vector<int64_t> keptShape = x.shape;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (d < lead || (y.shape[d - lead] == 1 && x.shape[d] != 1)) {
+      axes.push_back(static_cast<int64_t>(d));
+      keptShape[d] = 1;
+    }
+  }
+  Tensor view = y;
+  view.shape = keptShape;
+  return reduce(ctx, ReduceKind::Sum, x, axes, view);
+}
+
+Status fill(Context &ctx, Tensor &y, double value) {
+  if (Status s = expectValid(y, "fill y"); !s.ok())
+    return s;
+  bool isBool = y.dtype == DType::Bool;
+  return visitDType(y.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = isBool ? T(value != 0) : convertDouble<T>(value);
+    T *py = y.as<T>();
+    parallelFor(ctx, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      std::fill(py + begin, py + end, v);
+    });
+    return Status::success();
+  });
+}
+
+} // namespace pp::rt

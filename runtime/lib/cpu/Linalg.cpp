@@ -1,0 +1,967 @@
+//===- Linalg.cpp - Contractions, convolution and pooling -------*- C++ -*-===//
+//
+// matmul and gemm run on one GEMM primitive: OpenBLAS cblas_?gemm when the
+// build found it, a plain loop otherwise. Convolution lowers to im2col + GEMM
+// over chunks of images (one GEMM per group and chunk), its gradients to GEMM
+// + col2im and GEMM against the column matrix. Pooling runs direct loops over
+// the (n, c) planes. Spatial geometry is normalised to three dims (missing
+// leading dims have size 1), so one loop nest serves 1-D, 2-D and 3-D.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <mutex>
+#include <type_traits>
+
+#ifdef PP_RUNTIME_HAVE_CBLAS
+#include <cblas.h>
+#endif
+
+#ifndef PP_RT_TRY
+#define PP_RT_TRY(EXPR)                                                        \
+  do {                                                                         \
+    ::pp::rt::Status status_ = (EXPR);                                         \
+    if (!status_.ok())                                                         \
+      return status_;                                                          \
+  } while (false)
+#endif
+
+namespace pp::rt {
+namespace {
+
+using namespace cpu;
+
+int64_t product(const std::vector<int64_t> &dims) {
+  int64_t n = 1;
+  for (int64_t d : dims)
+    n *= d;
+  return n;
+}
+
+/// Runs fn(i, ctx') for i in [0, n): in parallel with single-threaded inner
+/// work when there are at least as many items as threads, else one after the
+/// other so that each item may use all threads itself (OpenBLAS does).
+template <typename Fn>
+void forEachItem(const Context &ctx, int64_t n, const Fn &fn) {
+  if (ctx.numThreads > 1 && n >= ctx.numThreads) {
+    Context serial = ctx;
+    serial.numThreads = 1;
+    parallelFor(ctx, n, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        fn(i, serial);
+    });
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i)
+    fn(i, ctx);
+}
+
+//===----------------------------------------------------------------------===//
+// GEMM primitive
+//===----------------------------------------------------------------------===//
+
+/// c = alpha * op(a) * op(b) + beta * c on row-major matrices with leading
+/// dims, op(a) being m x k and op(b) k x n. beta == 0 overwrites c (as BLAS
+/// does: NaNs already in c do not propagate).
+template <typename T>
+void gemmRaw(const Context &ctx, bool transA, bool transB, int64_t m, int64_t n,
+             int64_t k, T alpha, const T *a, int64_t lda, const T *b,
+             int64_t ldb, T beta, T *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  auto scaleC = [&](int64_t i) {
+    T *ci = c + i * ldc;
+    for (int64_t j = 0; j < n; ++j)
+      ci[j] = beta == T(0) ? T(0) : beta * ci[j];
+  };
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      scaleC(i);
+    return;
+  }
+#ifdef PP_RUNTIME_HAVE_CBLAS
+  constexpr int64_t intMax = std::numeric_limits<int>::max();
+  if (m <= intMax && n <= intMax && k <= intMax && lda <= intMax &&
+      ldb <= intMax && ldc <= intMax) {
+    CBLAS_TRANSPOSE ta = transA ? CblasTrans : CblasNoTrans;
+    CBLAS_TRANSPOSE tb = transB ? CblasTrans : CblasNoTrans;
+    if constexpr (std::is_same_v<T, float>)
+      cblas_sgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, a,
+                  int(lda), b, int(ldb), beta, c, int(ldc));
+    else
+      cblas_dgemm(CblasRowMajor, ta, tb, int(m), int(n), int(k), alpha, a,
+                  int(lda), b, int(ldb), beta, c, int(ldc));
+    return;
+  }
+#endif
+  // Fallback: rows of c in parallel; i-k-j order keeps the inner loop
+  // contiguous over b and c when b is not transposed.
+  int64_t grain = std::max<int64_t>(1, (int64_t(1) << 15) / (n * k));
+  parallelFor(ctx, m, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      scaleC(i);
+      T *ci = c + i * ldc;
+      if (!transB) {
+        for (int64_t p = 0; p < k; ++p) {
+          T aip = alpha * (transA ? a[p * lda + i] : a[i * lda + p]);
+          const T *bp = b + p * ldb;
+          for (int64_t j = 0; j < n; ++j)
+            ci[j] += aip * bp[j];
+        }
+      } else {
+        for (int64_t j = 0; j < n; ++j) {
+          const T *bj = b + j * ldb;
+          T acc = 0;
+          for (int64_t p = 0; p < k; ++p)
+            acc += (transA ? a[p * lda + i] : a[i * lda + p]) * bj[p];
+          ci[j] += alpha * acc;
+        }
+      }
+    }
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// matmul / gemm
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+void matmulImpl(const Context &ctx, const T *a, const T *b, T *y,
+                const std::vector<int64_t> &aBatch,
+                const std::vector<int64_t> &bBatch,
+                const std::vector<int64_t> &batch, int64_t m, int64_t k,
+                int64_t n) {
+  int64_t batchCount = product(batch);
+  // b shared by every batch and a not broadcast: fold a's batch into rows
+  // and run one large GEMM (the common linear-layer case).
+  if (product(bBatch) == 1 && aBatch == batch) {
+    gemmRaw<T>(ctx, false, false, batchCount * m, n, k, T(1), a, k, b, n, T(0),
+               y, n);
+    return;
+  }
+  std::vector<int64_t> aStrides = broadcastStrides(aBatch, batch);
+  std::vector<int64_t> bStrides = broadcastStrides(bBatch, batch);
+  int64_t rank = static_cast<int64_t>(batch.size());
+  forEachItem(ctx, batchCount, [&](int64_t i, const Context &inner) {
+    int64_t aOff = 0, bOff = 0, rem = i;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t idx = rem % batch[d];
+      rem /= batch[d];
+      aOff += idx * aStrides[d];
+      bOff += idx * bStrides[d];
+    }
+    gemmRaw<T>(inner, false, false, m, n, k, T(1), a + aOff * m * k, k,
+               b + bOff * k * n, n, T(0), y + i * m * n, n);
+  });
+}
+
+} // namespace
+
+Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
+  if (a.rank() < 1 || b.rank() < 1)
+    return Status::error("matmul: operands need rank >= 1, got a " +
+                         shapeString(a.shape) + " and b " +
+                         shapeString(b.shape));
+  PP_RT_TRY(expectValid(a, "matmul: a"));
+  PP_RT_TRY(expectValid(b, "matmul: b"));
+  PP_RT_TRY(expectDType(b, a.dtype, "matmul: b"));
+  PP_RT_TRY(expectDType(y, a.dtype, "matmul: y"));
+  // Rank-1 operands are promoted: a [K] -> [1, K], b [K] -> [K, 1].
+  std::vector<int64_t> as = a.shape, bs = b.shape;
+  if (as.size() == 1)
+    as.insert(as.begin(), 1);
+  if (bs.size() == 1)
+    bs.push_back(1);
+  int64_t m = as[as.size() - 2], k = as.back();
+  int64_t kb = bs[bs.size() - 2], n = bs.back();
+  if (k != kb)
+    return Status::error(
+        "matmul: contraction dims differ: a " + shapeString(a.shape) +
+        " has K = " + std::to_string(k) + ", b " + shapeString(b.shape) +
+        " has K = " + std::to_string(kb));
+  std::vector<int64_t> aBatch(as.begin(), as.end() - 2);
+  std::vector<int64_t> bBatch(bs.begin(), bs.end() - 2);
+  std::vector<int64_t> batch;
+  if (!broadcastShapes(aBatch, bBatch, batch))
+    return Status::error("matmul: batch dims of a " + shapeString(a.shape) +
+                         " and b " + shapeString(b.shape) +
+                         " do not broadcast");
+  std::vector<int64_t> yShape = batch;
+  if (a.rank() > 1)
+    yShape.push_back(m);
+  if (b.rank() > 1)
+    yShape.push_back(n);
+  PP_RT_TRY(expectShape(y, yShape, "matmul: y"));
+  PP_RT_FLOAT_DISPATCH(a.dtype, "matmul",
+                       matmulImpl<T>(ctx, a.as<T>(), b.as<T>(), y.as<T>(),
+                                     aBatch, bBatch, batch, m, k, n));
+  return Status::success();
+}
+
+Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
+            float alpha, float beta, bool transA, bool transB, Tensor &y) {
+  if (a.rank() != 2 || b.rank() != 2)
+    return Status::error("gemm: a and b must have rank 2, got a " +
+                         shapeString(a.shape) + " and b " +
+                         shapeString(b.shape));
+  PP_RT_TRY(expectValid(a, "gemm: a"));
+  PP_RT_TRY(expectValid(b, "gemm: b"));
+  PP_RT_TRY(expectDType(b, a.dtype, "gemm: b"));
+  PP_RT_TRY(expectDType(y, a.dtype, "gemm: y"));
+  int64_t m = transA ? a.shape[1] : a.shape[0];
+  int64_t k = transA ? a.shape[0] : a.shape[1];
+  int64_t kb = transB ? b.shape[1] : b.shape[0];
+  int64_t n = transB ? b.shape[0] : b.shape[1];
+  if (k != kb)
+    return Status::error("gemm: contraction dims differ: op(a) is " +
+                         shapeString({m, k}) + ", op(b) is " +
+                         shapeString({kb, n}));
+  PP_RT_TRY(expectShape(y, {m, n}, "gemm: y"));
+  std::vector<int64_t> cStrides;
+  if (c) {
+    PP_RT_TRY(expectValid(*c, "gemm: c"));
+    PP_RT_TRY(expectDType(*c, a.dtype, "gemm: c"));
+    // Unidirectional broadcast: c's dims, aligned right, are 1 or y's.
+    bool ok = c->rank() <= 2;
+    for (int64_t i = 0; ok && i < c->rank(); ++i) {
+      int64_t target = i + 2 - c->rank() == 0 ? m : n;
+      ok = c->shape[i] == 1 || c->shape[i] == target;
+    }
+    if (!ok)
+      return Status::error("gemm: c " + shapeString(c->shape) +
+                           " does not broadcast to y " + shapeString({m, n}));
+    cStrides = broadcastStrides(c->shape, {m, n});
+  }
+  bool useC = c && beta != 0.f;
+  PP_RT_FLOAT_DISPATCH(a.dtype, "gemm", {
+    T *yd = y.as<T>();
+    if (useC) {
+      const T *cd = c->as<T>();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j)
+          yd[i * n + j] = cd[i * cStrides[0] + j * cStrides[1]];
+    }
+    gemmRaw<T>(ctx, transA, transB, m, n, k, T(alpha), a.as<T>(), a.shape[1],
+               b.as<T>(), b.shape[1], useC ? T(beta) : T(0), yd, n);
+  });
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Window geometry
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// A window over up to three spatial dims, padded at the front with unit
+/// dims: in/out are spatial sizes, k kernel, s stride, pb/pe pads, d dilation.
+struct Geometry {
+  int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
+  int64_t inSize = 1, outSize = 1, kSize = 1;
+};
+
+/// Output size of one spatial dim in floor mode, and the largest accepted
+/// size (ceil mode); -1 when the dilated kernel exceeds the padded input.
+void outputRange(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
+                 int64_t d, int64_t &lo, int64_t &hi) {
+  int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0) {
+    lo = hi = -1;
+    return;
+  }
+  lo = span / s + 1;
+  hi = (span + s - 1) / s + 1;
+}
+
+/// Validates `params` for the spatial dims `in` and `out`, fills `g`.
+/// `weightKernel` is the kernel a convolution weight implies (null for
+/// pooling, where params.kernel is required). Convolution demands the
+/// floor-mode output size; pooling also accepts ceil mode's (one more window
+/// whose overhang counts as padding).
+Status resolveGeometry(const std::string &what, const WindowParams &params,
+                       const std::vector<int64_t> &in,
+                       const std::vector<int64_t> &out,
+                       const std::vector<int64_t> *weightKernel, bool allowCeil,
+                       const char *outName, Geometry &g) {
+  size_t rank = in.size();
+  if (rank < 1 || rank > 3)
+    return Status::error(what + ": expected 1 to 3 spatial dims, got " +
+                         std::to_string(rank));
+  std::vector<int64_t> kernel = params.kernel;
+  if (kernel.empty() && weightKernel)
+    kernel = *weightKernel;
+  auto sizeError = [&](const char *name, size_t expected, size_t got) {
+    return Status::error(what + ": " + name + " needs " +
+                         std::to_string(expected) + " values, got " +
+                         std::to_string(got));
+  };
+  if (kernel.size() != rank)
+    return sizeError("kernel", rank, kernel.size());
+  if (weightKernel && kernel != *weightKernel)
+    return Status::error(what + ": kernel " + shapeString(kernel) +
+                         " differs from the weight's spatial dims " +
+                         shapeString(*weightKernel));
+  if (!params.strides.empty() && params.strides.size() != rank)
+    return sizeError("strides", rank, params.strides.size());
+  if (!params.pads.empty() && params.pads.size() != 2 * rank)
+    return sizeError("pads", 2 * rank, params.pads.size());
+  if (!params.dilations.empty() && params.dilations.size() != rank)
+    return sizeError("dilations", rank, params.dilations.size());
+  size_t lead = 3 - rank;
+  for (size_t i = 0; i < 3; ++i) {
+    g.in[i] = g.out[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+    g.pb[i] = g.pe[i] = 0;
+  }
+  std::vector<int64_t> expectLo(rank), expectHi(rank);
+  bool outOk = out.size() == rank;
+  for (size_t i = 0; i < rank; ++i) {
+    size_t j = i + lead;
+    g.in[j] = in[i];
+    g.k[j] = kernel[i];
+    g.s[j] = params.strides.empty() ? 1 : params.strides[i];
+    g.d[j] = params.dilations.empty() ? 1 : params.dilations[i];
+    g.pb[j] = params.pads.empty() ? 0 : params.pads[i];
+    g.pe[j] = params.pads.empty() ? 0 : params.pads[i + rank];
+    if (g.k[j] < 1 || g.s[j] < 1 || g.d[j] < 1 || g.pb[j] < 0 || g.pe[j] < 0)
+      return Status::error(what + ": kernel, strides and dilations must be " +
+                           ">= 1 and pads >= 0, got kernel " +
+                           shapeString(kernel) + ", strides " +
+                           shapeString(params.strides) + ", pads " +
+                           shapeString(params.pads) + ", dilations " +
+                           shapeString(params.dilations));
+    outputRange(g.in[j], g.k[j], g.s[j], g.pb[j], g.pe[j], g.d[j], expectLo[i],
+                expectHi[i]);
+    if (expectLo[i] < 0)
+      return Status::error(what + ": dilated kernel " + shapeString(kernel) +
+                           " is larger than the padded input " +
+                           shapeString(in));
+    if (outOk) {
+      g.out[j] = out[i];
+      outOk = out[i] == expectLo[i] || (allowCeil && out[i] == expectHi[i]);
+    }
+  }
+  if (!outOk) {
+    std::string msg = what + ": " + outName + ": expected spatial dims " +
+                      shapeString(expectLo);
+    if (allowCeil && expectHi != expectLo)
+      msg += " (or " + shapeString(expectHi) + " in ceil mode)";
+    return Status::error(msg + ", got " + shapeString(out));
+  }
+  for (int i = 0; i < 3; ++i) {
+    g.inSize *= g.in[i];
+    g.outSize *= g.out[i];
+    g.kSize *= g.k[i];
+  }
+  return Status::success();
+}
+
+/// Output positions o in [lo, hi) whose tap o * s + off lies in [0, in).
+void validRange(int64_t in, int64_t out, int64_t s, int64_t off, int64_t &lo,
+                int64_t &hi) {
+  lo = off >= 0 ? 0 : (-off + s - 1) / s;
+  hi = in - off <= 0 ? 0 : (in - off + s - 1) / s;
+  lo = std::min(lo, out);
+  hi = std::max(lo, std::min(hi, out));
+}
+
+//===----------------------------------------------------------------------===//
+// Convolution
+//===----------------------------------------------------------------------===//
+
+/// A convolution x [N, C, in...] * w [M, C / G, k...] -> y [N, M, out...].
+struct ConvProblem {
+  int64_t n, c, m, group, cinG, coutG;
+  Geometry geo;
+  int64_t rows() const { return cinG * geo.kSize; } // GEMM K per group
+};
+
+/// Validates the three convolution operands (x, w, y or their gradients,
+/// named in `names`) and `params`.
+Status resolveConv(const std::string &what, const Tensor &x, const Tensor &w,
+                   const Tensor &y, const WindowParams &params,
+                   const char *const names[3], ConvProblem &cp) {
+  const Tensor *ts[3] = {&x, &w, &y};
+  for (int i = 0; i < 3; ++i) {
+    std::string name = what + ": " + names[i];
+    PP_RT_TRY(expectValid(*ts[i], name.c_str()));
+    PP_RT_TRY(expectDType(*ts[i], x.dtype, name.c_str()));
+    if (ts[i]->rank() < 3 || ts[i]->rank() > 5 || ts[i]->rank() != x.rank())
+      return Status::error(what + ": " + names[i] +
+                           ": expected rank 3 to 5 (N, C and 1 to 3 spatial "
+                           "dims) matching " +
+                           names[0] + " " + shapeString(x.shape) + ", got " +
+                           shapeString(ts[i]->shape));
+  }
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  cp.n = x.shape[0];
+  cp.c = x.shape[1];
+  cp.m = w.shape[0];
+  cp.cinG = w.shape[1];
+  cp.group = params.group;
+  if (cp.group < 1 || cp.c != cp.cinG * cp.group || cp.m % cp.group != 0)
+    return Status::error(
+        what + ": " + names[0] + " " + shapeString(x.shape) + " and " +
+        names[1] + " " + shapeString(w.shape) + " do not fit group " +
+        std::to_string(cp.group) +
+        " (need C = w.shape[1] * group and M divisible by group)");
+  cp.coutG = cp.m / cp.group;
+  if (y.shape[0] != cp.n || y.shape[1] != cp.m)
+    return Status::error(what + ": " + names[2] + ": expected leading dims [" +
+                         std::to_string(cp.n) + ", " + std::to_string(cp.m) +
+                         "], got " + shapeString(y.shape));
+  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
+  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
+  std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  return resolveGeometry(what, params, in, out, &kernel, false, names[2],
+                         cp.geo);
+}
+
+/// Copies the receptive fields of one input plane x into kSize rows of a
+/// column matrix (row stride ld): row r holds, for every output position,
+/// the input under kernel tap r (0 where the tap falls into padding).
+template <typename T>
+void im2colPlane(const Geometry &g, const T *x, T *col, int64_t ld) {
+  int64_t outHW = g.out[1] * g.out[2];
+  T *row = col;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ld) {
+        int64_t offW = kw * g.d[2] - g.pb[2], lo, hi;
+        validRange(g.in[2], g.out[2], g.s[2], offW, lo, hi);
+        for (int64_t od = 0; od < g.out[0]; ++od) {
+          T *rowD = row + od * outHW;
+          int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+          if (id < 0 || id >= g.in[0]) {
+            std::fill(rowD, rowD + outHW, T(0));
+            continue;
+          }
+          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+            T *dst = rowD + oh * g.out[2];
+            int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+            if (ih < 0 || ih >= g.in[1]) {
+              std::fill(dst, dst + g.out[2], T(0));
+              continue;
+            }
+            const T *src = x + (id * g.in[1] + ih) * g.in[2] + offW;
+            std::fill(dst, dst + lo, T(0));
+            if (g.s[2] == 1)
+              std::memcpy(dst + lo, src + lo, (hi - lo) * sizeof(T));
+            else
+              for (int64_t ow = lo; ow < hi; ++ow)
+                dst[ow] = src[ow * g.s[2]];
+            std::fill(dst + hi, dst + g.out[2], T(0));
+          }
+        }
+      }
+}
+
+/// The adjoint of im2colPlane: adds every column entry back onto the input
+/// position it was copied from (x must be zeroed or hold a partial sum).
+template <typename T>
+void col2imPlane(const Geometry &g, const T *col, int64_t ld, T *x) {
+  int64_t outHW = g.out[1] * g.out[2];
+  const T *row = col;
+  for (int64_t kd = 0; kd < g.k[0]; ++kd)
+    for (int64_t kh = 0; kh < g.k[1]; ++kh)
+      for (int64_t kw = 0; kw < g.k[2]; ++kw, row += ld) {
+        int64_t offW = kw * g.d[2] - g.pb[2], lo, hi;
+        validRange(g.in[2], g.out[2], g.s[2], offW, lo, hi);
+        for (int64_t od = 0; od < g.out[0]; ++od) {
+          int64_t id = od * g.s[0] - g.pb[0] + kd * g.d[0];
+          if (id < 0 || id >= g.in[0])
+            continue;
+          for (int64_t oh = 0; oh < g.out[1]; ++oh) {
+            int64_t ih = oh * g.s[1] - g.pb[1] + kh * g.d[1];
+            if (ih < 0 || ih >= g.in[1])
+              continue;
+            const T *src = row + od * outHW + oh * g.out[2];
+            T *dst = x + (id * g.in[1] + ih) * g.in[2] + offW;
+            for (int64_t ow = lo; ow < hi; ++ow)
+              dst[ow * g.s[2]] += src[ow];
+          }
+        }
+      }
+}
+
+/// How the images are batched into one GEMM: `images` per chunk; `direct`
+/// when a 1x1, stride-1, unpadded kernel lets the GEMM read x itself.
+struct ConvPlan {
+  int64_t images = 1;
+  bool direct = false;
+};
+
+ConvPlan planConv(const ConvProblem &cp, int64_t elemBytes) {
+  const Geometry &g = cp.geo;
+  // Enough columns (images * output positions) for an efficient GEMM, with
+  // the column matrix of one chunk bounded in size.
+  constexpr int64_t targetCols = 4096, maxColBytes = int64_t(16) << 20;
+  int64_t p = std::max<int64_t>(1, g.outSize);
+  int64_t perImage = std::max<int64_t>(1, cp.c * g.kSize * p * elemBytes);
+  ConvPlan plan;
+  plan.images = std::min((targetCols + p - 1) / p,
+                         std::max<int64_t>(1, maxColBytes / perImage));
+  plan.images = std::max<int64_t>(1, std::min(plan.images, cp.n));
+  bool pointwise = g.kSize == 1;
+  for (int i = 0; i < 3; ++i)
+    pointwise = pointwise && g.s[i] == 1 && g.pb[i] == 0 && g.pe[i] == 0;
+  // Without batching, im2col of a pointwise kernel would only copy x.
+  plan.direct = pointwise && plan.images == 1;
+  return plan;
+}
+
+/// Runs fn(n0, count, ctx', scratch) over the chunks of plan.images images,
+/// then done(scratch) once per worker. Chunks run in parallel (each with
+/// single-threaded GEMMs) when there are enough of them; otherwise one after
+/// the other with every thread inside. Each worker owns `scratchSize`
+/// elements of scratch, reused across its chunks.
+template <typename T, typename Fn, typename Done>
+void forEachChunk(const Context &ctx, const ConvProblem &cp,
+                  const ConvPlan &plan, int64_t scratchSize, const Fn &fn,
+                  const Done &done) {
+  int64_t chunks = (cp.n + plan.images - 1) / plan.images;
+  auto run = [&](int64_t begin, int64_t end, const Context &inner) {
+    std::vector<T> scratch(scratchSize);
+    for (int64_t ci = begin; ci < end; ++ci) {
+      int64_t n0 = ci * plan.images;
+      fn(n0, std::min(plan.images, cp.n - n0), inner, scratch.data());
+    }
+    done(scratch.data());
+  };
+  if (ctx.numThreads > 1 && chunks >= ctx.numThreads) {
+    Context serial = ctx;
+    serial.numThreads = 1;
+    parallelFor(ctx, chunks, 1,
+                [&](int64_t begin, int64_t end) { run(begin, end, serial); });
+  } else {
+    run(0, chunks, ctx);
+  }
+}
+
+/// Fills the column matrix of images [n0, n0 + count): row ch * kSize + r,
+/// column (n - n0) * P + p, row stride count * P.
+template <typename T>
+void im2colChunk(const Context &ctx, const ConvProblem &cp, const T *x,
+                 int64_t n0, int64_t count, T *col) {
+  const Geometry &g = cp.geo;
+  int64_t cols = count * g.outSize;
+  parallelFor(ctx, count * cp.c, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      int64_t n = u / cp.c, ch = u % cp.c;
+      im2colPlane(g, x + ((n0 + n) * cp.c + ch) * g.inSize,
+                  col + ch * g.kSize * cols + n * g.outSize, cols);
+    }
+  });
+}
+
+/// Calls fn(n, m, src, dst) for the P-element rows that move between an
+/// [M][count * P] GEMM layout and the [count][M][P] tensor layout.
+template <typename Fn>
+void forEachOutputRow(const Context &ctx, const ConvProblem &cp, int64_t count,
+                      const Fn &fn) {
+  int64_t p = std::max<int64_t>(1, cp.geo.outSize);
+  parallelFor(ctx, count * cp.m, std::max<int64_t>(1, 4096 / p),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t u = begin; u < end; ++u)
+                  fn(u / cp.m, u % cp.m);
+              });
+}
+
+/// Gathers dy[n0 .. n0 + count) into [M][count * P] so that one GEMM per
+/// group covers the whole chunk; returns dy itself for a single image.
+template <typename T>
+const T *gatherOutputs(const Context &ctx, const ConvProblem &cp, const T *dy,
+                       int64_t n0, int64_t count, T *buffer) {
+  int64_t p = cp.geo.outSize, cols = count * p;
+  if (count == 1)
+    return dy + n0 * cp.m * p;
+  forEachOutputRow(ctx, cp, count, [&](int64_t n, int64_t m) {
+    std::memcpy(buffer + m * cols + n * p, dy + ((n0 + n) * cp.m + m) * p,
+                p * sizeof(T));
+  });
+  return buffer;
+}
+
+template <typename T>
+void convForward(const Context &ctx, const ConvProblem &cp, const T *x,
+                 const T *w, const T *bias, T *y) {
+  const Geometry &g = cp.geo;
+  ConvPlan plan = planConv(cp, sizeof(T));
+  int64_t p = g.outSize, k = cp.rows();
+  int64_t colSize = plan.direct ? 0 : cp.c * g.kSize * plan.images * p;
+  int64_t outSize = plan.images > 1 ? cp.m * plan.images * p : 0;
+  auto chunk = [&](int64_t n0, int64_t count, const Context &inner,
+                   T *scratch) {
+    int64_t cols = count * p;
+    T *col = scratch;
+    if (!plan.direct)
+      im2colChunk(inner, cp, x, n0, count, col);
+    // y of a single image is already [M][P]: the GEMM writes it in place.
+    T *dst = count > 1 ? scratch + colSize : y + n0 * cp.m * p;
+    forEachItem(inner, cp.group, [&](int64_t gi, const Context &gemmCtx) {
+      const T *b = plan.direct ? x + (n0 * cp.c + gi * cp.cinG) * g.inSize
+                               : col + gi * k * cols;
+      gemmRaw<T>(gemmCtx, false, false, cp.coutG, cols, k, T(1),
+                 w + gi * cp.coutG * k, k, b, cols, T(0),
+                 dst + gi * cp.coutG * cols, cols);
+    });
+    // Scatter [M][count][P] to y[n][M][P] and add the bias.
+    forEachOutputRow(inner, cp, count, [&](int64_t n, int64_t m) {
+      const T *src = dst + m * cols + n * p;
+      T *yd = y + ((n0 + n) * cp.m + m) * p;
+      T b = bias ? bias[m] : T(0);
+      for (int64_t i = 0; i < p; ++i)
+        yd[i] = src[i] + b;
+    });
+  };
+  forEachChunk<T>(ctx, cp, plan, colSize + outSize, chunk, [](T *) {});
+}
+
+template <typename T>
+void convBackwardInput(const Context &ctx, const ConvProblem &cp, const T *dy,
+                       const T *w, T *dx) {
+  const Geometry &g = cp.geo;
+  ConvPlan plan = planConv(cp, sizeof(T));
+  int64_t p = g.outSize, k = cp.rows();
+  int64_t colSize = plan.direct ? 0 : cp.c * g.kSize * plan.images * p;
+  int64_t dySize = plan.images > 1 ? cp.m * plan.images * p : 0;
+  auto chunk = [&](int64_t n0, int64_t count, const Context &inner,
+                   T *scratch) {
+    int64_t cols = count * p;
+    T *dcol = scratch;
+    const T *dys = gatherOutputs(inner, cp, dy, n0, count, scratch + colSize);
+    // dcol_g = w_g^T * dy_g (directly dx_g for pointwise kernels).
+    forEachItem(inner, cp.group, [&](int64_t gi, const Context &gemmCtx) {
+      T *dst = plan.direct ? dx + (n0 * cp.c + gi * cp.cinG) * g.inSize
+                           : dcol + gi * k * cols;
+      gemmRaw<T>(gemmCtx, true, false, k, cols, cp.coutG, T(1),
+                 w + gi * cp.coutG * k, k, dys + gi * cp.coutG * cols, cols,
+                 T(0), dst, cols);
+    });
+    if (plan.direct)
+      return;
+    // Each (n, channel) plane only receives its own rows: race free.
+    parallelFor(inner, count * cp.c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t u = begin; u < end; ++u) {
+        int64_t n = u / cp.c, ch = u % cp.c;
+        T *plane = dx + ((n0 + n) * cp.c + ch) * g.inSize;
+        std::fill(plane, plane + g.inSize, T(0));
+        col2imPlane(g, dcol + ch * g.kSize * cols + n * p, cols, plane);
+      }
+    });
+  };
+  forEachChunk<T>(ctx, cp, plan, colSize + dySize, chunk, [](T *) {});
+}
+
+template <typename T>
+void convBackwardWeight(const Context &ctx, const ConvProblem &cp, const T *dy,
+                        const T *x, T *dw) {
+  const Geometry &g = cp.geo;
+  ConvPlan plan = planConv(cp, sizeof(T));
+  int64_t p = g.outSize, k = cp.rows(), dwSize = cp.m * k;
+  int64_t colSize = plan.direct ? 0 : cp.c * g.kSize * plan.images * p;
+  int64_t dySize = plan.images > 1 ? cp.m * plan.images * p : 0;
+  std::fill(dw, dw + dwSize, T(0));
+  // Each worker sums its chunks into a private dw (scratch front), merged
+  // into dw under a lock when it is done.
+  std::mutex merge;
+  auto chunk = [&](int64_t n0, int64_t count, const Context &inner,
+                   T *scratch) {
+    int64_t cols = count * p;
+    T *partial = scratch, *col = scratch + dwSize;
+    const T *dys =
+        gatherOutputs(inner, cp, dy, n0, count, scratch + dwSize + colSize);
+    if (!plan.direct)
+      im2colChunk(inner, cp, x, n0, count, col);
+    // partial_g += dy_g * col_g^T.
+    forEachItem(inner, cp.group, [&](int64_t gi, const Context &gemmCtx) {
+      const T *b = plan.direct ? x + (n0 * cp.c + gi * cp.cinG) * g.inSize
+                               : col + gi * k * cols;
+      gemmRaw<T>(gemmCtx, false, true, cp.coutG, k, cols, T(1),
+                 dys + gi * cp.coutG * cols, cols, b, cols, T(1),
+                 partial + gi * cp.coutG * k, k);
+    });
+  };
+  auto done = [&](T *scratch) {
+    std::lock_guard<std::mutex> lock(merge);
+    for (int64_t i = 0; i < dwSize; ++i)
+      dw[i] += scratch[i];
+  };
+  forEachChunk<T>(ctx, cp, plan, dwSize + colSize + dySize, chunk, done);
+}
+
+//===----------------------------------------------------------------------===//
+// Pooling
+//===----------------------------------------------------------------------===//
+
+/// Validates a pooling pair x [N, C, in...] / y [N, C, out...] (or dx / dy).
+Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
+                   const WindowParams &params, const char *xName,
+                   const char *yName, Geometry &g) {
+  PP_RT_TRY(expectValid(x, (what + ": " + xName).c_str()));
+  PP_RT_TRY(expectValid(y, (what + ": " + yName).c_str()));
+  PP_RT_TRY(expectDType(y, x.dtype, (what + ": " + yName).c_str()));
+  if (x.dtype != DType::F32 && x.dtype != DType::F64)
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
+      y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1])
+    return Status::error(what + ": expected " + xName + " [N, C, 1 to 3 " +
+                         "spatial dims] and " + yName +
+                         " with the same N and C, got " + xName + " " +
+                         shapeString(x.shape) + " and " + yName + " " +
+                         shapeString(y.shape));
+  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
+  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
+  return resolveGeometry(what, params, in, out, nullptr, true, yName, g);
+}
+
+/// Number of taps of kernel dim i at output o whose position lies in
+/// [lo, hi) (the input, or the input with its declared pads).
+int64_t countTaps(const Geometry &g, int i, int64_t o, int64_t lo, int64_t hi) {
+  int64_t count = 0;
+  for (int64_t kk = 0; kk < g.k[i]; ++kk) {
+    int64_t pos = o * g.s[i] - g.pb[i] + kk * g.d[i];
+    count += pos >= lo && pos < hi;
+  }
+  return count;
+}
+
+/// Divisor of average pooling at output (od, oh, ow): the taps inside the
+/// input, or with countIncludePad also those inside the declared pads (taps
+/// of a ceil-mode overhang beyond the pads never count, as in PyTorch).
+int64_t avgDivisor(const Geometry &g, const int64_t o[3],
+                   bool countIncludePad) {
+  int64_t divisor = 1;
+  for (int i = 0; i < 3; ++i)
+    divisor *= countIncludePad
+                   ? countTaps(g, i, o[i], -g.pb[i], g.in[i] + g.pe[i])
+                   : countTaps(g, i, o[i], 0, g.in[i]);
+  return divisor;
+}
+
+/// Walks the windows of one plane: start(flat, o) before the taps of output
+/// o (flat index `flat`), tap(offset) for each tap inside the input, then
+/// finish(flat, o).
+template <typename Start, typename Tap, typename Finish>
+void forEachWindow(const Geometry &g, const Start &start, const Tap &tap,
+                   const Finish &finish) {
+  int64_t o[3], flat = 0;
+  for (o[0] = 0; o[0] < g.out[0]; ++o[0])
+    for (o[1] = 0; o[1] < g.out[1]; ++o[1])
+      for (o[2] = 0; o[2] < g.out[2]; ++o[2], ++flat) {
+        start(flat, o);
+        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+          int64_t id = o[0] * g.s[0] - g.pb[0] + kd * g.d[0];
+          if (id < 0 || id >= g.in[0])
+            continue;
+          for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+            int64_t ih = o[1] * g.s[1] - g.pb[1] + kh * g.d[1];
+            if (ih < 0 || ih >= g.in[1])
+              continue;
+            int64_t rowOff = (id * g.in[1] + ih) * g.in[2];
+            for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+              int64_t iw = o[2] * g.s[2] - g.pb[2] + kw * g.d[2];
+              if (iw >= 0 && iw < g.in[2])
+                tap(rowOff + iw);
+            }
+          }
+        }
+        finish(flat, o);
+      }
+}
+
+int64_t planeGrain(const Geometry &g) {
+  return std::max<int64_t>(1,
+                           16384 / std::max<int64_t>(1, g.outSize * g.kSize));
+}
+
+} // namespace
+
+Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
+            const WindowParams &params, Tensor &y) {
+  static const char *const names[3] = {"x", "w", "y"};
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv("conv", x, w, y, params, names, cp));
+  if (b) {
+    PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
+    PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
+  }
+  PP_RT_FLOAT_DISPATCH(x.dtype, "conv",
+                       convForward<T>(ctx, cp, x.as<T>(), w.as<T>(),
+                                      b ? b->as<T>() : nullptr, y.as<T>()));
+  return Status::success();
+}
+
+Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
+                     const WindowParams &params, Tensor &dx) {
+  static const char *const names[3] = {"dx", "w", "dy"};
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv("convGradInput", dx, w, dy, params, names, cp));
+  PP_RT_FLOAT_DISPATCH(
+      dx.dtype, "convGradInput",
+      convBackwardInput<T>(ctx, cp, dy.as<T>(), w.as<T>(), dx.as<T>()));
+  return Status::success();
+}
+
+Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
+                      const WindowParams &params, Tensor &dw) {
+  static const char *const names[3] = {"x", "dw", "dy"};
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv("convGradWeight", x, dw, dy, params, names, cp));
+  PP_RT_FLOAT_DISPATCH(
+      x.dtype, "convGradWeight",
+      convBackwardWeight<T>(ctx, cp, dy.as<T>(), x.as<T>(), dw.as<T>()));
+  return Status::success();
+}
+
+Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               Tensor &y, Tensor *indices) {
+  Geometry g;
+  PP_RT_TRY(resolvePool("maxPool", x, y, params, "x", "y", g));
+  if (indices) {
+    PP_RT_TRY(expectDType(*indices, DType::I64, "maxPool: indices"));
+    PP_RT_TRY(expectShape(*indices, y.shape, "maxPool: indices"));
+  }
+  int64_t planes = x.shape[0] * x.shape[1];
+  int64_t *idx = indices ? indices->as<int64_t>() : nullptr;
+  PP_RT_FLOAT_DISPATCH(x.dtype, "maxPool", {
+    const T *xd = x.as<T>();
+    T *yd = y.as<T>();
+    parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const T *xp = xd + pl * g.inSize;
+        T *yp = yd + pl * g.outSize;
+        T best = 0;
+        int64_t arg = -1;
+        // Only taps inside x compete, so padding never wins; the first
+        // maximum wins ties and a NaN propagates (as in PyTorch).
+        forEachWindow(
+            g, [&](int64_t, const int64_t *) { arg = -1; },
+            [&](int64_t off) {
+              T v = xp[off];
+              if (arg < 0 || v > best || (std::isnan(v) && !std::isnan(best))) {
+                best = v;
+                arg = off;
+              }
+            },
+            [&](int64_t flat, const int64_t *) {
+              // A window wholly in padding (only possible when pads reach
+              // past the kernel) yields -inf and index -1.
+              yp[flat] = arg < 0 ? -std::numeric_limits<T>::infinity() : best;
+              if (idx)
+                idx[pl * g.outSize + flat] = arg < 0 ? -1 : pl * g.inSize + arg;
+            });
+      }
+    });
+  });
+  return Status::success();
+}
+
+Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
+                   Tensor &dx) {
+  PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
+  PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(indices, DType::I64, "maxPoolGrad: indices"));
+  PP_RT_TRY(expectShape(indices, dy.shape, "maxPoolGrad: indices"));
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dx.shape[0] != dy.shape[0] ||
+      dx.shape[1] != dy.shape[1])
+    return Status::error("maxPoolGrad: expected dy [N, C, spatial...] and dx "
+                         "with the same N and C, got dy " +
+                         shapeString(dy.shape) + " and dx " +
+                         shapeString(dx.shape));
+  int64_t planes = dy.shape[0] * dy.shape[1];
+  int64_t outSize = planes ? dy.numel() / planes : 0;
+  int64_t inSize = planes ? dx.numel() / planes : 0;
+  const int64_t *idx = indices.as<int64_t>();
+  std::atomic<bool> outOfPlane{false};
+  PP_RT_FLOAT_DISPATCH(dy.dtype, "maxPoolGrad", {
+    const T *dyd = dy.as<T>();
+    T *dxd = dx.as<T>();
+    int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, outSize));
+    // An index belongs to its own (n, c) plane, so planes run in parallel.
+    parallelFor(ctx, planes, grain, [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        T *dxp = dxd + pl * inSize;
+        std::fill(dxp, dxp + inSize, T(0));
+        for (int64_t o = pl * outSize; o < (pl + 1) * outSize; ++o) {
+          if (idx[o] < 0) // a window without any input tap
+            continue;
+          int64_t local = idx[o] - pl * inSize;
+          if (local >= inSize || local < 0) {
+            outOfPlane = true;
+            continue;
+          }
+          dxp[local] += dyd[o];
+        }
+      }
+    });
+  });
+  if (outOfPlane)
+    return Status::error("maxPoolGrad: an index lies outside the (n, c) "
+                         "plane of dx " +
+                         shapeString(dx.shape) + " it belongs to");
+  return Status::success();
+}
+
+Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               bool countIncludePad, Tensor &y) {
+  Geometry g;
+  PP_RT_TRY(resolvePool("avgPool", x, y, params, "x", "y", g));
+  int64_t planes = x.shape[0] * x.shape[1];
+  PP_RT_FLOAT_DISPATCH(x.dtype, "avgPool", {
+    const T *xd = x.as<T>();
+    T *yd = y.as<T>();
+    parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const T *xp = xd + pl * g.inSize;
+        T *yp = yd + pl * g.outSize;
+        T sum = 0;
+        forEachWindow(
+            g, [&](int64_t, const int64_t *) { sum = 0; },
+            [&](int64_t off) { sum += xp[off]; },
+            [&](int64_t flat, const int64_t *o) {
+              int64_t divisor = avgDivisor(g, o, countIncludePad);
+              yp[flat] = divisor > 0 ? sum / T(divisor) : T(0);
+            });
+      }
+    });
+  });
+  return Status::success();
+}
+
+Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
+                   bool countIncludePad, Tensor &dx) {
+  Geometry g;
+  PP_RT_TRY(resolvePool("avgPoolGrad", dx, dy, params, "dx", "dy", g));
+  int64_t planes = dx.shape[0] * dx.shape[1];
+  PP_RT_FLOAT_DISPATCH(dx.dtype, "avgPoolGrad", {
+    const T *dyd = dy.as<T>();
+    T *dxd = dx.as<T>();
+    parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
+      for (int64_t pl = begin; pl < end; ++pl) {
+        const T *dyp = dyd + pl * g.outSize;
+        T *dxp = dxd + pl * g.inSize;
+        std::fill(dxp, dxp + g.inSize, T(0));
+        T share = 0;
+        forEachWindow(
+            g,
+            [&](int64_t flat, const int64_t *o) {
+              int64_t divisor = avgDivisor(g, o, countIncludePad);
+              share = divisor > 0 ? dyp[flat] / T(divisor) : T(0);
+            },
+            [&](int64_t off) { dxp[off] += share; },
+            [](int64_t, const int64_t *) {});
+      }
+    });
+  });
+  return Status::success();
+}
+
+} // namespace pp::rt

@@ -1,0 +1,494 @@
+//===- Movement.cpp - Data movement CPU kernels -----------------*- C++ -*-===//
+//
+// Transpose, slice and its adjoint, concat, split, gather and its adjoint,
+// and copy. Kernels that only move elements work on any dtype through an
+// unsigned type of the element's size.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cstring>
+
+namespace pp::rt {
+
+using namespace cpu;
+
+namespace {
+
+/// Elements per thread below which a loop is not worth splitting.
+constexpr int64_t kGrain = 1 << 14;
+
+int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
+  int64_t n = 1;
+  for (size_t d = begin; d < end; ++d)
+    n *= shape[d];
+  return n;
+}
+
+/// Checks that slicing a tensor of `full` shape with starts/steps yields
+/// `part` (counts) without leaving `full`; computes the first element's
+/// offset and the per-dim strides into the full tensor.
+Status slicePlan(const char *what, const std::vector<int64_t> &full,
+                 const std::vector<int64_t> &part,
+                 const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &steps, int64_t &base,
+                 std::vector<int64_t> &strides) {
+  size_t rank = full.size();
+  if (part.size() != rank || starts.size() != rank || steps.size() != rank)
+    return Status::error(
+        std::string(what) + ": expected rank " + std::to_string(rank) +
+        " for the sliced shape, " + "starts and steps, got " +
+        std::to_string(part.size()) + ", " + std::to_string(starts.size()) +
+        " and " + std::to_string(steps.size()));
+  std::vector<int64_t> fullStrides = stridesOf(full);
+  base = 0;
+  strides.assign(rank, 0);
+  bool empty = false;
+  for (size_t d = 0; d < rank; ++d) {
+    if (steps[d] == 0)
+      return Status::error(std::string(what) + ": step of dim " +
+                           std::to_string(d) + " is 0");
+    strides[d] = fullStrides[d] * steps[d];
+    if (part[d] == 0) {
+      empty = true;
+      continue;
+    }
+    int64_t last = starts[d] + (part[d] - 1) * steps[d];
+    if (starts[d] < 0 || starts[d] >= full[d] || last < 0 || last >= full[d])
+      return Status::error(
+          std::string(what) + ": dim " + std::to_string(d) + " reads [" +
+          std::to_string(starts[d]) + ", " + std::to_string(last) +
+          "] (start, last) outside size " + std::to_string(full[d]));
+    base += starts[d] * fullStrides[d];
+  }
+  if (empty)
+    base = 0;
+  return Status::success();
+}
+
+/// ONNX Gather's shape: data.shape[:axis] + indices.shape +
+/// data.shape[axis+1:].
+std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
+                                 const std::vector<int64_t> &indices,
+                                 int64_t axis) {
+  std::vector<int64_t> shape(data.begin(), data.begin() + axis);
+  shape.insert(shape.end(), indices.begin(), indices.end());
+  shape.insert(shape.end(), data.begin() + axis + 1, data.end());
+  return shape;
+}
+
+/// Validates gather's indices against an axis of `size` and returns them
+/// normalised to [0, size).
+Status normalizeIndices(const char *what, const Tensor &indices, int64_t size,
+                        std::vector<int64_t> &out) {
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return Status::error(std::string(what) +
+                         ": indices: expected dtype i64 or i32, got " +
+                         dtypeName(indices.dtype));
+  if (Status s = expectValid(indices, what); !s.ok())
+    return s;
+  out.resize(indices.numel());
+  for (int64_t i = 0; i < indices.numel(); ++i) {
+    int64_t idx = readInt(indices, i);
+    int64_t norm = idx < 0 ? idx + size : idx;
+    if (norm < 0 || norm >= size)
+      return Status::error(std::string(what) + ": index " +
+                           std::to_string(idx) + " at position " +
+                           std::to_string(i) + " is out of range for size " +
+                           std::to_string(size));
+    out[i] = norm;
+  }
+  return Status::success();
+}
+
+/// Common checks of gather and gatherGrad: `full` is data (or ddata) and
+/// `part` is y (or dy).
+Status gatherCheck(const char *what, const Tensor &full, const Tensor &part,
+                   const Tensor &indices, int64_t &axis,
+                   std::vector<int64_t> &idx) {
+  if (Status s = expectValid(full, what); !s.ok())
+    return s;
+  int64_t a = axis;
+  if (!normalizeAxis(a, full.rank()))
+    return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
+                         " out of range for rank " +
+                         std::to_string(full.rank()));
+  axis = a;
+  if (Status s = expectDType(part, full.dtype, what); !s.ok())
+    return s;
+  if (Status s =
+          expectShape(part, gatherShape(full.shape, indices.shape, axis), what);
+      !s.ok())
+    return s;
+  return normalizeIndices(what, indices, full.shape[axis], idx);
+}
+
+/// Transposes in kTile x kTile tiles over dims p (x-contiguous) and the last
+/// dim q of y; the other dims are walked one tile row at a time. `xs` are
+/// x's strides in y's (coalesced) dim order.
+template <typename T>
+void transposeTiled(const Context &ctx, const T *px, T *py,
+                    const std::vector<int64_t> &shape,
+                    const std::vector<int64_t> &xs, int64_t p) {
+  constexpr int64_t kTile = 32;
+  int64_t q = static_cast<int64_t>(shape.size()) - 1;
+  std::vector<int64_t> ys = stridesOf(shape);
+  std::vector<int64_t> otherShape;
+  std::array<std::vector<int64_t>, 2> otherStrides;
+  for (int64_t d = 0; d < q; ++d) {
+    if (d == p)
+      continue;
+    otherShape.push_back(shape[d]);
+    otherStrides[0].push_back(xs[d]);
+    otherStrides[1].push_back(ys[d]);
+  }
+  int64_t others = product(otherShape, 0, otherShape.size());
+  int64_t pTiles = (shape[p] + kTile - 1) / kTile;
+  int64_t rowWork = kTile * shape[q];
+  parallelFor(
+      ctx, others * pTiles, std::max<int64_t>(1, kGrain / rowWork),
+      [&](int64_t begin, int64_t end) {
+        for (int64_t t = begin; t < end; ++t) {
+          int64_t o = t / pTiles, i0 = (t % pTiles) * kTile;
+          int64_t i1 = std::min(shape[p], i0 + kTile);
+          std::array<int64_t, 2> base{};
+          forEachStrided(
+              otherShape, otherStrides, o, o + 1,
+              [&](int64_t, const std::array<int64_t, 2> &off) { base = off; });
+          const T *src = px + base[0];
+          T *dst = py + base[1];
+          for (int64_t j0 = 0; j0 < shape[q]; j0 += kTile) {
+            int64_t j1 = std::min(shape[q], j0 + kTile);
+            for (int64_t i = i0; i < i1; ++i)
+              for (int64_t j = j0; j < j1; ++j)
+                dst[i * ys[p] + j] = src[i + j * xs[q]];
+          }
+        }
+      });
+}
+
+} // namespace
+
+Status transpose(Context &ctx, const Tensor &x,
+                 const std::vector<int64_t> &perm, Tensor &y) {
+  if (Status s = expectValid(x, "transpose x"); !s.ok())
+    return s;
+  // An empty perm reverses the dims, as ONNX's default.
+  std::vector<int64_t> p = perm;
+  if (p.empty())
+    for (int64_t d = x.rank() - 1; d >= 0; --d)
+      p.push_back(d);
+  if (static_cast<int64_t>(p.size()) != x.rank())
+    return Status::error("transpose: perm has " + std::to_string(p.size()) +
+                         " entries for rank " + std::to_string(x.rank()));
+  std::vector<bool> seen(p.size(), false);
+  std::vector<int64_t> shape(p.size());
+  std::vector<int64_t> xStrides = stridesOf(x.shape);
+  std::array<std::vector<int64_t>, 1> strides;
+  for (size_t i = 0; i < p.size(); ++i) {
+    int64_t d = p[i];
+    if (d < 0 || d >= x.rank() || seen[d])
+      return Status::error("transpose: perm is not a permutation of [0, " +
+                           std::to_string(x.rank()) + ")");
+    seen[d] = true;
+    shape[i] = x.shape[d];
+    strides[0].push_back(xStrides[d]);
+  }
+  if (Status s = expectDType(y, x.dtype, "transpose y"); !s.ok())
+    return s;
+  if (Status s = expectShape(y, shape, "transpose y"); !s.ok())
+    return s;
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  coalesceDims(shape, strides);
+  // When y's innermost dim is strided in x, a flat walk misses the cache on
+  // every read: copy square tiles of (x's contiguous dim, y's last dim).
+  int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t contiguous = -1;
+  for (int64_t d = 0; d + 1 < rank; ++d)
+    if (strides[0][d] == 1)
+      contiguous = d;
+  bool tiled = rank >= 2 && strides[0][rank - 1] != 1 && contiguous >= 0;
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<const T>();
+    T *py = y.as<T>();
+    if (tiled) {
+      transposeTiled(ctx, px, py, shape, strides[0], contiguous);
+      return Status::success();
+    }
+    parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
+      forEachStrided(shape, strides, begin, end,
+                     [&](int64_t i, const std::array<int64_t, 1> &o) {
+                       py[i] = px[o[0]];
+                     });
+    });
+    return Status::success();
+  });
+}
+
+Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
+             const std::vector<int64_t> &steps, Tensor &y) {
+  if (Status s = expectValid(x, "slice x"); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, "slice y"); !s.ok())
+    return s;
+  if (Status s = expectValid(y, "slice y"); !s.ok())
+    return s;
+  int64_t base;
+  std::array<std::vector<int64_t>, 1> strides;
+  if (Status s =
+          slicePlan("slice", x.shape, y.shape, starts, steps, base, strides[0]);
+      !s.ok())
+    return s;
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  std::vector<int64_t> shape = y.shape;
+  coalesceDims(shape, strides);
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<const T>() + base;
+    T *py = y.as<T>();
+    parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
+      forEachStrided(shape, strides, begin, end,
+                     [&](int64_t i, const std::array<int64_t, 1> &o) {
+                       py[i] = px[o[0]];
+                     });
+    });
+    return Status::success();
+  });
+}
+
+Status sliceGrad(Context &ctx, const Tensor &dy,
+                 const std::vector<int64_t> &starts,
+                 const std::vector<int64_t> &steps, Tensor &dx) {
+  if (Status s = expectValid(dy, "sliceGrad dy"); !s.ok())
+    return s;
+  if (Status s = expectDType(dx, dy.dtype, "sliceGrad dx"); !s.ok())
+    return s;
+  if (Status s = expectValid(dx, "sliceGrad dx"); !s.ok())
+    return s;
+  int64_t base;
+  std::array<std::vector<int64_t>, 1> strides;
+  if (Status s = slicePlan("sliceGrad", dx.shape, dy.shape, starts, steps, base,
+                           strides[0]);
+      !s.ok())
+    return s;
+  if (dx.numel() > 0)
+    std::memset(dx.data, 0, dx.bytes());
+  int64_t n = dy.numel();
+  if (n == 0)
+    return Status::success();
+  std::vector<int64_t> shape = dy.shape;
+  coalesceDims(shape, strides);
+  // Non-zero steps make the positions distinct: plain stores, no races.
+  return visitElementBytes(dtypeSize(dy.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *pdy = dy.as<const T>();
+    T *pdx = dx.as<T>() + base;
+    parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
+      forEachStrided(shape, strides, begin, end,
+                     [&](int64_t i, const std::array<int64_t, 1> &o) {
+                       pdx[o[0]] = pdy[i];
+                     });
+    });
+    return Status::success();
+  });
+}
+
+Status concat(Context &ctx, const std::vector<const Tensor *> &inputs,
+              int64_t axis, Tensor &y) {
+  if (inputs.empty())
+    return Status::error("concat: no inputs");
+  if (Status s = expectValid(y, "concat y"); !s.ok())
+    return s;
+  int64_t a = axis;
+  if (!normalizeAxis(a, y.rank()))
+    return Status::error("concat: axis " + std::to_string(axis) +
+                         " out of range for rank " + std::to_string(y.rank()));
+  int64_t total = 0;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    std::string name = "concat input " + std::to_string(k);
+    if (!inputs[k])
+      return Status::error(name + ": null");
+    const Tensor &in = *inputs[k];
+    if (Status s = expectDType(in, y.dtype, name.c_str()); !s.ok())
+      return s;
+    if (Status s = expectValid(in, name.c_str()); !s.ok())
+      return s;
+    std::vector<int64_t> expected = y.shape;
+    if (in.rank() == y.rank())
+      expected[a] = in.shape[a];
+    if (Status s = expectShape(in, expected, name.c_str()); !s.ok())
+      return s;
+    total += in.shape[a];
+  }
+  if (total != y.shape[a])
+    return Status::error("concat: inputs sum to " + std::to_string(total) +
+                         " along axis " + std::to_string(a) + ", y has " +
+                         std::to_string(y.shape[a]));
+  // Each outer row of y is the inputs' rows laid side by side.
+  int64_t outer = product(y.shape, 0, a);
+  int64_t innerBytes =
+      product(y.shape, a + 1, y.shape.size()) * dtypeSize(y.dtype);
+  int64_t yRow = y.shape[a] * innerBytes;
+  if (y.numel() == 0)
+    return Status::success();
+  auto *py = static_cast<char *>(y.data);
+  parallelFor(ctx, outer, std::max<int64_t>(1, kGrain * 4 / yRow),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t o = begin; o < end; ++o) {
+                  char *dst = py + o * yRow;
+                  for (const Tensor *in : inputs) {
+                    int64_t row = in->shape[a] * innerBytes;
+                    if (row)
+                      std::memcpy(dst,
+                                  static_cast<const char *>(in->data) + o * row,
+                                  row);
+                    dst += row;
+                  }
+                }
+              });
+  return Status::success();
+}
+
+Status split(Context &ctx, const Tensor &x, int64_t axis,
+             const std::vector<Tensor *> &outputs) {
+  if (outputs.empty())
+    return Status::error("split: no outputs");
+  if (Status s = expectValid(x, "split x"); !s.ok())
+    return s;
+  int64_t a = axis;
+  if (!normalizeAxis(a, x.rank()))
+    return Status::error("split: axis " + std::to_string(axis) +
+                         " out of range for rank " + std::to_string(x.rank()));
+  int64_t total = 0;
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    std::string name = "split output " + std::to_string(k);
+    if (!outputs[k])
+      return Status::error(name + ": null");
+    const Tensor &out = *outputs[k];
+    if (Status s = expectDType(out, x.dtype, name.c_str()); !s.ok())
+      return s;
+    if (Status s = expectValid(out, name.c_str()); !s.ok())
+      return s;
+    std::vector<int64_t> expected = x.shape;
+    if (out.rank() == x.rank())
+      expected[a] = out.shape[a];
+    if (Status s = expectShape(out, expected, name.c_str()); !s.ok())
+      return s;
+    total += out.shape[a];
+  }
+  if (total != x.shape[a])
+    return Status::error("split: outputs sum to " + std::to_string(total) +
+                         " along axis " + std::to_string(a) + ", x has " +
+                         std::to_string(x.shape[a]));
+  int64_t outer = product(x.shape, 0, a);
+  int64_t innerBytes =
+      product(x.shape, a + 1, x.shape.size()) * dtypeSize(x.dtype);
+  int64_t xRow = x.shape[a] * innerBytes;
+  if (x.numel() == 0)
+    return Status::success();
+  const auto *px = static_cast<const char *>(x.data);
+  parallelFor(ctx, outer, std::max<int64_t>(1, kGrain * 4 / xRow),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t o = begin; o < end; ++o) {
+                  const char *src = px + o * xRow;
+                  for (Tensor *out : outputs) {
+                    int64_t row = out->shape[a] * innerBytes;
+                    if (row)
+                      std::memcpy(static_cast<char *>(out->data) + o * row, src,
+                                  row);
+                    src += row;
+                  }
+                }
+              });
+  return Status::success();
+}
+
+Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
+              int64_t axis, Tensor &y) {
+  std::vector<int64_t> idx;
+  int64_t a = axis;
+  if (Status s = gatherCheck("gather", data, y, indices, a, idx); !s.ok())
+    return s;
+  if (y.numel() == 0)
+    return Status::success();
+  int64_t outer = product(data.shape, 0, a);
+  int64_t size = data.shape[a];
+  int64_t count = static_cast<int64_t>(idx.size());
+  int64_t rowBytes =
+      product(data.shape, a + 1, data.shape.size()) * dtypeSize(data.dtype);
+  const auto *pd = static_cast<const char *>(data.data);
+  auto *py = static_cast<char *>(y.data);
+  // One task per (outer, index) row of y.
+  parallelFor(ctx, outer * count, std::max<int64_t>(1, kGrain * 4 / rowBytes),
+              [&](int64_t begin, int64_t end) {
+                for (int64_t r = begin; r < end; ++r) {
+                  int64_t o = r / count, j = r % count;
+                  std::memcpy(py + r * rowBytes,
+                              pd + (o * size + idx[j]) * rowBytes, rowBytes);
+                }
+              });
+  return Status::success();
+}
+
+Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
+                  int64_t axis, Tensor &ddata) {
+  std::vector<int64_t> idx;
+  int64_t a = axis;
+  if (Status s = gatherCheck("gatherGrad", ddata, dy, indices, a, idx); !s.ok())
+    return s;
+  int64_t outer = product(ddata.shape, 0, a);
+  int64_t size = ddata.shape[a];
+  int64_t count = static_cast<int64_t>(idx.size());
+  int64_t inner = product(ddata.shape, a + 1, ddata.shape.size());
+  PP_RT_FLOAT_DISPATCH(ddata.dtype, "gatherGrad", {
+    T *pdd = ddata.as<T>();
+    const T *pdy = dy.as<const T>();
+    std::fill(pdd, pdd + ddata.numel(), T(0));
+    // Repeated indices accumulate into one row, so threads split either the
+    // outer rows or the columns, never the indices.
+    auto body = [&](int64_t o0, int64_t o1, int64_t c0, int64_t c1) {
+      for (int64_t o = o0; o < o1; ++o)
+        for (int64_t j = 0; j < count; ++j) {
+          T *dst = pdd + (o * size + idx[j]) * inner;
+          const T *src = pdy + (o * count + j) * inner;
+          for (int64_t c = c0; c < c1; ++c)
+            dst[c] += src[c];
+        }
+    };
+    int64_t work = std::max<int64_t>(1, count * inner);
+    if (outer >= inner)
+      parallelFor(ctx, outer, std::max<int64_t>(1, kGrain / work),
+                  [&](int64_t b, int64_t e) { body(b, e, 0, inner); });
+    else
+      parallelFor(
+          ctx, inner,
+          std::max<int64_t>(1, kGrain / std::max<int64_t>(1, outer * count)),
+          [&](int64_t b, int64_t e) { body(0, outer, b, e); });
+  });
+  return Status::success();
+}
+
+Status copy(Context &ctx, const Tensor &x, Tensor &y) {
+  if (Status s = expectValid(x, "copy x"); !s.ok())
+    return s;
+  if (Status s = expectDType(y, x.dtype, "copy y"); !s.ok())
+    return s;
+  if (Status s = expectValid(y, "copy y"); !s.ok())
+    return s;
+  if (y.numel() != x.numel())
+    return Status::error("copy: x " + shapeString(x.shape) + " has " +
+                         std::to_string(x.numel()) + " elements, y " +
+                         shapeString(y.shape) + " has " +
+                         std::to_string(y.numel()));
+  if (x.numel() > 0 && x.data != y.data)
+    std::memmove(y.data, x.data, x.bytes());
+  return Status::success();
+}
+
+} // namespace pp::rt

@@ -1,0 +1,432 @@
+//===- Norm.cpp - Layer and batch normalisation -----------------*- C++ -*-===//
+//
+// LayerNormalization and BatchNormalization with their gradients. Statistics
+// accumulate in double whatever the tensor dtype (two passes: mean, then the
+// squared deviations), so F32 results do not drift with large reductions.
+// Per-channel parameters and statistics may be F32 or F64 independently of
+// x, as ONNX allows (stash_type, T1/T2 of BatchNormalization-15).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <algorithm>
+#include <cmath>
+#include <mutex>
+
+#ifndef PP_RT_TRY
+#define PP_RT_TRY(EXPR)                                                        \
+  do {                                                                         \
+    ::pp::rt::Status status_ = (EXPR);                                         \
+    if (!status_.ok())                                                         \
+      return status_;                                                          \
+  } while (false)
+#endif
+
+namespace pp::rt {
+namespace {
+
+using namespace cpu;
+
+bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+
+/// Checks a float tensor of any float dtype with exactly `shape`.
+Status expectFloat(const Tensor &t, const std::vector<int64_t> &shape,
+                   const std::string &what) {
+  if (!isFloat(t.dtype))
+    return Status::error(what + ": expected dtype f32 or f64, got " +
+                         dtypeName(t.dtype));
+  return expectShape(t, shape, what.c_str());
+}
+
+/// Reads a small float tensor (parameters, statistics) as doubles.
+std::vector<double> readAll(const Tensor &t) {
+  std::vector<double> v(t.numel());
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v[i] = readDouble(t, i);
+  return v;
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm
+//===----------------------------------------------------------------------===//
+
+/// Shapes of a layer norm over dims [axis, rank): `outer` rows of `inner`
+/// elements; scale/bias broadcast to the normalised dims, and `paramIndex`
+/// maps each of the inner elements to its scale/bias element.
+struct LayerNormShape {
+  int64_t axis = 0, outer = 1, inner = 1;
+  std::vector<int64_t> statShape;
+  std::vector<int64_t> paramIndex;
+};
+
+Status resolveLayerNorm(const std::string &what, const Tensor &x,
+                        const Tensor &scale, const Tensor *bias, int64_t axis,
+                        LayerNormShape &ln) {
+  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  ln.axis = axis;
+  if (!normalizeAxis(ln.axis, x.rank()))
+    return Status::error(what + ": axis " + std::to_string(axis) +
+                         " out of range for x " + shapeString(x.shape));
+  std::vector<int64_t> normShape(x.shape.begin() + ln.axis, x.shape.end());
+  ln.statShape = x.shape;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d >= ln.axis)
+      ln.statShape[d] = 1;
+    else
+      ln.outer *= x.shape[d];
+  for (int64_t d : normShape)
+    ln.inner *= d;
+  const Tensor *params[2] = {&scale, bias};
+  const char *names[2] = {"scale", "bias"};
+  for (int i = 0; i < 2; ++i) {
+    if (!params[i])
+      continue;
+    const Tensor &p = *params[i];
+    std::string name = what + ": " + names[i];
+    PP_RT_TRY(expectDType(p, x.dtype, name.c_str()));
+    // Unidirectional broadcast to the normalised dims.
+    bool ok = p.rank() <= static_cast<int64_t>(normShape.size());
+    for (int64_t d = 0; ok && d < p.rank(); ++d) {
+      int64_t target = normShape[normShape.size() - p.rank() + d];
+      ok = p.shape[d] == 1 || p.shape[d] == target;
+    }
+    if (!ok)
+      return Status::error(name + ": " + shapeString(p.shape) +
+                           " does not broadcast to the normalised dims " +
+                           shapeString(normShape));
+  }
+  std::vector<int64_t> strides = broadcastStrides(scale.shape, normShape);
+  ln.paramIndex.assign(ln.inner, 0);
+  for (int64_t j = 0; j < ln.inner; ++j) {
+    int64_t rem = j, off = 0;
+    for (int64_t d = static_cast<int64_t>(normShape.size()) - 1; d >= 0; --d) {
+      off += (rem % normShape[d]) * strides[d];
+      rem /= normShape[d];
+    }
+    ln.paramIndex[j] = off;
+  }
+  if (bias && bias->shape != scale.shape)
+    return Status::error(what + ": bias " + shapeString(bias->shape) +
+                         " differs from scale " + shapeString(scale.shape));
+  return Status::success();
+}
+
+template <typename T>
+void layerNormImpl(const Context &ctx, const LayerNormShape &ln, const T *x,
+                   const T *scale, const T *bias, double epsilon, T *y,
+                   Tensor &mean, Tensor &invStdDev) {
+  int64_t inner = ln.inner;
+  std::vector<T> sc(inner), bi(inner, T(0));
+  for (int64_t j = 0; j < inner; ++j) {
+    sc[j] = scale[ln.paramIndex[j]];
+    if (bias)
+      bi[j] = bias[ln.paramIndex[j]];
+  }
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
+  parallelFor(ctx, ln.outer, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      const T *xr = x + r * inner;
+      T *yr = y + r * inner;
+      double sum = 0, sq = 0;
+      for (int64_t j = 0; j < inner; ++j)
+        sum += xr[j];
+      double mu = sum / double(inner);
+      for (int64_t j = 0; j < inner; ++j)
+        sq += (xr[j] - mu) * (xr[j] - mu);
+      double inv = 1.0 / std::sqrt(sq / double(inner) + epsilon);
+      T muT = T(mu), invT = T(inv);
+      for (int64_t j = 0; j < inner; ++j)
+        yr[j] = (xr[j] - muT) * invT * sc[j] + bi[j];
+      writeDouble(mean, r, mu);
+      writeDouble(invStdDev, r, inv);
+    }
+  });
+}
+
+template <typename T>
+void layerNormGradImpl(const Context &ctx, const LayerNormShape &ln,
+                       const T *dy, const T *x, const T *scale,
+                       const Tensor &mean, const Tensor &invStdDev, T *dx,
+                       T *dscale, int64_t scaleSize, T *dbias) {
+  int64_t inner = ln.inner;
+  std::vector<double> sc(inner);
+  for (int64_t j = 0; j < inner; ++j)
+    sc[j] = scale[ln.paramIndex[j]];
+  // Parameter gradients: each chunk of rows sums into its own buffer, the
+  // buffers merge under a lock.
+  std::vector<double> dsAcc(inner, 0.0), dbAcc(inner, 0.0);
+  std::mutex merge;
+  int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
+  parallelFor(ctx, ln.outer, grain, [&](int64_t begin, int64_t end) {
+    std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner);
+    for (int64_t r = begin; r < end; ++r) {
+      const T *dyr = dy + r * inner, *xr = x + r * inner;
+      T *dxr = dx + r * inner;
+      double mu = readDouble(mean, r), inv = readDouble(invStdDev, r);
+      // dx = inv * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
+      double sumG = 0, sumGX = 0;
+      for (int64_t j = 0; j < inner; ++j) {
+        xhat[j] = (xr[j] - mu) * inv;
+        double gj = dyr[j] * sc[j];
+        sumG += gj;
+        sumGX += gj * xhat[j];
+        ds[j] += dyr[j] * xhat[j];
+        db[j] += dyr[j];
+      }
+      double meanG = sumG / double(inner), meanGX = sumGX / double(inner);
+      for (int64_t j = 0; j < inner; ++j)
+        dxr[j] = T(inv * (dyr[j] * sc[j] - meanG - xhat[j] * meanGX));
+    }
+    std::lock_guard<std::mutex> lock(merge);
+    for (int64_t j = 0; j < inner; ++j) {
+      dsAcc[j] += ds[j];
+      dbAcc[j] += db[j];
+    }
+  });
+  // Fold the per-element sums onto the (possibly broadcast) parameters.
+  std::vector<double> dsFold(scaleSize, 0.0), dbFold(scaleSize, 0.0);
+  for (int64_t j = 0; j < inner; ++j) {
+    dsFold[ln.paramIndex[j]] += dsAcc[j];
+    dbFold[ln.paramIndex[j]] += dbAcc[j];
+  }
+  for (int64_t i = 0; i < scaleSize; ++i) {
+    dscale[i] = T(dsFold[i]);
+    if (dbias)
+      dbias[i] = T(dbFold[i]);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNorm
+//===----------------------------------------------------------------------===//
+
+/// x [N, C, spatial...] seen as N blocks of C planes of `plane` elements.
+struct BatchShape {
+  int64_t n = 0, c = 0, plane = 1;
+  int64_t count() const { return n * plane; } // values per channel
+};
+
+Status resolveBatch(const std::string &what, const Tensor &x, BatchShape &bs) {
+  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  if (x.rank() < 2)
+    return Status::error(what + ": x needs rank >= 2 (N, C, ...), got " +
+                         shapeString(x.shape));
+  bs.n = x.shape[0];
+  bs.c = x.shape[1];
+  for (int64_t d = 2; d < x.rank(); ++d)
+    bs.plane *= x.shape[d];
+  return Status::success();
+}
+
+/// Mean and biased variance of channel c.
+template <typename T>
+void channelMoments(const BatchShape &bs, const T *x, int64_t c, double &mean,
+                    double &var) {
+  double sum = 0, sq = 0;
+  for (int64_t n = 0; n < bs.n; ++n) {
+    const T *p = x + (n * bs.c + c) * bs.plane;
+    for (int64_t i = 0; i < bs.plane; ++i)
+      sum += p[i];
+  }
+  mean = sum / double(bs.count());
+  for (int64_t n = 0; n < bs.n; ++n) {
+    const T *p = x + (n * bs.c + c) * bs.plane;
+    for (int64_t i = 0; i < bs.plane; ++i)
+      sq += (p[i] - mean) * (p[i] - mean);
+  }
+  var = sq / double(bs.count());
+}
+
+/// y = x * a + b on channel c (the folded affine normalisation).
+template <typename T>
+void channelAffine(const BatchShape &bs, const T *x, int64_t c, double a,
+                   double b, T *y) {
+  T aT = T(a), bT = T(b);
+  for (int64_t n = 0; n < bs.n; ++n) {
+    int64_t off = (n * bs.c + c) * bs.plane;
+    for (int64_t i = 0; i < bs.plane; ++i)
+      y[off + i] = x[off + i] * aT + bT;
+  }
+}
+
+int64_t channelGrain(const BatchShape &bs) {
+  return std::max<int64_t>(1, 16384 / std::max<int64_t>(1, bs.count()));
+}
+
+} // namespace
+
+Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor *bias, int64_t axis, float epsilon, Tensor &y,
+                 Tensor &mean, Tensor &invStdDev) {
+  LayerNormShape ln;
+  PP_RT_TRY(resolveLayerNorm("layerNorm", x, scale, bias, axis, ln));
+  PP_RT_TRY(expectDType(y, x.dtype, "layerNorm: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "layerNorm: y"));
+  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNorm: mean"));
+  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNorm: invStdDev"));
+  PP_RT_FLOAT_DISPATCH(x.dtype, "layerNorm",
+                       layerNormImpl<T>(ctx, ln, x.as<T>(), scale.as<T>(),
+                                        bias ? bias->as<T>() : nullptr, epsilon,
+                                        y.as<T>(), mean, invStdDev));
+  return Status::success();
+}
+
+Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &mean,
+                     const Tensor &invStdDev, int64_t axis, Tensor &dx,
+                     Tensor &dscale, Tensor *dbias) {
+  LayerNormShape ln;
+  PP_RT_TRY(resolveLayerNorm("layerNormGrad", x, scale, nullptr, axis, ln));
+  PP_RT_TRY(expectDType(dy, x.dtype, "layerNormGrad: dy"));
+  PP_RT_TRY(expectShape(dy, x.shape, "layerNormGrad: dy"));
+  PP_RT_TRY(expectDType(dx, x.dtype, "layerNormGrad: dx"));
+  PP_RT_TRY(expectShape(dx, x.shape, "layerNormGrad: dx"));
+  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNormGrad: mean"));
+  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNormGrad: invStdDev"));
+  PP_RT_TRY(expectDType(dscale, x.dtype, "layerNormGrad: dscale"));
+  PP_RT_TRY(expectShape(dscale, scale.shape, "layerNormGrad: dscale"));
+  if (dbias) {
+    PP_RT_TRY(expectDType(*dbias, x.dtype, "layerNormGrad: dbias"));
+    PP_RT_TRY(expectShape(*dbias, scale.shape, "layerNormGrad: dbias"));
+  }
+  PP_RT_FLOAT_DISPATCH(
+      x.dtype, "layerNormGrad",
+      layerNormGradImpl<T>(ctx, ln, dy.as<T>(), x.as<T>(), scale.as<T>(), mean,
+                           invStdDev, dx.as<T>(), dscale.as<T>(), scale.numel(),
+                           dbias ? dbias->as<T>() : nullptr));
+  return Status::success();
+}
+
+Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor &bias, const Tensor &inputMean,
+                 const Tensor &inputVar, float epsilon, float momentum,
+                 bool training, Tensor &y, Tensor &runningMean,
+                 Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
+                 bool unbiasedRunningVar) {
+  BatchShape bs;
+  PP_RT_TRY(resolveBatch("batchNorm", x, bs));
+  PP_RT_TRY(expectDType(y, x.dtype, "batchNorm: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "batchNorm: y"));
+  std::vector<int64_t> cShape = {bs.c};
+  PP_RT_TRY(expectFloat(scale, cShape, "batchNorm: scale"));
+  PP_RT_TRY(expectFloat(bias, cShape, "batchNorm: bias"));
+  PP_RT_TRY(expectFloat(inputMean, cShape, "batchNorm: inputMean"));
+  PP_RT_TRY(expectFloat(inputVar, cShape, "batchNorm: inputVar"));
+  PP_RT_TRY(expectFloat(runningMean, cShape, "batchNorm: runningMean"));
+  PP_RT_TRY(expectFloat(runningVar, cShape, "batchNorm: runningVar"));
+  if (savedMean)
+    PP_RT_TRY(expectFloat(*savedMean, cShape, "batchNorm: savedMean"));
+  if (savedInvStd)
+    PP_RT_TRY(expectFloat(*savedInvStd, cShape, "batchNorm: savedInvStd"));
+  // The unbiased variance needs two values per channel (PyTorch refuses
+  // the same case).
+  if (training && unbiasedRunningVar && bs.count() < 2)
+    return Status::error("batchNorm: training needs more than one value per "
+                         "channel, got x " +
+                         shapeString(x.shape));
+  // Read every per-channel input first: the running outputs may alias them.
+  std::vector<double> sc = readAll(scale), bi = readAll(bias);
+  std::vector<double> inMean = readAll(inputMean), inVar = readAll(inputVar);
+  std::vector<double> mean(bs.c), var(bs.c);
+  PP_RT_FLOAT_DISPATCH(x.dtype, "batchNorm", {
+    const T *xd = x.as<T>();
+    T *yd = y.as<T>();
+    parallelFor(ctx, bs.c, channelGrain(bs), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        if (training) {
+          channelMoments(bs, xd, c, mean[c], var[c]);
+        } else {
+          mean[c] = inMean[c];
+          var[c] = inVar[c];
+        }
+        double inv = 1.0 / std::sqrt(var[c] + double(epsilon));
+        channelAffine(bs, xd, c, inv * sc[c], bi[c] - mean[c] * inv * sc[c],
+                      yd);
+      }
+    });
+  });
+  double count = double(bs.count());
+  for (int64_t c = 0; c < bs.c; ++c) {
+    double inv = 1.0 / std::sqrt(var[c] + double(epsilon));
+    if (training) {
+      // running = momentum * running + (1 - momentum) * batch.
+      double batchVar =
+          unbiasedRunningVar ? var[c] * count / (count - 1.0) : var[c];
+      writeDouble(runningMean, c,
+                  momentum * inMean[c] + (1.0 - momentum) * mean[c]);
+      writeDouble(runningVar, c,
+                  momentum * inVar[c] + (1.0 - momentum) * batchVar);
+    } else {
+      writeDouble(runningMean, c, inMean[c]);
+      writeDouble(runningVar, c, inVar[c]);
+    }
+    if (savedMean)
+      writeDouble(*savedMean, c, mean[c]);
+    if (savedInvStd)
+      writeDouble(*savedInvStd, c, inv);
+  }
+  return Status::success();
+}
+
+Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &savedMean,
+                     const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,
+                     Tensor &dbias) {
+  BatchShape bs;
+  PP_RT_TRY(resolveBatch("batchNormGrad", x, bs));
+  PP_RT_TRY(expectDType(dy, x.dtype, "batchNormGrad: dy"));
+  PP_RT_TRY(expectShape(dy, x.shape, "batchNormGrad: dy"));
+  PP_RT_TRY(expectDType(dx, x.dtype, "batchNormGrad: dx"));
+  PP_RT_TRY(expectShape(dx, x.shape, "batchNormGrad: dx"));
+  std::vector<int64_t> cShape = {bs.c};
+  PP_RT_TRY(expectFloat(scale, cShape, "batchNormGrad: scale"));
+  PP_RT_TRY(expectFloat(savedMean, cShape, "batchNormGrad: savedMean"));
+  PP_RT_TRY(expectFloat(savedInvStd, cShape, "batchNormGrad: savedInvStd"));
+  PP_RT_TRY(expectFloat(dscale, cShape, "batchNormGrad: dscale"));
+  PP_RT_TRY(expectFloat(dbias, cShape, "batchNormGrad: dbias"));
+  std::vector<double> sc = readAll(scale), mean = readAll(savedMean),
+                      inv = readAll(savedInvStd);
+  std::vector<double> ds(bs.c), db(bs.c);
+  double count = double(bs.count());
+  PP_RT_FLOAT_DISPATCH(x.dtype, "batchNormGrad", {
+    const T *dyd = dy.as<T>();
+    const T *xd = x.as<T>();
+    T *dxd = dx.as<T>();
+    parallelFor(ctx, bs.c, channelGrain(bs), [&](int64_t begin, int64_t end) {
+      for (int64_t c = begin; c < end; ++c) {
+        double sumDy = 0, sumDyX = 0;
+        for (int64_t n = 0; n < bs.n; ++n) {
+          int64_t off = (n * bs.c + c) * bs.plane;
+          for (int64_t i = 0; i < bs.plane; ++i) {
+            sumDy += dyd[off + i];
+            sumDyX += dyd[off + i] * ((xd[off + i] - mean[c]) * inv[c]);
+          }
+        }
+        db[c] = sumDy;
+        ds[c] = sumDyX;
+        // dx = scale * inv / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)).
+        double k = sc[c] * inv[c] / count;
+        for (int64_t n = 0; n < bs.n; ++n) {
+          int64_t off = (n * bs.c + c) * bs.plane;
+          for (int64_t i = 0; i < bs.plane; ++i) {
+            double xhat = (xd[off + i] - mean[c]) * inv[c];
+            dxd[off + i] =
+                T(k * (count * dyd[off + i] - sumDy - xhat * sumDyX));
+          }
+        }
+      }
+    });
+  });
+  for (int64_t c = 0; c < bs.c; ++c) {
+    writeDouble(dscale, c, ds[c]);
+    writeDouble(dbias, c, db[c]);
+  }
+  return Status::success();
+}
+
+} // namespace pp::rt

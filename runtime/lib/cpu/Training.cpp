@@ -1,0 +1,455 @@
+//===- Training.cpp - Dropout, cross-entropy and optimisers -----*- C++ -*-===//
+//
+// Training-only kernels: Dropout with a counter-based mask, ONNX
+// SoftmaxCrossEntropyLoss and its gradient, and the SGD / Adam / AdamW
+// parameter updates of torch.optim (single-tensor, non-amsgrad variants).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#ifndef PP_RT_TRY
+#define PP_RT_TRY(EXPR)                                                        \
+  do {                                                                         \
+    ::pp::rt::Status status_ = (EXPR);                                         \
+    if (!status_.ok())                                                         \
+      return status_;                                                          \
+  } while (false)
+#endif
+
+namespace pp::rt {
+namespace {
+
+using namespace cpu;
+
+constexpr int64_t elementGrain = int64_t(1) << 15;
+
+bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+uint64_t splitmix64(uint64_t z) {
+  z += 0x9E3779B97F4A7C15ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+/// The mask is a pure function of (seed, i) so that every backend and every
+/// run agree: element i is kept when the top 53 bits of
+/// splitmix64(seed ^ (i * 0x9E3779B97F4A7C15)) are below
+/// keepThreshold(ratio) = floor((1 - (double)ratio) * 2^53). The CUDA
+/// backend's copy lives in pp/Runtime/DropoutHash.h.
+uint64_t keepThreshold(float ratio) {
+  double keep = 1.0 - static_cast<double>(ratio);
+  return static_cast<uint64_t>(keep * 9007199254740992.0); // 2^53
+}
+
+bool keepElement(uint64_t seed, uint64_t i, uint64_t threshold) {
+  return (splitmix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) >> 11) < threshold;
+}
+
+/// 1 / (1 - ratio); 0 when everything is dropped (ratio 1), so y and dx are
+/// zero instead of 0 * inf.
+double keepScale(float ratio) {
+  return ratio >= 1.f ? 0.0 : 1.0 / (1.0 - static_cast<double>(ratio));
+}
+
+Status checkRatio(const char *what, float ratio) {
+  if (!(ratio >= 0.f && ratio <= 1.f))
+    return Status::error(std::string(what) + ": ratio must lie in [0, 1], " +
+                         "got " + std::to_string(ratio));
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxCrossEntropyLoss
+//===----------------------------------------------------------------------===//
+
+/// scores [N, C, d...] seen as N blocks of C rows of `inner` positions;
+/// labels [N, d...] index the class of each (n, position).
+struct SceShape {
+  int64_t n = 0, c = 0, inner = 1;
+  int64_t count() const { return n * inner; } // number of labels
+};
+
+enum class Reduction { None, Sum, Mean };
+
+Status parseReduction(const char *what, const std::string &name, Reduction &r) {
+  if (name == "none")
+    r = Reduction::None;
+  else if (name == "sum")
+    r = Reduction::Sum;
+  else if (name == "mean")
+    r = Reduction::Mean;
+  else
+    return Status::error(std::string(what) +
+                         ": reduction must be none, sum "
+                         "or mean, got '" +
+                         name + "'");
+  return Status::success();
+}
+
+/// Validates scores-shaped `probs` (scores or logProb), labels and weights.
+Status resolveSce(const std::string &what, const Tensor &probs,
+                  const char *probsName, const Tensor &labels,
+                  const Tensor *weights, SceShape &ss) {
+  PP_RT_TRY(expectValid(probs, (what + ": " + probsName).c_str()));
+  PP_RT_TRY(expectValid(labels, (what + ": labels").c_str()));
+  if (!isFloat(probs.dtype))
+    return Status::error(what + ": unsupported dtype " +
+                         dtypeName(probs.dtype));
+  if (probs.rank() < 2)
+    return Status::error(what + ": " + probsName +
+                         " needs rank >= 2 (N, C, ...), got " +
+                         shapeString(probs.shape));
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return Status::error(what + ": labels: expected dtype i64 or i32, got " +
+                         dtypeName(labels.dtype));
+  std::vector<int64_t> labelShape = probs.shape;
+  labelShape.erase(labelShape.begin() + 1);
+  PP_RT_TRY(expectShape(labels, labelShape, (what + ": labels").c_str()));
+  ss.n = probs.shape[0];
+  ss.c = probs.shape[1];
+  for (int64_t d = 2; d < probs.rank(); ++d)
+    ss.inner *= probs.shape[d];
+  if (weights) {
+    PP_RT_TRY(expectDType(*weights, probs.dtype, (what + ": weights").c_str()));
+    PP_RT_TRY(expectShape(*weights, {ss.c}, (what + ": weights").c_str()));
+  }
+  return Status::success();
+}
+
+/// Weight of label i (0 when ignored); false when the label is out of range.
+template <typename T>
+bool labelWeight(const Tensor &labels, const T *weights, int64_t classes,
+                 bool hasIgnoreIndex, int64_t ignoreIndex, int64_t i,
+                 int64_t &label, double &weight) {
+  label = readInt(labels, i);
+  if (hasIgnoreIndex && label == ignoreIndex) {
+    weight = 0;
+    return true;
+  }
+  if (label < 0 || label >= classes)
+    return false;
+  weight = weights ? double(weights[label]) : 1.0;
+  return true;
+}
+
+Status labelError(const std::string &what, const Tensor &labels, int64_t i,
+                  int64_t classes) {
+  return Status::error(what + ": label " + std::to_string(readInt(labels, i)) +
+                       " at flat position " + std::to_string(i) +
+                       " is outside [0, " + std::to_string(classes) +
+                       ") and not the ignore index");
+}
+
+//===----------------------------------------------------------------------===//
+// Optimisers
+//===----------------------------------------------------------------------===//
+
+/// Checks that `t` matches param's dtype and shape.
+Status expectLike(const Tensor &t, const Tensor &param, const char *what) {
+  PP_RT_TRY(expectDType(t, param.dtype, what));
+  return expectShape(t, param.shape, what);
+}
+
+} // namespace
+
+Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
+               uint64_t seed, Tensor &y, Tensor &mask) {
+  PP_RT_TRY(expectValid(x, "dropout: x"));
+  if (!isFloat(x.dtype))
+    return Status::error(std::string("dropout: unsupported dtype ") +
+                         dtypeName(x.dtype));
+  PP_RT_TRY(expectDType(y, x.dtype, "dropout: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "dropout: y"));
+  PP_RT_TRY(expectDType(mask, DType::Bool, "dropout: mask"));
+  PP_RT_TRY(expectShape(mask, x.shape, "dropout: mask"));
+  PP_RT_TRY(checkRatio("dropout", ratio));
+  uint8_t *md = mask.as<uint8_t>();
+  int64_t count = x.numel();
+  // Inference and ratio 0 keep everything unscaled.
+  if (!training || ratio == 0.f) {
+    if (y.data != x.data && count > 0)
+      std::memmove(y.data, x.data, x.bytes());
+    if (count > 0)
+      std::memset(md, 1, count);
+    return Status::success();
+  }
+  uint64_t threshold = keepThreshold(ratio);
+  double scale = keepScale(ratio);
+  PP_RT_FLOAT_DISPATCH(x.dtype, "dropout", {
+    const T *xd = x.as<T>();
+    T *yd = y.as<T>();
+    T s = T(scale);
+    parallelFor(ctx, count, elementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        bool keep = keepElement(seed, uint64_t(i), threshold);
+        md[i] = keep;
+        yd[i] = keep ? xd[i] * s : T(0);
+      }
+    });
+  });
+  return Status::success();
+}
+
+Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
+                   float ratio, Tensor &dx) {
+  PP_RT_TRY(expectValid(dy, "dropoutGrad: dy"));
+  if (!isFloat(dy.dtype))
+    return Status::error(std::string("dropoutGrad: unsupported dtype ") +
+                         dtypeName(dy.dtype));
+  PP_RT_TRY(expectDType(mask, DType::Bool, "dropoutGrad: mask"));
+  PP_RT_TRY(expectShape(mask, dy.shape, "dropoutGrad: mask"));
+  PP_RT_TRY(expectDType(dx, dy.dtype, "dropoutGrad: dx"));
+  PP_RT_TRY(expectShape(dx, dy.shape, "dropoutGrad: dx"));
+  PP_RT_TRY(checkRatio("dropoutGrad", ratio));
+  const uint8_t *md = mask.as<uint8_t>();
+  double scale = keepScale(ratio);
+  PP_RT_FLOAT_DISPATCH(dy.dtype, "dropoutGrad", {
+    const T *dyd = dy.as<T>();
+    T *dxd = dx.as<T>();
+    T s = T(scale);
+    parallelFor(ctx, dy.numel(), elementGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        dxd[i] = md[i] ? dyd[i] * s : T(0);
+    });
+  });
+  return Status::success();
+}
+
+Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
+                           const Tensor &labels, const Tensor *weights,
+                           bool hasIgnoreIndex, int64_t ignoreIndex,
+                           const std::string &reduction, Tensor &loss,
+                           Tensor &logProb) {
+  const std::string what = "softmaxCrossEntropy";
+  SceShape ss;
+  Reduction red;
+  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
+  PP_RT_TRY(resolveSce(what, scores, "scores", labels, weights, ss));
+  PP_RT_TRY(expectDType(logProb, scores.dtype, "softmaxCrossEntropy: logProb"));
+  PP_RT_TRY(expectShape(logProb, scores.shape, "softmaxCrossEntropy: logProb"));
+  PP_RT_TRY(expectDType(loss, scores.dtype, "softmaxCrossEntropy: loss"));
+  if (red == Reduction::None)
+    PP_RT_TRY(expectShape(loss, labels.shape, "softmaxCrossEntropy: loss"));
+  else if (loss.numel() != 1 || !loss.data)
+    return Status::error(what + ": loss: expected a scalar for reduction '" +
+                         reduction + "', got " + shapeString(loss.shape));
+  std::vector<double> perLabel(ss.count()), perWeight(ss.count());
+  std::vector<uint8_t> bad(ss.count(), 0);
+  PP_RT_FLOAT_DISPATCH(scores.dtype, what, {
+    const T *sd = scores.as<T>();
+    T *lp = logProb.as<T>();
+    const T *wd = weights ? weights->as<T>() : nullptr;
+    int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ss.c));
+    // One task per label: log-softmax over the class column, then pick.
+    parallelFor(ctx, ss.count(), grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t n = i / ss.inner, pos = i % ss.inner;
+        int64_t base = n * ss.c * ss.inner + pos;
+        double mx = -std::numeric_limits<double>::infinity();
+        for (int64_t c = 0; c < ss.c; ++c)
+          mx = std::max(mx, double(sd[base + c * ss.inner]));
+        double sum = 0;
+        for (int64_t c = 0; c < ss.c; ++c)
+          sum += std::exp(double(sd[base + c * ss.inner]) - mx);
+        double logSum = mx + std::log(sum);
+        for (int64_t c = 0; c < ss.c; ++c)
+          lp[base + c * ss.inner] = T(double(sd[base + c * ss.inner]) - logSum);
+        int64_t label;
+        double w = 0;
+        if (!labelWeight(labels, wd, ss.c, hasIgnoreIndex, ignoreIndex, i,
+                         label, w)) {
+          bad[i] = 1;
+          continue;
+        }
+        perWeight[i] = w;
+        perLabel[i] = w == 0 ? 0.0 : -w * double(lp[base + label * ss.inner]);
+      }
+    });
+    for (int64_t i = 0; i < ss.count(); ++i)
+      if (bad[i])
+        return labelError(what, labels, i, ss.c);
+    T *ld = loss.as<T>();
+    if (red == Reduction::None) {
+      for (int64_t i = 0; i < ss.count(); ++i)
+        ld[i] = T(perLabel[i]);
+    } else {
+      double total = 0;
+      double totalWeight = 0;
+      for (int64_t i = 0; i < ss.count(); ++i) {
+        total += perLabel[i];
+        totalWeight += perWeight[i];
+      }
+      // ONNX divides by the summed weight of the counted labels (their
+      // number without weights); all labels ignored gives 0 / 0 = NaN.
+      ld[0] = T(red == Reduction::Sum ? total : total / totalWeight);
+    }
+  });
+  return Status::success();
+}
+
+Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
+                               const Tensor &logProb, const Tensor &labels,
+                               const Tensor *weights, bool hasIgnoreIndex,
+                               int64_t ignoreIndex,
+                               const std::string &reduction, Tensor &dscores) {
+  const std::string what = "softmaxCrossEntropyGrad";
+  SceShape ss;
+  Reduction red;
+  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
+  PP_RT_TRY(resolveSce(what, logProb, "logProb", labels, weights, ss));
+  PP_RT_TRY(expectDType(dscores, logProb.dtype, (what + ": dscores").c_str()));
+  PP_RT_TRY(expectShape(dscores, logProb.shape, (what + ": dscores").c_str()));
+  PP_RT_TRY(expectDType(dloss, logProb.dtype, (what + ": dloss").c_str()));
+  if (red == Reduction::None)
+    PP_RT_TRY(expectShape(dloss, labels.shape, (what + ": dloss").c_str()));
+  else if (dloss.numel() != 1 || !dloss.data)
+    return Status::error(what + ": dloss: expected a scalar for reduction '" +
+                         reduction + "', got " + shapeString(dloss.shape));
+  PP_RT_FLOAT_DISPATCH(logProb.dtype, what, {
+    const T *lp = logProb.as<T>();
+    const T *wd = weights ? weights->as<T>() : nullptr;
+    const T *dl = dloss.as<T>();
+    T *ds = dscores.as<T>();
+    // Per-label coefficient w_i * dloss_i (scaled by 1 / total weight for
+    // mean); validates every label before writing anything.
+    std::vector<double> coef(ss.count());
+    double totalWeight = 0;
+    for (int64_t i = 0; i < ss.count(); ++i) {
+      int64_t label;
+      if (!labelWeight(labels, wd, ss.c, hasIgnoreIndex, ignoreIndex, i, label,
+                       coef[i]))
+        return labelError(what, labels, i, ss.c);
+      totalWeight += coef[i];
+    }
+    for (int64_t i = 0; i < ss.count(); ++i) {
+      if (red == Reduction::None)
+        coef[i] *= double(dl[i]);
+      else if (red == Reduction::Sum)
+        coef[i] *= double(dl[0]);
+      else // all ignored: every coefficient is 0, keep the gradient 0
+        coef[i] = coef[i] == 0 ? 0.0 : coef[i] * double(dl[0]) / totalWeight;
+    }
+    int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(1, ss.c));
+    // d(-w * logp[label]) / dscores[c] = w * (softmax[c] - [c == label]).
+    parallelFor(ctx, ss.count(), grain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        int64_t n = i / ss.inner, pos = i % ss.inner;
+        int64_t base = n * ss.c * ss.inner + pos;
+        int64_t label = readInt(labels, i);
+        for (int64_t c = 0; c < ss.c; ++c) {
+          int64_t at = base + c * ss.inner;
+          double g = coef[i] == 0 ? 0.0
+                                  : coef[i] * (std::exp(double(lp[at])) -
+                                               (c == label ? 1.0 : 0.0));
+          ds[at] = T(g);
+        }
+      }
+    });
+  });
+  return Status::success();
+}
+
+Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
+               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
+               float dampening, float weightDecay, bool nesterov) {
+  PP_RT_TRY(expectValid(param, "sgdStep: param"));
+  if (!isFloat(param.dtype))
+    return Status::error(std::string("sgdStep: unsupported dtype ") +
+                         dtypeName(param.dtype));
+  PP_RT_TRY(expectLike(grad, param, "sgdStep: grad"));
+  if (momentum != 0.f) {
+    if (!momentumBuffer)
+      return Status::error("sgdStep: momentum " + std::to_string(momentum) +
+                           " needs a momentum buffer");
+    PP_RT_TRY(expectLike(*momentumBuffer, param, "sgdStep: momentumBuffer"));
+  }
+  if (nesterov && (momentum <= 0.f || dampening != 0.f))
+    return Status::error("sgdStep: Nesterov momentum requires a momentum > 0 "
+                         "and zero dampening, got momentum " +
+                         std::to_string(momentum) + ", dampening " +
+                         std::to_string(dampening));
+  // torch initialises the buffer with the first gradient: step counts from 1.
+  bool first = step <= 1;
+  PP_RT_FLOAT_DISPATCH(param.dtype, "sgdStep", {
+    T *p = param.as<T>();
+    const T *g = grad.as<T>();
+    T *buf = momentum != 0.f ? momentumBuffer->as<T>() : nullptr;
+    T lrT = T(lr);
+    T mu = T(momentum);
+    T damp = T(1) - T(dampening);
+    T wd = T(weightDecay);
+    parallelFor(ctx, param.numel(), elementGrain,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t i = begin; i < end; ++i) {
+                    T d = g[i];
+                    if (wd != T(0))
+                      d += wd * p[i];
+                    if (buf) {
+                      buf[i] = first ? d : mu * buf[i] + damp * d;
+                      d = nesterov ? d + mu * buf[i] : buf[i];
+                    }
+                    p[i] -= lrT * d;
+                  }
+                });
+  });
+  return Status::success();
+}
+
+Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
+                Tensor &v, int64_t step, float lr, float beta1, float beta2,
+                float epsilon, float weightDecay, bool decoupled) {
+  PP_RT_TRY(expectValid(param, "adamStep: param"));
+  if (!isFloat(param.dtype))
+    return Status::error(std::string("adamStep: unsupported dtype ") +
+                         dtypeName(param.dtype));
+  PP_RT_TRY(expectLike(grad, param, "adamStep: grad"));
+  PP_RT_TRY(expectLike(m, param, "adamStep: m"));
+  PP_RT_TRY(expectLike(v, param, "adamStep: v"));
+  if (step < 1)
+    return Status::error("adamStep: step counts from 1, got " +
+                         std::to_string(step));
+  // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
+  // beta2^t) + eps, p -= step_size * m / denom.
+  double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(double(beta2), double(step)));
+  PP_RT_FLOAT_DISPATCH(param.dtype, "adamStep", {
+    T *p = param.as<T>();
+    T *md = m.as<T>();
+    T *vd = v.as<T>();
+    const T *g = grad.as<T>();
+    T b1 = T(beta1);
+    T b2 = T(beta2);
+    T eps = T(epsilon);
+    T wd = T(weightDecay);
+    T stepSize = T(double(lr) / bc1);
+    T bc2 = T(bc2Sqrt);
+    T decay = T(1) - T(lr) * wd;
+    parallelFor(ctx, param.numel(), elementGrain,
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t i = begin; i < end; ++i) {
+                    T gi = g[i];
+                    if (decoupled)
+                      p[i] *= decay; // AdamW: decay the weight itself
+                    else if (wd != T(0))
+                      gi += wd * p[i]; // Adam: L2 term in the gradient
+                    md[i] = b1 * md[i] + (T(1) - b1) * gi;
+                    vd[i] = b2 * vd[i] + (T(1) - b2) * gi * gi;
+                    T denom = std::sqrt(vd[i]) / bc2 + eps;
+                    p[i] -= stepSize * md[i] / denom;
+                  }
+                });
+  });
+  return Status::success();
+}
+
+} // namespace pp::rt

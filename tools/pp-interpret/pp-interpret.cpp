@@ -1,0 +1,326 @@
+//===- pp-interpret.cpp - Run a model on the reference interpreter -*- C++ -*-//
+//
+//   pp-interpret model.onnx|model.mlir [--batch-size=N] [--func=main]
+//       [--input=NAME=FILE.npy ...] [--random-inputs [--seed=S]]
+//       [--output-dir=DIR] [--print] [--num-threads=N]
+//
+// Imports the model (an .onnx file through the importer, anything else is
+// parsed as MLIR), runs one function once on the CPU kernels and reports
+// each output: a summary line on stdout, the values with --print, and a
+// .npy file per output in --output-dir. Inputs are named by their
+// `onnx.name` argument attribute (or argN) and read from .npy files;
+// --random-inputs fills the others deterministically from --seed.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Import/ONNX/ONNXImporter.h"
+#include "pp/Interpreter/Interpreter.h"
+#include "pp/Interpreter/Npy.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <cmath>
+#include <random>
+
+using namespace mlir;
+using namespace pp::interp;
+namespace rt = pp::rt;
+
+static llvm::cl::opt<std::string> inputFile(llvm::cl::Positional,
+                                            llvm::cl::desc("<model>"),
+                                            llvm::cl::Required);
+static llvm::cl::opt<int64_t> batchSize(
+    "batch-size",
+    llvm::cl::desc("Batch size for a symbolic leading dim of an ONNX model's "
+                   "inputs"),
+    llvm::cl::init(0));
+static llvm::cl::opt<std::string>
+    funcName("func", llvm::cl::desc("Function to run (default: main)"),
+             llvm::cl::init("main"));
+static llvm::cl::list<std::string>
+    inputs("input", llvm::cl::desc("NAME=FILE.npy: the value of input NAME"));
+static llvm::cl::opt<bool> randomInputs(
+    "random-inputs",
+    llvm::cl::desc("Fill the inputs not given with --input randomly"));
+static llvm::cl::opt<uint64_t>
+    seed("seed", llvm::cl::desc("Seed of --random-inputs and of Dropout masks"),
+         llvm::cl::init(0));
+static llvm::cl::opt<std::string>
+    outputDir("output-dir",
+              llvm::cl::desc("Write every output to DIR/<name>.npy"));
+static llvm::cl::opt<bool> printValues("print",
+                                       llvm::cl::desc("Print output values"));
+static llvm::cl::opt<int>
+    numThreads("num-threads", llvm::cl::desc("Threads the CPU kernels may use"),
+               llvm::cl::init(1));
+
+static int fail(const llvm::Twine &message) {
+  llvm::errs() << "pp-interpret: error: " << message << "\n";
+  return 1;
+}
+
+/// The name of argument or result `index` (its `onnx.name`), or a default.
+static std::string nameOf(DictionaryAttr attrs, StringRef prefix,
+                          unsigned index) {
+  if (attrs)
+    if (auto name = attrs.getAs<StringAttr>("onnx.name"))
+      return name.str();
+  return (prefix + llvm::Twine(index)).str();
+}
+
+/// Exclusive upper bound for random values of integer argument `arg`: the
+/// size of the dim it indexes (Gather indices, loss labels), 10 otherwise.
+static int64_t integerBound(BlockArgument arg) {
+  int64_t bound = 0;
+  auto tighten = [&](int64_t dim) {
+    if (dim > 0)
+      bound = bound ? std::min(bound, dim) : dim;
+  };
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto gather = dyn_cast<pp::onnx::GatherOp>(user)) {
+      if (use.getOperandNumber() != 1)
+        continue;
+      auto type = gather.getData().getType();
+      int64_t axis = static_cast<int64_t>(gather.getAxis());
+      if (axis < 0)
+        axis += type.getRank();
+      if (axis >= 0 && axis < type.getRank())
+        tighten(type.getDimSize(axis));
+    } else if (auto loss =
+                   dyn_cast<pp::onnx::SoftmaxCrossEntropyLossOp>(user)) {
+      if (use.getOperandNumber() == 1)
+        tighten(loss.getScores().getType().getDimSize(1));
+    }
+  }
+  return bound ? bound : 10;
+}
+
+static Tensor randomTensor(rt::DType dtype, ArrayRef<int64_t> shape,
+                           int64_t bound, std::mt19937_64 &rng) {
+  Tensor t(dtype, shape);
+  // Uniform in [0, 1) from the top 53 bits (exact across platforms).
+  auto unit = [&] { return double(rng() >> 11) * 0x1.0p-53; };
+  for (int64_t i = 0, e = t.numel(); i < e; ++i) {
+    switch (dtype) {
+    case rt::DType::F32:
+      t.as<float>()[i] = static_cast<float>(2 * unit() - 1);
+      break;
+    case rt::DType::F64:
+      t.as<double>()[i] = 2 * unit() - 1;
+      break;
+    case rt::DType::Bool:
+      t.as<uint8_t>()[i] = rng() & 1;
+      break;
+    case rt::DType::I64:
+      t.as<int64_t>()[i] = static_cast<int64_t>(rng() % bound);
+      break;
+    case rt::DType::I32:
+      t.as<int32_t>()[i] = static_cast<int32_t>(rng() % bound);
+      break;
+    case rt::DType::I8:
+      t.as<int8_t>()[i] =
+          static_cast<int8_t>(rng() % std::min<int64_t>(bound, 128));
+      break;
+    case rt::DType::U8:
+      t.as<uint8_t>()[i] =
+          static_cast<uint8_t>(rng() % std::min<int64_t>(bound, 256));
+      break;
+    }
+  }
+  return t;
+}
+
+/// A file name made of the output's name ([A-Za-z0-9_.-] kept).
+static std::string fileStem(StringRef name) {
+  std::string stem;
+  for (char c : name)
+    stem += llvm::isAlnum(c) || c == '_' || c == '-' || c == '.' ? c : '_';
+  if (stem.empty() || stem == "." || stem == "..")
+    stem = "output";
+  return stem;
+}
+
+/// "finite min=.. max=.. mean=.." (or the count of NaN/Inf values).
+static void printSummary(llvm::raw_ostream &os, const Tensor &t) {
+  int64_t n = t.numel();
+  if (n == 0) {
+    os << " empty";
+    return;
+  }
+  bool isFloat = t.dtype() == rt::DType::F32 || t.dtype() == rt::DType::F64;
+  double lo = INFINITY, hi = -INFINITY, sum = 0;
+  int64_t nonFinite = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    double v = t.getDouble(i);
+    if (!std::isfinite(v)) {
+      ++nonFinite;
+      continue;
+    }
+    lo = std::min(lo, v);
+    hi = std::max(hi, v);
+    sum += v;
+  }
+  if (isFloat)
+    os << (nonFinite ? " non-finite(" + std::to_string(nonFinite) + ")"
+                     : std::string(" finite"));
+  if (nonFinite < n)
+    os << llvm::format(" min=%g max=%g mean=%g", lo, hi,
+                       sum / double(n - nonFinite));
+}
+
+static void printElements(llvm::raw_ostream &os, const Tensor &t) {
+  constexpr int64_t kMaxPrinted = 64;
+  bool isFloat = t.dtype() == rt::DType::F32 || t.dtype() == rt::DType::F64;
+  os << "  [";
+  for (int64_t i = 0, n = t.numel(); i < n && i < kMaxPrinted; ++i) {
+    os << (i ? ", " : "");
+    if (isFloat)
+      os << llvm::format("%.6g", t.getDouble(i));
+    else
+      os << t.getInt(i);
+  }
+  if (t.numel() > kMaxPrinted)
+    os << ", ... (" << t.numel() << " values)";
+  os << "]\n";
+}
+
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv, "pp-interpret: run a model on the reference interpreter\n");
+
+  DialectRegistry registry;
+  pp::registerONNXImportDialects(registry);
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
+
+  // Diagnostics: importer style for ONNX locations, source lines for MLIR.
+  llvm::SourceMgr sourceMgr;
+  bool isONNX = StringRef(inputFile).ends_with_insensitive(".onnx");
+  std::unique_ptr<SourceMgrDiagnosticHandler> mlirHandler;
+  std::unique_ptr<ScopedDiagnosticHandler> onnxHandler;
+  if (isONNX)
+    onnxHandler = std::make_unique<ScopedDiagnosticHandler>(
+        &context, [](Diagnostic &diag) {
+          pp::printImportDiagnostic(diag, llvm::errs());
+          return success();
+        });
+  else
+    mlirHandler =
+        std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, &context);
+
+  OwningOpRef<ModuleOp> module;
+  if (isONNX) {
+    pp::ONNXImportOptions options;
+    options.batchSize = batchSize;
+    module = pp::importONNXFile(inputFile, &context, options);
+  } else {
+    module =
+        parseSourceFile<ModuleOp>(inputFile, sourceMgr, ParserConfig(&context));
+  }
+  if (!module)
+    return 1;
+
+  auto func = dyn_cast_or_null<func::FuncOp>(
+      SymbolTable::lookupSymbolIn(*module, funcName));
+  if (!func || func.isExternal())
+    return fail("no function with a body named '" + funcName + "'");
+
+  // Inputs: from .npy files by name, then random ones.
+  unsigned numArgs = func.getNumArguments();
+  std::vector<std::string> argNames;
+  for (unsigned i = 0; i < numArgs; ++i)
+    argNames.push_back(nameOf(func.getArgAttrDict(i), "arg", i));
+  std::vector<std::optional<Tensor>> args(numArgs);
+  for (StringRef spec : inputs) {
+    auto [name, path] = spec.split('=');
+    if (path.empty())
+      return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+    auto it = llvm::find(argNames, name);
+    if (it == argNames.end() && name.consume_front("arg")) {
+      unsigned index;
+      if (!name.getAsInteger(10, index) && index < numArgs)
+        it = argNames.begin() + index;
+    }
+    if (it == argNames.end())
+      return fail("'" + funcName + "' has no input named '" +
+                  spec.split('=').first + "'");
+    auto tensor = readNpy(path);
+    if (!tensor)
+      return fail(llvm::toString(tensor.takeError()));
+    args[it - argNames.begin()] = std::move(*tensor);
+  }
+  std::mt19937_64 rng(seed);
+  std::vector<Tensor> argValues;
+  for (unsigned i = 0; i < numArgs; ++i) {
+    auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+    std::optional<rt::DType> dtype = type && type.hasStaticShape()
+                                         ? getDType(type.getElementType())
+                                         : std::nullopt;
+    if (!dtype)
+      return fail("input '" + argNames[i] + "' has unsupported type " +
+                  llvm::formatv("{0}", func.getArgument(i).getType()).str());
+    if (!args[i]) {
+      if (!randomInputs)
+        return fail("no value for input '" + argNames[i] + "' (" +
+                    llvm::formatv("{0}", type).str() + "): pass --input=" +
+                    argNames[i] + "=FILE.npy or --random-inputs");
+      args[i] = randomTensor(*dtype, type.getShape(),
+                             integerBound(func.getArgument(i)), rng);
+    }
+    if (args[i]->dtype() != *dtype || args[i]->shape() != type.getShape())
+      return fail("input '" + argNames[i] + "' must be " +
+                  llvm::formatv("{0}", type).str() + ", the file holds " +
+                  describe(*args[i]));
+    argValues.push_back(std::move(*args[i]));
+  }
+
+  InterpreterOptions options;
+  options.numThreads = numThreads;
+  options.seed = seed;
+  Interpreter interp(*module, options);
+  auto outputs = interp.run(funcName, argValues);
+  if (failed(outputs))
+    return 1;
+
+  if (!outputDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return fail("cannot create '" + outputDir + "': " + ec.message());
+  llvm::StringSet<> usedStems;
+  for (auto [i, output] : llvm::enumerate(*outputs)) {
+    std::string name = nameOf(func.getResultAttrDict(i), "output_", i);
+    llvm::outs() << "output " << i << " \"" << name
+                 << "\": " << describe(output);
+    printSummary(llvm::outs(), output);
+    if (!outputDir.empty()) {
+      std::string stem = fileStem(name);
+      if (!usedStems.insert(stem).second)
+        stem = "output_" + std::to_string(i);
+      usedStems.insert(stem);
+      llvm::SmallString<256> path(outputDir);
+      llvm::sys::path::append(path, stem + ".npy");
+      if (llvm::Error error = writeNpy(path, output))
+        return fail(llvm::toString(std::move(error)));
+      llvm::outs() << " -> " << path;
+    }
+    llvm::outs() << "\n";
+    if (printValues)
+      printElements(llvm::outs(), output);
+  }
+  return 0;
+}
