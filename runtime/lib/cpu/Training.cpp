@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "pp/Runtime/DropoutHash.h"
 
 #include <cmath>
 #include <cstring>
@@ -34,32 +35,11 @@ bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
 // Dropout
 //===----------------------------------------------------------------------===//
 
-uint64_t splitmix64(uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-/// The mask is a pure function of (seed, i) so that every backend and every
-/// run agree: element i is kept when the top 53 bits of
-/// splitmix64(seed ^ (i * 0x9E3779B97F4A7C15)) are below
-/// keepThreshold(ratio) = floor((1 - (double)ratio) * 2^53). The CUDA
-/// backend's copy lives in pp/Runtime/DropoutHash.h.
-uint64_t keepThreshold(float ratio) {
-  double keep = 1.0 - static_cast<double>(ratio);
-  return static_cast<uint64_t>(keep * 9007199254740992.0); // 2^53
-}
-
-bool keepElement(uint64_t seed, uint64_t i, uint64_t threshold) {
-  return (splitmix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) >> 11) < threshold;
-}
-
-/// 1 / (1 - ratio); 0 when everything is dropped (ratio 1), so y and dx are
-/// zero instead of 0 * inf.
-double keepScale(float ratio) {
-  return ratio >= 1.f ? 0.0 : 1.0 / (1.0 - static_cast<double>(ratio));
-}
+// The mask is a pure function of (seed, i), shared with the CUDA backend
+// through DropoutHash.h, so every backend and every run agree.
+using dropouthash::keepElement;
+using dropouthash::keepScale;
+using dropouthash::keepThreshold;
 
 Status checkRatio(const char *what, float ratio) {
   if (!(ratio >= 0.f && ratio <= 1.f))

@@ -1,0 +1,418 @@
+//===- Common.cuh - Shared helpers of the CUDA kernels ---------*- CUDA -*-===//
+//
+// Host-side validation (the same checks and messages as the CPU backend),
+// CUDA / cuBLAS / cuDNN error translation into Status, stream-ordered
+// scratch memory, device-side error flags for data-dependent checks, the
+// strided index walker of broadcasting kernels, and block reductions.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_RUNTIME_CUDA_COMMON_CUH
+#define PP_RUNTIME_CUDA_COMMON_CUH
+
+#include "pp/Runtime/Kernels.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#define PP_RT_TRY(EXPR)                                                        \
+  do {                                                                         \
+    ::pp::rt::Status status_ = (EXPR);                                         \
+    if (!status_.ok())                                                         \
+      return status_;                                                          \
+  } while (false)
+
+/// Returns a Status naming WHAT and the CUDA error when EXPR fails.
+#define PP_CUDA_TRY(WHAT, EXPR)                                                \
+  do {                                                                         \
+    cudaError_t cudaStatus_ = (EXPR);                                          \
+    if (cudaStatus_ != cudaSuccess)                                            \
+      return ::pp::rt::cuda::cudaFailure(WHAT, cudaStatus_);                   \
+  } while (false)
+
+/// Checks the launch that precedes it (bad configuration, missing image).
+#define PP_CUDA_LAUNCHED(WHAT) PP_CUDA_TRY(WHAT, cudaGetLastError())
+
+namespace pp::rt::cuda {
+
+//===----------------------------------------------------------------------===//
+// Host-side validation
+//===----------------------------------------------------------------------===//
+
+std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
+bool broadcastShapes(const std::vector<int64_t> &a,
+                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
+/// Strides reading `shape` as if broadcast to `target` (0 on broadcast dims).
+std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
+                                      const std::vector<int64_t> &target);
+/// True when `from` broadcasts to exactly `to` (unidirectional).
+bool broadcastsTo(const std::vector<int64_t> &from,
+                  const std::vector<int64_t> &to);
+std::string shapeString(const std::vector<int64_t> &shape);
+Status expectDType(const Tensor &t, DType dtype, const char *what);
+Status expectShape(const Tensor &t, const std::vector<int64_t> &shape,
+                   const char *what);
+Status expectValid(const Tensor &t, const char *what);
+bool normalizeAxis(int64_t &axis, int64_t rank);
+int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end);
+inline bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64;
+}
+
+/// "what: <CUDA error name>: <description>".
+Status cudaFailure(const std::string &what, cudaError_t error);
+
+inline cudaStream_t streamOf(const Context &ctx) {
+  return static_cast<cudaStream_t>(ctx.stream);
+}
+
+/// Merges adjacent dims that every operand walks contiguously and drops
+/// size-1 dims (flat order unchanged), as the CPU backend does.
+template <size_t N>
+void coalesceDims(std::vector<int64_t> &shape,
+                  std::array<std::vector<int64_t>, N> &strides) {
+  std::vector<int64_t> outShape;
+  std::array<std::vector<int64_t>, N> outStrides;
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (shape[d] == 1)
+      continue;
+    bool merge = !outShape.empty();
+    for (size_t k = 0; k < N && merge; ++k)
+      merge = outStrides[k].back() == strides[k][d] * shape[d];
+    if (merge) {
+      outShape.back() *= shape[d];
+      for (size_t k = 0; k < N; ++k)
+        outStrides[k].back() = strides[k][d];
+      continue;
+    }
+    outShape.push_back(shape[d]);
+    for (size_t k = 0; k < N; ++k)
+      outStrides[k].push_back(strides[k][d]);
+  }
+  shape = std::move(outShape);
+  strides = std::move(outStrides);
+}
+
+//===----------------------------------------------------------------------===//
+// Dtype dispatch
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct TypeTag { using type = T; };
+
+/// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` (Bool is
+/// uint8_t; kernels that care about truthiness check the dtype).
+template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
+  switch (dtype) {
+  case DType::F32:
+    return fn(TypeTag<float>{});
+  case DType::F64:
+    return fn(TypeTag<double>{});
+  case DType::I64:
+    return fn(TypeTag<int64_t>{});
+  case DType::I32:
+    return fn(TypeTag<int32_t>{});
+  case DType::I8:
+    return fn(TypeTag<int8_t>{});
+  case DType::U8:
+  case DType::Bool:
+    return fn(TypeTag<uint8_t>{});
+  }
+  return Status::error("unknown dtype");
+}
+
+/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes, for
+/// kernels that only move elements.
+template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
+  switch (bytes) {
+  case 1:
+    return fn(TypeTag<uint8_t>{});
+  case 4:
+    return fn(TypeTag<uint32_t>{});
+  case 8:
+    return fn(TypeTag<uint64_t>{});
+  }
+  return Status::error("unsupported element size " + std::to_string(bytes));
+}
+
+/// Calls fn(TypeTag<T>{}) for F32 / F64, else reports `what`.
+template <typename Fn>
+Status visitFloat(DType dtype, const std::string &what, Fn &&fn) {
+  if (dtype == DType::F32)
+    return fn(TypeTag<float>{});
+  if (dtype == DType::F64)
+    return fn(TypeTag<double>{});
+  return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
+}
+
+//===----------------------------------------------------------------------===//
+// Scratch memory and device error flags
+//===----------------------------------------------------------------------===//
+
+/// Stream-ordered temporaries (cudaMallocAsync on the kernel's stream),
+/// released with cudaFreeAsync when the owner goes out of scope, so they
+/// outlive every kernel queued before the release.
+class Scratch {
+public:
+  explicit Scratch(cudaStream_t stream) : stream(stream) {}
+  Scratch(const Scratch &) = delete;
+  Scratch &operator=(const Scratch &) = delete;
+  ~Scratch();
+
+  /// Allocates `bytes` (null for 0); the memory is uninitialised.
+  Status alloc(const std::string &what, size_t bytes, void **ptr);
+  template <typename T>
+  Status alloc(const std::string &what, int64_t count, T **ptr) {
+    void *raw = nullptr;
+    PP_RT_TRY(alloc(what, static_cast<size_t>(count) * sizeof(T), &raw));
+    *ptr = static_cast<T *>(raw);
+    return Status::success();
+  }
+
+private:
+  cudaStream_t stream;
+  std::vector<void *> blocks;
+};
+
+/// No error recorded in a device flag.
+constexpr unsigned long long kNoError = ~0ull;
+
+/// A device word that kernels lower (atomicMin) to the first flat position
+/// that failed a data-dependent check; starts at kNoError.
+Status makeErrorFlag(const std::string &what, Scratch &scratch,
+                     cudaStream_t stream, unsigned long long **flag);
+/// Waits for the stream and reads the flag: -1 when no check failed.
+Status readErrorFlag(const std::string &what, cudaStream_t stream,
+                     const unsigned long long *flag, int64_t &position);
+/// Reads element i of an integer device tensor (for error messages).
+int64_t readDeviceInt(const Tensor &t, int64_t i, cudaStream_t stream);
+
+/// Copies a host vector to fresh device scratch (the host copy may be freed
+/// on return).
+template <typename T>
+Status uploadVector(const std::string &what, Scratch &scratch,
+                    cudaStream_t stream, const std::vector<T> &host,
+                    T **device) {
+  PP_RT_TRY(scratch.alloc(what, static_cast<int64_t>(host.size()), device));
+  if (!host.empty())
+    PP_CUDA_TRY(what,
+                cudaMemcpyAsync(*device, host.data(), host.size() * sizeof(T),
+                                cudaMemcpyHostToDevice, stream));
+  return Status::success();
+}
+
+/// Writes zero bytes over a tensor on the stream.
+Status zeroTensor(const std::string &what, Tensor &t, cudaStream_t stream);
+
+//===----------------------------------------------------------------------===//
+// Launch geometry
+//===----------------------------------------------------------------------===//
+
+constexpr int kThreads = 256;
+
+/// Blocks for a grid-stride loop over n items (capped; the loop covers the
+/// rest).
+inline unsigned gridFor(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks < 1)
+    blocks = 1;
+  if (blocks > (int64_t(1) << 18))
+    blocks = int64_t(1) << 18;
+  return static_cast<unsigned>(blocks);
+}
+
+#define PP_GRID_STRIDE(I, N)                                                   \
+  for (int64_t I = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; I < (N);    \
+       I += int64_t(blockDim.x) * gridDim.x)
+
+//===----------------------------------------------------------------------===//
+// Strided index walker
+//===----------------------------------------------------------------------===//
+
+constexpr int kMaxRank = 8;
+
+/// A row-major index space of up to kMaxRank (coalesced) dims and N
+/// operands' strides into it, passed to kernels by value.
+template <int N> struct StridedIndex {
+  int rank = 0;
+  int64_t shape[kMaxRank] = {};
+  int64_t strides[N][kMaxRank] = {};
+
+  /// Element offsets of flat index i in each operand. The outermost dim
+  /// takes the quotient without a division, so a contiguous (rank-1) space
+  /// costs none.
+  __device__ __forceinline__ void offsets(int64_t i, int64_t (&off)[N]) const {
+    for (int k = 0; k < N; ++k)
+      off[k] = 0;
+    for (int d = rank - 1; d > 0; --d) {
+      int64_t q = i / shape[d];
+      int64_t r = i - q * shape[d];
+      for (int k = 0; k < N; ++k)
+        off[k] += r * strides[k][d];
+      i = q;
+    }
+    if (rank > 0)
+      for (int k = 0; k < N; ++k)
+        off[k] += i * strides[k][0];
+  }
+};
+
+/// Applies op(i, offsets) to every flat index of an index space: the
+/// generic body of broadcasting, gathering and strided-copy kernels.
+template <int N, typename Op>
+__global__ void __launch_bounds__(kThreads)
+    mapKernel(Op op, int64_t n, StridedIndex<N> index) {
+  PP_GRID_STRIDE(i, n) {
+    int64_t off[N];
+    index.offsets(i, off);
+    op(i, off);
+  }
+}
+
+/// Launches mapKernel over n elements on `stream`.
+template <int N, typename Op>
+Status launchMap(const std::string &what, cudaStream_t stream, int64_t n,
+                 const StridedIndex<N> &index, const Op &op) {
+  if (n <= 0)
+    return Status::success();
+  mapKernel<N, Op><<<gridFor(n), kThreads, 0, stream>>>(op, n, index);
+  PP_CUDA_LAUNCHED(what);
+  return Status::success();
+}
+
+/// Coalesces `shape` / `strides` and packs them; fails beyond kMaxRank.
+template <int N>
+Status makeIndex(const std::string &what, std::vector<int64_t> shape,
+                 std::array<std::vector<int64_t>, N> strides,
+                 StridedIndex<N> &index) {
+  coalesceDims(shape, strides);
+  if (shape.size() > static_cast<size_t>(kMaxRank))
+    return Status::error(what + ": more than " + std::to_string(kMaxRank) +
+                         " non-mergeable dims are not supported by the CUDA "
+                         "backend");
+  index.rank = static_cast<int>(shape.size());
+  for (size_t d = 0; d < shape.size(); ++d) {
+    index.shape[d] = shape[d];
+    for (int k = 0; k < N; ++k)
+      index.strides[k][d] = strides[k][d];
+  }
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Device helpers
+//===----------------------------------------------------------------------===//
+
+/// Reads element i of a float tensor whose dtype is known only at run time
+/// (per-channel parameters may be F32 or F64 independently of x).
+__device__ __forceinline__ double loadFloat(const void *p, bool f64,
+                                            int64_t i) {
+  return f64 ? static_cast<const double *>(p)[i]
+             : double(static_cast<const float *>(p)[i]);
+}
+__device__ __forceinline__ void storeFloat(void *p, bool f64, int64_t i,
+                                           double v) {
+  if (f64)
+    static_cast<double *>(p)[i] = v;
+  else
+    static_cast<float *>(p)[i] = static_cast<float>(v);
+}
+/// Reads element i of an I64 or I32 index tensor.
+__device__ __forceinline__ int64_t loadIndex(const void *p, bool i64,
+                                             int64_t i) {
+  return i64 ? static_cast<const int64_t *>(p)[i]
+             : int64_t(static_cast<const int32_t *>(p)[i]);
+}
+
+template <typename T> __device__ __forceinline__ bool isNaN(T v) {
+  if constexpr (std::is_floating_point_v<T>)
+    return v != v;
+  else
+    return false;
+}
+
+/// Converts a double the way `cast` does: floats round, integers truncate
+/// toward zero and saturate (NaN gives 0), never undefined behaviour.
+template <typename T> __host__ __device__ T convertDouble(double value) {
+  if constexpr (std::is_floating_point_v<T>) {
+    return static_cast<T>(value);
+  } else {
+    if (value != value)
+      return 0;
+    if (value <= static_cast<double>(std::numeric_limits<T>::lowest()))
+      return std::numeric_limits<T>::lowest();
+    // max() of a 64-bit type rounds up to 2^63 as a double: compare >=.
+    if (value >= static_cast<double>(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return static_cast<T>(value);
+  }
+}
+
+/// Overloads picking the single- or double-precision libdevice function, so
+/// F32 math stays in F32 as on the CPU.
+namespace dm {
+__device__ __forceinline__ float exp(float x) { return ::expf(x); }
+__device__ __forceinline__ double exp(double x) { return ::exp(x); }
+__device__ __forceinline__ float log(float x) { return ::logf(x); }
+__device__ __forceinline__ double log(double x) { return ::log(x); }
+__device__ __forceinline__ float tanh(float x) { return ::tanhf(x); }
+__device__ __forceinline__ double tanh(double x) { return ::tanh(x); }
+__device__ __forceinline__ float erf(float x) { return ::erff(x); }
+__device__ __forceinline__ double erf(double x) { return ::erf(x); }
+__device__ __forceinline__ float sqrt(float x) { return ::sqrtf(x); }
+__device__ __forceinline__ double sqrt(double x) { return ::sqrt(x); }
+__device__ __forceinline__ float floor(float x) { return ::floorf(x); }
+__device__ __forceinline__ double floor(double x) { return ::floor(x); }
+__device__ __forceinline__ float ceil(float x) { return ::ceilf(x); }
+__device__ __forceinline__ double ceil(double x) { return ::ceil(x); }
+__device__ __forceinline__ float abs(float x) { return ::fabsf(x); }
+__device__ __forceinline__ double abs(double x) { return ::fabs(x); }
+__device__ __forceinline__ float pow(float x, float y) { return ::powf(x, y); }
+__device__ __forceinline__ double pow(double x, double y) {
+  return ::pow(x, y);
+}
+} // namespace dm
+
+/// Reduces v over the block with `op` (blockDim.x a multiple of 32, at most
+/// 1024) and returns the result to every thread. `smem` holds 32 values;
+/// the call synchronises the block, so it may be reused right after.
+template <typename T, typename Op>
+__device__ T blockReduce(T v, Op op, T *smem) {
+  const unsigned lane = threadIdx.x & 31u, warp = threadIdx.x >> 5;
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = op(v, __shfl_down_sync(0xffffffffu, v, offset));
+  __syncthreads(); // smem may still be read from a previous call
+  if (lane == 0)
+    smem[warp] = v;
+  __syncthreads();
+  const unsigned warps = blockDim.x >> 5;
+  if (warp == 0) {
+    v = lane < warps ? smem[lane] : smem[0];
+    // Lanes past `warps` repeat smem[0]: harmless for max, so sums mask it.
+    for (int offset = 16; offset > 0; offset >>= 1) {
+      T other = __shfl_down_sync(0xffffffffu, v, offset);
+      if (lane + offset < warps)
+        v = op(v, other);
+    }
+    if (lane == 0)
+      smem[0] = v;
+  }
+  __syncthreads();
+  return smem[0];
+}
+
+struct SumOp {
+  template <typename T> __device__ T operator()(T a, T b) const {
+    return a + b;
+  }
+};
+
+} // namespace pp::rt::cuda
+
+#endif // PP_RUNTIME_CUDA_COMMON_CUH

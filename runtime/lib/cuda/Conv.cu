@@ -1,0 +1,483 @@
+//===- Conv.cu - Convolution on cuDNN -------------------------------------===//
+//
+// conv, convGradInput and convGradWeight on cuDNN's (v9 legacy)
+// convolution API. 1-D problems run as 2-D with a unit height. cuDNN pads
+// symmetrically only, so asymmetric ONNX pads go through an explicitly
+// zero-padded copy of the input (and a crop of the input gradient).
+// Algorithms come from cuDNN's heuristics (cudnnGet*_v7, no benchmarking,
+// no synchronisation), tried in order until one gets its workspace; math is
+// restricted to FMA so FP32 never silently becomes TF32.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Window.cuh"
+
+#include <cudnn.h>
+
+namespace pp::rt {
+
+using namespace cuda;
+
+namespace {
+
+Status dnnFailure(const std::string &what, cudnnStatus_t status) {
+  return Status::error(what + ": " + cudnnGetErrorString(status));
+}
+
+#define PP_DNN_TRY(WHAT, EXPR)                                                 \
+  do {                                                                         \
+    cudnnStatus_t dnnStatus_ = (EXPR);                                         \
+    if (dnnStatus_ != CUDNN_STATUS_SUCCESS)                                    \
+      return dnnFailure(WHAT, dnnStatus_);                                     \
+  } while (false)
+
+/// A convolution x [N, C, in...] * w [M, C / G, k...] -> y [N, M, out...].
+struct ConvProblem {
+  int64_t n, c, m, group, cinG, coutG;
+  Geometry geo;
+  /// Spatial dims given to cuDNN: 2 for 1-D and 2-D, 3 for 3-D.
+  int spatial = 2;
+  bool asymmetric = false;
+};
+
+/// Validates the three convolution operands (x, w, y or their gradients,
+/// named in `names`) and `params`.
+Status resolveConv(const std::string &what, const Tensor &x, const Tensor &w,
+                   const Tensor &y, const WindowParams &params,
+                   const char *const names[3], ConvProblem &cp) {
+  const Tensor *ts[3] = {&x, &w, &y};
+  for (int i = 0; i < 3; ++i) {
+    std::string name = what + ": " + names[i];
+    PP_RT_TRY(expectValid(*ts[i], name.c_str()));
+    PP_RT_TRY(expectDType(*ts[i], x.dtype, name.c_str()));
+    if (ts[i]->rank() < 3 || ts[i]->rank() > 5 || ts[i]->rank() != x.rank())
+      return Status::error(what + ": " + names[i] +
+                           ": expected rank 3 to 5 (N, C and 1 to 3 spatial "
+                           "dims) matching " +
+                           names[0] + " " + shapeString(x.shape) + ", got " +
+                           shapeString(ts[i]->shape));
+  }
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  cp.n = x.shape[0];
+  cp.c = x.shape[1];
+  cp.m = w.shape[0];
+  cp.cinG = w.shape[1];
+  cp.group = params.group;
+  if (cp.group < 1 || cp.c != cp.cinG * cp.group || cp.m % cp.group != 0)
+    return Status::error(
+        what + ": " + names[0] + " " + shapeString(x.shape) + " and " +
+        names[1] + " " + shapeString(w.shape) + " do not fit group " +
+        std::to_string(cp.group) +
+        " (need C = w.shape[1] * group and M divisible by group)");
+  cp.coutG = cp.m / cp.group;
+  if (y.shape[0] != cp.n || y.shape[1] != cp.m)
+    return Status::error(what + ": " + names[2] + ": expected leading dims [" +
+                         std::to_string(cp.n) + ", " + std::to_string(cp.m) +
+                         "], got " + shapeString(y.shape));
+  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
+  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
+  std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
+  PP_RT_TRY(
+      resolveGeometry(what, params, in, out, &kernel, false, names[2], cp.geo));
+  cp.spatial = x.rank() == 5 ? 3 : 2;
+  for (int i = 0; i < 3; ++i)
+    cp.asymmetric = cp.asymmetric || cp.geo.pb[i] != cp.geo.pe[i];
+  return Status::success();
+}
+
+/// Owns the cuDNN descriptors of one call.
+struct Descriptors {
+  cudnnTensorDescriptor_t x = nullptr, y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  ~Descriptors() {
+    if (conv)
+      cudnnDestroyConvolutionDescriptor(conv);
+    if (w)
+      cudnnDestroyFilterDescriptor(w);
+    if (y)
+      cudnnDestroyTensorDescriptor(y);
+    if (x)
+      cudnnDestroyTensorDescriptor(x);
+  }
+};
+
+Status intDims(const std::string &what, const std::vector<int64_t> &dims,
+               std::vector<int> &out) {
+  out.clear();
+  for (int64_t d : dims) {
+    if (d < 0 || d > 0x7fffffff)
+      return Status::error(what + ": dim " + std::to_string(d) +
+                           " exceeds cuDNN's 32-bit sizes");
+    out.push_back(static_cast<int>(d));
+  }
+  return Status::success();
+}
+
+/// A packed NCHW / NCDHW tensor descriptor.
+Status setTensor(const std::string &what, cudnnTensorDescriptor_t desc,
+                 cudnnDataType_t type, const std::vector<int64_t> &dims) {
+  std::vector<int64_t> strides = stridesOf(dims);
+  if (!dims.empty() && strides[0] * dims[0] > 0x7fffffff)
+    return Status::error(what + ": tensor of shape " + shapeString(dims) +
+                         " exceeds cuDNN's 32-bit strides");
+  std::vector<int> d, s;
+  PP_RT_TRY(intDims(what, dims, d));
+  PP_RT_TRY(intDims(what, strides, s));
+  PP_DNN_TRY(what, cudnnSetTensorNdDescriptor(desc, type, int(d.size()),
+                                              d.data(), s.data()));
+  return Status::success();
+}
+
+/// The cuDNN-side spatial dims of a geometry array (the last cp.spatial).
+std::vector<int64_t> spatialOf(const ConvProblem &cp, const int64_t *dims) {
+  return std::vector<int64_t>(dims + 3 - cp.spatial, dims + 3);
+}
+
+std::vector<int64_t> withLead(int64_t a, int64_t b,
+                              const std::vector<int64_t> &rest) {
+  std::vector<int64_t> dims = {a, b};
+  dims.insert(dims.end(), rest.begin(), rest.end());
+  return dims;
+}
+
+/// The input's spatial dims as cuDNN sees them: padded explicitly when the
+/// pads are asymmetric.
+std::vector<int64_t> inputSpatial(const ConvProblem &cp) {
+  std::vector<int64_t> in = spatialOf(cp, cp.geo.in);
+  if (cp.asymmetric)
+    for (int i = 0; i < cp.spatial; ++i) {
+      int j = 3 - cp.spatial + i;
+      in[i] += cp.geo.pb[j] + cp.geo.pe[j];
+    }
+  return in;
+}
+
+/// Creates and fills the descriptors of a problem with element type T.
+template <typename T>
+Status describe(const std::string &what, const ConvProblem &cp,
+                Descriptors &d) {
+  cudnnDataType_t type =
+      std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+  PP_DNN_TRY(what, cudnnCreateTensorDescriptor(&d.x));
+  PP_DNN_TRY(what, cudnnCreateTensorDescriptor(&d.y));
+  PP_DNN_TRY(what, cudnnCreateFilterDescriptor(&d.w));
+  PP_DNN_TRY(what, cudnnCreateConvolutionDescriptor(&d.conv));
+  std::vector<int64_t> in = inputSpatial(cp);
+  std::vector<int64_t> out = spatialOf(cp, cp.geo.out);
+  PP_RT_TRY(setTensor(what, d.x, type, withLead(cp.n, cp.c, in)));
+  PP_RT_TRY(setTensor(what, d.y, type, withLead(cp.n, cp.m, out)));
+  std::vector<int> wDims;
+  PP_RT_TRY(
+      intDims(what, withLead(cp.m, cp.cinG, spatialOf(cp, cp.geo.k)), wDims));
+  PP_DNN_TRY(what, cudnnSetFilterNdDescriptor(d.w, type, CUDNN_TENSOR_NCHW,
+                                              int(wDims.size()), wDims.data()));
+  std::vector<int64_t> pads(cp.spatial, 0);
+  if (!cp.asymmetric)
+    pads = spatialOf(cp, cp.geo.pb);
+  std::vector<int> p, s, dil;
+  PP_RT_TRY(intDims(what, pads, p));
+  PP_RT_TRY(intDims(what, spatialOf(cp, cp.geo.s), s));
+  PP_RT_TRY(intDims(what, spatialOf(cp, cp.geo.d), dil));
+  PP_DNN_TRY(what, cudnnSetConvolutionNdDescriptor(
+                       d.conv, cp.spatial, p.data(), s.data(), dil.data(),
+                       CUDNN_CROSS_CORRELATION, type));
+  PP_DNN_TRY(what, cudnnSetConvolutionGroupCount(d.conv, int(cp.group)));
+  PP_DNN_TRY(what, cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  // cuDNN must agree with the validated output size.
+  std::vector<int> expect(2 + cp.spatial);
+  PP_DNN_TRY(what, cudnnGetConvolutionNdForwardOutputDim(
+                       d.conv, d.x, d.w, int(expect.size()), expect.data()));
+  std::vector<int64_t> got(expect.begin(), expect.end());
+  if (got != withLead(cp.n, cp.m, out))
+    return Status::error(what + ": cuDNN computes output " + shapeString(got) +
+                         " for expected " +
+                         shapeString(withLead(cp.n, cp.m, out)));
+  return Status::success();
+}
+
+Status dnnHandle(const std::string &what, const Context &ctx,
+                 cudnnHandle_t &handle) {
+  handle = static_cast<cudnnHandle_t>(ctx.dnnHandle);
+  if (!handle)
+    return Status::error(what + ": the context has no cuDNN handle");
+  PP_DNN_TRY(what, cudnnSetStream(handle, streamOf(ctx)));
+  return Status::success();
+}
+
+/// Runs `run(algo, workspace, bytes)` with the algorithms `perfs` proposes,
+/// in order, skipping those that fail, use tensor-op math, or whose
+/// workspace cannot be allocated.
+template <typename Perf, typename WorkspaceFn, typename RunFn>
+Status runAlgorithms(const std::string &what, cudaStream_t stream,
+                     const Perf *perfs, int count, WorkspaceFn workspace,
+                     RunFn run) {
+  cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int i = 0; i < count; ++i) {
+    const Perf &perf = perfs[i];
+    if (perf.status != CUDNN_STATUS_SUCCESS ||
+        perf.mathType == CUDNN_TENSOR_OP_MATH ||
+        perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+      continue;
+    size_t bytes = 0;
+    if (workspace(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS)
+      continue;
+    void *ws = nullptr;
+    if (bytes > 0 && cudaMallocAsync(&ws, bytes, stream) != cudaSuccess) {
+      cudaGetLastError(); // out of memory for this one: try the next
+      continue;
+    }
+    last = run(perf.algo, ws, bytes);
+    if (ws)
+      cudaFreeAsync(ws, stream);
+    if (last == CUDNN_STATUS_SUCCESS)
+      return Status::success();
+    // cuDNN 9 numbers the "not supported" family 3000-3999: try the next.
+    if (static_cast<int>(last) / 1000 != CUDNN_STATUS_NOT_SUPPORTED / 1000)
+      return dnnFailure(what, last);
+  }
+  return Status::error(what + ": no cuDNN algorithm could run this problem (" +
+                       cudnnGetErrorString(last) + ")");
+}
+
+constexpr int kMaxAlgos = 16;
+
+template <typename T> struct Scalars { T one = 1, zero = 0; };
+
+/// Copies x [N, C, in...] into the interior of the zeroed padded buffer.
+template <typename T> struct PadOp {
+  const T *x;
+  T *padded;
+  __device__ void operator()(int64_t i, const int64_t (&o)[1]) const {
+    padded[o[0]] = x[i];
+  }
+};
+
+/// Crops the interior of the padded gradient into dx.
+template <typename T> struct CropOp {
+  const T *padded;
+  T *dx;
+  __device__ void operator()(int64_t i, const int64_t (&o)[1]) const {
+    dx[i] = padded[o[0]];
+  }
+};
+
+/// The index space of x's elements inside the padded buffer.
+Status paddedIndex(const std::string &what, const ConvProblem &cp,
+                   int64_t &base, StridedIndex<1> &index) {
+  std::vector<int64_t> padded =
+      withLead(cp.n, cp.c, inputSpatial(cp)); // 4-D or 5-D
+  std::vector<int64_t> strides = stridesOf(padded);
+  std::vector<int64_t> shape = withLead(cp.n, cp.c, spatialOf(cp, cp.geo.in));
+  base = 0;
+  for (int i = 0; i < cp.spatial; ++i)
+    base += cp.geo.pb[3 - cp.spatial + i] * strides[2 + i];
+  return makeIndex<1>(what, shape, {strides}, index);
+}
+
+int64_t paddedSize(const ConvProblem &cp) {
+  return product(withLead(cp.n, cp.c, inputSpatial(cp)), 0, 2 + cp.spatial);
+}
+
+/// Zero-pads x into fresh scratch when cuDNN cannot pad it itself.
+template <typename T>
+Status padInput(const std::string &what, cudaStream_t stream,
+                const ConvProblem &cp, const T *x, Scratch &scratch,
+                const T **out) {
+  *out = x;
+  if (!cp.asymmetric)
+    return Status::success();
+  T *padded = nullptr;
+  int64_t size = paddedSize(cp);
+  PP_RT_TRY(scratch.alloc(what, size, &padded));
+  PP_CUDA_TRY(what, cudaMemsetAsync(padded, 0, size * sizeof(T), stream));
+  int64_t base;
+  StridedIndex<1> index;
+  PP_RT_TRY(paddedIndex(what, cp, base, index));
+  PP_RT_TRY(launchMap(what, stream, cp.n * cp.c * cp.geo.inSize, index,
+                      PadOp<T>{x, padded + base}));
+  *out = padded;
+  return Status::success();
+}
+
+/// y[n, m, ...] += b[m].
+template <typename T> struct BiasOp {
+  const T *b;
+  T *y;
+  int64_t m, plane;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    y[i] += b[(i / plane) % m];
+  }
+};
+
+template <typename T>
+Status convForward(const std::string &what, const Context &ctx,
+                   const ConvProblem &cp, const T *x, const T *w, const T *b,
+                   T *y) {
+  cudaStream_t stream = streamOf(ctx);
+  int64_t total = cp.n * cp.m * cp.geo.outSize;
+  if (total == 0)
+    return Status::success();
+  if (cp.c == 0 || cp.geo.kSize == 0) {
+    PP_CUDA_TRY(what, cudaMemsetAsync(y, 0, total * sizeof(T), stream));
+  } else {
+    cudnnHandle_t h;
+    PP_RT_TRY(dnnHandle(what, ctx, h));
+    Descriptors d;
+    PP_RT_TRY(describe<T>(what, cp, d));
+    Scratch scratch(stream);
+    const T *input;
+    PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
+    cudnnConvolutionFwdAlgoPerf_t perfs[kMaxAlgos];
+    int count = 0;
+    PP_DNN_TRY(what, cudnnGetConvolutionForwardAlgorithm_v7(
+                         h, d.x, d.w, d.conv, d.y, kMaxAlgos, &count, perfs));
+    Scalars<T> s;
+    PP_RT_TRY(runAlgorithms(
+        what, stream, perfs, count,
+        [&](cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
+          return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv,
+                                                         d.y, algo, bytes);
+        },
+        [&](cudnnConvolutionFwdAlgo_t algo, void *ws, size_t bytes) {
+          return cudnnConvolutionForward(h, &s.one, d.x, input, d.w, w, d.conv,
+                                         algo, ws, bytes, &s.zero, d.y, y);
+        }));
+  }
+  if (!b)
+    return Status::success();
+  StridedIndex<1> flat;
+  PP_RT_TRY(makeIndex<1>(what, {total}, {std::vector<int64_t>{1}}, flat));
+  return launchMap(what, stream, total, flat,
+                   BiasOp<T>{b, y, cp.m, cp.geo.outSize});
+}
+
+template <typename T>
+Status convBackwardInput(const std::string &what, const Context &ctx,
+                         const ConvProblem &cp, const T *dy, const T *w,
+                         T *dx) {
+  cudaStream_t stream = streamOf(ctx);
+  int64_t total = cp.n * cp.c * cp.geo.inSize;
+  if (total == 0)
+    return Status::success();
+  if (cp.m == 0 || cp.geo.outSize == 0 || cp.cinG == 0) {
+    PP_CUDA_TRY(what, cudaMemsetAsync(dx, 0, total * sizeof(T), stream));
+    return Status::success();
+  }
+  cudnnHandle_t h;
+  PP_RT_TRY(dnnHandle(what, ctx, h));
+  Descriptors d;
+  PP_RT_TRY(describe<T>(what, cp, d));
+  Scratch scratch(stream);
+  // With asymmetric pads cuDNN writes the padded gradient; dx is its crop.
+  T *target = dx;
+  if (cp.asymmetric)
+    PP_RT_TRY(scratch.alloc(what, paddedSize(cp), &target));
+  cudnnConvolutionBwdDataAlgoPerf_t perfs[kMaxAlgos];
+  int count = 0;
+  PP_DNN_TRY(what, cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                       h, d.w, d.y, d.conv, d.x, kMaxAlgos, &count, perfs));
+  Scalars<T> s;
+  PP_RT_TRY(runAlgorithms(
+      what, stream, perfs, count,
+      [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
+        return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv,
+                                                            d.x, algo, bytes);
+      },
+      [&](cudnnConvolutionBwdDataAlgo_t algo, void *ws, size_t bytes) {
+        return cudnnConvolutionBackwardData(h, &s.one, d.w, w, d.y, dy, d.conv,
+                                            algo, ws, bytes, &s.zero, d.x,
+                                            target);
+      }));
+  if (!cp.asymmetric)
+    return Status::success();
+  int64_t base;
+  StridedIndex<1> index;
+  PP_RT_TRY(paddedIndex(what, cp, base, index));
+  return launchMap(what, stream, total, index, CropOp<T>{target + base, dx});
+}
+
+template <typename T>
+Status convBackwardWeight(const std::string &what, const Context &ctx,
+                          const ConvProblem &cp, const T *dy, const T *x,
+                          T *dw) {
+  cudaStream_t stream = streamOf(ctx);
+  int64_t total = cp.m * cp.cinG * cp.geo.kSize;
+  if (total == 0)
+    return Status::success();
+  if (cp.n == 0 || cp.geo.outSize == 0) {
+    PP_CUDA_TRY(what, cudaMemsetAsync(dw, 0, total * sizeof(T), stream));
+    return Status::success();
+  }
+  cudnnHandle_t h;
+  PP_RT_TRY(dnnHandle(what, ctx, h));
+  Descriptors d;
+  PP_RT_TRY(describe<T>(what, cp, d));
+  Scratch scratch(stream);
+  const T *input;
+  PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
+  cudnnConvolutionBwdFilterAlgoPerf_t perfs[kMaxAlgos];
+  int count = 0;
+  PP_DNN_TRY(what, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                       h, d.x, d.y, d.conv, d.w, kMaxAlgos, &count, perfs));
+  Scalars<T> s;
+  return runAlgorithms(
+      what, stream, perfs, count,
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
+        return cudnnGetConvolutionBackwardFilterWorkspaceSize(
+            h, d.x, d.y, d.conv, d.w, algo, bytes);
+      },
+      [&](cudnnConvolutionBwdFilterAlgo_t algo, void *ws, size_t bytes) {
+        return cudnnConvolutionBackwardFilter(h, &s.one, d.x, input, d.y, dy,
+                                              d.conv, algo, ws, bytes, &s.zero,
+                                              d.w, dw);
+      });
+}
+
+} // namespace
+
+Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
+            const WindowParams &params, Tensor &y) {
+  static const char *const names[3] = {"x", "w", "y"};
+  const std::string what = "conv";
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv(what, x, w, y, params, names, cp));
+  if (b) {
+    PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
+    PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
+  }
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return convForward<T>(what, ctx, cp, x.as<T>(), w.as<T>(),
+                          b ? b->as<T>() : nullptr, y.as<T>());
+  });
+}
+
+Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
+                     const WindowParams &params, Tensor &dx) {
+  static const char *const names[3] = {"dx", "w", "dy"};
+  const std::string what = "convGradInput";
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv(what, dx, w, dy, params, names, cp));
+  return visitFloat(dx.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return convBackwardInput<T>(what, ctx, cp, dy.as<T>(), w.as<T>(),
+                                dx.as<T>());
+  });
+}
+
+Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
+                      const WindowParams &params, Tensor &dw) {
+  static const char *const names[3] = {"x", "dw", "dy"};
+  const std::string what = "convGradWeight";
+  ConvProblem cp;
+  PP_RT_TRY(resolveConv(what, x, dw, dy, params, names, cp));
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return convBackwardWeight<T>(what, ctx, cp, dy.as<T>(), x.as<T>(),
+                                 dw.as<T>());
+  });
+}
+
+} // namespace pp::rt

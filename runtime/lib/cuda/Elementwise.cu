@@ -1,0 +1,872 @@
+//===- Elementwise.cu - Elementwise CUDA kernels --------------------------===//
+//
+// Unary maps and their gradients, broadcasting binary ops, where, clip,
+// cast, expand, reduceSumTo and fill. One kernel template per element type
+// takes the op kind as a run-time value (a warp-uniform switch), which keeps
+// the number of instantiations, and so the compile time, small. Broadcast
+// operands are read through coalesced strides (0 on broadcast dims).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include <cstring>
+
+namespace pp::rt {
+
+using namespace cuda;
+
+namespace {
+
+const char *unaryName(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::Identity:
+    return "Identity";
+  case UnaryKind::Relu:
+    return "Relu";
+  case UnaryKind::LeakyRelu:
+    return "LeakyRelu";
+  case UnaryKind::Sigmoid:
+    return "Sigmoid";
+  case UnaryKind::Tanh:
+    return "Tanh";
+  case UnaryKind::Erf:
+    return "Erf";
+  case UnaryKind::GeluErf:
+    return "GeluErf";
+  case UnaryKind::GeluTanh:
+    return "GeluTanh";
+  case UnaryKind::Sqrt:
+    return "Sqrt";
+  case UnaryKind::Exp:
+    return "Exp";
+  case UnaryKind::Log:
+    return "Log";
+  case UnaryKind::Neg:
+    return "Neg";
+  case UnaryKind::Abs:
+    return "Abs";
+  case UnaryKind::Reciprocal:
+    return "Reciprocal";
+  case UnaryKind::Floor:
+    return "Floor";
+  case UnaryKind::Ceil:
+    return "Ceil";
+  case UnaryKind::Not:
+    return "Not";
+  }
+  return "?";
+}
+
+const char *binaryName(BinaryKind kind) {
+  switch (kind) {
+  case BinaryKind::Add:
+    return "Add";
+  case BinaryKind::Sub:
+    return "Sub";
+  case BinaryKind::Mul:
+    return "Mul";
+  case BinaryKind::Div:
+    return "Div";
+  case BinaryKind::Pow:
+    return "Pow";
+  case BinaryKind::Equal:
+    return "Equal";
+  case BinaryKind::Less:
+    return "Less";
+  case BinaryKind::Greater:
+    return "Greater";
+  case BinaryKind::And:
+    return "And";
+  case BinaryKind::Or:
+    return "Or";
+  }
+  return "?";
+}
+
+Status dtypeError(const std::string &what, DType dtype) {
+  return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
+}
+
+// Constants in double, converted to T in the kernels (as the CPU backend).
+constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
+constexpr double kSqrt2OverPi = 0.79788456080286535588; // sqrt(2 / pi)
+constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
+constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1 / sqrt(2 pi)
+constexpr double kGeluKappa = 0.044715;
+
+/// Signed integer arithmetic wraps instead of being undefined: compute in
+/// the unsigned type of the same width.
+template <typename T> __device__ __forceinline__ T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <typename T> __device__ __forceinline__ T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <typename T> __device__ __forceinline__ T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+
+/// Flat views with one shape: coalesces to a single dim, no divisions.
+template <int N>
+Status flatIndex(const std::string &what, int64_t n, StridedIndex<N> &index) {
+  std::array<std::vector<int64_t>, N> strides;
+  for (auto &s : strides)
+    s = {1};
+  return makeIndex<N>(what, {n}, strides, index);
+}
+
+//===----------------------------------------------------------------------===//
+// Unary
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__device__ __forceinline__ T unaryFloatOp(UnaryKind kind, T v, T alpha) {
+  switch (kind) {
+  case UnaryKind::Relu:
+    return v < T(0) ? T(0) : v; // keeps NaN, as torch.relu
+  case UnaryKind::LeakyRelu:
+    return v < T(0) ? alpha * v : v;
+  case UnaryKind::Sigmoid:
+    if (v >= T(0))
+      return T(1) / (T(1) + dm::exp(-v));
+    else {
+      T e = dm::exp(v);
+      return e / (T(1) + e);
+    }
+  case UnaryKind::Tanh:
+    return dm::tanh(v);
+  case UnaryKind::Erf:
+    return dm::erf(v);
+  case UnaryKind::GeluErf:
+    return T(0.5) * v * (T(1) + dm::erf(v * T(kSqrtHalf)));
+  case UnaryKind::GeluTanh: {
+    T inner = T(kSqrt2OverPi) * (v + T(kGeluKappa) * v * v * v);
+    return T(0.5) * v * (T(1) + dm::tanh(inner));
+  }
+  case UnaryKind::Sqrt:
+    return dm::sqrt(v);
+  case UnaryKind::Exp:
+    return dm::exp(v);
+  case UnaryKind::Log:
+    return dm::log(v);
+  case UnaryKind::Neg:
+    return -v;
+  case UnaryKind::Abs:
+    return dm::abs(v);
+  case UnaryKind::Reciprocal:
+    return T(1) / v;
+  case UnaryKind::Floor:
+    return dm::floor(v);
+  case UnaryKind::Ceil:
+    return dm::ceil(v);
+  default:
+    return v;
+  }
+}
+
+template <typename T> struct UnaryFloatOp {
+  const T *x;
+  T *y;
+  UnaryKind kind;
+  T alpha;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    y[i] = unaryFloatOp(kind, x[i], alpha);
+  }
+};
+
+struct NotOp {
+  const uint8_t *x;
+  uint8_t *y;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    y[i] = x[i] == 0;
+  }
+};
+
+/// Neg, Abs and Relu on signed integers (wrapping).
+template <typename T> struct UnaryIntOp {
+  const T *x;
+  T *y;
+  UnaryKind kind;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    T v = x[i];
+    switch (kind) {
+    case UnaryKind::Neg:
+      y[i] = wrapSub(T(0), v);
+      break;
+    case UnaryKind::Abs:
+      y[i] = v < T(0) ? wrapSub(T(0), v) : v;
+      break;
+    default: // Relu
+      y[i] = v < T(0) ? T(0) : v;
+      break;
+    }
+  }
+};
+
+template <typename T>
+__device__ __forceinline__ T unaryGradOp(UnaryKind kind, T x, T y, T dy,
+                                         T alpha) {
+  switch (kind) {
+  case UnaryKind::Identity:
+    return dy;
+  case UnaryKind::Relu:
+    return x > T(0) ? dy : T(0);
+  case UnaryKind::LeakyRelu:
+    return x > T(0) ? dy : alpha * dy; // torch: x == 0 takes alpha
+  case UnaryKind::Sigmoid:
+    return dy * y * (T(1) - y);
+  case UnaryKind::Tanh:
+    return dy * (T(1) - y * y);
+  case UnaryKind::Erf:
+    return dy * T(kTwoOverSqrtPi) * dm::exp(-x * x);
+  case UnaryKind::GeluErf: {
+    T cdf = T(0.5) * (T(1) + dm::erf(x * T(kSqrtHalf)));
+    T pdf = T(kInvSqrt2Pi) * dm::exp(T(-0.5) * x * x);
+    return dy * (cdf + x * pdf);
+  }
+  case UnaryKind::GeluTanh: {
+    T inner = T(kSqrt2OverPi) * (x + T(kGeluKappa) * x * x * x);
+    T t = dm::tanh(inner);
+    T dInner = T(kSqrt2OverPi) * (T(1) + T(3 * kGeluKappa) * x * x);
+    return dy * (T(0.5) * (T(1) + t) + T(0.5) * x * (T(1) - t * t) * dInner);
+  }
+  case UnaryKind::Sqrt:
+    return dy / (T(2) * y);
+  case UnaryKind::Exp:
+    return dy * y;
+  case UnaryKind::Log:
+    return dy / x;
+  case UnaryKind::Neg:
+    return -dy;
+  case UnaryKind::Abs:
+    return x > T(0) ? dy : x < T(0) ? -dy : T(0); // sign(0) = 0
+  case UnaryKind::Reciprocal:
+    return -dy * y * y;
+  default:
+    return T(0);
+  }
+}
+
+/// Reads x or y (whichever the kind needs; the other may be absent).
+template <typename T> struct UnaryGradOp {
+  const T *x;
+  const T *y;
+  const T *dy;
+  T *dx;
+  UnaryKind kind;
+  T alpha;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    T xv = x ? x[i] : T(0);
+    T yv = y ? y[i] : T(0);
+    dx[i] = unaryGradOp(kind, xv, yv, dy[i], alpha);
+  }
+};
+
+/// Whether unaryGrad reads y (f(x)) for `kind`; the others read x.
+bool gradUsesOutput(UnaryKind kind) {
+  switch (kind) {
+  case UnaryKind::Sigmoid:
+  case UnaryKind::Tanh:
+  case UnaryKind::Sqrt:
+  case UnaryKind::Exp:
+  case UnaryKind::Reciprocal:
+    return true;
+  default:
+    return false;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Binary
+//===----------------------------------------------------------------------===//
+
+/// Add, Sub, Mul, Div on one dtype; integer division by zero sets `error`.
+template <typename T> struct ArithOp {
+  const T *a;
+  const T *b;
+  T *c;
+  BinaryKind kind;
+  unsigned long long *error;
+  __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
+    T x = a[o[0]], y = b[o[1]];
+    T r;
+    switch (kind) {
+    case BinaryKind::Add:
+      if constexpr (std::is_floating_point_v<T>)
+        r = x + y;
+      else
+        r = wrapAdd(x, y);
+      break;
+    case BinaryKind::Sub:
+      if constexpr (std::is_floating_point_v<T>)
+        r = x - y;
+      else
+        r = wrapSub(x, y);
+      break;
+    case BinaryKind::Mul:
+      if constexpr (std::is_floating_point_v<T>)
+        r = x * y;
+      else
+        r = wrapMul(x, y);
+      break;
+    default: // Div
+      if constexpr (std::is_floating_point_v<T>) {
+        r = x / y;
+      } else {
+        // Truncates toward zero; x / 0 is flagged, MIN / -1 wraps.
+        if (y == T(0)) {
+          atomicMin(error, static_cast<unsigned long long>(i));
+          r = T(0);
+        } else if (std::is_signed_v<T> && y == T(-1)) {
+          r = wrapSub(T(0), x);
+        } else {
+          r = static_cast<T>(x / y);
+        }
+      }
+      break;
+    }
+    c[i] = r;
+  }
+};
+
+/// Element i of a tensor of run-time dtype `type`, converted to R.
+template <typename R>
+__device__ __forceinline__ R loadAs(const void *p, DType type, int64_t i) {
+  switch (type) {
+  case DType::F32:
+    return static_cast<R>(static_cast<const float *>(p)[i]);
+  case DType::F64:
+    return static_cast<R>(static_cast<const double *>(p)[i]);
+  case DType::I64:
+    return static_cast<R>(static_cast<const int64_t *>(p)[i]);
+  case DType::I32:
+    return static_cast<R>(static_cast<const int32_t *>(p)[i]);
+  case DType::I8:
+    return static_cast<R>(static_cast<const int8_t *>(p)[i]);
+  default:
+    return static_cast<R>(static_cast<const uint8_t *>(p)[i]);
+  }
+}
+
+/// Integer power by squaring (wrapping); negative exponents truncate like
+/// integer Div, a zero base being a division by zero.
+template <typename T>
+__device__ T intPow(T base, int64_t exp, bool &divByZero) {
+  if (exp < 0) {
+    if (base == T(0)) {
+      divByZero = true;
+      return T(0);
+    }
+    if (base == T(1))
+      return T(1);
+    if (std::is_signed_v<T> && base == T(-1))
+      return (exp & 1) ? T(-1) : T(1);
+    return T(0);
+  }
+  T result = T(1);
+  while (exp) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    base = wrapMul(base, base);
+    exp >>= 1;
+  }
+  return result;
+}
+
+/// Pow with base dtype T; the exponent's dtype is read at run time (ONNX
+/// lets it differ), which avoids a T x E grid of instantiations.
+template <typename T> struct PowOp {
+  const T *a;
+  const void *b;
+  DType bType;
+  T *c;
+  unsigned long long *error;
+  __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
+    T x = a[o[0]];
+    if constexpr (std::is_floating_point_v<T>) {
+      c[i] = dm::pow(x, loadAs<T>(b, bType, o[1]));
+    } else {
+      if (bType == DType::F32 || bType == DType::F64) {
+        c[i] = convertDouble<T>(
+            dm::pow(static_cast<double>(x), loadAs<double>(b, bType, o[1])));
+      } else {
+        bool zero = false;
+        c[i] = intPow(x, loadAs<int64_t>(b, bType, o[1]), zero);
+        if (zero)
+          atomicMin(error, static_cast<unsigned long long>(i));
+      }
+    }
+  }
+};
+
+/// Equal, Less, Greater; Bool operands compare as truth values.
+template <typename T> struct CompareOp {
+  const T *a;
+  const T *b;
+  uint8_t *c;
+  BinaryKind kind;
+  bool isBool;
+  __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
+    T x = a[o[0]], y = b[o[1]];
+    if (isBool) {
+      x = T(x != T(0));
+      y = T(y != T(0));
+    }
+    bool r = kind == BinaryKind::Equal  ? x == y
+             : kind == BinaryKind::Less ? x < y
+                                        : x > y;
+    c[i] = r;
+  }
+};
+
+struct LogicOp {
+  const uint8_t *a;
+  const uint8_t *b;
+  uint8_t *c;
+  bool isAnd;
+  __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
+    bool x = a[o[0]] != 0, y = b[o[1]] != 0;
+    c[i] = isAnd ? (x && y) : (x || y);
+  }
+};
+
+//===----------------------------------------------------------------------===//
+// where, clip, cast, expand
+//===----------------------------------------------------------------------===//
+
+template <typename T> struct WhereOp {
+  const uint8_t *cond;
+  const T *x;
+  const T *y;
+  T *out;
+  __device__ void operator()(int64_t i, const int64_t (&o)[3]) const {
+    out[i] = cond[o[0]] ? x[o[1]] : y[o[2]];
+  }
+};
+
+/// min(max(x, lo), hi) written so NaN in x propagates; absent bounds are
+/// null and never read.
+template <typename T> struct ClipOp {
+  const T *x;
+  const T *lo;
+  const T *hi;
+  T *y;
+  __device__ void operator()(int64_t i, const int64_t (&o)[3]) const {
+    T v = x[o[0]];
+    if (lo && v < lo[o[1]])
+      v = lo[o[1]];
+    if (hi && hi[o[2]] < v)
+      v = hi[o[2]];
+    y[i] = v;
+  }
+};
+
+template <typename To, typename From>
+__device__ __forceinline__ To castValue(From v, bool fromBool) {
+  if (fromBool)
+    return To(v != From(0));
+  if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>)
+    return convertDouble<To>(static_cast<double>(v)); // truncate, saturate
+  else
+    return static_cast<To>(v); // rounds, or wraps between integers
+}
+
+/// Converts From to the run-time dtype `to` (NaN is true as a Bool).
+template <typename From> struct CastOp {
+  const From *x;
+  void *y;
+  DType to;
+  bool fromBool;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    From v = x[i];
+    switch (to) {
+    case DType::F32:
+      static_cast<float *>(y)[i] = castValue<float>(v, fromBool);
+      break;
+    case DType::F64:
+      static_cast<double *>(y)[i] = castValue<double>(v, fromBool);
+      break;
+    case DType::I64:
+      static_cast<int64_t *>(y)[i] = castValue<int64_t>(v, fromBool);
+      break;
+    case DType::I32:
+      static_cast<int32_t *>(y)[i] = castValue<int32_t>(v, fromBool);
+      break;
+    case DType::I8:
+      static_cast<int8_t *>(y)[i] = castValue<int8_t>(v, fromBool);
+      break;
+    case DType::U8:
+      static_cast<uint8_t *>(y)[i] = castValue<uint8_t>(v, fromBool);
+      break;
+    case DType::Bool:
+      static_cast<uint8_t *>(y)[i] = v != From(0);
+      break;
+    }
+  }
+};
+
+template <typename T> struct GatherOp {
+  const T *x;
+  T *y;
+  __device__ void operator()(int64_t i, const int64_t (&o)[1]) const {
+    y[i] = x[o[0]];
+  }
+};
+
+template <typename T> struct FillOp {
+  T *y;
+  T value;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    y[i] = value;
+  }
+};
+
+/// Reports an integer division by zero found by a kernel.
+Status checkDivision(const std::string &what, cudaStream_t stream,
+                     const unsigned long long *flag, const char *message) {
+  int64_t position;
+  PP_RT_TRY(readErrorFlag(what, stream, flag, position));
+  if (position >= 0)
+    return Status::error(what + ": " + message + " at flat position " +
+                         std::to_string(position));
+  return Status::success();
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Public entry points
+//===----------------------------------------------------------------------===//
+
+Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
+             float alpha) {
+  std::string what = std::string("unary ") + unaryName(kind);
+  PP_RT_TRY(expectValid(x, (what + " x").c_str()));
+  PP_RT_TRY(expectDType(y, x.dtype, (what + " y").c_str()));
+  PP_RT_TRY(expectShape(y, x.shape, (what + " y").c_str()));
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  if (kind == UnaryKind::Identity) {
+    if (x.data != y.data)
+      PP_CUDA_TRY(what, cudaMemcpyAsync(y.data, x.data, x.bytes(),
+                                        cudaMemcpyDeviceToDevice, stream));
+    return Status::success();
+  }
+  StridedIndex<1> index;
+  PP_RT_TRY(flatIndex(what, n, index));
+  if (kind == UnaryKind::Not) {
+    if (x.dtype != DType::Bool)
+      return dtypeError(what, x.dtype);
+    return launchMap(what, stream, n, index,
+                     NotOp{x.as<uint8_t>(), y.as<uint8_t>()});
+  }
+  bool intKind = kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
+                 kind == UnaryKind::Relu;
+  switch (x.dtype) {
+  case DType::F32:
+    return launchMap(
+        what, stream, n, index,
+        UnaryFloatOp<float>{x.as<float>(), y.as<float>(), kind, alpha});
+  case DType::F64:
+    return launchMap(what, stream, n, index,
+                     UnaryFloatOp<double>{x.as<double>(), y.as<double>(), kind,
+                                          double(alpha)});
+  case DType::I64:
+    if (intKind)
+      return launchMap(
+          what, stream, n, index,
+          UnaryIntOp<int64_t>{x.as<int64_t>(), y.as<int64_t>(), kind});
+    break;
+  case DType::I32:
+    if (intKind)
+      return launchMap(
+          what, stream, n, index,
+          UnaryIntOp<int32_t>{x.as<int32_t>(), y.as<int32_t>(), kind});
+    break;
+  case DType::I8:
+    if (intKind)
+      return launchMap(
+          what, stream, n, index,
+          UnaryIntOp<int8_t>{x.as<int8_t>(), y.as<int8_t>(), kind});
+    break;
+  default:
+    break;
+  }
+  return dtypeError(what, x.dtype);
+}
+
+Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
+                 const Tensor &dy, Tensor &dx, float alpha) {
+  std::string what = std::string("unaryGrad ") + unaryName(kind);
+  PP_RT_TRY(expectValid(dy, (what + " dy").c_str()));
+  PP_RT_TRY(expectDType(dx, dy.dtype, (what + " dx").c_str()));
+  PP_RT_TRY(expectShape(dx, dy.shape, (what + " dx").c_str()));
+  cudaStream_t stream = streamOf(ctx);
+  // Floor, Ceil and Not are piecewise constant: their gradient is zero.
+  if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
+      kind == UnaryKind::Not)
+    return zeroTensor(what, dx, stream);
+  if (!isFloat(dy.dtype))
+    return dtypeError(what, dy.dtype);
+  // Only the operand the kind reads is checked; the other may be empty.
+  bool usesY = gradUsesOutput(kind);
+  const Tensor &input = usesY ? y : x;
+  const char *inputName = usesY ? " y" : " x";
+  PP_RT_TRY(expectDType(input, dy.dtype, (what + inputName).c_str()));
+  PP_RT_TRY(expectShape(input, dy.shape, (what + inputName).c_str()));
+  int64_t n = dy.numel();
+  if (n == 0)
+    return Status::success();
+  StridedIndex<1> index;
+  PP_RT_TRY(flatIndex(what, n, index));
+  return visitFloat(dy.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    UnaryGradOp<T> op{usesY ? nullptr : x.as<T>(),
+                      usesY ? y.as<T>() : nullptr,
+                      dy.as<T>(),
+                      dx.as<T>(),
+                      kind,
+                      T(alpha)};
+    return launchMap(what, stream, n, index, op);
+  });
+}
+
+Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
+              Tensor &c) {
+  std::string what = std::string("binary ") + binaryName(kind);
+  PP_RT_TRY(expectValid(a, (what + " a").c_str()));
+  PP_RT_TRY(expectValid(b, (what + " b").c_str()));
+  std::vector<int64_t> shape;
+  if (!broadcastShapes(a.shape, b.shape, shape))
+    return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast");
+  // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
+  if (kind != BinaryKind::Pow && a.dtype != b.dtype)
+    return Status::error(what + ": operand dtypes differ: " +
+                         dtypeName(a.dtype) + " and " + dtypeName(b.dtype));
+  bool isCompare = kind == BinaryKind::Equal || kind == BinaryKind::Less ||
+                   kind == BinaryKind::Greater;
+  bool isLogic = kind == BinaryKind::And || kind == BinaryKind::Or;
+  DType outType = isCompare || isLogic ? DType::Bool : a.dtype;
+  PP_RT_TRY(expectDType(c, outType, (what + " c").c_str()));
+  PP_RT_TRY(expectShape(c, shape, (what + " c").c_str()));
+  if (isLogic && a.dtype != DType::Bool)
+    return dtypeError(what, a.dtype);
+  if (!isCompare && !isLogic) {
+    if (a.dtype == DType::Bool)
+      return dtypeError(what, a.dtype);
+    if (b.dtype == DType::Bool)
+      return dtypeError(what + " exponent", b.dtype);
+  }
+  int64_t n = c.numel();
+  if (n == 0)
+    return Status::success();
+  StridedIndex<2> index;
+  PP_RT_TRY(makeIndex<2>(
+      what, shape,
+      {broadcastStrides(a.shape, shape), broadcastStrides(b.shape, shape)},
+      index));
+  cudaStream_t stream = streamOf(ctx);
+
+  if (isLogic)
+    return launchMap(what, stream, n, index,
+                     LogicOp{a.as<uint8_t>(), b.as<uint8_t>(), c.as<uint8_t>(),
+                             kind == BinaryKind::And});
+  if (isCompare)
+    return visitDType(a.dtype, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      return launchMap(what, stream, n, index,
+                       CompareOp<T>{a.as<T>(), b.as<T>(), c.as<uint8_t>(), kind,
+                                    a.dtype == DType::Bool});
+    });
+  // Integer Div and Pow can divide by zero: those report it via a flag.
+  bool mayFlag =
+      !isFloat(a.dtype) && (kind == BinaryKind::Div ||
+                            (kind == BinaryKind::Pow && !isFloat(b.dtype)));
+  Scratch scratch(stream);
+  unsigned long long *flag = nullptr;
+  if (mayFlag)
+    PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
+  PP_RT_TRY(visitDType(a.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (kind == BinaryKind::Pow)
+      return launchMap(what, stream, n, index,
+                       PowOp<T>{a.as<T>(), b.data, b.dtype, c.as<T>(), flag});
+    return launchMap(what, stream, n, index,
+                     ArithOp<T>{a.as<T>(), b.as<T>(), c.as<T>(), kind, flag});
+  }));
+  if (!mayFlag)
+    return Status::success();
+  return checkDivision(what, stream, flag,
+                       kind == BinaryKind::Div
+                           ? "integer division by zero"
+                           : "zero to a negative integer power (division by "
+                             "zero)");
+}
+
+Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
+             Tensor &out) {
+  PP_RT_TRY(expectDType(cond, DType::Bool, "where cond"));
+  PP_RT_TRY(expectValid(cond, "where cond"));
+  PP_RT_TRY(expectValid(x, "where x"));
+  PP_RT_TRY(expectDType(y, x.dtype, "where y"));
+  PP_RT_TRY(expectValid(y, "where y"));
+  std::vector<int64_t> xy, shape;
+  if (!broadcastShapes(x.shape, y.shape, xy) ||
+      !broadcastShapes(cond.shape, xy, shape))
+    return Status::error("where: shapes " + shapeString(cond.shape) + ", " +
+                         shapeString(x.shape) + " and " + shapeString(y.shape) +
+                         " do not broadcast");
+  PP_RT_TRY(expectDType(out, x.dtype, "where out"));
+  PP_RT_TRY(expectShape(out, shape, "where out"));
+  int64_t n = out.numel();
+  if (n == 0)
+    return Status::success();
+  StridedIndex<3> index;
+  PP_RT_TRY(makeIndex<3>("where", shape,
+                         {broadcastStrides(cond.shape, shape),
+                          broadcastStrides(x.shape, shape),
+                          broadcastStrides(y.shape, shape)},
+                         index));
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launchMap(
+        "where", streamOf(ctx), n, index,
+        WhereOp<T>{cond.as<uint8_t>(), x.as<T>(), y.as<T>(), out.as<T>()});
+  });
+}
+
+Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
+            Tensor &y) {
+  PP_RT_TRY(expectValid(x, "clip x"));
+  if (x.dtype == DType::Bool)
+    return dtypeError("clip", x.dtype);
+  PP_RT_TRY(expectDType(y, x.dtype, "clip y"));
+  PP_RT_TRY(expectShape(y, x.shape, "clip y"));
+  for (const Tensor *bound : {lo, hi}) {
+    if (!bound)
+      continue;
+    const char *name = bound == lo ? "clip lo" : "clip hi";
+    PP_RT_TRY(expectDType(*bound, x.dtype, name));
+    PP_RT_TRY(expectValid(*bound, name));
+    if (!broadcastsTo(bound->shape, x.shape))
+      return Status::error(
+          std::string(name) + ": shape " + shapeString(bound->shape) +
+          " does not broadcast to x's shape " + shapeString(x.shape));
+  }
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  std::vector<int64_t> none;
+  StridedIndex<3> index;
+  PP_RT_TRY(makeIndex<3>("clip", x.shape,
+                         {stridesOf(x.shape),
+                          broadcastStrides(lo ? lo->shape : none, x.shape),
+                          broadcastStrides(hi ? hi->shape : none, x.shape)},
+                         index));
+  return visitDType(x.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launchMap("clip", streamOf(ctx), n, index,
+                     ClipOp<T>{x.as<T>(), lo ? lo->as<T>() : nullptr,
+                               hi ? hi->as<T>() : nullptr, y.as<T>()});
+  });
+}
+
+Status cast(Context &ctx, const Tensor &x, Tensor &y) {
+  PP_RT_TRY(expectValid(x, "cast x"));
+  PP_RT_TRY(expectShape(y, x.shape, "cast y"));
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  if (x.dtype == y.dtype) {
+    if (x.data != y.data)
+      PP_CUDA_TRY("cast", cudaMemcpyAsync(y.data, x.data, x.bytes(),
+                                          cudaMemcpyDeviceToDevice, stream));
+    return Status::success();
+  }
+  StridedIndex<1> index;
+  PP_RT_TRY(flatIndex("cast", n, index));
+  bool fromBool = x.dtype == DType::Bool;
+  return visitDType(x.dtype, [&](auto tag) {
+    using From = typename decltype(tag)::type;
+    return launchMap("cast", stream, n, index,
+                     CastOp<From>{x.as<From>(), y.data, y.dtype, fromBool});
+  });
+}
+
+Status expand(Context &ctx, const Tensor &x, Tensor &y) {
+  PP_RT_TRY(expectValid(x, "expand x"));
+  PP_RT_TRY(expectDType(y, x.dtype, "expand y"));
+  PP_RT_TRY(expectValid(y, "expand y"));
+  if (!broadcastsTo(x.shape, y.shape))
+    return Status::error("expand: x's shape " + shapeString(x.shape) +
+                         " does not broadcast to y's shape " +
+                         shapeString(y.shape));
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  StridedIndex<1> index;
+  PP_RT_TRY(makeIndex<1>("expand", y.shape,
+                         {broadcastStrides(x.shape, y.shape)}, index));
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return launchMap("expand", streamOf(ctx), n, index,
+                     GatherOp<T>{x.as<T>(), y.as<T>()});
+  });
+}
+
+Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y) {
+  PP_RT_TRY(expectValid(x, "reduceSumTo x"));
+  PP_RT_TRY(expectDType(y, x.dtype, "reduceSumTo y"));
+  PP_RT_TRY(expectValid(y, "reduceSumTo y"));
+  if (!broadcastsTo(y.shape, x.shape))
+    return Status::error("reduceSumTo: y's shape " + shapeString(y.shape) +
+                         " does not broadcast to x's shape " +
+                         shapeString(x.shape));
+  // Sum over the dims broadcasting added (leading) or stretched (y has 1),
+  // then view y as x's rank with those dims kept as 1: the same layout.
+  size_t lead = x.shape.size() - y.shape.size();
+  std::vector<int64_t> axes;
+  std::vector<int64_t> keptShape = x.shape;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    if (d < lead || (y.shape[d - lead] == 1 && x.shape[d] != 1)) {
+      axes.push_back(static_cast<int64_t>(d));
+      keptShape[d] = 1;
+    }
+  }
+  Tensor view = y;
+  view.shape = keptShape;
+  return reduce(ctx, ReduceKind::Sum, x, axes, view);
+}
+
+Status fill(Context &ctx, Tensor &y, double value) {
+  PP_RT_TRY(expectValid(y, "fill y"));
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  bool isBool = y.dtype == DType::Bool;
+  StridedIndex<1> index;
+  PP_RT_TRY(flatIndex("fill", n, index));
+  return visitDType(y.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T v = isBool ? T(value != 0) : convertDouble<T>(value);
+    if constexpr (sizeof(T) == 1) {
+      unsigned char byte;
+      std::memcpy(&byte, &v, 1);
+      PP_CUDA_TRY("fill", cudaMemsetAsync(y.data, byte, n, stream));
+      return Status::success();
+    } else {
+      return launchMap("fill", stream, n, index, FillOp<T>{y.as<T>(), v});
+    }
+  });
+}
+
+} // namespace pp::rt

@@ -1,0 +1,660 @@
+//===- Norm.cu - Layer and batch normalisation CUDA kernels ---------------===//
+//
+// LayerNormalization and BatchNormalization with their gradients. As on the
+// CPU, statistics accumulate in double with two passes (mean, then squared
+// deviations). Per-channel statistics are reduced in split partial sums
+// (several blocks per channel) that a finishing kernel adds in a fixed
+// order, so results are deterministic. Parameters and statistics may be F32
+// or F64 independently of x (stash_type, BatchNormalization T1/T2).
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+namespace pp::rt {
+
+using namespace cuda;
+
+namespace {
+
+/// Checks a float tensor of any float dtype with exactly `shape`.
+Status expectFloat(const Tensor &t, const std::vector<int64_t> &shape,
+                   const std::string &what) {
+  if (!isFloat(t.dtype))
+    return Status::error(what + ": expected dtype f32 or f64, got " +
+                         dtypeName(t.dtype));
+  return expectShape(t, shape, what.c_str());
+}
+
+bool isF64(const Tensor &t) { return t.dtype == DType::F64; }
+
+/// Threads per block for a row of n elements: a warp for short rows.
+int rowThreads(int64_t n) { return n <= 32 ? 32 : n <= 128 ? 128 : kThreads; }
+
+unsigned blocksFor(int64_t items) {
+  return static_cast<unsigned>(
+      std::max<int64_t>(1, std::min<int64_t>(items, int64_t(1) << 20)));
+}
+
+//===----------------------------------------------------------------------===//
+// LayerNorm
+//===----------------------------------------------------------------------===//
+
+/// A layer norm over dims [axis, rank): `outer` rows of `inner` elements;
+/// `param` maps an inner element to its (broadcast) scale/bias element.
+struct LayerNormShape {
+  int64_t axis = 0, outer = 1, inner = 1;
+  std::vector<int64_t> statShape;
+  StridedIndex<1> param;
+};
+
+Status resolveLayerNorm(const std::string &what, const Tensor &x,
+                        const Tensor &scale, const Tensor *bias, int64_t axis,
+                        LayerNormShape &ln) {
+  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  ln.axis = axis;
+  if (!normalizeAxis(ln.axis, x.rank()))
+    return Status::error(what + ": axis " + std::to_string(axis) +
+                         " out of range for x " + shapeString(x.shape));
+  std::vector<int64_t> normShape(x.shape.begin() + ln.axis, x.shape.end());
+  ln.statShape = x.shape;
+  for (int64_t d = 0; d < x.rank(); ++d)
+    if (d >= ln.axis)
+      ln.statShape[d] = 1;
+    else
+      ln.outer *= x.shape[d];
+  for (int64_t d : normShape)
+    ln.inner *= d;
+  const Tensor *params[2] = {&scale, bias};
+  const char *names[2] = {"scale", "bias"};
+  for (int i = 0; i < 2; ++i) {
+    if (!params[i])
+      continue;
+    const Tensor &p = *params[i];
+    std::string name = what + ": " + names[i];
+    PP_RT_TRY(expectDType(p, x.dtype, name.c_str()));
+    // Unidirectional broadcast to the normalised dims.
+    bool ok = p.rank() <= static_cast<int64_t>(normShape.size());
+    for (int64_t d = 0; ok && d < p.rank(); ++d) {
+      int64_t target = normShape[normShape.size() - p.rank() + d];
+      ok = p.shape[d] == 1 || p.shape[d] == target;
+    }
+    if (!ok)
+      return Status::error(name + ": " + shapeString(p.shape) +
+                           " does not broadcast to the normalised dims " +
+                           shapeString(normShape));
+  }
+  if (bias && bias->shape != scale.shape)
+    return Status::error(what + ": bias " + shapeString(bias->shape) +
+                         " differs from scale " + shapeString(scale.shape));
+  return makeIndex<1>(what, normShape,
+                      {broadcastStrides(scale.shape, normShape)}, ln.param);
+}
+
+__device__ __forceinline__ int64_t paramAt(const StridedIndex<1> &param,
+                                           int64_t j) {
+  int64_t off[1];
+  param.offsets(j, off);
+  return off[0];
+}
+
+/// One block per row: mean, then the squared deviations, then y.
+template <typename T>
+__global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
+                                void *mean, void *invStd, bool meanF64,
+                                bool invF64, int64_t rows, int64_t inner,
+                                double epsilon, StridedIndex<1> param) {
+  __shared__ double buf[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *xr = x + r * inner;
+    T *yr = y + r * inner;
+    double sum = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
+      sum += double(xr[j]);
+    double mu = blockReduce(sum, SumOp{}, buf) / double(inner);
+    double sq = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      double d = double(xr[j]) - mu;
+      sq += d * d;
+    }
+    double inv =
+        1.0 / ::sqrt(blockReduce(sq, SumOp{}, buf) / double(inner) + epsilon);
+    T muT = T(mu), invT = T(inv);
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      int64_t p = paramAt(param, j);
+      yr[j] = (xr[j] - muT) * invT * scale[p] + (bias ? bias[p] : T(0));
+    }
+    if (threadIdx.x == 0) {
+      storeFloat(mean, meanF64, r, mu);
+      storeFloat(invStd, invF64, r, inv);
+    }
+  }
+}
+
+/// dx = inv * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * scale,
+/// one block per row.
+template <typename T>
+__global__ void
+layerNormGradKernel(const T *dy, const T *x, const T *scale, const void *mean,
+                    const void *invStd, bool meanF64, bool invF64, T *dx,
+                    int64_t rows, int64_t inner, StridedIndex<1> param) {
+  __shared__ double buf[32];
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T *dyr = dy + r * inner, *xr = x + r * inner;
+    T *dxr = dx + r * inner;
+    double mu = loadFloat(mean, meanF64, r), inv = loadFloat(invStd, invF64, r);
+    double sumG = 0, sumGX = 0;
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      double g = double(dyr[j]) * double(scale[paramAt(param, j)]);
+      sumG += g;
+      sumGX += g * ((double(xr[j]) - mu) * inv);
+    }
+    double meanG = blockReduce(sumG, SumOp{}, buf) / double(inner);
+    double meanGX = blockReduce(sumGX, SumOp{}, buf) / double(inner);
+    for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+      double xhat = (double(xr[j]) - mu) * inv;
+      double g = double(dyr[j]) * double(scale[paramAt(param, j)]);
+      dxr[j] = T(inv * (g - meanG - xhat * meanGX));
+    }
+  }
+}
+
+constexpr int kColumns = 32, kRowThreads = 8;
+
+/// Partial column sums of dy * xhat and dy over a chunk of rows: block
+/// (32 columns x 8 row lanes), written to partial[chunk][inner] (2 arrays).
+template <typename T>
+__global__ void __launch_bounds__(kColumns *kRowThreads)
+    layerNormParamPartialKernel(const T *dy, const T *x, const void *mean,
+                                const void *invStd, bool meanF64, bool invF64,
+                                int64_t rows, int64_t inner,
+                                int64_t rowsPerChunk, double *partialScale,
+                                double *partialBias) {
+  __shared__ double ds[kRowThreads][kColumns], db[kRowThreads][kColumns];
+  int64_t j = int64_t(blockIdx.x) * kColumns + threadIdx.x;
+  int64_t chunk = blockIdx.y;
+  int64_t r0 = chunk * rowsPerChunk;
+  int64_t r1 = r0 + rowsPerChunk < rows ? r0 + rowsPerChunk : rows;
+  double s = 0, b = 0;
+  if (j < inner)
+    for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
+      double mu = loadFloat(mean, meanF64, r);
+      double inv = loadFloat(invStd, invF64, r);
+      double g = double(dy[r * inner + j]);
+      s += g * ((double(x[r * inner + j]) - mu) * inv);
+      b += g;
+    }
+  ds[threadIdx.y][threadIdx.x] = s;
+  db[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && j < inner) {
+    for (int k = 1; k < kRowThreads; ++k) {
+      s += ds[k][threadIdx.x];
+      b += db[k][threadIdx.x];
+    }
+    partialScale[chunk * inner + j] = s;
+    partialBias[chunk * inner + j] = b;
+  }
+}
+
+/// Adds the chunks of column j in order and folds the total onto its
+/// (possibly broadcast) parameter element.
+__global__ void __launch_bounds__(kThreads)
+    layerNormParamFoldKernel(const double *partialScale,
+                             const double *partialBias, int64_t chunks,
+                             int64_t inner, StridedIndex<1> param,
+                             double *foldScale, double *foldBias) {
+  PP_GRID_STRIDE(j, inner) {
+    double s = 0, b = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      s += partialScale[c * inner + j];
+      b += partialBias[c * inner + j];
+    }
+    int64_t p = paramAt(param, j);
+    atomicAdd(foldScale + p, s);
+    atomicAdd(foldBias + p, b);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    convertKernel(const double *from, T *to, int64_t n) {
+  PP_GRID_STRIDE(i, n) { to[i] = T(from[i]); }
+}
+
+//===----------------------------------------------------------------------===//
+// BatchNorm
+//===----------------------------------------------------------------------===//
+
+/// x [N, C, spatial...] seen as N blocks of C planes of `plane` elements.
+struct BatchShape {
+  int64_t n = 0, c = 0, plane = 1;
+  int64_t count() const { return n * plane; } // values per channel
+};
+
+Status resolveBatch(const std::string &what, const Tensor &x, BatchShape &bs) {
+  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  if (x.rank() < 2)
+    return Status::error(what + ": x needs rank >= 2 (N, C, ...), got " +
+                         shapeString(x.shape));
+  bs.n = x.shape[0];
+  bs.c = x.shape[1];
+  for (int64_t d = 2; d < x.rank(); ++d)
+    bs.plane *= x.shape[d];
+  return Status::success();
+}
+
+/// Blocks per channel: enough blocks overall to fill the GPU, each with at
+/// least a few thousand elements.
+int64_t channelSplits(const BatchShape &bs) {
+  int64_t wanted = (1024 + bs.c - 1) / std::max<int64_t>(bs.c, 1);
+  int64_t useful = (bs.count() + 4095) / 4096;
+  return std::max<int64_t>(1, std::min(wanted, useful));
+}
+
+/// What a channel-statistics pass sums per element.
+enum class StatPass : int {
+  Sum,        // x
+  SquaredDev, // (x - mean)^2
+  Grad,       // dy and dy * xhat
+};
+
+/// Partial sums of channel c (blockIdx.y) over split blockIdx.x of its
+/// count = N * plane elements: partial[c][split], one or two arrays.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    channelPartialKernel(StatPass pass, const T *x, const T *dy,
+                         const double *mean, const double *inv, int64_t c,
+                         int64_t plane, int64_t count, int64_t splits,
+                         double *partialA, double *partialB) {
+  __shared__ double buf[32];
+  int64_t ch = blockIdx.y, split = blockIdx.x;
+  int64_t per = (count + splits - 1) / splits;
+  int64_t e0 = split * per, e1 = e0 + per < count ? e0 + per : count;
+  double mu = pass == StatPass::Sum ? 0.0 : mean[ch];
+  double iv = pass == StatPass::Grad ? inv[ch] : 0.0;
+  double a = 0, b = 0;
+  for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
+    int64_t n = e / plane, i = e - n * plane;
+    int64_t off = (n * c + ch) * plane + i;
+    double v = double(x[off]);
+    switch (pass) {
+    case StatPass::Sum:
+      a += v;
+      break;
+    case StatPass::SquaredDev:
+      a += (v - mu) * (v - mu);
+      break;
+    case StatPass::Grad: {
+      double g = double(dy[off]);
+      a += g;
+      b += g * ((v - mu) * iv);
+      break;
+    }
+    }
+  }
+  a = blockReduce(a, SumOp{}, buf);
+  if (pass == StatPass::Grad)
+    b = blockReduce(b, SumOp{}, buf);
+  if (threadIdx.x == 0) {
+    partialA[ch * splits + split] = a;
+    if (pass == StatPass::Grad)
+      partialB[ch * splits + split] = b;
+  }
+}
+
+/// Sums channel ch's partials in order.
+__device__ __forceinline__ double sumSplits(const double *partial, int64_t ch,
+                                            int64_t splits) {
+  double s = 0;
+  for (int64_t k = 0; k < splits; ++k)
+    s += partial[ch * splits + k];
+  return s;
+}
+
+__global__ void __launch_bounds__(kThreads)
+    channelMeanKernel(const double *partial, int64_t c, int64_t splits,
+                      double count, double *mean) {
+  PP_GRID_STRIDE(ch, c) { mean[ch] = sumSplits(partial, ch, splits) / count; }
+}
+
+/// Per-channel float tensors of run-time dtype.
+struct ChannelTensor {
+  void *data;
+  bool f64;
+  __device__ double load(int64_t i) const { return loadFloat(data, f64, i); }
+  __device__ void store(int64_t i, double v) const {
+    storeFloat(data, f64, i, v);
+  }
+};
+
+/// Finishes the statistics of each channel: running and saved statistics,
+/// and the folded affine map y = x * coefA + coefB. Reads every input of a
+/// channel before writing its outputs, so running outputs may alias the
+/// input statistics.
+__global__ void __launch_bounds__(kThreads) batchNormFinishKernel(
+    bool training, bool unbiasedRunningVar, const double *batchMean,
+    const double *partialVar, int64_t splits, int64_t c, double count,
+    double epsilon, double momentum, ChannelTensor scale, ChannelTensor bias,
+    ChannelTensor inputMean, ChannelTensor inputVar, ChannelTensor runningMean,
+    ChannelTensor runningVar, ChannelTensor savedMean,
+    ChannelTensor savedInvStd, double *coefA, double *coefB) {
+  PP_GRID_STRIDE(ch, c) {
+    double inMean = inputMean.load(ch), inVar = inputVar.load(ch);
+    double sc = scale.load(ch), bi = bias.load(ch);
+    double mean = training ? batchMean[ch] : inMean;
+    double var = training ? sumSplits(partialVar, ch, splits) / count : inVar;
+    double inv = 1.0 / ::sqrt(var + epsilon);
+    coefA[ch] = inv * sc;
+    coefB[ch] = bi - mean * inv * sc;
+    if (training) {
+      // running = momentum * running + (1 - momentum) * batch, with the
+      // biased variance (ONNX) or the unbiased one (PyTorch).
+      double batchVar = unbiasedRunningVar ? var * count / (count - 1.0) : var;
+      runningMean.store(ch, momentum * inMean + (1.0 - momentum) * mean);
+      runningVar.store(ch, momentum * inVar + (1.0 - momentum) * batchVar);
+    } else {
+      runningMean.store(ch, inMean);
+      runningVar.store(ch, inVar);
+    }
+    if (savedMean.data)
+      savedMean.store(ch, mean);
+    if (savedInvStd.data)
+      savedInvStd.store(ch, inv);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    channelAffineKernel(const T *x, T *y, int64_t total, int64_t c,
+                        int64_t plane, const double *coefA,
+                        const double *coefB) {
+  PP_GRID_STRIDE(e, total) {
+    int64_t ch = (e / plane) % c;
+    y[e] = x[e] * T(coefA[ch]) + T(coefB[ch]);
+  }
+}
+
+/// Finishes the gradient statistics: dscale, dbias, and the coefficient
+/// k = scale * inv / count of dx.
+__global__ void __launch_bounds__(kThreads)
+    batchNormGradFinishKernel(const double *partialDy, const double *partialDyX,
+                              int64_t splits, int64_t c, double count,
+                              ChannelTensor scale, const double *inv,
+                              ChannelTensor dscale, ChannelTensor dbias,
+                              double *sumDy, double *sumDyX, double *coefK) {
+  PP_GRID_STRIDE(ch, c) {
+    double db = sumSplits(partialDy, ch, splits);
+    double ds = sumSplits(partialDyX, ch, splits);
+    sumDy[ch] = db;
+    sumDyX[ch] = ds;
+    coefK[ch] = scale.load(ch) * inv[ch] / count;
+    dscale.store(ch, ds);
+    dbias.store(ch, db);
+  }
+}
+
+/// dx = scale * inv / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    batchNormGradInputKernel(const T *dy, const T *x, T *dx, int64_t total,
+                             int64_t c, int64_t plane, double count,
+                             const double *mean, const double *inv,
+                             const double *sumDy, const double *sumDyX,
+                             const double *coefK) {
+  PP_GRID_STRIDE(e, total) {
+    int64_t ch = (e / plane) % c;
+    double xhat = (double(x[e]) - mean[ch]) * inv[ch];
+    dx[e] =
+        T(coefK[ch] * (count * double(dy[e]) - sumDy[ch] - xhat * sumDyX[ch]));
+  }
+}
+
+__global__ void __launch_bounds__(kThreads)
+    loadChannelsKernel(ChannelTensor from, double *to, int64_t c) {
+  PP_GRID_STRIDE(ch, c) { to[ch] = from.load(ch); }
+}
+
+ChannelTensor channel(const Tensor *t) {
+  return ChannelTensor{t ? t->data : nullptr, t && t->dtype == DType::F64};
+}
+
+} // namespace
+
+Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor *bias, int64_t axis, float epsilon, Tensor &y,
+                 Tensor &mean, Tensor &invStdDev) {
+  const char *what = "layerNorm";
+  LayerNormShape ln;
+  PP_RT_TRY(resolveLayerNorm(what, x, scale, bias, axis, ln));
+  PP_RT_TRY(expectDType(y, x.dtype, "layerNorm: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "layerNorm: y"));
+  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNorm: mean"));
+  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNorm: invStdDev"));
+  if (ln.outer == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    layerNormKernel<T>
+        <<<blocksFor(ln.outer), rowThreads(ln.inner), 0, stream>>>(
+            x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y.as<T>(),
+            mean.data, invStdDev.data, isF64(mean), isF64(invStdDev), ln.outer,
+            ln.inner, double(epsilon), ln.param);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &mean,
+                     const Tensor &invStdDev, int64_t axis, Tensor &dx,
+                     Tensor &dscale, Tensor *dbias) {
+  const std::string what = "layerNormGrad";
+  LayerNormShape ln;
+  PP_RT_TRY(resolveLayerNorm(what, x, scale, nullptr, axis, ln));
+  PP_RT_TRY(expectDType(dy, x.dtype, "layerNormGrad: dy"));
+  PP_RT_TRY(expectShape(dy, x.shape, "layerNormGrad: dy"));
+  PP_RT_TRY(expectDType(dx, x.dtype, "layerNormGrad: dx"));
+  PP_RT_TRY(expectShape(dx, x.shape, "layerNormGrad: dx"));
+  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNormGrad: mean"));
+  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNormGrad: invStdDev"));
+  PP_RT_TRY(expectDType(dscale, x.dtype, "layerNormGrad: dscale"));
+  PP_RT_TRY(expectShape(dscale, scale.shape, "layerNormGrad: dscale"));
+  if (dbias) {
+    PP_RT_TRY(expectDType(*dbias, x.dtype, "layerNormGrad: dbias"));
+    PP_RT_TRY(expectShape(*dbias, scale.shape, "layerNormGrad: dbias"));
+  }
+  cudaStream_t stream = streamOf(ctx);
+  int64_t scaleSize = scale.numel();
+  // Row chunks of the parameter reduction: enough blocks to fill the GPU,
+  // with the partial sums (chunks x inner doubles) kept under 128 MiB.
+  int64_t chunks =
+      std::min<int64_t>({(ln.outer + 63) / 64, 512,
+                         (int64_t(1) << 24) / std::max<int64_t>(ln.inner, 1)});
+  chunks = std::max<int64_t>(chunks, 1);
+  int64_t rowsPerChunk = std::max<int64_t>(1, (ln.outer + chunks - 1) / chunks);
+  Scratch scratch(stream);
+  double *partial = nullptr, *fold = nullptr;
+  PP_RT_TRY(scratch.alloc(what, 2 * chunks * ln.inner, &partial));
+  PP_RT_TRY(scratch.alloc(what, 2 * scaleSize, &fold));
+  if (scaleSize > 0)
+    PP_CUDA_TRY(
+        what, cudaMemsetAsync(fold, 0, 2 * scaleSize * sizeof(double), stream));
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    if (ln.outer > 0 && ln.inner > 0) {
+      layerNormGradKernel<T>
+          <<<blocksFor(ln.outer), rowThreads(ln.inner), 0, stream>>>(
+              dy.as<T>(), x.as<T>(), scale.as<T>(), mean.data, invStdDev.data,
+              isF64(mean), isF64(invStdDev), dx.as<T>(), ln.outer, ln.inner,
+              ln.param);
+      PP_CUDA_LAUNCHED(what);
+      int64_t columnBlocks = (ln.inner + kColumns - 1) / kColumns;
+      if (columnBlocks > 0x7fffffff)
+        return Status::error(what + ": normalised size too large");
+      dim3 grid(static_cast<unsigned>(columnBlocks),
+                static_cast<unsigned>(chunks));
+      layerNormParamPartialKernel<T>
+          <<<grid, dim3(kColumns, kRowThreads), 0, stream>>>(
+              dy.as<T>(), x.as<T>(), mean.data, invStdDev.data, isF64(mean),
+              isF64(invStdDev), ln.outer, ln.inner, rowsPerChunk, partial,
+              partial + chunks * ln.inner);
+      PP_CUDA_LAUNCHED(what);
+      layerNormParamFoldKernel<<<gridFor(ln.inner), kThreads, 0, stream>>>(
+          partial, partial + chunks * ln.inner, chunks, ln.inner, ln.param,
+          fold, fold + scaleSize);
+      PP_CUDA_LAUNCHED(what);
+    }
+    if (scaleSize > 0) {
+      convertKernel<T><<<gridFor(scaleSize), kThreads, 0, stream>>>(
+          fold, dscale.as<T>(), scaleSize);
+      PP_CUDA_LAUNCHED(what);
+      if (dbias) {
+        convertKernel<T><<<gridFor(scaleSize), kThreads, 0, stream>>>(
+            fold + scaleSize, dbias->as<T>(), scaleSize);
+        PP_CUDA_LAUNCHED(what);
+      }
+    }
+    return Status::success();
+  });
+}
+
+Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
+                 const Tensor &bias, const Tensor &inputMean,
+                 const Tensor &inputVar, float epsilon, float momentum,
+                 bool training, Tensor &y, Tensor &runningMean,
+                 Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
+                 bool unbiasedRunningVar) {
+  const std::string what = "batchNorm";
+  BatchShape bs;
+  PP_RT_TRY(resolveBatch(what, x, bs));
+  PP_RT_TRY(expectDType(y, x.dtype, "batchNorm: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "batchNorm: y"));
+  std::vector<int64_t> cShape = {bs.c};
+  PP_RT_TRY(expectFloat(scale, cShape, "batchNorm: scale"));
+  PP_RT_TRY(expectFloat(bias, cShape, "batchNorm: bias"));
+  PP_RT_TRY(expectFloat(inputMean, cShape, "batchNorm: inputMean"));
+  PP_RT_TRY(expectFloat(inputVar, cShape, "batchNorm: inputVar"));
+  PP_RT_TRY(expectFloat(runningMean, cShape, "batchNorm: runningMean"));
+  PP_RT_TRY(expectFloat(runningVar, cShape, "batchNorm: runningVar"));
+  if (savedMean)
+    PP_RT_TRY(expectFloat(*savedMean, cShape, "batchNorm: savedMean"));
+  if (savedInvStd)
+    PP_RT_TRY(expectFloat(*savedInvStd, cShape, "batchNorm: savedInvStd"));
+  // The unbiased variance needs two values per channel (PyTorch refuses
+  // the same case).
+  if (training && unbiasedRunningVar && bs.count() < 2)
+    return Status::error("batchNorm: training needs more than one value per "
+                         "channel, got x " +
+                         shapeString(x.shape));
+  if (bs.c == 0)
+    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+  cudaStream_t stream = streamOf(ctx);
+  int64_t splits = training ? channelSplits(bs) : 1;
+  double count = double(bs.count());
+  Scratch scratch(stream);
+  double *work = nullptr;
+  // [mean C][partial C * splits][coefA C][coefB C]
+  PP_RT_TRY(scratch.alloc(what, bs.c * (3 + splits), &work));
+  double *batchMean = work, *partial = work + bs.c;
+  double *coefA = partial + bs.c * splits, *coefB = coefA + bs.c;
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
+    if (training) {
+      if (bs.c > 65535)
+        return Status::error(what + ": more than 65535 channels");
+      channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
+          StatPass::Sum, x.as<T>(), nullptr, nullptr, nullptr, bs.c, bs.plane,
+          bs.count(), splits, partial, nullptr);
+      PP_CUDA_LAUNCHED(what);
+      channelMeanKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+          partial, bs.c, splits, count, batchMean);
+      PP_CUDA_LAUNCHED(what);
+      channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
+          StatPass::SquaredDev, x.as<T>(), nullptr, batchMean, nullptr, bs.c,
+          bs.plane, bs.count(), splits, partial, nullptr);
+      PP_CUDA_LAUNCHED(what);
+    }
+    batchNormFinishKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+        training, unbiasedRunningVar, batchMean, partial, splits, bs.c, count,
+        double(epsilon), double(momentum), channel(&scale), channel(&bias),
+        channel(&inputMean), channel(&inputVar), channel(&runningMean),
+        channel(&runningVar), channel(savedMean), channel(savedInvStd), coefA,
+        coefB);
+    PP_CUDA_LAUNCHED(what);
+    int64_t total = x.numel();
+    if (total > 0) {
+      channelAffineKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+          x.as<T>(), y.as<T>(), total, bs.c, bs.plane, coefA, coefB);
+      PP_CUDA_LAUNCHED(what);
+    }
+    return Status::success();
+  });
+}
+
+Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
+                     const Tensor &scale, const Tensor &savedMean,
+                     const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,
+                     Tensor &dbias) {
+  const std::string what = "batchNormGrad";
+  BatchShape bs;
+  PP_RT_TRY(resolveBatch(what, x, bs));
+  PP_RT_TRY(expectDType(dy, x.dtype, "batchNormGrad: dy"));
+  PP_RT_TRY(expectShape(dy, x.shape, "batchNormGrad: dy"));
+  PP_RT_TRY(expectDType(dx, x.dtype, "batchNormGrad: dx"));
+  PP_RT_TRY(expectShape(dx, x.shape, "batchNormGrad: dx"));
+  std::vector<int64_t> cShape = {bs.c};
+  PP_RT_TRY(expectFloat(scale, cShape, "batchNormGrad: scale"));
+  PP_RT_TRY(expectFloat(savedMean, cShape, "batchNormGrad: savedMean"));
+  PP_RT_TRY(expectFloat(savedInvStd, cShape, "batchNormGrad: savedInvStd"));
+  PP_RT_TRY(expectFloat(dscale, cShape, "batchNormGrad: dscale"));
+  PP_RT_TRY(expectFloat(dbias, cShape, "batchNormGrad: dbias"));
+  if (bs.c == 0)
+    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+  if (bs.c > 65535)
+    return Status::error(what + ": more than 65535 channels");
+  cudaStream_t stream = streamOf(ctx);
+  int64_t splits = channelSplits(bs);
+  double count = double(bs.count());
+  Scratch scratch(stream);
+  double *work = nullptr;
+  // [mean][inv][sumDy][sumDyX][k] (C each), then two partial arrays.
+  PP_RT_TRY(scratch.alloc(what, bs.c * (5 + 2 * splits), &work));
+  double *mean = work, *inv = work + bs.c, *sumDy = work + 2 * bs.c;
+  double *sumDyX = work + 3 * bs.c, *coefK = work + 4 * bs.c;
+  double *partialDy = work + 5 * bs.c, *partialDyX = partialDy + bs.c * splits;
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    loadChannelsKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+        channel(&savedMean), mean, bs.c);
+    PP_CUDA_LAUNCHED(what);
+    loadChannelsKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+        channel(&savedInvStd), inv, bs.c);
+    PP_CUDA_LAUNCHED(what);
+    dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
+    channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
+        StatPass::Grad, x.as<T>(), dy.as<T>(), mean, inv, bs.c, bs.plane,
+        bs.count(), splits, partialDy, partialDyX);
+    PP_CUDA_LAUNCHED(what);
+    batchNormGradFinishKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+        partialDy, partialDyX, splits, bs.c, count, channel(&scale), inv,
+        channel(&dscale), channel(&dbias), sumDy, sumDyX, coefK);
+    PP_CUDA_LAUNCHED(what);
+    int64_t total = x.numel();
+    if (total > 0) {
+      batchNormGradInputKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+          dy.as<T>(), x.as<T>(), dx.as<T>(), total, bs.c, bs.plane, count, mean,
+          inv, sumDy, sumDyX, coefK);
+      PP_CUDA_LAUNCHED(what);
+    }
+    return Status::success();
+  });
+}
+
+} // namespace pp::rt

@@ -1,0 +1,396 @@
+//===- Pool.cu - Window geometry and pooling CUDA kernels -----------------===//
+//
+// The window geometry shared with convolution, and max / average pooling
+// with their gradients. Forward kernels run one thread per output and walk
+// the window in the CPU backend's order, so ties pick the same argmax.
+// avgPoolGrad gathers (one thread per input element, no atomics);
+// maxPoolGrad scatters through atomics since its windows are unknown.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Window.cuh"
+
+namespace pp::rt {
+namespace cuda {
+
+namespace {
+
+/// Output size of one spatial dim in floor mode, and the largest accepted
+/// size (ceil mode); -1 when the dilated kernel exceeds the padded input.
+void outputRange(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
+                 int64_t d, int64_t &lo, int64_t &hi) {
+  int64_t span = in + pb + pe - d * (k - 1) - 1;
+  if (span < 0) {
+    lo = hi = -1;
+    return;
+  }
+  lo = span / s + 1;
+  hi = (span + s - 1) / s + 1;
+}
+
+} // namespace
+
+Status resolveGeometry(const std::string &what, const WindowParams &params,
+                       const std::vector<int64_t> &in,
+                       const std::vector<int64_t> &out,
+                       const std::vector<int64_t> *weightKernel, bool allowCeil,
+                       const char *outName, Geometry &g) {
+  size_t rank = in.size();
+  if (rank < 1 || rank > 3)
+    return Status::error(what + ": expected 1 to 3 spatial dims, got " +
+                         std::to_string(rank));
+  std::vector<int64_t> kernel = params.kernel;
+  if (kernel.empty() && weightKernel)
+    kernel = *weightKernel;
+  auto sizeError = [&](const char *name, size_t expected, size_t got) {
+    return Status::error(what + ": " + name + " needs " +
+                         std::to_string(expected) + " values, got " +
+                         std::to_string(got));
+  };
+  if (kernel.size() != rank)
+    return sizeError("kernel", rank, kernel.size());
+  if (weightKernel && kernel != *weightKernel)
+    return Status::error(what + ": kernel " + shapeString(kernel) +
+                         " differs from the weight's spatial dims " +
+                         shapeString(*weightKernel));
+  if (!params.strides.empty() && params.strides.size() != rank)
+    return sizeError("strides", rank, params.strides.size());
+  if (!params.pads.empty() && params.pads.size() != 2 * rank)
+    return sizeError("pads", 2 * rank, params.pads.size());
+  if (!params.dilations.empty() && params.dilations.size() != rank)
+    return sizeError("dilations", rank, params.dilations.size());
+  size_t lead = 3 - rank;
+  for (size_t i = 0; i < 3; ++i) {
+    g.in[i] = g.out[i] = g.k[i] = g.s[i] = g.d[i] = 1;
+    g.pb[i] = g.pe[i] = 0;
+  }
+  std::vector<int64_t> expectLo(rank), expectHi(rank);
+  bool outOk = out.size() == rank;
+  for (size_t i = 0; i < rank; ++i) {
+    size_t j = i + lead;
+    g.in[j] = in[i];
+    g.k[j] = kernel[i];
+    g.s[j] = params.strides.empty() ? 1 : params.strides[i];
+    g.d[j] = params.dilations.empty() ? 1 : params.dilations[i];
+    g.pb[j] = params.pads.empty() ? 0 : params.pads[i];
+    g.pe[j] = params.pads.empty() ? 0 : params.pads[i + rank];
+    if (g.k[j] < 1 || g.s[j] < 1 || g.d[j] < 1 || g.pb[j] < 0 || g.pe[j] < 0)
+      return Status::error(what + ": kernel, strides and dilations must be " +
+                           ">= 1 and pads >= 0, got kernel " +
+                           shapeString(kernel) + ", strides " +
+                           shapeString(params.strides) + ", pads " +
+                           shapeString(params.pads) + ", dilations " +
+                           shapeString(params.dilations));
+    outputRange(g.in[j], g.k[j], g.s[j], g.pb[j], g.pe[j], g.d[j], expectLo[i],
+                expectHi[i]);
+    if (expectLo[i] < 0)
+      return Status::error(what + ": dilated kernel " + shapeString(kernel) +
+                           " is larger than the padded input " +
+                           shapeString(in));
+    if (outOk) {
+      g.out[j] = out[i];
+      outOk = out[i] == expectLo[i] || (allowCeil && out[i] == expectHi[i]);
+    }
+  }
+  if (!outOk) {
+    std::string msg = what + ": " + outName + ": expected spatial dims " +
+                      shapeString(expectLo);
+    if (allowCeil && expectHi != expectLo)
+      msg += " (or " + shapeString(expectHi) + " in ceil mode)";
+    return Status::error(msg + ", got " + shapeString(out));
+  }
+  for (int i = 0; i < 3; ++i) {
+    g.inSize *= g.in[i];
+    g.outSize *= g.out[i];
+    g.kSize *= g.k[i];
+  }
+  return Status::success();
+}
+
+} // namespace cuda
+
+using namespace cuda;
+
+namespace {
+
+/// Validates a pooling pair x [N, C, in...] / y [N, C, out...] (or dx / dy).
+Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
+                   const WindowParams &params, const char *xName,
+                   const char *yName, Geometry &g) {
+  PP_RT_TRY(expectValid(x, (what + ": " + xName).c_str()));
+  PP_RT_TRY(expectValid(y, (what + ": " + yName).c_str()));
+  PP_RT_TRY(expectDType(y, x.dtype, (what + ": " + yName).c_str()));
+  if (!isFloat(x.dtype))
+    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
+  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
+      y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1])
+    return Status::error(what + ": expected " + xName + " [N, C, 1 to 3 " +
+                         "spatial dims] and " + yName +
+                         " with the same N and C, got " + xName + " " +
+                         shapeString(x.shape) + " and " + yName + " " +
+                         shapeString(y.shape));
+  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
+  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
+  return resolveGeometry(what, params, in, out, nullptr, true, yName, g);
+}
+
+/// Splits a flat position of a [d0, d1, d2] plane.
+__device__ __forceinline__ void unflatten(int64_t flat, const int64_t *dims,
+                                          int64_t (&p)[3]) {
+  p[2] = flat % dims[2];
+  flat /= dims[2];
+  p[1] = flat % dims[1];
+  p[0] = flat / dims[1];
+}
+
+/// Taps of kernel dim i at output o whose position lies in [lo, hi).
+__device__ int64_t countTaps(const Geometry &g, int i, int64_t o, int64_t lo,
+                             int64_t hi) {
+  int64_t count = 0;
+  for (int64_t kk = 0; kk < g.k[i]; ++kk) {
+    int64_t pos = o * g.s[i] - g.pb[i] + kk * g.d[i];
+    count += pos >= lo && pos < hi;
+  }
+  return count;
+}
+
+/// Divisor of average pooling at output o: the taps inside the input, or
+/// with countIncludePad also those inside the declared pads (a ceil-mode
+/// overhang beyond the pads never counts, as in PyTorch).
+__device__ int64_t avgDivisor(const Geometry &g, const int64_t (&o)[3],
+                              bool countIncludePad) {
+  int64_t divisor = 1;
+  for (int i = 0; i < 3; ++i)
+    divisor *= countIncludePad
+                   ? countTaps(g, i, o[i], -g.pb[i], g.in[i] + g.pe[i])
+                   : countTaps(g, i, o[i], 0, g.in[i]);
+  return divisor;
+}
+
+/// Calls tap(offset) for each tap of output o inside the input, in the CPU
+/// backend's order.
+template <typename Tap>
+__device__ __forceinline__ void forEachTap(const Geometry &g,
+                                           const int64_t (&o)[3], Tap &&tap) {
+  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+    int64_t id = o[0] * g.s[0] - g.pb[0] + kd * g.d[0];
+    if (id < 0 || id >= g.in[0])
+      continue;
+    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+      int64_t ih = o[1] * g.s[1] - g.pb[1] + kh * g.d[1];
+      if (ih < 0 || ih >= g.in[1])
+        continue;
+      int64_t rowOff = (id * g.in[1] + ih) * g.in[2];
+      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+        int64_t iw = o[2] * g.s[2] - g.pb[2] + kw * g.d[2];
+        if (iw >= 0 && iw < g.in[2])
+          tap(rowOff + iw);
+      }
+    }
+  }
+}
+
+/// Only taps inside x compete, so padding never wins; the first maximum
+/// wins ties and a NaN propagates (as in PyTorch). A window wholly in
+/// padding yields -inf and index -1.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    maxPoolKernel(const T *x, T *y, int64_t *indices, int64_t total,
+                  Geometry g) {
+  PP_GRID_STRIDE(t, total) {
+    int64_t pl = t / g.outSize, flat = t - pl * g.outSize;
+    int64_t o[3];
+    unflatten(flat, g.out, o);
+    const T *xp = x + pl * g.inSize;
+    T best = 0;
+    int64_t arg = -1;
+    forEachTap(g, o, [&](int64_t off) {
+      T v = xp[off];
+      if (arg < 0 || v > best || (isNaN(v) && !isNaN(best))) {
+        best = v;
+        arg = off;
+      }
+    });
+    y[t] = arg < 0 ? -std::numeric_limits<T>::infinity() : best;
+    if (indices)
+      indices[t] = arg < 0 ? -1 : pl * g.inSize + arg;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    avgPoolKernel(const T *x, T *y, int64_t total, Geometry g,
+                  bool countIncludePad) {
+  PP_GRID_STRIDE(t, total) {
+    int64_t pl = t / g.outSize, flat = t - pl * g.outSize;
+    int64_t o[3];
+    unflatten(flat, g.out, o);
+    const T *xp = x + pl * g.inSize;
+    T sum = 0;
+    forEachTap(g, o, [&](int64_t off) { sum += xp[off]; });
+    int64_t divisor = avgDivisor(g, o, countIncludePad);
+    y[t] = divisor > 0 ? sum / T(divisor) : T(0);
+  }
+}
+
+/// dx[i] = sum over the windows o that tap input i of dy[o] / divisor(o).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    avgPoolGradKernel(const T *dy, T *dx, int64_t total, Geometry g,
+                      bool countIncludePad) {
+  PP_GRID_STRIDE(t, total) {
+    int64_t pl = t / g.inSize, flat = t - pl * g.inSize;
+    int64_t p[3];
+    unflatten(flat, g.in, p);
+    const T *dyp = dy + pl * g.outSize;
+    T acc = 0;
+    int64_t o[3];
+    for (int64_t kd = 0; kd < g.k[0]; ++kd) {
+      int64_t nd = p[0] + g.pb[0] - kd * g.d[0];
+      if (nd < 0 || nd % g.s[0] != 0 || nd / g.s[0] >= g.out[0])
+        continue;
+      o[0] = nd / g.s[0];
+      for (int64_t kh = 0; kh < g.k[1]; ++kh) {
+        int64_t nh = p[1] + g.pb[1] - kh * g.d[1];
+        if (nh < 0 || nh % g.s[1] != 0 || nh / g.s[1] >= g.out[1])
+          continue;
+        o[1] = nh / g.s[1];
+        for (int64_t kw = 0; kw < g.k[2]; ++kw) {
+          int64_t nw = p[2] + g.pb[2] - kw * g.d[2];
+          if (nw < 0 || nw % g.s[2] != 0 || nw / g.s[2] >= g.out[2])
+            continue;
+          o[2] = nw / g.s[2];
+          int64_t divisor = avgDivisor(g, o, countIncludePad);
+          if (divisor > 0)
+            acc += dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / T(divisor);
+        }
+      }
+    }
+    dx[t] = acc;
+  }
+}
+
+/// Adds dy[o] onto dx at indices[o] (a flat offset into dx); an index
+/// outside o's own (n, c) plane is flagged.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    maxPoolGradKernel(const T *dy, const int64_t *indices, T *dx, int64_t total,
+                      int64_t outSize, int64_t inSize,
+                      unsigned long long *error) {
+  PP_GRID_STRIDE(o, total) {
+    int64_t idx = indices[o];
+    if (idx < 0) // a window without any input tap
+      continue;
+    int64_t pl = o / outSize;
+    int64_t local = idx - pl * inSize;
+    if (local < 0 || local >= inSize) {
+      atomicMin(error, static_cast<unsigned long long>(o));
+      continue;
+    }
+    atomicAdd(dx + idx, dy[o]);
+  }
+}
+
+} // namespace
+
+Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               Tensor &y, Tensor *indices) {
+  const char *what = "maxPool";
+  Geometry g;
+  PP_RT_TRY(resolvePool(what, x, y, params, "x", "y", g));
+  if (indices) {
+    PP_RT_TRY(expectDType(*indices, DType::I64, "maxPool: indices"));
+    PP_RT_TRY(expectShape(*indices, y.shape, "maxPool: indices"));
+  }
+  int64_t total = y.numel();
+  if (total == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  int64_t *idx = indices ? indices->as<int64_t>() : nullptr;
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    maxPoolKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+        x.as<T>(), y.as<T>(), idx, total, g);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
+                   Tensor &dx) {
+  const char *what = "maxPoolGrad";
+  PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
+  PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(indices, DType::I64, "maxPoolGrad: indices"));
+  PP_RT_TRY(expectShape(indices, dy.shape, "maxPoolGrad: indices"));
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dx.shape[0] != dy.shape[0] ||
+      dx.shape[1] != dy.shape[1])
+    return Status::error("maxPoolGrad: expected dy [N, C, spatial...] and dx "
+                         "with the same N and C, got dy " +
+                         shapeString(dy.shape) + " and dx " +
+                         shapeString(dx.shape));
+  int64_t planes = dy.shape[0] * dy.shape[1];
+  int64_t outSize = planes ? dy.numel() / planes : 0;
+  int64_t inSize = planes ? dx.numel() / planes : 0;
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(dy.dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    PP_RT_TRY(zeroTensor(what, dx, stream));
+    int64_t total = dy.numel();
+    if (total == 0)
+      return Status::success();
+    Scratch scratch(stream);
+    unsigned long long *flag = nullptr;
+    PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
+    maxPoolGradKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+        dy.as<T>(), indices.as<int64_t>(), dx.as<T>(), total, outSize, inSize,
+        flag);
+    PP_CUDA_LAUNCHED(what);
+    int64_t position;
+    PP_RT_TRY(readErrorFlag(what, stream, flag, position));
+    if (position >= 0)
+      return Status::error("maxPoolGrad: an index lies outside the (n, c) "
+                           "plane of dx " +
+                           shapeString(dx.shape) + " it belongs to");
+    return Status::success();
+  });
+}
+
+Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
+               bool countIncludePad, Tensor &y) {
+  const char *what = "avgPool";
+  Geometry g;
+  PP_RT_TRY(resolvePool(what, x, y, params, "x", "y", g));
+  int64_t total = y.numel();
+  if (total == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avgPoolKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+        x.as<T>(), y.as<T>(), total, g, countIncludePad);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
+                   bool countIncludePad, Tensor &dx) {
+  const char *what = "avgPoolGrad";
+  Geometry g;
+  PP_RT_TRY(resolvePool(what, dx, dy, params, "dx", "dy", g));
+  int64_t total = dx.numel();
+  if (total == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(dx.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    avgPoolGradKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+        dy.as<T>(), dx.as<T>(), total, g, countIncludePad);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+} // namespace pp::rt

@@ -1,0 +1,603 @@
+//===- Training.cu - Dropout, cross-entropy, optimiser CUDA kernels -------===//
+//
+// Dropout with the counter-based mask of DropoutHash.h (bit-identical to the
+// CPU backend), ONNX SoftmaxCrossEntropyLoss and its gradient, and the SGD /
+// Adam / AdamW updates of torch.optim. Loss reductions add per-label values
+// in one block in a fixed order, so the loss is deterministic. Labels are
+// checked on the device; a bad one is reported after a stream
+// synchronisation.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Common.cuh"
+
+#include "pp/Runtime/DropoutHash.h"
+
+#include <cmath>
+
+namespace pp::rt {
+
+using namespace cuda;
+
+namespace {
+
+Status checkRatio(const char *what, float ratio) {
+  if (!(ratio >= 0.f && ratio <= 1.f))
+    return Status::error(std::string(what) + ": ratio must lie in [0, 1], " +
+                         "got " + std::to_string(ratio));
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
+// Dropout
+//===----------------------------------------------------------------------===//
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, uint64_t seed,
+                  uint64_t threshold, T scale) {
+  PP_GRID_STRIDE(i, n) {
+    bool keep = dropouthash::keepElement(seed, uint64_t(i), threshold);
+    mask[i] = keep;
+    y[i] = keep ? x[i] * scale : T(0);
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    dropoutGradKernel(const T *dy, const uint8_t *mask, T *dx, int64_t n,
+                      T scale) {
+  PP_GRID_STRIDE(i, n) { dx[i] = mask[i] ? dy[i] * scale : T(0); }
+}
+
+//===----------------------------------------------------------------------===//
+// SoftmaxCrossEntropyLoss
+//===----------------------------------------------------------------------===//
+
+/// scores [N, C, d...] seen as N blocks of C rows of `inner` positions;
+/// labels [N, d...] index the class of each (n, position).
+struct SceShape {
+  int64_t n = 0, c = 0, inner = 1;
+  int64_t count() const { return n * inner; } // number of labels
+};
+
+enum class Reduction : int { None, Sum, Mean };
+
+Status parseReduction(const char *what, const std::string &name, Reduction &r) {
+  if (name == "none")
+    r = Reduction::None;
+  else if (name == "sum")
+    r = Reduction::Sum;
+  else if (name == "mean")
+    r = Reduction::Mean;
+  else
+    return Status::error(std::string(what) +
+                         ": reduction must be none, sum "
+                         "or mean, got '" +
+                         name + "'");
+  return Status::success();
+}
+
+/// Validates scores-shaped `probs` (scores or logProb), labels and weights.
+Status resolveSce(const std::string &what, const Tensor &probs,
+                  const char *probsName, const Tensor &labels,
+                  const Tensor *weights, SceShape &ss) {
+  PP_RT_TRY(expectValid(probs, (what + ": " + probsName).c_str()));
+  PP_RT_TRY(expectValid(labels, (what + ": labels").c_str()));
+  if (!isFloat(probs.dtype))
+    return Status::error(what + ": unsupported dtype " +
+                         dtypeName(probs.dtype));
+  if (probs.rank() < 2)
+    return Status::error(what + ": " + probsName +
+                         " needs rank >= 2 (N, C, ...), got " +
+                         shapeString(probs.shape));
+  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
+    return Status::error(what + ": labels: expected dtype i64 or i32, got " +
+                         dtypeName(labels.dtype));
+  std::vector<int64_t> labelShape = probs.shape;
+  labelShape.erase(labelShape.begin() + 1);
+  PP_RT_TRY(expectShape(labels, labelShape, (what + ": labels").c_str()));
+  ss.n = probs.shape[0];
+  ss.c = probs.shape[1];
+  for (int64_t d = 2; d < probs.rank(); ++d)
+    ss.inner *= probs.shape[d];
+  if (weights) {
+    PP_RT_TRY(expectDType(*weights, probs.dtype, (what + ": weights").c_str()));
+    PP_RT_TRY(expectShape(*weights, {ss.c}, (what + ": weights").c_str()));
+  }
+  return Status::success();
+}
+
+/// The labels and class weights a kernel reads.
+template <typename T> struct LabelView {
+  const void *labels;
+  bool labels64;
+  const T *weights;
+  int64_t classes;
+  bool hasIgnoreIndex;
+  int64_t ignoreIndex;
+
+  /// Weight of label i (0 when ignored); false when out of range.
+  __device__ bool weightOf(int64_t i, int64_t &label, double &weight) const {
+    label = loadIndex(labels, labels64, i);
+    if (hasIgnoreIndex && label == ignoreIndex) {
+      weight = 0;
+      return true;
+    }
+    if (label < 0 || label >= classes)
+      return false;
+    weight = weights ? double(weights[label]) : 1.0;
+    return true;
+  }
+};
+
+struct FMaxOp {
+  __device__ double operator()(double a, double b) const { return fmax(a, b); }
+};
+
+/// Log-softmax of label i's class column into logProb, then the weighted
+/// loss -w * logp[label] and the weight into perLabel / perWeight. Threads
+/// [first, first + step ...) of a group share the column; `reduce` combines
+/// their partial values. The arithmetic follows the CPU backend (double).
+template <typename T, typename ReduceFn>
+__device__ void sceLine(const T *scores, T *logProb, const LabelView<T> &lv,
+                        int64_t i, int64_t inner, double *perLabel,
+                        double *perWeight, unsigned long long *error,
+                        int64_t first, int64_t step, ReduceFn reduce) {
+  int64_t n = i / inner, pos = i - n * inner;
+  int64_t base = n * lv.classes * inner + pos;
+  double mx = -INFINITY;
+  for (int64_t c = first; c < lv.classes; c += step)
+    mx = fmax(mx, double(scores[base + c * inner]));
+  mx = reduce(mx, FMaxOp{});
+  double sum = 0;
+  for (int64_t c = first; c < lv.classes; c += step)
+    sum += ::exp(double(scores[base + c * inner]) - mx);
+  sum = reduce(sum, SumOp{});
+  double logSum = mx + ::log(sum);
+  for (int64_t c = first; c < lv.classes; c += step)
+    logProb[base + c * inner] = T(double(scores[base + c * inner]) - logSum);
+  if (first != 0)
+    return;
+  int64_t label;
+  double w = 0;
+  if (!lv.weightOf(i, label, w)) {
+    atomicMin(error, static_cast<unsigned long long>(i));
+    perLabel[i] = perWeight[i] = 0;
+    return;
+  }
+  perWeight[i] = w;
+  // Recomputed in double rather than read back from logProb (rounded to T,
+  // and written by other threads of the group).
+  perLabel[i] =
+      w == 0 ? 0.0
+             : -w * double(T(double(scores[base + label * inner]) - logSum));
+}
+
+struct LaneReduce {
+  template <typename Op> __device__ double operator()(double v, Op) const {
+    return v;
+  }
+};
+
+struct BlockReduceD {
+  double *buf;
+  template <typename Op> __device__ double operator()(double v, Op op) const {
+    return blockReduce(v, op, buf);
+  }
+};
+
+/// One thread per label (class columns strided by inner, or few classes).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sceThreadKernel(const T *scores, T *logProb, LabelView<T> lv,
+                    int64_t labels, int64_t inner, double *perLabel,
+                    double *perWeight, unsigned long long *error) {
+  PP_GRID_STRIDE(i, labels) {
+    sceLine(scores, logProb, lv, i, inner, perLabel, perWeight, error, 0, 1,
+            LaneReduce{});
+  }
+}
+
+/// One block per label (contiguous class rows of many classes).
+template <typename T>
+__global__ void sceBlockKernel(const T *scores, T *logProb, LabelView<T> lv,
+                               int64_t labels, double *perLabel,
+                               double *perWeight, unsigned long long *error) {
+  __shared__ double buf[32];
+  for (int64_t i = blockIdx.x; i < labels; i += gridDim.x)
+    sceLine(scores, logProb, lv, i, 1, perLabel, perWeight, error, threadIdx.x,
+            blockDim.x, BlockReduceD{buf});
+}
+
+/// Sums perLabel and perWeight over all labels in one block (fixed order)
+/// into totals[0..1].
+__global__ void __launch_bounds__(1024)
+    sumLabelsKernel(const double *perLabel, const double *perWeight,
+                    int64_t labels, double *totals) {
+  __shared__ double buf[32];
+  double a = 0, b = 0;
+  for (int64_t i = threadIdx.x; i < labels; i += blockDim.x) {
+    a += perLabel ? perLabel[i] : 0.0;
+    b += perWeight[i];
+  }
+  a = blockReduce(a, SumOp{}, buf);
+  b = blockReduce(b, SumOp{}, buf);
+  if (threadIdx.x == 0) {
+    totals[0] = a;
+    totals[1] = b;
+  }
+}
+
+/// ONNX divides by the summed weight of the counted labels; all labels
+/// ignored gives 0 / 0 = NaN.
+template <typename T>
+__global__ void sceLossKernel(const double *perLabel, const double *totals,
+                              Reduction red, int64_t labels, T *loss) {
+  if (red == Reduction::None) {
+    PP_GRID_STRIDE(i, labels) { loss[i] = T(perLabel[i]); }
+  } else if (blockIdx.x == 0 && threadIdx.x == 0) {
+    loss[0] = T(red == Reduction::Sum ? totals[0] : totals[0] / totals[1]);
+  }
+}
+
+/// Per-label weights (0 when ignored) for the gradient; flags bad labels.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sceWeightKernel(LabelView<T> lv, int64_t labels, double *weights,
+                    unsigned long long *error) {
+  PP_GRID_STRIDE(i, labels) {
+    int64_t label;
+    double w = 0;
+    if (!lv.weightOf(i, label, w)) {
+      atomicMin(error, static_cast<unsigned long long>(i));
+      w = 0;
+    }
+    weights[i] = w;
+  }
+}
+
+/// dscores[n, c, pos] = coef_i * (softmax[c] - [c == label_i]) where coef_i
+/// is w_i * dloss (scaled by 1 / total weight for mean).
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sceGradKernel(const T *logProb, const T *dloss, LabelView<T> lv,
+                  const double *weights, const double *totals, Reduction red,
+                  int64_t total, int64_t inner, T *dscores) {
+  PP_GRID_STRIDE(e, total) {
+    int64_t pos = e % inner, r = e / inner;
+    int64_t c = r % lv.classes, n = r / lv.classes;
+    int64_t i = n * inner + pos;
+    double coef = weights[i];
+    if (red == Reduction::None)
+      coef *= double(dloss[i]);
+    else if (red == Reduction::Sum)
+      coef *= double(dloss[0]);
+    else // all ignored: every coefficient is 0, keep the gradient 0
+      coef = coef == 0 ? 0.0 : coef * double(dloss[0]) / totals[1];
+    int64_t label = loadIndex(lv.labels, lv.labels64, i);
+    dscores[e] =
+        T(coef == 0
+              ? 0.0
+              : coef * (::exp(double(logProb[e])) - (c == label ? 1.0 : 0.0)));
+  }
+}
+
+Status labelError(const std::string &what, const Tensor &labels,
+                  int64_t position, int64_t classes, cudaStream_t stream) {
+  return Status::error(what + ": label " +
+                       std::to_string(readDeviceInt(labels, position, stream)) +
+                       " at flat position " + std::to_string(position) +
+                       " is outside [0, " + std::to_string(classes) +
+                       ") and not the ignore index");
+}
+
+template <typename T>
+LabelView<T> labelView(const Tensor &labels, const Tensor *weights,
+                       int64_t classes, bool hasIgnoreIndex,
+                       int64_t ignoreIndex) {
+  return LabelView<T>{labels.data,
+                      labels.dtype == DType::I64,
+                      weights ? weights->as<T>() : nullptr,
+                      classes,
+                      hasIgnoreIndex,
+                      ignoreIndex};
+}
+
+//===----------------------------------------------------------------------===//
+// Optimisers
+//===----------------------------------------------------------------------===//
+
+/// Checks that `t` matches param's dtype and shape.
+Status expectLike(const Tensor &t, const Tensor &param, const char *what) {
+  PP_RT_TRY(expectDType(t, param.dtype, what));
+  return expectShape(t, param.shape, what);
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    sgdKernel(T *p, const T *g, T *buf, int64_t n, bool first, T lr, T mu,
+              T damp, T wd, bool nesterov) {
+  PP_GRID_STRIDE(i, n) {
+    T d = g[i];
+    if (wd != T(0))
+      d += wd * p[i];
+    if (buf) {
+      buf[i] = first ? d : mu * buf[i] + damp * d;
+      d = nesterov ? d + mu * buf[i] : buf[i];
+    }
+    p[i] -= lr * d;
+  }
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    adamKernel(T *p, const T *g, T *m, T *v, int64_t n, T b1, T b2, T eps, T wd,
+               T stepSize, T bc2, T decay, bool decoupled) {
+  PP_GRID_STRIDE(i, n) {
+    T gi = g[i];
+    if (decoupled)
+      p[i] *= decay; // AdamW: decay the weight itself
+    else if (wd != T(0))
+      gi += wd * p[i]; // Adam: L2 term in the gradient
+    m[i] = b1 * m[i] + (T(1) - b1) * gi;
+    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
+    T denom = dm::sqrt(v[i]) / bc2 + eps;
+    p[i] -= stepSize * m[i] / denom;
+  }
+}
+
+} // namespace
+
+Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
+               uint64_t seed, Tensor &y, Tensor &mask) {
+  const char *what = "dropout";
+  PP_RT_TRY(expectValid(x, "dropout: x"));
+  if (!isFloat(x.dtype))
+    return Status::error(std::string("dropout: unsupported dtype ") +
+                         dtypeName(x.dtype));
+  PP_RT_TRY(expectDType(y, x.dtype, "dropout: y"));
+  PP_RT_TRY(expectShape(y, x.shape, "dropout: y"));
+  PP_RT_TRY(expectDType(mask, DType::Bool, "dropout: mask"));
+  PP_RT_TRY(expectShape(mask, x.shape, "dropout: mask"));
+  PP_RT_TRY(checkRatio(what, ratio));
+  int64_t n = x.numel();
+  if (n == 0)
+    return Status::success();
+  cudaStream_t stream = streamOf(ctx);
+  // Inference and ratio 0 keep everything unscaled.
+  if (!training || ratio == 0.f) {
+    if (y.data != x.data)
+      PP_CUDA_TRY(what, cudaMemcpyAsync(y.data, x.data, x.bytes(),
+                                        cudaMemcpyDeviceToDevice, stream));
+    PP_CUDA_TRY(what, cudaMemsetAsync(mask.data, 1, n, stream));
+    return Status::success();
+  }
+  uint64_t threshold = dropouthash::keepThreshold(ratio);
+  double scale = dropouthash::keepScale(ratio);
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropoutKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
+        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, seed, threshold, T(scale));
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
+                   float ratio, Tensor &dx) {
+  const char *what = "dropoutGrad";
+  PP_RT_TRY(expectValid(dy, "dropoutGrad: dy"));
+  if (!isFloat(dy.dtype))
+    return Status::error(std::string("dropoutGrad: unsupported dtype ") +
+                         dtypeName(dy.dtype));
+  PP_RT_TRY(expectDType(mask, DType::Bool, "dropoutGrad: mask"));
+  PP_RT_TRY(expectShape(mask, dy.shape, "dropoutGrad: mask"));
+  PP_RT_TRY(expectDType(dx, dy.dtype, "dropoutGrad: dx"));
+  PP_RT_TRY(expectShape(dx, dy.shape, "dropoutGrad: dx"));
+  PP_RT_TRY(checkRatio(what, ratio));
+  int64_t n = dy.numel();
+  if (n == 0)
+    return Status::success();
+  double scale = dropouthash::keepScale(ratio);
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(dy.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dropoutGradKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
+        dy.as<T>(), mask.as<uint8_t>(), dx.as<T>(), n, T(scale));
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
+                           const Tensor &labels, const Tensor *weights,
+                           bool hasIgnoreIndex, int64_t ignoreIndex,
+                           const std::string &reduction, Tensor &loss,
+                           Tensor &logProb) {
+  const std::string what = "softmaxCrossEntropy";
+  SceShape ss;
+  Reduction red;
+  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
+  PP_RT_TRY(resolveSce(what, scores, "scores", labels, weights, ss));
+  PP_RT_TRY(expectDType(logProb, scores.dtype, "softmaxCrossEntropy: logProb"));
+  PP_RT_TRY(expectShape(logProb, scores.shape, "softmaxCrossEntropy: logProb"));
+  PP_RT_TRY(expectDType(loss, scores.dtype, "softmaxCrossEntropy: loss"));
+  if (red == Reduction::None)
+    PP_RT_TRY(expectShape(loss, labels.shape, "softmaxCrossEntropy: loss"));
+  else if (loss.numel() != 1 || !loss.data)
+    return Status::error(what + ": loss: expected a scalar for reduction '" +
+                         reduction + "', got " + shapeString(loss.shape));
+  cudaStream_t stream = streamOf(ctx);
+  int64_t count = ss.count();
+  Scratch scratch(stream);
+  double *work = nullptr;
+  unsigned long long *flag = nullptr;
+  // [perLabel count][perWeight count][totals 2]
+  PP_RT_TRY(scratch.alloc(what, 2 * count + 2, &work));
+  PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
+  double *perLabel = work, *perWeight = work + count,
+         *totals = work + 2 * count;
+  PP_RT_TRY(visitFloat(scores.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    LabelView<T> lv =
+        labelView<T>(labels, weights, ss.c, hasIgnoreIndex, ignoreIndex);
+    if (count > 0) {
+      if (ss.inner == 1 && ss.c >= 256) {
+        unsigned blocks =
+            static_cast<unsigned>(std::min<int64_t>(count, int64_t(1) << 20));
+        sceBlockKernel<T><<<blocks, kThreads, 0, stream>>>(
+            scores.as<T>(), logProb.as<T>(), lv, count, perLabel, perWeight,
+            flag);
+      } else {
+        sceThreadKernel<T><<<gridFor(count), kThreads, 0, stream>>>(
+            scores.as<T>(), logProb.as<T>(), lv, count, ss.inner, perLabel,
+            perWeight, flag);
+      }
+      PP_CUDA_LAUNCHED(what);
+    }
+    if (red != Reduction::None) {
+      sumLabelsKernel<<<1, 1024, 0, stream>>>(perLabel, perWeight, count,
+                                              totals);
+      PP_CUDA_LAUNCHED(what);
+    }
+    sceLossKernel<T>
+        <<<gridFor(std::max<int64_t>(count, 1)), kThreads, 0, stream>>>(
+            perLabel, totals, red, count, loss.as<T>());
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  }));
+  int64_t position;
+  PP_RT_TRY(readErrorFlag(what, stream, flag, position));
+  if (position >= 0)
+    return labelError(what, labels, position, ss.c, stream);
+  return Status::success();
+}
+
+Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
+                               const Tensor &logProb, const Tensor &labels,
+                               const Tensor *weights, bool hasIgnoreIndex,
+                               int64_t ignoreIndex,
+                               const std::string &reduction, Tensor &dscores) {
+  const std::string what = "softmaxCrossEntropyGrad";
+  SceShape ss;
+  Reduction red;
+  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
+  PP_RT_TRY(resolveSce(what, logProb, "logProb", labels, weights, ss));
+  PP_RT_TRY(expectDType(dscores, logProb.dtype, (what + ": dscores").c_str()));
+  PP_RT_TRY(expectShape(dscores, logProb.shape, (what + ": dscores").c_str()));
+  PP_RT_TRY(expectDType(dloss, logProb.dtype, (what + ": dloss").c_str()));
+  if (red == Reduction::None)
+    PP_RT_TRY(expectShape(dloss, labels.shape, (what + ": dloss").c_str()));
+  else if (dloss.numel() != 1 || !dloss.data)
+    return Status::error(what + ": dloss: expected a scalar for reduction '" +
+                         reduction + "', got " + shapeString(dloss.shape));
+  cudaStream_t stream = streamOf(ctx);
+  int64_t count = ss.count();
+  Scratch scratch(stream);
+  double *work = nullptr;
+  unsigned long long *flag = nullptr;
+  // [weights count][totals 2]
+  PP_RT_TRY(scratch.alloc(what, count + 2, &work));
+  PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
+  double *labelWeights = work, *totals = work + count;
+  return visitFloat(logProb.dtype, what, [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    LabelView<T> lv =
+        labelView<T>(labels, weights, ss.c, hasIgnoreIndex, ignoreIndex);
+    if (count > 0) {
+      sceWeightKernel<T><<<gridFor(count), kThreads, 0, stream>>>(
+          lv, count, labelWeights, flag);
+      PP_CUDA_LAUNCHED(what);
+    }
+    sumLabelsKernel<<<1, 1024, 0, stream>>>(nullptr, labelWeights, count,
+                                            totals);
+    PP_CUDA_LAUNCHED(what);
+    // Every label is validated before anything is written, as on the CPU.
+    int64_t position;
+    PP_RT_TRY(readErrorFlag(what, stream, flag, position));
+    if (position >= 0)
+      return labelError(what, labels, position, ss.c, stream);
+    int64_t total = dscores.numel();
+    if (total == 0)
+      return Status::success();
+    sceGradKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
+        logProb.as<T>(), dloss.as<T>(), lv, labelWeights, totals, red, total,
+        ss.inner, dscores.as<T>());
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
+               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
+               float dampening, float weightDecay, bool nesterov) {
+  const char *what = "sgdStep";
+  PP_RT_TRY(expectValid(param, "sgdStep: param"));
+  if (!isFloat(param.dtype))
+    return Status::error(std::string("sgdStep: unsupported dtype ") +
+                         dtypeName(param.dtype));
+  PP_RT_TRY(expectLike(grad, param, "sgdStep: grad"));
+  if (momentum != 0.f) {
+    if (!momentumBuffer)
+      return Status::error("sgdStep: momentum " + std::to_string(momentum) +
+                           " needs a momentum buffer");
+    PP_RT_TRY(expectLike(*momentumBuffer, param, "sgdStep: momentumBuffer"));
+  }
+  if (nesterov && (momentum <= 0.f || dampening != 0.f))
+    return Status::error("sgdStep: Nesterov momentum requires a momentum > 0 "
+                         "and zero dampening, got momentum " +
+                         std::to_string(momentum) + ", dampening " +
+                         std::to_string(dampening));
+  int64_t n = param.numel();
+  if (n == 0)
+    return Status::success();
+  // torch initialises the buffer with the first gradient: step counts from 1.
+  bool first = step <= 1;
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(param.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *buf = momentum != 0.f ? momentumBuffer->as<T>() : nullptr;
+    sgdKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
+        param.as<T>(), grad.as<T>(), buf, n, first, T(lr), T(momentum),
+        T(1) - T(dampening), T(weightDecay), nesterov);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
+                Tensor &v, int64_t step, float lr, float beta1, float beta2,
+                float epsilon, float weightDecay, bool decoupled) {
+  const char *what = "adamStep";
+  PP_RT_TRY(expectValid(param, "adamStep: param"));
+  if (!isFloat(param.dtype))
+    return Status::error(std::string("adamStep: unsupported dtype ") +
+                         dtypeName(param.dtype));
+  PP_RT_TRY(expectLike(grad, param, "adamStep: grad"));
+  PP_RT_TRY(expectLike(m, param, "adamStep: m"));
+  PP_RT_TRY(expectLike(v, param, "adamStep: v"));
+  if (step < 1)
+    return Status::error("adamStep: step counts from 1, got " +
+                         std::to_string(step));
+  int64_t n = param.numel();
+  if (n == 0)
+    return Status::success();
+  // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
+  // beta2^t) + eps, p -= step_size * m / denom.
+  double bc1 = 1.0 - std::pow(double(beta1), double(step));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(double(beta2), double(step)));
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(param.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T wd = T(weightDecay);
+    adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
+        param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1),
+        T(beta2), T(epsilon), wd, T(double(lr) / bc1), T(bc2Sqrt),
+        T(1) - T(lr) * wd, decoupled);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+} // namespace pp::rt
