@@ -53,6 +53,11 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--dtype", choices=["float32", "float64"],
+                        default="float32",
+                        help="precision of the model and data")
+    parser.add_argument("--batch", type=int, default=0,
+                        help="batch size (default: the model's example)")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
@@ -60,8 +65,16 @@ def main():
 
     torch.manual_seed(0)
     model, example, input_name, _ = make_models.MODELS[args.model]()
+    if args.batch:
+        # A bigger batch keeps BatchNorm over 1x1 feature maps well
+        # conditioned (two values per channel amplify float32 rounding).
+        example = example[:1].expand(args.batch, *example.shape[1:]).clone()
     disable_dropout(model)
     model.train()
+    if args.dtype == "float64":
+        model = model.double()
+        if example.is_floating_point():
+            example = example.double()
     path = os.path.join(args.out, "model.onnx")
     torch.onnx.export(model, (example,), path, opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING,
@@ -78,6 +91,8 @@ def main():
                 value.copy_(torch.from_numpy(initializers[key].copy()))
 
     inputs, labels = make_data(args.model, example, args.seed)
+    if example.is_floating_point():
+        inputs = inputs.astype(args.dtype)
     np.save(os.path.join(args.out, "input.npy"), inputs)
     np.save(os.path.join(args.out, "labels.npy"), labels)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,

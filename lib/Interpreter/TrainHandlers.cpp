@@ -1,4 +1,5 @@
-//===- TrainHandlers.cpp - Interpreter handlers of the train dialect -*- C++ -*-//
+//===- TrainHandlers.cpp - Interpreter handlers of the train dialect -*- C++
+//-*-//
 //
 // Backward ops and optimizer steps map one to one onto the kernel library's
 // gradient and optimizer kernels. Optimizer ops are functional in the IR, so
@@ -104,138 +105,163 @@ LogicalResult withResults(Interpreter &in, Operation *op, StringRef kernel,
 } // namespace
 
 void pp::interp::registerTrainHandlers(Interpreter &interp) {
-  on<train::GlobalWriteOp>(interp, [](Interpreter &in, train::GlobalWriteOp op) -> LogicalResult {
-    std::string error;
-    if (failed(in.setGlobal(op.getGlobal(), in.operand(op, 0), &error)))
-      return op.emitError() << error;
-    return success();
-  });
+  on<train::GlobalWriteOp>(
+      interp, [](Interpreter &in, train::GlobalWriteOp op) -> LogicalResult {
+        std::string error;
+        if (failed(in.setGlobal(op.getGlobal(), in.operand(op, 0), &error)))
+          return op.emitError() << error;
+        return success();
+      });
 
-  on<train::UnaryGradOp>(interp, [](Interpreter &in, train::UnaryGradOp op) -> LogicalResult {
-    auto kind = unaryKind(op.getKind());
-    if (!kind)
-      return op.emitError() << "unknown unary kind '" << op.getKind() << "'";
-    float alpha = op.getAlpha().convertToFloat();
-    return withResults(in, op, "unaryGrad", [&](std::vector<Tensor> &r) {
-      return rt::unaryGrad(in.kernelContext(), *kind, in.operand(op, 0).view(),
-                           in.operand(op, 1).view(), in.operand(op, 2).view(),
-                           r[0].view(), alpha);
-    });
-  });
+  on<train::UnaryGradOp>(
+      interp, [](Interpreter &in, train::UnaryGradOp op) -> LogicalResult {
+        auto kind = unaryKind(op.getKind());
+        if (!kind)
+          return op.emitError()
+                 << "unknown unary kind '" << op.getKind() << "'";
+        float alpha = op.getAlpha().convertToFloat();
+        return withResults(in, op, "unaryGrad", [&](std::vector<Tensor> &r) {
+          return rt::unaryGrad(in.kernelContext(), *kind,
+                               in.operand(op, 0).view(),
+                               in.operand(op, 1).view(),
+                               in.operand(op, 2).view(), r[0].view(), alpha);
+        });
+      });
 
-  on<train::ReduceSumToOp>(interp, [](Interpreter &in, train::ReduceSumToOp op) -> LogicalResult {
-    return withResults(in, op, "reduceSumTo", [&](std::vector<Tensor> &r) {
-      return rt::reduceSumTo(in.kernelContext(), in.operand(op, 0).view(),
-                             r[0].view());
-    });
-  });
+  on<train::ReduceSumToOp>(
+      interp, [](Interpreter &in, train::ReduceSumToOp op) -> LogicalResult {
+        return withResults(in, op, "reduceSumTo", [&](std::vector<Tensor> &r) {
+          return rt::reduceSumTo(in.kernelContext(), in.operand(op, 0).view(),
+                                 r[0].view());
+        });
+      });
 
-  on<train::SoftmaxGradOp>(interp, [](Interpreter &in, train::SoftmaxGradOp op) -> LogicalResult {
-    const Tensor &y = in.operand(op, 0);
-    int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), y.rank());
-    return withResults(in, op, "softmaxGrad", [&](std::vector<Tensor> &r) {
-      return rt::softmaxGrad(in.kernelContext(), y.view(),
-                             in.operand(op, 1).view(), axis, op.getLog(),
-                             r[0].view());
-    });
-  });
+  on<train::SoftmaxGradOp>(
+      interp, [](Interpreter &in, train::SoftmaxGradOp op) -> LogicalResult {
+        const Tensor &y = in.operand(op, 0);
+        int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), y.rank());
+        return withResults(in, op, "softmaxGrad", [&](std::vector<Tensor> &r) {
+          return rt::softmaxGrad(in.kernelContext(), y.view(),
+                                 in.operand(op, 1).view(), axis, op.getLog(),
+                                 r[0].view());
+        });
+      });
 
-  on<train::LayerNormGradOp>(interp, [](Interpreter &in, train::LayerNormGradOp op) -> LogicalResult {
-    const Tensor &x = in.operand(op, 1);
-    int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), x.rank());
-    return withResults(in, op, "layerNormGrad", [&](std::vector<Tensor> &r) {
-      return rt::layerNormGrad(in.kernelContext(), in.operand(op, 0).view(),
-                               x.view(), in.operand(op, 2).view(),
-                               in.operand(op, 3).view(),
-                               in.operand(op, 4).view(), axis, r[0].view(),
-                               r[1].view(), &r[2].view());
-    });
-  });
+  on<train::LayerNormGradOp>(
+      interp, [](Interpreter &in, train::LayerNormGradOp op) -> LogicalResult {
+        const Tensor &x = in.operand(op, 1);
+        int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), x.rank());
+        return withResults(
+            in, op, "layerNormGrad", [&](std::vector<Tensor> &r) {
+              return rt::layerNormGrad(
+                  in.kernelContext(), in.operand(op, 0).view(), x.view(),
+                  in.operand(op, 2).view(), in.operand(op, 3).view(),
+                  in.operand(op, 4).view(), axis, r[0].view(), r[1].view(),
+                  &r[2].view());
+            });
+      });
 
-  on<train::BatchNormGradOp>(interp, [](Interpreter &in, train::BatchNormGradOp op) -> LogicalResult {
-    const Tensor &x = in.operand(op, 1);
-    if (x.rank() < 2)
-      return op.emitError() << "batch_norm_grad needs an input of rank >= 2";
-    Tensor mean(x.dtype(), {x.shape()[1]}), invStd(x.dtype(), {x.shape()[1]});
-    double epsilon = op.getEpsilon().convertToDouble();
-    if (x.dtype() == rt::DType::F32)
-      batchStatistics<float>(x, epsilon, mean, invStd);
-    else if (x.dtype() == rt::DType::F64)
-      batchStatistics<double>(x, epsilon, mean, invStd);
-    else
-      return op.emitError() << "batch_norm_grad needs a float input";
-    return withResults(in, op, "batchNormGrad", [&](std::vector<Tensor> &r) {
-      return rt::batchNormGrad(in.kernelContext(), in.operand(op, 0).view(),
-                               x.view(), in.operand(op, 2).view(), mean.view(),
-                               invStd.view(), r[0].view(), r[1].view(),
-                               r[2].view());
-    });
-  });
+  on<train::BatchNormGradOp>(
+      interp, [](Interpreter &in, train::BatchNormGradOp op) -> LogicalResult {
+        const Tensor &x = in.operand(op, 1);
+        if (x.rank() < 2)
+          return op.emitError()
+                 << "batch_norm_grad needs an input of rank >= 2";
+        Tensor mean(x.dtype(), {x.shape()[1]}),
+            invStd(x.dtype(), {x.shape()[1]});
+        double epsilon = op.getEpsilon().convertToDouble();
+        if (x.dtype() == rt::DType::F32)
+          batchStatistics<float>(x, epsilon, mean, invStd);
+        else if (x.dtype() == rt::DType::F64)
+          batchStatistics<double>(x, epsilon, mean, invStd);
+        else
+          return op.emitError() << "batch_norm_grad needs a float input";
+        return withResults(
+            in, op, "batchNormGrad", [&](std::vector<Tensor> &r) {
+              return rt::batchNormGrad(
+                  in.kernelContext(), in.operand(op, 0).view(), x.view(),
+                  in.operand(op, 2).view(), mean.view(), invStd.view(),
+                  r[0].view(), r[1].view(), r[2].view());
+            });
+      });
 
-  on<train::ConvGradInputOp>(interp, [](Interpreter &in, train::ConvGradInputOp op) -> LogicalResult {
-    rt::WindowParams params = convParams(op);
-    return withResults(in, op, "convGradInput", [&](std::vector<Tensor> &r) {
-      return rt::convGradInput(in.kernelContext(), in.operand(op, 0).view(),
-                               in.operand(op, 1).view(), params, r[0].view());
-    });
-  });
+  on<train::ConvGradInputOp>(
+      interp, [](Interpreter &in, train::ConvGradInputOp op) -> LogicalResult {
+        rt::WindowParams params = convParams(op);
+        return withResults(in, op, "convGradInput",
+                           [&](std::vector<Tensor> &r) {
+                             return rt::convGradInput(
+                                 in.kernelContext(), in.operand(op, 0).view(),
+                                 in.operand(op, 1).view(), params, r[0].view());
+                           });
+      });
 
-  on<train::ConvGradWeightOp>(interp, [](Interpreter &in, train::ConvGradWeightOp op) -> LogicalResult {
-    rt::WindowParams params = convParams(op);
-    return withResults(in, op, "convGradWeight", [&](std::vector<Tensor> &r) {
-      return rt::convGradWeight(in.kernelContext(), in.operand(op, 0).view(),
-                                in.operand(op, 1).view(), params, r[0].view());
-    });
-  });
+  on<train::ConvGradWeightOp>(
+      interp, [](Interpreter &in, train::ConvGradWeightOp op) -> LogicalResult {
+        rt::WindowParams params = convParams(op);
+        return withResults(in, op, "convGradWeight",
+                           [&](std::vector<Tensor> &r) {
+                             return rt::convGradWeight(
+                                 in.kernelContext(), in.operand(op, 0).view(),
+                                 in.operand(op, 1).view(), params, r[0].view());
+                           });
+      });
 
-  on<train::MaxPoolGradOp>(interp, [](Interpreter &in, train::MaxPoolGradOp op) -> LogicalResult {
-    return withResults(in, op, "maxPoolGrad", [&](std::vector<Tensor> &r) {
-      return rt::maxPoolGrad(in.kernelContext(), in.operand(op, 0).view(),
-                             in.operand(op, 1).view(), r[0].view());
-    });
-  });
+  on<train::MaxPoolGradOp>(
+      interp, [](Interpreter &in, train::MaxPoolGradOp op) -> LogicalResult {
+        return withResults(in, op, "maxPoolGrad", [&](std::vector<Tensor> &r) {
+          return rt::maxPoolGrad(in.kernelContext(), in.operand(op, 0).view(),
+                                 in.operand(op, 1).view(), r[0].view());
+        });
+      });
 
-  on<train::AvgPoolGradOp>(interp, [](Interpreter &in, train::AvgPoolGradOp op) -> LogicalResult {
-    rt::WindowParams params;
-    params.kernel = toVector(op.getKernelShape());
-    params.strides = toVector(op.getStrides());
-    params.pads = toVector(op.getPads());
-    params.dilations.assign(params.kernel.size(), 1);
-    return withResults(in, op, "avgPoolGrad", [&](std::vector<Tensor> &r) {
-      return rt::avgPoolGrad(in.kernelContext(), in.operand(op, 0).view(),
-                             params, op.getCountIncludePad() != 0,
-                             r[0].view());
-    });
-  });
+  on<train::AvgPoolGradOp>(
+      interp, [](Interpreter &in, train::AvgPoolGradOp op) -> LogicalResult {
+        rt::WindowParams params;
+        params.kernel = toVector(op.getKernelShape());
+        params.strides = toVector(op.getStrides());
+        params.pads = toVector(op.getPads());
+        params.dilations.assign(params.kernel.size(), 1);
+        return withResults(in, op, "avgPoolGrad", [&](std::vector<Tensor> &r) {
+          return rt::avgPoolGrad(in.kernelContext(), in.operand(op, 0).view(),
+                                 params, op.getCountIncludePad() != 0,
+                                 r[0].view());
+        });
+      });
 
-  on<train::SliceGradOp>(interp, [](Interpreter &in, train::SliceGradOp op) -> LogicalResult {
-    return withResults(in, op, "sliceGrad", [&](std::vector<Tensor> &r) {
-      return rt::sliceGrad(in.kernelContext(), in.operand(op, 0).view(),
-                           toVector(op.getStarts()), toVector(op.getSteps()),
-                           r[0].view());
-    });
-  });
+  on<train::SliceGradOp>(
+      interp, [](Interpreter &in, train::SliceGradOp op) -> LogicalResult {
+        return withResults(in, op, "sliceGrad", [&](std::vector<Tensor> &r) {
+          return rt::sliceGrad(in.kernelContext(), in.operand(op, 0).view(),
+                               toVector(op.getStarts()),
+                               toVector(op.getSteps()), r[0].view());
+        });
+      });
 
-  on<train::GatherGradOp>(interp, [](Interpreter &in, train::GatherGradOp op) -> LogicalResult {
-    int64_t rank =
-        cast<RankedTensorType>(op.getDdata().getType()).getRank();
-    int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), rank);
-    return withResults(in, op, "gatherGrad", [&](std::vector<Tensor> &r) {
-      return rt::gatherGrad(in.kernelContext(), in.operand(op, 0).view(),
-                            in.operand(op, 1).view(), axis, r[0].view());
-    });
-  });
+  on<train::GatherGradOp>(
+      interp, [](Interpreter &in, train::GatherGradOp op) -> LogicalResult {
+        int64_t rank =
+            cast<RankedTensorType>(op.getDdata().getType()).getRank();
+        int64_t axis = normalize(static_cast<int64_t>(op.getAxis()), rank);
+        return withResults(in, op, "gatherGrad", [&](std::vector<Tensor> &r) {
+          return rt::gatherGrad(in.kernelContext(), in.operand(op, 0).view(),
+                                in.operand(op, 1).view(), axis, r[0].view());
+        });
+      });
 
-  on<train::DropoutGradOp>(interp, [](Interpreter &in, train::DropoutGradOp op) -> LogicalResult {
-    return withResults(in, op, "dropoutGrad", [&](std::vector<Tensor> &r) {
-      return rt::dropoutGrad(in.kernelContext(), in.operand(op, 0).view(),
-                             in.operand(op, 1).view(),
-                             op.getRatio().convertToFloat(), r[0].view());
-    });
-  });
+  on<train::DropoutGradOp>(
+      interp, [](Interpreter &in, train::DropoutGradOp op) -> LogicalResult {
+        return withResults(in, op, "dropoutGrad", [&](std::vector<Tensor> &r) {
+          return rt::dropoutGrad(in.kernelContext(), in.operand(op, 0).view(),
+                                 in.operand(op, 1).view(),
+                                 op.getRatio().convertToFloat(), r[0].view());
+        });
+      });
 
   on<train::SoftmaxCrossEntropyGradOp>(
-      interp, [](Interpreter &in, train::SoftmaxCrossEntropyGradOp op) -> LogicalResult {
+      interp,
+      [](Interpreter &in,
+         train::SoftmaxCrossEntropyGradOp op) -> LogicalResult {
         const Tensor *weights = in.lookupOptional(op.getWeights());
         std::optional<uint64_t> ignore = op.getIgnoreIndex();
         return withResults(
@@ -250,42 +276,44 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
             });
       });
 
-  on<train::SGDOp>(interp, [](Interpreter &in, train::SGDOp op) -> LogicalResult {
-    Tensor param = in.lookup(op.getParam()).clone();
-    std::optional<Tensor> buffer;
-    if (op.getMomentumBuffer())
-      buffer = in.lookup(op.getMomentumBuffer()).clone();
-    int64_t step = in.lookup(op.getStep()).getInt(0);
-    rt::Status status = rt::sgdStep(
-        in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
-        buffer ? &buffer->view() : nullptr, step,
-        op.getLr().convertToFloat(), op.getMomentum().convertToFloat(),
-        op.getDampening().convertToFloat(),
-        op.getWeightDecay().convertToFloat(), op.getNesterov());
-    if (failed(in.check(op, status, "sgdStep")) ||
-        failed(in.setResult(op, op.getNewParam(), param)))
-      return failure();
-    if (buffer)
-      return in.setResult(op, op.getNewMomentumBuffer(), *buffer);
-    return success();
-  });
+  on<train::SGDOp>(
+      interp, [](Interpreter &in, train::SGDOp op) -> LogicalResult {
+        Tensor param = in.lookup(op.getParam()).clone();
+        std::optional<Tensor> buffer;
+        if (op.getMomentumBuffer())
+          buffer = in.lookup(op.getMomentumBuffer()).clone();
+        int64_t step = in.lookup(op.getStep()).getInt(0);
+        rt::Status status = rt::sgdStep(
+            in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
+            buffer ? &buffer->view() : nullptr, step,
+            op.getLr().convertToFloat(), op.getMomentum().convertToFloat(),
+            op.getDampening().convertToFloat(),
+            op.getWeightDecay().convertToFloat(), op.getNesterov());
+        if (failed(in.check(op, status, "sgdStep")) ||
+            failed(in.setResult(op, op.getNewParam(), param)))
+          return failure();
+        if (buffer)
+          return in.setResult(op, op.getNewMomentumBuffer(), *buffer);
+        return success();
+      });
 
-  on<train::AdamOp>(interp, [](Interpreter &in, train::AdamOp op) -> LogicalResult {
-    Tensor param = in.lookup(op.getParam()).clone();
-    Tensor m = in.lookup(op.getM()).clone();
-    Tensor v = in.lookup(op.getV()).clone();
-    int64_t step = in.lookup(op.getStep()).getInt(0);
-    rt::Status status = rt::adamStep(
-        in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
-        m.view(), v.view(), step, op.getLr().convertToFloat(),
-        op.getBeta1().convertToFloat(), op.getBeta2().convertToFloat(),
-        op.getEpsilon().convertToFloat(), op.getWeightDecay().convertToFloat(),
-        op.getDecoupled());
-    if (failed(in.check(op, status, "adamStep")))
-      return failure();
-    if (failed(in.setResult(op, op.getNewParam(), param)) ||
-        failed(in.setResult(op, op.getNewM(), m)))
-      return failure();
-    return in.setResult(op, op.getNewV(), v);
-  });
+  on<train::AdamOp>(
+      interp, [](Interpreter &in, train::AdamOp op) -> LogicalResult {
+        Tensor param = in.lookup(op.getParam()).clone();
+        Tensor m = in.lookup(op.getM()).clone();
+        Tensor v = in.lookup(op.getV()).clone();
+        int64_t step = in.lookup(op.getStep()).getInt(0);
+        rt::Status status = rt::adamStep(
+            in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
+            m.view(), v.view(), step, op.getLr().convertToFloat(),
+            op.getBeta1().convertToFloat(), op.getBeta2().convertToFloat(),
+            op.getEpsilon().convertToFloat(),
+            op.getWeightDecay().convertToFloat(), op.getDecoupled());
+        if (failed(in.check(op, status, "adamStep")))
+          return failure();
+        if (failed(in.setResult(op, op.getNewParam(), param)) ||
+            failed(in.setResult(op, op.getNewM(), m)))
+          return failure();
+        return in.setResult(op, op.getNewV(), v);
+      });
 }

@@ -1,4 +1,5 @@
-//===- GradientCheckTest.cpp - Finite-difference checks of every VJP -*- C++ -*-//
+//===- GradientCheckTest.cpp - Finite-difference checks of every VJP -*- C++
+//-*-//
 //
 // For every onnx op with a gradient rule: builds f(p) = sum(op(p...) * r) in
 // float64 with the parameters p as trainable globals and r a random constant,
@@ -131,8 +132,7 @@ TEST_P(GradientCheck, MatchesFiniteDifferences) {
       };
       double numeric = (lossAt(h) - lossAt(-h)) / (2 * h);
       double analytic = grad.as<double>()[i];
-      EXPECT_NEAR(analytic, numeric,
-                  c.tolerance * (0.1 + std::abs(numeric)))
+      EXPECT_NEAR(analytic, numeric, c.tolerance * (0.1 + std::abs(numeric)))
           << c.name << ": d/d" << c.params[k].name << "[" << i << "]";
     }
     ASSERT_TRUE(succeeded(interp.setGlobal(c.params[k].name, base)));
@@ -225,7 +225,8 @@ std::vector<GradCase> cases() {
       {"MaxPool",
        {{"x", {1, 2, 4, 4}}},
        "  %y, %i = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2>, strides = "
-       "array<i64: 2, 1>, pads = array<i64: 0, 0, 1, 0>} : (tensor<1x2x4x4xf64>) "
+       "array<i64: 2, 1>, pads = array<i64: 0, 0, 1, 0>} : "
+       "(tensor<1x2x4x4xf64>) "
        "-> (tensor<1x2x2x3xf64>, tensor<1x2x2x3xi64>)",
        {1, 2, 2, 3}},
       {"AveragePool",
@@ -340,15 +341,16 @@ std::vector<GradCase> cases() {
        "tensor<2x3xf32>\n"
        "  %y = onnx.Cast %c {to = 11 : i64} : (tensor<2x3xf32>) -> "
        "tensor<2x3xf64>",
-       s23, 1e-3, 1e-3},
+       s23,
+       1e-3,
+       1e-3},
   };
   return c;
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    ONNXOps, GradientCheck, ::testing::ValuesIn(cases()),
-    [](const ::testing::TestParamInfo<GradCase> &info) {
-      return info.param.name;
-    });
+INSTANTIATE_TEST_SUITE_P(ONNXOps, GradientCheck, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<GradCase> &info) {
+                           return info.param.name;
+                         });
 
 } // namespace

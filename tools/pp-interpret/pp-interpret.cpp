@@ -14,9 +14,11 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
+#include "pp/Interpreter/TrainHandlers.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -67,6 +69,16 @@ static llvm::cl::opt<bool> printValues("print",
 static llvm::cl::opt<int>
     numThreads("num-threads", llvm::cl::desc("Threads the CPU kernels may use"),
                llvm::cl::init(1));
+
+static llvm::cl::opt<int> steps(
+    "steps",
+    llvm::cl::desc("Run the function N times (training steps: globals carry "
+                   "over) and print the pp.loss result of each"),
+    llvm::cl::init(1));
+static llvm::cl::opt<std::string> dumpGlobals(
+    "dump-globals",
+    llvm::cl::desc("After the last run, write every global to DIR/<name>.npy "
+                   "(and DIR/globals.txt: name -> file)"));
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "pp-interpret: error: " << message << "\n";
@@ -206,6 +218,7 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   pp::registerONNXImportDialects(registry);
+  registry.insert<pp::train::TrainDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
@@ -294,9 +307,47 @@ int main(int argc, char **argv) {
   options.numThreads = numThreads;
   options.seed = seed;
   Interpreter interp(*module, options);
-  auto outputs = interp.run(funcName, argValues);
-  if (failed(outputs))
-    return 1;
+  pp::interp::registerTrainHandlers(interp);
+  if (steps < 1)
+    return fail("--steps must be at least 1");
+  std::optional<unsigned> lossIndex;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (func.getResultAttr(i, "pp.loss"))
+      lossIndex = i;
+  FailureOr<std::vector<Tensor>> outputs = failure();
+  for (int step = 1; step <= steps; ++step) {
+    outputs = interp.run(funcName, argValues);
+    if (failed(outputs))
+      return 1;
+    if (lossIndex)
+      llvm::outs() << "step " << step << " loss "
+                   << llvm::format("%.9g", (*outputs)[*lossIndex].getDouble(0))
+                   << "\n";
+  }
+
+  if (!dumpGlobals.empty()) {
+    if (std::error_code ec = llvm::sys::fs::create_directories(dumpGlobals))
+      return fail("cannot create '" + dumpGlobals + "': " + ec.message());
+    std::string index;
+    llvm::StringSet<> stems;
+    for (const std::string &name : interp.getGlobalNames()) {
+      std::string stem = fileStem(name);
+      while (!stems.insert(stem).second)
+        stem += "_";
+      llvm::SmallString<256> path(dumpGlobals);
+      llvm::sys::path::append(path, stem + ".npy");
+      if (llvm::Error error = writeNpy(path, *interp.getGlobal(name)))
+        return fail(llvm::toString(std::move(error)));
+      index += name + "\t" + stem + ".npy\n";
+    }
+    llvm::SmallString<256> indexPath(dumpGlobals);
+    llvm::sys::path::append(indexPath, "globals.txt");
+    std::error_code ec;
+    llvm::raw_fd_ostream os(indexPath, ec);
+    if (ec)
+      return fail("cannot write '" + indexPath + "': " + ec.message());
+    os << index;
+  }
 
   if (!outputDir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
