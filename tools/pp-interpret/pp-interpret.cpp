@@ -35,6 +35,7 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -316,13 +317,17 @@ int main(int argc, char **argv) {
       lossIndex = i;
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
     outputs = interp.run(funcName, argValues);
     if (failed(outputs))
       return 1;
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
     if (lossIndex)
       llvm::outs() << "step " << step << " loss "
                    << llvm::format("%.9g", (*outputs)[*lossIndex].getDouble(0))
-                   << "\n";
+                   << " time_ms " << llvm::format("%.3f", ms) << "\n";
   }
 
   if (!dumpGlobals.empty()) {
