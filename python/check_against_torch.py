@@ -38,6 +38,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.0)
     parser.add_argument("--batch", type=int, default=0)
+    parser.add_argument("--optimizer", default="sgd")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
@@ -46,11 +48,14 @@ def main():
     run([sys.executable, os.path.join(HERE, "torch_reference.py"),
          "--model", args.model, "--out", work, "--steps", str(args.steps),
          "--lr", str(args.lr), "--momentum", str(args.momentum),
-         "--batch", str(args.batch), "--dtype", args.dtype])
+         "--batch", str(args.batch), "--dtype", args.dtype,
+         "--optimizer", args.optimizer,
+         "--weight-decay", str(args.weight_decay)])
     step_mlir = os.path.join(work, "train.mlir")
     run([args.pipeline_opt, os.path.join(work, "model.onnx"), "--pp-add-loss",
          "--pp-autodiff",
-         f"--pp-optimizer=lr={args.lr} momentum={args.momentum}",
+         f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "
+         f"momentum={args.momentum} weight-decay={args.weight_decay}",
          "-o", step_mlir])
     input_name = "tokens" if args.model == "gpt" else "input"
     out = run([args.pp_interpret, step_mlir, f"--steps={args.steps}",

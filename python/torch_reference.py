@@ -5,7 +5,7 @@ Builds one model of make_models.py (same seed), turns dropout off, exports it
 to ONNX with static shapes (training mode, so BatchNorm uses batch
 statistics), loads the exported initializers back into the torch model so both
 sides start from identical weights, then runs `--steps` steps of
-torch.optim.SGD on fixed random data with mean cross-entropy loss.
+torch.optim.SGD (or Adam / AdamW) on fixed random data with mean cross-entropy loss.
 
 Writes to --out: model.onnx, input.npy, labels.npy, losses.npy (one loss per
 step, float64) and final.npz (every initializer after training: parameters
@@ -52,6 +52,9 @@ def main():
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.0)
+    parser.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
+                        default="sgd")
+    parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
@@ -95,8 +98,16 @@ def main():
         inputs = inputs.astype(args.dtype)
     np.save(os.path.join(args.out, "input.npy"), inputs)
     np.save(os.path.join(args.out, "labels.npy"), labels)
-    optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
-                                momentum=args.momentum)
+    if args.optimizer == "sgd":
+        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
+                                    momentum=args.momentum,
+                                    weight_decay=args.weight_decay)
+    elif args.optimizer == "adam":
+        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
+                                     weight_decay=args.weight_decay)
+    else:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
+                                      weight_decay=args.weight_decay)
     x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
     losses = []
     for _ in range(args.steps):
