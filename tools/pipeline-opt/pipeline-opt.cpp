@@ -65,6 +65,7 @@ int main(int argc, char **argv) {
                   func::FuncDialect>();
   pp::train::registerONNXGradients(registry);
   pp::registerPPPasses();
+  pp::registerPipelines();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();

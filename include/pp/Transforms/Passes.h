@@ -18,6 +18,9 @@ namespace pp {
 #define GEN_PASS_REGISTRATION
 #include "pp/Transforms/Passes.h.inc"
 
+/// Registers the named pipelines (--pp-training-step).
+void registerPipelines();
+
 } // namespace pp
 
 #endif // PP_TRANSFORMS_PASSES_H
