@@ -6,6 +6,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Interpreter/Interpreter.h"
+
+#include <chrono>
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -409,7 +411,28 @@ LogicalResult Interpreter::execute(Operation *op) {
   if (!handler)
     return op->emitError() << "the interpreter has no handler for '"
                            << op->getName() << "'";
-  return (*handler)(*this, op);
+  if (!options_.profile)
+    return (*handler)(*this, op);
+  auto start = std::chrono::steady_clock::now();
+  LogicalResult result = (*handler)(*this, op);
+  OpProfile &entry = profile_[op->getName().getStringRef()];
+  ++entry.calls;
+  entry.milliseconds += std::chrono::duration<double, std::milli>(
+                            std::chrono::steady_clock::now() - start)
+                            .count();
+  return result;
+}
+
+std::vector<OpProfile> Interpreter::getProfile() const {
+  std::vector<OpProfile> result;
+  for (const auto &entry : profile_) {
+    result.push_back(entry.second);
+    result.back().opName = entry.first().str();
+  }
+  llvm::sort(result, [](const OpProfile &a, const OpProfile &b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  return result;
 }
 
 LogicalResult Interpreter::runBlock(Block &block, Frame &frame) {

@@ -81,6 +81,10 @@ static llvm::cl::opt<std::string> dumpGlobals(
     llvm::cl::desc("After the last run, write every global to DIR/<name>.npy "
                    "(and DIR/globals.txt: name -> file)"));
 
+static llvm::cl::opt<bool>
+    profile("profile",
+            llvm::cl::desc("Print the time spent per op kind over all steps"));
+
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "pp-interpret: error: " << message << "\n";
   return 1;
@@ -307,6 +311,7 @@ int main(int argc, char **argv) {
   InterpreterOptions options;
   options.numThreads = numThreads;
   options.seed = seed;
+  options.profile = profile;
   Interpreter interp(*module, options);
   pp::interp::registerTrainHandlers(interp);
   if (steps < 1)
@@ -328,6 +333,20 @@ int main(int argc, char **argv) {
       llvm::outs() << "step " << step << " loss "
                    << llvm::format("%.9g", (*outputs)[*lossIndex].getDouble(0))
                    << " time_ms " << llvm::format("%.3f", ms) << "\n";
+  }
+
+  if (profile) {
+    double total = 0;
+    for (const auto &entry : interp.getProfile())
+      total += entry.milliseconds;
+    llvm::outs() << "profile over " << steps
+                 << " run(s): " << llvm::format("%.3f", total)
+                 << " ms in ops\n";
+    for (const auto &entry : interp.getProfile())
+      llvm::outs() << llvm::format(
+          "  %-34s %6lld calls %10.3f ms %5.1f%%\n", entry.opName.c_str(),
+          static_cast<long long>(entry.calls), entry.milliseconds,
+          100.0 * entry.milliseconds / total);
   }
 
   if (!dumpGlobals.empty()) {

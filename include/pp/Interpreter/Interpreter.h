@@ -103,6 +103,15 @@ struct InterpreterOptions {
   int numThreads = 1;
   /// Base seed of the Dropout masks of ops without a `seed` attribute.
   uint64_t seed = 0;
+  /// Accumulate the time spent in each op kind (see getProfile).
+  bool profile = false;
+};
+
+/// Time spent in one op kind while profiling.
+struct OpProfile {
+  std::string opName;
+  int64_t calls = 0;
+  double milliseconds = 0;
 };
 
 class Interpreter;
@@ -188,6 +197,10 @@ public:
   rt::Context &kernelContext() { return kernelContext_; }
   mlir::ModuleOp getModule() { return module_; }
 
+  /// Per-op-kind time of all runs so far, most expensive first (empty unless
+  /// InterpreterOptions::profile).
+  std::vector<OpProfile> getProfile() const;
+
   /// Restarts the Dropout seed sequence at `seed`.
   void setSeed(uint64_t seed);
   /// The next seed of the sequence (for random ops without a seed attribute).
@@ -220,6 +233,7 @@ private:
 
   uint64_t seed_ = 0;
   uint64_t seedCounter_ = 0;
+  llvm::StringMap<OpProfile> profile_;
 };
 
 /// Decodes an elements attribute (dense, splat or dense resource) into a
