@@ -1,0 +1,102 @@
+//===- CostModel.h - Time and memory of ops on devices ----------*- C++ -*-===//
+//
+// What the partitioner and the simulator ask of an op: its work (FLOPs and
+// bytes moved, forward and backward), the activation bytes its backward
+// needs, and its parameter bytes; and how long it runs on a device. The
+// analytic model is a roofline over the device's peak FLOP/s and memory
+// bandwidth; a measured profile overrides it per op and device kind.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_ANALYSIS_COSTMODEL_H
+#define PP_ANALYSIS_COSTMODEL_H
+
+#include "pp/Cluster/Cluster.h"
+
+#include "mlir/IR/Block.h"
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/Error.h"
+
+#include <memory>
+
+namespace pp {
+
+/// Work of one op for one micro-batch.
+struct OpWork {
+  double forwardFlops = 0, backwardFlops = 0;
+  /// Bytes read and written by the forward and by the backward.
+  double forwardBytes = 0, backwardBytes = 0;
+  /// Bytes of the op's results that the backward reads (kept between the
+  /// forward and the backward of a micro-batch unless recomputed).
+  int64_t activationBytes = 0;
+  /// Bytes of the trainable globals the op reads (weights; the gradient has
+  /// the same size).
+  int64_t parameterBytes = 0;
+};
+
+/// Bytes of a statically shaped tensor type (0 otherwise).
+int64_t getTensorBytes(mlir::Type type);
+
+/// The forward values that the backward (as the GradientOpInterface rules
+/// build it) reads: found by building each op's backward in place and
+/// inspecting its operands. Parameters (global reads) and constants excluded.
+llvm::DenseSet<mlir::Value> findValuesSavedForBackward(mlir::Block &forward);
+
+class CostModel {
+public:
+  virtual ~CostModel();
+  /// Records which values the backward reads (see findValuesSavedForBackward);
+  /// until then activationBytes counts every float result.
+  void setSavedValues(llvm::DenseSet<mlir::Value> values) {
+    savedValues = std::move(values);
+    haveSavedValues = true;
+  }
+  /// Work of `op` (an onnx op of the forward function).
+  virtual OpWork getWork(mlir::Operation *op) const;
+  /// Seconds of the forward / backward of `op` on `device`.
+  virtual double getForwardTime(mlir::Operation *op,
+                                const cluster::Device &device) const;
+  virtual double getBackwardTime(mlir::Operation *op,
+                                 const cluster::Device &device) const;
+  /// Optimizer-state bytes per parameter byte (SGD with momentum 1, Adam 2).
+  double optimizerStateFactor = 0;
+
+protected:
+  llvm::DenseSet<mlir::Value> savedValues;
+  bool haveSavedValues = false;
+};
+
+/// Roofline: max(FLOPs / peak, bytes / bandwidth) at the op's element type.
+class AnalyticCostModel : public CostModel {};
+
+/// Measured times override the analytic model: a JSON object
+/// {"<device kind>": {"<op name>": {"forward_ms": .., "backward_ms": ..}}},
+/// where the op name is its location name (the ONNX node name).
+class ProfiledCostModel : public CostModel {
+public:
+  static llvm::Expected<std::unique_ptr<ProfiledCostModel>>
+  fromJSON(llvm::StringRef text, llvm::StringRef fileName);
+
+  double getForwardTime(mlir::Operation *op,
+                        const cluster::Device &device) const override;
+  double getBackwardTime(mlir::Operation *op,
+                         const cluster::Device &device) const override;
+  /// Ops the profile covered / missed so far (for the plan report).
+  mutable int64_t hits = 0, misses = 0;
+
+private:
+  struct Times {
+    double forward = -1, backward = -1;
+  };
+  llvm::StringMap<llvm::StringMap<Times>> times_;
+  const Times *lookup(mlir::Operation *op, const cluster::Device &device) const;
+};
+
+/// The location name of an op (its ONNX node name), or "" when it has none.
+std::string getOpName(mlir::Operation *op);
+
+} // namespace pp
+
+#endif // PP_ANALYSIS_COSTMODEL_H

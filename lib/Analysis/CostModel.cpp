@@ -1,0 +1,230 @@
+//===- CostModel.cpp - Time and memory of ops on devices --------*- C++ -*-===//
+
+#include "pp/Analysis/CostModel.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/Support/JSON.h"
+
+using namespace mlir;
+
+namespace pp {
+
+int64_t getTensorBytes(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  int64_t bits = shaped.getElementType().getIntOrFloatBitWidth();
+  return shaped.getNumElements() * std::max<int64_t>(1, bits / 8);
+}
+
+std::string getOpName(Operation *op) {
+  if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+    return name.getName().str();
+  return "";
+}
+
+DenseSet<Value> findValuesSavedForBackward(Block &forward) {
+  DenseSet<Value> saved;
+  Operation *terminator = forward.getTerminator();
+  SmallVector<Operation *> ops;
+  for (Operation &op : forward.without_terminator())
+    ops.push_back(&op);
+  OpBuilder b(terminator);
+  for (Operation *op : ops) {
+    auto grad = dyn_cast<train::GradientOpInterface>(op);
+    if (!grad)
+      continue;
+    // Stand-in adjoints for every float result; the rule reads the rest of
+    // what it needs from the forward.
+    SmallVector<Value> dys;
+    SmallVector<Operation *> scratch;
+    for (Value result : op->getResults()) {
+      auto type = dyn_cast<RankedTensorType>(result.getType());
+      if (!type || !isa<FloatType>(type.getElementType())) {
+        dys.push_back(nullptr);
+        continue;
+      }
+      auto zero = onnx::ConstantOp::create(
+          b, op->getLoc(),
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 0.0)));
+      dys.push_back(zero);
+      scratch.push_back(zero);
+    }
+    Operation *firstNew = scratch.empty() ? nullptr : scratch.front();
+    SmallVector<Value> dxs;
+    // A rule that fails (e.g. inference-mode BatchNorm) saves nothing.
+    (void)grad.buildGradient(b, dys, dxs);
+    // Everything between the stand-ins and the terminator is scratch.
+    DenseSet<Operation *> isScratch;
+    for (Operation *it = firstNew ? firstNew : terminator; it != terminator;
+         it = it->getNextNode())
+      isScratch.insert(it);
+    for (Operation *it : isScratch)
+      for (Value operand : it->getOperands()) {
+        Operation *def = operand.getDefiningOp();
+        if (def && isScratch.contains(def))
+          continue;
+        if (def && isa<onnx::GlobalReadOp, onnx::ConstantOp>(def))
+          continue;
+        saved.insert(operand);
+      }
+    // Erase the scratch ops, users first.
+    SmallVector<Operation *> toErase;
+    for (Operation *it = firstNew ? firstNew : terminator; it != terminator;
+         it = it->getNextNode())
+      toErase.push_back(it);
+    for (Operation *it : llvm::reverse(toErase)) {
+      it->dropAllUses();
+      it->erase();
+    }
+  }
+  return saved;
+}
+
+CostModel::~CostModel() = default;
+
+/// Trainable reads feed weights; their bytes belong to the op that uses them.
+static int64_t parameterBytesOf(Operation *op) {
+  int64_t bytes = 0;
+  for (Value operand : op->getOperands())
+    if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
+      auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+          read, read.getGlobalAttr());
+      if (global && global.getKind() == onnx::kTrainable)
+        bytes += getTensorBytes(read.getType());
+    }
+  return bytes;
+}
+
+OpWork CostModel::getWork(Operation *op) const {
+  OpWork work;
+  if (auto cost = dyn_cast<onnx::CostOpInterface>(op))
+    work.forwardFlops = static_cast<double>(cost.getForwardFlops());
+  for (Value operand : op->getOperands())
+    work.forwardBytes += getTensorBytes(operand.getType());
+  for (Value result : op->getResults()) {
+    work.forwardBytes += getTensorBytes(result.getType());
+    bool floatResult = isa<FloatType>(getElementTypeOrSelf(result.getType()));
+    if (haveSavedValues ? savedValues.contains(result) : floatResult)
+      work.activationBytes += getTensorBytes(result.getType());
+  }
+  work.parameterBytes = parameterBytesOf(op);
+  // Contractions compute an input and a weight gradient of the forward's
+  // size each; other ops one adjoint of similar cost.
+  bool hasWeightGradient = isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
+  work.backwardFlops = work.forwardFlops * (hasWeightGradient ? 2.0 : 1.0);
+  work.backwardBytes = work.forwardBytes * 2.0;
+  return work;
+}
+
+/// Peak FLOP/s for the op's element type.
+static double peakFor(Operation *op, const cluster::Device &device) {
+  Type element = op->getNumResults()
+                     ? getElementTypeOrSelf(op->getResult(0).getType())
+                     : Type();
+  if (element && (element.isF16() || element.isBF16()))
+    return device.peakFlopsF16;
+  if (element && element.isF64())
+    return device.peakFlopsF64;
+  return device.peakFlopsF32;
+}
+
+static double roofline(double flops, double bytes, double peak,
+                       double bandwidth) {
+  double compute = peak > 0 ? flops / peak : 0;
+  double memory = bandwidth > 0 ? bytes / bandwidth : 0;
+  return std::max(compute, memory);
+}
+
+double CostModel::getForwardTime(Operation *op,
+                                 const cluster::Device &device) const {
+  OpWork work = getWork(op);
+  return roofline(work.forwardFlops, work.forwardBytes, peakFor(op, device),
+                  device.memoryBandwidth);
+}
+
+double CostModel::getBackwardTime(Operation *op,
+                                  const cluster::Device &device) const {
+  OpWork work = getWork(op);
+  return roofline(work.backwardFlops, work.backwardBytes, peakFor(op, device),
+                  device.memoryBandwidth);
+}
+
+llvm::Expected<std::unique_ptr<ProfiledCostModel>>
+ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
+  auto error = [&](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   fileName + ": " + message);
+  };
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  if (!parsed)
+    return error("invalid JSON: " + llvm::toString(parsed.takeError()));
+  const llvm::json::Object *kinds = parsed->getAsObject();
+  if (!kinds)
+    return error("expected an object of device kinds");
+  auto model = std::make_unique<ProfiledCostModel>();
+  for (const auto &[kind, opsValue] : *kinds) {
+    const llvm::json::Object *ops = opsValue.getAsObject();
+    if (!ops)
+      return error(kind.str() + ": expected an object of ops");
+    for (const auto &[opName, timesValue] : *ops) {
+      const llvm::json::Object *fields = timesValue.getAsObject();
+      std::string path = kind.str() + "." + opName.str();
+      if (!fields)
+        return error(path +
+                     ": expected {\"forward_ms\": .., \"backward_ms\": ..}");
+      Times times;
+      for (auto [key, slot] :
+           {std::pair<StringRef, double *>{"forward_ms", &times.forward},
+            {"backward_ms", &times.backward}}) {
+        if (const llvm::json::Value *v = fields->get(key)) {
+          std::optional<double> ms = v->getAsNumber();
+          if (!ms || *ms < 0)
+            return error(path + "." + key + ": expected a number >= 0");
+          *slot = *ms / 1e3;
+        }
+      }
+      if (times.forward < 0 && times.backward < 0)
+        return error(path + ": needs forward_ms or backward_ms");
+      model->times_[kind][opName] = times;
+    }
+  }
+  return model;
+}
+
+const ProfiledCostModel::Times *
+ProfiledCostModel::lookup(Operation *op, const cluster::Device &device) const {
+  auto kind = times_.find(device.kind);
+  if (kind == times_.end())
+    return nullptr;
+  auto it = kind->second.find(getOpName(op));
+  return it == kind->second.end() ? nullptr : &it->second;
+}
+
+double ProfiledCostModel::getForwardTime(Operation *op,
+                                         const cluster::Device &device) const {
+  const Times *t = lookup(op, device);
+  if (t && t->forward >= 0) {
+    ++hits;
+    return t->forward;
+  }
+  ++misses;
+  return CostModel::getForwardTime(op, device);
+}
+
+double ProfiledCostModel::getBackwardTime(Operation *op,
+                                          const cluster::Device &device) const {
+  const Times *t = lookup(op, device);
+  if (t && t->backward >= 0) {
+    ++hits;
+    return t->backward;
+  }
+  ++misses;
+  return CostModel::getBackwardTime(op, device);
+}
+
+} // namespace pp
