@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Transforms/Passes.h"
@@ -62,7 +63,7 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   DialectRegistry registry;
   registry.insert<pp::onnx::ONNXDialect, pp::train::TrainDialect,
-                  func::FuncDialect>();
+                  pp::pipeline::PPDialect, func::FuncDialect>();
   pp::train::registerONNXGradients(registry);
   pp::registerPPPasses();
   pp::registerPipelines();

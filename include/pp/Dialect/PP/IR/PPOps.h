@@ -1,0 +1,16 @@
+//===- PPOps.h - The pp dialect and its operations ------------*- C++ -*-===//
+#ifndef PP_DIALECT_PP_IR_PPOPS_H
+#define PP_DIALECT_PP_IR_PPOPS_H
+
+#include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Dialect.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include "pp/Dialect/PP/IR/PPOpsDialect.h.inc"
+
+#define GET_OP_CLASSES
+#include "pp/Dialect/PP/IR/PPOps.h.inc"
+
+#endif // PP_DIALECT_PP_IR_PPOPS_H

@@ -1,0 +1,130 @@
+//===- PPOps.cpp - The pp dialect and its operations ------------*- C++ -*-===//
+
+#include "pp/Dialect/PP/IR/PPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/MapVector.h"
+
+using namespace mlir;
+using namespace pp::pipeline;
+
+#include "pp/Dialect/PP/IR/PPOpsDialect.cpp.inc"
+
+void PPDialect::initialize() {
+  addOperations<
+#define GET_OP_LIST
+#include "pp/Dialect/PP/IR/PPOps.cpp.inc"
+      >();
+}
+
+/// The stage of the function holding `op` (its `pp.stage`), if any.
+static std::optional<int64_t> enclosingStage(Operation *op) {
+  for (Operation *parent = op->getParentOp(); parent;
+       parent = parent->getParentOp())
+    if (auto stage = parent->getAttrOfType<IntegerAttr>("pp.stage"))
+      return stage.getInt();
+  return std::nullopt;
+}
+
+template <typename CommOp> static LogicalResult verifyComm(CommOp op) {
+  auto mb = cast<RankedTensorType>(op.getMicroBatch().getType());
+  if (mb.getRank() != 0)
+    return op.emitOpError("micro_batch must be a scalar tensor<i64>");
+  int64_t peer = static_cast<int64_t>(op.getPeer());
+  if (peer < 0)
+    return op.emitOpError("peer must be a stage index >= 0, got ") << peer;
+  if (auto stage = enclosingStage(op); stage && *stage == peer)
+    return op.emitOpError("peer is the op's own stage ") << peer;
+  return success();
+}
+
+LogicalResult SendOp::verify() { return verifyComm(*this); }
+LogicalResult RecvOp::verify() { return verifyComm(*this); }
+
+LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
+                                                  NamedAttribute attribute) {
+  StringRef name = attribute.getName().getValue();
+  if (name == "pp.stage") {
+    if (!isa<IntegerAttr>(attribute.getValue()))
+      return op->emitError("pp.stage must be an integer");
+    return success();
+  }
+  if (name != "pp.num_stages")
+    return success();
+  auto numStages = dyn_cast<IntegerAttr>(attribute.getValue());
+  if (!numStages || numStages.getInt() < 1)
+    return op->emitError("pp.num_stages must be a positive integer");
+
+  // Every send needs exactly one recv: same tag, peers pointing at each
+  // other, same type. Key: (sender stage, receiver stage, tag).
+  using Key = std::tuple<int64_t, int64_t, int64_t>;
+  llvm::MapVector<Key, SmallVector<SendOp>> sends;
+  llvm::MapVector<Key, SmallVector<RecvOp>> recvs;
+  WalkResult walk = op->walk([&](Operation *nested) {
+    auto check = [&](Operation *comm, int64_t peer) -> std::optional<int64_t> {
+      std::optional<int64_t> stage = enclosingStage(comm);
+      if (!stage) {
+        comm->emitOpError("is not inside a function marked pp.stage");
+        return std::nullopt;
+      }
+      if (*stage == peer) {
+        comm->emitOpError("peer is the op's own stage ") << peer;
+        return std::nullopt;
+      }
+      if (*stage >= numStages.getInt() || peer >= numStages.getInt()) {
+        comm->emitOpError("stage ")
+            << *stage << " or peer " << peer << " is out of range for "
+            << numStages.getInt() << " stages";
+        return std::nullopt;
+      }
+      return stage;
+    };
+    if (auto send = dyn_cast<SendOp>(nested)) {
+      auto stage = check(send, send.getPeer());
+      if (!stage)
+        return WalkResult::interrupt();
+      sends[{*stage, static_cast<int64_t>(send.getPeer()),
+             static_cast<int64_t>(send.getTag())}]
+          .push_back(send);
+    } else if (auto recv = dyn_cast<RecvOp>(nested)) {
+      auto stage = check(recv, recv.getPeer());
+      if (!stage)
+        return WalkResult::interrupt();
+      recvs[{static_cast<int64_t>(recv.getPeer()), *stage,
+             static_cast<int64_t>(recv.getTag())}]
+          .push_back(recv);
+    }
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  for (auto &[key, list] : sends) {
+    auto [from, to, tag] = key;
+    if (list.size() > 1)
+      return list[1].emitOpError("duplicates the send from stage ")
+             << from << " to " << to << " with tag " << tag;
+    auto it = recvs.find(key);
+    if (it == recvs.end())
+      return list.front().emitOpError("has no matching pp.recv on stage ")
+             << to << " (peer " << from << ", tag " << tag << ")";
+    if (it->second.size() > 1)
+      return it->second[1].emitOpError("duplicates the recv on stage ")
+             << to << " from " << from << " with tag " << tag;
+    if (it->second.front().getValue().getType() !=
+        list.front().getValue().getType())
+      return it->second.front().emitOpError("receives ")
+             << it->second.front().getValue().getType() << " but the send has "
+             << list.front().getValue().getType();
+  }
+  for (auto &[key, list] : recvs)
+    if (!sends.count(key))
+      return list.front().emitOpError("has no matching pp.send on stage ")
+             << std::get<0>(key) << " (peer " << std::get<1>(key) << ", tag "
+             << std::get<2>(key) << ")";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "pp/Dialect/PP/IR/PPOps.cpp.inc"
