@@ -12,6 +12,7 @@
 
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
 
 #include <cstdint>
 #include <optional>
@@ -23,19 +24,28 @@ namespace pp::cluster {
 /// One accelerator.
 struct Device {
   std::string name;        ///< Unique within the cluster, e.g. "node0/gpu1".
-  std::string kind;        ///< Preset or user kind, e.g. "H100-SXM".
+  std::string kind;        ///< Preset or user kind, e.g. "H100".
   double peakFlopsF32 = 0; ///< FLOP/s (dense, no sparsity).
   double peakFlopsF16 = 0; ///< FLOP/s of fp16/bf16 tensor cores.
-  double peakFlopsF64 = 0;
+  double peakFlopsF64 = 0; ///< FLOP/s.
   int64_t memoryBytes = 0;
   double memoryBandwidth = 0; ///< Bytes/s of device memory.
   int node = 0;               ///< Index into Cluster::nodes.
 };
 
+/// Bandwidth and latency of a kind of link.
+struct LinkParams {
+  double bandwidth = 0; ///< Bytes/s in each direction.
+  double latency = 0;   ///< Seconds.
+  bool operator==(const LinkParams &o) const {
+    return bandwidth == o.bandwidth && latency == o.latency;
+  }
+};
+
 /// A point-to-point link between two devices (both directions).
 struct Link {
   int a = 0, b = 0;     ///< Device indices.
-  double bandwidth = 0; ///< Bytes/s.
+  double bandwidth = 0; ///< Bytes/s in each direction.
   double latency = 0;   ///< Seconds.
 };
 
@@ -46,31 +56,71 @@ struct Cluster {
   /// used for pairs without an explicit Link.
   double intraNodeBandwidth = 0, intraNodeLatency = 0;
   double interNodeBandwidth = 0, interNodeLatency = 0;
+  /// Explicit links; they override the defaults above for their pair.
   std::vector<Link> links;
+  /// Per node (indexed like `nodes`), the link between two of its devices
+  /// when it differs from the intra-node default (NVLink in one node, PCIe
+  /// in another). Shorter than `nodes`, or nullopt: the default applies.
+  std::vector<std::optional<LinkParams>> nodeIntraLinks;
   /// Optional grouping into virtual workers: device indices per worker, in
   /// pipeline order. Empty: one worker holding every device.
   std::vector<std::vector<int>> virtualWorkers;
 
-  /// Bandwidth (bytes/s) and latency (s) from device a to device b.
+  int numDevices() const { return static_cast<int>(devices.size()); }
+  /// Index of the device called `name`, or -1.
+  int findDevice(llvm::StringRef name) const;
+  bool sameNode(int a, int b) const {
+    return devices[a].node == devices[b].node;
+  }
+  /// The explicit link between a and b (either order), or null.
+  const Link *findLink(int a, int b) const;
+
+  /// The link from device a to device b: the explicit link if there is one,
+  /// else the node's own intra-node link, else the intra- or inter-node
+  /// default.
+  LinkParams link(int a, int b) const;
+  /// Bandwidth (bytes/s) and latency (s) of link(a, b).
+  /// A device to itself has infinite bandwidth and no latency.
   double bandwidth(int a, int b) const;
   double latency(int a, int b) const;
-  /// Seconds to move `bytes` from device a to device b (0 when a == b).
+  /// Seconds to move `bytes` from device a to device b (0 when a == b):
+  /// latency + bytes / bandwidth.
   double transferTime(int a, int b, double bytes) const;
 };
 
 /// Known device kinds (V100, A100-40, A100-80, H100, H200, RTX2060, TITANV,
-/// P4000, T4, ...), case-insensitive; nullopt when unknown.
+/// P4000, T4, ...), case-insensitive; nullopt when unknown. The result has
+/// the canonical kind ("v100" gives kind "V100-32"), no name, and node 0.
 std::optional<Device> getPreset(llvm::StringRef kind);
-/// Names of all presets, for messages and --help.
+/// Names of all presets (canonical names and aliases), for messages and
+/// --help.
 std::vector<std::string> getPresetNames();
 
 /// Parses "4xH100" or "2xA100-80,2xV100" (one node per comma-separated
-/// group unless `sameNode`), or a JSON file path (ending in .json).
-llvm::Expected<Cluster> parseClusterSpec(llvm::StringRef spec);
+/// group unless `sameNode`), or reads a JSON file (a path ending in .json).
+/// Links get the defaults of docs/cluster.md.
+llvm::Expected<Cluster> parseClusterSpec(llvm::StringRef spec,
+                                         bool sameNode = false);
 /// Parses a cluster JSON document; `fileName` names it in errors, which
-/// point at the offending field (e.g. "devices[2].memory_bytes").
+/// point at the offending field (e.g. "nodes[0].devices[2].memory_bytes").
 llvm::Expected<Cluster> parseClusterJSON(llvm::StringRef text,
                                          llvm::StringRef fileName);
+/// The cluster as a JSON document that parseClusterJSON reads back to the
+/// same cluster (every field explicit; devices must be ordered by node).
+llvm::json::Value toJSON(const Cluster &cluster);
+
+/// The physical quantities of the JSON schema.
+enum class Quantity {
+  Bytes,     ///< "80GB", "16GiB"
+  Bandwidth, ///< bytes/s: "900GB/s", "200Gb/s"
+  Seconds,   ///< "5us", "1.5ms"
+  Flops,     ///< FLOP/s: "989TFLOPS"
+};
+/// Parses a number with an optional unit of `kind` ("80GB", "5 us") into
+/// base units (bytes, bytes/s, s, FLOP/s). SI prefixes are powers of 1000,
+/// Ki/Mi/Gi/Ti powers of 1024; a lower-case b is a bit. The sign is kept:
+/// callers check the range.
+llvm::Expected<double> parseQuantity(llvm::StringRef text, Quantity kind);
 
 } // namespace pp::cluster
 
