@@ -7,8 +7,8 @@
 
 #include "pp/Interpreter/Interpreter.h"
 
-#include <chrono>
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Runtime/Half.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -18,6 +18,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <chrono>
 #include <cstring>
 
 using namespace mlir;
@@ -70,6 +71,12 @@ double Tensor::getDouble(int64_t i) const {
     return as<float>()[i];
   case rt::DType::F64:
     return as<double>()[i];
+  case rt::DType::F16:
+    return rt::halfToFloat(as<uint16_t>()[i]);
+  case rt::DType::BF16:
+    return rt::bfloat16ToFloat(as<uint16_t>()[i]);
+  case rt::DType::U64:
+    return static_cast<double>(as<uint64_t>()[i]);
   default:
     return static_cast<double>(getInt(i));
   }
@@ -91,6 +98,14 @@ int64_t Tensor::getInt(int64_t i) const {
     return as<uint8_t>()[i];
   case rt::DType::Bool:
     return as<uint8_t>()[i] != 0;
+  case rt::DType::U32:
+    return as<uint32_t>()[i];
+  case rt::DType::U64:
+    // Wraps beyond INT64_MAX.
+    return static_cast<int64_t>(as<uint64_t>()[i]);
+  case rt::DType::F16:
+  case rt::DType::BF16:
+    return static_cast<int64_t>(getDouble(i));
   }
   return 0;
 }
@@ -108,6 +123,10 @@ std::optional<rt::DType> pp::interp::getDType(Type elementType) {
     return rt::DType::F32;
   if (elementType.isF64())
     return rt::DType::F64;
+  if (elementType.isF16())
+    return rt::DType::F16;
+  if (elementType.isBF16())
+    return rt::DType::BF16;
   auto integer = dyn_cast<IntegerType>(elementType);
   if (!integer)
     return std::nullopt;
@@ -117,13 +136,9 @@ std::optional<rt::DType> pp::interp::getDType(Type elementType) {
   case 8:
     return integer.isUnsigned() ? rt::DType::U8 : rt::DType::I8;
   case 32:
-    if (!integer.isUnsigned())
-      return rt::DType::I32;
-    return std::nullopt;
+    return integer.isUnsigned() ? rt::DType::U32 : rt::DType::I32;
   case 64:
-    if (!integer.isUnsigned())
-      return rt::DType::I64;
-    return std::nullopt;
+    return integer.isUnsigned() ? rt::DType::U64 : rt::DType::I64;
   default:
     return std::nullopt;
   }

@@ -6,6 +6,11 @@
 //   {'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }
 // padded with spaces and a newline, then the raw data.
 //
+// numpy has no bfloat16: BF16 tensors are written as 2-byte void ('|V2')
+// holding the raw bits, and 2-byte void files ('|V2', or '<V2' as np.save
+// writes ml_dtypes' bfloat16) read back as BF16. In numpy,
+// `a.view(np.uint16)` gives the bits.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pp/Interpreter/Npy.h"
@@ -42,6 +47,14 @@ static const char *descrOf(rt::DType dtype) {
     return "|u1";
   case rt::DType::Bool:
     return "|b1";
+  case rt::DType::F16:
+    return "<f2";
+  case rt::DType::BF16:
+    return "|V2";
+  case rt::DType::U32:
+    return "<u4";
+  case rt::DType::U64:
+    return "<u8";
   }
   return "?";
 }
@@ -66,6 +79,15 @@ static std::optional<rt::DType> dtypeOfDescr(StringRef descr) {
     return rt::DType::I64;
   if (descr == "<i4")
     return rt::DType::I32;
+  if (descr == "<f2")
+    return rt::DType::F16;
+  if (descr == "<u4")
+    return rt::DType::U32;
+  if (descr == "<u8")
+    return rt::DType::U64;
+  // Void has no byte order: any prefix.
+  if (descr.size() == 3 && descr.drop_front() == "V2")
+    return rt::DType::BF16;
   return std::nullopt;
 }
 
@@ -115,7 +137,8 @@ llvm::Expected<Tensor> pp::interp::parseNpy(StringRef bytes) {
   std::optional<rt::DType> dtype = dtypeOfDescr(descr);
   if (!dtype)
     return npyError("unsupported .npy dtype '" + descr +
-                    "' (expected little-endian f4, f8, i8, i4, i1, u1 or b1)");
+                    "' (expected little-endian f4, f8, f2, i8, i4, i1, u8, "
+                    "u4, u1, b1 or V2 for bfloat16)");
 
   StringRef fortran = dictValue(header, "fortran_order");
   if (fortran.starts_with("True"))

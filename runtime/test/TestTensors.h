@@ -36,6 +36,12 @@ template <> struct DTypeOf<int8_t> {
 template <> struct DTypeOf<uint8_t> {
   static constexpr DType value = DType::U8;
 };
+template <> struct DTypeOf<uint32_t> {
+  static constexpr DType value = DType::U32;
+};
+template <> struct DTypeOf<uint64_t> {
+  static constexpr DType value = DType::U64;
+};
 
 /// A tensor that owns its storage. Movable (the vector's buffer moves with
 /// it), not copyable (the view would alias).
@@ -62,6 +68,11 @@ template <typename T> struct Owned {
 template <typename T>
 Owned<T> make(std::vector<int64_t> shape, std::vector<T> init = {}) {
   return Owned<T>(std::move(shape), std::move(init));
+}
+/// F16 and BF16 tensors hold raw bits (Half.h); pass the dtype.
+inline Owned<uint16_t> make16(DType dtype, std::vector<int64_t> shape,
+                              std::vector<uint16_t> init = {}) {
+  return Owned<uint16_t>(std::move(shape), std::move(init), dtype);
 }
 /// Bool tensors hold 0/1 bytes.
 inline Owned<uint8_t> makeBool(std::vector<int64_t> shape,

@@ -77,6 +77,49 @@ func.func @dropout() -> tensor<64xf32> {
   return %y : tensor<64xf32>
 }
 
+// 16-bit floats and unsigned integers: constants, .npy output and input.
+// RUN: pp-interpret %s --func=dtypes --print --output-dir=%t/dt | FileCheck %s --check-prefix=DTYPES
+// DTYPES: output 0 "h": tensor<3xf16> finite
+// DTYPES-NEXT: [1, 65504, -0.5]
+// DTYPES: output 1 "bf": tensor<2xbf16> finite
+// DTYPES-NEXT: [1, 3.14062]
+// DTYPES: output 2 "u": tensor<2xu32>
+// DTYPES-NEXT: [4000000000, 7]
+// DTYPES: output 3 "v": tensor<2xu64>
+// DTYPES-NEXT: [18446744073709551615, 2]
+// DTYPES: output 4 "hf": tensor<3xf32> finite
+// DTYPES-NEXT: [1, 65504, -0.5]
+// RUN: %python3 -c "import numpy as np; print(*(np.load('%t/dt/' + n + '.npy').dtype.str for n in 'h bf u v'.split()))" | FileCheck %s --check-prefix=DESCR
+// DESCR: <f2 |V2 <u4 <u8
+// RUN: pp-interpret %s --func=echo --print --input=h=%t/dt/h.npy --input=bf=%t/dt/bf.npy --input=u=%t/dt/u.npy --input=v=%t/dt/v.npy | FileCheck %s --check-prefix=ECHO
+// ECHO: output 0 "output_0": tensor<3xf16>
+// ECHO-NEXT: [1, 65504, -0.5]
+// ECHO: output 1 "output_1": tensor<2xbf16>
+// ECHO-NEXT: [1, 3.14062]
+// ECHO: output 2 "output_2": tensor<2xu32>
+// ECHO-NEXT: [4000000000, 7]
+// ECHO: output 3 "output_3": tensor<2xu64>
+// ECHO-NEXT: [18446744073709551615, 2]
+onnx.global "constant" @h : tensor<3xf16> = dense<[1.0, 65504.0, -0.5]> : tensor<3xf16>
+onnx.global "constant" @bf : tensor<2xbf16> = dense<[1.0, 3.140625]> : tensor<2xbf16>
+onnx.global "constant" @u : tensor<2xui32> = dense<[4000000000, 7]> : tensor<2xui32>
+onnx.global "constant" @v : tensor<2xui64> = dense<[18446744073709551615, 2]> : tensor<2xui64>
+func.func @dtypes() -> (tensor<3xf16> {onnx.name = "h"}, tensor<2xbf16> {onnx.name = "bf"},
+                        tensor<2xui32> {onnx.name = "u"}, tensor<2xui64> {onnx.name = "v"},
+                        tensor<3xf32> {onnx.name = "hf"}) {
+  %h = onnx.global_read @h : tensor<3xf16>
+  %bf = onnx.global_read @bf : tensor<2xbf16>
+  %u = onnx.global_read @u : tensor<2xui32>
+  %v = onnx.global_read @v : tensor<2xui64>
+  %hf = onnx.Cast %h {to = 1 : i64} : (tensor<3xf16>) -> tensor<3xf32>
+  return %h, %bf, %u, %v, %hf : tensor<3xf16>, tensor<2xbf16>, tensor<2xui32>, tensor<2xui64>, tensor<3xf32>
+}
+func.func @echo(%h: tensor<3xf16> {onnx.name = "h"}, %bf: tensor<2xbf16> {onnx.name = "bf"},
+                %u: tensor<2xui32> {onnx.name = "u"}, %v: tensor<2xui64> {onnx.name = "v"})
+    -> (tensor<3xf16>, tensor<2xbf16>, tensor<2xui32>, tensor<2xui64>) {
+  return %h, %bf, %u, %v : tensor<3xf16>, tensor<2xbf16>, tensor<2xui32>, tensor<2xui64>
+}
+
 //===--- Errors --------------------------------------------------------------===//
 
 // RUN: not pp-interpret %s --func=unknown 2>&1 | FileCheck %s --check-prefix=UNKNOWN

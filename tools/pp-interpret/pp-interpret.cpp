@@ -19,6 +19,7 @@
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
 #include "pp/Interpreter/TrainHandlers.h"
+#include "pp/Runtime/Half.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -140,6 +141,12 @@ static Tensor randomTensor(rt::DType dtype, ArrayRef<int64_t> shape,
     case rt::DType::F64:
       t.as<double>()[i] = 2 * unit() - 1;
       break;
+    case rt::DType::F16:
+      t.as<uint16_t>()[i] = rt::doubleToHalf(2 * unit() - 1);
+      break;
+    case rt::DType::BF16:
+      t.as<uint16_t>()[i] = rt::doubleToBFloat16(2 * unit() - 1);
+      break;
     case rt::DType::Bool:
       t.as<uint8_t>()[i] = rng() & 1;
       break;
@@ -157,9 +164,20 @@ static Tensor randomTensor(rt::DType dtype, ArrayRef<int64_t> shape,
       t.as<uint8_t>()[i] =
           static_cast<uint8_t>(rng() % std::min<int64_t>(bound, 256));
       break;
+    case rt::DType::U32:
+      t.as<uint32_t>()[i] = static_cast<uint32_t>(rng() % bound);
+      break;
+    case rt::DType::U64:
+      t.as<uint64_t>()[i] = rng() % bound;
+      break;
     }
   }
   return t;
+}
+
+static bool isFloatDType(rt::DType dtype) {
+  return dtype == rt::DType::F32 || dtype == rt::DType::F64 ||
+         dtype == rt::DType::F16 || dtype == rt::DType::BF16;
 }
 
 /// A file name made of the output's name ([A-Za-z0-9_.-] kept).
@@ -179,7 +197,7 @@ static void printSummary(llvm::raw_ostream &os, const Tensor &t) {
     os << " empty";
     return;
   }
-  bool isFloat = t.dtype() == rt::DType::F32 || t.dtype() == rt::DType::F64;
+  bool isFloat = isFloatDType(t.dtype());
   double lo = INFINITY, hi = -INFINITY, sum = 0;
   int64_t nonFinite = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -202,12 +220,14 @@ static void printSummary(llvm::raw_ostream &os, const Tensor &t) {
 
 static void printElements(llvm::raw_ostream &os, const Tensor &t) {
   constexpr int64_t kMaxPrinted = 64;
-  bool isFloat = t.dtype() == rt::DType::F32 || t.dtype() == rt::DType::F64;
+  bool isFloat = isFloatDType(t.dtype());
   os << "  [";
   for (int64_t i = 0, n = t.numel(); i < n && i < kMaxPrinted; ++i) {
     os << (i ? ", " : "");
     if (isFloat)
       os << llvm::format("%.6g", t.getDouble(i));
+    else if (t.dtype() == rt::DType::U64)
+      os << t.as<uint64_t>()[i]; // beyond int64
     else
       os << t.getInt(i);
   }

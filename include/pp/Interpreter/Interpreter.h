@@ -92,8 +92,9 @@ private:
   rt::Tensor view_;
 };
 
-/// The runtime dtype of an MLIR element type (i1 -> Bool, ui8 -> U8; i8, i32
-/// and i64 of any signedness); nullopt for types the kernels do not support.
+/// The runtime dtype of an MLIR element type (f32, f64, f16, bf16; i1 ->
+/// Bool; ui8, ui32, ui64 -> U8, U32, U64; other i8, i32, i64 -> I8, I32,
+/// I64); nullopt for types the kernels do not support.
 std::optional<rt::DType> getDType(mlir::Type elementType);
 /// "tensor<2x3xf32>"-style description for messages.
 std::string describe(const Tensor &tensor);

@@ -12,10 +12,15 @@ int64_t dtypeSize(DType dtype) {
   switch (dtype) {
   case DType::F64:
   case DType::I64:
+  case DType::U64:
     return 8;
   case DType::F32:
   case DType::I32:
+  case DType::U32:
     return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
   case DType::I8:
   case DType::U8:
   case DType::Bool:
@@ -26,13 +31,28 @@ int64_t dtypeSize(DType dtype) {
 
 const char *dtypeName(DType dtype) {
   switch (dtype) {
-  case DType::F32: return "f32";
-  case DType::F64: return "f64";
-  case DType::I64: return "i64";
-  case DType::I32: return "i32";
-  case DType::I8: return "i8";
-  case DType::U8: return "u8";
-  case DType::Bool: return "bool";
+  case DType::F32:
+    return "f32";
+  case DType::F64:
+    return "f64";
+  case DType::I64:
+    return "i64";
+  case DType::I32:
+    return "i32";
+  case DType::I8:
+    return "i8";
+  case DType::U8:
+    return "u8";
+  case DType::Bool:
+    return "bool";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::U32:
+    return "u32";
+  case DType::U64:
+    return "u64";
   }
   return "?";
 }
@@ -127,34 +147,83 @@ Status expectShape(const Tensor &t, const std::vector<int64_t> &shape,
 
 int64_t readInt(const Tensor &t, int64_t i) {
   switch (t.dtype) {
-  case DType::I64: return t.as<int64_t>()[i];
-  case DType::I32: return t.as<int32_t>()[i];
-  case DType::I8: return t.as<int8_t>()[i];
-  case DType::U8: return t.as<uint8_t>()[i];
-  case DType::Bool: return t.as<uint8_t>()[i] != 0;
-  case DType::F32: return static_cast<int64_t>(t.as<float>()[i]);
-  case DType::F64: return static_cast<int64_t>(t.as<double>()[i]);
+  case DType::I64:
+    return t.as<int64_t>()[i];
+  case DType::I32:
+    return t.as<int32_t>()[i];
+  case DType::I8:
+    return t.as<int8_t>()[i];
+  case DType::U8:
+    return t.as<uint8_t>()[i];
+  case DType::Bool:
+    return t.as<uint8_t>()[i] != 0;
+  case DType::U32:
+    return t.as<uint32_t>()[i];
+  case DType::U64:
+    return static_cast<int64_t>(t.as<uint64_t>()[i]);
+  case DType::F32:
+    return static_cast<int64_t>(t.as<float>()[i]);
+  case DType::F64:
+    return static_cast<int64_t>(t.as<double>()[i]);
+  case DType::F16:
+  case DType::BF16:
+    return convertDouble<int64_t>(readDouble(t, i));
   }
   return 0;
 }
 
 double readDouble(const Tensor &t, int64_t i) {
   switch (t.dtype) {
-  case DType::F32: return t.as<float>()[i];
-  case DType::F64: return t.as<double>()[i];
-  default: return static_cast<double>(readInt(t, i));
+  case DType::F32:
+    return t.as<float>()[i];
+  case DType::F64:
+    return t.as<double>()[i];
+  case DType::F16:
+    return halfToFloat(t.as<uint16_t>()[i]);
+  case DType::BF16:
+    return bfloat16ToFloat(t.as<uint16_t>()[i]);
+  case DType::U64:
+    return static_cast<double>(t.as<uint64_t>()[i]);
+  default:
+    return static_cast<double>(readInt(t, i));
   }
 }
 
 void writeDouble(Tensor &t, int64_t i, double value) {
   switch (t.dtype) {
-  case DType::F32: t.as<float>()[i] = static_cast<float>(value); break;
-  case DType::F64: t.as<double>()[i] = value; break;
-  case DType::I64: t.as<int64_t>()[i] = static_cast<int64_t>(value); break;
-  case DType::I32: t.as<int32_t>()[i] = static_cast<int32_t>(value); break;
-  case DType::I8: t.as<int8_t>()[i] = static_cast<int8_t>(value); break;
-  case DType::U8: t.as<uint8_t>()[i] = static_cast<uint8_t>(value); break;
-  case DType::Bool: t.as<uint8_t>()[i] = value != 0; break;
+  case DType::F32:
+    t.as<float>()[i] = static_cast<float>(value);
+    break;
+  case DType::F64:
+    t.as<double>()[i] = value;
+    break;
+  case DType::I64:
+    t.as<int64_t>()[i] = static_cast<int64_t>(value);
+    break;
+  case DType::I32:
+    t.as<int32_t>()[i] = static_cast<int32_t>(value);
+    break;
+  case DType::I8:
+    t.as<int8_t>()[i] = static_cast<int8_t>(value);
+    break;
+  case DType::U8:
+    t.as<uint8_t>()[i] = static_cast<uint8_t>(value);
+    break;
+  case DType::Bool:
+    t.as<uint8_t>()[i] = value != 0;
+    break;
+  case DType::U32:
+    t.as<uint32_t>()[i] = convertDouble<uint32_t>(value);
+    break;
+  case DType::U64:
+    t.as<uint64_t>()[i] = convertDouble<uint64_t>(value);
+    break;
+  case DType::F16:
+    t.as<uint16_t>()[i] = doubleToHalf(value);
+    break;
+  case DType::BF16:
+    t.as<uint16_t>()[i] = doubleToBFloat16(value);
+    break;
   }
 }
 

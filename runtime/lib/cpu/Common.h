@@ -2,6 +2,7 @@
 #ifndef PP_RUNTIME_CPU_COMMON_H
 #define PP_RUNTIME_CPU_COMMON_H
 
+#include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <algorithm>
@@ -41,12 +42,27 @@ Status expectDType(const Tensor &t, DType dtype, const char *what);
 Status expectShape(const Tensor &t, const std::vector<int64_t> &shape,
                    const char *what);
 
-/// Reads element i of an integer tensor (I64, I32, I8, U8, Bool) as int64.
+/// Reads element i of any tensor as int64 (floats truncate toward zero; U64
+/// beyond INT64_MAX wraps).
 int64_t readInt(const Tensor &t, int64_t i);
 /// Reads element i of any tensor as double.
 double readDouble(const Tensor &t, int64_t i);
-/// Writes element i of any tensor from double (truncating for integers).
+/// Writes element i of any tensor from double (truncating for integers,
+/// rounding to nearest even for F16/BF16).
 void writeDouble(Tensor &t, int64_t i, double value);
+
+/// True for the storage-only 16-bit floats (F16, BF16).
+inline bool isFloat16(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16;
+}
+/// The value of 16-bit float bits of dtype F16 (else BF16), exactly.
+inline float float16ToFloat(uint16_t bits, bool isBF16) {
+  return isBF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
+}
+/// `value` rounded to F16 (else BF16) bits, to nearest even.
+inline uint16_t doubleToFloat16(double value, bool isBF16) {
+  return isBF16 ? doubleToBFloat16(value) : doubleToHalf(value);
+}
 
 /// Checks that `t` has no negative dims and a buffer when non-empty.
 Status expectValid(const Tensor &t, const char *what);
@@ -60,7 +76,9 @@ template <typename T> struct TypeTag { using type = T; };
 
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` and returns its
 /// Status. Bool is stored as uint8_t, so kernels that care about truthiness
-/// must check `dtype == DType::Bool` themselves.
+/// must check `dtype == DType::Bool` themselves. The 16-bit floats have no
+/// arithmetic type: they are an error here (kernels that accept them, such
+/// as cast and fill, handle them before dispatching).
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::F32:
@@ -76,16 +94,26 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   case DType::U8:
   case DType::Bool:
     return fn(TypeTag<uint8_t>{});
+  case DType::U32:
+    return fn(TypeTag<uint32_t>{});
+  case DType::U64:
+    return fn(TypeTag<uint64_t>{});
+  case DType::F16:
+  case DType::BF16:
+    return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
+                         " (16-bit floats are storage only: cast them to f32)");
   }
   return Status::error("unknown dtype");
 }
 
-/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes (1, 4 or 8):
-/// for kernels that only move elements around.
+/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes (1, 2, 4 or
+/// 8): for kernels that only move elements around.
 template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
   switch (bytes) {
   case 1:
     return fn(TypeTag<uint8_t>{});
+  case 2:
+    return fn(TypeTag<uint16_t>{});
   case 4:
     return fn(TypeTag<uint32_t>{});
   case 8:

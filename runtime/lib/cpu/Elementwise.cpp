@@ -359,6 +359,18 @@ bool gradUsesOutput(UnaryKind kind) {
 // Binary
 //===----------------------------------------------------------------------===//
 
+/// Integer power by squaring (wrapping) for a non-negative exponent.
+template <typename T> T intPowUnsigned(T base, uint64_t exp) {
+  T result = T(1);
+  while (exp) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    base = wrapMul(base, base);
+    exp >>= 1;
+  }
+  return result;
+}
+
 /// Integer power by squaring (wrapping). Negative exponents truncate toward
 /// zero like integer Div: only bases 1 and -1 give a non-zero result, and a
 /// zero base is a division by zero.
@@ -375,14 +387,7 @@ template <typename T> T intPow(T base, int64_t exp, bool &divByZero) {
         return (exp & 1) ? T(-1) : T(1);
     return T(0);
   }
-  T result = T(1);
-  while (exp) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-    exp >>= 1;
-  }
-  return result;
+  return intPowUnsigned(base, static_cast<uint64_t>(exp));
 }
 
 /// Add, Sub, Mul, Div on one dtype T (float or integer).
@@ -446,6 +451,12 @@ Status power(const Context &ctx, const Tensor &a, const Tensor &b, Tensor &c) {
       return convertDouble<T>(
           std::pow(static_cast<double>(x), static_cast<double>(y)));
     });
+  } else if constexpr (std::is_unsigned_v<E>) {
+    // Unsigned exponents (U8, U32, U64) are never negative, and a U64 one
+    // may not fit int64.
+    mapBroadcast2<T, E, T>(ctx, a, b, c, [](T x, E y) {
+      return intPowUnsigned(x, static_cast<uint64_t>(y));
+    });
   } else {
     std::atomic<bool> divByZero{false};
     mapBroadcast2<T, E, T>(ctx, a, b, c, [&](T x, E y) {
@@ -488,6 +499,20 @@ Status compare(const Context &ctx, BinaryKind kind, bool isBool,
   default:
     return Status::error("unreachable");
   }
+}
+
+/// Converts one element as `cast` does between dtypes other than the 16-bit
+/// floats: to or from Bool tests != 0 (NaN is true, as in numpy and
+/// PyTorch), float->int truncates toward zero and saturates instead of
+/// being undefined, float<->float and int->float round, int->int wraps.
+template <typename From, typename To>
+To castElement(From v, bool fromBool, bool toBool) {
+  if (fromBool || toBool)
+    return To(v != From(0));
+  if constexpr (std::is_floating_point_v<From> && !std::is_floating_point_v<To>)
+    return convertDouble<To>(static_cast<double>(v));
+  else
+    return static_cast<To>(v);
 }
 
 } // namespace
@@ -582,6 +607,9 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   if (!broadcastShapes(a.shape, b.shape, shape))
     return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
                          shapeString(b.shape) + " do not broadcast");
+  // 16-bit floats are storage only: no arithmetic nor comparison on them.
+  if (isFloat16(a.dtype))
+    return dtypeError(what, a.dtype);
   // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
   if (kind != BinaryKind::Pow && a.dtype != b.dtype)
     return Status::error(what + ": operand dtypes differ: " +
@@ -619,7 +647,7 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   // Arithmetic: numbers only.
   if (a.dtype == DType::Bool)
     return dtypeError(what, a.dtype);
-  if (b.dtype == DType::Bool)
+  if (b.dtype == DType::Bool || isFloat16(b.dtype))
     return dtypeError(what + " exponent", b.dtype);
   if (c.numel() == 0)
     return Status::success();
@@ -674,7 +702,7 @@ Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y) {
   if (Status s = expectValid(x, "clip x"); !s.ok())
     return s;
-  if (x.dtype == DType::Bool)
+  if (x.dtype == DType::Bool || isFloat16(x.dtype))
     return dtypeError("clip", x.dtype);
   if (Status s = expectDType(y, x.dtype, "clip y"); !s.ok())
     return s;
@@ -729,25 +757,40 @@ Status cast(Context &ctx, const Tensor &x, Tensor &y) {
     return Status::success();
   }
   bool fromBool = x.dtype == DType::Bool, toBool = y.dtype == DType::Bool;
+  bool fromBF16 = x.dtype == DType::BF16, toBF16 = y.dtype == DType::BF16;
+  // The 16-bit floats convert through their exact float value, and to them
+  // from a double with one rounding.
+  if (isFloat16(x.dtype) && isFloat16(y.dtype)) {
+    mapFlat<uint16_t, uint16_t>(ctx, x, y, [=](uint16_t v) {
+      return doubleToFloat16(float16ToFloat(v, fromBF16), toBF16);
+    });
+    return Status::success();
+  }
+  if (isFloat16(x.dtype))
+    return visitDType(y.dtype, [&](auto toTag) {
+      using To = typename decltype(toTag)::type;
+      mapFlat<uint16_t, To>(ctx, x, y, [=](uint16_t v) {
+        return castElement<float, To>(float16ToFloat(v, fromBF16), false,
+                                      toBool);
+      });
+      return Status::success();
+    });
+  if (isFloat16(y.dtype))
+    return visitDType(x.dtype, [&](auto fromTag) {
+      using From = typename decltype(fromTag)::type;
+      mapFlat<From, uint16_t>(ctx, x, y, [=](From v) {
+        double value = fromBool ? double(v != From(0)) : static_cast<double>(v);
+        return doubleToFloat16(value, toBF16);
+      });
+      return Status::success();
+    });
   return visitDType(x.dtype, [&](auto fromTag) {
     using From = typename decltype(fromTag)::type;
     return visitDType(y.dtype, [&](auto toTag) {
       using To = typename decltype(toTag)::type;
-      if (toBool) {
-        // Truth value: NaN is true, as in numpy and PyTorch.
-        mapFlat<From, To>(ctx, x, y, [](From v) { return To(v != From(0)); });
-      } else if (fromBool) {
-        mapFlat<From, To>(ctx, x, y, [](From v) { return To(v != From(0)); });
-      } else if constexpr (std::is_floating_point_v<From> &&
-                           !std::is_floating_point_v<To>) {
-        // Truncate toward zero, saturating instead of undefined behaviour.
-        mapFlat<From, To>(ctx, x, y, [](From v) {
-          return convertDouble<To>(static_cast<double>(v));
-        });
-      } else {
-        // Float<->float rounds; int->float rounds; int->int wraps.
-        mapFlat<From, To>(ctx, x, y, [](From v) { return static_cast<To>(v); });
-      }
+      mapFlat<From, To>(ctx, x, y, [=](From v) {
+        return castElement<From, To>(v, fromBool, toBool);
+      });
       return Status::success();
     });
   });
@@ -814,6 +857,14 @@ Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y) {
 Status fill(Context &ctx, Tensor &y, double value) {
   if (Status s = expectValid(y, "fill y"); !s.ok())
     return s;
+  if (isFloat16(y.dtype)) {
+    uint16_t bits = doubleToFloat16(value, y.dtype == DType::BF16);
+    uint16_t *py = y.as<uint16_t>();
+    parallelFor(ctx, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
+      std::fill(py + begin, py + end, bits);
+    });
+    return Status::success();
+  }
   bool isBool = y.dtype == DType::Bool;
   return visitDType(y.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;

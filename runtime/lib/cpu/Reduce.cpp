@@ -145,10 +145,16 @@ Status reduceTyped(const Context &ctx, ReduceKind kind, const ReducePlan &plan,
           return acc + static_cast<uint64_t>(static_cast<int64_t>(v));
         },
         [=](uint64_t acc) {
-          int64_t sum = static_cast<int64_t>(acc);
-          if (mean)
-            sum = count > 0 ? sum / count : 0;
-          return static_cast<T>(sum);
+          if constexpr (std::is_unsigned_v<T>) {
+            if (mean)
+              acc = count > 0 ? acc / static_cast<uint64_t>(count) : 0;
+            return static_cast<T>(acc);
+          } else {
+            int64_t sum = static_cast<int64_t>(acc);
+            if (mean)
+              sum = count > 0 ? sum / count : 0;
+            return static_cast<T>(sum);
+          }
         });
   }
   return Status::success();
@@ -275,8 +281,9 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
   const char *what = reduceName(kind);
   if (Status s = expectValid(x, what); !s.ok())
     return s;
-  if (x.dtype == DType::Bool)
-    return Status::error(std::string(what) + ": unsupported dtype bool");
+  if (x.dtype == DType::Bool || isFloat16(x.dtype))
+    return Status::error(std::string(what) + ": unsupported dtype " +
+                         dtypeName(x.dtype));
   if (Status s = expectDType(y, x.dtype, what); !s.ok())
     return s;
   // Negative axes are accepted too; duplicates are misuse.

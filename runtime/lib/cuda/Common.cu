@@ -22,10 +22,15 @@ int64_t dtypeSize(DType dtype) {
   switch (dtype) {
   case DType::F64:
   case DType::I64:
+  case DType::U64:
     return 8;
   case DType::F32:
   case DType::I32:
+  case DType::U32:
     return 4;
+  case DType::F16:
+  case DType::BF16:
+    return 2;
   case DType::I8:
   case DType::U8:
   case DType::Bool:
@@ -50,6 +55,14 @@ const char *dtypeName(DType dtype) {
     return "u8";
   case DType::Bool:
     return "bool";
+  case DType::F16:
+    return "f16";
+  case DType::BF16:
+    return "bf16";
+  case DType::U32:
+    return "u32";
+  case DType::U64:
+    return "u64";
   }
   return "?";
 }
@@ -219,6 +232,16 @@ int64_t readDeviceInt(const Tensor &t, int64_t i, cudaStream_t stream) {
     int32_t v;
     std::memcpy(&v, bytes, 4);
     return v;
+  }
+  case DType::U32: {
+    uint32_t v;
+    std::memcpy(&v, bytes, 4);
+    return v;
+  }
+  case DType::U64: {
+    uint64_t v;
+    std::memcpy(&v, bytes, 8);
+    return static_cast<int64_t>(v);
   }
   case DType::I8:
     return static_cast<int8_t>(bytes[0]);

@@ -10,6 +10,7 @@
 #ifndef PP_RUNTIME_CUDA_COMMON_CUH
 #define PP_RUNTIME_CUDA_COMMON_CUH
 
+#include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <cuda_runtime.h>
@@ -65,6 +66,10 @@ int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end);
 inline bool isFloat(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64;
 }
+/// The storage-only 16-bit floats (raw bits, see Half.h).
+inline bool isFloat16(DType dtype) {
+  return dtype == DType::F16 || dtype == DType::BF16;
+}
 
 /// "what: <CUDA error name>: <description>".
 Status cudaFailure(const std::string &what, cudaError_t error);
@@ -107,7 +112,10 @@ void coalesceDims(std::vector<int64_t> &shape,
 template <typename T> struct TypeTag { using type = T; };
 
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` (Bool is
-/// uint8_t; kernels that care about truthiness check the dtype).
+/// uint8_t; kernels that care about truthiness check the dtype). F16, BF16,
+/// U32 and U64 are an error here: on this backend only cast, fill, the data
+/// movement kernels and Pow exponents accept them, handling them before
+/// dispatching.
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::F32:
@@ -123,6 +131,12 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   case DType::U8:
   case DType::Bool:
     return fn(TypeTag<uint8_t>{});
+  case DType::F16:
+  case DType::BF16:
+  case DType::U32:
+  case DType::U64:
+    return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
+                         " on the CUDA backend (cast it first)");
   }
   return Status::error("unknown dtype");
 }
@@ -133,6 +147,8 @@ template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
   switch (bytes) {
   case 1:
     return fn(TypeTag<uint8_t>{});
+  case 2:
+    return fn(TypeTag<uint16_t>{});
   case 4:
     return fn(TypeTag<uint32_t>{});
   case 8:

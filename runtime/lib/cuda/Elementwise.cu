@@ -347,9 +347,34 @@ __device__ __forceinline__ R loadAs(const void *p, DType type, int64_t i) {
     return static_cast<R>(static_cast<const int32_t *>(p)[i]);
   case DType::I8:
     return static_cast<R>(static_cast<const int8_t *>(p)[i]);
-  default:
+  case DType::U32:
+    return static_cast<R>(static_cast<const uint32_t *>(p)[i]);
+  case DType::U64:
+    return static_cast<R>(static_cast<const uint64_t *>(p)[i]);
+  case DType::F16:
+    return static_cast<R>(halfToFloat(static_cast<const uint16_t *>(p)[i]));
+  case DType::BF16:
+    return static_cast<R>(bfloat16ToFloat(static_cast<const uint16_t *>(p)[i]));
+  default: // U8, Bool
     return static_cast<R>(static_cast<const uint8_t *>(p)[i]);
   }
+}
+
+/// Whether an exponent of dtype `type` is never negative.
+__host__ __device__ __forceinline__ bool isUnsignedDType(DType type) {
+  return type == DType::U8 || type == DType::U32 || type == DType::U64;
+}
+
+/// Integer power by squaring (wrapping) for a non-negative exponent.
+template <typename T> __device__ T intPowUnsigned(T base, uint64_t exp) {
+  T result = T(1);
+  while (exp) {
+    if (exp & 1)
+      result = wrapMul(result, base);
+    base = wrapMul(base, base);
+    exp >>= 1;
+  }
+  return result;
 }
 
 /// Integer power by squaring (wrapping); negative exponents truncate like
@@ -367,14 +392,7 @@ __device__ T intPow(T base, int64_t exp, bool &divByZero) {
       return (exp & 1) ? T(-1) : T(1);
     return T(0);
   }
-  T result = T(1);
-  while (exp) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-    exp >>= 1;
-  }
-  return result;
+  return intPowUnsigned(base, static_cast<uint64_t>(exp));
 }
 
 /// Pow with base dtype T; the exponent's dtype is read at run time (ONNX
@@ -393,6 +411,9 @@ template <typename T> struct PowOp {
       if (bType == DType::F32 || bType == DType::F64) {
         c[i] = convertDouble<T>(
             dm::pow(static_cast<double>(x), loadAs<double>(b, bType, o[1])));
+      } else if (isUnsignedDType(bType)) {
+        // A U64 exponent may not fit int64.
+        c[i] = intPowUnsigned(x, loadAs<uint64_t>(b, bType, o[1]));
       } else {
         bool zero = false;
         c[i] = intPow(x, loadAs<int64_t>(b, bType, o[1]), zero);
@@ -475,37 +496,70 @@ __device__ __forceinline__ To castValue(From v, bool fromBool) {
     return static_cast<To>(v); // rounds, or wraps between integers
 }
 
-/// Converts From to the run-time dtype `to` (NaN is true as a Bool).
+/// Stores v (of type From) as element i of `y`, of the run-time dtype `to`
+/// (NaN is true as a Bool; 16-bit floats round once, from the double).
+template <typename From>
+__device__ __forceinline__ void storeCast(void *y, DType to, int64_t i, From v,
+                                          bool fromBool) {
+  switch (to) {
+  case DType::F32:
+    static_cast<float *>(y)[i] = castValue<float>(v, fromBool);
+    break;
+  case DType::F64:
+    static_cast<double *>(y)[i] = castValue<double>(v, fromBool);
+    break;
+  case DType::I64:
+    static_cast<int64_t *>(y)[i] = castValue<int64_t>(v, fromBool);
+    break;
+  case DType::I32:
+    static_cast<int32_t *>(y)[i] = castValue<int32_t>(v, fromBool);
+    break;
+  case DType::I8:
+    static_cast<int8_t *>(y)[i] = castValue<int8_t>(v, fromBool);
+    break;
+  case DType::U8:
+    static_cast<uint8_t *>(y)[i] = castValue<uint8_t>(v, fromBool);
+    break;
+  case DType::U32:
+    static_cast<uint32_t *>(y)[i] = castValue<uint32_t>(v, fromBool);
+    break;
+  case DType::U64:
+    static_cast<uint64_t *>(y)[i] = castValue<uint64_t>(v, fromBool);
+    break;
+  case DType::Bool:
+    static_cast<uint8_t *>(y)[i] = v != From(0);
+    break;
+  case DType::F16:
+    static_cast<uint16_t *>(y)[i] =
+        doubleToHalf(castValue<double>(v, fromBool));
+    break;
+  case DType::BF16:
+    static_cast<uint16_t *>(y)[i] =
+        doubleToBFloat16(castValue<double>(v, fromBool));
+    break;
+  }
+}
+
+/// Converts From to the run-time dtype `to`.
 template <typename From> struct CastOp {
   const From *x;
   void *y;
   DType to;
   bool fromBool;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    From v = x[i];
-    switch (to) {
-    case DType::F32:
-      static_cast<float *>(y)[i] = castValue<float>(v, fromBool);
-      break;
-    case DType::F64:
-      static_cast<double *>(y)[i] = castValue<double>(v, fromBool);
-      break;
-    case DType::I64:
-      static_cast<int64_t *>(y)[i] = castValue<int64_t>(v, fromBool);
-      break;
-    case DType::I32:
-      static_cast<int32_t *>(y)[i] = castValue<int32_t>(v, fromBool);
-      break;
-    case DType::I8:
-      static_cast<int8_t *>(y)[i] = castValue<int8_t>(v, fromBool);
-      break;
-    case DType::U8:
-      static_cast<uint8_t *>(y)[i] = castValue<uint8_t>(v, fromBool);
-      break;
-    case DType::Bool:
-      static_cast<uint8_t *>(y)[i] = v != From(0);
-      break;
-    }
+    storeCast(y, to, i, x[i], fromBool);
+  }
+};
+
+/// Converts F16 or BF16 bits through their exact float value.
+struct Float16CastOp {
+  const uint16_t *x;
+  void *y;
+  DType to;
+  bool fromBF16;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    float v = fromBF16 ? bfloat16ToFloat(x[i]) : halfToFloat(x[i]);
+    storeCast(y, to, i, v, false);
   }
 };
 
@@ -658,10 +712,13 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   PP_RT_TRY(expectShape(c, shape, (what + " c").c_str()));
   if (isLogic && a.dtype != DType::Bool)
     return dtypeError(what, a.dtype);
+  // 16-bit floats are storage only; U32 / U64 are only Pow exponents here.
+  if (isFloat16(a.dtype) || a.dtype == DType::U32 || a.dtype == DType::U64)
+    return dtypeError(what, a.dtype);
   if (!isCompare && !isLogic) {
     if (a.dtype == DType::Bool)
       return dtypeError(what, a.dtype);
-    if (b.dtype == DType::Bool)
+    if (b.dtype == DType::Bool || isFloat16(b.dtype))
       return dtypeError(what + " exponent", b.dtype);
   }
   int64_t n = c.numel();
@@ -688,7 +745,8 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   // Integer Div and Pow can divide by zero: those report it via a flag.
   bool mayFlag =
       !isFloat(a.dtype) && (kind == BinaryKind::Div ||
-                            (kind == BinaryKind::Pow && !isFloat(b.dtype)));
+                            (kind == BinaryKind::Pow && !isFloat(b.dtype) &&
+                             !isUnsignedDType(b.dtype)));
   Scratch scratch(stream);
   unsigned long long *flag = nullptr;
   if (mayFlag)
@@ -745,7 +803,8 @@ Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
 Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y) {
   PP_RT_TRY(expectValid(x, "clip x"));
-  if (x.dtype == DType::Bool)
+  if (x.dtype == DType::Bool || isFloat16(x.dtype) || x.dtype == DType::U32 ||
+      x.dtype == DType::U64)
     return dtypeError("clip", x.dtype);
   PP_RT_TRY(expectDType(y, x.dtype, "clip y"));
   PP_RT_TRY(expectShape(y, x.shape, "clip y"));
@@ -793,6 +852,23 @@ Status cast(Context &ctx, const Tensor &x, Tensor &y) {
   }
   StridedIndex<1> index;
   PP_RT_TRY(flatIndex("cast", n, index));
+  switch (x.dtype) {
+  case DType::F16:
+  case DType::BF16:
+    return launchMap("cast", stream, n, index,
+                     Float16CastOp{x.as<uint16_t>(), y.data, y.dtype,
+                                   x.dtype == DType::BF16});
+  case DType::U32:
+    return launchMap(
+        "cast", stream, n, index,
+        CastOp<uint32_t>{x.as<uint32_t>(), y.data, y.dtype, false});
+  case DType::U64:
+    return launchMap(
+        "cast", stream, n, index,
+        CastOp<uint64_t>{x.as<uint64_t>(), y.data, y.dtype, false});
+  default:
+    break;
+  }
   bool fromBool = x.dtype == DType::Bool;
   return visitDType(x.dtype, [&](auto tag) {
     using From = typename decltype(tag)::type;
@@ -855,6 +931,25 @@ Status fill(Context &ctx, Tensor &y, double value) {
   bool isBool = y.dtype == DType::Bool;
   StridedIndex<1> index;
   PP_RT_TRY(flatIndex("fill", n, index));
+  switch (y.dtype) {
+  case DType::F16:
+    return launchMap("fill", stream, n, index,
+                     FillOp<uint16_t>{y.as<uint16_t>(), doubleToHalf(value)});
+  case DType::BF16:
+    return launchMap(
+        "fill", stream, n, index,
+        FillOp<uint16_t>{y.as<uint16_t>(), doubleToBFloat16(value)});
+  case DType::U32:
+    return launchMap(
+        "fill", stream, n, index,
+        FillOp<uint32_t>{y.as<uint32_t>(), convertDouble<uint32_t>(value)});
+  case DType::U64:
+    return launchMap(
+        "fill", stream, n, index,
+        FillOp<uint64_t>{y.as<uint64_t>(), convertDouble<uint64_t>(value)});
+  default:
+    break;
+  }
   return visitDType(y.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T v = isBool ? T(value != 0) : convertDouble<T>(value);

@@ -382,8 +382,10 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &y) {
   const char *what = reduceName(kind);
   PP_RT_TRY(expectValid(x, what));
-  if (x.dtype == DType::Bool)
-    return Status::error(std::string(what) + ": unsupported dtype bool");
+  if (x.dtype == DType::Bool || isFloat16(x.dtype) || x.dtype == DType::U32 ||
+      x.dtype == DType::U64)
+    return Status::error(std::string(what) + ": unsupported dtype " +
+                         dtypeName(x.dtype));
   PP_RT_TRY(expectDType(y, x.dtype, what));
   // Negative axes are accepted too; duplicates are misuse.
   std::vector<bool> reduced(x.shape.size(), false);

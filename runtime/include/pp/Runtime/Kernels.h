@@ -13,6 +13,10 @@
 // - Floating kernels support F32 and F64 (F64 for finite-difference checks);
 //   integer/bool tensors appear where ONNX allows them (indices, masks,
 //   shape data, comparisons).
+// - F16 and BF16 are storage only (raw uint16_t bits, see Half.h): `cast`
+//   converts them to and from every dtype, and kernels that only move
+//   elements (copy, fill, transpose, slice, gather, concat, expand, where,
+//   ...) accept them; arithmetic kernels reject them.
 // - Kernels validate what they read from their arguments and report misuse
 //   by returning a Status; they never abort.
 // - Randomness (Dropout) is counter based: the mask of element i depends only
@@ -29,7 +33,20 @@
 
 namespace pp::rt {
 
-enum class DType : int { F32, F64, I64, I32, I8, U8, Bool };
+/// Element types. New dtypes are appended: the values are stable.
+enum class DType : int {
+  F32,
+  F64,
+  I64,
+  I32,
+  I8,
+  U8,
+  Bool, // one byte, 0 or 1
+  F16,  // IEEE binary16 bits, storage only (Half.h)
+  BF16, // bfloat16 bits, storage only (Half.h)
+  U32,
+  U64
+};
 
 /// Size in bytes of one element (Bool is one byte).
 int64_t dtypeSize(DType dtype);
@@ -99,7 +116,9 @@ Status where(Context &ctx, const Tensor &cond, const Tensor &x,
 Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y);
 
-/// Converts between any two dtypes (float->int truncates toward zero).
+/// Converts between any two dtypes: float->int truncates toward zero and
+/// saturates (NaN gives 0), int->int wraps, ->bool tests != 0 (NaN is true),
+/// ->float rounds to nearest even (F16/BF16 overflow to inf, see Half.h).
 Status cast(Context &ctx, const Tensor &x, Tensor &y);
 
 /// y = broadcast of x to y's shape.
