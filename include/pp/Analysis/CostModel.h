@@ -42,6 +42,8 @@ int64_t getTensorBytes(mlir::Type type);
 /// The forward values that the backward (as the GradientOpInterface rules
 /// build it) reads: found by building each op's backward in place and
 /// inspecting its operands. Parameters (global reads) and constants excluded.
+/// The train dialect must be loaded (a pass using this declares it as a
+/// dependent dialect).
 llvm::DenseSet<mlir::Value> findValuesSavedForBackward(mlir::Block &forward);
 
 class CostModel {

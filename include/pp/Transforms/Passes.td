@@ -89,4 +89,38 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
 
+def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
+  let summary = "Assign every forward op to a pipeline stage on a (heterogeneous) cluster";
+  let description = [{
+    Builds the op DAG of the forward function with the cost model (roofline
+    per device kind, or a measured profile), the activation bytes each op
+    leaves for its backward, and the weights, gradients and optimizer state
+    of its parameters, and runs the exact partitioner
+    (`pp/Partition/Partitioner.h`): the monotone assignment that minimises
+    the slowest stage, communication included, subject to each device's
+    memory with the schedule's in-flight micro-batches. Tied parameters form
+    groups whose gradients are summed across the stages that hold them. Ops
+    get `pp.stage`; the module gets `pp.device_order`. An infeasible model
+    fails with the per-device shortfall in bytes.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Forward function">,
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Schedule whose in-flight micro-batches bound memory: 1f1b or gpipe">,
+    Option<"microBatches", "microbatches", "unsigned", "8",
+           "Micro-batches per mini-batch">,
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
+    Option<"profileFile", "profile", "std::string", "\"\"",
+           "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"tryDeviceOrders", "try-device-orders", "bool", "true",
+           "Also search other orders of the devices (HetPipe)">,
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write a text summary of the plan here ('-' for stdout)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD

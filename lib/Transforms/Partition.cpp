@@ -1,0 +1,251 @@
+//===- Partition.cpp - Assign forward ops to pipeline stages ----*- C++ -*-===//
+
+#include "pp/Analysis/CostModel.h"
+#include "pp/Cluster/Cluster.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Partition/Partitioner.h"
+#include "pp/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringMap.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace pp {
+#define GEN_PASS_DEF_PARTITIONPASS
+#include "pp/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+namespace onnx = pp::onnx;
+namespace partition = pp::partition;
+
+namespace {
+
+std::string megabytes(uint64_t bytes) {
+  return llvm::formatv("{0:f1} MB", bytes / 1e6).str();
+}
+
+struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    auto func = module.lookupSymbol<func::FuncOp>(funcName);
+    if (!func) {
+      module.emitError() << "no function @" << funcName << " to partition";
+      return signalPassFailure();
+    }
+    if (clusterSpec.empty()) {
+      module.emitError() << "pp-partition needs cluster=<spec or .json>";
+      return signalPassFailure();
+    }
+    auto cluster = pp::cluster::parseClusterSpec(clusterSpec);
+    if (!cluster) {
+      module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
+      return signalPassFailure();
+    }
+    double stateFactor = optimizer == "sgd"        ? 0.0
+                         : optimizer == "momentum" ? 1.0
+                         : optimizer == "adam"     ? 2.0
+                                                   : -1.0;
+    if (stateFactor < 0 || (schedule != "1f1b" && schedule != "gpipe") ||
+        microBatches == 0) {
+      module.emitError() << "pp-partition: optimizer must be sgd, momentum or "
+                            "adam, schedule 1f1b or gpipe, microbatches > 0";
+      return signalPassFailure();
+    }
+
+    // The cost model: roofline, or a measured profile on top of it.
+    std::unique_ptr<pp::CostModel> costModel;
+    if (!profileFile.empty()) {
+      auto buffer = llvm::MemoryBuffer::getFile(profileFile);
+      if (!buffer) {
+        module.emitError() << "cannot read profile '" << profileFile
+                           << "': " << buffer.getError().message();
+        return signalPassFailure();
+      }
+      auto profiled =
+          pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
+      if (!profiled) {
+        module.emitError() << llvm::toString(profiled.takeError());
+        return signalPassFailure();
+      }
+      costModel = std::move(*profiled);
+    } else {
+      costModel = std::make_unique<pp::AnalyticCostModel>();
+    }
+    Block &body = func.getBody().front();
+    costModel->setSavedValues(pp::findValuesSavedForBackward(body));
+
+    // The pipeline's devices: the first virtual worker, or all of them.
+    std::vector<int> pipeline;
+    if (!cluster->virtualWorkers.empty())
+      pipeline = cluster->virtualWorkers.front();
+    else
+      for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
+        pipeline.push_back(i);
+
+    // Nodes: every op but constants and weight reads (whose bytes belong to
+    // the ops that read them).
+    partition::PartitionGraph graph;
+    std::vector<Operation *> nodeOps;
+    DenseMap<Operation *, unsigned> nodeOf;
+    for (Operation &op : body.without_terminator()) {
+      if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
+        continue;
+      partition::PartitionNode node;
+      node.name = pp::getOpName(&op);
+      if (node.name.empty())
+        node.name = op.getName().getStringRef().str() + "#" +
+                    std::to_string(nodeOps.size());
+      pp::OpWork work = costModel->getWork(&op);
+      node.activationBytes = work.activationBytes;
+      for (Value result : op.getResults())
+        node.outputBytes += pp::getTensorBytes(result.getType());
+      nodeOf[&op] = graph.addNode(std::move(node));
+      nodeOps.push_back(&op);
+    }
+    // Parameters: weights + gradients + optimizer state, on the node that
+    // reads them, or on a tied group when several nodes do.
+    llvm::MapVector<StringRef, SmallVector<unsigned>> readers;
+    llvm::StringMap<int64_t> globalBytes;
+    for (Operation *op : nodeOps)
+      for (Value operand : op->getOperands())
+        if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
+          auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+              read, read.getGlobalAttr());
+          if (!global || global.getKind() != onnx::kTrainable)
+            continue;
+          auto &list = readers[global.getSymName()];
+          if (!llvm::is_contained(list, nodeOf[op]))
+            list.push_back(nodeOf[op]);
+          globalBytes[global.getSymName()] =
+              pp::getTensorBytes(global.getType());
+        }
+    partition::PartitionOptions options;
+    for (auto &[name, nodes] : readers) {
+      uint64_t bytes = globalBytes[name];
+      uint64_t state = bytes * static_cast<uint64_t>(2.0 + stateFactor);
+      if (nodes.size() == 1) {
+        graph.nodes[nodes.front()].weightBytes += state;
+        continue;
+      }
+      partition::TiedGroup group;
+      group.nodes.assign(nodes.begin(), nodes.end());
+      group.stateBytes = state;
+      group.gradientBytes = bytes;
+      options.tiedGroups.push_back(std::move(group));
+    }
+    for (Operation *op : nodeOps)
+      for (Value operand : op->getOperands())
+        if (Operation *producer = operand.getDefiningOp();
+            producer && nodeOf.count(producer))
+          graph.addEdge(nodeOf[producer], nodeOf[op]);
+
+    partition::PartitionDevices devices;
+    llvm::StringMap<unsigned> kindIndex;
+    for (int index : pipeline) {
+      const auto &device = cluster->devices[index];
+      partition::PartitionDevice d;
+      d.name = device.name;
+      d.kind =
+          kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
+      d.memoryBytes = static_cast<uint64_t>(device.memoryBytes);
+      devices.addDevice(std::move(d));
+    }
+    for (unsigned a = 0; a < pipeline.size(); ++a)
+      for (unsigned b = 0; b < pipeline.size(); ++b)
+        if (a != b)
+          devices.setDirectedLink(a, b,
+                                  cluster->bandwidth(pipeline[a], pipeline[b]),
+                                  cluster->latency(pipeline[a], pipeline[b]));
+    graph.timeFn = [&](unsigned node, unsigned device) {
+      const auto &d = cluster->devices[pipeline[device]];
+      return costModel->getForwardTime(nodeOps[node], d) +
+             costModel->getBackwardTime(nodeOps[node], d);
+    };
+    options.schedule = schedule == "gpipe"
+                           ? partition::PipelineSchedule::GPipe
+                           : partition::PipelineSchedule::OneFOneB;
+    options.microBatches = microBatches;
+    options.tryDeviceOrders = tryDeviceOrders;
+
+    auto result = partition::partition(graph, devices, options);
+    if (!result) {
+      func.emitError() << "partitioning failed: "
+                       << llvm::toString(result.takeError());
+      return signalPassFailure();
+    }
+    if (!result->feasible) {
+      auto diag = func.emitError()
+                  << "the model does not fit the cluster with schedule "
+                  << schedule << " and " << static_cast<unsigned>(microBatches)
+                  << " micro-batches; the best plan still needs";
+      for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
+        unsigned d = result->deviceOrder[s];
+        if (result->shortfall[d] == 0)
+          continue;
+        diag << llvm::formatv(" {0} more bytes on {1} (stage {2}: {3} of {4});",
+                              result->shortfall[d], devices.devices[d].name, s,
+                              megabytes(result->stageMemory[s]),
+                              megabytes(devices.memory(d)));
+      }
+      return signalPassFailure();
+    }
+
+    // Annotate: ops get their stage; constants and weight reads the first
+    // stage that uses them.
+    Builder b(&getContext());
+    for (auto [node, op] : llvm::enumerate(nodeOps))
+      op->setAttr("pp.stage", b.getI64IntegerAttr(result->stageOf[node]));
+    for (Operation &op : body.without_terminator()) {
+      if (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
+        continue;
+      std::optional<int64_t> first;
+      for (Operation *user : op.getUsers())
+        if (auto stage = user->getAttrOfType<IntegerAttr>("pp.stage"))
+          first = first ? std::min(*first, stage.getInt()) : stage.getInt();
+      op.setAttr("pp.stage", b.getI64IntegerAttr(first.value_or(0)));
+    }
+    SmallVector<Attribute> order;
+    for (unsigned d : result->deviceOrder)
+      order.push_back(b.getStringAttr(devices.devices[d].name));
+    module->setAttr("pp.device_order", b.getArrayAttr(order));
+
+    if (!reportFile.empty()) {
+      std::string error;
+      auto out = openOutputFile(reportFile, &error);
+      if (!out) {
+        module.emitError() << "cannot write report: " << error;
+        return signalPassFailure();
+      }
+      llvm::raw_ostream &os = out->os();
+      os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
+                          "micro-batches, {3} ==\n",
+                          result->deviceOrder.size(), schedule,
+                          static_cast<unsigned>(microBatches),
+                          result->granularity);
+      std::vector<unsigned> opsPerStage(result->deviceOrder.size(), 0);
+      for (unsigned s : result->stageOf)
+        ++opsPerStage[s];
+      for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
+        unsigned d = result->deviceOrder[s];
+        os << llvm::formatv(
+            "stage {0}: {1,-14} {2,4} ops  {3,10:f3} ms  {4,10} of {5}\n", s,
+            devices.devices[d].name, opsPerStage[s], result->stageTime[s] * 1e3,
+            megabytes(result->stageMemory[s]), megabytes(devices.memory(d)));
+      }
+      os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
+                          "order(s) tried\n",
+                          result->bottleneck * 1e3, result->ordersTried);
+      out->keep();
+    }
+  }
+};
+
+} // namespace
