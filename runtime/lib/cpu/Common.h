@@ -2,6 +2,7 @@
 #ifndef PP_RUNTIME_CPU_COMMON_H
 #define PP_RUNTIME_CPU_COMMON_H
 
+#include "common/Checks.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
@@ -17,30 +18,13 @@
 
 namespace pp::rt::cpu {
 
-/// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
-
-/// numpy broadcast of two shapes; false when incompatible.
-bool broadcastShapes(const std::vector<int64_t> &a,
-                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
-
-/// Strides to read a tensor of `shape` as if broadcast to `target` (0 on
-/// broadcast dims). Requires shape to broadcast to target.
-std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
-                                      const std::vector<int64_t> &target);
-
-/// "shape [2, 3]" for messages.
-std::string shapeString(const std::vector<int64_t> &shape);
+// The checks and shape helpers shared with the CUDA backend.
+using namespace ::pp::rt::common;
 
 /// Runs body(begin, end) over [0, n) split across ctx.numThreads threads
 /// (inline when small or single-threaded).
 void parallelFor(const Context &ctx, int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &body);
-
-/// Checks that `t` has `dtype` and a non-null buffer when non-empty.
-Status expectDType(const Tensor &t, DType dtype, const char *what);
-Status expectShape(const Tensor &t, const std::vector<int64_t> &shape,
-                   const char *what);
 
 /// Reads element i of any tensor as int64 (floats truncate toward zero; U64
 /// beyond INT64_MAX wraps).
@@ -51,10 +35,6 @@ double readDouble(const Tensor &t, int64_t i);
 /// rounding to nearest even for F16/BF16).
 void writeDouble(Tensor &t, int64_t i, double value);
 
-/// True for the storage-only 16-bit floats (F16, BF16).
-inline bool isFloat16(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16;
-}
 /// The value of 16-bit float bits of dtype F16 (else BF16), exactly.
 inline float float16ToFloat(uint16_t bits, bool isBF16) {
   return isBF16 ? bfloat16ToFloat(bits) : halfToFloat(bits);
@@ -63,16 +43,6 @@ inline float float16ToFloat(uint16_t bits, bool isBF16) {
 inline uint16_t doubleToFloat16(double value, bool isBF16) {
   return isBF16 ? doubleToBFloat16(value) : doubleToHalf(value);
 }
-
-/// Checks that `t` has no negative dims and a buffer when non-empty.
-Status expectValid(const Tensor &t, const char *what);
-
-/// Normalises `axis` against `rank` (negative counts from the end); false
-/// when it is out of range.
-bool normalizeAxis(int64_t &axis, int64_t rank);
-
-/// Stands for the C++ element type of a dtype in generic lambdas.
-template <typename T> struct TypeTag { using type = T; };
 
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` and returns its
 /// Status. Bool is stored as uint8_t, so kernels that care about truthiness
@@ -106,22 +76,6 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   return Status::error("unknown dtype");
 }
 
-/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes (1, 2, 4 or
-/// 8): for kernels that only move elements around.
-template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
-  switch (bytes) {
-  case 1:
-    return fn(TypeTag<uint8_t>{});
-  case 2:
-    return fn(TypeTag<uint16_t>{});
-  case 4:
-    return fn(TypeTag<uint32_t>{});
-  case 8:
-    return fn(TypeTag<uint64_t>{});
-  }
-  return Status::error("unsupported element size " + std::to_string(bytes));
-}
-
 /// Converts a double to T the way `cast` does: floats round, integers
 /// truncate toward zero and saturate (NaN gives 0), so the conversion is
 /// never undefined behaviour. Bool callers must use `value != 0` instead.
@@ -138,34 +92,6 @@ template <typename T> T convertDouble(double value) {
       return std::numeric_limits<T>::max();
     return static_cast<T>(value);
   }
-}
-
-/// Merges adjacent dims that every operand walks contiguously and drops
-/// size-1 dims, so strided loops run over as few dims as possible. The flat
-/// order of the index space is unchanged.
-template <size_t N>
-void coalesceDims(std::vector<int64_t> &shape,
-                  std::array<std::vector<int64_t>, N> &strides) {
-  std::vector<int64_t> outShape;
-  std::array<std::vector<int64_t>, N> outStrides;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    bool merge = !outShape.empty();
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = outStrides[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      outShape.back() *= shape[d];
-      for (size_t k = 0; k < N; ++k)
-        outStrides[k].back() = strides[k][d];
-      continue;
-    }
-    outShape.push_back(shape[d]);
-    for (size_t k = 0; k < N; ++k)
-      outStrides[k].push_back(strides[k][d]);
-  }
-  shape = std::move(outShape);
-  strides = std::move(outStrides);
 }
 
 /// Walks the flat indices [begin, end) of a row-major index space `shape`

@@ -21,76 +21,6 @@ namespace {
 /// Elements per thread below which a loop is not worth splitting.
 constexpr int64_t kGrain = 1 << 14;
 
-const char *unaryName(UnaryKind kind) {
-  switch (kind) {
-  case UnaryKind::Identity:
-    return "Identity";
-  case UnaryKind::Relu:
-    return "Relu";
-  case UnaryKind::LeakyRelu:
-    return "LeakyRelu";
-  case UnaryKind::Sigmoid:
-    return "Sigmoid";
-  case UnaryKind::Tanh:
-    return "Tanh";
-  case UnaryKind::Erf:
-    return "Erf";
-  case UnaryKind::GeluErf:
-    return "GeluErf";
-  case UnaryKind::GeluTanh:
-    return "GeluTanh";
-  case UnaryKind::Sqrt:
-    return "Sqrt";
-  case UnaryKind::Exp:
-    return "Exp";
-  case UnaryKind::Log:
-    return "Log";
-  case UnaryKind::Neg:
-    return "Neg";
-  case UnaryKind::Abs:
-    return "Abs";
-  case UnaryKind::Reciprocal:
-    return "Reciprocal";
-  case UnaryKind::Floor:
-    return "Floor";
-  case UnaryKind::Ceil:
-    return "Ceil";
-  case UnaryKind::Not:
-    return "Not";
-  }
-  return "?";
-}
-
-const char *binaryName(BinaryKind kind) {
-  switch (kind) {
-  case BinaryKind::Add:
-    return "Add";
-  case BinaryKind::Sub:
-    return "Sub";
-  case BinaryKind::Mul:
-    return "Mul";
-  case BinaryKind::Div:
-    return "Div";
-  case BinaryKind::Pow:
-    return "Pow";
-  case BinaryKind::Equal:
-    return "Equal";
-  case BinaryKind::Less:
-    return "Less";
-  case BinaryKind::Greater:
-    return "Greater";
-  case BinaryKind::And:
-    return "And";
-  case BinaryKind::Or:
-    return "Or";
-  }
-  return "?";
-}
-
-Status dtypeError(const std::string &what, DType dtype) {
-  return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
-}
-
 // Constants in double; kernels convert them to T so F32 math stays in F32
 // as PyTorch's does.
 constexpr double kSqrtHalf = 0.70710678118654752440;    // 1 / sqrt(2)
@@ -172,14 +102,6 @@ void mapBroadcast3(const Context &ctx, const Tensor &a, const Tensor &b,
                      po[i] = op(pa[o[0]], pb[o[1]], pc[o[2]]);
                    });
   });
-}
-
-/// True when `from` broadcasts to exactly `to` (unidirectional broadcast).
-bool broadcastsTo(const std::vector<int64_t> &from,
-                  const std::vector<int64_t> &to) {
-  std::vector<int64_t> out;
-  return from.size() <= to.size() && broadcastShapes(from, to, out) &&
-         out == to;
 }
 
 //===----------------------------------------------------------------------===//

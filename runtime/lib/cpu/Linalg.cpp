@@ -23,15 +23,6 @@
 #include <cblas.h>
 #endif
 
-#ifndef PP_RT_TRY
-#define PP_RT_TRY(EXPR)                                                        \
-  do {                                                                         \
-    ::pp::rt::Status status_ = (EXPR);                                         \
-    if (!status_.ok())                                                         \
-      return status_;                                                          \
-  } while (false)
-#endif
-
 namespace pp::rt {
 namespace {
 
@@ -164,40 +155,11 @@ void matmulImpl(const Context &ctx, const T *a, const T *b, T *y,
 } // namespace
 
 Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
-  if (a.rank() < 1 || b.rank() < 1)
-    return Status::error("matmul: operands need rank >= 1, got a " +
-                         shapeString(a.shape) + " and b " +
-                         shapeString(b.shape));
-  PP_RT_TRY(expectValid(a, "matmul: a"));
-  PP_RT_TRY(expectValid(b, "matmul: b"));
-  PP_RT_TRY(expectDType(b, a.dtype, "matmul: b"));
-  PP_RT_TRY(expectDType(y, a.dtype, "matmul: y"));
-  // Rank-1 operands are promoted: a [K] -> [1, K], b [K] -> [K, 1].
-  std::vector<int64_t> as = a.shape, bs = b.shape;
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back();
-  int64_t kb = bs[bs.size() - 2], n = bs.back();
-  if (k != kb)
-    return Status::error(
-        "matmul: contraction dims differ: a " + shapeString(a.shape) +
-        " has K = " + std::to_string(k) + ", b " + shapeString(b.shape) +
-        " has K = " + std::to_string(kb));
-  std::vector<int64_t> aBatch(as.begin(), as.end() - 2);
-  std::vector<int64_t> bBatch(bs.begin(), bs.end() - 2);
-  std::vector<int64_t> batch;
-  if (!broadcastShapes(aBatch, bBatch, batch))
-    return Status::error("matmul: batch dims of a " + shapeString(a.shape) +
-                         " and b " + shapeString(b.shape) +
-                         " do not broadcast");
-  std::vector<int64_t> yShape = batch;
-  if (a.rank() > 1)
-    yShape.push_back(m);
-  if (b.rank() > 1)
-    yShape.push_back(n);
-  PP_RT_TRY(expectShape(y, yShape, "matmul: y"));
+  MatmulShape ms;
+  PP_RT_TRY(checkMatmul(a, b, y, ms));
+  int64_t m = ms.m, k = ms.k, n = ms.n;
+  const std::vector<int64_t> &aBatch = ms.aBatch, &bBatch = ms.bBatch,
+                             &batch = ms.batch;
   PP_RT_FLOAT_DISPATCH(a.dtype, "matmul",
                        matmulImpl<T>(ctx, a.as<T>(), b.as<T>(), y.as<T>(),
                                      aBatch, bBatch, batch, m, k, n));
@@ -206,38 +168,11 @@ Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
 
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
             float alpha, float beta, bool transA, bool transB, Tensor &y) {
-  if (a.rank() != 2 || b.rank() != 2)
-    return Status::error("gemm: a and b must have rank 2, got a " +
-                         shapeString(a.shape) + " and b " +
-                         shapeString(b.shape));
-  PP_RT_TRY(expectValid(a, "gemm: a"));
-  PP_RT_TRY(expectValid(b, "gemm: b"));
-  PP_RT_TRY(expectDType(b, a.dtype, "gemm: b"));
-  PP_RT_TRY(expectDType(y, a.dtype, "gemm: y"));
-  int64_t m = transA ? a.shape[1] : a.shape[0];
-  int64_t k = transA ? a.shape[0] : a.shape[1];
-  int64_t kb = transB ? b.shape[1] : b.shape[0];
-  int64_t n = transB ? b.shape[0] : b.shape[1];
-  if (k != kb)
-    return Status::error("gemm: contraction dims differ: op(a) is " +
-                         shapeString({m, k}) + ", op(b) is " +
-                         shapeString({kb, n}));
-  PP_RT_TRY(expectShape(y, {m, n}, "gemm: y"));
+  int64_t m = 0, k = 0, n = 0;
+  PP_RT_TRY(checkGemm(a, b, c, transA, transB, y, m, k, n));
   std::vector<int64_t> cStrides;
-  if (c) {
-    PP_RT_TRY(expectValid(*c, "gemm: c"));
-    PP_RT_TRY(expectDType(*c, a.dtype, "gemm: c"));
-    // Unidirectional broadcast: c's dims, aligned right, are 1 or y's.
-    bool ok = c->rank() <= 2;
-    for (int64_t i = 0; ok && i < c->rank(); ++i) {
-      int64_t target = i + 2 - c->rank() == 0 ? m : n;
-      ok = c->shape[i] == 1 || c->shape[i] == target;
-    }
-    if (!ok)
-      return Status::error("gemm: c " + shapeString(c->shape) +
-                           " does not broadcast to y " + shapeString({m, n}));
+  if (c)
     cStrides = broadcastStrides(c->shape, {m, n});
-  }
   bool useC = c && beta != 0.f;
   PP_RT_FLOAT_DISPATCH(a.dtype, "gemm", {
     T *yd = y.as<T>();
@@ -259,108 +194,6 @@ Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
 
 namespace {
 
-/// A window over up to three spatial dims, padded at the front with unit
-/// dims: in/out are spatial sizes, k kernel, s stride, pb/pe pads, d dilation.
-struct Geometry {
-  int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
-  int64_t inSize = 1, outSize = 1, kSize = 1;
-};
-
-/// Output size of one spatial dim in floor mode, and the largest accepted
-/// size (ceil mode); -1 when the dilated kernel exceeds the padded input.
-void outputRange(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                 int64_t d, int64_t &lo, int64_t &hi) {
-  int64_t span = in + pb + pe - d * (k - 1) - 1;
-  if (span < 0) {
-    lo = hi = -1;
-    return;
-  }
-  lo = span / s + 1;
-  hi = (span + s - 1) / s + 1;
-}
-
-/// Validates `params` for the spatial dims `in` and `out`, fills `g`.
-/// `weightKernel` is the kernel a convolution weight implies (null for
-/// pooling, where params.kernel is required). Convolution demands the
-/// floor-mode output size; pooling also accepts ceil mode's (one more window
-/// whose overhang counts as padding).
-Status resolveGeometry(const std::string &what, const WindowParams &params,
-                       const std::vector<int64_t> &in,
-                       const std::vector<int64_t> &out,
-                       const std::vector<int64_t> *weightKernel, bool allowCeil,
-                       const char *outName, Geometry &g) {
-  size_t rank = in.size();
-  if (rank < 1 || rank > 3)
-    return Status::error(what + ": expected 1 to 3 spatial dims, got " +
-                         std::to_string(rank));
-  std::vector<int64_t> kernel = params.kernel;
-  if (kernel.empty() && weightKernel)
-    kernel = *weightKernel;
-  auto sizeError = [&](const char *name, size_t expected, size_t got) {
-    return Status::error(what + ": " + name + " needs " +
-                         std::to_string(expected) + " values, got " +
-                         std::to_string(got));
-  };
-  if (kernel.size() != rank)
-    return sizeError("kernel", rank, kernel.size());
-  if (weightKernel && kernel != *weightKernel)
-    return Status::error(what + ": kernel " + shapeString(kernel) +
-                         " differs from the weight's spatial dims " +
-                         shapeString(*weightKernel));
-  if (!params.strides.empty() && params.strides.size() != rank)
-    return sizeError("strides", rank, params.strides.size());
-  if (!params.pads.empty() && params.pads.size() != 2 * rank)
-    return sizeError("pads", 2 * rank, params.pads.size());
-  if (!params.dilations.empty() && params.dilations.size() != rank)
-    return sizeError("dilations", rank, params.dilations.size());
-  size_t lead = 3 - rank;
-  for (size_t i = 0; i < 3; ++i) {
-    g.in[i] = g.out[i] = g.k[i] = g.s[i] = g.d[i] = 1;
-    g.pb[i] = g.pe[i] = 0;
-  }
-  std::vector<int64_t> expectLo(rank), expectHi(rank);
-  bool outOk = out.size() == rank;
-  for (size_t i = 0; i < rank; ++i) {
-    size_t j = i + lead;
-    g.in[j] = in[i];
-    g.k[j] = kernel[i];
-    g.s[j] = params.strides.empty() ? 1 : params.strides[i];
-    g.d[j] = params.dilations.empty() ? 1 : params.dilations[i];
-    g.pb[j] = params.pads.empty() ? 0 : params.pads[i];
-    g.pe[j] = params.pads.empty() ? 0 : params.pads[i + rank];
-    if (g.k[j] < 1 || g.s[j] < 1 || g.d[j] < 1 || g.pb[j] < 0 || g.pe[j] < 0)
-      return Status::error(what + ": kernel, strides and dilations must be " +
-                           ">= 1 and pads >= 0, got kernel " +
-                           shapeString(kernel) + ", strides " +
-                           shapeString(params.strides) + ", pads " +
-                           shapeString(params.pads) + ", dilations " +
-                           shapeString(params.dilations));
-    outputRange(g.in[j], g.k[j], g.s[j], g.pb[j], g.pe[j], g.d[j], expectLo[i],
-                expectHi[i]);
-    if (expectLo[i] < 0)
-      return Status::error(what + ": dilated kernel " + shapeString(kernel) +
-                           " is larger than the padded input " +
-                           shapeString(in));
-    if (outOk) {
-      g.out[j] = out[i];
-      outOk = out[i] == expectLo[i] || (allowCeil && out[i] == expectHi[i]);
-    }
-  }
-  if (!outOk) {
-    std::string msg = what + ": " + outName + ": expected spatial dims " +
-                      shapeString(expectLo);
-    if (allowCeil && expectHi != expectLo)
-      msg += " (or " + shapeString(expectHi) + " in ceil mode)";
-    return Status::error(msg + ", got " + shapeString(out));
-  }
-  for (int i = 0; i < 3; ++i) {
-    g.inSize *= g.in[i];
-    g.outSize *= g.out[i];
-    g.kSize *= g.k[i];
-  }
-  return Status::success();
-}
-
 /// Output positions o in [lo, hi) whose tap o * s + off lies in [0, in).
 void validRange(int64_t in, int64_t out, int64_t s, int64_t off, int64_t &lo,
                 int64_t &hi) {
@@ -375,53 +208,9 @@ void validRange(int64_t in, int64_t out, int64_t s, int64_t off, int64_t &lo,
 //===----------------------------------------------------------------------===//
 
 /// A convolution x [N, C, in...] * w [M, C / G, k...] -> y [N, M, out...].
-struct ConvProblem {
-  int64_t n, c, m, group, cinG, coutG;
-  Geometry geo;
+struct ConvProblem : ConvDims {
   int64_t rows() const { return cinG * geo.kSize; } // GEMM K per group
 };
-
-/// Validates the three convolution operands (x, w, y or their gradients,
-/// named in `names`) and `params`.
-Status resolveConv(const std::string &what, const Tensor &x, const Tensor &w,
-                   const Tensor &y, const WindowParams &params,
-                   const char *const names[3], ConvProblem &cp) {
-  const Tensor *ts[3] = {&x, &w, &y};
-  for (int i = 0; i < 3; ++i) {
-    std::string name = what + ": " + names[i];
-    PP_RT_TRY(expectValid(*ts[i], name.c_str()));
-    PP_RT_TRY(expectDType(*ts[i], x.dtype, name.c_str()));
-    if (ts[i]->rank() < 3 || ts[i]->rank() > 5 || ts[i]->rank() != x.rank())
-      return Status::error(what + ": " + names[i] +
-                           ": expected rank 3 to 5 (N, C and 1 to 3 spatial "
-                           "dims) matching " +
-                           names[0] + " " + shapeString(x.shape) + ", got " +
-                           shapeString(ts[i]->shape));
-  }
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  cp.n = x.shape[0];
-  cp.c = x.shape[1];
-  cp.m = w.shape[0];
-  cp.cinG = w.shape[1];
-  cp.group = params.group;
-  if (cp.group < 1 || cp.c != cp.cinG * cp.group || cp.m % cp.group != 0)
-    return Status::error(
-        what + ": " + names[0] + " " + shapeString(x.shape) + " and " +
-        names[1] + " " + shapeString(w.shape) + " do not fit group " +
-        std::to_string(cp.group) +
-        " (need C = w.shape[1] * group and M divisible by group)");
-  cp.coutG = cp.m / cp.group;
-  if (y.shape[0] != cp.n || y.shape[1] != cp.m)
-    return Status::error(what + ": " + names[2] + ": expected leading dims [" +
-                         std::to_string(cp.n) + ", " + std::to_string(cp.m) +
-                         "], got " + shapeString(y.shape));
-  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
-  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
-  std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
-  return resolveGeometry(what, params, in, out, &kernel, false, names[2],
-                         cp.geo);
-}
 
 /// Copies the receptive fields of one input plane x into kSize rows of a
 /// column matrix (row stride ld): row r holds, for every output position,
@@ -700,27 +489,6 @@ void convBackwardWeight(const Context &ctx, const ConvProblem &cp, const T *dy,
 // Pooling
 //===----------------------------------------------------------------------===//
 
-/// Validates a pooling pair x [N, C, in...] / y [N, C, out...] (or dx / dy).
-Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
-                   const WindowParams &params, const char *xName,
-                   const char *yName, Geometry &g) {
-  PP_RT_TRY(expectValid(x, (what + ": " + xName).c_str()));
-  PP_RT_TRY(expectValid(y, (what + ": " + yName).c_str()));
-  PP_RT_TRY(expectDType(y, x.dtype, (what + ": " + yName).c_str()));
-  if (x.dtype != DType::F32 && x.dtype != DType::F64)
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
-      y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1])
-    return Status::error(what + ": expected " + xName + " [N, C, 1 to 3 " +
-                         "spatial dims] and " + yName +
-                         " with the same N and C, got " + xName + " " +
-                         shapeString(x.shape) + " and " + yName + " " +
-                         shapeString(y.shape));
-  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
-  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
-  return resolveGeometry(what, params, in, out, nullptr, true, yName, g);
-}
-
 /// Number of taps of kernel dim i at output o whose position lies in
 /// [lo, hi) (the input, or the input with its declared pads).
 int64_t countTaps(const Geometry &g, int i, int64_t o, int64_t lo, int64_t hi) {
@@ -787,7 +555,7 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
             const WindowParams &params, Tensor &y) {
   static const char *const names[3] = {"x", "w", "y"};
   ConvProblem cp;
-  PP_RT_TRY(resolveConv("conv", x, w, y, params, names, cp));
+  PP_RT_TRY(resolveConvDims("conv", x, w, y, params, names, cp));
   if (b) {
     PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
@@ -802,7 +570,7 @@ Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
                      const WindowParams &params, Tensor &dx) {
   static const char *const names[3] = {"dx", "w", "dy"};
   ConvProblem cp;
-  PP_RT_TRY(resolveConv("convGradInput", dx, w, dy, params, names, cp));
+  PP_RT_TRY(resolveConvDims("convGradInput", dx, w, dy, params, names, cp));
   PP_RT_FLOAT_DISPATCH(
       dx.dtype, "convGradInput",
       convBackwardInput<T>(ctx, cp, dy.as<T>(), w.as<T>(), dx.as<T>()));
@@ -813,7 +581,7 @@ Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
                       const WindowParams &params, Tensor &dw) {
   static const char *const names[3] = {"x", "dw", "dy"};
   ConvProblem cp;
-  PP_RT_TRY(resolveConv("convGradWeight", x, dw, dy, params, names, cp));
+  PP_RT_TRY(resolveConvDims("convGradWeight", x, dw, dy, params, names, cp));
   PP_RT_FLOAT_DISPATCH(
       x.dtype, "convGradWeight",
       convBackwardWeight<T>(ctx, cp, dy.as<T>(), x.as<T>(), dw.as<T>()));

@@ -19,65 +19,6 @@ namespace {
 /// Elements per thread below which a loop is not worth splitting.
 constexpr int64_t kGrain = 1 << 14;
 
-int64_t product(const std::vector<int64_t> &shape, size_t begin, size_t end) {
-  int64_t n = 1;
-  for (size_t d = begin; d < end; ++d)
-    n *= shape[d];
-  return n;
-}
-
-/// Checks that slicing a tensor of `full` shape with starts/steps yields
-/// `part` (counts) without leaving `full`; computes the first element's
-/// offset and the per-dim strides into the full tensor.
-Status slicePlan(const char *what, const std::vector<int64_t> &full,
-                 const std::vector<int64_t> &part,
-                 const std::vector<int64_t> &starts,
-                 const std::vector<int64_t> &steps, int64_t &base,
-                 std::vector<int64_t> &strides) {
-  size_t rank = full.size();
-  if (part.size() != rank || starts.size() != rank || steps.size() != rank)
-    return Status::error(
-        std::string(what) + ": expected rank " + std::to_string(rank) +
-        " for the sliced shape, " + "starts and steps, got " +
-        std::to_string(part.size()) + ", " + std::to_string(starts.size()) +
-        " and " + std::to_string(steps.size()));
-  std::vector<int64_t> fullStrides = stridesOf(full);
-  base = 0;
-  strides.assign(rank, 0);
-  bool empty = false;
-  for (size_t d = 0; d < rank; ++d) {
-    if (steps[d] == 0)
-      return Status::error(std::string(what) + ": step of dim " +
-                           std::to_string(d) + " is 0");
-    strides[d] = fullStrides[d] * steps[d];
-    if (part[d] == 0) {
-      empty = true;
-      continue;
-    }
-    int64_t last = starts[d] + (part[d] - 1) * steps[d];
-    if (starts[d] < 0 || starts[d] >= full[d] || last < 0 || last >= full[d])
-      return Status::error(
-          std::string(what) + ": dim " + std::to_string(d) + " reads [" +
-          std::to_string(starts[d]) + ", " + std::to_string(last) +
-          "] (start, last) outside size " + std::to_string(full[d]));
-    base += starts[d] * fullStrides[d];
-  }
-  if (empty)
-    base = 0;
-  return Status::success();
-}
-
-/// ONNX Gather's shape: data.shape[:axis] + indices.shape +
-/// data.shape[axis+1:].
-std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
-                                 const std::vector<int64_t> &indices,
-                                 int64_t axis) {
-  std::vector<int64_t> shape(data.begin(), data.begin() + axis);
-  shape.insert(shape.end(), indices.begin(), indices.end());
-  shape.insert(shape.end(), data.begin() + axis + 1, data.end());
-  return shape;
-}
-
 /// Validates gather's indices against an axis of `size` and returns them
 /// normalised to [0, size).
 Status normalizeIndices(const char *what, const Tensor &indices, int64_t size,
@@ -172,33 +113,9 @@ void transposeTiled(const Context &ctx, const T *px, T *py,
 
 Status transpose(Context &ctx, const Tensor &x,
                  const std::vector<int64_t> &perm, Tensor &y) {
-  if (Status s = expectValid(x, "transpose x"); !s.ok())
-    return s;
-  // An empty perm reverses the dims, as ONNX's default.
-  std::vector<int64_t> p = perm;
-  if (p.empty())
-    for (int64_t d = x.rank() - 1; d >= 0; --d)
-      p.push_back(d);
-  if (static_cast<int64_t>(p.size()) != x.rank())
-    return Status::error("transpose: perm has " + std::to_string(p.size()) +
-                         " entries for rank " + std::to_string(x.rank()));
-  std::vector<bool> seen(p.size(), false);
-  std::vector<int64_t> shape(p.size());
-  std::vector<int64_t> xStrides = stridesOf(x.shape);
+  std::vector<int64_t> shape;
   std::array<std::vector<int64_t>, 1> strides;
-  for (size_t i = 0; i < p.size(); ++i) {
-    int64_t d = p[i];
-    if (d < 0 || d >= x.rank() || seen[d])
-      return Status::error("transpose: perm is not a permutation of [0, " +
-                           std::to_string(x.rank()) + ")");
-    seen[d] = true;
-    shape[i] = x.shape[d];
-    strides[0].push_back(xStrides[d]);
-  }
-  if (Status s = expectDType(y, x.dtype, "transpose y"); !s.ok())
-    return s;
-  if (Status s = expectShape(y, shape, "transpose y"); !s.ok())
-    return s;
+  PP_RT_TRY(checkTranspose(x, perm, y, shape, strides[0]));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
@@ -231,18 +148,9 @@ Status transpose(Context &ctx, const Tensor &x,
 
 Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
              const std::vector<int64_t> &steps, Tensor &y) {
-  if (Status s = expectValid(x, "slice x"); !s.ok())
-    return s;
-  if (Status s = expectDType(y, x.dtype, "slice y"); !s.ok())
-    return s;
-  if (Status s = expectValid(y, "slice y"); !s.ok())
-    return s;
   int64_t base;
   std::array<std::vector<int64_t>, 1> strides;
-  if (Status s =
-          slicePlan("slice", x.shape, y.shape, starts, steps, base, strides[0]);
-      !s.ok())
-    return s;
+  PP_RT_TRY(checkSlice(x, starts, steps, y, base, strides[0]));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
@@ -265,18 +173,9 @@ Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
 Status sliceGrad(Context &ctx, const Tensor &dy,
                  const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &steps, Tensor &dx) {
-  if (Status s = expectValid(dy, "sliceGrad dy"); !s.ok())
-    return s;
-  if (Status s = expectDType(dx, dy.dtype, "sliceGrad dx"); !s.ok())
-    return s;
-  if (Status s = expectValid(dx, "sliceGrad dx"); !s.ok())
-    return s;
   int64_t base;
   std::array<std::vector<int64_t>, 1> strides;
-  if (Status s = slicePlan("sliceGrad", dx.shape, dy.shape, starts, steps, base,
-                           strides[0]);
-      !s.ok())
-    return s;
+  PP_RT_TRY(checkSliceGrad(dy, starts, steps, dx, base, strides[0]));
   if (dx.numel() > 0)
     std::memset(dx.data, 0, dx.bytes());
   int64_t n = dy.numel();
@@ -301,35 +200,8 @@ Status sliceGrad(Context &ctx, const Tensor &dy,
 
 Status concat(Context &ctx, const std::vector<const Tensor *> &inputs,
               int64_t axis, Tensor &y) {
-  if (inputs.empty())
-    return Status::error("concat: no inputs");
-  if (Status s = expectValid(y, "concat y"); !s.ok())
-    return s;
-  int64_t a = axis;
-  if (!normalizeAxis(a, y.rank()))
-    return Status::error("concat: axis " + std::to_string(axis) +
-                         " out of range for rank " + std::to_string(y.rank()));
-  int64_t total = 0;
-  for (size_t k = 0; k < inputs.size(); ++k) {
-    std::string name = "concat input " + std::to_string(k);
-    if (!inputs[k])
-      return Status::error(name + ": null");
-    const Tensor &in = *inputs[k];
-    if (Status s = expectDType(in, y.dtype, name.c_str()); !s.ok())
-      return s;
-    if (Status s = expectValid(in, name.c_str()); !s.ok())
-      return s;
-    std::vector<int64_t> expected = y.shape;
-    if (in.rank() == y.rank())
-      expected[a] = in.shape[a];
-    if (Status s = expectShape(in, expected, name.c_str()); !s.ok())
-      return s;
-    total += in.shape[a];
-  }
-  if (total != y.shape[a])
-    return Status::error("concat: inputs sum to " + std::to_string(total) +
-                         " along axis " + std::to_string(a) + ", y has " +
-                         std::to_string(y.shape[a]));
+  int64_t a = 0;
+  PP_RT_TRY(checkConcat(inputs, axis, y, a));
   // Each outer row of y is the inputs' rows laid side by side.
   int64_t outer = product(y.shape, 0, a);
   int64_t innerBytes =
@@ -357,35 +229,8 @@ Status concat(Context &ctx, const std::vector<const Tensor *> &inputs,
 
 Status split(Context &ctx, const Tensor &x, int64_t axis,
              const std::vector<Tensor *> &outputs) {
-  if (outputs.empty())
-    return Status::error("split: no outputs");
-  if (Status s = expectValid(x, "split x"); !s.ok())
-    return s;
-  int64_t a = axis;
-  if (!normalizeAxis(a, x.rank()))
-    return Status::error("split: axis " + std::to_string(axis) +
-                         " out of range for rank " + std::to_string(x.rank()));
-  int64_t total = 0;
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    std::string name = "split output " + std::to_string(k);
-    if (!outputs[k])
-      return Status::error(name + ": null");
-    const Tensor &out = *outputs[k];
-    if (Status s = expectDType(out, x.dtype, name.c_str()); !s.ok())
-      return s;
-    if (Status s = expectValid(out, name.c_str()); !s.ok())
-      return s;
-    std::vector<int64_t> expected = x.shape;
-    if (out.rank() == x.rank())
-      expected[a] = out.shape[a];
-    if (Status s = expectShape(out, expected, name.c_str()); !s.ok())
-      return s;
-    total += out.shape[a];
-  }
-  if (total != x.shape[a])
-    return Status::error("split: outputs sum to " + std::to_string(total) +
-                         " along axis " + std::to_string(a) + ", x has " +
-                         std::to_string(x.shape[a]));
+  int64_t a = 0;
+  PP_RT_TRY(checkSplit(x, axis, outputs, a));
   int64_t outer = product(x.shape, 0, a);
   int64_t innerBytes =
       product(x.shape, a + 1, x.shape.size()) * dtypeSize(x.dtype);

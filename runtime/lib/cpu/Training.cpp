@@ -13,23 +13,12 @@
 #include <cstring>
 #include <limits>
 
-#ifndef PP_RT_TRY
-#define PP_RT_TRY(EXPR)                                                        \
-  do {                                                                         \
-    ::pp::rt::Status status_ = (EXPR);                                         \
-    if (!status_.ok())                                                         \
-      return status_;                                                          \
-  } while (false)
-#endif
-
 namespace pp::rt {
 namespace {
 
 using namespace cpu;
 
 constexpr int64_t elementGrain = int64_t(1) << 15;
-
-bool isFloat(DType dtype) { return dtype == DType::F32 || dtype == DType::F64; }
 
 //===----------------------------------------------------------------------===//
 // Dropout
@@ -41,70 +30,9 @@ using dropouthash::keepElement;
 using dropouthash::keepScale;
 using dropouthash::keepThreshold;
 
-Status checkRatio(const char *what, float ratio) {
-  if (!(ratio >= 0.f && ratio <= 1.f))
-    return Status::error(std::string(what) + ": ratio must lie in [0, 1], " +
-                         "got " + std::to_string(ratio));
-  return Status::success();
-}
-
 //===----------------------------------------------------------------------===//
 // SoftmaxCrossEntropyLoss
 //===----------------------------------------------------------------------===//
-
-/// scores [N, C, d...] seen as N blocks of C rows of `inner` positions;
-/// labels [N, d...] index the class of each (n, position).
-struct SceShape {
-  int64_t n = 0, c = 0, inner = 1;
-  int64_t count() const { return n * inner; } // number of labels
-};
-
-enum class Reduction { None, Sum, Mean };
-
-Status parseReduction(const char *what, const std::string &name, Reduction &r) {
-  if (name == "none")
-    r = Reduction::None;
-  else if (name == "sum")
-    r = Reduction::Sum;
-  else if (name == "mean")
-    r = Reduction::Mean;
-  else
-    return Status::error(std::string(what) +
-                         ": reduction must be none, sum "
-                         "or mean, got '" +
-                         name + "'");
-  return Status::success();
-}
-
-/// Validates scores-shaped `probs` (scores or logProb), labels and weights.
-Status resolveSce(const std::string &what, const Tensor &probs,
-                  const char *probsName, const Tensor &labels,
-                  const Tensor *weights, SceShape &ss) {
-  PP_RT_TRY(expectValid(probs, (what + ": " + probsName).c_str()));
-  PP_RT_TRY(expectValid(labels, (what + ": labels").c_str()));
-  if (!isFloat(probs.dtype))
-    return Status::error(what + ": unsupported dtype " +
-                         dtypeName(probs.dtype));
-  if (probs.rank() < 2)
-    return Status::error(what + ": " + probsName +
-                         " needs rank >= 2 (N, C, ...), got " +
-                         shapeString(probs.shape));
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return Status::error(what + ": labels: expected dtype i64 or i32, got " +
-                         dtypeName(labels.dtype));
-  std::vector<int64_t> labelShape = probs.shape;
-  labelShape.erase(labelShape.begin() + 1);
-  PP_RT_TRY(expectShape(labels, labelShape, (what + ": labels").c_str()));
-  ss.n = probs.shape[0];
-  ss.c = probs.shape[1];
-  for (int64_t d = 2; d < probs.rank(); ++d)
-    ss.inner *= probs.shape[d];
-  if (weights) {
-    PP_RT_TRY(expectDType(*weights, probs.dtype, (what + ": weights").c_str()));
-    PP_RT_TRY(expectShape(*weights, {ss.c}, (what + ": weights").c_str()));
-  }
-  return Status::success();
-}
 
 /// Weight of label i (0 when ignored); false when the label is out of range.
 template <typename T>
@@ -134,25 +62,11 @@ Status labelError(const std::string &what, const Tensor &labels, int64_t i,
 // Optimisers
 //===----------------------------------------------------------------------===//
 
-/// Checks that `t` matches param's dtype and shape.
-Status expectLike(const Tensor &t, const Tensor &param, const char *what) {
-  PP_RT_TRY(expectDType(t, param.dtype, what));
-  return expectShape(t, param.shape, what);
-}
-
 } // namespace
 
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
                uint64_t seed, Tensor &y, Tensor &mask) {
-  PP_RT_TRY(expectValid(x, "dropout: x"));
-  if (!isFloat(x.dtype))
-    return Status::error(std::string("dropout: unsupported dtype ") +
-                         dtypeName(x.dtype));
-  PP_RT_TRY(expectDType(y, x.dtype, "dropout: y"));
-  PP_RT_TRY(expectShape(y, x.shape, "dropout: y"));
-  PP_RT_TRY(expectDType(mask, DType::Bool, "dropout: mask"));
-  PP_RT_TRY(expectShape(mask, x.shape, "dropout: mask"));
-  PP_RT_TRY(checkRatio("dropout", ratio));
+  PP_RT_TRY(checkDropout(x, ratio, y, mask));
   uint8_t *md = mask.as<uint8_t>();
   int64_t count = x.numel();
   // Inference and ratio 0 keep everything unscaled.
@@ -182,15 +96,7 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
 
 Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
                    float ratio, Tensor &dx) {
-  PP_RT_TRY(expectValid(dy, "dropoutGrad: dy"));
-  if (!isFloat(dy.dtype))
-    return Status::error(std::string("dropoutGrad: unsupported dtype ") +
-                         dtypeName(dy.dtype));
-  PP_RT_TRY(expectDType(mask, DType::Bool, "dropoutGrad: mask"));
-  PP_RT_TRY(expectShape(mask, dy.shape, "dropoutGrad: mask"));
-  PP_RT_TRY(expectDType(dx, dy.dtype, "dropoutGrad: dx"));
-  PP_RT_TRY(expectShape(dx, dy.shape, "dropoutGrad: dx"));
-  PP_RT_TRY(checkRatio("dropoutGrad", ratio));
+  PP_RT_TRY(checkDropoutGrad(dy, mask, ratio, dx));
   const uint8_t *md = mask.as<uint8_t>();
   double scale = keepScale(ratio);
   PP_RT_FLOAT_DISPATCH(dy.dtype, "dropoutGrad", {
@@ -213,16 +119,8 @@ Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
   const std::string what = "softmaxCrossEntropy";
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
-  PP_RT_TRY(resolveSce(what, scores, "scores", labels, weights, ss));
-  PP_RT_TRY(expectDType(logProb, scores.dtype, "softmaxCrossEntropy: logProb"));
-  PP_RT_TRY(expectShape(logProb, scores.shape, "softmaxCrossEntropy: logProb"));
-  PP_RT_TRY(expectDType(loss, scores.dtype, "softmaxCrossEntropy: loss"));
-  if (red == Reduction::None)
-    PP_RT_TRY(expectShape(loss, labels.shape, "softmaxCrossEntropy: loss"));
-  else if (loss.numel() != 1 || !loss.data)
-    return Status::error(what + ": loss: expected a scalar for reduction '" +
-                         reduction + "', got " + shapeString(loss.shape));
+  PP_RT_TRY(checkSoftmaxCrossEntropy(scores, labels, weights, reduction, loss,
+                                     logProb, ss, red));
   std::vector<double> perLabel(ss.count()), perWeight(ss.count());
   std::vector<uint8_t> bad(ss.count(), 0);
   PP_RT_FLOAT_DISPATCH(scores.dtype, what, {
@@ -285,16 +183,8 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
   const std::string what = "softmaxCrossEntropyGrad";
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
-  PP_RT_TRY(resolveSce(what, logProb, "logProb", labels, weights, ss));
-  PP_RT_TRY(expectDType(dscores, logProb.dtype, (what + ": dscores").c_str()));
-  PP_RT_TRY(expectShape(dscores, logProb.shape, (what + ": dscores").c_str()));
-  PP_RT_TRY(expectDType(dloss, logProb.dtype, (what + ": dloss").c_str()));
-  if (red == Reduction::None)
-    PP_RT_TRY(expectShape(dloss, labels.shape, (what + ": dloss").c_str()));
-  else if (dloss.numel() != 1 || !dloss.data)
-    return Status::error(what + ": dloss: expected a scalar for reduction '" +
-                         reduction + "', got " + shapeString(dloss.shape));
+  PP_RT_TRY(checkSoftmaxCrossEntropyGrad(dloss, logProb, labels, weights,
+                                         reduction, dscores, ss, red));
   PP_RT_FLOAT_DISPATCH(logProb.dtype, what, {
     const T *lp = logProb.as<T>();
     const T *wd = weights ? weights->as<T>() : nullptr;
@@ -342,22 +232,8 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                Tensor *momentumBuffer, int64_t step, float lr, float momentum,
                float dampening, float weightDecay, bool nesterov) {
-  PP_RT_TRY(expectValid(param, "sgdStep: param"));
-  if (!isFloat(param.dtype))
-    return Status::error(std::string("sgdStep: unsupported dtype ") +
-                         dtypeName(param.dtype));
-  PP_RT_TRY(expectLike(grad, param, "sgdStep: grad"));
-  if (momentum != 0.f) {
-    if (!momentumBuffer)
-      return Status::error("sgdStep: momentum " + std::to_string(momentum) +
-                           " needs a momentum buffer");
-    PP_RT_TRY(expectLike(*momentumBuffer, param, "sgdStep: momentumBuffer"));
-  }
-  if (nesterov && (momentum <= 0.f || dampening != 0.f))
-    return Status::error("sgdStep: Nesterov momentum requires a momentum > 0 "
-                         "and zero dampening, got momentum " +
-                         std::to_string(momentum) + ", dampening " +
-                         std::to_string(dampening));
+  PP_RT_TRY(
+      checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
   // torch initialises the buffer with the first gradient: step counts from 1.
   bool first = step <= 1;
   PP_RT_FLOAT_DISPATCH(param.dtype, "sgdStep", {
@@ -388,16 +264,7 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, float lr, float beta1, float beta2,
                 float epsilon, float weightDecay, bool decoupled) {
-  PP_RT_TRY(expectValid(param, "adamStep: param"));
-  if (!isFloat(param.dtype))
-    return Status::error(std::string("adamStep: unsupported dtype ") +
-                         dtypeName(param.dtype));
-  PP_RT_TRY(expectLike(grad, param, "adamStep: grad"));
-  PP_RT_TRY(expectLike(m, param, "adamStep: m"));
-  PP_RT_TRY(expectLike(v, param, "adamStep: v"));
-  if (step < 1)
-    return Status::error("adamStep: step counts from 1, got " +
-                         std::to_string(step));
+  PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
   // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
   // beta2^t) + eps, p -= step_size * m / denom.
   double bc1 = 1.0 - std::pow(double(beta1), double(step));

@@ -1,6 +1,6 @@
 //===- Common.cuh - Shared helpers of the CUDA kernels ---------*- CUDA -*-===//
 //
-// Host-side validation (the same checks and messages as the CPU backend),
+// The host-side checks shared with the CPU backend (common/Checks.h),
 // CUDA / cuBLAS / cuDNN error translation into Status, stream-ordered
 // scratch memory, device-side error flags for data-dependent checks, the
 // strided index walker of broadcasting kernels, and block reductions.
@@ -10,6 +10,7 @@
 #ifndef PP_RUNTIME_CUDA_COMMON_CUH
 #define PP_RUNTIME_CUDA_COMMON_CUH
 
+#include "common/Checks.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
@@ -22,13 +23,6 @@
 #include <string>
 #include <type_traits>
 #include <vector>
-
-#define PP_RT_TRY(EXPR)                                                        \
-  do {                                                                         \
-    ::pp::rt::Status status_ = (EXPR);                                         \
-    if (!status_.ok())                                                         \
-      return status_;                                                          \
-  } while (false)
 
 /// Returns a Status naming WHAT and the CUDA error when EXPR fails.
 #define PP_CUDA_TRY(WHAT, EXPR)                                                \
@@ -47,29 +41,8 @@ namespace pp::rt::cuda {
 // Host-side validation
 //===----------------------------------------------------------------------===//
 
-std::vector<int64_t> stridesOf(const std::vector<int64_t> &shape);
-bool broadcastShapes(const std::vector<int64_t> &a,
-                     const std::vector<int64_t> &b, std::vector<int64_t> &out);
-/// Strides reading `shape` as if broadcast to `target` (0 on broadcast dims).
-std::vector<int64_t> broadcastStrides(const std::vector<int64_t> &shape,
-                                      const std::vector<int64_t> &target);
-/// True when `from` broadcasts to exactly `to` (unidirectional).
-bool broadcastsTo(const std::vector<int64_t> &from,
-                  const std::vector<int64_t> &to);
-std::string shapeString(const std::vector<int64_t> &shape);
-Status expectDType(const Tensor &t, DType dtype, const char *what);
-Status expectShape(const Tensor &t, const std::vector<int64_t> &shape,
-                   const char *what);
-Status expectValid(const Tensor &t, const char *what);
-bool normalizeAxis(int64_t &axis, int64_t rank);
-int64_t product(const std::vector<int64_t> &dims, size_t begin, size_t end);
-inline bool isFloat(DType dtype) {
-  return dtype == DType::F32 || dtype == DType::F64;
-}
-/// The storage-only 16-bit floats (raw bits, see Half.h).
-inline bool isFloat16(DType dtype) {
-  return dtype == DType::F16 || dtype == DType::BF16;
-}
+// The checks and shape helpers shared with the CPU backend (Checks.h).
+using namespace ::pp::rt::common;
 
 /// "what: <CUDA error name>: <description>".
 Status cudaFailure(const std::string &what, cudaError_t error);
@@ -78,38 +51,9 @@ inline cudaStream_t streamOf(const Context &ctx) {
   return static_cast<cudaStream_t>(ctx.stream);
 }
 
-/// Merges adjacent dims that every operand walks contiguously and drops
-/// size-1 dims (flat order unchanged), as the CPU backend does.
-template <size_t N>
-void coalesceDims(std::vector<int64_t> &shape,
-                  std::array<std::vector<int64_t>, N> &strides) {
-  std::vector<int64_t> outShape;
-  std::array<std::vector<int64_t>, N> outStrides;
-  for (size_t d = 0; d < shape.size(); ++d) {
-    if (shape[d] == 1)
-      continue;
-    bool merge = !outShape.empty();
-    for (size_t k = 0; k < N && merge; ++k)
-      merge = outStrides[k].back() == strides[k][d] * shape[d];
-    if (merge) {
-      outShape.back() *= shape[d];
-      for (size_t k = 0; k < N; ++k)
-        outStrides[k].back() = strides[k][d];
-      continue;
-    }
-    outShape.push_back(shape[d]);
-    for (size_t k = 0; k < N; ++k)
-      outStrides[k].push_back(strides[k][d]);
-  }
-  shape = std::move(outShape);
-  strides = std::move(outStrides);
-}
-
 //===----------------------------------------------------------------------===//
 // Dtype dispatch
 //===----------------------------------------------------------------------===//
-
-template <typename T> struct TypeTag { using type = T; };
 
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` (Bool is
 /// uint8_t; kernels that care about truthiness check the dtype). F16, BF16,
@@ -139,22 +83,6 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
                          " on the CUDA backend (cast it first)");
   }
   return Status::error("unknown dtype");
-}
-
-/// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes, for
-/// kernels that only move elements.
-template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
-  switch (bytes) {
-  case 1:
-    return fn(TypeTag<uint8_t>{});
-  case 2:
-    return fn(TypeTag<uint16_t>{});
-  case 4:
-    return fn(TypeTag<uint32_t>{});
-  case 8:
-    return fn(TypeTag<uint64_t>{});
-  }
-  return Status::error("unsupported element size " + std::to_string(bytes));
 }
 
 /// Calls fn(TypeTag<T>{}) for F32 / F64, else reports `what`.

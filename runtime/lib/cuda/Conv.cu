@@ -32,54 +32,17 @@ Status dnnFailure(const std::string &what, cudnnStatus_t status) {
   } while (false)
 
 /// A convolution x [N, C, in...] * w [M, C / G, k...] -> y [N, M, out...].
-struct ConvProblem {
-  int64_t n, c, m, group, cinG, coutG;
-  Geometry geo;
+struct ConvProblem : ConvDims {
   /// Spatial dims given to cuDNN: 2 for 1-D and 2-D, 3 for 3-D.
   int spatial = 2;
   bool asymmetric = false;
 };
 
-/// Validates the three convolution operands (x, w, y or their gradients,
-/// named in `names`) and `params`.
+/// Validates the convolution (shared checks) and picks the cuDNN layout.
 Status resolveConv(const std::string &what, const Tensor &x, const Tensor &w,
                    const Tensor &y, const WindowParams &params,
                    const char *const names[3], ConvProblem &cp) {
-  const Tensor *ts[3] = {&x, &w, &y};
-  for (int i = 0; i < 3; ++i) {
-    std::string name = what + ": " + names[i];
-    PP_RT_TRY(expectValid(*ts[i], name.c_str()));
-    PP_RT_TRY(expectDType(*ts[i], x.dtype, name.c_str()));
-    if (ts[i]->rank() < 3 || ts[i]->rank() > 5 || ts[i]->rank() != x.rank())
-      return Status::error(what + ": " + names[i] +
-                           ": expected rank 3 to 5 (N, C and 1 to 3 spatial "
-                           "dims) matching " +
-                           names[0] + " " + shapeString(x.shape) + ", got " +
-                           shapeString(ts[i]->shape));
-  }
-  if (!isFloat(x.dtype))
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  cp.n = x.shape[0];
-  cp.c = x.shape[1];
-  cp.m = w.shape[0];
-  cp.cinG = w.shape[1];
-  cp.group = params.group;
-  if (cp.group < 1 || cp.c != cp.cinG * cp.group || cp.m % cp.group != 0)
-    return Status::error(
-        what + ": " + names[0] + " " + shapeString(x.shape) + " and " +
-        names[1] + " " + shapeString(w.shape) + " do not fit group " +
-        std::to_string(cp.group) +
-        " (need C = w.shape[1] * group and M divisible by group)");
-  cp.coutG = cp.m / cp.group;
-  if (y.shape[0] != cp.n || y.shape[1] != cp.m)
-    return Status::error(what + ": " + names[2] + ": expected leading dims [" +
-                         std::to_string(cp.n) + ", " + std::to_string(cp.m) +
-                         "], got " + shapeString(y.shape));
-  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
-  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
-  std::vector<int64_t> kernel(w.shape.begin() + 2, w.shape.end());
-  PP_RT_TRY(
-      resolveGeometry(what, params, in, out, &kernel, false, names[2], cp.geo));
+  PP_RT_TRY(resolveConvDims(what, x, w, y, params, names, cp));
   cp.spatial = x.rank() == 5 ? 3 : 2;
   for (int i = 0; i < 3; ++i)
     cp.asymmetric = cp.asymmetric || cp.geo.pb[i] != cp.geo.pe[i];

@@ -193,40 +193,11 @@ template <typename T> struct ScaleOp {
 
 Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
   const std::string what = "matmul";
-  if (a.rank() < 1 || b.rank() < 1)
-    return Status::error("matmul: operands need rank >= 1, got a " +
-                         shapeString(a.shape) + " and b " +
-                         shapeString(b.shape));
-  PP_RT_TRY(expectValid(a, "matmul: a"));
-  PP_RT_TRY(expectValid(b, "matmul: b"));
-  PP_RT_TRY(expectDType(b, a.dtype, "matmul: b"));
-  PP_RT_TRY(expectDType(y, a.dtype, "matmul: y"));
-  // Rank-1 operands are promoted: a [K] -> [1, K], b [K] -> [K, 1].
-  std::vector<int64_t> as = a.shape, bs = b.shape;
-  if (as.size() == 1)
-    as.insert(as.begin(), 1);
-  if (bs.size() == 1)
-    bs.push_back(1);
-  int64_t m = as[as.size() - 2], k = as.back();
-  int64_t kb = bs[bs.size() - 2], n = bs.back();
-  if (k != kb)
-    return Status::error(
-        "matmul: contraction dims differ: a " + shapeString(a.shape) +
-        " has K = " + std::to_string(k) + ", b " + shapeString(b.shape) +
-        " has K = " + std::to_string(kb));
-  std::vector<int64_t> aBatch(as.begin(), as.end() - 2);
-  std::vector<int64_t> bBatch(bs.begin(), bs.end() - 2);
-  std::vector<int64_t> batch;
-  if (!broadcastShapes(aBatch, bBatch, batch))
-    return Status::error("matmul: batch dims of a " + shapeString(a.shape) +
-                         " and b " + shapeString(b.shape) +
-                         " do not broadcast");
-  std::vector<int64_t> yShape = batch;
-  if (a.rank() > 1)
-    yShape.push_back(m);
-  if (b.rank() > 1)
-    yShape.push_back(n);
-  PP_RT_TRY(expectShape(y, yShape, "matmul: y"));
+  MatmulShape ms;
+  PP_RT_TRY(checkMatmul(a, b, y, ms));
+  int64_t m = ms.m, k = ms.k, n = ms.n;
+  const std::vector<int64_t> &aBatch = ms.aBatch, &bBatch = ms.bBatch,
+                             &batch = ms.batch;
   return visitFloat(a.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return matmulImpl<T>(what, ctx, a.as<T>(), b.as<T>(), y.as<T>(), aBatch,
@@ -237,36 +208,8 @@ Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
             float alpha, float beta, bool transA, bool transB, Tensor &y) {
   const std::string what = "gemm";
-  if (a.rank() != 2 || b.rank() != 2)
-    return Status::error("gemm: a and b must have rank 2, got a " +
-                         shapeString(a.shape) + " and b " +
-                         shapeString(b.shape));
-  PP_RT_TRY(expectValid(a, "gemm: a"));
-  PP_RT_TRY(expectValid(b, "gemm: b"));
-  PP_RT_TRY(expectDType(b, a.dtype, "gemm: b"));
-  PP_RT_TRY(expectDType(y, a.dtype, "gemm: y"));
-  int64_t m = transA ? a.shape[1] : a.shape[0];
-  int64_t k = transA ? a.shape[0] : a.shape[1];
-  int64_t kb = transB ? b.shape[1] : b.shape[0];
-  int64_t n = transB ? b.shape[0] : b.shape[1];
-  if (k != kb)
-    return Status::error("gemm: contraction dims differ: op(a) is " +
-                         shapeString({m, k}) + ", op(b) is " +
-                         shapeString({kb, n}));
-  PP_RT_TRY(expectShape(y, {m, n}, "gemm: y"));
-  if (c) {
-    PP_RT_TRY(expectValid(*c, "gemm: c"));
-    PP_RT_TRY(expectDType(*c, a.dtype, "gemm: c"));
-    // Unidirectional broadcast: c's dims, aligned right, are 1 or y's.
-    bool ok = c->rank() <= 2;
-    for (int64_t i = 0; ok && i < c->rank(); ++i) {
-      int64_t target = i + 2 - c->rank() == 0 ? m : n;
-      ok = c->shape[i] == 1 || c->shape[i] == target;
-    }
-    if (!ok)
-      return Status::error("gemm: c " + shapeString(c->shape) +
-                           " does not broadcast to y " + shapeString({m, n}));
-  }
+  int64_t m = 0, k = 0, n = 0;
+  PP_RT_TRY(checkGemm(a, b, c, transA, transB, y, m, k, n));
   bool useC = c && beta != 0.f;
   if (m == 0 || n == 0)
     return visitFloat(a.dtype, what, [](auto) { return Status::success(); });

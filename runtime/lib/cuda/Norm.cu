@@ -17,15 +17,6 @@ using namespace cuda;
 
 namespace {
 
-/// Checks a float tensor of any float dtype with exactly `shape`.
-Status expectFloat(const Tensor &t, const std::vector<int64_t> &shape,
-                   const std::string &what) {
-  if (!isFloat(t.dtype))
-    return Status::error(what + ": expected dtype f32 or f64, got " +
-                         dtypeName(t.dtype));
-  return expectShape(t, shape, what.c_str());
-}
-
 bool isF64(const Tensor &t) { return t.dtype == DType::F64; }
 
 /// Threads per block for a row of n elements: a warp for short rows.
@@ -42,53 +33,15 @@ unsigned blocksFor(int64_t items) {
 
 /// A layer norm over dims [axis, rank): `outer` rows of `inner` elements;
 /// `param` maps an inner element to its (broadcast) scale/bias element.
-struct LayerNormShape {
-  int64_t axis = 0, outer = 1, inner = 1;
-  std::vector<int64_t> statShape;
+struct LayerNormShape : LayerNormDims {
   StridedIndex<1> param;
 };
 
 Status resolveLayerNorm(const std::string &what, const Tensor &x,
                         const Tensor &scale, const Tensor *bias, int64_t axis,
                         LayerNormShape &ln) {
-  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
-  if (!isFloat(x.dtype))
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  ln.axis = axis;
-  if (!normalizeAxis(ln.axis, x.rank()))
-    return Status::error(what + ": axis " + std::to_string(axis) +
-                         " out of range for x " + shapeString(x.shape));
-  std::vector<int64_t> normShape(x.shape.begin() + ln.axis, x.shape.end());
-  ln.statShape = x.shape;
-  for (int64_t d = 0; d < x.rank(); ++d)
-    if (d >= ln.axis)
-      ln.statShape[d] = 1;
-    else
-      ln.outer *= x.shape[d];
-  for (int64_t d : normShape)
-    ln.inner *= d;
-  const Tensor *params[2] = {&scale, bias};
-  const char *names[2] = {"scale", "bias"};
-  for (int i = 0; i < 2; ++i) {
-    if (!params[i])
-      continue;
-    const Tensor &p = *params[i];
-    std::string name = what + ": " + names[i];
-    PP_RT_TRY(expectDType(p, x.dtype, name.c_str()));
-    // Unidirectional broadcast to the normalised dims.
-    bool ok = p.rank() <= static_cast<int64_t>(normShape.size());
-    for (int64_t d = 0; ok && d < p.rank(); ++d) {
-      int64_t target = normShape[normShape.size() - p.rank() + d];
-      ok = p.shape[d] == 1 || p.shape[d] == target;
-    }
-    if (!ok)
-      return Status::error(name + ": " + shapeString(p.shape) +
-                           " does not broadcast to the normalised dims " +
-                           shapeString(normShape));
-  }
-  if (bias && bias->shape != scale.shape)
-    return Status::error(what + ": bias " + shapeString(bias->shape) +
-                         " differs from scale " + shapeString(scale.shape));
+  PP_RT_TRY(resolveLayerNormDims(what, x, scale, bias, axis, ln));
+  const std::vector<int64_t> &normShape = ln.normShape;
   return makeIndex<1>(what, normShape,
                       {broadcastStrides(scale.shape, normShape)}, ln.param);
 }
@@ -227,26 +180,6 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 // BatchNorm
 //===----------------------------------------------------------------------===//
-
-/// x [N, C, spatial...] seen as N blocks of C planes of `plane` elements.
-struct BatchShape {
-  int64_t n = 0, c = 0, plane = 1;
-  int64_t count() const { return n * plane; } // values per channel
-};
-
-Status resolveBatch(const std::string &what, const Tensor &x, BatchShape &bs) {
-  PP_RT_TRY(expectValid(x, (what + ": x").c_str()));
-  if (!isFloat(x.dtype))
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  if (x.rank() < 2)
-    return Status::error(what + ": x needs rank >= 2 (N, C, ...), got " +
-                         shapeString(x.shape));
-  bs.n = x.shape[0];
-  bs.c = x.shape[1];
-  for (int64_t d = 2; d < x.rank(); ++d)
-    bs.plane *= x.shape[d];
-  return Status::success();
-}
 
 /// Blocks per channel: enough blocks overall to fill the GPU, each with at
 /// least a few thousand elements.
@@ -431,10 +364,7 @@ Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
   const char *what = "layerNorm";
   LayerNormShape ln;
   PP_RT_TRY(resolveLayerNorm(what, x, scale, bias, axis, ln));
-  PP_RT_TRY(expectDType(y, x.dtype, "layerNorm: y"));
-  PP_RT_TRY(expectShape(y, x.shape, "layerNorm: y"));
-  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNorm: mean"));
-  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNorm: invStdDev"));
+  PP_RT_TRY(checkLayerNormOutputs(x, ln, y, mean, invStdDev));
   if (ln.outer == 0)
     return Status::success();
   cudaStream_t stream = streamOf(ctx);
@@ -457,18 +387,8 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
   const std::string what = "layerNormGrad";
   LayerNormShape ln;
   PP_RT_TRY(resolveLayerNorm(what, x, scale, nullptr, axis, ln));
-  PP_RT_TRY(expectDType(dy, x.dtype, "layerNormGrad: dy"));
-  PP_RT_TRY(expectShape(dy, x.shape, "layerNormGrad: dy"));
-  PP_RT_TRY(expectDType(dx, x.dtype, "layerNormGrad: dx"));
-  PP_RT_TRY(expectShape(dx, x.shape, "layerNormGrad: dx"));
-  PP_RT_TRY(expectFloat(mean, ln.statShape, "layerNormGrad: mean"));
-  PP_RT_TRY(expectFloat(invStdDev, ln.statShape, "layerNormGrad: invStdDev"));
-  PP_RT_TRY(expectDType(dscale, x.dtype, "layerNormGrad: dscale"));
-  PP_RT_TRY(expectShape(dscale, scale.shape, "layerNormGrad: dscale"));
-  if (dbias) {
-    PP_RT_TRY(expectDType(*dbias, x.dtype, "layerNormGrad: dbias"));
-    PP_RT_TRY(expectShape(*dbias, scale.shape, "layerNormGrad: dbias"));
-  }
+  PP_RT_TRY(checkLayerNormGradOutputs(dy, x, scale, mean, invStdDev, ln, dx,
+                                      dscale, dbias));
   cudaStream_t stream = streamOf(ctx);
   int64_t scaleSize = scale.numel();
   // Row chunks of the parameter reduction: enough blocks to fill the GPU,
@@ -532,26 +452,9 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  bool unbiasedRunningVar) {
   const std::string what = "batchNorm";
   BatchShape bs;
-  PP_RT_TRY(resolveBatch(what, x, bs));
-  PP_RT_TRY(expectDType(y, x.dtype, "batchNorm: y"));
-  PP_RT_TRY(expectShape(y, x.shape, "batchNorm: y"));
-  std::vector<int64_t> cShape = {bs.c};
-  PP_RT_TRY(expectFloat(scale, cShape, "batchNorm: scale"));
-  PP_RT_TRY(expectFloat(bias, cShape, "batchNorm: bias"));
-  PP_RT_TRY(expectFloat(inputMean, cShape, "batchNorm: inputMean"));
-  PP_RT_TRY(expectFloat(inputVar, cShape, "batchNorm: inputVar"));
-  PP_RT_TRY(expectFloat(runningMean, cShape, "batchNorm: runningMean"));
-  PP_RT_TRY(expectFloat(runningVar, cShape, "batchNorm: runningVar"));
-  if (savedMean)
-    PP_RT_TRY(expectFloat(*savedMean, cShape, "batchNorm: savedMean"));
-  if (savedInvStd)
-    PP_RT_TRY(expectFloat(*savedInvStd, cShape, "batchNorm: savedInvStd"));
-  // The unbiased variance needs two values per channel (PyTorch refuses
-  // the same case).
-  if (training && unbiasedRunningVar && bs.count() < 2)
-    return Status::error("batchNorm: training needs more than one value per "
-                         "channel, got x " +
-                         shapeString(x.shape));
+  PP_RT_TRY(checkBatchNorm(x, scale, bias, inputMean, inputVar, training, y,
+                           runningMean, runningVar, savedMean, savedInvStd,
+                           unbiasedRunningVar, bs));
   if (bs.c == 0)
     return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
   cudaStream_t stream = streamOf(ctx);
@@ -604,17 +507,8 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      Tensor &dbias) {
   const std::string what = "batchNormGrad";
   BatchShape bs;
-  PP_RT_TRY(resolveBatch(what, x, bs));
-  PP_RT_TRY(expectDType(dy, x.dtype, "batchNormGrad: dy"));
-  PP_RT_TRY(expectShape(dy, x.shape, "batchNormGrad: dy"));
-  PP_RT_TRY(expectDType(dx, x.dtype, "batchNormGrad: dx"));
-  PP_RT_TRY(expectShape(dx, x.shape, "batchNormGrad: dx"));
-  std::vector<int64_t> cShape = {bs.c};
-  PP_RT_TRY(expectFloat(scale, cShape, "batchNormGrad: scale"));
-  PP_RT_TRY(expectFloat(savedMean, cShape, "batchNormGrad: savedMean"));
-  PP_RT_TRY(expectFloat(savedInvStd, cShape, "batchNormGrad: savedInvStd"));
-  PP_RT_TRY(expectFloat(dscale, cShape, "batchNormGrad: dscale"));
-  PP_RT_TRY(expectFloat(dbias, cShape, "batchNormGrad: dbias"));
+  PP_RT_TRY(checkBatchNormGrad(dy, x, scale, savedMean, savedInvStd, dx, dscale,
+                               dbias, bs));
   if (bs.c == 0)
     return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
   if (bs.c > 65535)

@@ -1,8 +1,8 @@
-//===- Pool.cu - Window geometry and pooling CUDA kernels -----------------===//
+//===- Pool.cu - Pooling CUDA kernels -------------------------------------===//
 //
-// The window geometry shared with convolution, and max / average pooling
-// with their gradients. Forward kernels run one thread per output and walk
-// the window in the CPU backend's order, so ties pick the same argmax.
+// Max / average pooling with their gradients. Forward kernels run one thread
+// per output and walk the window in the CPU backend's order, so ties pick the
+// same argmax.
 // avgPoolGrad gathers (one thread per input element, no atomics);
 // maxPoolGrad scatters through atomics since its windows are unknown.
 //
@@ -11,128 +11,10 @@
 #include "Window.cuh"
 
 namespace pp::rt {
-namespace cuda {
-
-namespace {
-
-/// Output size of one spatial dim in floor mode, and the largest accepted
-/// size (ceil mode); -1 when the dilated kernel exceeds the padded input.
-void outputRange(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
-                 int64_t d, int64_t &lo, int64_t &hi) {
-  int64_t span = in + pb + pe - d * (k - 1) - 1;
-  if (span < 0) {
-    lo = hi = -1;
-    return;
-  }
-  lo = span / s + 1;
-  hi = (span + s - 1) / s + 1;
-}
-
-} // namespace
-
-Status resolveGeometry(const std::string &what, const WindowParams &params,
-                       const std::vector<int64_t> &in,
-                       const std::vector<int64_t> &out,
-                       const std::vector<int64_t> *weightKernel, bool allowCeil,
-                       const char *outName, Geometry &g) {
-  size_t rank = in.size();
-  if (rank < 1 || rank > 3)
-    return Status::error(what + ": expected 1 to 3 spatial dims, got " +
-                         std::to_string(rank));
-  std::vector<int64_t> kernel = params.kernel;
-  if (kernel.empty() && weightKernel)
-    kernel = *weightKernel;
-  auto sizeError = [&](const char *name, size_t expected, size_t got) {
-    return Status::error(what + ": " + name + " needs " +
-                         std::to_string(expected) + " values, got " +
-                         std::to_string(got));
-  };
-  if (kernel.size() != rank)
-    return sizeError("kernel", rank, kernel.size());
-  if (weightKernel && kernel != *weightKernel)
-    return Status::error(what + ": kernel " + shapeString(kernel) +
-                         " differs from the weight's spatial dims " +
-                         shapeString(*weightKernel));
-  if (!params.strides.empty() && params.strides.size() != rank)
-    return sizeError("strides", rank, params.strides.size());
-  if (!params.pads.empty() && params.pads.size() != 2 * rank)
-    return sizeError("pads", 2 * rank, params.pads.size());
-  if (!params.dilations.empty() && params.dilations.size() != rank)
-    return sizeError("dilations", rank, params.dilations.size());
-  size_t lead = 3 - rank;
-  for (size_t i = 0; i < 3; ++i) {
-    g.in[i] = g.out[i] = g.k[i] = g.s[i] = g.d[i] = 1;
-    g.pb[i] = g.pe[i] = 0;
-  }
-  std::vector<int64_t> expectLo(rank), expectHi(rank);
-  bool outOk = out.size() == rank;
-  for (size_t i = 0; i < rank; ++i) {
-    size_t j = i + lead;
-    g.in[j] = in[i];
-    g.k[j] = kernel[i];
-    g.s[j] = params.strides.empty() ? 1 : params.strides[i];
-    g.d[j] = params.dilations.empty() ? 1 : params.dilations[i];
-    g.pb[j] = params.pads.empty() ? 0 : params.pads[i];
-    g.pe[j] = params.pads.empty() ? 0 : params.pads[i + rank];
-    if (g.k[j] < 1 || g.s[j] < 1 || g.d[j] < 1 || g.pb[j] < 0 || g.pe[j] < 0)
-      return Status::error(what + ": kernel, strides and dilations must be " +
-                           ">= 1 and pads >= 0, got kernel " +
-                           shapeString(kernel) + ", strides " +
-                           shapeString(params.strides) + ", pads " +
-                           shapeString(params.pads) + ", dilations " +
-                           shapeString(params.dilations));
-    outputRange(g.in[j], g.k[j], g.s[j], g.pb[j], g.pe[j], g.d[j], expectLo[i],
-                expectHi[i]);
-    if (expectLo[i] < 0)
-      return Status::error(what + ": dilated kernel " + shapeString(kernel) +
-                           " is larger than the padded input " +
-                           shapeString(in));
-    if (outOk) {
-      g.out[j] = out[i];
-      outOk = out[i] == expectLo[i] || (allowCeil && out[i] == expectHi[i]);
-    }
-  }
-  if (!outOk) {
-    std::string msg = what + ": " + outName + ": expected spatial dims " +
-                      shapeString(expectLo);
-    if (allowCeil && expectHi != expectLo)
-      msg += " (or " + shapeString(expectHi) + " in ceil mode)";
-    return Status::error(msg + ", got " + shapeString(out));
-  }
-  for (int i = 0; i < 3; ++i) {
-    g.inSize *= g.in[i];
-    g.outSize *= g.out[i];
-    g.kSize *= g.k[i];
-  }
-  return Status::success();
-}
-
-} // namespace cuda
 
 using namespace cuda;
 
 namespace {
-
-/// Validates a pooling pair x [N, C, in...] / y [N, C, out...] (or dx / dy).
-Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
-                   const WindowParams &params, const char *xName,
-                   const char *yName, Geometry &g) {
-  PP_RT_TRY(expectValid(x, (what + ": " + xName).c_str()));
-  PP_RT_TRY(expectValid(y, (what + ": " + yName).c_str()));
-  PP_RT_TRY(expectDType(y, x.dtype, (what + ": " + yName).c_str()));
-  if (!isFloat(x.dtype))
-    return Status::error(what + ": unsupported dtype " + dtypeName(x.dtype));
-  if (x.rank() < 3 || x.rank() > 5 || y.rank() != x.rank() ||
-      y.shape[0] != x.shape[0] || y.shape[1] != x.shape[1])
-    return Status::error(what + ": expected " + xName + " [N, C, 1 to 3 " +
-                         "spatial dims] and " + yName +
-                         " with the same N and C, got " + xName + " " +
-                         shapeString(x.shape) + " and " + yName + " " +
-                         shapeString(y.shape));
-  std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
-  std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
-  return resolveGeometry(what, params, in, out, nullptr, true, yName, g);
-}
 
 /// Splits a flat position of a [d0, d1, d2] plane.
 __device__ __forceinline__ void unflatten(int64_t flat, const int64_t *dims,

@@ -21,13 +21,6 @@ using namespace cuda;
 
 namespace {
 
-Status checkRatio(const char *what, float ratio) {
-  if (!(ratio >= 0.f && ratio <= 1.f))
-    return Status::error(std::string(what) + ": ratio must lie in [0, 1], " +
-                         "got " + std::to_string(ratio));
-  return Status::success();
-}
-
 //===----------------------------------------------------------------------===//
 // Dropout
 //===----------------------------------------------------------------------===//
@@ -53,60 +46,6 @@ __global__ void __launch_bounds__(kThreads)
 //===----------------------------------------------------------------------===//
 // SoftmaxCrossEntropyLoss
 //===----------------------------------------------------------------------===//
-
-/// scores [N, C, d...] seen as N blocks of C rows of `inner` positions;
-/// labels [N, d...] index the class of each (n, position).
-struct SceShape {
-  int64_t n = 0, c = 0, inner = 1;
-  int64_t count() const { return n * inner; } // number of labels
-};
-
-enum class Reduction : int { None, Sum, Mean };
-
-Status parseReduction(const char *what, const std::string &name, Reduction &r) {
-  if (name == "none")
-    r = Reduction::None;
-  else if (name == "sum")
-    r = Reduction::Sum;
-  else if (name == "mean")
-    r = Reduction::Mean;
-  else
-    return Status::error(std::string(what) +
-                         ": reduction must be none, sum "
-                         "or mean, got '" +
-                         name + "'");
-  return Status::success();
-}
-
-/// Validates scores-shaped `probs` (scores or logProb), labels and weights.
-Status resolveSce(const std::string &what, const Tensor &probs,
-                  const char *probsName, const Tensor &labels,
-                  const Tensor *weights, SceShape &ss) {
-  PP_RT_TRY(expectValid(probs, (what + ": " + probsName).c_str()));
-  PP_RT_TRY(expectValid(labels, (what + ": labels").c_str()));
-  if (!isFloat(probs.dtype))
-    return Status::error(what + ": unsupported dtype " +
-                         dtypeName(probs.dtype));
-  if (probs.rank() < 2)
-    return Status::error(what + ": " + probsName +
-                         " needs rank >= 2 (N, C, ...), got " +
-                         shapeString(probs.shape));
-  if (labels.dtype != DType::I64 && labels.dtype != DType::I32)
-    return Status::error(what + ": labels: expected dtype i64 or i32, got " +
-                         dtypeName(labels.dtype));
-  std::vector<int64_t> labelShape = probs.shape;
-  labelShape.erase(labelShape.begin() + 1);
-  PP_RT_TRY(expectShape(labels, labelShape, (what + ": labels").c_str()));
-  ss.n = probs.shape[0];
-  ss.c = probs.shape[1];
-  for (int64_t d = 2; d < probs.rank(); ++d)
-    ss.inner *= probs.shape[d];
-  if (weights) {
-    PP_RT_TRY(expectDType(*weights, probs.dtype, (what + ": weights").c_str()));
-    PP_RT_TRY(expectShape(*weights, {ss.c}, (what + ": weights").c_str()));
-  }
-  return Status::success();
-}
 
 /// The labels and class weights a kernel reads.
 template <typename T> struct LabelView {
@@ -308,12 +247,6 @@ LabelView<T> labelView(const Tensor &labels, const Tensor *weights,
 // Optimisers
 //===----------------------------------------------------------------------===//
 
-/// Checks that `t` matches param's dtype and shape.
-Status expectLike(const Tensor &t, const Tensor &param, const char *what) {
-  PP_RT_TRY(expectDType(t, param.dtype, what));
-  return expectShape(t, param.shape, what);
-}
-
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     sgdKernel(T *p, const T *g, T *buf, int64_t n, bool first, T lr, T mu,
@@ -352,15 +285,7 @@ __global__ void __launch_bounds__(kThreads)
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
                uint64_t seed, Tensor &y, Tensor &mask) {
   const char *what = "dropout";
-  PP_RT_TRY(expectValid(x, "dropout: x"));
-  if (!isFloat(x.dtype))
-    return Status::error(std::string("dropout: unsupported dtype ") +
-                         dtypeName(x.dtype));
-  PP_RT_TRY(expectDType(y, x.dtype, "dropout: y"));
-  PP_RT_TRY(expectShape(y, x.shape, "dropout: y"));
-  PP_RT_TRY(expectDType(mask, DType::Bool, "dropout: mask"));
-  PP_RT_TRY(expectShape(mask, x.shape, "dropout: mask"));
-  PP_RT_TRY(checkRatio(what, ratio));
+  PP_RT_TRY(checkDropout(x, ratio, y, mask));
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
@@ -387,15 +312,7 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
 Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
                    float ratio, Tensor &dx) {
   const char *what = "dropoutGrad";
-  PP_RT_TRY(expectValid(dy, "dropoutGrad: dy"));
-  if (!isFloat(dy.dtype))
-    return Status::error(std::string("dropoutGrad: unsupported dtype ") +
-                         dtypeName(dy.dtype));
-  PP_RT_TRY(expectDType(mask, DType::Bool, "dropoutGrad: mask"));
-  PP_RT_TRY(expectShape(mask, dy.shape, "dropoutGrad: mask"));
-  PP_RT_TRY(expectDType(dx, dy.dtype, "dropoutGrad: dx"));
-  PP_RT_TRY(expectShape(dx, dy.shape, "dropoutGrad: dx"));
-  PP_RT_TRY(checkRatio(what, ratio));
+  PP_RT_TRY(checkDropoutGrad(dy, mask, ratio, dx));
   int64_t n = dy.numel();
   if (n == 0)
     return Status::success();
@@ -418,16 +335,8 @@ Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
   const std::string what = "softmaxCrossEntropy";
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
-  PP_RT_TRY(resolveSce(what, scores, "scores", labels, weights, ss));
-  PP_RT_TRY(expectDType(logProb, scores.dtype, "softmaxCrossEntropy: logProb"));
-  PP_RT_TRY(expectShape(logProb, scores.shape, "softmaxCrossEntropy: logProb"));
-  PP_RT_TRY(expectDType(loss, scores.dtype, "softmaxCrossEntropy: loss"));
-  if (red == Reduction::None)
-    PP_RT_TRY(expectShape(loss, labels.shape, "softmaxCrossEntropy: loss"));
-  else if (loss.numel() != 1 || !loss.data)
-    return Status::error(what + ": loss: expected a scalar for reduction '" +
-                         reduction + "', got " + shapeString(loss.shape));
+  PP_RT_TRY(checkSoftmaxCrossEntropy(scores, labels, weights, reduction, loss,
+                                     logProb, ss, red));
   cudaStream_t stream = streamOf(ctx);
   int64_t count = ss.count();
   Scratch scratch(stream);
@@ -482,16 +391,8 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
   const std::string what = "softmaxCrossEntropyGrad";
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(parseReduction(what.c_str(), reduction, red));
-  PP_RT_TRY(resolveSce(what, logProb, "logProb", labels, weights, ss));
-  PP_RT_TRY(expectDType(dscores, logProb.dtype, (what + ": dscores").c_str()));
-  PP_RT_TRY(expectShape(dscores, logProb.shape, (what + ": dscores").c_str()));
-  PP_RT_TRY(expectDType(dloss, logProb.dtype, (what + ": dloss").c_str()));
-  if (red == Reduction::None)
-    PP_RT_TRY(expectShape(dloss, labels.shape, (what + ": dloss").c_str()));
-  else if (dloss.numel() != 1 || !dloss.data)
-    return Status::error(what + ": dloss: expected a scalar for reduction '" +
-                         reduction + "', got " + shapeString(dloss.shape));
+  PP_RT_TRY(checkSoftmaxCrossEntropyGrad(dloss, logProb, labels, weights,
+                                         reduction, dscores, ss, red));
   cudaStream_t stream = streamOf(ctx);
   int64_t count = ss.count();
   Scratch scratch(stream);
@@ -533,22 +434,8 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                Tensor *momentumBuffer, int64_t step, float lr, float momentum,
                float dampening, float weightDecay, bool nesterov) {
   const char *what = "sgdStep";
-  PP_RT_TRY(expectValid(param, "sgdStep: param"));
-  if (!isFloat(param.dtype))
-    return Status::error(std::string("sgdStep: unsupported dtype ") +
-                         dtypeName(param.dtype));
-  PP_RT_TRY(expectLike(grad, param, "sgdStep: grad"));
-  if (momentum != 0.f) {
-    if (!momentumBuffer)
-      return Status::error("sgdStep: momentum " + std::to_string(momentum) +
-                           " needs a momentum buffer");
-    PP_RT_TRY(expectLike(*momentumBuffer, param, "sgdStep: momentumBuffer"));
-  }
-  if (nesterov && (momentum <= 0.f || dampening != 0.f))
-    return Status::error("sgdStep: Nesterov momentum requires a momentum > 0 "
-                         "and zero dampening, got momentum " +
-                         std::to_string(momentum) + ", dampening " +
-                         std::to_string(dampening));
+  PP_RT_TRY(
+      checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
   int64_t n = param.numel();
   if (n == 0)
     return Status::success();
@@ -570,16 +457,7 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, float lr, float beta1, float beta2,
                 float epsilon, float weightDecay, bool decoupled) {
   const char *what = "adamStep";
-  PP_RT_TRY(expectValid(param, "adamStep: param"));
-  if (!isFloat(param.dtype))
-    return Status::error(std::string("adamStep: unsupported dtype ") +
-                         dtypeName(param.dtype));
-  PP_RT_TRY(expectLike(grad, param, "adamStep: grad"));
-  PP_RT_TRY(expectLike(m, param, "adamStep: m"));
-  PP_RT_TRY(expectLike(v, param, "adamStep: v"));
-  if (step < 1)
-    return Status::error("adamStep: step counts from 1, got " +
-                         std::to_string(step));
+  PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
   int64_t n = param.numel();
   if (n == 0)
     return Status::success();

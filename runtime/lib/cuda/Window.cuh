@@ -1,8 +1,8 @@
 //===- Window.cuh - Convolution and pooling window geometry ----*- CUDA -*-===//
 //
 // The validated geometry of a convolution or pooling window, normalised to
-// three spatial dims (missing leading dims have size 1) as in the CPU
-// backend, so that one code path serves 1-D, 2-D and 3-D.
+// three spatial dims (missing leading dims have size 1), so that one code
+// path serves 1-D, 2-D and 3-D. Validation is shared with the CPU backend.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,22 +13,9 @@
 
 namespace pp::rt::cuda {
 
-/// in/out are spatial sizes, k kernel, s stride, pb/pe pads, d dilation.
-/// Passed to kernels by value.
-struct Geometry {
-  int64_t in[3], out[3], k[3], s[3], pb[3], pe[3], d[3];
-  int64_t inSize = 1, outSize = 1, kSize = 1;
-};
-
-/// Validates `params` for the spatial dims `in` and `out` and fills `g`.
-/// `weightKernel` is the kernel a convolution weight implies (null for
-/// pooling, where params.kernel is required). Convolution demands the
-/// floor-mode output size; pooling (allowCeil) also accepts ceil mode's.
-Status resolveGeometry(const std::string &what, const WindowParams &params,
-                       const std::vector<int64_t> &in,
-                       const std::vector<int64_t> &out,
-                       const std::vector<int64_t> *weightKernel, bool allowCeil,
-                       const char *outName, Geometry &g);
+// Geometry and resolveGeometry come from common/Checks.h.
+using ::pp::rt::common::Geometry;
+using ::pp::rt::common::resolveGeometry;
 
 } // namespace pp::rt::cuda
 
