@@ -145,51 +145,28 @@ LogicalResult unaryRule(Operation *op, StringRef kind, float alpha,
   return success();
 }
 
-LogicalResult rule(onnx::ReluOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Relu", 0, b, dys, dxs);
+/// Unary ops whose kernel kind is their ONNX name.
+template <typename OpTy>
+constexpr bool kNamedUnary =
+    llvm::is_one_of<OpTy, onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp,
+                    onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
+                    onnx::AbsOp, onnx::ReciprocalOp>::value;
+
+template <typename OpTy>
+std::enable_if_t<kNamedUnary<OpTy>, LogicalResult>
+rule(OpTy op, OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
+  return unaryRule(op, op->getName().stripDialect(), 0, b, dys, dxs);
 }
+
 LogicalResult rule(onnx::LeakyReluOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   return unaryRule(op, "LeakyRelu", op.getAlpha().convertToFloat(), b, dys,
                    dxs);
 }
-LogicalResult rule(onnx::SigmoidOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Sigmoid", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::TanhOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Tanh", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::ErfOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Erf", 0, b, dys, dxs);
-}
 LogicalResult rule(onnx::GeluOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   return unaryRule(op, op.getApproximate() == "tanh" ? "GeluTanh" : "GeluErf",
                    0, b, dys, dxs);
-}
-LogicalResult rule(onnx::SqrtOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Sqrt", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::ExpOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Exp", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::LogOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Log", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::AbsOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Abs", 0, b, dys, dxs);
-}
-LogicalResult rule(onnx::ReciprocalOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "Reciprocal", 0, b, dys, dxs);
 }
 
 LogicalResult rule(onnx::IdentityOp op, OpBuilder &b, ArrayRef<Value> dys,
