@@ -22,6 +22,16 @@ namespace train = pp::train;
 
 namespace {
 
+/// Copies `stage` (when set) onto every op the builder creates.
+struct StageListener : public OpBuilder::Listener {
+  IntegerAttr stage;
+  void notifyOperationInserted(Operation *op,
+                               OpBuilder::InsertPoint previous) override {
+    if (stage && !op->hasAttr("pp.stage"))
+      op->setAttr("pp.stage", stage);
+  }
+};
+
 bool isFloat(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
@@ -91,7 +101,16 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
     auto one = DenseElementsAttr::get(
         cast<RankedTensorType>(loss.getType()),
         b.getFloatAttr(getElementTypeOrSelf(loss.getType()), 1.0));
-    grads[loss] = onnx::ConstantOp::create(b, lossLoc, one);
+    auto seed = onnx::ConstantOp::create(b, lossLoc, one);
+    // Marks where the backward begins; the stage splitter scales it by the
+    // number of micro-batches.
+    seed->setAttr("pp.loss_seed", b.getUnitAttr());
+    grads[loss] = seed;
+
+    // Backward ops inherit the pipeline stage of the forward op they
+    // differentiate, so a partitioned model stays partitioned.
+    StageListener listener;
+    b.setListener(&listener);
 
     SmallVector<Operation *> ops;
     for (Operation &op : body.without_terminator())
@@ -115,12 +134,16 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
         return signalPassFailure();
       }
       SmallVector<Value> operandGrads;
+      listener.stage = op->getAttrOfType<IntegerAttr>("pp.stage");
       if (failed(gradOp.buildGradient(b, resultGrads, operandGrads)))
         return signalPassFailure();
       for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
         if (grad && active.contains(operand))
           accumulate(operand, grad, grad.getLoc());
     }
+    // Sums over the reads of a tied weight run where the last read's
+    // gradient is made (the earliest stage).
+    b.setListener(nullptr);
 
     // One gradient per global: reads of a tied weight sum.
     SmallVector<Value> results(ret.getOperands());

@@ -123,4 +123,34 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
 
+
+def SplitStagesPass : Pass<"pp-split-stages", "mlir::ModuleOp"> {
+  let summary = "Outline each stage's forward, backward and update, with send/recv between stages";
+  let description = [{
+    Takes a partitioned training step (forward ops carry `pp.stage`, their
+    backward ops inherit it from --pp-autodiff) and replaces it by stage
+    functions `@stage<s>_forward(%mb)`, `@stage<s>_backward(%mb)` (or
+    `_backward_input` and `_backward_weight` with `split-backward`, for
+    zero-bubble schedules) and `@stage<s>_update()`. The step's function
+    runs on one micro-batch; a pipelined step runs `micro-batches` of them:
+    inputs come from `pp.input`, values a later stage needs travel by
+    `pp.send`/`pp.recv` (activations forward, gradients backward), forward
+    values the backward needs are kept with `pp.stash`/`pp.unstash`, and
+    gradients sum over micro-batches with `pp.accumulate`/`pp.accumulated`
+    (the loss gradient is scaled by 1/m for a mean loss). Every stage holds
+    its own copy of the globals it reads; a weight used by several stages
+    (tied) is updated by the stage that sums its gradient, which then sends
+    the new value to the others.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
+    Option<"microBatches", "microbatches", "unsigned", "0",
+           "Micro-batches per step (0: the module's pp.micro_batches, else 1)">,
+    Option<"splitBackward", "split-backward", "bool", "false",
+           "Split each backward into input and weight gradients (zero bubble)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
+                           "pp::pipeline::PPDialect"];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD

@@ -5,6 +5,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
@@ -42,6 +44,77 @@ template <typename CommOp> static LogicalResult verifyComm(CommOp op) {
 
 LogicalResult SendOp::verify() { return verifyComm(*this); }
 LogicalResult RecvOp::verify() { return verifyComm(*this); }
+
+LogicalResult OutputOp::verify() {
+  StringRef combine = getCombine();
+  if (combine != "mean" && combine != "sum" && combine != "concat")
+    return emitOpError("combine must be mean, sum or concat, got '")
+           << combine << "'";
+  auto type = cast<RankedTensorType>(getValue().getType());
+  if (combine == "concat" && type.getRank() == 0)
+    return emitOpError("cannot concat scalars over micro-batches");
+  return success();
+}
+
+static bool isKnownScheduleKind(StringRef kind) {
+  return llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"}, kind);
+}
+
+LogicalResult ScheduleOp::verify() {
+  if (!isKnownScheduleKind(getKind()))
+    return emitOpError("unknown schedule kind '") << getKind() << "'";
+  if (getMicroBatches() < 1 || getChunks() < 1)
+    return emitOpError("micro_batches and chunks must be >= 1");
+  int64_t expected = 0;
+  for (Operation &op : getBody().front()) {
+    auto device = dyn_cast<DeviceOp>(op);
+    if (!device)
+      return op.emitOpError("is not a pp.device inside pp.schedule");
+    if (device.getIndex() != expected++)
+      return device.emitOpError("devices must be numbered 0, 1, ... in "
+                                "order; expected ")
+             << expected - 1;
+  }
+  return success();
+}
+
+LogicalResult ActionOp::verify() {
+  StringRef kind = getKind();
+  bool perMicroBatch = llvm::is_contained(
+      {"forward", "backward", "backward_input", "backward_weight"}, kind);
+  if (!perMicroBatch && kind != "grad_reduce" && kind != "optimizer_step")
+    return emitOpError("unknown action kind '") << kind << "'";
+  if (perMicroBatch && getMicroBatch() < 0)
+    return emitOpError("a ") << kind << " action needs a micro_batch >= 0";
+  if (!perMicroBatch && getMicroBatch() != -1)
+    return emitOpError("a ") << kind << " action has micro_batch -1";
+  if (getWeightVersion() < 0)
+    return emitOpError("weight_version must be >= 0");
+  auto schedule = (*this)->getParentOfType<ScheduleOp>();
+  auto device = (*this)->getParentOfType<DeviceOp>();
+  int64_t numDevices = static_cast<int64_t>(
+      schedule.getBody().front().getOperations().size());
+  if (getStage() < 0 || getStage() >= numDevices * schedule.getChunks())
+    return emitOpError("stage ") << getStage() << " is out of range";
+  if (getStage() % numDevices != device.getIndex())
+    return emitOpError("stage ")
+           << getStage() << " belongs on device " << getStage() % numDevices
+           << ", not " << device.getIndex();
+  if (!getCallee())
+    return kind == "grad_reduce"
+               ? success()
+               : emitOpError("a ") << kind << " action needs a callee";
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  auto func = module ? module.lookupSymbol<func::FuncOp>(*getCallee())
+                     : func::FuncOp();
+  if (!func)
+    return emitOpError("callee @") << *getCallee() << " is not a function";
+  auto stage = func->getAttrOfType<IntegerAttr>("pp.stage");
+  if (!stage || stage.getInt() != getStage())
+    return emitOpError("callee @")
+           << *getCallee() << " is not a function of stage " << getStage();
+  return success();
+}
 
 LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
@@ -118,6 +191,45 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
              << it->second.front().getValue().getType() << " but the send has "
              << list.front().getValue().getType();
   }
+  // Every unstash (accumulated) takes what a stash (accumulate) of the same
+  // stage and slot keeps, with the same type.
+  using SlotKey = std::pair<int64_t, int64_t>;
+  llvm::DenseMap<SlotKey, Type> stashed, accumulated;
+  op->walk([&](Operation *nested) {
+    std::optional<int64_t> stage = enclosingStage(nested);
+    if (auto stash = dyn_cast<StashOp>(nested); stash && stage)
+      stashed[{*stage, static_cast<int64_t>(stash.getSlot())}] =
+          stash.getValue().getType();
+    if (auto acc = dyn_cast<AccumulateOp>(nested); acc && stage)
+      accumulated[{*stage, static_cast<int64_t>(acc.getSlot())}] =
+          acc.getValue().getType();
+  });
+  WalkResult slots = op->walk([&](Operation *nested) {
+    std::optional<int64_t> stage = enclosingStage(nested);
+    auto checkSlot = [&](auto &map, int64_t slot, Type type,
+                         StringRef producer) -> LogicalResult {
+      if (!stage)
+        return nested->emitOpError("is not inside a function marked pp.stage");
+      auto it = map.find(SlotKey{*stage, slot});
+      if (it == map.end())
+        return nested->emitOpError("has no ")
+               << producer << " of slot " << slot << " on stage " << *stage;
+      if (it->second != type)
+        return nested->emitOpError("takes ")
+               << type << " but slot " << slot << " holds " << it->second;
+      return success();
+    };
+    LogicalResult ok = success();
+    if (auto unstash = dyn_cast<UnstashOp>(nested))
+      ok = checkSlot(stashed, unstash.getSlot(), unstash.getType(),
+                     "pp.stash");
+    else if (auto acc = dyn_cast<AccumulatedOp>(nested))
+      ok = checkSlot(accumulated, acc.getSlot(), acc.getType(),
+                     "pp.accumulate");
+    return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
+  });
+  if (slots.wasInterrupted())
+    return failure();
   for (auto &[key, list] : recvs)
     if (!sends.count(key))
       return list.front().emitOpError("has no matching pp.send on stage ")

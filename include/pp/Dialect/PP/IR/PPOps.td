@@ -43,4 +43,143 @@ def PP_RecvOp : PP_Op<"recv", [MemoryEffects<[MemRead]>]> {
   let hasVerifier = 1;
 }
 
+
+//===----------------------------------------------------------------------===//
+// Stage programs: data in and out, state kept across micro-batches
+//===----------------------------------------------------------------------===//
+
+def PP_InputOp : PP_Op<"input", [MemoryEffects<[MemRead]>]> {
+  let summary = "Micro-batch `micro_batch` of the step's input `index`";
+  let description = [{
+    The step's input `index` (a function argument of the unsplit training
+    step) split along its first dimension into `pp.micro_batches` equal
+    parts; this op yields part `micro_batch`. Every stage that needs an input
+    reads it itself (the data loader runs on every rank).
+
+    ```mlir
+    %x = pp.input %mb {index = 0 : i64} : tensor<4x784xf32>
+    ```
+  }];
+  let arguments = (ins PP_MicroBatch:$micro_batch, I64Attr:$index);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = "$micro_batch attr-dict `:` type($value)";
+}
+
+def PP_OutputOp : PP_Op<"output", [MemoryEffects<[MemWrite]>]> {
+  let summary = "A micro-batch's share of the step's output `index`";
+  let description = [{
+    The step's output `index` combines the values of all micro-batches:
+    `mean` or `sum` for a scalar loss (as the loss reduces over the batch),
+    `concat` along the first dimension for per-sample outputs.
+
+    ```mlir
+    pp.output %loss, %mb {index = 0 : i64, combine = "mean"} : tensor<f32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, PP_MicroBatch:$micro_batch,
+                       I64Attr:$index, StrAttr:$combine);
+  let assemblyFormat = "$value `,` $micro_batch attr-dict `:` type($value)";
+  let hasVerifier = 1;
+}
+
+def PP_StashOp : PP_Op<"stash", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Keeps a forward value of a micro-batch for its backward";
+  let description = [{
+    Stores `value` under (`slot`, `micro_batch`) on this stage until the
+    matching `pp.unstash` takes it. The stashed bytes per micro-batch are
+    the stage's activation memory.
+
+    ```mlir
+    pp.stash %act, %mb {slot = 0 : i64} : tensor<4x128xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, PP_MicroBatch:$micro_batch,
+                       I64Attr:$slot);
+  let assemblyFormat = "$value `,` $micro_batch attr-dict `:` type($value)";
+}
+
+def PP_UnstashOp : PP_Op<"unstash", [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "Takes back a value stashed by the forward";
+  let arguments = (ins PP_MicroBatch:$micro_batch, I64Attr:$slot);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = "$micro_batch attr-dict `:` type($value)";
+}
+
+def PP_AccumulateOp : PP_Op<"accumulate", [MemoryEffects<[MemWrite]>]> {
+  let summary = "Adds a micro-batch's gradient to the step's sum";
+  let description = [{
+    Sums `value` over the micro-batches of a step under `slot`;
+    `pp.accumulated` in the stage's update reads the sum and resets it.
+
+    ```mlir
+    pp.accumulate %dw {slot = 0 : i64} : tensor<128x784xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$value, I64Attr:$slot);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+def PP_AccumulatedOp : PP_Op<"accumulated",
+                             [MemoryEffects<[MemRead, MemWrite]>]> {
+  let summary = "The step's sum of a gradient (and resets it)";
+  let arguments = (ins I64Attr:$slot);
+  let results = (outs AnyRankedTensor:$value);
+  let assemblyFormat = "attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
+// Schedules
+//===----------------------------------------------------------------------===//
+
+def PP_ScheduleOp : PP_Op<"schedule", [NoTerminator, SingleBlock,
+                                       NoRegionArguments]> {
+  let summary = "The order of actions on every device for one step";
+  let description = [{
+    One `pp.device` per device, each holding that device's actions in
+    execution order. `kind` names the schedule (gpipe, 1f1b, interleaved,
+    zb-h1), `micro_batches` the micro-batches per step and `chunks` the
+    stages (model chunks) per device: stage c runs on device c mod
+    num_devices.
+
+    ```mlir
+    pp.schedule {kind = "1f1b", micro_batches = 4 : i64, chunks = 1 : i64} {
+      pp.device 0 {name = "node0/gpu0"} {
+        pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+        ...
+      }
+    }
+    ```
+  }];
+  let arguments = (ins StrAttr:$kind, I64Attr:$micro_batches, I64Attr:$chunks);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
+def PP_DeviceOp : PP_Op<"device", [NoTerminator, SingleBlock,
+                                   NoRegionArguments,
+                                   HasParent<"ScheduleOp">]> {
+  let summary = "The actions of one device, in order";
+  let arguments = (ins I64Attr:$index, StrAttr:$name);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$index attr-dict-with-keyword $body";
+}
+
+def PP_ActionOp : PP_Op<"action", [HasParent<"DeviceOp">]> {
+  let summary = "Runs one stage function for one micro-batch";
+  let description = [{
+    `kind` is forward, backward, backward_input, backward_weight (the two
+    halves of a zero-bubble backward), grad_reduce or optimizer_step;
+    `callee` the stage function it runs; `micro_batch` is -1 for per-step
+    actions. `weight_version` says which version of the stage's weights the
+    action reads: 0 is the version of the current step (every synchronous
+    schedule); k > 0 the version k updates older (weight stashing).
+  }];
+  let arguments = (ins StrAttr:$kind, OptionalAttr<FlatSymbolRefAttr>:$callee,
+                       I64Attr:$stage, I64Attr:$micro_batch,
+                       I64Attr:$weight_version);
+  let assemblyFormat = "$kind ($callee^)? attr-dict";
+  let hasVerifier = 1;
+}
+
 #endif // PP_DIALECT_PP_IR_PPOPS_TD

@@ -1,0 +1,156 @@
+//===- Schedule.h - Pipeline-parallel training schedules --------*- C++ -*-===//
+//
+// The per-device action lists of the synchronous pipeline schedules (GPipe,
+// 1F1B, interleaved 1F1B, ZB-H1). Pure C++: no MLIR.
+//
+// Stages and devices. A schedule has p = numDevices devices and v =
+// chunksPerDevice model chunks per device, so numStages() = p * v virtual
+// stages; stage s runs on device s % p (Megatron-LM interleaving: device d
+// holds stages d, d + p, d + 2p, ...). m = microBatches micro-batches make one
+// mini-batch (one optimizer step).
+//
+// Dependencies. Every action reads what other actions produce; the simulator
+// and validateSchedule derive the dependencies from the actions alone:
+//   Forward(s, j)         needs Forward(s-1, j)                   (s > 0)
+//   Backward(s, j)        needs Forward(s, j) and the input gradient of
+//                         stage s+1, i.e. Backward(s+1, j)         (s < S-1)
+//   BackwardInput(s, j)   needs Forward(s, j) and BackwardInput(s+1, j)
+//   BackwardWeight(s, j)  needs BackwardInput(s, j)
+//   GradReduce(s)         needs every Backward(s, *) (or BackwardWeight(s, *))
+//   OptimizerStep(s)      needs every Backward(s, *) (or BackwardWeight(s, *))
+//                         and GradReduce(s) when the schedule has one
+// A dependency on an action of another device is a message: its producer sends
+// it when it ends (asynchronously) and the consumer waits for its delivery.
+// Forward(s, j) sends the activations of stage s to stage s+1; Backward(s, j)
+// and BackwardInput(s, j) send the input gradient of stage s to stage s-1.
+// Schedules of kind ZBH1 split every backward into BackwardInput (B) and
+// BackwardWeight (W); the others use Backward.
+//
+// Orders (stage s on device d = s for v = 1):
+//   GPipe:       all m forwards, then all m backwards (micro-batches 0..m-1).
+//   1F1B:        min(p-s-1, m) warm-up forwards, then one forward and one
+//                backward alternately, then the remaining backwards.
+//   Interleaved: Megatron-LM's schedule. The k-th forward of device d runs
+//                chunk (k / p) % v of micro-batch (k / (p v)) p + k % p; the
+//                k-th backward runs chunk v-1 - (k / p) % v of the same
+//                micro-batch. Device d does min((p-d-1) 2 + (v-1) p, m v)
+//                warm-up forwards, then alternates, then drains.
+//   ZB-H1:       stage s runs, for x = 0, 1, ..., m+p-2, the triple
+//                F(x), B(x - (p-1-s)), W(x - (p-1)), skipping indices outside
+//                [0, m) (Qi et al., "Zero Bubble Pipeline Parallelism",
+//                2023): forwards and B's in 1F1B order, each W deferred by
+//                p-1 micro-batches so the W's fill the warm-up and drain
+//                bubbles. A stash lives from F until W, so every stage holds
+//                min(p, m) of them: the peak of 1F1B (stage 0), now on every
+//                stage.
+// Every device then ends with, for each stage it holds (in the order their
+// last backward ran), an optional GradReduce(s) and one OptimizerStep(s).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_SCHEDULE_SCHEDULE_H
+#define PP_SCHEDULE_SCHEDULE_H
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pp::schedule {
+
+/// The schedules this library builds.
+enum class ScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZBH1 };
+
+/// Parses "gpipe", "1f1b", "interleaved" (or "interleaved-1f1b"), "zb-h1" (or
+/// "zbh1").
+std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
+/// The canonical name: "gpipe", "1f1b", "interleaved" or "zb-h1".
+const char *toString(ScheduleKind kind);
+/// True when the schedule splits backwards into BackwardInput and
+/// BackwardWeight.
+bool usesSplitBackward(ScheduleKind kind);
+
+/// What one action computes.
+enum class ActionKind {
+  Forward,
+  Backward,       ///< The whole backward of a micro-batch on a stage.
+  BackwardInput,  ///< Gradient with respect to the stage's input (B).
+  BackwardWeight, ///< Gradient with respect to the stage's weights (W).
+  GradReduce,     ///< Data-parallel reduction of a stage's gradients.
+  OptimizerStep,  ///< Weight update of a stage, once per mini-batch.
+};
+
+/// "forward", "backward", "backward_input", "backward_weight", "grad_reduce",
+/// "optimizer_step".
+const char *toString(ActionKind kind);
+std::optional<ActionKind> parseActionKind(std::string_view name);
+/// GradReduce and OptimizerStep run once per step, not per micro-batch.
+inline bool isPerStep(ActionKind kind) {
+  return kind == ActionKind::GradReduce || kind == ActionKind::OptimizerStep;
+}
+
+/// One unit of work of one device.
+struct Action {
+  ActionKind kind;
+  /// Virtual stage (model chunk) in [0, Schedule::numStages()).
+  int stage;
+  /// Micro-batch in [0, microBatches); -1 for per-step actions.
+  int microBatch;
+  /// Version of the stage's weights the action reads; 0 is this step's (the
+  /// only one of synchronous schedules).
+  int weightVersion = 0;
+
+  bool operator==(const Action &other) const {
+    return kind == other.kind && stage == other.stage &&
+           microBatch == other.microBatch &&
+           weightVersion == other.weightVersion;
+  }
+  bool operator!=(const Action &other) const { return !(*this == other); }
+};
+
+/// "forward(stage 1, mb 0)", or "optimizer_step(stage 1)" for per-step
+/// actions.
+std::string toString(const Action &action);
+
+/// The action lists of all devices for one training step.
+struct Schedule {
+  ScheduleKind kind;
+  int numDevices;
+  int chunksPerDevice;
+  int microBatches;
+
+  int numStages() const { return numDevices * chunksPerDevice; }
+  /// Megatron interleaving: device d holds chunks d, d+p, ...
+  int deviceOf(int stage) const { return stage % numDevices; }
+
+  /// Per device, in execution order.
+  std::vector<std::vector<Action>> actions;
+};
+
+/// Builds the schedule of `kind` for `numDevices` devices, `microBatches`
+/// micro-batches and `chunksPerDevice` chunks per device (1 except for
+/// interleaved, which needs chunksPerDevice >= 2 and microBatches a multiple
+/// of numDevices). When `gradReduceStages` is given (numStages() entries),
+/// stage s gets a GradReduce before its OptimizerStep iff it is true. On
+/// invalid arguments returns false and sets `error`, naming the parameter.
+bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
+                   int chunksPerDevice, Schedule &out, std::string &error,
+                   const std::vector<bool> *gradReduceStages = nullptr);
+
+/// The actions `action` depends on (see the file comment), whether scheduled
+/// or not. `hasGradReduce` says whether the schedule has a GradReduce for the
+/// stage of an OptimizerStep.
+std::vector<Action> dependencies(const Schedule &schedule,
+                                 const Action &action, bool hasGradReduce);
+
+/// Checks that every action the schedule needs (a forward and a backward, or
+/// B and W, per stage and micro-batch, one OptimizerStep per stage) appears
+/// exactly once, on the device of its stage, that GradReduce appears at most
+/// once per stage and that every field is in range. Order is not checked (the
+/// simulator reports deadlocks). On failure returns false and describes the
+/// first problem in `error`.
+bool validateSchedule(const Schedule &schedule, std::string &error);
+
+} // namespace pp::schedule
+
+#endif // PP_SCHEDULE_SCHEDULE_H

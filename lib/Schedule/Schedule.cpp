@@ -1,0 +1,396 @@
+//===- Schedule.cpp - Pipeline-parallel training schedules ----------------===//
+//
+// Generation of the GPipe, 1F1B, interleaved 1F1B and ZB-H1 action lists,
+// their dependencies and their validation. See Schedule.h for the orders.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Schedule/Schedule.h"
+
+#include <algorithm>
+#include <numeric>
+
+using namespace pp::schedule;
+
+//===----------------------------------------------------------------------===//
+// Names
+//===----------------------------------------------------------------------===//
+
+std::optional<ScheduleKind>
+pp::schedule::parseScheduleKind(std::string_view name) {
+  if (name == "gpipe")
+    return ScheduleKind::GPipe;
+  if (name == "1f1b")
+    return ScheduleKind::OneFOneB;
+  if (name == "interleaved" || name == "interleaved-1f1b")
+    return ScheduleKind::Interleaved1F1B;
+  if (name == "zb-h1" || name == "zbh1")
+    return ScheduleKind::ZBH1;
+  return std::nullopt;
+}
+
+const char *pp::schedule::toString(ScheduleKind kind) {
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    return "gpipe";
+  case ScheduleKind::OneFOneB:
+    return "1f1b";
+  case ScheduleKind::Interleaved1F1B:
+    return "interleaved";
+  case ScheduleKind::ZBH1:
+    return "zb-h1";
+  }
+  return "unknown";
+}
+
+bool pp::schedule::usesSplitBackward(ScheduleKind kind) {
+  return kind == ScheduleKind::ZBH1;
+}
+
+static constexpr ActionKind kAllActionKinds[] = {
+    ActionKind::Forward,        ActionKind::Backward,
+    ActionKind::BackwardInput,  ActionKind::BackwardWeight,
+    ActionKind::GradReduce,     ActionKind::OptimizerStep};
+
+const char *pp::schedule::toString(ActionKind kind) {
+  switch (kind) {
+  case ActionKind::Forward:
+    return "forward";
+  case ActionKind::Backward:
+    return "backward";
+  case ActionKind::BackwardInput:
+    return "backward_input";
+  case ActionKind::BackwardWeight:
+    return "backward_weight";
+  case ActionKind::GradReduce:
+    return "grad_reduce";
+  case ActionKind::OptimizerStep:
+    return "optimizer_step";
+  }
+  return "unknown";
+}
+
+std::optional<ActionKind> pp::schedule::parseActionKind(std::string_view name) {
+  for (ActionKind kind : kAllActionKinds)
+    if (name == toString(kind))
+      return kind;
+  return std::nullopt;
+}
+
+std::string pp::schedule::toString(const Action &action) {
+  std::string text = toString(action.kind);
+  text += "(stage " + std::to_string(action.stage);
+  if (!isPerStep(action.kind))
+    text += ", mb " + std::to_string(action.microBatch);
+  if (action.weightVersion != 0)
+    text += ", version " + std::to_string(action.weightVersion);
+  return text + ")";
+}
+
+//===----------------------------------------------------------------------===//
+// Generation
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Appends the actions of one stage-per-device schedule (v = 1).
+class ListBuilder {
+public:
+  explicit ListBuilder(std::vector<Action> &list) : list(list) {}
+  void forward(int stage, int mb) {
+    list.push_back({ActionKind::Forward, stage, mb});
+  }
+  void backward(int stage, int mb) {
+    list.push_back({ActionKind::Backward, stage, mb});
+  }
+
+private:
+  std::vector<Action> &list;
+};
+} // namespace
+
+static void buildGPipe(Schedule &s) {
+  for (int d = 0; d < s.numDevices; ++d) {
+    ListBuilder b(s.actions[d]);
+    for (int j = 0; j < s.microBatches; ++j)
+      b.forward(d, j);
+    for (int j = 0; j < s.microBatches; ++j)
+      b.backward(d, j);
+  }
+}
+
+static void buildOneFOneB(Schedule &s) {
+  int p = s.numDevices, m = s.microBatches;
+  for (int d = 0; d < p; ++d) {
+    ListBuilder b(s.actions[d]);
+    int warmup = std::min(p - d - 1, m);
+    for (int j = 0; j < warmup; ++j)
+      b.forward(d, j);
+    for (int j = 0; j < m - warmup; ++j) {
+      b.forward(d, warmup + j);
+      b.backward(d, j);
+    }
+    for (int j = m - warmup; j < m; ++j)
+      b.backward(d, j);
+  }
+}
+
+static void buildInterleaved(Schedule &s) {
+  int p = s.numDevices, m = s.microBatches, v = s.chunksPerDevice;
+  int total = m * v;
+  // Micro-batches advance in groups of p so that a device's chunks take turns
+  // every p actions; backwards visit the chunks in reverse.
+  auto microBatchOf = [&](int k) { return (k / (p * v)) * p + k % p; };
+  auto forwardAt = [&](int d, int k) -> Action {
+    int chunk = (k / p) % v;
+    return {ActionKind::Forward, chunk * p + d, microBatchOf(k)};
+  };
+  auto backwardAt = [&](int d, int k) -> Action {
+    int chunk = v - 1 - (k / p) % v;
+    return {ActionKind::Backward, chunk * p + d, microBatchOf(k)};
+  };
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    int warmup = std::min((p - d - 1) * 2 + (v - 1) * p, total);
+    for (int k = 0; k < warmup; ++k)
+      list.push_back(forwardAt(d, k));
+    for (int k = 0; k < total - warmup; ++k) {
+      list.push_back(forwardAt(d, warmup + k));
+      list.push_back(backwardAt(d, k));
+    }
+    for (int k = total - warmup; k < total; ++k)
+      list.push_back(backwardAt(d, k));
+  }
+}
+
+static void buildZBH1(Schedule &s) {
+  int p = s.numDevices, m = s.microBatches;
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    // Index x of the F / B / W triple; B trails F by the 1F1B warm-up and W
+    // trails F by p-1 on every stage, which lets the last stages emit their
+    // B's at the pace the first stage's forwards allow.
+    for (int x = 0; x < m + p - 1; ++x) {
+      if (x < m)
+        list.push_back({ActionKind::Forward, d, x});
+      int b = x - (p - 1 - d);
+      if (b >= 0 && b < m)
+        list.push_back({ActionKind::BackwardInput, d, b});
+      int w = x - (p - 1);
+      if (w >= 0 && w < m)
+        list.push_back({ActionKind::BackwardWeight, d, w});
+    }
+  }
+}
+
+/// Appends the per-step actions: each stage of the device in the order its
+/// last weight gradient is computed, so reductions can start early.
+static void appendStepActions(Schedule &s,
+                              const std::vector<bool> *gradReduceStages) {
+  for (int d = 0; d < s.numDevices; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    std::vector<int> stages;
+    for (int c = 0; c < s.chunksPerDevice; ++c)
+      stages.push_back(c * s.numDevices + d);
+    std::vector<size_t> lastGrad(s.numStages(), 0);
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].kind == ActionKind::Backward ||
+          list[i].kind == ActionKind::BackwardWeight)
+        lastGrad[list[i].stage] = i;
+    std::stable_sort(stages.begin(), stages.end(), [&](int a, int b) {
+      return lastGrad[a] < lastGrad[b];
+    });
+    for (int stage : stages) {
+      if (gradReduceStages && (*gradReduceStages)[stage])
+        list.push_back({ActionKind::GradReduce, stage, -1});
+      list.push_back({ActionKind::OptimizerStep, stage, -1});
+    }
+  }
+}
+
+bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
+                                 int microBatches, int chunksPerDevice,
+                                 Schedule &out, std::string &error,
+                                 const std::vector<bool> *gradReduceStages) {
+  auto fail = [&](std::string message) {
+    error = std::move(message);
+    return false;
+  };
+  if (numDevices < 1)
+    return fail("numDevices must be at least 1, got " +
+                std::to_string(numDevices));
+  if (microBatches < 1)
+    return fail("microBatches must be at least 1, got " +
+                std::to_string(microBatches));
+  if (kind == ScheduleKind::Interleaved1F1B) {
+    if (chunksPerDevice < 2)
+      return fail("chunksPerDevice must be at least 2 for the interleaved "
+                  "schedule, got " +
+                  std::to_string(chunksPerDevice));
+    if (microBatches % numDevices != 0)
+      return fail("microBatches (" + std::to_string(microBatches) +
+                  ") must be a multiple of numDevices (" +
+                  std::to_string(numDevices) +
+                  ") for the interleaved schedule");
+  } else if (chunksPerDevice != 1) {
+    return fail(std::string("chunksPerDevice must be 1 for the ") +
+                toString(kind) + " schedule, got " +
+                std::to_string(chunksPerDevice));
+  }
+  if (gradReduceStages &&
+      gradReduceStages->size() !=
+          static_cast<size_t>(numDevices) * chunksPerDevice)
+    return fail("gradReduceStages has " +
+                std::to_string(gradReduceStages->size()) +
+                " entries, expected one per stage (" +
+                std::to_string(numDevices * chunksPerDevice) + ")");
+
+  Schedule s{kind, numDevices, chunksPerDevice, microBatches, {}};
+  s.actions.resize(numDevices);
+  switch (kind) {
+  case ScheduleKind::GPipe:
+    buildGPipe(s);
+    break;
+  case ScheduleKind::OneFOneB:
+    buildOneFOneB(s);
+    break;
+  case ScheduleKind::Interleaved1F1B:
+    buildInterleaved(s);
+    break;
+  case ScheduleKind::ZBH1:
+    buildZBH1(s);
+    break;
+  }
+  appendStepActions(s, gradReduceStages);
+  out = std::move(s);
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Dependencies and validation
+//===----------------------------------------------------------------------===//
+
+std::vector<Action> pp::schedule::dependencies(const Schedule &schedule,
+                                               const Action &action,
+                                               bool hasGradReduce) {
+  bool split = usesSplitBackward(schedule.kind);
+  ActionKind inputGrad = split ? ActionKind::BackwardInput : ActionKind::Backward;
+  ActionKind weightGrad =
+      split ? ActionKind::BackwardWeight : ActionKind::Backward;
+  int s = action.stage, j = action.microBatch, v = action.weightVersion;
+  std::vector<Action> deps;
+  switch (action.kind) {
+  case ActionKind::Forward:
+    if (s > 0)
+      deps.push_back({ActionKind::Forward, s - 1, j, v});
+    break;
+  case ActionKind::Backward:
+  case ActionKind::BackwardInput:
+    deps.push_back({ActionKind::Forward, s, j, v});
+    if (s + 1 < schedule.numStages())
+      deps.push_back({inputGrad, s + 1, j, v});
+    break;
+  case ActionKind::BackwardWeight:
+    deps.push_back({ActionKind::BackwardInput, s, j, v});
+    break;
+  case ActionKind::GradReduce:
+  case ActionKind::OptimizerStep:
+    for (int mb = 0; mb < schedule.microBatches; ++mb)
+      deps.push_back({weightGrad, s, mb, v});
+    if (action.kind == ActionKind::OptimizerStep && hasGradReduce)
+      deps.push_back({ActionKind::GradReduce, s, -1, v});
+    break;
+  }
+  return deps;
+}
+
+bool pp::schedule::validateSchedule(const Schedule &schedule,
+                                    std::string &error) {
+  auto fail = [&](std::string message) {
+    error = std::move(message);
+    return false;
+  };
+  const Schedule &s = schedule;
+  if (s.numDevices < 1 || s.chunksPerDevice < 1 || s.microBatches < 1)
+    return fail("numDevices, chunksPerDevice and microBatches must be "
+                "positive, got " +
+                std::to_string(s.numDevices) + ", " +
+                std::to_string(s.chunksPerDevice) + ", " +
+                std::to_string(s.microBatches));
+  if (s.actions.size() != static_cast<size_t>(s.numDevices))
+    return fail("the schedule has action lists for " +
+                std::to_string(s.actions.size()) + " devices, expected " +
+                std::to_string(s.numDevices));
+
+  bool split = usesSplitBackward(s.kind);
+  int numStages = s.numStages(), m = s.microBatches;
+  size_t numKinds = std::size(kAllActionKinds);
+  // Slot of (kind, stage, micro-batch); per-step actions use micro-batch -1.
+  auto slot = [&](const Action &a) {
+    return (static_cast<size_t>(a.kind) * numStages + a.stage) * (m + 1) +
+           (a.microBatch + 1);
+  };
+  // Where each action was seen first: device and position.
+  std::vector<std::pair<int, size_t>> seen(numKinds * numStages * (m + 1),
+                                           {-1, 0});
+  for (int d = 0; d < s.numDevices; ++d) {
+    for (size_t i = 0; i < s.actions[d].size(); ++i) {
+      const Action &a = s.actions[d][i];
+      std::string where = "on device " + std::to_string(d) + " (position " +
+                          std::to_string(i) + ")";
+      if (a.stage < 0 || a.stage >= numStages)
+        return fail(std::string(toString(a.kind)) + " " + where +
+                    " has stage " + std::to_string(a.stage) +
+                    ", outside [0, " + std::to_string(numStages) + ")");
+      if (isPerStep(a.kind) ? a.microBatch != -1
+                            : a.microBatch < 0 || a.microBatch >= m)
+        return fail(toString(a) + " " + where +
+                    (isPerStep(a.kind)
+                         ? std::string(" must have micro-batch -1")
+                         : ": micro-batch outside [0, " + std::to_string(m) +
+                               ")"));
+      if (a.weightVersion < 0)
+        return fail(toString(a) + " " + where +
+                    " has a negative weight version");
+      bool wrongKind = split ? a.kind == ActionKind::Backward
+                             : a.kind == ActionKind::BackwardInput ||
+                                   a.kind == ActionKind::BackwardWeight;
+      if (wrongKind)
+        return fail(toString(a) + " " + where + " does not belong in a " +
+                    toString(s.kind) + " schedule");
+      if (s.deviceOf(a.stage) != d)
+        return fail(toString(a) + " is misplaced " + where +
+                    ": stage " + std::to_string(a.stage) +
+                    " belongs to device " + std::to_string(s.deviceOf(a.stage)));
+      std::pair<int, size_t> &first = seen[slot(a)];
+      if (first.first >= 0)
+        return fail(toString(a) + " appears twice: on device " +
+                    std::to_string(first.first) + " (position " +
+                    std::to_string(first.second) + ") and " + where);
+      first = {d, i};
+    }
+  }
+
+  auto require = [&](const Action &a) {
+    if (seen[slot(a)].first < 0)
+      return fail(toString(a) + " is missing (device " +
+                  std::to_string(s.deviceOf(a.stage)) + ")");
+    return true;
+  };
+  for (int stage = 0; stage < numStages; ++stage) {
+    for (int j = 0; j < m; ++j) {
+      if (!require({ActionKind::Forward, stage, j}))
+        return false;
+      if (split) {
+        if (!require({ActionKind::BackwardInput, stage, j}) ||
+            !require({ActionKind::BackwardWeight, stage, j}))
+          return false;
+      } else if (!require({ActionKind::Backward, stage, j})) {
+        return false;
+      }
+    }
+    if (!require({ActionKind::OptimizerStep, stage, -1}))
+      return false;
+  }
+  error.clear();
+  return true;
+}

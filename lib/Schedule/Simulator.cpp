@@ -1,0 +1,362 @@
+//===- Simulator.cpp - Event-driven simulation of a schedule --------------===//
+//
+// A discrete-event simulation: a queue of action ends and transfer ends,
+// processed in time order; after every instant each idle device starts its
+// next action if its dependencies are met. Transfers are timed when they are
+// sent, which is FIFO per link because sends happen in time order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Schedule/Simulator.h"
+
+#include <algorithm>
+#include <cmath>
+#include <queue>
+
+using namespace pp::schedule;
+
+namespace {
+
+struct Event {
+  double time;
+  /// Tie-break: the order events were created in, for determinism.
+  uint64_t seq;
+  enum Kind { ActionEnd, TransferEnd } kind;
+  /// Device (ActionEnd) or index into SimulationResult::transfers.
+  int index;
+
+  bool operator>(const Event &other) const {
+    if (time != other.time)
+      return time > other.time;
+    return seq > other.seq;
+  }
+};
+
+class Simulation {
+public:
+  Simulation(const Schedule &schedule, const SimulationInput &input,
+             SimulationResult &result)
+      : schedule(schedule), input(input), result(result) {}
+
+  void run();
+
+private:
+  size_t slotOf(const Action &a) const {
+    return (static_cast<size_t>(a.kind) * schedule.numStages() + a.stage) *
+               (schedule.microBatches + 1) +
+           (a.microBatch + 1);
+  }
+  bool checkInput();
+  /// True when `a` may start on `device`; otherwise sets `blocker` to the
+  /// first dependency it waits for.
+  bool isReady(int device, const Action &a, Action &blocker) const;
+  void tryStart(double now);
+  void finishAction(int device, double now);
+  void send(int fromDevice, const Action &producer, const Action &consumer,
+            double now);
+  void push(double time, Event::Kind kind, int index) {
+    queue.push({time, nextSeq++, kind, index});
+  }
+  double linkBandwidth(int from, int to) const;
+  double linkLatency(int from, int to) const;
+  void allocate(int device, uint64_t bytes);
+  void reportStuck();
+
+  const Schedule &schedule;
+  const SimulationInput &input;
+  SimulationResult &result;
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue;
+  uint64_t nextSeq = 0;
+  /// Per device: index of the next action, and the running action's index in
+  /// result.actions (-1 when idle).
+  std::vector<size_t> next;
+  std::vector<int> running;
+  /// Per slot: the first device scheduling it (-1: never), whether it ended,
+  /// and whether its message (if any) arrived.
+  std::vector<int> scheduledOn;
+  std::vector<char> done, delivered;
+  std::vector<char> hasGradReduce;
+  /// Per directed link (from * p + to): when it becomes free.
+  std::vector<double> linkFree;
+  /// Per transfer: the slot of its producer.
+  std::vector<size_t> transferProducer;
+  /// Stash bytes held per slot (Forward, BackwardInput) and by which device.
+  std::vector<uint64_t> heldBytes;
+  std::vector<int> heldOn;
+  std::vector<uint64_t> memory;
+};
+
+} // namespace
+
+bool Simulation::checkInput() {
+  const Schedule &s = schedule;
+  auto fail = [&](std::string message) {
+    result.error = std::move(message);
+    return false;
+  };
+  if (s.numDevices < 1 || s.chunksPerDevice < 1 || s.microBatches < 1)
+    return fail("the schedule needs at least one device, chunk and "
+                "micro-batch");
+  if (s.actions.size() != static_cast<size_t>(s.numDevices))
+    return fail("the schedule has action lists for " +
+                std::to_string(s.actions.size()) + " devices, expected " +
+                std::to_string(s.numDevices));
+  if (input.stages.size() != static_cast<size_t>(s.numStages()))
+    return fail("the input has costs for " +
+                std::to_string(input.stages.size()) + " stages, expected " +
+                std::to_string(s.numStages()));
+  for (int d = 0; d < s.numDevices; ++d) {
+    for (const Action &a : s.actions[d]) {
+      bool stageOk = a.stage >= 0 && a.stage < s.numStages();
+      bool mbOk = isPerStep(a.kind)
+                      ? a.microBatch == -1
+                      : a.microBatch >= 0 && a.microBatch < s.microBatches;
+      if (!stageOk || !mbOk)
+        return fail(toString(a) + " on device " + std::to_string(d) +
+                    " is out of range");
+    }
+  }
+  return true;
+}
+
+double Simulation::linkBandwidth(int from, int to) const {
+  if (static_cast<size_t>(from) < input.bandwidth.size() &&
+      static_cast<size_t>(to) < input.bandwidth[from].size() &&
+      input.bandwidth[from][to] > 0)
+    return input.bandwidth[from][to];
+  return INFINITY;
+}
+
+double Simulation::linkLatency(int from, int to) const {
+  if (static_cast<size_t>(from) < input.latency.size() &&
+      static_cast<size_t>(to) < input.latency[from].size())
+    return input.latency[from][to];
+  return 0;
+}
+
+bool Simulation::isReady(int device, const Action &a, Action &blocker) const {
+  for (const Action &dep :
+       dependencies(schedule, a, hasGradReduce[a.stage] != 0)) {
+    size_t slot = slotOf(dep);
+    if (!done[slot] || (scheduledOn[slot] != device && !delivered[slot])) {
+      blocker = dep;
+      return false;
+    }
+  }
+  return true;
+}
+
+void Simulation::allocate(int device, uint64_t bytes) {
+  memory[device] += bytes;
+  result.peakMemory[device] = std::max(result.peakMemory[device],
+                                       memory[device]);
+}
+
+void Simulation::tryStart(double now) {
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    if (running[d] >= 0 || next[d] >= schedule.actions[d].size())
+      continue;
+    const Action &a = schedule.actions[d][next[d]];
+    Action blocker = a;
+    if (!isReady(d, a, blocker))
+      continue;
+    const StageCosts &c = input.stages[a.stage];
+    double duration = 0;
+    switch (a.kind) {
+    case ActionKind::Forward:
+      duration = c.forward;
+      if (heldOn[slotOf(a)] < 0) {
+        heldBytes[slotOf(a)] = c.stashBytes;
+        heldOn[slotOf(a)] = d;
+        allocate(d, c.stashBytes);
+      }
+      break;
+    case ActionKind::Backward:
+      duration = c.backward;
+      break;
+    case ActionKind::BackwardInput:
+      duration = c.backwardInput;
+      if (heldOn[slotOf(a)] < 0) {
+        heldBytes[slotOf(a)] = c.inputGradStashBytes;
+        heldOn[slotOf(a)] = d;
+        allocate(d, c.inputGradStashBytes);
+      }
+      break;
+    case ActionKind::BackwardWeight:
+      duration = c.backwardWeight;
+      break;
+    case ActionKind::GradReduce:
+      duration = c.gradReduce;
+      break;
+    case ActionKind::OptimizerStep:
+      duration = c.optimizer;
+      break;
+    }
+    running[d] = static_cast<int>(result.actions.size());
+    result.actions.push_back({d, a, now, now + duration});
+    result.busy[d] += duration;
+    push(now + duration, Event::ActionEnd, d);
+  }
+}
+
+void Simulation::send(int fromDevice, const Action &producer,
+                      const Action &consumer, double now) {
+  size_t producerSlot = slotOf(producer);
+  int consumerDevice = scheduledOn[slotOf(consumer)];
+  if (consumerDevice < 0)
+    consumerDevice = schedule.deviceOf(consumer.stage);
+  if (consumerDevice == fromDevice) {
+    delivered[producerSlot] = 1;
+    return;
+  }
+  bool forward = producer.kind == ActionKind::Forward;
+  const StageCosts &c = input.stages[producer.stage];
+  uint64_t bytes = forward ? c.activationBytes : c.gradientBytes;
+  double &free = linkFree[static_cast<size_t>(fromDevice) *
+                              schedule.numDevices +
+                          consumerDevice];
+  double start = std::max(now, free);
+  double end = start + linkLatency(fromDevice, consumerDevice) +
+               static_cast<double>(bytes) /
+                   linkBandwidth(fromDevice, consumerDevice);
+  free = end;
+  int index = static_cast<int>(result.transfers.size());
+  result.transfers.push_back({fromDevice, consumerDevice, producer.stage,
+                              consumer.stage, producer.microBatch, forward,
+                              bytes, start, end});
+  transferProducer.push_back(producerSlot);
+  push(end, Event::TransferEnd, index);
+}
+
+void Simulation::finishAction(int device, double now) {
+  const Action &a = result.actions[running[device]].action;
+  running[device] = -1;
+  ++next[device];
+  done[slotOf(a)] = 1;
+
+  auto release = [&](const Action &holder) {
+    size_t slot = slotOf(holder);
+    if (heldOn[slot] >= 0) {
+      memory[heldOn[slot]] -= heldBytes[slot];
+      heldBytes[slot] = 0;
+    }
+  };
+  int s = a.stage, j = a.microBatch;
+  switch (a.kind) {
+  case ActionKind::Forward:
+    if (s + 1 < schedule.numStages())
+      send(device, a, {ActionKind::Forward, s + 1, j}, now);
+    break;
+  case ActionKind::Backward:
+  case ActionKind::BackwardInput:
+    if (a.kind == ActionKind::Backward)
+      release({ActionKind::Forward, s, j});
+    if (s > 0)
+      send(device, a, {a.kind, s - 1, j}, now);
+    break;
+  case ActionKind::BackwardWeight:
+    release({ActionKind::Forward, s, j});
+    release({ActionKind::BackwardInput, s, j});
+    break;
+  case ActionKind::GradReduce:
+  case ActionKind::OptimizerStep:
+    break;
+  }
+}
+
+void Simulation::reportStuck() {
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    if (next[d] >= schedule.actions[d].size())
+      continue;
+    const Action &a = schedule.actions[d][next[d]];
+    Action blocker = a;
+    std::string line = "device " + std::to_string(d) + ": " + toString(a);
+    if (isReady(d, a, blocker)) {
+      line += " is ready but never started";
+    } else {
+      size_t slot = slotOf(blocker);
+      line += " waits for " + toString(blocker);
+      if (scheduledOn[slot] < 0)
+        line += ", which is never scheduled";
+      else if (!done[slot])
+        line += " on device " + std::to_string(scheduledOn[slot]);
+      else
+        line += "'s transfer from device " + std::to_string(scheduledOn[slot]);
+    }
+    result.stuck.push_back(std::move(line));
+  }
+}
+
+void Simulation::run() {
+  if (!checkInput())
+    return;
+  int p = schedule.numDevices;
+  size_t numKinds = static_cast<size_t>(ActionKind::OptimizerStep) + 1;
+  size_t numSlots =
+      numKinds * schedule.numStages() * (schedule.microBatches + 1);
+  next.assign(p, 0);
+  running.assign(p, -1);
+  scheduledOn.assign(numSlots, -1);
+  done.assign(numSlots, 0);
+  delivered.assign(numSlots, 0);
+  heldBytes.assign(numSlots, 0);
+  heldOn.assign(numSlots, -1);
+  hasGradReduce.assign(schedule.numStages(), 0);
+  linkFree.assign(static_cast<size_t>(p) * p, 0);
+  memory.assign(p, 0);
+  result.busy.assign(p, 0);
+
+  for (int d = 0; d < p; ++d) {
+    for (const Action &a : schedule.actions[d]) {
+      int &on = scheduledOn[slotOf(a)];
+      if (on < 0)
+        on = d;
+      if (a.kind == ActionKind::GradReduce)
+        hasGradReduce[a.stage] = 1;
+    }
+  }
+  for (int stage = 0; stage < schedule.numStages(); ++stage)
+    memory[schedule.deviceOf(stage)] += input.stages[stage].staticBytes;
+  result.peakMemory = memory;
+
+  tryStart(0);
+  while (!queue.empty()) {
+    double now = queue.top().time;
+    // Everything that ends at this instant, including zero-time transfers it
+    // sends, before any device picks its next action.
+    while (!queue.empty() && queue.top().time == now) {
+      Event event = queue.top();
+      queue.pop();
+      if (event.kind == Event::ActionEnd)
+        finishAction(event.index, now);
+      else
+        delivered[transferProducer[event.index]] = 1;
+    }
+    tryStart(now);
+  }
+
+  for (const ActionTiming &timing : result.actions)
+    result.iterationTime = std::max(result.iterationTime, timing.end);
+  result.idle.resize(p);
+  double idleSum = 0;
+  for (int d = 0; d < p; ++d) {
+    result.idle[d] = result.iterationTime - result.busy[d];
+    idleSum += result.idle[d];
+  }
+  if (result.iterationTime > 0)
+    result.bubbleFraction = idleSum / (p * result.iterationTime);
+
+  for (int d = 0; d < p; ++d)
+    if (next[d] < schedule.actions[d].size())
+      result.deadlock = true;
+  if (result.deadlock)
+    reportStuck();
+}
+
+SimulationResult pp::schedule::simulate(const Schedule &schedule,
+                                        const SimulationInput &input) {
+  SimulationResult result;
+  Simulation(schedule, input, result).run();
+  return result;
+}
