@@ -8,7 +8,7 @@
 #include "pp/Schedule/Schedule.h"
 
 #include <algorithm>
-#include <numeric>
+#include <iterator>
 
 using namespace pp::schedule;
 
@@ -48,9 +48,9 @@ bool pp::schedule::usesSplitBackward(ScheduleKind kind) {
 }
 
 static constexpr ActionKind kAllActionKinds[] = {
-    ActionKind::Forward,        ActionKind::Backward,
-    ActionKind::BackwardInput,  ActionKind::BackwardWeight,
-    ActionKind::GradReduce,     ActionKind::OptimizerStep};
+    ActionKind::Forward,       ActionKind::Backward,
+    ActionKind::BackwardInput, ActionKind::BackwardWeight,
+    ActionKind::GradReduce,    ActionKind::OptimizerStep};
 
 const char *pp::schedule::toString(ActionKind kind) {
   switch (kind) {
@@ -91,46 +91,37 @@ std::string pp::schedule::toString(const Action &action) {
 // Generation
 //===----------------------------------------------------------------------===//
 
-namespace {
-/// Appends the actions of one stage-per-device schedule (v = 1).
-class ListBuilder {
-public:
-  explicit ListBuilder(std::vector<Action> &list) : list(list) {}
-  void forward(int stage, int mb) {
-    list.push_back({ActionKind::Forward, stage, mb});
-  }
-  void backward(int stage, int mb) {
-    list.push_back({ActionKind::Backward, stage, mb});
-  }
+static Action forward(int stage, int mb) {
+  return {ActionKind::Forward, stage, mb};
+}
 
-private:
-  std::vector<Action> &list;
-};
-} // namespace
+static Action backward(int stage, int mb) {
+  return {ActionKind::Backward, stage, mb};
+}
 
 static void buildGPipe(Schedule &s) {
   for (int d = 0; d < s.numDevices; ++d) {
-    ListBuilder b(s.actions[d]);
+    std::vector<Action> &list = s.actions[d];
     for (int j = 0; j < s.microBatches; ++j)
-      b.forward(d, j);
+      list.push_back(forward(d, j));
     for (int j = 0; j < s.microBatches; ++j)
-      b.backward(d, j);
+      list.push_back(backward(d, j));
   }
 }
 
 static void buildOneFOneB(Schedule &s) {
   int p = s.numDevices, m = s.microBatches;
   for (int d = 0; d < p; ++d) {
-    ListBuilder b(s.actions[d]);
+    std::vector<Action> &list = s.actions[d];
     int warmup = std::min(p - d - 1, m);
     for (int j = 0; j < warmup; ++j)
-      b.forward(d, j);
+      list.push_back(forward(d, j));
     for (int j = 0; j < m - warmup; ++j) {
-      b.forward(d, warmup + j);
-      b.backward(d, j);
+      list.push_back(forward(d, warmup + j));
+      list.push_back(backward(d, j));
     }
     for (int j = m - warmup; j < m; ++j)
-      b.backward(d, j);
+      list.push_back(backward(d, j));
   }
 }
 
@@ -142,11 +133,11 @@ static void buildInterleaved(Schedule &s) {
   auto microBatchOf = [&](int k) { return (k / (p * v)) * p + k % p; };
   auto forwardAt = [&](int d, int k) -> Action {
     int chunk = (k / p) % v;
-    return {ActionKind::Forward, chunk * p + d, microBatchOf(k)};
+    return forward(chunk * p + d, microBatchOf(k));
   };
   auto backwardAt = [&](int d, int k) -> Action {
     int chunk = v - 1 - (k / p) % v;
-    return {ActionKind::Backward, chunk * p + d, microBatchOf(k)};
+    return backward(chunk * p + d, microBatchOf(k));
   };
   for (int d = 0; d < p; ++d) {
     std::vector<Action> &list = s.actions[d];
@@ -171,7 +162,7 @@ static void buildZBH1(Schedule &s) {
     // B's at the pace the first stage's forwards allow.
     for (int x = 0; x < m + p - 1; ++x) {
       if (x < m)
-        list.push_back({ActionKind::Forward, d, x});
+        list.push_back(forward(d, x));
       int b = x - (p - 1 - d);
       if (b >= 0 && b < m)
         list.push_back({ActionKind::BackwardInput, d, b});
@@ -196,9 +187,8 @@ static void appendStepActions(Schedule &s,
       if (list[i].kind == ActionKind::Backward ||
           list[i].kind == ActionKind::BackwardWeight)
         lastGrad[list[i].stage] = i;
-    std::stable_sort(stages.begin(), stages.end(), [&](int a, int b) {
-      return lastGrad[a] < lastGrad[b];
-    });
+    std::stable_sort(stages.begin(), stages.end(),
+                     [&](int a, int b) { return lastGrad[a] < lastGrad[b]; });
     for (int stage : stages) {
       if (gradReduceStages && (*gradReduceStages)[stage])
         list.push_back({ActionKind::GradReduce, stage, -1});
@@ -236,9 +226,8 @@ bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
                 toString(kind) + " schedule, got " +
                 std::to_string(chunksPerDevice));
   }
-  if (gradReduceStages &&
-      gradReduceStages->size() !=
-          static_cast<size_t>(numDevices) * chunksPerDevice)
+  if (gradReduceStages && gradReduceStages->size() !=
+                              static_cast<size_t>(numDevices) * chunksPerDevice)
     return fail("gradReduceStages has " +
                 std::to_string(gradReduceStages->size()) +
                 " entries, expected one per stage (" +
@@ -273,7 +262,8 @@ std::vector<Action> pp::schedule::dependencies(const Schedule &schedule,
                                                const Action &action,
                                                bool hasGradReduce) {
   bool split = usesSplitBackward(schedule.kind);
-  ActionKind inputGrad = split ? ActionKind::BackwardInput : ActionKind::Backward;
+  ActionKind inputGrad =
+      split ? ActionKind::BackwardInput : ActionKind::Backward;
   ActionKind weightGrad =
       split ? ActionKind::BackwardWeight : ActionKind::Backward;
   int s = action.stage, j = action.microBatch, v = action.weightVersion;
@@ -339,15 +329,15 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
                           std::to_string(i) + ")";
       if (a.stage < 0 || a.stage >= numStages)
         return fail(std::string(toString(a.kind)) + " " + where +
-                    " has stage " + std::to_string(a.stage) +
-                    ", outside [0, " + std::to_string(numStages) + ")");
+                    " has stage " + std::to_string(a.stage) + ", outside [0, " +
+                    std::to_string(numStages) + ")");
       if (isPerStep(a.kind) ? a.microBatch != -1
                             : a.microBatch < 0 || a.microBatch >= m)
-        return fail(toString(a) + " " + where +
-                    (isPerStep(a.kind)
-                         ? std::string(" must have micro-batch -1")
-                         : ": micro-batch outside [0, " + std::to_string(m) +
-                               ")"));
+        return fail(
+            toString(a) + " " + where +
+            (isPerStep(a.kind)
+                 ? std::string(" must have micro-batch -1")
+                 : ": micro-batch outside [0, " + std::to_string(m) + ")"));
       if (a.weightVersion < 0)
         return fail(toString(a) + " " + where +
                     " has a negative weight version");
@@ -358,9 +348,9 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
         return fail(toString(a) + " " + where + " does not belong in a " +
                     toString(s.kind) + " schedule");
       if (s.deviceOf(a.stage) != d)
-        return fail(toString(a) + " is misplaced " + where +
-                    ": stage " + std::to_string(a.stage) +
-                    " belongs to device " + std::to_string(s.deviceOf(a.stage)));
+        return fail(toString(a) + " is misplaced " + where + ": stage " +
+                    std::to_string(a.stage) + " belongs to device " +
+                    std::to_string(s.deviceOf(a.stage)));
       std::pair<int, size_t> &first = seen[slot(a)];
       if (first.first >= 0)
         return fail(toString(a) + " appears twice: on device " +

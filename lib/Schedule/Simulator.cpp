@@ -10,7 +10,8 @@
 #include "pp/Schedule/Simulator.h"
 
 #include <algorithm>
-#include <cmath>
+#include <functional>
+#include <limits>
 #include <queue>
 
 using namespace pp::schedule;
@@ -125,7 +126,7 @@ double Simulation::linkBandwidth(int from, int to) const {
       static_cast<size_t>(to) < input.bandwidth[from].size() &&
       input.bandwidth[from][to] > 0)
     return input.bandwidth[from][to];
-  return INFINITY;
+  return std::numeric_limits<double>::infinity();
 }
 
 double Simulation::linkLatency(int from, int to) const {
@@ -149,8 +150,8 @@ bool Simulation::isReady(int device, const Action &a, Action &blocker) const {
 
 void Simulation::allocate(int device, uint64_t bytes) {
   memory[device] += bytes;
-  result.peakMemory[device] = std::max(result.peakMemory[device],
-                                       memory[device]);
+  result.peakMemory[device] =
+      std::max(result.peakMemory[device], memory[device]);
 }
 
 void Simulation::tryStart(double now) {
@@ -213,13 +214,13 @@ void Simulation::send(int fromDevice, const Action &producer,
   bool forward = producer.kind == ActionKind::Forward;
   const StageCosts &c = input.stages[producer.stage];
   uint64_t bytes = forward ? c.activationBytes : c.gradientBytes;
-  double &free = linkFree[static_cast<size_t>(fromDevice) *
-                              schedule.numDevices +
-                          consumerDevice];
+  double &free =
+      linkFree[static_cast<size_t>(fromDevice) * schedule.numDevices +
+               consumerDevice];
   double start = std::max(now, free);
-  double end = start + linkLatency(fromDevice, consumerDevice) +
-               static_cast<double>(bytes) /
-                   linkBandwidth(fromDevice, consumerDevice);
+  double end =
+      start + linkLatency(fromDevice, consumerDevice) +
+      static_cast<double>(bytes) / linkBandwidth(fromDevice, consumerDevice);
   free = end;
   int index = static_cast<int>(result.transfers.size());
   result.transfers.push_back({fromDevice, consumerDevice, producer.stage,

@@ -53,10 +53,14 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                          : optimizer == "momentum" ? 1.0
                          : optimizer == "adam"     ? 2.0
                                                    : -1.0;
-    if (stateFactor < 0 || (schedule != "1f1b" && schedule != "gpipe") ||
-        microBatches == 0) {
-      module.emitError() << "pp-partition: optimizer must be sgd, momentum or "
-                            "adam, schedule 1f1b or gpipe, microbatches > 0";
+    bool knownSchedule = llvm::is_contained(
+        {"1f1b", "gpipe", "interleaved", "zb-h1"}, StringRef(schedule));
+    if (stateFactor < 0 || !knownSchedule || microBatches == 0 ||
+        chunks == 0 || (chunks > 1 && schedule != "interleaved")) {
+      module.emitError()
+          << "pp-partition: optimizer must be sgd, momentum or adam, "
+             "schedule 1f1b, gpipe, interleaved or zb-h1, microbatches > 0, "
+             "and chunks > 1 only with schedule interleaved";
       return signalPassFailure();
     }
 
@@ -89,6 +93,12 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     else
       for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
         pipeline.push_back(i);
+    // Interleaving: chunks x devices stages, stage c on device c mod p; each
+    // chunk gets an equal share of its device's memory.
+    unsigned numPhysical = pipeline.size();
+    for (unsigned c = 1; c < chunks; ++c)
+      for (unsigned i = 0; i < numPhysical; ++i)
+        pipeline.push_back(pipeline[i]);
 
     // Nodes: every op but constants and weight reads (whose bytes belong to
     // the ops that read them).
@@ -155,12 +165,14 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
       d.name = device.name;
       d.kind =
           kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
-      d.memoryBytes = static_cast<uint64_t>(device.memoryBytes);
+      d.memoryBytes = static_cast<uint64_t>(device.memoryBytes) / chunks;
       devices.addDevice(std::move(d));
     }
     for (unsigned a = 0; a < pipeline.size(); ++a)
       for (unsigned b = 0; b < pipeline.size(); ++b)
-        if (a != b)
+        if (a != b && pipeline[a] == pipeline[b])
+          devices.setDirectedLink(a, b, 1e18, 0); // chunks of one device
+        else if (a != b)
           devices.setDirectedLink(a, b,
                                   cluster->bandwidth(pipeline[a], pipeline[b]),
                                   cluster->latency(pipeline[a], pipeline[b]));
@@ -173,7 +185,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                            ? partition::PipelineSchedule::GPipe
                            : partition::PipelineSchedule::OneFOneB;
     options.microBatches = microBatches;
-    options.tryDeviceOrders = tryDeviceOrders;
+    // Reordering would break the chunk-to-device rule of interleaving.
+    options.tryDeviceOrders = tryDeviceOrders && chunks == 1;
 
     auto result = partition::partition(graph, devices, options);
     if (!result) {
@@ -216,6 +229,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     for (unsigned d : result->deviceOrder)
       order.push_back(b.getStringAttr(devices.devices[d].name));
     module->setAttr("pp.device_order", b.getArrayAttr(order));
+    module->setAttr("pp.micro_batches", b.getI64IntegerAttr(microBatches));
+    module->setAttr("pp.schedule_kind", b.getStringAttr(schedule));
 
     if (!reportFile.empty()) {
       std::string error;

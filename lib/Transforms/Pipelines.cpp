@@ -36,9 +36,89 @@ struct TrainingStepOptions : public PassPipelineOptions<TrainingStepOptions> {
                             llvm::cl::init(0.0f)};
 };
 
+/// Options of --pp-compile: ONNX model to scheduled pipeline in one go.
+struct CompileOptions : public PassPipelineOptions<CompileOptions> {
+  Option<std::string> cluster{
+      *this, "cluster",
+      llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
+  Option<std::string> schedule{
+      *this, "schedule",
+      llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
+      llvm::cl::init("1f1b")};
+  Option<unsigned> microBatches{*this, "microbatches",
+                                llvm::cl::desc("Micro-batches per step"),
+                                llvm::cl::init(8)};
+  Option<unsigned> chunks{
+      *this, "chunks",
+      llvm::cl::desc("Model chunks per device (interleaved; default 2)"),
+      llvm::cl::init(0)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recomputation: none, full, selective, auto"),
+      llvm::cl::init("none")};
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("Loss to add (see --pp-add-loss)"),
+                           llvm::cl::init("softmax-cross-entropy")};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("sgd, adam or adamw"),
+                                llvm::cl::init("sgd")};
+  Option<float> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                   llvm::cl::init(0.01f)};
+  Option<float> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                         llvm::cl::init(0.0f)};
+  Option<float> weightDecay{*this, "weight-decay",
+                            llvm::cl::desc("Weight decay"),
+                            llvm::cl::init(0.0f)};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("Measured per-op times (JSON) for the cost model")};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Text summary of the partition ('-' for stdout)"),
+      llvm::cl::init("-")};
+};
+
 } // namespace
 
 void pp::registerPipelines() {
+  PassPipelineRegistration<CompileOptions>(
+      "pp-compile",
+      "ONNX model to a scheduled pipeline: --pp-add-loss, --pp-partition, "
+      "--pp-autodiff, --pp-optimizer, --pp-split-stages, --pp-schedule",
+      [](OpPassManager &pm, const CompileOptions &options) {
+        AddLossPassOptions loss;
+        loss.kind = options.loss;
+        pm.addPass(createAddLossPass(loss));
+        unsigned chunks = options.chunks;
+        if (chunks == 0)
+          chunks = options.schedule == "interleaved" ? 2 : 1;
+        PartitionPassOptions partition;
+        partition.clusterSpec = options.cluster;
+        partition.schedule = options.schedule;
+        partition.microBatches = options.microBatches;
+        partition.chunks = chunks;
+        partition.optimizer = options.optimizer == "sgd"
+                                  ? (options.momentum > 0 ? "momentum" : "sgd")
+                                  : "adam";
+        partition.profileFile = options.profile;
+        partition.reportFile = options.report;
+        pm.addPass(createPartitionPass(partition));
+        pm.addPass(createAutodiffPass());
+        OptimizerPassOptions optimizer;
+        optimizer.kind = options.optimizer;
+        optimizer.lr = options.lr;
+        optimizer.momentum = options.momentum;
+        optimizer.weightDecay = options.weightDecay;
+        pm.addPass(createOptimizerPass(optimizer));
+        SplitStagesPassOptions split;
+        split.microBatches = options.microBatches;
+        split.splitBackward = options.schedule == "zb-h1";
+        pm.addPass(createSplitStagesPass(split));
+        MaterializeSchedulePassOptions schedule;
+        schedule.kind = options.schedule;
+        schedule.chunks = chunks;
+        pm.addPass(createMaterializeSchedulePass(schedule));
+      });
   PassPipelineRegistration<TrainingStepOptions>(
       "pp-training-step",
       "Forward function to training step: --pp-add-loss, --pp-autodiff, "

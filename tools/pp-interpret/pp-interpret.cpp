@@ -18,6 +18,8 @@
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
+#include "pp/Interpreter/PipelineRunner.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
 
@@ -102,7 +104,7 @@ static std::string nameOf(DictionaryAttr attrs, StringRef prefix,
 
 /// Exclusive upper bound for random values of integer argument `arg`: the
 /// size of the dim it indexes (Gather indices, loss labels), 10 otherwise.
-static int64_t integerBound(BlockArgument arg) {
+static int64_t integerBound(Value arg) {
   int64_t bound = 0;
   auto tighten = [&](int64_t dim) {
     if (dim > 0)
@@ -243,7 +245,7 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   pp::registerONNXImportDialects(registry);
-  registry.insert<pp::train::TrainDialect>();
+  registry.insert<pp::train::TrainDialect, pp::pipeline::PPDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
@@ -274,16 +276,43 @@ int main(int argc, char **argv) {
   if (!module)
     return 1;
 
-  auto func = dyn_cast_or_null<func::FuncOp>(
-      SymbolTable::lookupSymbolIn(*module, funcName));
-  if (!func || func.isExternal())
-    return fail("no function with a body named '" + funcName + "'");
+  // A split and scheduled module runs as a pipeline: one interpreter per
+  // device, inputs and outputs for the whole mini-batch.
+  bool pipelined = !module->getOps<pp::pipeline::ScheduleOp>().empty();
+  std::unique_ptr<PipelineRunner> runner;
+  func::FuncOp func;
+  std::vector<std::string> argNames, resultNames;
+  std::vector<Type> argTypes;
+  std::vector<Value> argReaders;
+  if (pipelined) {
+    PipelineRunOptions options;
+    options.numThreadsPerDevice = numThreads;
+    options.seed = seed;
+    runner = std::make_unique<PipelineRunner>(*module, options);
+    if (failed(runner->initialize()))
+      return 1;
+    for (const StepInput &input : runner->getInputs()) {
+      argNames.push_back(input.name);
+      argTypes.push_back(input.type);
+      argReaders.push_back(input.reader);
+    }
+    resultNames = runner->getOutputNames();
+  } else {
+    func = dyn_cast_or_null<func::FuncOp>(
+        SymbolTable::lookupSymbolIn(*module, funcName));
+    if (!func || func.isExternal())
+      return fail("no function with a body named '" + funcName + "'");
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      argNames.push_back(nameOf(func.getArgAttrDict(i), "arg", i));
+      argTypes.push_back(func.getArgument(i).getType());
+      argReaders.push_back(func.getArgument(i));
+    }
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      resultNames.push_back(nameOf(func.getResultAttrDict(i), "output_", i));
+  }
 
   // Inputs: from .npy files by name, then random ones.
-  unsigned numArgs = func.getNumArguments();
-  std::vector<std::string> argNames;
-  for (unsigned i = 0; i < numArgs; ++i)
-    argNames.push_back(nameOf(func.getArgAttrDict(i), "arg", i));
+  unsigned numArgs = argNames.size();
   std::vector<std::optional<Tensor>> args(numArgs);
   for (StringRef spec : inputs) {
     auto [name, path] = spec.split('=');
@@ -296,8 +325,8 @@ int main(int argc, char **argv) {
         it = argNames.begin() + index;
     }
     if (it == argNames.end())
-      return fail("'" + funcName + "' has no input named '" +
-                  spec.split('=').first + "'");
+      return fail("the step has no input named '" + spec.split('=').first +
+                  "'");
     auto tensor = readNpy(path);
     if (!tensor)
       return fail(llvm::toString(tensor.takeError()));
@@ -306,20 +335,20 @@ int main(int argc, char **argv) {
   std::mt19937_64 rng(seed);
   std::vector<Tensor> argValues;
   for (unsigned i = 0; i < numArgs; ++i) {
-    auto type = dyn_cast<RankedTensorType>(func.getArgument(i).getType());
+    auto type = dyn_cast<RankedTensorType>(argTypes[i]);
     std::optional<rt::DType> dtype = type && type.hasStaticShape()
                                          ? getDType(type.getElementType())
                                          : std::nullopt;
     if (!dtype)
       return fail("input '" + argNames[i] + "' has unsupported type " +
-                  llvm::formatv("{0}", func.getArgument(i).getType()).str());
+                  llvm::formatv("{0}", argTypes[i]).str());
     if (!args[i]) {
       if (!randomInputs)
         return fail("no value for input '" + argNames[i] + "' (" +
                     llvm::formatv("{0}", type).str() + "): pass --input=" +
                     argNames[i] + "=FILE.npy or --random-inputs");
       args[i] = randomTensor(*dtype, type.getShape(),
-                             integerBound(func.getArgument(i)), rng);
+                             integerBound(argReaders[i]), rng);
     }
     if (args[i]->dtype() != *dtype || args[i]->shape() != type.getShape())
       return fail("input '" + argNames[i] + "' must be " +
@@ -337,13 +366,17 @@ int main(int argc, char **argv) {
   if (steps < 1)
     return fail("--steps must be at least 1");
   std::optional<unsigned> lossIndex;
-  for (unsigned i = 0; i < func.getNumResults(); ++i)
-    if (func.getResultAttr(i, "pp.loss"))
-      lossIndex = i;
+  if (pipelined)
+    lossIndex = runner->getLossIndex();
+  else
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (func.getResultAttr(i, "pp.loss"))
+        lossIndex = i;
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {
     auto start = std::chrono::steady_clock::now();
-    outputs = interp.run(funcName, argValues);
+    outputs = pipelined ? runner->runStep(argValues)
+                        : interp.run(funcName, argValues);
     if (failed(outputs))
       return 1;
     double ms = std::chrono::duration<double, std::milli>(
@@ -374,13 +407,17 @@ int main(int argc, char **argv) {
       return fail("cannot create '" + dumpGlobals + "': " + ec.message());
     std::string index;
     llvm::StringSet<> stems;
-    for (const std::string &name : interp.getGlobalNames()) {
+    auto globalNames =
+        pipelined ? runner->getGlobalNames() : interp.getGlobalNames();
+    for (const std::string &name : globalNames) {
       std::string stem = fileStem(name);
       while (!stems.insert(stem).second)
         stem += "_";
       llvm::SmallString<256> path(dumpGlobals);
       llvm::sys::path::append(path, stem + ".npy");
-      if (llvm::Error error = writeNpy(path, *interp.getGlobal(name)))
+      const Tensor *value =
+          pipelined ? runner->getGlobal(name) : interp.getGlobal(name);
+      if (llvm::Error error = writeNpy(path, *value))
         return fail(llvm::toString(std::move(error)));
       index += name + "\t" + stem + ".npy\n";
     }
@@ -398,7 +435,7 @@ int main(int argc, char **argv) {
       return fail("cannot create '" + outputDir + "': " + ec.message());
   llvm::StringSet<> usedStems;
   for (auto [i, output] : llvm::enumerate(*outputs)) {
-    std::string name = nameOf(func.getResultAttrDict(i), "output_", i);
+    std::string name = resultNames[i];
     llvm::outs() << "output " << i << " \"" << name
                  << "\": " << describe(output);
     printSummary(llvm::outs(), output);

@@ -140,8 +140,8 @@ bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
 /// The actions `action` depends on (see the file comment), whether scheduled
 /// or not. `hasGradReduce` says whether the schedule has a GradReduce for the
 /// stage of an OptimizerStep.
-std::vector<Action> dependencies(const Schedule &schedule,
-                                 const Action &action, bool hasGradReduce);
+std::vector<Action> dependencies(const Schedule &schedule, const Action &action,
+                                 bool hasGradReduce);
 
 /// Checks that every action the schedule needs (a forward and a backward, or
 /// B and W, per stage and micro-batch, one OptimizerStep per stage) appears

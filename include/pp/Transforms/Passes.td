@@ -108,7 +108,11 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
            "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
-           "Schedule whose in-flight micro-batches bound memory: 1f1b or gpipe">,
+           "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
+           "interleaved or zb-h1 (the last two hold as many as 1f1b)">,
+    Option<"chunks", "chunks", "unsigned", "1",
+           "Model chunks per device (interleaved): chunks x devices stages, "
+           "stage c on device c mod devices">,
     Option<"microBatches", "microbatches", "unsigned", "8",
            "Micro-batches per mini-batch">,
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
@@ -151,6 +155,26 @@ def SplitStagesPass : Pass<"pp-split-stages", "mlir::ModuleOp"> {
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
                            "pp::pipeline::PPDialect"];
+}
+
+
+def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
+  let summary = "Materialise the pipeline schedule as per-device action lists";
+  let description = [{
+    Builds the schedule of a split module (pp/Schedule/Schedule.h: GPipe,
+    1F1B, interleaved 1F1B with `chunks` stages per device, ZB-H1) and
+    writes it as a `pp.schedule` op: per device, the ordered forward,
+    backward (or backward_input / backward_weight), gradient-reduction and
+    optimizer-step actions, each with its stage function, micro-batch and
+    weight version.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", "\"\"",
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's pp.schedule_kind, else 1f1b)">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "Stages (model chunks) per device; interleaved needs >= 2">,
+  ];
+  let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 
 #endif // PP_TRANSFORMS_PASSES_TD

@@ -70,7 +70,7 @@ LogicalResult ScheduleOp::verify() {
     auto device = dyn_cast<DeviceOp>(op);
     if (!device)
       return op.emitOpError("is not a pp.device inside pp.schedule");
-    if (device.getIndex() != expected++)
+    if (static_cast<int64_t>(device.getIndex()) != expected++)
       return device.emitOpError("devices must be numbered 0, 1, ... in "
                                 "order; expected ")
              << expected - 1;
@@ -84,17 +84,17 @@ LogicalResult ActionOp::verify() {
       {"forward", "backward", "backward_input", "backward_weight"}, kind);
   if (!perMicroBatch && kind != "grad_reduce" && kind != "optimizer_step")
     return emitOpError("unknown action kind '") << kind << "'";
-  if (perMicroBatch && getMicroBatch() < 0)
+  if (perMicroBatch && getMicroBatchAttr().getInt() < 0)
     return emitOpError("a ") << kind << " action needs a micro_batch >= 0";
-  if (!perMicroBatch && getMicroBatch() != -1)
+  if (!perMicroBatch && getMicroBatchAttr().getInt() != -1)
     return emitOpError("a ") << kind << " action has micro_batch -1";
-  if (getWeightVersion() < 0)
+  if (getWeightVersionAttr().getInt() < 0)
     return emitOpError("weight_version must be >= 0");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
   int64_t numDevices = static_cast<int64_t>(
       schedule.getBody().front().getOperations().size());
-  if (getStage() < 0 || getStage() >= numDevices * schedule.getChunks())
+  if (getStageAttr().getInt() < 0 || getStage() >= numDevices * schedule.getChunks())
     return emitOpError("stage ") << getStage() << " is out of range";
   if (getStage() % numDevices != device.getIndex())
     return emitOpError("stage ")
@@ -110,7 +110,7 @@ LogicalResult ActionOp::verify() {
   if (!func)
     return emitOpError("callee @") << *getCallee() << " is not a function";
   auto stage = func->getAttrOfType<IntegerAttr>("pp.stage");
-  if (!stage || stage.getInt() != getStage())
+  if (!stage || stage.getInt() != getStageAttr().getInt())
     return emitOpError("callee @")
            << *getCallee() << " is not a function of stage " << getStage();
   return success();

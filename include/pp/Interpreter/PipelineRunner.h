@@ -1,0 +1,83 @@
+//===- PipelineRunner.h - Run a split pipeline on the interpreter -*- C++ -*-=//
+//
+// Executes a module produced by --pp-split-stages and --pp-schedule: one
+// thread per device, each with its own Interpreter (its own copy of the
+// globals, as a rank has), running its `pp.device` actions in order.
+// `pp.send` / `pp.recv` go through an in-process mailbox keyed by (sender
+// stage, receiver stage, tag, micro-batch); sends never block, receives wait.
+// When every running device waits for a message nobody can send any more,
+// the step fails with a deadlock report naming each device's stuck action.
+//
+// This is the semantic reference for split programs: a synchronous schedule
+// must give what the unsplit training step gives.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_INTERPRETER_PIPELINERUNNER_H
+#define PP_INTERPRETER_PIPELINERUNNER_H
+
+#include "pp/Interpreter/Interpreter.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pp::interp {
+
+struct PipelineRunOptions {
+  /// Kernel threads per device.
+  int numThreadsPerDevice = 1;
+  uint64_t seed = 0;
+};
+
+/// A step input as the pipelined step takes it: the whole mini-batch.
+struct StepInput {
+  std::string name;
+  mlir::RankedTensorType type;
+  /// A value that reads a micro-batch of it (a `pp.input`), for heuristics.
+  mlir::Value reader;
+};
+
+class PipelineRunner {
+public:
+  /// `module` must hold the stage functions and one `pp.schedule`.
+  explicit PipelineRunner(mlir::ModuleOp module,
+                          PipelineRunOptions options = {});
+  ~PipelineRunner();
+
+  /// Checks the module's structure and creates the devices' interpreters.
+  mlir::LogicalResult initialize();
+
+  /// The step's inputs (whole mini-batch types) and outputs.
+  const std::vector<StepInput> &getInputs() const { return inputs_; }
+  const std::vector<std::string> &getOutputNames() const {
+    return outputNames_;
+  }
+  /// Index of the loss among the outputs, if the step has one.
+  std::optional<unsigned> getLossIndex() const { return lossIndex_; }
+  int64_t getMicroBatches() const { return microBatches_; }
+  int64_t getNumDevices() const { return numDevices_; }
+
+  /// Runs one step on whole-mini-batch inputs; returns the outputs combined
+  /// over micro-batches (mean/sum/concat as `pp.output` says).
+  mlir::FailureOr<std::vector<Tensor>> runStep(llvm::ArrayRef<Tensor> inputs);
+
+  /// A global as its owner (the device that writes it, else the first that
+  /// reads it) holds it.
+  const Tensor *getGlobal(llvm::StringRef name) const;
+  llvm::ArrayRef<std::string> getGlobalNames() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  std::vector<StepInput> inputs_;
+  std::vector<std::string> outputNames_;
+  std::optional<unsigned> lossIndex_;
+  int64_t microBatches_ = 1;
+  int64_t numDevices_ = 1;
+};
+
+} // namespace pp::interp
+
+#endif // PP_INTERPRETER_PIPELINERUNNER_H

@@ -1,0 +1,510 @@
+//===- PipelineRunner.cpp - Run a split pipeline on the interpreter -------===//
+
+#include "pp/Interpreter/PipelineRunner.h"
+#include "pp/Interpreter/TrainHandlers.h"
+
+#include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+using namespace mlir;
+using namespace pp::interp;
+namespace pipeline = pp::pipeline;
+
+namespace {
+
+/// Messages between stages: sends never block, receives wait. Tracks how
+/// many devices run and how many wait, to see a deadlock as it happens.
+class Mailbox {
+public:
+  using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+
+  void reset(int devices) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages_.clear();
+    running_ = devices;
+    waiting_.assign(devices, std::string());
+    waitingFor_.assign(devices, Key());
+    numWaiting_ = 0;
+    aborted_ = false;
+    deadlock_ = false;
+  }
+  void send(Key key, Tensor value) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    messages_[key] = std::move(value);
+    cv_.notify_all();
+  }
+  /// Waits for `key`; nullopt when the step aborted (failure or deadlock).
+  std::optional<Tensor> receive(Key key, int device, std::string waitsFor) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    waiting_[device] = std::move(waitsFor);
+    waitingFor_[device] = key;
+    ++numWaiting_;
+    while (!aborted_) {
+      auto it = messages_.find(key);
+      if (it != messages_.end()) {
+        Tensor value = std::move(it->second);
+        messages_.erase(it);
+        --numWaiting_;
+        waiting_[device].clear();
+        return value;
+      }
+      checkDeadlockLocked();
+      if (aborted_)
+        break;
+      cv_.wait(lock);
+    }
+    --numWaiting_;
+    return std::nullopt;
+  }
+  void finished() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    --running_;
+    checkDeadlockLocked();
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    aborted_ = true;
+    cv_.notify_all();
+  }
+  bool isDeadlock() const { return deadlock_; }
+  /// The stuck devices, when a deadlock ended the step.
+  std::vector<std::string> stuck() const {
+    std::vector<std::string> lines;
+    for (auto [device, what] : llvm::enumerate(waiting_))
+      if (!what.empty())
+        lines.push_back("device " + std::to_string(device) + " " + what);
+    return lines;
+  }
+  size_t pending() const { return messages_.size(); }
+
+private:
+  void checkDeadlockLocked() {
+    if (!aborted_ && running_ > 0 && numWaiting_ == running_) {
+      // Everybody still running waits. A waiter whose message has arrived
+      // (but who has not woken yet) will go on; otherwise nothing can come.
+      for (auto [device, what] : llvm::enumerate(waiting_))
+        if (!what.empty() && messages_.count(waitingFor_[device]))
+          return;
+      deadlock_ = true;
+      aborted_ = true;
+      cv_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::map<Key, Tensor> messages_;
+  int running_ = 0;
+  int numWaiting_ = 0;
+  std::vector<std::string> waiting_;
+  std::vector<Key> waitingFor_;
+  bool aborted_ = false;
+  bool deadlock_ = false;
+};
+
+int64_t stageOf(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  auto stage = func ? func->getAttrOfType<IntegerAttr>("pp.stage") : nullptr;
+  return stage ? stage.getInt() : 0;
+}
+
+std::string describeAction(pipeline::ActionOp action) {
+  std::string text = action.getKind().str() + "(stage " +
+                     std::to_string(action.getStage());
+  if (action.getMicroBatchAttr().getInt() >= 0)
+    text += ", mb " + std::to_string(action.getMicroBatchAttr().getInt());
+  return text + ")";
+}
+
+} // namespace
+
+struct PipelineRunner::Impl {
+  struct Device {
+    std::unique_ptr<Interpreter> interp;
+    std::vector<pipeline::ActionOp> actions;
+    // (stage, slot, micro-batch) -> kept value; (stage, slot) -> sum.
+    std::map<std::tuple<int64_t, int64_t, int64_t>, Tensor> stash;
+    std::map<std::pair<int64_t, int64_t>, Tensor> sums;
+    std::string current;
+    bool failed = false;
+  };
+
+  ModuleOp module;
+  PipelineRunOptions options;
+  std::vector<Device> devices;
+  Mailbox mailbox;
+  // Step data: [input][micro-batch] and [output][micro-batch].
+  std::vector<std::vector<Tensor>> microInputs;
+  std::vector<std::vector<Tensor>> microOutputs;
+  std::vector<std::string> combine;
+  std::mutex outputMutex;
+  llvm::StringMap<int> globalOwner;
+  std::vector<std::string> globalNames;
+
+  void registerHandlers(Interpreter &interp, int deviceIndex);
+};
+
+void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
+                                            int deviceIndex) {
+  auto microBatchOf = [](Interpreter &in, Value mb) {
+    return in.lookup(mb).getInt(0);
+  };
+  interp.registerHandler(
+      "pp.input", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto input = cast<pipeline::InputOp>(op);
+        int64_t mb = microBatchOf(in, input.getMicroBatch());
+        uint64_t index = input.getIndex();
+        if (index >= microInputs.size() || mb < 0 ||
+            mb >= static_cast<int64_t>(microInputs[index].size()))
+          return op->emitError() << "no micro-batch " << mb << " of input "
+                                 << index;
+        return in.setResult(op, input.getValue(), microInputs[index][mb]);
+      });
+  interp.registerHandler(
+      "pp.output", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto output = cast<pipeline::OutputOp>(op);
+        int64_t mb = microBatchOf(in, output.getMicroBatch());
+        std::lock_guard<std::mutex> lock(outputMutex);
+        uint64_t index = output.getIndex();
+        if (index >= microOutputs.size() || mb < 0 ||
+            mb >= static_cast<int64_t>(microOutputs[index].size()))
+          return op->emitError() << "output " << index << " has no slot for "
+                                 << "micro-batch " << mb;
+        microOutputs[index][mb] = in.lookup(output.getValue());
+        combine[index] = output.getCombine().str();
+        return success();
+      });
+  interp.registerHandler(
+      "pp.stash",
+      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto stash = cast<pipeline::StashOp>(op);
+        int64_t mb = microBatchOf(in, stash.getMicroBatch());
+        devices[deviceIndex].stash[{stageOf(op),
+                                    static_cast<int64_t>(stash.getSlot()),
+                                    mb}] = in.lookup(stash.getValue());
+        return success();
+      });
+  interp.registerHandler(
+      "pp.unstash",
+      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto unstash = cast<pipeline::UnstashOp>(op);
+        int64_t mb = microBatchOf(in, unstash.getMicroBatch());
+        auto &stash = devices[deviceIndex].stash;
+        auto it = stash.find(
+            {stageOf(op), static_cast<int64_t>(unstash.getSlot()), mb});
+        if (it == stash.end())
+          return op->emitError()
+                 << "nothing is stashed in slot " << unstash.getSlot()
+                 << " for micro-batch " << mb
+                 << " (its forward has not run on this device)";
+        Tensor value = std::move(it->second);
+        stash.erase(it);
+        return in.setResult(op, unstash.getValue(), std::move(value));
+      });
+  interp.registerHandler(
+      "pp.accumulate", [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
+        auto acc = cast<pipeline::AccumulateOp>(op);
+        const Tensor &value = in.lookup(acc.getValue());
+        auto key = std::make_pair(stageOf(op),
+                                  static_cast<int64_t>(acc.getSlot()));
+        auto &sums = devices[deviceIndex].sums;
+        auto it = sums.find(key);
+        if (it == sums.end()) {
+          sums[key] = value.clone();
+          return success();
+        }
+        Tensor &sum = it->second;
+        if (value.dtype() == rt::DType::F32) {
+          for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+            sum.as<float>()[i] += value.as<float>()[i];
+        } else if (value.dtype() == rt::DType::F64) {
+          for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+            sum.as<double>()[i] += value.as<double>()[i];
+        } else {
+          return op->emitError() << "accumulates only f32 and f64 gradients";
+        }
+        return success();
+      });
+  interp.registerHandler(
+      "pp.accumulated", [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
+        auto acc = cast<pipeline::AccumulatedOp>(op);
+        auto &sums = devices[deviceIndex].sums;
+        auto it = sums.find({stageOf(op), static_cast<int64_t>(acc.getSlot())});
+        if (it == sums.end())
+          return op->emitError() << "no gradient was accumulated in slot "
+                                 << acc.getSlot() << " this step";
+        Tensor sum = std::move(it->second);
+        sums.erase(it);
+        return in.setResult(op, acc.getValue(), std::move(sum));
+      });
+  interp.registerHandler(
+      "pp.send", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto send = cast<pipeline::SendOp>(op);
+        int64_t mb = microBatchOf(in, send.getMicroBatch());
+        mailbox.send({stageOf(op), static_cast<int64_t>(send.getPeer()),
+                      static_cast<int64_t>(send.getTag()), mb},
+                     in.lookup(send.getValue()));
+        return success();
+      });
+  interp.registerHandler(
+      "pp.recv",
+      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+        auto recv = cast<pipeline::RecvOp>(op);
+        int64_t mb = microBatchOf(in, recv.getMicroBatch());
+        int64_t stage = stageOf(op);
+        std::string waitsFor = llvm::formatv(
+            "in {0} waits for pp.recv from stage {1} (tag {2}, micro-batch "
+            "{3})",
+            devices[deviceIndex].current, recv.getPeer(), recv.getTag(), mb);
+        auto value = mailbox.receive(
+            {static_cast<int64_t>(recv.getPeer()), stage,
+             static_cast<int64_t>(recv.getTag()), mb},
+            deviceIndex, waitsFor);
+        if (!value) {
+          devices[deviceIndex].failed = true;
+          return failure(); // reported once by runStep
+        }
+        return in.setResult(op, recv.getValue(), std::move(*value));
+      });
+}
+
+PipelineRunner::PipelineRunner(ModuleOp module, PipelineRunOptions options)
+    : impl_(std::make_unique<Impl>()) {
+  impl_->module = module;
+  impl_->options = options;
+}
+
+PipelineRunner::~PipelineRunner() = default;
+
+LogicalResult PipelineRunner::initialize() {
+  ModuleOp module = impl_->module;
+  SmallVector<pipeline::ScheduleOp> schedules(
+      module.getOps<pipeline::ScheduleOp>());
+  if (schedules.size() != 1)
+    return module.emitError()
+           << "a pipelined module needs exactly one pp.schedule (run "
+              "--pp-schedule), found "
+           << schedules.size();
+  pipeline::ScheduleOp schedule = schedules.front();
+  microBatches_ = static_cast<int64_t>(schedule.getMicroBatches());
+  if (auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
+      attr && attr.getInt() != microBatches_)
+    return schedule.emitError()
+           << "schedules " << microBatches_
+           << " micro-batches but the stages were split for "
+           << attr.getInt();
+
+  // Step inputs: whole mini-batches of what pp.input reads.
+  auto inputNames = module->getAttrOfType<ArrayAttr>("pp.input_names");
+  auto outputNames = module->getAttrOfType<ArrayAttr>("pp.output_names");
+  if (!inputNames || !outputNames)
+    return module.emitError() << "not a split module (no pp.input_names): "
+                                 "run --pp-split-stages";
+  inputs_.assign(inputNames.size(), StepInput());
+  for (auto [i, name] : llvm::enumerate(inputNames))
+    inputs_[i].name = cast<StringAttr>(name).str();
+  WalkResult walk = module.walk([&](pipeline::InputOp input) {
+    uint64_t index = input.getIndex();
+    if (index >= inputs_.size()) {
+      input.emitError() << "reads input " << index << " of "
+                        << inputs_.size();
+      return WalkResult::interrupt();
+    }
+    auto type = cast<RankedTensorType>(input.getValue().getType());
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] *= microBatches_;
+    auto whole = RankedTensorType::get(shape, type.getElementType());
+    if (inputs_[index].type && inputs_[index].type != whole) {
+      input.emitError() << "reads input " << index << " as " << type
+                        << " elsewhere it is " << inputs_[index].type;
+      return WalkResult::interrupt();
+    }
+    inputs_[index].type = whole;
+    if (!inputs_[index].reader)
+      inputs_[index].reader = input.getValue();
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted())
+    return failure();
+  for (auto &input : inputs_)
+    if (!input.type)
+      return module.emitError() << "no stage reads input '" << input.name
+                                << "'";
+  for (auto [i, name] : llvm::enumerate(outputNames)) {
+    outputNames_.push_back(cast<StringAttr>(name).str());
+    if (outputNames_.back() == "loss")
+      lossIndex_ = i;
+  }
+
+  // Devices and their actions.
+  numDevices_ = static_cast<int64_t>(
+      schedule.getBody().front().getOperations().size());
+  impl_->devices.resize(numDevices_);
+  for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
+    for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
+      impl_->devices[device.getIndex()].actions.push_back(action);
+  for (int d = 0; d < numDevices_; ++d) {
+    InterpreterOptions options;
+    options.numThreads = impl_->options.numThreadsPerDevice;
+    options.seed = impl_->options.seed + static_cast<uint64_t>(d);
+    auto &device = impl_->devices[d];
+    device.interp = std::make_unique<Interpreter>(module, options);
+    registerTrainHandlers(*device.interp);
+    impl_->registerHandlers(*device.interp, d);
+    if (failed(device.interp->initialize()))
+      return failure();
+  }
+
+  // Owners of the globals: the first device that writes one, else the
+  // first that reads it.
+  llvm::StringMap<int> reader;
+  module.walk([&](Operation *op) {
+    auto func = op->getParentOfType<func::FuncOp>();
+    auto stage = func ? func->getAttrOfType<IntegerAttr>("pp.stage")
+                      : IntegerAttr();
+    if (!stage)
+      return;
+    int device = static_cast<int>(stage.getInt() % numDevices_);
+    if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
+      impl_->globalOwner.try_emplace(write.getGlobal(), device);
+    else if (auto read = dyn_cast<pp::onnx::GlobalReadOp>(op))
+      reader.try_emplace(read.getGlobal(), device);
+  });
+  for (auto &entry : reader)
+    impl_->globalOwner.try_emplace(entry.getKey(), entry.getValue());
+  return success();
+}
+
+FailureOr<std::vector<Tensor>>
+PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
+  Impl &impl = *impl_;
+  ModuleOp module = impl.module;
+  if (inputs.size() != inputs_.size())
+    return module.emitError() << "the step takes " << inputs_.size()
+                              << " inputs, got " << inputs.size();
+  impl.microInputs.assign(inputs.size(), {});
+  for (auto [i, input] : llvm::enumerate(inputs)) {
+    auto type = inputs_[i].type;
+    if (input.shape() != type.getShape())
+      return module.emitError()
+             << "input '" << inputs_[i].name << "' must be " << type
+             << " (" << microBatches_ << " micro-batches), got "
+             << describe(input);
+    SmallVector<int64_t> shape(type.getShape());
+    shape[0] /= microBatches_;
+    int64_t chunk = input.bytes() / microBatches_;
+    for (int64_t mb = 0; mb < microBatches_; ++mb)
+      impl.microInputs[i].push_back(Tensor::fromBytes(
+          input.dtype(), shape,
+          static_cast<const char *>(input.data()) + mb * chunk));
+  }
+  impl.microOutputs.assign(outputNames_.size(),
+                           std::vector<Tensor>(microBatches_));
+  impl.combine.assign(outputNames_.size(), std::string());
+  impl.mailbox.reset(static_cast<int>(numDevices_));
+
+  auto runDevice = [&](int d) {
+    auto &device = impl.devices[d];
+    device.failed = false;
+    for (pipeline::ActionOp action : device.actions) {
+      device.current = describeAction(action);
+      if (!action.getCallee())
+        continue; // a reduction with nothing to reduce
+      std::vector<Tensor> args;
+      if (action.getMicroBatchAttr().getInt() >= 0)
+        args.push_back(Tensor::fromValues<int64_t>(
+            rt::DType::I64, {}, {action.getMicroBatchAttr().getInt()}));
+      if (failed(device.interp->run(*action.getCallee(), args))) {
+        device.failed = true;
+        impl.mailbox.abort();
+        break;
+      }
+    }
+    impl.mailbox.finished();
+  };
+  std::vector<std::thread> threads;
+  for (int d = 1; d < numDevices_; ++d)
+    threads.emplace_back(runDevice, d);
+  runDevice(0);
+  for (auto &thread : threads)
+    thread.join();
+
+  if (impl.mailbox.isDeadlock()) {
+    auto diag = module.emitError() << "deadlock: every device waits for a "
+                                      "message nobody sends;";
+    for (const std::string &line : impl.mailbox.stuck())
+      diag << " " << line << ";";
+    return failure();
+  }
+  for (auto &device : impl.devices)
+    if (device.failed)
+      return failure();
+  for (auto &device : impl.devices)
+    if (!device.stash.empty())
+      return module.emitError()
+             << "the step left " << device.stash.size()
+             << " stashed value(s) that no backward took";
+
+  // Combine the micro-batches' outputs.
+  std::vector<Tensor> outputs;
+  for (auto [index, parts] : llvm::enumerate(impl.microOutputs)) {
+    for (auto [mb, part] : llvm::enumerate(parts))
+      if (!part.hasStorage())
+        return module.emitError() << "output '" << outputNames_[index]
+                                  << "' was not produced for micro-batch "
+                                  << mb;
+    const std::string &how = impl.combine[index];
+    if (how == "concat") {
+      SmallVector<int64_t> shape(parts.front().shape());
+      shape[0] *= microBatches_;
+      Tensor whole(parts.front().dtype(), shape);
+      int64_t chunk = parts.front().bytes();
+      for (auto [mb, part] : llvm::enumerate(parts))
+        std::memcpy(static_cast<char *>(whole.data()) + mb * chunk,
+                    part.data(), chunk);
+      outputs.push_back(std::move(whole));
+      continue;
+    }
+    Tensor result = parts.front().clone();
+    for (int64_t i = 0, e = result.numel(); i < e; ++i) {
+      double total = 0;
+      for (const Tensor &part : parts)
+        total += part.getDouble(i);
+      if (how == "mean")
+        total /= static_cast<double>(microBatches_);
+      if (result.dtype() == rt::DType::F32)
+        result.as<float>()[i] = static_cast<float>(total);
+      else if (result.dtype() == rt::DType::F64)
+        result.as<double>()[i] = total;
+      else
+        return module.emitError() << "cannot combine output '"
+                                  << outputNames_[index] << "' of "
+                                  << describe(result);
+    }
+    outputs.push_back(std::move(result));
+  }
+  return outputs;
+}
+
+const Tensor *PipelineRunner::getGlobal(llvm::StringRef name) const {
+  auto it = impl_->globalOwner.find(name);
+  int device = it == impl_->globalOwner.end() ? 0 : it->second;
+  if (impl_->devices.empty())
+    return nullptr;
+  return impl_->devices[device].interp->getGlobal(name);
+}
+
+llvm::ArrayRef<std::string> PipelineRunner::getGlobalNames() const {
+  if (impl_->devices.empty())
+    return {};
+  return impl_->devices.front().interp->getGlobalNames();
+}

@@ -1,0 +1,778 @@
+//===- ScheduleTest.cpp - Schedules, simulator and timelines ----*- C++ -*-===//
+//
+// Every built schedule is valid and runs without deadlock, with each action
+// starting exactly when its device and dependencies allow; simulated bubbles
+// and stash counts match the closed forms of GPipe, 1F1B, interleaved 1F1B and
+// ZB-H1; links serialise; broken schedules are reported as deadlocks; and the
+// Chrome trace and SVG writers emit one event / <rect> per action.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Schedule/Schedule.h"
+#include "pp/Schedule/Simulator.h"
+#include "pp/Schedule/Timeline.h"
+
+#include "llvm/Support/JSON.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <random>
+#include <sstream>
+
+using namespace pp::schedule;
+
+namespace {
+
+constexpr ScheduleKind kKinds[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+                                   ScheduleKind::Interleaved1F1B,
+                                   ScheduleKind::ZBH1};
+
+Schedule build(ScheduleKind kind, int p, int m, int v = 1,
+               const std::vector<bool> *gradReduce = nullptr) {
+  Schedule s;
+  std::string error;
+  EXPECT_TRUE(buildSchedule(kind, p, m, v, s, error, gradReduce)) << error;
+  return s;
+}
+
+/// Every (p, m, v) the tests sweep: p in 1..6, m in 1..12, interleaved with v
+/// in 2..3 and m a multiple of p.
+template <typename Fn> void forEachSchedule(Fn fn) {
+  for (ScheduleKind kind : kKinds)
+    for (int p = 1; p <= 6; ++p)
+      for (int m = 1; m <= 12; ++m) {
+        if (kind != ScheduleKind::Interleaved1F1B) {
+          fn(kind, p, m, 1);
+          continue;
+        }
+        if (m % p == 0)
+          for (int v = 2; v <= 3; ++v)
+            fn(kind, p, m, v);
+      }
+}
+
+/// Uniform stages: F per forward, B + W per whole backward, split into B and
+/// W for ZB-H1; one stash per micro-batch; no communication cost.
+SimulationInput uniform(int numStages, double f, double b, double w = 0) {
+  SimulationInput input;
+  input.stages.resize(numStages);
+  for (StageCosts &c : input.stages) {
+    c.forward = f;
+    c.backward = b + w;
+    c.backwardInput = b;
+    c.backwardWeight = w;
+    c.stashBytes = 1;
+  }
+  return input;
+}
+
+/// Compact form of an action list: "F2.1" is forward(stage 2, mb 1), "W0.3"
+/// backward_weight, "R1" / "O1" grad_reduce / optimizer_step of stage 1.
+std::string compact(const std::vector<Action> &list) {
+  std::string text;
+  for (const Action &a : list) {
+    static const char letters[] = {'F', 'B', 'I', 'W', 'R', 'O'};
+    text += text.empty() ? "" : " ";
+    text += letters[static_cast<int>(a.kind)];
+    text += std::to_string(a.stage);
+    if (!isPerStep(a.kind))
+      text += "." + std::to_string(a.microBatch);
+  }
+  return text;
+}
+
+void expectRelNear(double actual, double expected, const std::string &what) {
+  double tolerance = expected == 0 ? 1e-12 : 1e-9 * std::abs(expected);
+  EXPECT_NEAR(actual, expected, tolerance) << what;
+}
+
+std::string caseName(ScheduleKind kind, int p, int m, int v) {
+  return std::string(toString(kind)) + " p=" + std::to_string(p) +
+         " m=" + std::to_string(m) + " v=" + std::to_string(v);
+}
+
+/// Checks a deadlock-free result against the semantics independently of the
+/// simulator's event loop: devices run their lists in order without overlap,
+/// every dependency (and its transfer) ends before its consumer starts,
+/// links carry one transfer at a time in FIFO order, and every action starts
+/// at the earliest moment these allow.
+void checkTimings(const Schedule &s, const SimulationInput &input,
+                  const SimulationResult &r, const std::string &name) {
+  ASSERT_FALSE(r.deadlock) << name;
+  ASSERT_TRUE(r.stuck.empty()) << name;
+  size_t total = 0;
+  for (const std::vector<Action> &list : s.actions)
+    total += list.size();
+  ASSERT_EQ(r.actions.size(), total) << name;
+
+  auto key = [](const Action &a) {
+    return std::make_tuple(static_cast<int>(a.kind), a.stage, a.microBatch);
+  };
+  std::map<std::tuple<int, int, int>, const ActionTiming *> timing;
+  std::vector<std::vector<const ActionTiming *>> perDevice(s.numDevices);
+  for (const ActionTiming &t : r.actions) {
+    timing[key(t.action)] = &t;
+    perDevice[t.device].push_back(&t);
+  }
+  // Transfers by (forward, fromStage, microBatch).
+  std::map<std::tuple<bool, int, int>, const TransferTiming *> transfers;
+  std::map<std::pair<int, int>, std::vector<const TransferTiming *>> links;
+  for (const TransferTiming &t : r.transfers) {
+    transfers[{t.forward, t.fromStage, t.microBatch}] = &t;
+    links[{t.fromDevice, t.toDevice}].push_back(&t);
+    const ActionTiming *producer = timing[key(
+        {t.forward ? ActionKind::Forward
+                   : (usesSplitBackward(s.kind) ? ActionKind::BackwardInput
+                                                : ActionKind::Backward),
+         t.fromStage, t.microBatch})];
+    ASSERT_NE(producer, nullptr) << name;
+    EXPECT_GE(t.start, producer->end) << name;
+    double bandwidth =
+        input.bandwidth.empty() ? 0 : input.bandwidth[t.fromDevice][t.toDevice];
+    double latency =
+        input.latency.empty() ? 0 : input.latency[t.fromDevice][t.toDevice];
+    double duration =
+        latency +
+        (bandwidth > 0 ? static_cast<double>(t.bytes) / bandwidth : 0);
+    EXPECT_NEAR(t.end - t.start, duration, 1e-9 * (1 + duration)) << name;
+  }
+  for (const auto &[link, list] : links)
+    for (size_t i = 1; i < list.size(); ++i) {
+      EXPECT_GE(list[i]->start, list[i - 1]->end - 1e-12) << name;
+      // FIFO: sent in order of the producers' ends.
+      EXPECT_GE(list[i]->start, list[i - 1]->start) << name;
+    }
+
+  std::vector<bool> hasReduce(s.numStages(), false);
+  for (const std::vector<Action> &list : s.actions)
+    for (const Action &a : list)
+      if (a.kind == ActionKind::GradReduce)
+        hasReduce[a.stage] = true;
+
+  for (int d = 0; d < s.numDevices; ++d) {
+    ASSERT_EQ(perDevice[d].size(), s.actions[d].size()) << name;
+    double free = 0;
+    for (size_t i = 0; i < perDevice[d].size(); ++i) {
+      const ActionTiming &t = *perDevice[d][i];
+      EXPECT_EQ(t.action, s.actions[d][i]) << name;
+      double ready = free;
+      for (const Action &dep :
+           dependencies(s, t.action, hasReduce[t.action.stage])) {
+        const ActionTiming *producer = timing[key(dep)];
+        ASSERT_NE(producer, nullptr) << name << ": " << toString(dep);
+        double arrival = producer->end;
+        if (producer->device != d) {
+          const TransferTiming *transfer = transfers[{
+              dep.kind == ActionKind::Forward, dep.stage, dep.microBatch}];
+          ASSERT_NE(transfer, nullptr) << name << ": " << toString(dep);
+          EXPECT_EQ(transfer->toDevice, d) << name;
+          arrival = transfer->end;
+        }
+        EXPECT_GE(t.start, arrival) << name << ": " << toString(t.action);
+        ready = std::max(ready, arrival);
+      }
+      EXPECT_NEAR(t.start, ready, 1e-9 * (1 + ready))
+          << name << ": " << toString(t.action) << " started late";
+      free = t.end;
+    }
+  }
+  EXPECT_GE(r.bubbleFraction, 0) << name;
+  EXPECT_LT(r.bubbleFraction, 1) << name;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Names and arguments
+//===----------------------------------------------------------------------===//
+
+TEST(ScheduleNames, RoundTrip) {
+  for (ScheduleKind kind : kKinds)
+    EXPECT_EQ(parseScheduleKind(toString(kind)), kind);
+  EXPECT_EQ(parseScheduleKind("interleaved-1f1b"),
+            ScheduleKind::Interleaved1F1B);
+  EXPECT_EQ(parseScheduleKind("zbh1"), ScheduleKind::ZBH1);
+  EXPECT_STREQ(toString(ScheduleKind::ZBH1), "zb-h1");
+  EXPECT_FALSE(parseScheduleKind("pipedream").has_value());
+  EXPECT_FALSE(parseScheduleKind("").has_value());
+
+  const char *names[] = {"forward",         "backward",    "backward_input",
+                         "backward_weight", "grad_reduce", "optimizer_step"};
+  for (const char *name : names) {
+    std::optional<ActionKind> kind = parseActionKind(name);
+    ASSERT_TRUE(kind.has_value()) << name;
+    EXPECT_STREQ(toString(*kind), name);
+  }
+  EXPECT_FALSE(parseActionKind("Forward").has_value());
+  EXPECT_EQ(toString(Action{ActionKind::Backward, 1, 0}),
+            "backward(stage 1, mb 0)");
+  EXPECT_EQ(toString(Action{ActionKind::OptimizerStep, 2, -1}),
+            "optimizer_step(stage 2)");
+}
+
+TEST(BuildSchedule, RejectsInvalidArguments) {
+  Schedule s;
+  std::string error;
+  auto rejects = [&](ScheduleKind kind, int p, int m, int v,
+                     const char *parameter,
+                     const std::vector<bool> *reduce = nullptr) {
+    error.clear();
+    EXPECT_FALSE(buildSchedule(kind, p, m, v, s, error, reduce));
+    EXPECT_NE(error.find(parameter), std::string::npos) << error;
+  };
+  rejects(ScheduleKind::OneFOneB, 0, 4, 1, "numDevices");
+  rejects(ScheduleKind::GPipe, 2, 0, 1, "microBatches");
+  rejects(ScheduleKind::OneFOneB, 2, 4, 2, "chunksPerDevice");
+  rejects(ScheduleKind::ZBH1, 2, 4, 0, "chunksPerDevice");
+  rejects(ScheduleKind::Interleaved1F1B, 2, 4, 1, "chunksPerDevice");
+  rejects(ScheduleKind::Interleaved1F1B, 2, 5, 2, "microBatches");
+  std::vector<bool> wrongSize(3, true);
+  rejects(ScheduleKind::Interleaved1F1B, 2, 4, 2, "gradReduceStages",
+          &wrongSize);
+}
+
+//===----------------------------------------------------------------------===//
+// Orders
+//===----------------------------------------------------------------------===//
+
+TEST(BuildSchedule, OneFOneBOrder) {
+  Schedule s = build(ScheduleKind::OneFOneB, 4, 6);
+  EXPECT_EQ(compact(s.actions[0]),
+            "F0.0 F0.1 F0.2 F0.3 B0.0 F0.4 B0.1 F0.5 B0.2 B0.3 B0.4 B0.5 O0");
+  EXPECT_EQ(compact(s.actions[1]),
+            "F1.0 F1.1 F1.2 B1.0 F1.3 B1.1 F1.4 B1.2 F1.5 B1.3 B1.4 B1.5 O1");
+  EXPECT_EQ(compact(s.actions[3]),
+            "F3.0 B3.0 F3.1 B3.1 F3.2 B3.2 F3.3 B3.3 F3.4 B3.4 F3.5 B3.5 O3");
+  // Fewer micro-batches than warm-up slots: all forwards first.
+  Schedule few = build(ScheduleKind::OneFOneB, 4, 2);
+  EXPECT_EQ(compact(few.actions[0]), "F0.0 F0.1 B0.0 B0.1 O0");
+}
+
+TEST(BuildSchedule, GPipeOrder) {
+  Schedule s = build(ScheduleKind::GPipe, 2, 3);
+  EXPECT_EQ(compact(s.actions[1]), "F1.0 F1.1 F1.2 B1.0 B1.1 B1.2 O1");
+}
+
+TEST(BuildSchedule, InterleavedOrderIsMegatrons) {
+  // p = 2, v = 2, m = 4: device 0 warms up with (2-0-1)*2 + (2-1)*2 = 4
+  // forwards; micro-batches go in groups of p = 2 through chunks 0, 1.
+  Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 4, 2);
+  EXPECT_EQ(compact(s.actions[0]), "F0.0 F0.1 F2.0 F2.1 "
+                                   "F0.2 B2.0 F0.3 B2.1 F2.2 B0.0 F2.3 B0.1 "
+                                   "B2.2 B2.3 B0.2 B0.3 O2 O0");
+  // Device 1 warms up with 2 forwards; stage 3 is the last stage.
+  EXPECT_EQ(compact(s.actions[1]),
+            "F1.0 F1.1 "
+            "F3.0 B3.0 F3.1 B3.1 F1.2 B1.0 F1.3 B1.1 F3.2 B3.2 F3.3 B3.3 "
+            "B1.2 B1.3 O3 O1");
+}
+
+TEST(BuildSchedule, ZBH1Order) {
+  // Stage s runs F(x), B(x - (p-1-s)), W(x - (p-1)) for x = 0..m+p-2.
+  Schedule s = build(ScheduleKind::ZBH1, 3, 4);
+  EXPECT_EQ(compact(s.actions[0]),
+            "F0.0 F0.1 F0.2 I0.0 W0.0 F0.3 I0.1 W0.1 I0.2 W0.2 I0.3 W0.3 O0");
+  EXPECT_EQ(compact(s.actions[1]),
+            "F1.0 F1.1 I1.0 F1.2 I1.1 W1.0 F1.3 I1.2 W1.1 I1.3 W1.2 W1.3 O1");
+  EXPECT_EQ(compact(s.actions[2]),
+            "F2.0 I2.0 F2.1 I2.1 F2.2 I2.2 W2.0 F2.3 I2.3 W2.1 W2.2 W2.3 O2");
+}
+
+TEST(BuildSchedule, GradReduceBeforeOptimizerStep) {
+  std::vector<bool> reduce = {true, false, false, true};
+  Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 2, &reduce);
+  std::string error;
+  EXPECT_TRUE(validateSchedule(s, error)) << error;
+  // Device 1 holds stages 1 and 3; stage 3's backwards finish first.
+  std::vector<Action> tail(s.actions[1].end() - 3, s.actions[1].end());
+  EXPECT_EQ(compact(tail), "R3 O3 O1");
+  std::vector<Action> tail0(s.actions[0].end() - 3, s.actions[0].end());
+  EXPECT_EQ(compact(tail0), "O2 R0 O0");
+
+  // The optimizer step waits for the reduction, which takes its time.
+  SimulationInput input = uniform(4, 1, 2);
+  for (StageCosts &c : input.stages) {
+    c.gradReduce = 5;
+    c.optimizer = 0.5;
+  }
+  SimulationResult r = simulate(s, input);
+  checkTimings(s, input, r, "grad reduce");
+  const ActionTiming &last = r.actions.back();
+  EXPECT_EQ(last.action.kind, ActionKind::OptimizerStep);
+  double reduceEnd = 0;
+  for (const ActionTiming &t : r.actions)
+    if (t.action.kind == ActionKind::GradReduce && t.action.stage == 0)
+      reduceEnd = t.end;
+  bool found = false;
+  for (const ActionTiming &t : r.actions)
+    if (t.action == Action{ActionKind::OptimizerStep, 0, -1}) {
+      found = true;
+      EXPECT_DOUBLE_EQ(t.start, reduceEnd);
+    }
+  EXPECT_TRUE(found);
+}
+
+//===----------------------------------------------------------------------===//
+// Validation and simulation of every schedule
+//===----------------------------------------------------------------------===//
+
+TEST(ValidateSchedule, AcceptsEveryBuiltSchedule) {
+  int count = 0;
+  forEachSchedule([&](ScheduleKind kind, int p, int m, int v) {
+    Schedule s = build(kind, p, m, v);
+    std::string error;
+    EXPECT_TRUE(validateSchedule(s, error))
+        << caseName(kind, p, m, v) << ": " << error;
+    std::vector<bool> reduce(p * v);
+    for (int i = 0; i < p * v; i += 2)
+      reduce[i] = true;
+    Schedule withReduce = build(kind, p, m, v, &reduce);
+    EXPECT_TRUE(validateSchedule(withReduce, error))
+        << caseName(kind, p, m, v) << " with reductions: " << error;
+    ++count;
+  });
+  EXPECT_EQ(count, 3 * 72 + 2 * (12 + 6 + 4 + 3 + 2 + 2));
+}
+
+TEST(ValidateSchedule, ReportsTheFirstProblem) {
+  std::string error;
+  Schedule missing = build(ScheduleKind::GPipe, 3, 4);
+  missing.actions[1].erase(missing.actions[1].begin() + 2);
+  EXPECT_FALSE(validateSchedule(missing, error));
+  EXPECT_EQ(error, "forward(stage 1, mb 2) is missing (device 1)");
+
+  Schedule twice = build(ScheduleKind::OneFOneB, 3, 4);
+  twice.actions[2].push_back({ActionKind::Backward, 2, 3});
+  EXPECT_FALSE(validateSchedule(twice, error));
+  EXPECT_NE(error.find("backward(stage 2, mb 3) appears twice"),
+            std::string::npos)
+      << error;
+
+  Schedule misplaced = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);
+  std::swap(misplaced.actions[0][0], misplaced.actions[1][0]);
+  EXPECT_FALSE(validateSchedule(misplaced, error));
+  EXPECT_NE(error.find("forward(stage 1, mb 0) is misplaced on device 0"),
+            std::string::npos)
+      << error;
+
+  Schedule wrongKind = build(ScheduleKind::ZBH1, 2, 2);
+  wrongKind.actions[0][3].kind = ActionKind::Backward;
+  EXPECT_FALSE(validateSchedule(wrongKind, error));
+  EXPECT_NE(error.find("does not belong in a zb-h1 schedule"),
+            std::string::npos)
+      << error;
+
+  Schedule noStep = build(ScheduleKind::OneFOneB, 2, 2);
+  noStep.actions[0].pop_back();
+  EXPECT_FALSE(validateSchedule(noStep, error));
+  EXPECT_EQ(error, "optimizer_step(stage 0) is missing (device 0)");
+
+  Schedule badMicroBatch = build(ScheduleKind::GPipe, 2, 2);
+  badMicroBatch.actions[1][0].microBatch = 2;
+  EXPECT_FALSE(validateSchedule(badMicroBatch, error));
+  EXPECT_NE(error.find("micro-batch outside [0, 2)"), std::string::npos)
+      << error;
+}
+
+TEST(Simulate, EveryScheduleRunsAsSoonAsPossible) {
+  // Heterogeneous stages and links, so that nothing lines up by accident.
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<double> time(0.5, 2.0);
+  forEachSchedule([&](ScheduleKind kind, int p, int m, int v) {
+    std::vector<bool> reduce(p * v);
+    for (int i = 1; i < p * v; i += 2)
+      reduce[i] = true;
+    Schedule s = build(kind, p, m, v, &reduce);
+    SimulationInput input;
+    input.stages.resize(p * v);
+    for (StageCosts &c : input.stages) {
+      c.forward = time(rng);
+      c.backward = 2 * time(rng);
+      c.backwardInput = time(rng);
+      c.backwardWeight = time(rng);
+      c.gradReduce = time(rng);
+      c.optimizer = 0.1 * time(rng);
+      c.activationBytes = 1000 + rng() % 1000;
+      c.gradientBytes = 1000 + rng() % 1000;
+    }
+    input.bandwidth.assign(p, std::vector<double>(p, 0));
+    input.latency.assign(p, std::vector<double>(p, 0));
+    for (int a = 0; a < p; ++a)
+      for (int b = 0; b < p; ++b) {
+        input.bandwidth[a][b] = 1000 * time(rng);
+        input.latency[a][b] = 0.1 * time(rng);
+      }
+    SimulationResult r = simulate(s, input);
+    EXPECT_TRUE(r.error.empty()) << r.error;
+    checkTimings(s, input, r, caseName(kind, p, m, v));
+  });
+}
+
+//===----------------------------------------------------------------------===//
+// Closed forms
+//===----------------------------------------------------------------------===//
+
+TEST(Bubble, GPipeAndOneFOneBMatchClosedForm) {
+  for (ScheduleKind kind : {ScheduleKind::GPipe, ScheduleKind::OneFOneB})
+    for (int p : {1, 2, 3, 4, 6})
+      for (int m : {1, 2, 3, 4, 7, 12})
+        for (auto [f, b] : {std::pair{1.0, 2.0}, {1.5, 1.0}, {0.3, 0.9}}) {
+          Schedule s = build(kind, p, m);
+          SimulationResult r = simulate(s, uniform(p, f, b));
+          std::string name = caseName(kind, p, m, 1) +
+                             " F=" + std::to_string(f) +
+                             " B=" + std::to_string(b);
+          ASSERT_FALSE(r.deadlock) << name;
+          expectRelNear(r.iterationTime, (m + p - 1) * (f + b), name);
+          expectRelNear(r.bubbleFraction, double(p - 1) / (m + p - 1), name);
+          for (int d = 0; d < p; ++d)
+            expectRelNear(r.idle[d], (p - 1) * (f + b), name);
+        }
+}
+
+TEST(Bubble, InterleavedMatchesClosedForm) {
+  for (int p : {1, 2, 3, 4, 6})
+    for (int v : {2, 3, 4})
+      for (int m : {p, 2 * p, 3 * p})
+        for (auto [f, b] : {std::pair{1.0, 2.0}, {1.5, 1.0}}) {
+          Schedule s = build(ScheduleKind::Interleaved1F1B, p, m, v);
+          SimulationResult r = simulate(s, uniform(p * v, f / v, b / v));
+          std::string name = caseName(ScheduleKind::Interleaved1F1B, p, m, v);
+          ASSERT_FALSE(r.deadlock) << name;
+          expectRelNear(r.bubbleFraction, double(p - 1) / (v * m + p - 1),
+                        name);
+          expectRelNear(r.iterationTime, (f + b) * (m + double(p - 1) / v),
+                        name);
+        }
+}
+
+// ZB-H1 with m >= p: the zero-bubble paper's (p-1)(F+B-W) of idle time on
+// every device when W <= min(F, B). Two lower bounds hold for any costs: the
+// last stage starts after (p-1) F, and stage 0, after its p forwards, waits
+// (p-1) B for its first B to come back; with W <= min(F, B) the deferred W's
+// fill everything else but the (p-1) F+B-W forced by the critical path of B's.
+// Our schedule attains the larger of the three exactly.
+TEST(Bubble, ZBH1MatchesClosedForm) {
+  struct Costs {
+    double f, b, w;
+  };
+  for (int p : {2, 3, 4, 6})
+    for (int m : {p, p + 1, 2 * p, 12}) {
+      for (Costs c : {Costs{1, 1, 1}, Costs{0.25, 0.25, 0.25}, Costs{1, 2, 1},
+                      Costs{2, 1, 1}, Costs{1, 1, 0.5}, Costs{1.5, 1.2, 0.3}}) {
+        Schedule s = build(ScheduleKind::ZBH1, p, m);
+        SimulationResult r = simulate(s, uniform(p, c.f, c.b, c.w));
+        std::string name = caseName(ScheduleKind::ZBH1, p, m, 1) +
+                           " F=" + std::to_string(c.f) +
+                           " B=" + std::to_string(c.b) +
+                           " W=" + std::to_string(c.w);
+        ASSERT_FALSE(r.deadlock) << name;
+        double bubble = (p - 1) * (c.f + c.b - c.w);
+        for (int d = 0; d < p; ++d)
+          expectRelNear(r.idle[d], bubble, name);
+        expectRelNear(r.iterationTime, m * (c.f + c.b + c.w) + bubble, name);
+      }
+      // F = B = W: a third of 1F1B's bubble.
+      Schedule zb = build(ScheduleKind::ZBH1, p, m);
+      Schedule ofob = build(ScheduleKind::OneFOneB, p, m);
+      SimulationResult rz = simulate(zb, uniform(p, 1, 1, 1));
+      SimulationResult r1 = simulate(ofob, uniform(p, 1, 1, 1));
+      expectRelNear(rz.idle[0] * 3, r1.idle[0], "third");
+      expectRelNear(rz.bubbleFraction, double(p - 1) / (3 * m + p - 1),
+                    "fraction");
+    }
+  // W larger than F or B: the lower bounds take over.
+  for (Costs c : {Costs{1, 1, 2}, Costs{1, 2, 2}, Costs{0.5, 1, 1},
+                  Costs{2.3, 1.9, 2.1}}) {
+    int p = 4, m = 8;
+    SimulationResult r =
+        simulate(build(ScheduleKind::ZBH1, p, m), uniform(p, c.f, c.b, c.w));
+    double bubble = (p - 1) * std::max({c.f, c.b, c.f + c.b - c.w});
+    expectRelNear(r.iterationTime, m * (c.f + c.b + c.w) + bubble, "bounds");
+  }
+}
+
+TEST(Bubble, ZBH1BeatsOneFOneB) {
+  for (int p = 2; p <= 6; ++p)
+    for (int m = 1; m <= 12; ++m)
+      for (auto [f, b, w] :
+           {std::tuple{1.0, 1.0, 1.0}, {1.0, 2.0, 0.5}, {0.5, 1.0, 2.0}}) {
+        SimulationResult zb =
+            simulate(build(ScheduleKind::ZBH1, p, m), uniform(p, f, b, w));
+        SimulationResult ofob =
+            simulate(build(ScheduleKind::OneFOneB, p, m), uniform(p, f, b, w));
+        EXPECT_LT(zb.bubbleFraction, ofob.bubbleFraction)
+            << "p=" << p << " m=" << m;
+        EXPECT_LT(zb.iterationTime, ofob.iterationTime);
+      }
+}
+
+TEST(Memory, PeakStashCounts) {
+  for (int p = 1; p <= 6; ++p)
+    for (int m = 1; m <= 12; ++m) {
+      std::string name = "p=" + std::to_string(p) + " m=" + std::to_string(m);
+      SimulationResult gpipe =
+          simulate(build(ScheduleKind::GPipe, p, m), uniform(p, 1, 2));
+      SimulationResult ofob =
+          simulate(build(ScheduleKind::OneFOneB, p, m), uniform(p, 1, 2));
+      SimulationResult zb =
+          simulate(build(ScheduleKind::ZBH1, p, m), uniform(p, 1, 1, 1));
+      for (int s = 0; s < p; ++s) {
+        EXPECT_EQ(gpipe.peakMemory[s], uint64_t(m)) << name;
+        EXPECT_EQ(ofob.peakMemory[s], uint64_t(std::min(p - s, m))) << name;
+        // A stash lives until its W, which trails its forward by p-1
+        // micro-batches on every stage: every stage holds what 1F1B's first
+        // stage holds, so the peak over devices is 1F1B's.
+        EXPECT_EQ(zb.peakMemory[s], uint64_t(std::min(p, m))) << name;
+      }
+      EXPECT_EQ(
+          *std::max_element(zb.peakMemory.begin(), zb.peakMemory.end()),
+          *std::max_element(ofob.peakMemory.begin(), ofob.peakMemory.end()))
+          << name;
+    }
+}
+
+TEST(Memory, StaticAndInputGradientStashes) {
+  // One device: F0 B0 W0 F1 B1 W1; static + one stash + one input gradient.
+  SimulationInput input = uniform(1, 1, 1, 1);
+  input.stages[0].stashBytes = 100;
+  input.stages[0].inputGradStashBytes = 10;
+  input.stages[0].staticBytes = 5000;
+  SimulationResult zb = simulate(build(ScheduleKind::ZBH1, 1, 2), input);
+  EXPECT_EQ(zb.peakMemory[0], 5110u);
+  SimulationResult gpipe = simulate(build(ScheduleKind::GPipe, 1, 3), input);
+  EXPECT_EQ(gpipe.peakMemory[0], 5300u);
+
+  // Interleaved: a device pays the static bytes of every chunk it holds.
+  SimulationInput chunks = uniform(4, 1, 1);
+  for (int s = 0; s < 4; ++s) {
+    chunks.stages[s].stashBytes = 0;
+    chunks.stages[s].staticBytes = 1u << (4 * s);
+  }
+  SimulationResult r =
+      simulate(build(ScheduleKind::Interleaved1F1B, 2, 4, 2), chunks);
+  EXPECT_EQ(r.peakMemory[0], 0x101u);
+  EXPECT_EQ(r.peakMemory[1], 0x1010u);
+}
+
+//===----------------------------------------------------------------------===//
+// Links and deadlocks
+//===----------------------------------------------------------------------===//
+
+TEST(Simulate, TransfersOnOneLinkSerialise) {
+  // Stage 0's forwards take no time, so both activations are sent at t = 0;
+  // each takes 0.5 + 100 / 100 = 1.5 s on the one link 0 -> 1.
+  Schedule s = build(ScheduleKind::GPipe, 2, 2);
+  SimulationInput input = uniform(2, 1, 1);
+  input.stages[0].forward = 0;
+  input.stages[0].activationBytes = 100;
+  input.bandwidth = {{0, 100}, {100, 0}};
+  input.latency = {{0, 0.5}, {0.5, 0}};
+  SimulationResult r = simulate(s, input);
+  ASSERT_FALSE(r.deadlock);
+  std::vector<const TransferTiming *> forward;
+  for (const TransferTiming &t : r.transfers)
+    if (t.forward)
+      forward.push_back(&t);
+  ASSERT_EQ(forward.size(), 2u);
+  EXPECT_EQ(forward[0]->microBatch, 0);
+  EXPECT_DOUBLE_EQ(forward[0]->start, 0);
+  EXPECT_DOUBLE_EQ(forward[0]->end, 1.5);
+  EXPECT_EQ(forward[1]->microBatch, 1);
+  EXPECT_DOUBLE_EQ(forward[1]->start, 1.5);
+  EXPECT_DOUBLE_EQ(forward[1]->end, 3.0);
+  EXPECT_EQ(forward[1]->bytes, 100u);
+  EXPECT_EQ(forward[1]->fromStage, 0);
+  EXPECT_EQ(forward[1]->toStage, 1);
+  // Stage 1 runs F0 at [1.5, 2.5] and then waits for the second transfer.
+  std::vector<double> starts;
+  for (const ActionTiming &t : r.actions)
+    if (t.device == 1 && t.action.kind == ActionKind::Forward)
+      starts.push_back(t.start);
+  EXPECT_EQ(starts, (std::vector<double>{1.5, 3.0}));
+
+  // Without latency or bandwidth limits the link costs nothing.
+  input.bandwidth.clear();
+  input.latency.clear();
+  SimulationResult free = simulate(s, input);
+  EXPECT_DOUBLE_EQ(free.iterationTime, 5);
+}
+
+TEST(Deadlock, ForwardMovedAfterItsBackward) {
+  // 1F1B's last stage: F0 B0 F1 B1 ... becomes F0 B0 B1 F1 ...
+  Schedule s = build(ScheduleKind::OneFOneB, 3, 4);
+  std::vector<Action> &last = s.actions[2];
+  ASSERT_EQ(last[2], (Action{ActionKind::Forward, 2, 1}));
+  std::swap(last[2], last[3]);
+  std::string error;
+  EXPECT_TRUE(validateSchedule(s, error)) << "order is not validated";
+  SimulationResult r = simulate(s, uniform(3, 1, 2));
+  ASSERT_TRUE(r.deadlock);
+  EXPECT_NE(std::find(r.stuck.begin(), r.stuck.end(),
+                      "device 2: backward(stage 2, mb 1) waits for "
+                      "forward(stage 2, mb 1) on device 2"),
+            r.stuck.end());
+  EXPECT_NE(std::find(r.stuck.begin(), r.stuck.end(),
+                      "device 1: backward(stage 1, mb 1) waits for "
+                      "backward(stage 2, mb 1) on device 2"),
+            r.stuck.end());
+  // The actions that did run are reported, and the writers still work.
+  EXPECT_FALSE(r.actions.empty());
+  std::ostringstream svg;
+  writeTimelineSVG(s, r, {}, svg);
+  EXPECT_NE(svg.str().find("DEADLOCK"), std::string::npos);
+}
+
+TEST(Deadlock, MissingAction) {
+  Schedule s = build(ScheduleKind::GPipe, 3, 4);
+  s.actions[1].erase(s.actions[1].begin() + 2); // forward(stage 1, mb 2)
+  SimulationResult r = simulate(s, uniform(3, 1, 1));
+  ASSERT_TRUE(r.deadlock);
+  EXPECT_NE(std::find(r.stuck.begin(), r.stuck.end(),
+                      "device 2: forward(stage 2, mb 2) waits for "
+                      "forward(stage 1, mb 2), which is never scheduled"),
+            r.stuck.end());
+  EXPECT_NE(std::find(r.stuck.begin(), r.stuck.end(),
+                      "device 1: backward(stage 1, mb 0) waits for "
+                      "backward(stage 2, mb 0) on device 2"),
+            r.stuck.end());
+}
+
+TEST(Deadlock, CycleAcrossDevices) {
+  // Device 0 wants B0 before sending F1; device 1 wants F1 before B0.
+  Schedule s{ScheduleKind::OneFOneB, 2, 1, 2, {}};
+  s.actions = {{{ActionKind::Forward, 0, 0},
+                {ActionKind::Backward, 0, 0},
+                {ActionKind::Forward, 0, 1},
+                {ActionKind::Backward, 0, 1},
+                {ActionKind::OptimizerStep, 0, -1}},
+               {{ActionKind::Forward, 1, 1},
+                {ActionKind::Forward, 1, 0},
+                {ActionKind::Backward, 1, 0},
+                {ActionKind::Backward, 1, 1},
+                {ActionKind::OptimizerStep, 1, -1}}};
+  std::string error;
+  EXPECT_TRUE(validateSchedule(s, error)) << error;
+  SimulationResult r = simulate(s, uniform(2, 1, 1));
+  ASSERT_TRUE(r.deadlock);
+  EXPECT_EQ(r.stuck, (std::vector<std::string>{
+                         "device 0: backward(stage 0, mb 0) waits for "
+                         "backward(stage 1, mb 0) on device 1",
+                         "device 1: forward(stage 1, mb 1) waits for "
+                         "forward(stage 0, mb 1) on device 0"}));
+  // Only F(0, 0) ran.
+  ASSERT_EQ(r.actions.size(), 1u);
+  EXPECT_EQ(r.actions[0].action, (Action{ActionKind::Forward, 0, 0}));
+}
+
+TEST(Simulate, RejectsMismatchedInput) {
+  Schedule s = build(ScheduleKind::OneFOneB, 2, 2);
+  SimulationResult r = simulate(s, uniform(3, 1, 1));
+  EXPECT_NE(r.error.find("costs for 3 stages, expected 2"), std::string::npos)
+      << r.error;
+  EXPECT_TRUE(r.actions.empty());
+}
+
+//===----------------------------------------------------------------------===//
+// Timelines
+//===----------------------------------------------------------------------===//
+
+namespace {
+SimulationResult sampleRun(Schedule &s) {
+  s = build(ScheduleKind::Interleaved1F1B, 2, 4, 2);
+  SimulationInput input = uniform(4, 0.0005, 0.001);
+  for (StageCosts &c : input.stages)
+    c.activationBytes = c.gradientBytes = 1 << 20;
+  input.bandwidth = {{0, 1e9}, {1e9, 0}};
+  input.latency = {{0, 1e-5}, {1e-5, 0}};
+  return simulate(s, input);
+}
+} // namespace
+
+TEST(Timeline, ChromeTraceIsValidJSON) {
+  Schedule s;
+  SimulationResult r = sampleRun(s);
+  ASSERT_FALSE(r.deadlock);
+  ASSERT_FALSE(r.transfers.empty());
+  std::vector<std::string> names = {"gpu \"0\"\\\n<a>", "gpu1"};
+  std::ostringstream os;
+  writeChromeTrace(s, r, names, os);
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(os.str());
+  ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
+  const llvm::json::Object *root = parsed->getAsObject();
+  ASSERT_NE(root, nullptr);
+  EXPECT_EQ(root->getString("displayTimeUnit"), "ms");
+  const llvm::json::Array *events = root->getArray("traceEvents");
+  ASSERT_NE(events, nullptr);
+
+  size_t actionEvents = 0, transferEvents = 0;
+  std::map<int64_t, std::string> threadNames;
+  bool sawF3 = false;
+  for (const llvm::json::Value &value : *events) {
+    const llvm::json::Object *event = value.getAsObject();
+    ASSERT_NE(event, nullptr);
+    std::optional<llvm::StringRef> ph = event->getString("ph");
+    std::optional<int64_t> pid = event->getInteger("pid");
+    ASSERT_TRUE(ph && pid);
+    if (*ph == "M" && *pid == 0 && event->getString("name") == "thread_name")
+      threadNames[*event->getInteger("tid")] =
+          event->getObject("args")->getString("name")->str();
+    if (*ph != "X")
+      continue;
+    ASSERT_TRUE(event->getNumber("ts") && event->getNumber("dur"));
+    if (*pid == 0) {
+      ++actionEvents;
+      const llvm::json::Object *args = event->getObject("args");
+      ASSERT_NE(args, nullptr);
+      EXPECT_TRUE(args->getInteger("stage") && args->getInteger("microBatch") &&
+                  args->getInteger("weightVersion"));
+      if (event->getString("name") == "F3" && args->getInteger("stage") == 2) {
+        sawF3 = true;
+        EXPECT_EQ(event->getString("cat"), "forward");
+      }
+    } else {
+      ++transferEvents;
+    }
+  }
+  EXPECT_EQ(actionEvents, r.actions.size());
+  EXPECT_EQ(transferEvents, r.transfers.size());
+  EXPECT_TRUE(sawF3);
+  EXPECT_EQ(threadNames[0], names[0]);
+  EXPECT_EQ(threadNames[1], names[1]);
+
+  // Microseconds: the first action is a 0.5 ms forward.
+  for (const llvm::json::Value &value : *events) {
+    const llvm::json::Object *event = value.getAsObject();
+    if (event->getString("ph") == "X" && event->getInteger("pid") == 0) {
+      EXPECT_NEAR(*event->getNumber("dur"), 500, 1e-6);
+      break;
+    }
+  }
+}
+
+TEST(Timeline, SVGHasOneRectPerAction) {
+  Schedule s;
+  SimulationResult r = sampleRun(s);
+  std::ostringstream os;
+  writeTimelineSVG(s, r, {"gpu<0>", "gpu&1"}, os);
+  std::string svg = os.str();
+  size_t rects = 0;
+  for (size_t at = svg.find("<rect"); at != std::string::npos;
+       at = svg.find("<rect", at + 1))
+    ++rects;
+  EXPECT_EQ(rects, r.actions.size());
+  EXPECT_EQ(svg.rfind("</svg>\n"), svg.size() - 7);
+  EXPECT_NE(svg.find("gpu&lt;0&gt;"), std::string::npos);
+  EXPECT_NE(svg.find("gpu&amp;1"), std::string::npos);
+  EXPECT_EQ(svg.find("gpu<0>"), std::string::npos);
+  // Legend and axis.
+  EXPECT_NE(svg.find(">forward</text>"), std::string::npos);
+  EXPECT_NE(svg.find(">backward</text>"), std::string::npos);
+  EXPECT_NE(svg.find(" ms</text>"), std::string::npos);
+  // Every tag opened is closed (a cheap well-formedness check).
+  EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'),
+            std::count(svg.begin(), svg.end(), '>'));
+}
