@@ -20,6 +20,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <unordered_map>
 
 using namespace mlir;
 using namespace pp::interp;
@@ -215,10 +216,17 @@ FailureOr<Tensor> pp::interp::decodeElements(Location loc, ElementsAttr value) {
 // Interpreter
 //===----------------------------------------------------------------------===//
 
+namespace {
+struct ValueHash {
+  size_t operator()(Value value) const { return hash_value(value); }
+};
+} // namespace
+
 /// The live values of one function invocation and, once it returned, its
-/// results.
+/// results. Node-based, so the reference `lookup` returns stays valid while
+/// a handler defines its results (a DenseMap would move it on growth).
 struct Interpreter::Frame {
-  llvm::DenseMap<Value, Tensor> values;
+  std::unordered_map<Value, Tensor, ValueHash> values;
   std::vector<Tensor> results;
   bool returned = false;
 };

@@ -129,7 +129,6 @@ std::string describeAction(pipeline::ActionOp action) {
 
 struct PipelineRunner::Impl {
   struct Device {
-    std::unique_ptr<Interpreter> interp;
     std::vector<pipeline::ActionOp> actions;
     // (stage, slot, micro-batch) -> kept value; (stage, slot) -> sum.
     std::map<std::tuple<int64_t, int64_t, int64_t>, Tensor> stash;
@@ -141,6 +140,10 @@ struct PipelineRunner::Impl {
   ModuleOp module;
   PipelineRunOptions options;
   std::vector<Device> devices;
+  /// One interpreter per stage: a stage owns its copy of the globals (the
+  /// step counter, say, advances once per stage even when a device holds
+  /// several stages).
+  std::vector<std::unique_ptr<Interpreter>> stages;
   Mailbox mailbox;
   // Step data: [input][micro-batch] and [output][micro-batch].
   std::vector<std::vector<Tensor>> microInputs;
@@ -352,19 +355,20 @@ LogicalResult PipelineRunner::initialize() {
   for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
     for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
       impl_->devices[device.getIndex()].actions.push_back(action);
-  for (int d = 0; d < numDevices_; ++d) {
+  int64_t numStages = numDevices_ * static_cast<int64_t>(schedule.getChunks());
+  for (int64_t s = 0; s < numStages; ++s) {
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
-    options.seed = impl_->options.seed + static_cast<uint64_t>(d);
-    auto &device = impl_->devices[d];
-    device.interp = std::make_unique<Interpreter>(module, options);
-    registerTrainHandlers(*device.interp);
-    impl_->registerHandlers(*device.interp, d);
-    if (failed(device.interp->initialize()))
+    options.seed = impl_->options.seed + static_cast<uint64_t>(s);
+    auto interp = std::make_unique<Interpreter>(module, options);
+    registerTrainHandlers(*interp);
+    impl_->registerHandlers(*interp, static_cast<int>(s % numDevices_));
+    if (failed(interp->initialize()))
       return failure();
+    impl_->stages.push_back(std::move(interp));
   }
 
-  // Owners of the globals: the first device that writes one, else the
+  // Owners of the globals: the first stage that writes one, else the
   // first that reads it.
   llvm::StringMap<int> reader;
   module.walk([&](Operation *op) {
@@ -373,7 +377,7 @@ LogicalResult PipelineRunner::initialize() {
                       : IntegerAttr();
     if (!stage)
       return;
-    int device = static_cast<int>(stage.getInt() % numDevices_);
+    int device = static_cast<int>(stage.getInt());
     if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
       impl_->globalOwner.try_emplace(write.getGlobal(), device);
     else if (auto read = dyn_cast<pp::onnx::GlobalReadOp>(op))
@@ -423,7 +427,8 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       if (action.getMicroBatchAttr().getInt() >= 0)
         args.push_back(Tensor::fromValues<int64_t>(
             rt::DType::I64, {}, {action.getMicroBatchAttr().getInt()}));
-      if (failed(device.interp->run(*action.getCallee(), args))) {
+      Interpreter &interp = *impl.stages[action.getStageAttr().getInt()];
+      if (failed(interp.run(*action.getCallee(), args))) {
         device.failed = true;
         impl.mailbox.abort();
         break;
@@ -497,14 +502,14 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
 
 const Tensor *PipelineRunner::getGlobal(llvm::StringRef name) const {
   auto it = impl_->globalOwner.find(name);
-  int device = it == impl_->globalOwner.end() ? 0 : it->second;
-  if (impl_->devices.empty())
+  int stage = it == impl_->globalOwner.end() ? 0 : it->second;
+  if (impl_->stages.empty())
     return nullptr;
-  return impl_->devices[device].interp->getGlobal(name);
+  return impl_->stages[stage]->getGlobal(name);
 }
 
 llvm::ArrayRef<std::string> PipelineRunner::getGlobalNames() const {
-  if (impl_->devices.empty())
+  if (impl_->stages.empty())
     return {};
-  return impl_->devices.front().interp->getGlobalNames();
+  return impl_->stages.front()->getGlobalNames();
 }

@@ -523,30 +523,32 @@ void Splitter::syncTiedWeights() {
     f->func.walk([&](onnx::GlobalReadOp read) {
       readers[read.getGlobalAttr().getAttr()].insert(key.first);
     });
-  for (int64_t s = 0; s < numStages; ++s) {
+  // The optimizer's writes, gathered before any copy is added.
+  SmallVector<std::pair<int64_t, train::GlobalWriteOp>> writes;
+  for (int64_t s = 0; s < numStages; ++s)
+    fn(s, Phase::Update).func.walk([&](train::GlobalWriteOp w) {
+      writes.push_back({s, w});
+    });
+  for (auto [s, write] : writes) {
+    auto global = module.lookupSymbol<onnx::GlobalOp>(write.getGlobalAttr());
+    if (!global || global.getKind() != onnx::kTrainable)
+      continue;
     StageFunction &update = fn(s, Phase::Update);
-    SmallVector<train::GlobalWriteOp> writes;
-    update.func.walk([&](train::GlobalWriteOp w) { writes.push_back(w); });
-    for (auto write : writes) {
-      auto global = module.lookupSymbol<onnx::GlobalOp>(write.getGlobalAttr());
-      if (!global || global.getKind() != onnx::kTrainable)
+    for (int64_t other : readers[write.getGlobalAttr().getAttr()]) {
+      if (other == s)
         continue;
-      for (int64_t other : readers[write.getGlobalAttr().getAttr()]) {
-        if (other == s)
-          continue;
-        StageFunction &holder = fn(other, Phase::Update);
-        int64_t tag = nextTag++;
-        pipeline::SendOp::create(update.builder, write.getLoc(),
-                                 write.getValue(), mbOrZero(update),
-                                 update.builder.getI64IntegerAttr(other),
-                                 update.builder.getI64IntegerAttr(tag));
-        Value received = pipeline::RecvOp::create(
-            holder.builder, write.getLoc(), write.getValue().getType(),
-            mbOrZero(holder), holder.builder.getI64IntegerAttr(s),
-            holder.builder.getI64IntegerAttr(tag));
-        train::GlobalWriteOp::create(holder.builder, write.getLoc(),
-                                     write.getGlobalAttr(), received);
-      }
+      StageFunction &holder = fn(other, Phase::Update);
+      int64_t tag = nextTag++;
+      pipeline::SendOp::create(update.builder, write.getLoc(),
+                               write.getValue(), mbOrZero(update),
+                               update.builder.getI64IntegerAttr(other),
+                               update.builder.getI64IntegerAttr(tag));
+      Value received = pipeline::RecvOp::create(
+          holder.builder, write.getLoc(), write.getValue().getType(),
+          mbOrZero(holder), holder.builder.getI64IntegerAttr(s),
+          holder.builder.getI64IntegerAttr(tag));
+      train::GlobalWriteOp::create(holder.builder, write.getLoc(),
+                                   write.getGlobalAttr(), received);
     }
   }
 }

@@ -71,6 +71,17 @@ int main(int argc, char **argv) {
   registerCSEPass();
   registerSymbolDCEPass();
 
+  // A diagnostic at a module or function would print the whole of it (often
+  // megabytes of weights): off unless asked for.
+  std::vector<char *> args(argv, argv + argc);
+  bool printOpGiven = llvm::any_of(args, [](const char *arg) {
+    return StringRef(arg).contains("mlir-print-op-on-diagnostic");
+  });
+  static char noPrintOp[] = "--mlir-print-op-on-diagnostic=false";
+  if (!printOpGiven)
+    args.insert(args.begin() + 1, noPrintOp);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   auto [inputFile, outputFile] = registerAndParseCLIOptions(
       argc, argv, "pipeline-opt: ONNX to pipeline-parallel training programs",
       registry);

@@ -1,8 +1,8 @@
 //===- PipelineRunner.h - Run a split pipeline on the interpreter -*- C++ -*-=//
 //
 // Executes a module produced by --pp-split-stages and --pp-schedule: one
-// thread per device, each with its own Interpreter (its own copy of the
-// globals, as a rank has), running its `pp.device` actions in order.
+// thread per device running its `pp.device` actions in order; every stage
+// has its own Interpreter, so its own copy of the globals it reads.
 // `pp.send` / `pp.recv` go through an in-process mailbox keyed by (sender
 // stage, receiver stage, tag, micro-batch); sends never block, receives wait.
 // When every running device waits for a message nobody can send any more,

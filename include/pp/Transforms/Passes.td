@@ -177,4 +177,49 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 
+def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute chosen forward ops in the backward (activation checkpointing)";
+  let description = [{
+    Runs on a training step after --pp-autodiff (and --pp-optimizer). For a
+    set R of forward ops, each op of R is cloned (with its `pp.stage` and a
+    unit `pp.recompute`) just before the first backward op of its stage that
+    needs it, and the backward ops of that stage use the clone instead of the
+    forward result. The forward is unchanged; what the backward keeps per
+    micro-batch becomes the inputs of the recomputed segments. Dropout, ops
+    with memory effects or non-float results, constants and global reads are
+    never recomputed.
+
+    Policies: `none`; `full` (R = every recomputable op: a stage keeps only
+    its inputs); `selective` (memory-bound ops: softmax, unary activations,
+    layout ops, broadcasting elementwise ops, where they lower the stage's
+    kept bytes); `auto` (per stage, if kept bytes x in-flight micro-batches
+    exceed the device's memory left after weights, gradients and optimizer
+    state, greedily recompute the ops with the best bytes saved per added
+    forward second until it fits; fails with the shortfall otherwise).
+
+    ```
+    pipeline-opt m.onnx --pp-add-loss --pp-partition="cluster=4xH100" \
+      --pp-autodiff --pp-optimizer --pp-recompute="policy=auto cluster=4xH100"
+    ```
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none, full, selective or auto">,
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster (preset spec or .json) for auto and the report's times">,
+    Option<"schedule", "schedule", "std::string", "\"\"",
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's "
+           "pp.schedule_kind, else 1f1b)">,
+    Option<"microBatches", "microbatches", "unsigned", "0",
+           "Micro-batches per step (0: the module's pp.micro_batches, else 8)">,
+    Option<"activationBudget", "activation-budget", "int64_t", "-1",
+           "Activation bytes per device for auto (-1: device memory minus "
+           "weights, gradients and optimizer state)">,
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write a per-stage summary here ('-' for stdout)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,158 @@
+"""Checks that split, scheduled pipelines train exactly like the unsplit step.
+
+For one test model: exports it (dropout off, same weights) at the micro-batch
+size and at the whole mini-batch (micro-batch x m) with torch_reference.py,
+builds the reference training step from the whole-batch model
+(--pp-training-step) and runs it with pp-interpret; then, for every
+configuration "schedule:devices:recompute", compiles the micro-batch model
+with --pp-compile (m micro-batches, a compute-bound cluster of that many
+devices so every stage gets work), runs the pipeline on the same data with
+pp-interpret (one thread per device) and compares the loss of every step and
+every final global (weights, optimizer and BatchNorm state).
+
+--reference one-stage compares with the same program on one device instead
+(for BatchNorm models, whose statistics are per micro-batch by definition).
+
+A tensor passes when max|split - reference| <= rtol * max|reference| + atol;
+prints one line per configuration and exits non-zero on a mismatch.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run(cmd):
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                 f"{proc.stdout}{proc.stderr}")
+    return proc.stdout
+
+
+def cluster_file(work, devices):
+    """A cluster whose links cost nothing: the partition follows compute."""
+    path = os.path.join(work, f"cluster{devices}.json")
+    with open(path, "w") as f:
+        json.dump({"nodes": [{"name": "n0", "devices": [
+            {"kind": "P4000", "count": devices}]}],
+            "links": {"intra_node": {"bandwidth": "1000TB/s",
+                                     "latency": "0us"}}}, f)
+    return path
+
+
+def losses_of(out):
+    return [float(line.split()[3]) for line in out.splitlines()
+            if line.startswith("step ")]
+
+
+def load_globals(directory):
+    index = dict(line.rstrip("\n").split("\t") for line in
+                 open(os.path.join(directory, "globals.txt")))
+    return {name: np.load(os.path.join(directory, file))
+            for name, file in index.items()}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--work", required=True, help="scratch directory")
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--pp-interpret", default="pp-interpret")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=2)
+    parser.add_argument("--lr", type=float, default=0.1)
+    parser.add_argument("--momentum", type=float, default=0.0)
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--configs", default="1f1b:2:none",
+                        help="comma-separated schedule:devices:recompute")
+    parser.add_argument("--reference", choices=["unsplit", "one-stage"],
+                        default="unsplit")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-6)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    m = args.microbatches
+
+    def export(batch, out):
+        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
+             "--model", args.model, "--out", out, "--steps", "0",
+             "--batch", str(batch), "--dtype", args.dtype])
+    micro_dir = os.path.join(args.work, "micro")
+    whole_dir = os.path.join(args.work, "whole")
+    export(args.micro_batch, micro_dir)
+    export(args.micro_batch * m, whole_dir)
+    data = [f"--input=arg0={os.path.join(whole_dir, 'input.npy')}",
+            f"--input=arg1={os.path.join(whole_dir, 'labels.npy')}"]
+    optimizer = f"lr={args.lr} momentum={args.momentum}"
+
+    def pipelined(name, schedule, devices, recompute):
+        mlir = os.path.join(args.work, name + ".mlir")
+        run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+             f"--pp-compile=cluster={cluster_file(args.work, devices)} "
+             f"schedule={schedule} microbatches={m} recompute={recompute} "
+             f"{optimizer}", "-o", mlir])
+        dump = os.path.join(args.work, name + ".globals")
+        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
+                   f"--dump-globals={dump}"] + data)
+        return losses_of(out), load_globals(dump)
+
+    if args.reference == "unsplit":
+        mlir = os.path.join(args.work, "reference.mlir")
+        run([args.pipeline_opt, os.path.join(whole_dir, "model.onnx"),
+             f"--pp-training-step={optimizer}", "-o", mlir])
+        dump = os.path.join(args.work, "reference.globals")
+        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
+                   f"--dump-globals={dump}"] + data)
+        ref_losses, ref_globals = losses_of(out), load_globals(dump)
+    else:
+        ref_losses, ref_globals = pipelined("reference", "1f1b", 1, "none")
+
+    failed = False
+    for config in args.configs.split(","):
+        schedule, devices, recompute = config.split(":")
+        name = f"{schedule}-{devices}-{recompute}"
+        losses, final = pipelined(name, schedule, int(devices), recompute)
+        failures = []
+        worst = 0.0
+
+        def compare(what, a, b):
+            nonlocal worst
+            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+            if a.shape != b.shape:
+                failures.append(f"{what}: shape {a.shape} vs {b.shape}")
+                return
+            err = float(np.max(np.abs(a - b))) if a.size else 0.0
+            scale = float(np.max(np.abs(b))) if b.size else 0.0
+            worst = max(worst, err / max(scale, 1e-30))
+            if err > args.rtol * scale + args.atol:
+                failures.append(f"{what}: max abs error {err:.3g} "
+                                f"(max |reference| {scale:.3g})")
+
+        if len(losses) != len(ref_losses):
+            failures.append(f"{len(losses)} losses vs {len(ref_losses)}")
+        for i, (a, b) in enumerate(zip(losses, ref_losses)):
+            compare(f"loss of step {i + 1}", [a], [b])
+        for key, value in ref_globals.items():
+            if key not in final:
+                failures.append(f"{key}: missing in the pipeline")
+            elif np.issubdtype(value.dtype, np.floating):
+                compare(key, final[key], value)
+            elif not np.array_equal(final[key], value):
+                failures.append(f"{key}: differs")
+        print(f"{args.model} {name}: {len(ref_globals)} globals and "
+              f"{len(losses)} losses, worst relative error {worst:.2e}")
+        for failure in failures:
+            print("MISMATCH", failure)
+        failed |= bool(failures)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
