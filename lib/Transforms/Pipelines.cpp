@@ -74,8 +74,18 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("Measured per-op times (JSON) for the cost model")};
   Option<std::string> report{
       *this, "report",
-      llvm::cl::desc("Text summary of the partition ('-' for stdout)"),
+      llvm::cl::desc("Text summaries of the partition, recomputation and "
+                     "predicted step ('-' for stdout, '' for none)"),
       llvm::cl::init("-")};
+  Option<std::string> planDir{
+      *this, "plan-dir",
+      llvm::cl::desc("Write plan.json, timeline.json (Chrome trace) and "
+                     "timeline.svg here")};
+  Option<int64_t> activationBudget{
+      *this, "activation-budget",
+      llvm::cl::desc("recompute=auto: activation bytes per device (default: "
+                     "what the device's memory leaves)"),
+      llvm::cl::init(-1)};
 };
 
 } // namespace
@@ -83,8 +93,9 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
 void pp::registerPipelines() {
   PassPipelineRegistration<CompileOptions>(
       "pp-compile",
-      "ONNX model to a scheduled pipeline: --pp-add-loss, --pp-partition, "
-      "--pp-autodiff, --pp-optimizer, --pp-split-stages, --pp-schedule",
+      "ONNX model to a scheduled pipeline and its predicted plan: "
+      "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
+      "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-plan-report",
       [](OpPassManager &pm, const CompileOptions &options) {
         AddLossPassOptions loss;
         loss.kind = options.loss;
@@ -110,6 +121,13 @@ void pp::registerPipelines() {
         optimizer.momentum = options.momentum;
         optimizer.weightDecay = options.weightDecay;
         pm.addPass(createOptimizerPass(optimizer));
+        RecomputePassOptions recompute;
+        recompute.policy = options.recompute;
+        recompute.clusterSpec = options.cluster;
+        recompute.activationBudget = options.activationBudget;
+        if (options.recompute != "none")
+          recompute.reportFile = options.report;
+        pm.addPass(createRecomputePass(recompute));
         SplitStagesPassOptions split;
         split.microBatches = options.microBatches;
         split.splitBackward = options.schedule == "zb-h1";
@@ -118,6 +136,12 @@ void pp::registerPipelines() {
         schedule.kind = options.schedule;
         schedule.chunks = chunks;
         pm.addPass(createMaterializeSchedulePass(schedule));
+        PlanReportPassOptions plan;
+        plan.clusterSpec = options.cluster;
+        plan.profileFile = options.profile;
+        plan.summaryFile = options.report;
+        plan.outputDir = options.planDir;
+        pm.addPass(createPlanReportPass(plan));
       });
   PassPipelineRegistration<TrainingStepOptions>(
       "pp-training-step",

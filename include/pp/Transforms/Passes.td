@@ -222,4 +222,31 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
 
+
+def PlanReportPass : Pass<"pp-plan-report", "mlir::ModuleOp"> {
+  let summary = "Simulate the scheduled pipeline and report the plan";
+  let description = [{
+    Costs each stage of a scheduled module on its device (cost model
+    forward and backward times of its ops, recomputed ops, bytes sent and
+    stashed per micro-batch, weights, gradients and optimizer state), runs
+    the event-driven simulator (pp/Schedule/Simulator.h) on the
+    `pp.schedule`, and reports iteration time, bubble fraction, per-device
+    busy time and peak memory. Writes a text summary (`summary`, '-' for
+    stdout) and, with `dir`, plan.json (stages, devices, ops per stage,
+    predicted times and memory, cut tensors and bytes), timeline.json
+    (Chrome trace / Perfetto) and timeline.svg. A schedule that deadlocks
+    fails with the stuck actions.
+  }];
+  let options = [
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster the schedule's devices belong to (spec or .json)">,
+    Option<"profileFile", "profile", "std::string", "\"\"",
+           "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"summaryFile", "summary", "std::string", "\"-\"",
+           "Write the text summary here ('-' for stdout, '' for none)">,
+    Option<"outputDir", "dir", "std::string", "\"\"",
+           "Write plan.json, timeline.json and timeline.svg here">,
+  ];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD
