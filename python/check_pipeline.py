@@ -4,7 +4,8 @@ For one test model: exports it (dropout off, same weights) at the micro-batch
 size and at the whole mini-batch (micro-batch x m) with torch_reference.py,
 builds the reference training step from the whole-batch model
 (--pp-training-step) and runs it with pp-interpret; then, for every
-configuration "schedule:devices:recompute", compiles the micro-batch model
+configuration "schedule:devices:recompute" (recompute none, full,
+selective, or auto@BYTES: automatic under that activation budget), compiles the micro-batch model
 with --pp-compile (m micro-batches, a compute-bound cluster of that many
 devices so every stage gets work), runs the pipeline on the same data with
 pp-interpret (one thread per device) and compares the loss of every step and
@@ -94,10 +95,18 @@ def main():
 
     def pipelined(name, schedule, devices, recompute):
         mlir = os.path.join(args.work, name + ".mlir")
+        # auto@BYTES: automatic recomputation under an activation budget.
+        policy, _, budget = recompute.partition("@")
+        extra = f" activation-budget={budget}" if budget else ""
         run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
              f"--pp-compile=cluster={cluster_file(args.work, devices)} "
-             f"schedule={schedule} microbatches={m} recompute={recompute} "
-             f"{optimizer}", "-o", mlir])
+             f"schedule={schedule} microbatches={m} recompute={policy} "
+             f"{optimizer}{extra}", "-o", mlir])
+        # Full and auto (under a budget that does not fit) must recompute;
+        # selective only where that lowers the kept bytes.
+        if policy in ("full", "auto") and \
+                "pp.recompute" not in open(mlir).read():
+            sys.exit(f"{name}: recompute={recompute} recomputed nothing")
         dump = os.path.join(args.work, name + ".globals")
         out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
                    f"--dump-globals={dump}"] + data)
