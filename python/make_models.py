@@ -162,9 +162,11 @@ class TinyGPT(nn.Module):
         return self.lm_head(self.ln_f(self.blocks(x)))
 
 
-def make_gpt():
+def make_gpt(n_layer=2):
+    # n_layer is for scaling benchmarks (bench/plan_pipeline.py); the test
+    # model keeps the default of 2.
     tokens = torch.randint(0, 64, (4, 16), dtype=torch.int64)
-    return TinyGPT(), tokens, "tokens", None
+    return TinyGPT(n_layer=n_layer), tokens, "tokens", None
 
 
 MODELS = {
@@ -176,9 +178,10 @@ MODELS = {
 }
 
 
-def export(name, out_dir):
+def export(name, out_dir, **model_kwargs):
+    """Writes out_dir/<name>.onnx; model_kwargs go to the MODELS builder."""
     torch.manual_seed(0)
-    model, example, input_name, dynamic_axes = MODELS[name]()
+    model, example, input_name, dynamic_axes = MODELS[name](**model_kwargs)
     model.train()
     path = os.path.join(out_dir, name + ".onnx")
     torch.onnx.export(

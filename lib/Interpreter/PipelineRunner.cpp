@@ -118,8 +118,8 @@ int64_t stageOf(Operation *op) {
 }
 
 std::string describeAction(pipeline::ActionOp action) {
-  std::string text = action.getKind().str() + "(stage " +
-                     std::to_string(action.getStage());
+  std::string text =
+      action.getKind().str() + "(stage " + std::to_string(action.getStage());
   if (action.getMicroBatchAttr().getInt() >= 0)
     text += ", mb " + std::to_string(action.getMicroBatchAttr().getInt());
   return text + ")";
@@ -162,18 +162,20 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
     return in.lookup(mb).getInt(0);
   };
   interp.registerHandler(
-      "pp.input", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      "pp.input",
+      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto input = cast<pipeline::InputOp>(op);
         int64_t mb = microBatchOf(in, input.getMicroBatch());
         uint64_t index = input.getIndex();
         if (index >= microInputs.size() || mb < 0 ||
             mb >= static_cast<int64_t>(microInputs[index].size()))
-          return op->emitError() << "no micro-batch " << mb << " of input "
-                                 << index;
+          return op->emitError()
+                 << "no micro-batch " << mb << " of input " << index;
         return in.setResult(op, input.getValue(), microInputs[index][mb]);
       });
   interp.registerHandler(
-      "pp.output", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      "pp.output",
+      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto output = cast<pipeline::OutputOp>(op);
         int64_t mb = microBatchOf(in, output.getMicroBatch());
         std::lock_guard<std::mutex> lock(outputMutex);
@@ -188,17 +190,19 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       "pp.stash",
-      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this, deviceIndex, microBatchOf](Interpreter &in,
+                                        Operation *op) -> LogicalResult {
         auto stash = cast<pipeline::StashOp>(op);
         int64_t mb = microBatchOf(in, stash.getMicroBatch());
-        devices[deviceIndex].stash[{stageOf(op),
-                                    static_cast<int64_t>(stash.getSlot()),
-                                    mb}] = in.lookup(stash.getValue());
+        devices[deviceIndex]
+            .stash[{stageOf(op), static_cast<int64_t>(stash.getSlot()), mb}] =
+            in.lookup(stash.getValue());
         return success();
       });
   interp.registerHandler(
       "pp.unstash",
-      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this, deviceIndex, microBatchOf](Interpreter &in,
+                                        Operation *op) -> LogicalResult {
         auto unstash = cast<pipeline::UnstashOp>(op);
         int64_t mb = microBatchOf(in, unstash.getMicroBatch());
         auto &stash = devices[deviceIndex].stash;
@@ -214,11 +218,12 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return in.setResult(op, unstash.getValue(), std::move(value));
       });
   interp.registerHandler(
-      "pp.accumulate", [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
+      "pp.accumulate",
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto acc = cast<pipeline::AccumulateOp>(op);
         const Tensor &value = in.lookup(acc.getValue());
-        auto key = std::make_pair(stageOf(op),
-                                  static_cast<int64_t>(acc.getSlot()));
+        auto key =
+            std::make_pair(stageOf(op), static_cast<int64_t>(acc.getSlot()));
         auto &sums = devices[deviceIndex].sums;
         auto it = sums.find(key);
         if (it == sums.end()) {
@@ -238,7 +243,8 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return success();
       });
   interp.registerHandler(
-      "pp.accumulated", [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
+      "pp.accumulated",
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto acc = cast<pipeline::AccumulatedOp>(op);
         auto &sums = devices[deviceIndex].sums;
         auto it = sums.find({stageOf(op), static_cast<int64_t>(acc.getSlot())});
@@ -250,7 +256,8 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return in.setResult(op, acc.getValue(), std::move(sum));
       });
   interp.registerHandler(
-      "pp.send", [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      "pp.send",
+      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto send = cast<pipeline::SendOp>(op);
         int64_t mb = microBatchOf(in, send.getMicroBatch());
         mailbox.send({stageOf(op), static_cast<int64_t>(send.getPeer()),
@@ -260,7 +267,8 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       "pp.recv",
-      [this, deviceIndex, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this, deviceIndex, microBatchOf](Interpreter &in,
+                                        Operation *op) -> LogicalResult {
         auto recv = cast<pipeline::RecvOp>(op);
         int64_t mb = microBatchOf(in, recv.getMicroBatch());
         int64_t stage = stageOf(op);
@@ -268,10 +276,10 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
             "in {0} waits for pp.recv from stage {1} (tag {2}, micro-batch "
             "{3})",
             devices[deviceIndex].current, recv.getPeer(), recv.getTag(), mb);
-        auto value = mailbox.receive(
-            {static_cast<int64_t>(recv.getPeer()), stage,
-             static_cast<int64_t>(recv.getTag()), mb},
-            deviceIndex, waitsFor);
+        auto value =
+            mailbox.receive({static_cast<int64_t>(recv.getPeer()), stage,
+                             static_cast<int64_t>(recv.getTag()), mb},
+                            deviceIndex, waitsFor);
         if (!value) {
           devices[deviceIndex].failed = true;
           return failure(); // reported once by runStep
@@ -303,8 +311,7 @@ LogicalResult PipelineRunner::initialize() {
       attr && attr.getInt() != microBatches_)
     return schedule.emitError()
            << "schedules " << microBatches_
-           << " micro-batches but the stages were split for "
-           << attr.getInt();
+           << " micro-batches but the stages were split for " << attr.getInt();
 
   // Step inputs: whole mini-batches of what pp.input reads.
   auto inputNames = module->getAttrOfType<ArrayAttr>("pp.input_names");
@@ -318,8 +325,7 @@ LogicalResult PipelineRunner::initialize() {
   WalkResult walk = module.walk([&](pipeline::InputOp input) {
     uint64_t index = input.getIndex();
     if (index >= inputs_.size()) {
-      input.emitError() << "reads input " << index << " of "
-                        << inputs_.size();
+      input.emitError() << "reads input " << index << " of " << inputs_.size();
       return WalkResult::interrupt();
     }
     auto type = cast<RankedTensorType>(input.getValue().getType());
@@ -340,8 +346,8 @@ LogicalResult PipelineRunner::initialize() {
     return failure();
   for (auto &input : inputs_)
     if (!input.type)
-      return module.emitError() << "no stage reads input '" << input.name
-                                << "'";
+      return module.emitError()
+             << "no stage reads input '" << input.name << "'";
   for (auto [i, name] : llvm::enumerate(outputNames)) {
     outputNames_.push_back(cast<StringAttr>(name).str());
     if (outputNames_.back() == "loss")
@@ -349,8 +355,8 @@ LogicalResult PipelineRunner::initialize() {
   }
 
   // Devices and their actions.
-  numDevices_ = static_cast<int64_t>(
-      schedule.getBody().front().getOperations().size());
+  numDevices_ =
+      static_cast<int64_t>(schedule.getBody().front().getOperations().size());
   impl_->devices.resize(numDevices_);
   for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
     for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
@@ -373,8 +379,8 @@ LogicalResult PipelineRunner::initialize() {
   llvm::StringMap<int> reader;
   module.walk([&](Operation *op) {
     auto func = op->getParentOfType<func::FuncOp>();
-    auto stage = func ? func->getAttrOfType<IntegerAttr>("pp.stage")
-                      : IntegerAttr();
+    auto stage =
+        func ? func->getAttrOfType<IntegerAttr>("pp.stage") : IntegerAttr();
     if (!stage)
       return;
     int device = static_cast<int>(stage.getInt());
@@ -400,9 +406,8 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     auto type = inputs_[i].type;
     if (input.shape() != type.getShape())
       return module.emitError()
-             << "input '" << inputs_[i].name << "' must be " << type
-             << " (" << microBatches_ << " micro-batches), got "
-             << describe(input);
+             << "input '" << inputs_[i].name << "' must be " << type << " ("
+             << microBatches_ << " micro-batches), got " << describe(input);
     SmallVector<int64_t> shape(type.getShape());
     shape[0] /= microBatches_;
     int64_t chunk = input.bytes() / microBatches_;
@@ -455,18 +460,17 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       return failure();
   for (auto &device : impl.devices)
     if (!device.stash.empty())
-      return module.emitError()
-             << "the step left " << device.stash.size()
-             << " stashed value(s) that no backward took";
+      return module.emitError() << "the step left " << device.stash.size()
+                                << " stashed value(s) that no backward took";
 
   // Combine the micro-batches' outputs.
   std::vector<Tensor> outputs;
   for (auto [index, parts] : llvm::enumerate(impl.microOutputs)) {
     for (auto [mb, part] : llvm::enumerate(parts))
       if (!part.hasStorage())
-        return module.emitError() << "output '" << outputNames_[index]
-                                  << "' was not produced for micro-batch "
-                                  << mb;
+        return module.emitError()
+               << "output '" << outputNames_[index]
+               << "' was not produced for micro-batch " << mb;
     const std::string &how = impl.combine[index];
     if (how == "concat") {
       SmallVector<int64_t> shape(parts.front().shape());
@@ -474,8 +478,8 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       Tensor whole(parts.front().dtype(), shape);
       int64_t chunk = parts.front().bytes();
       for (auto [mb, part] : llvm::enumerate(parts))
-        std::memcpy(static_cast<char *>(whole.data()) + mb * chunk,
-                    part.data(), chunk);
+        std::memcpy(static_cast<char *>(whole.data()) + mb * chunk, part.data(),
+                    chunk);
       outputs.push_back(std::move(whole));
       continue;
     }
@@ -491,9 +495,9 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       else if (result.dtype() == rt::DType::F64)
         result.as<double>()[i] = total;
       else
-        return module.emitError() << "cannot combine output '"
-                                  << outputNames_[index] << "' of "
-                                  << describe(result);
+        return module.emitError()
+               << "cannot combine output '" << outputNames_[index] << "' of "
+               << describe(result);
     }
     outputs.push_back(std::move(result));
   }

@@ -114,11 +114,11 @@ struct MaterializeSchedulePass
                    << "no function @stage" << action.stage << "_" << phase;
           callee = FlatSymbolRefAttr::get(func.getSymNameAttr());
         }
-        pipeline::ActionOp::create(
-            ab, module.getLoc(), ab.getStringAttr(actionKind), callee,
-            ab.getI64IntegerAttr(action.stage),
-            ab.getI64IntegerAttr(action.microBatch),
-            ab.getI64IntegerAttr(action.weightVersion));
+        pipeline::ActionOp::create(ab, module.getLoc(),
+                                   ab.getStringAttr(actionKind), callee,
+                                   ab.getI64IntegerAttr(action.stage),
+                                   ab.getI64IntegerAttr(action.microBatch),
+                                   ab.getI64IntegerAttr(action.weightVersion));
         return success();
       };
       for (const sched::Action &action : schedule.actions[d]) {

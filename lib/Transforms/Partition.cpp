@@ -55,8 +55,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                                                    : -1.0;
     bool knownSchedule = llvm::is_contained(
         {"1f1b", "gpipe", "interleaved", "zb-h1"}, StringRef(schedule));
-    if (stateFactor < 0 || !knownSchedule || microBatches == 0 ||
-        chunks == 0 || (chunks > 1 && schedule != "interleaved")) {
+    if (stateFactor < 0 || !knownSchedule || microBatches == 0 || chunks == 0 ||
+        (chunks > 1 && schedule != "interleaved")) {
       module.emitError()
           << "pp-partition: optimizer must be sgd, momentum or adam, "
              "schedule 1f1b, gpipe, interleaved or zb-h1, microbatches > 0, "

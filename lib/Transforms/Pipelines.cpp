@@ -42,8 +42,7 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       *this, "cluster",
       llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
   Option<std::string> schedule{
-      *this, "schedule",
-      llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
+      *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
       llvm::cl::init("1f1b")};
   Option<unsigned> microBatches{*this, "microbatches",
                                 llvm::cl::desc("Micro-batches per step"),

@@ -126,10 +126,10 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
           action.emitError() << "unknown action kind";
           return signalPassFailure();
         }
-        list.push_back({*actionKind,
-                        static_cast<int>(action.getStageAttr().getInt()),
-                        static_cast<int>(action.getMicroBatchAttr().getInt()),
-                        static_cast<int>(action.getWeightVersionAttr().getInt())});
+        list.push_back(
+            {*actionKind, static_cast<int>(action.getStageAttr().getInt()),
+             static_cast<int>(action.getMicroBatchAttr().getInt()),
+             static_cast<int>(action.getWeightVersionAttr().getInt())});
       }
     }
     schedule.numDevices = static_cast<int>(deviceNames.size());
@@ -150,7 +150,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
     // Cost every stage.
     double stateFactor = 0;
     module.walk([&](Operation *op) {
-      if (auto sgd = dyn_cast<pp::train::SGDOp>(op); sgd && sgd.getMomentumBuffer())
+      if (auto sgd = dyn_cast<pp::train::SGDOp>(op);
+          sgd && sgd.getMomentumBuffer())
         stateFactor = std::max(stateFactor, 1.0);
       if (isa<pp::train::AdamOp>(op))
         stateFactor = 2.0;
@@ -205,7 +206,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             info.costs.forward += costModel->getForwardTime(op, device);
             info.costs.backward += b;
             // A contraction's backward is half input, half weight gradient.
-            bool contraction = isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
+            bool contraction =
+                isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
             info.costs.backwardWeight += contraction ? b / 2 : 0;
             info.costs.backwardInput += contraction ? b / 2 : b;
           } else if (op->hasAttr("pp.recompute")) {
@@ -251,8 +253,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
       return signalPassFailure();
     }
     if (result.deadlock) {
-      auto diag = emitError(scheduleOp.getLoc())
-                  << "the schedule deadlocks:";
+      auto diag = emitError(scheduleOp.getLoc()) << "the schedule deadlocks:";
       for (const std::string &line : result.stuck)
         diag << " " << line << ";";
       return signalPassFailure();
@@ -284,16 +285,15 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
                           schedule.microBatches, microBatchSize);
       os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9} {5,9} {6,11} "
                           "{7,4}\n",
-                          "stage", "device", "kind", "ops", "fwd ms",
-                          "bwd ms", "stash/mb", "rcmp");
+                          "stage", "device", "kind", "ops", "fwd ms", "bwd ms",
+                          "stash/mb", "rcmp");
       for (int s = 0; s < numStages; ++s) {
         const StageInfo &info = stages[s];
         const auto &device = cluster->devices[clusterIndex[info.device]];
         os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9:f3} {5,9:f3} "
                             "{6,11} {7,4}\n",
                             s, device.name, device.kind, info.ops.size(),
-                            info.costs.forward * 1e3,
-                            info.costs.backward * 1e3,
+                            info.costs.forward * 1e3, info.costs.backward * 1e3,
                             megabytes(info.costs.stashBytes), info.recomputed);
       }
       for (int d = 0; d < p; ++d) {
@@ -316,8 +316,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
     if (outputDir.empty())
       return;
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
-      emitError(module.getLoc()) << "cannot create '" << outputDir
-                                 << "': " << ec.message();
+      emitError(module.getLoc())
+          << "cannot create '" << outputDir << "': " << ec.message();
       return signalPassFailure();
     }
     auto pathOf = [&](StringRef file) {
@@ -331,8 +331,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
       std::ofstream svg(pathOf("timeline.svg"));
       sched::writeTimelineSVG(schedule, result, deviceNames, svg);
       if (!trace || !svg) {
-        emitError(module.getLoc()) << "cannot write the timeline to '"
-                                   << outputDir << "'";
+        emitError(module.getLoc())
+            << "cannot write the timeline to '" << outputDir << "'";
         return signalPassFailure();
       }
     }
@@ -371,8 +371,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             json.attribute("device", info.device);
             json.attribute("forward_seconds", info.costs.forward);
             json.attribute("backward_seconds", info.costs.backward);
-            json.attribute("backward_input_seconds",
-                           info.costs.backwardInput);
+            json.attribute("backward_input_seconds", info.costs.backwardInput);
             json.attribute("backward_weight_seconds",
                            info.costs.backwardWeight);
             json.attribute("optimizer_seconds", info.costs.optimizer);

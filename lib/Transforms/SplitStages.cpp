@@ -153,8 +153,7 @@ LogicalResult Splitter::assignHomes() {
       for (Value v : op.getOperands())
         if (Operation *def = v.getDefiningOp();
             def && homes.count(def) && !homes[def].rematerialised)
-          stage = stage ? std::min(*stage, homes[def].stage)
-                        : homes[def].stage;
+          stage = stage ? std::min(*stage, homes[def].stage) : homes[def].stage;
       return stage;
     };
     if (auto write = dyn_cast<train::GlobalWriteOp>(op)) {
@@ -214,10 +213,10 @@ LogicalResult Splitter::assignHomes() {
     if (step.getResultAttr(i, "pp.loss")) {
       Value loss = ret.getOperand(i);
       homes[seed].stage = std::max<int64_t>(stageOfValue(loss), 0);
-      if (auto reduction = loss.getDefiningOp()
-                               ? loss.getDefiningOp()->getAttrOfType<StringAttr>(
-                                     "reduction")
-                               : StringAttr())
+      if (auto reduction =
+              loss.getDefiningOp()
+                  ? loss.getDefiningOp()->getAttrOfType<StringAttr>("reduction")
+                  : StringAttr())
         lossIsSum = reduction.getValue() == "sum";
     }
   for (auto &[op, home] : homes)
@@ -250,16 +249,16 @@ void Splitter::splitBackwards() {
       continue;
     inputPart.insert(op);
     for (Value v : op->getOperands())
-      if (Operation *def = v.getDefiningOp();
-          def && homes.count(def) && isBackward(homes[def].phase) &&
-          homes[def].stage == home.stage)
+      if (Operation *def = v.getDefiningOp(); def && homes.count(def) &&
+                                              isBackward(homes[def].phase) &&
+                                              homes[def].stage == home.stage)
         inputPart.insert(def);
   }
   for (Operation *op : ops) {
     Home &home = homes[op];
     if (!home.rematerialised && isBackward(home.phase))
-      home.phase = inputPart.contains(op) ? Phase::BackwardInput
-                                          : Phase::BackwardWeight;
+      home.phase =
+          inputPart.contains(op) ? Phase::BackwardInput : Phase::BackwardWeight;
   }
 }
 
@@ -280,16 +279,18 @@ void Splitter::createFunctions() {
           ctx, perMicroBatch ? TypeRange(mbType) : TypeRange(), {});
       std::string name =
           ("stage" + llvm::Twine(s) + "_" + phaseName(phase)).str();
-      auto func = func::FuncOp::create(moduleBuilder, step.getLoc(), name,
-                                       type);
+      auto func =
+          func::FuncOp::create(moduleBuilder, step.getLoc(), name, type);
       func->setAttr("pp.stage", moduleBuilder.getI64IntegerAttr(s));
       func->setAttr("pp.phase", moduleBuilder.getStringAttr(phaseName(phase)));
       if (perMicroBatch)
         func.setArgAttr(0, "pp.micro_batch", moduleBuilder.getUnitAttr());
       Block *block = func.addEntryBlock();
       auto f = std::make_unique<StageFunction>(
-          StageFunction{func, OpBuilder::atBlockEnd(block),
-                        perMicroBatch ? block->getArgument(0) : Value(), {}});
+          StageFunction{func,
+                        OpBuilder::atBlockEnd(block),
+                        perMicroBatch ? block->getArgument(0) : Value(),
+                        {}});
       functions[{s, static_cast<int>(phase)}] = std::move(f);
     }
 }
@@ -326,9 +327,8 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
 
   Operation *def = value.getDefiningOp();
   Home home = homes.lookup(def);
-  auto makeSendRecv = [&](StageFunction &from, int64_t fromStage,
-                          Value sent, StageFunction &to,
-                          int64_t toStage) -> Value {
+  auto makeSendRecv = [&](StageFunction &from, int64_t fromStage, Value sent,
+                          StageFunction &to, int64_t toStage) -> Value {
     int64_t tag = nextTag++;
     pipeline::SendOp::create(from.builder, loc, sent, mbOrZero(from),
                              from.builder.getI64IntegerAttr(toStage),
@@ -340,9 +340,9 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
   };
   auto stash = [&](Value kept, int64_t atStage) -> Value {
     int64_t slot = nextSlot[{atStage, 0}]++;
-    StageFunction &keeper = fn(atStage, homes[def].phase == Phase::Forward
-                                            ? Phase::Forward
-                                            : Phase::BackwardInput);
+    StageFunction &keeper =
+        fn(atStage, homes[def].phase == Phase::Forward ? Phase::Forward
+                                                       : Phase::BackwardInput);
     pipeline::StashOp::create(keeper.builder, loc, kept, keeper.microBatch,
                               keeper.builder.getI64IntegerAttr(slot));
     return pipeline::UnstashOp::create(here.builder, loc, kept.getType(),
@@ -373,10 +373,10 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
     return here.mapping.lookup(value);
 
   auto unsupported = [&]() {
-    return def->emitError() << "pp-split-stages: a " << phaseName(phase)
-                            << " op of stage " << stage << " uses this "
-                            << phaseName(home.phase) << " value of stage "
-                            << home.stage << ", which no transfer carries";
+    return def->emitError()
+           << "pp-split-stages: a " << phaseName(phase) << " op of stage "
+           << stage << " uses this " << phaseName(home.phase)
+           << " value of stage " << home.stage << ", which no transfer carries";
   };
 
   if (home.phase == Phase::Forward) {
@@ -427,20 +427,18 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
       // A gradient: summed over the step's micro-batches.
       int64_t slot = nextAccumulator++;
       StageFunction &b = fn(home.stage, home.phase);
-      pipeline::AccumulateOp::create(b.builder, loc,
-                                     b.mapping.lookup(value),
+      pipeline::AccumulateOp::create(b.builder, loc, b.mapping.lookup(value),
                                      b.builder.getI64IntegerAttr(slot));
-      result = pipeline::AccumulatedOp::create(
-          here.builder, loc, value.getType(),
-          here.builder.getI64IntegerAttr(slot));
+      result =
+          pipeline::AccumulatedOp::create(here.builder, loc, value.getType(),
+                                          here.builder.getI64IntegerAttr(slot));
     } else {
       return unsupported();
     }
   } else if (home.phase == Phase::Update && phase == Phase::Update) {
     Value sent = fn(home.stage, Phase::Update).mapping.lookup(value);
-    result =
-        makeSendRecv(fn(home.stage, Phase::Update), home.stage, sent, here,
-                     stage);
+    result = makeSendRecv(fn(home.stage, Phase::Update), home.stage, sent, here,
+                          stage);
   } else {
     return unsupported();
   }
@@ -497,8 +495,8 @@ LogicalResult Splitter::emitOutputs() {
     int64_t stage = numStages - 1;
     if (def && homes.count(def) && !homes[def].rematerialised) {
       if (homes[def].phase != Phase::Forward)
-        return step.emitError() << "result " << index
-                                << " is not made by the forward";
+        return step.emitError()
+               << "result " << index << " is not made by the forward";
       stage = homes[def].stage;
     }
     auto local = valueIn(value, stage, Phase::Forward);
@@ -506,8 +504,8 @@ LogicalResult Splitter::emitOutputs() {
       return failure();
     StageFunction &f = fn(stage, Phase::Forward);
     auto type = cast<RankedTensorType>(value.getType());
-    StringRef combine = type.getRank() == 0 ? (lossIsSum ? "sum" : "mean")
-                                            : "concat";
+    StringRef combine =
+        type.getRank() == 0 ? (lossIsSum ? "sum" : "mean") : "concat";
     pipeline::OutputOp::create(f.builder, value.getLoc(), *local, f.microBatch,
                                f.builder.getI64IntegerAttr(index),
                                f.builder.getStringAttr(combine));
@@ -539,8 +537,8 @@ void Splitter::syncTiedWeights() {
         continue;
       StageFunction &holder = fn(other, Phase::Update);
       int64_t tag = nextTag++;
-      pipeline::SendOp::create(update.builder, write.getLoc(),
-                               write.getValue(), mbOrZero(update),
+      pipeline::SendOp::create(update.builder, write.getLoc(), write.getValue(),
+                               mbOrZero(update),
                                update.builder.getI64IntegerAttr(other),
                                update.builder.getI64IntegerAttr(tag));
       Value received = pipeline::RecvOp::create(
@@ -599,8 +597,7 @@ LogicalResult Splitter::run() {
   return success();
 }
 
-struct SplitStagesPass
-    : public pp::impl::SplitStagesPassBase<SplitStagesPass> {
+struct SplitStagesPass : public pp::impl::SplitStagesPassBase<SplitStagesPass> {
   using Base::Base;
 
   void runOnOperation() override {

@@ -14,12 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
 #include "pp/Interpreter/PipelineRunner.h"
-#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
 

@@ -2,11 +2,11 @@
 
 #include "pp/Dialect/PP/IR/PPOps.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
-#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/MapVector.h"
 
 using namespace mlir;
@@ -92,9 +92,10 @@ LogicalResult ActionOp::verify() {
     return emitOpError("weight_version must be >= 0");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
-  int64_t numDevices = static_cast<int64_t>(
-      schedule.getBody().front().getOperations().size());
-  if (getStageAttr().getInt() < 0 || getStage() >= numDevices * schedule.getChunks())
+  int64_t numDevices =
+      static_cast<int64_t>(schedule.getBody().front().getOperations().size());
+  if (getStageAttr().getInt() < 0 ||
+      getStage() >= numDevices * schedule.getChunks())
     return emitOpError("stage ") << getStage() << " is out of range";
   if (getStage() % numDevices != device.getIndex())
     return emitOpError("stage ")
@@ -105,8 +106,8 @@ LogicalResult ActionOp::verify() {
                ? success()
                : emitOpError("a ") << kind << " action needs a callee";
   auto module = (*this)->getParentOfType<ModuleOp>();
-  auto func = module ? module.lookupSymbol<func::FuncOp>(*getCallee())
-                     : func::FuncOp();
+  auto func =
+      module ? module.lookupSymbol<func::FuncOp>(*getCallee()) : func::FuncOp();
   if (!func)
     return emitOpError("callee @") << *getCallee() << " is not a function";
   auto stage = func->getAttrOfType<IntegerAttr>("pp.stage");
@@ -221,11 +222,10 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
     };
     LogicalResult ok = success();
     if (auto unstash = dyn_cast<UnstashOp>(nested))
-      ok = checkSlot(stashed, unstash.getSlot(), unstash.getType(),
-                     "pp.stash");
+      ok = checkSlot(stashed, unstash.getSlot(), unstash.getType(), "pp.stash");
     else if (auto acc = dyn_cast<AccumulatedOp>(nested))
-      ok = checkSlot(accumulated, acc.getSlot(), acc.getType(),
-                     "pp.accumulate");
+      ok =
+          checkSlot(accumulated, acc.getSlot(), acc.getType(), "pp.accumulate");
     return failed(ok) ? WalkResult::interrupt() : WalkResult::advance();
   });
   if (slots.wasInterrupted())
