@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # The main job on the bundled example: install, build, export the example
-# model from PyTorch, import it and print its summary.
+# models from PyTorch, plan resnet18 for a heterogeneous 4-GPU cluster
+# (partition, recompute, schedule, predicted timeline in build/plan/), then
+# compile the MLP into a 2-stage 1F1B pipeline and train it for 3 steps on
+# the reference interpreter (one thread per stage).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -8,4 +11,11 @@ bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
 cmake --build "$build" --target pp-test-models
 model=${1:-$build/test/models/resnet18.onnx}
-"$build/bin/pipeline-opt" "$model" --batch-size=8 --pp-model-summary -o /dev/null
+"$build/bin/pipeline-opt" "$model" --batch-size=32 \
+  --pp-compile="cluster=TITANV,RTX2060,P4000,P4000 schedule=1f1b microbatches=8 recompute=auto plan-dir=$build/plan" \
+  -o "$build/plan/pipeline.mlir"
+echo "plan: $build/plan/plan.json, timeline: $build/plan/timeline.svg (and timeline.json for chrome://tracing)"
+"$build/bin/pipeline-opt" "$build/test/models/mlp.onnx" \
+  --pp-compile="cluster=2xT4 schedule=1f1b microbatches=4 lr=0.1 report=" \
+  -o "$build/plan/mlp-2stage.mlir"
+"$build/bin/pp-interpret" "$build/plan/mlp-2stage.mlir" --random-inputs --steps=3 | grep '^step'
