@@ -10,9 +10,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
+#include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 namespace pp {
@@ -86,19 +88,24 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     Block &body = func.getBody().front();
     costModel->setSavedValues(pp::findValuesSavedForBackward(body));
 
-    // The pipeline's devices: the first virtual worker, or all of them.
-    std::vector<int> pipeline;
-    if (!cluster->virtualWorkers.empty())
-      pipeline = cluster->virtualWorkers.front();
-    else
+    // The pipelines: one per virtual worker (the IR gets the first one's
+    // plan; HetPipe's virtual workers run the same model on their own
+    // devices), or all devices as one.
+    std::vector<std::vector<int>> workers = cluster->virtualWorkers;
+    if (workers.empty()) {
+      workers.emplace_back();
       for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
-        pipeline.push_back(i);
+        workers.back().push_back(i);
+    }
     // Interleaving: chunks x devices stages, stage c on device c mod p; each
     // chunk gets an equal share of its device's memory.
-    unsigned numPhysical = pipeline.size();
-    for (unsigned c = 1; c < chunks; ++c)
-      for (unsigned i = 0; i < numPhysical; ++i)
-        pipeline.push_back(pipeline[i]);
+    for (auto &worker : workers) {
+      unsigned numPhysical = worker.size();
+      for (unsigned c = 1; c < chunks; ++c)
+        for (unsigned i = 0; i < numPhysical; ++i)
+          worker.push_back(worker[i]);
+    }
+    std::vector<int> pipeline = workers.front();
 
     // Nodes: every op but constants and weight reads (whose bytes belong to
     // the ops that read them).
@@ -157,25 +164,99 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
             producer && nodeOf.count(producer))
           graph.addEdge(nodeOf[producer], nodeOf[op]);
 
-    partition::PartitionDevices devices;
-    llvm::StringMap<unsigned> kindIndex;
-    for (int index : pipeline) {
-      const auto &device = cluster->devices[index];
-      partition::PartitionDevice d;
-      d.name = device.name;
-      d.kind =
-          kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
-      d.memoryBytes = static_cast<uint64_t>(device.memoryBytes) / chunks;
-      devices.addDevice(std::move(d));
+    // User pins: ops whose name matches a pattern go to its stage; split
+    // points fix every op (stage = split points before it in op order).
+    for (StringRef entry : llvm::split(StringRef(pins), ',')) {
+      if (entry.trim().empty())
+        continue;
+      auto [pattern, stageText] = entry.rsplit('=');
+      unsigned stage;
+      llvm::Regex regex(pattern.trim());
+      std::string regexError;
+      if (stageText.trim().getAsInteger(10, stage) ||
+          !regex.isValid(regexError)) {
+        emitError(module.getLoc())
+            << "pp-partition: pin '" << entry
+            << "' is not PATTERN=STAGE with a valid regex "
+            << (regexError.empty() ? "" : "(" + regexError + ")");
+        return signalPassFailure();
+      }
+      if (stage >= pipeline.size()) {
+        emitError(module.getLoc())
+            << "pp-partition: pin '" << entry << "' names stage " << stage
+            << " of " << pipeline.size();
+        return signalPassFailure();
+      }
+      bool matched = false;
+      for (auto [node, op] : llvm::enumerate(nodeOps))
+        if (regex.match(pp::getOpName(op))) {
+          options.pins.push_back({static_cast<unsigned>(node), stage});
+          matched = true;
+        }
+      if (!matched) {
+        emitError(module.getLoc())
+            << "pp-partition: pin pattern '" << pattern << "' matches no op";
+        return signalPassFailure();
+      }
     }
-    for (unsigned a = 0; a < pipeline.size(); ++a)
-      for (unsigned b = 0; b < pipeline.size(); ++b)
-        if (a != b && pipeline[a] == pipeline[b])
-          devices.setDirectedLink(a, b, 1e18, 0); // chunks of one device
-        else if (a != b)
-          devices.setDirectedLink(a, b,
-                                  cluster->bandwidth(pipeline[a], pipeline[b]),
-                                  cluster->latency(pipeline[a], pipeline[b]));
+    if (!splitAfter.empty()) {
+      SmallVector<StringRef> names;
+      StringRef(splitAfter).split(names, ',', -1, false);
+      if (names.size() + 1 > pipeline.size()) {
+        emitError(module.getLoc())
+            << "pp-partition: " << names.size() << " split points need "
+            << names.size() + 1 << " stages, the cluster has "
+            << pipeline.size();
+        return signalPassFailure();
+      }
+      unsigned stage = 0;
+      size_t found = 0;
+      for (auto [node, op] : llvm::enumerate(nodeOps)) {
+        options.pins.push_back({static_cast<unsigned>(node), stage});
+        if (llvm::is_contained(names, StringRef(pp::getOpName(op)).trim())) {
+          ++stage;
+          ++found;
+        }
+      }
+      if (found != names.size()) {
+        for (StringRef name : names)
+          if (llvm::none_of(nodeOps, [&](Operation *op) {
+                return pp::getOpName(op) == name.trim();
+              })) {
+            emitError(module.getLoc())
+                << "pp-partition: split point '" << name.trim()
+                << "' is no op of the model";
+            return signalPassFailure();
+          }
+      }
+      options.allowEmptyStages = true;
+    }
+
+    // The devices of a pipeline, as the partitioner sees them.
+    llvm::StringMap<unsigned> kindIndex;
+    auto makeDevices = [&](const std::vector<int> &worker) {
+      partition::PartitionDevices devices;
+      for (int index : worker) {
+        const auto &device = cluster->devices[index];
+        partition::PartitionDevice d;
+        d.name = device.name;
+        d.kind =
+            kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
+        d.memoryBytes = static_cast<uint64_t>(device.memoryBytes) / chunks;
+        devices.addDevice(std::move(d));
+      }
+      for (unsigned a = 0; a < worker.size(); ++a)
+        for (unsigned b = 0; b < worker.size(); ++b)
+          if (a != b && worker[a] == worker[b])
+            devices.setDirectedLink(a, b, 1e18, 0); // chunks of one device
+          else if (a != b)
+            devices.setDirectedLink(a, b,
+                                    cluster->bandwidth(worker[a], worker[b]),
+                                    cluster->latency(worker[a], worker[b]));
+      return devices;
+    };
+    partition::PartitionDevices devices = makeDevices(pipeline);
+    // Reads `pipeline`, which later points at the other virtual workers.
     graph.timeFn = [&](unsigned node, unsigned device) {
       const auto &d = cluster->devices[pipeline[device]];
       return costModel->getForwardTime(nodeOps[node], d) +
@@ -258,6 +339,29 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
       os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
                           "order(s) tried\n",
                           result->bottleneck * 1e3, result->ordersTried);
+      // The other virtual workers get their own plans (the IR carries the
+      // first); the slowest one sets the pace of data-parallel training.
+      for (unsigned w = 1; w < workers.size(); ++w) {
+        pipeline = workers[w];
+        partition::PartitionDevices other = makeDevices(pipeline);
+        auto plan = partition::partition(graph, other, options);
+        if (!plan) {
+          os << "virtual worker " << w << ": "
+             << llvm::toString(plan.takeError()) << "\n";
+          continue;
+        }
+        os << llvm::formatv("virtual worker {0}: bottleneck {1:f3} ms{2}; "
+                            "stages",
+                            w, plan->bottleneck * 1e3,
+                            plan->feasible ? "" : " (does not fit)");
+        std::vector<unsigned> count(plan->deviceOrder.size(), 0);
+        for (unsigned st : plan->stageOf)
+          ++count[st];
+        for (unsigned st = 0; st < plan->deviceOrder.size(); ++st)
+          os << " " << other.devices[plan->deviceOrder[st]].name << ":"
+             << count[st];
+        os << "\n";
+      }
       out->keep();
     }
   }

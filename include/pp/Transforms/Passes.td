@@ -119,6 +119,12 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
     Option<"profileFile", "profile", "std::string", "\"\"",
            "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"pins", "pin", "std::string", "\"\"",
+           "Pins: PATTERN=STAGE,... (ops whose ONNX node name matches the "
+           "regex go to that stage)">,
+    Option<"splitAfter", "split-after", "std::string", "\"\"",
+           "Explicit split points: NODE,... (a new stage starts after each "
+           "named op, in op order)">,
     Option<"tryDeviceOrders", "try-device-orders", "bool", "true",
            "Also search other orders of the devices (HetPipe)">,
     Option<"reportFile", "report", "std::string", "\"\"",
