@@ -325,8 +325,8 @@ int main(int argc, char **argv) {
         it = argNames.begin() + index;
     }
     if (it == argNames.end())
-      return fail("the step has no input named '" + spec.split('=').first +
-                  "'");
+      return fail("'" + (pipelined ? std::string("the pipeline") : funcName) +
+                  "' has no input named '" + spec.split('=').first + "'");
     auto tensor = readNpy(path);
     if (!tensor)
       return fail(llvm::toString(tensor.takeError()));
