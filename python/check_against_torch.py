@@ -17,6 +17,8 @@ import sys
 
 import numpy as np
 
+from compare import Comparison
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -66,21 +68,8 @@ def main():
             if line.startswith("step ")]
     theirs = np.load(os.path.join(work, "losses.npy"))
 
-    failures = []
-    worst = 0.0
-
-    def compare(name, a, b):
-        nonlocal worst
-        a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-        if a.shape != b.shape:
-            failures.append(f"{name}: shape {a.shape} vs torch {b.shape}")
-            return
-        err = float(np.max(np.abs(a - b))) if a.size else 0.0
-        scale = float(np.max(np.abs(b))) if b.size else 0.0
-        worst = max(worst, err / max(scale, 1e-30))
-        if err > args.rtol * scale + args.atol:
-            failures.append(f"{name}: max abs error {err:.3g} "
-                            f"(max |torch| {scale:.3g})")
+    compare = Comparison(args.rtol, args.atol)
+    failures = compare.failures
 
     if len(ours) != len(theirs):
         failures.append(f"{len(ours)} losses vs torch {len(theirs)}")
@@ -98,7 +87,7 @@ def main():
         compare(name, np.load(os.path.join(work, "ours", index[name])),
                 final[name])
     print(f"{args.model}: {len(final.files)} tensors and {len(ours)} losses, "
-          f"worst relative error {worst:.2e}; losses ours {ours} "
+          f"worst relative error {compare.worst:.2e}; losses ours {ours} "
           f"torch {list(theirs)}")
     for failure in failures:
         print("MISMATCH", failure)

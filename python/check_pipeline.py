@@ -25,6 +25,8 @@ import sys
 
 import numpy as np
 
+from compare import Comparison, load_globals
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -50,13 +52,6 @@ def cluster_file(work, devices):
 def losses_of(out):
     return [float(line.split()[3]) for line in out.splitlines()
             if line.startswith("step ")]
-
-
-def load_globals(directory):
-    index = dict(line.rstrip("\n").split("\t") for line in
-                 open(os.path.join(directory, "globals.txt")))
-    return {name: np.load(os.path.join(directory, file))
-            for name, file in index.items()}
 
 
 def main():
@@ -128,35 +123,22 @@ def main():
         schedule, devices, recompute = config.split(":")
         name = f"{schedule}-{devices}-{recompute}"
         losses, final = pipelined(name, schedule, int(devices), recompute)
-        failures = []
-        worst = 0.0
-
-        def compare(what, a, b):
-            nonlocal worst
-            a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-            if a.shape != b.shape:
-                failures.append(f"{what}: shape {a.shape} vs {b.shape}")
-                return
-            err = float(np.max(np.abs(a - b))) if a.size else 0.0
-            scale = float(np.max(np.abs(b))) if b.size else 0.0
-            worst = max(worst, err / max(scale, 1e-30))
-            if err > args.rtol * scale + args.atol:
-                failures.append(f"{what}: max abs error {err:.3g} "
-                                f"(max |reference| {scale:.3g})")
+        check = Comparison(args.rtol, args.atol)
+        failures = check.failures
 
         if len(losses) != len(ref_losses):
             failures.append(f"{len(losses)} losses vs {len(ref_losses)}")
         for i, (a, b) in enumerate(zip(losses, ref_losses)):
-            compare(f"loss of step {i + 1}", [a], [b])
+            check(f"loss of step {i + 1}", [a], [b])
         for key, value in ref_globals.items():
             if key not in final:
                 failures.append(f"{key}: missing in the pipeline")
             elif np.issubdtype(value.dtype, np.floating):
-                compare(key, final[key], value)
+                check(key, final[key], value)
             elif not np.array_equal(final[key], value):
                 failures.append(f"{key}: differs")
         print(f"{args.model} {name}: {len(ref_globals)} globals and "
-              f"{len(losses)} losses, worst relative error {worst:.2e}")
+              f"{len(losses)} losses, worst relative error {check.worst:.2e}")
         for failure in failures:
             print("MISMATCH", failure)
         failed |= bool(failures)

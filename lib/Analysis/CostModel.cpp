@@ -3,6 +3,8 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -228,3 +230,22 @@ double ProfiledCostModel::getBackwardTime(Operation *op,
 }
 
 } // namespace pp
+
+llvm::Expected<std::unique_ptr<pp::CostModel>>
+pp::createCostModel(llvm::StringRef profileFile) {
+  if (profileFile.empty())
+    return std::make_unique<pp::AnalyticCostModel>();
+  auto buffer = llvm::MemoryBuffer::getFile(profileFile);
+  if (!buffer)
+    return llvm::createStringError("cannot read profile '" + profileFile +
+                                   "': " + buffer.getError().message());
+  auto profiled =
+      pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
+  if (!profiled)
+    return profiled.takeError();
+  return std::unique_ptr<pp::CostModel>(std::move(*profiled));
+}
+
+std::string pp::formatMegabytes(uint64_t bytes) {
+  return llvm::formatv("{0:f1} MB", bytes / 1e6).str();
+}

@@ -13,7 +13,6 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/FormatVariadic.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -27,10 +26,6 @@ namespace onnx = pp::onnx;
 namespace partition = pp::partition;
 
 namespace {
-
-std::string megabytes(uint64_t bytes) {
-  return llvm::formatv("{0:f1} MB", bytes / 1e6).str();
-}
 
 struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
   using Base::Base;
@@ -67,24 +62,12 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     }
 
     // The cost model: roofline, or a measured profile on top of it.
-    std::unique_ptr<pp::CostModel> costModel;
-    if (!profileFile.empty()) {
-      auto buffer = llvm::MemoryBuffer::getFile(profileFile);
-      if (!buffer) {
-        module.emitError() << "cannot read profile '" << profileFile
-                           << "': " << buffer.getError().message();
-        return signalPassFailure();
-      }
-      auto profiled =
-          pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
-      if (!profiled) {
-        module.emitError() << llvm::toString(profiled.takeError());
-        return signalPassFailure();
-      }
-      costModel = std::move(*profiled);
-    } else {
-      costModel = std::make_unique<pp::AnalyticCostModel>();
+    auto createdModel = pp::createCostModel(profileFile);
+    if (!createdModel) {
+      module.emitError() << llvm::toString(createdModel.takeError());
+      return signalPassFailure();
     }
+    std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
     Block &body = func.getBody().front();
     costModel->setSavedValues(pp::findValuesSavedForBackward(body));
 
@@ -286,8 +269,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
           continue;
         diag << llvm::formatv(" {0} more bytes on {1} (stage {2}: {3} of {4});",
                               result->shortfall[d], devices.devices[d].name, s,
-                              megabytes(result->stageMemory[s]),
-                              megabytes(devices.memory(d)));
+                              pp::formatMegabytes(result->stageMemory[s]),
+                              pp::formatMegabytes(devices.memory(d)));
       }
       return signalPassFailure();
     }
@@ -334,7 +317,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
         os << llvm::formatv(
             "stage {0}: {1,-14} {2,4} ops  {3,10:f3} ms  {4,10} of {5}\n", s,
             devices.devices[d].name, opsPerStage[s], result->stageTime[s] * 1e3,
-            megabytes(result->stageMemory[s]), megabytes(devices.memory(d)));
+            pp::formatMegabytes(result->stageMemory[s]),
+            pp::formatMegabytes(devices.memory(d)));
       }
       os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
                           "order(s) tried\n",

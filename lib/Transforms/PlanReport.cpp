@@ -23,7 +23,6 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -62,10 +61,6 @@ bool isBookkeeping(Operation *op) {
          op->getDialect()->getNamespace() == "pp";
 }
 
-std::string megabytes(uint64_t bytes) {
-  return llvm::formatv("{0:f1} MB", bytes / 1e6).str();
-}
-
 struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
   using Base::Base;
 
@@ -89,24 +84,12 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
           << "cluster: " << llvm::toString(cluster.takeError());
       return signalPassFailure();
     }
-    std::unique_ptr<pp::CostModel> costModel;
-    if (!profileFile.empty()) {
-      auto buffer = llvm::MemoryBuffer::getFile(profileFile);
-      if (!buffer) {
-        emitError(module.getLoc()) << "cannot read profile '" << profileFile
-                                   << "': " << buffer.getError().message();
-        return signalPassFailure();
-      }
-      auto profiled =
-          pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
-      if (!profiled) {
-        emitError(module.getLoc()) << llvm::toString(profiled.takeError());
-        return signalPassFailure();
-      }
-      costModel = std::move(*profiled);
-    } else {
-      costModel = std::make_unique<pp::AnalyticCostModel>();
+    auto createdModel = pp::createCostModel(profileFile);
+    if (!createdModel) {
+      emitError(module.getLoc()) << llvm::toString(createdModel.takeError());
+      return signalPassFailure();
     }
+    std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
 
     // The schedule back into the simulator's form.
     sched::Schedule schedule;
@@ -294,14 +277,16 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
                             "{6,11} {7,4}\n",
                             s, device.name, device.kind, info.ops.size(),
                             info.costs.forward * 1e3, info.costs.backward * 1e3,
-                            megabytes(info.costs.stashBytes), info.recomputed);
+                            pp::formatMegabytes(info.costs.stashBytes),
+                            info.recomputed);
       }
       for (int d = 0; d < p; ++d) {
         const auto &device = cluster->devices[clusterIndex[d]];
         os << llvm::formatv(
             "device {0} {1,-14}: busy {2,8:f3} ms, peak memory {3} of {4}{5}\n",
             d, device.name, result.busy[d] * 1e3,
-            megabytes(result.peakMemory[d]), megabytes(device.memoryBytes),
+            pp::formatMegabytes(result.peakMemory[d]),
+            pp::formatMegabytes(device.memoryBytes),
             static_cast<int64_t>(result.peakMemory[d]) > device.memoryBytes
                 ? "  OVER"
                 : "");

@@ -99,6 +99,14 @@ private:
 /// The location name of an op (its ONNX node name), or "" when it has none.
 std::string getOpName(mlir::Operation *op);
 
+/// The roofline cost model, or, with a profile file, the measured times on
+/// top of it; the error names the file and what is wrong with it.
+llvm::Expected<std::unique_ptr<CostModel>>
+createCostModel(llvm::StringRef profileFile);
+
+/// "12.3 MB" (decimal megabytes, one decimal) for reports.
+std::string formatMegabytes(uint64_t bytes);
+
 } // namespace pp
 
 #endif // PP_ANALYSIS_COSTMODEL_H

@@ -1,0 +1,35 @@
+"""Tensor comparison shared by the checks against references.
+
+A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
+`Comparison` collects the failures and the worst relative error.
+"""
+import numpy as np
+
+
+class Comparison:
+    def __init__(self, rtol, atol):
+        self.rtol, self.atol = rtol, atol
+        self.failures = []
+        self.worst = 0.0
+
+    def __call__(self, name, ours, reference):
+        a = np.asarray(ours, np.float64)
+        b = np.asarray(reference, np.float64)
+        if a.shape != b.shape:
+            self.failures.append(f"{name}: shape {a.shape} vs {b.shape}")
+            return
+        err = float(np.max(np.abs(a - b))) if a.size else 0.0
+        scale = float(np.max(np.abs(b))) if b.size else 0.0
+        self.worst = max(self.worst, err / max(scale, 1e-30))
+        if err > self.rtol * scale + self.atol:
+            self.failures.append(f"{name}: max abs error {err:.3g} "
+                                 f"(max |reference| {scale:.3g})")
+
+
+def load_globals(directory):
+    """The globals pp-interpret --dump-globals wrote, by name."""
+    import os
+    index = dict(line.rstrip("\n").split("\t") for line in
+                 open(os.path.join(directory, "globals.txt")))
+    return {name: np.load(os.path.join(directory, file))
+            for name, file in index.items()}
