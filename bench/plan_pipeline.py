@@ -21,13 +21,20 @@ mode, as make_models.py exports it), then in the same run, interleaved, times
   mlir-opt/plan-IR  mlir-opt parse + print of the plan itself (generic form),
               which is larger than the input
 
+  import      pipeline-opt gpt.onnx --mlir-print-op-generic -o model.mlir
+              (the importer alone; part of `plan`)
+
 Each command runs once untimed first (warm-up; the planner's warm-up run
 adds --mlir-timing, which gives the partition pass's share). Reports the
-median wall time of each (process start included), the ratio plan /
-mlir-opt, op counts of the imported IR and of the plan (ops in generic form,
-module and functions included), and the number of stages and the predicted
-iteration time from plan.json. If recompute=auto fails at a size, that size
-is planned with recompute=none and the table says so.
+median wall time of each (process start included; the time of both tools on
+an empty module is printed below the table), the ratio plan / mlir-opt in
+wall and in CPU time (user + system of the child; less disturbed by other
+load on the machine), op counts of the imported IR and of the plan (ops in
+generic form, module and functions included), and the number of stages and
+the predicted iteration time from plan.json. If recompute=auto fails at a
+size, that size is planned with recompute=none and the table says so.
+pipeline-opt is copied into the work directory first, so a rebuild during
+the run cannot mix versions.
 
 Usage: /usr/bin/python3 bench/plan_pipeline.py --build build
          [--layers 12,48,96] [--repeat 3] [--work DIR] [--json out.json]
@@ -38,6 +45,7 @@ import io
 import json
 import os
 import re
+import resource
 import shutil
 import statistics
 import subprocess
@@ -60,15 +68,18 @@ def count_ops(path):
 
 
 def run(cmd, timeout):
-    """Runs cmd; returns (seconds, completed process)."""
+    """Runs cmd; returns ((wall s, CPU s), completed process)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     proc = subprocess.run(cmd, capture_output=True, text=True,
                           timeout=timeout)
-    seconds = time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n"
                            f"{proc.stderr[-2000:]}")
-    return seconds, proc
+    return (wall, cpu), proc
 
 
 def pass_share(timing_text, name):
@@ -93,7 +104,7 @@ def startup_floor(args, opt, work):
                       ("pipeline_opt", [opt])):
         run(cmd + [empty, "-o", out], args.timeout)
         floor[name] = statistics.median(
-            run(cmd + [empty, "-o", out], args.timeout)[0]
+            run(cmd + [empty, "-o", out], args.timeout)[0][0]
             for _ in range(max(args.repeat, 3)))
     return floor
 
@@ -154,7 +165,10 @@ def bench_size(args, opt, layers, work):
     for _ in range(args.repeat):  # interleaved, so load spreads evenly
         for name, cmd in commands.items():
             times[name].append(run(cmd, args.timeout)[0])
-    med = {name: statistics.median(t) for name, t in times.items()}
+    med = {name: statistics.median(w for w, _ in t)
+           for name, t in times.items()}
+    cpu = {name: statistics.median(c for _, c in t)
+           for name, t in times.items()}
 
     with open(os.path.join(plan_dir, "plan.json")) as f:
         summary = json.load(f)
@@ -170,13 +184,15 @@ def bench_size(args, opt, layers, work):
         "ours_s": med["ours"],
         "mlir_opt_plan_s": med["mlir_opt_plan"],
         "ratio": med["plan"] / med["mlir_opt"],
+        "cpu_s": cpu,
+        "cpu_ratio": cpu["plan"] / cpu["mlir_opt"],
         "partition_share": partition,
         "stages": len(summary["stages"]),
         "iteration_ms": summary["prediction"]["iteration_seconds"] * 1e3,
         "bubble": summary["prediction"]["bubble_fraction"],
         "recompute": recompute,
         "note": note,
-        "times": times,
+        "times_wall_cpu": times,
     }
 
 
@@ -218,7 +234,7 @@ def main():
 
     print("load average %.2f at end" % os.getloadavg()[0])
     header = ("| layers | ops in | ops plan | import s | plan s | +plan-dir s "
-              "| mlir-opt s | ours s | plan / mlir-opt | partition share "
+              "| mlir-opt s | ours s | plan / mlir-opt | (CPU) | partition share "
               "| mlir-opt plan IR s | stages | iteration ms |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
@@ -230,7 +246,8 @@ def main():
         print(f"| {r['layers']} | {r['ops']} | {r['plan_ops']} "
               f"| {r['import_s']:.3f} | {r['plan_s']:.3f} "
               f"| {r['plan_dir_s']:.3f} | {r['mlir_opt_s']:.3f} "
-              f"| {r['ours_s']:.3f} | {r['ratio']:.1f}x | {share} "
+              f"| {r['ours_s']:.3f} | {r['ratio']:.1f}x "
+              f"| {r['cpu_ratio']:.1f}x | {share} "
               f"| {r['mlir_opt_plan_s']:.3f} | {r['stages']} "
               f"| {r['iteration_ms']:.3f}{rec} |")
     print(f"empty module (process start only): mlir-opt "

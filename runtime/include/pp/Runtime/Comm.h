@@ -1,0 +1,64 @@
+//===- Comm.h - Transfers between the ranks of a pipeline job ---*- C++ -*-===//
+//
+// One interface for the messages of a pipelined training job: point-to-point
+// sends and receives of tensors (activations, gradients, tied weights) and a
+// sum all-reduce (data-parallel gradients). Backends:
+//   - in-process: the ranks are threads of one process (a single machine, or
+//     one GPU running every stage);
+//   - MPI: one process per rank (`mpirun -np N`, multi-node through the host
+//     list), in the pp_runtime_mpi library;
+//   - NCCL (GPU buffers, bootstrapped through MPI), in pp_runtime_nccl.
+//
+// Failures never hang: a receive gives up after the communicator's timeout
+// with an error naming the peer and tag, and `abort` stops every rank of the
+// job (MPI_Abort, or failing every waiting thread in-process).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_COMM_H
+#define PP_RUNTIME_COMM_H
+
+#include "pp/Runtime/Kernels.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace pp::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator();
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// "in-process", "mpi" or "nccl".
+  virtual const char *backend() const = 0;
+
+  /// Sends `value` to rank `peer` under `tag`; returns once `value` may be
+  /// reused (the message may still be in flight).
+  virtual Status send(const Tensor &value, int peer, int tag) = 0;
+  /// Receives into `value` (allocated, with the dtype and shape the sender
+  /// used) the message of `peer` under `tag`.
+  virtual Status recv(Tensor &value, int peer, int tag) = 0;
+  /// value := sum over all ranks of value (same dtype and shape everywhere;
+  /// F32 or F64).
+  virtual Status allReduceSum(Tensor &value) = 0;
+  /// Stops every rank of the job with `reason` (does not return for MPI).
+  virtual void abort(const std::string &reason) = 0;
+
+  /// Seconds a receive waits before it reports the peer as lost.
+  double timeoutSeconds = 60;
+};
+
+/// `size` communicators whose ranks are threads of this process; rank i is
+/// element i. They share a mailbox and live as long as any of them does.
+std::vector<std::unique_ptr<Communicator>> createInProcessGroup(int size);
+
+/// The MPI communicator of this process (MPI_COMM_WORLD); initialises MPI
+/// with thread support on first use and finalises it at exit. Defined in
+/// pp_runtime_mpi.
+std::unique_ptr<Communicator> createMPICommunicator(int *argc, char ***argv);
+
+} // namespace pp::rt
+
+#endif // PP_RUNTIME_COMM_H

@@ -1,0 +1,149 @@
+//===- MPI.cpp - One process per rank, over MPI -----------------*- C++ -*-===//
+//
+// Sends are non-blocking (MPI_Isend from a private copy), so two stages that
+// send to each other at once (activations one way, gradients the other) do
+// not wait on each other; receives poll so they can give up after the
+// timeout. A killed process is reported by mpirun, which stops the job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Runtime/Comm.h"
+
+#include <mpi.h>
+
+#include <chrono>
+#include <cstring>
+#include <list>
+#include <thread>
+
+using namespace pp::rt;
+
+namespace {
+
+class MPICommunicator : public Communicator {
+public:
+  MPICommunicator() {
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
+    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  }
+  ~MPICommunicator() override {
+    completeSends(/*wait=*/true);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized)
+      MPI_Finalize();
+  }
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const char *backend() const override { return "mpi"; }
+
+  Status send(const Tensor &value, int peer, int tag) override {
+    if (peer < 0 || peer >= size_ || peer == rank_)
+      return Status::error("send: rank " + std::to_string(rank_) +
+                           " cannot send to rank " + std::to_string(peer));
+    completeSends(/*wait=*/false);
+    Pending &p = sends_.emplace_back();
+    p.bytes.resize(static_cast<size_t>(value.bytes()));
+    if (!p.bytes.empty())
+      std::memcpy(p.bytes.data(), value.data, p.bytes.size());
+    int rc = MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()),
+                       MPI_BYTE, peer, tag, MPI_COMM_WORLD, &p.request);
+    if (rc != MPI_SUCCESS)
+      return Status::error("send: MPI_Isend to rank " + std::to_string(peer) +
+                           " failed");
+    return Status::success();
+  }
+
+  Status recv(Tensor &value, int peer, int tag) override {
+    // Probe first: a message of the wrong size is reported, not truncated.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration<double>(timeoutSeconds);
+    MPI_Status status;
+    int arrived = 0;
+    while (true) {
+      MPI_Iprobe(peer, tag, MPI_COMM_WORLD, &arrived, &status);
+      if (arrived)
+        break;
+      completeSends(/*wait=*/false);
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::error(
+            "recv: rank " + std::to_string(rank_) +
+            " got no message from rank " + std::to_string(peer) + " (tag " +
+            std::to_string(tag) + ") within " + std::to_string(timeoutSeconds) +
+            " s: is rank " + std::to_string(peer) + " lost?");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (count != value.bytes()) {
+      std::vector<char> discard(static_cast<size_t>(count));
+      MPI_Recv(discard.data(), count, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+               MPI_STATUS_IGNORE);
+      return Status::error("recv: rank " + std::to_string(rank_) +
+                           " expected " + std::to_string(value.bytes()) +
+                           " bytes from rank " + std::to_string(peer) +
+                           " (tag " + std::to_string(tag) + "), got " +
+                           std::to_string(count));
+    }
+    if (MPI_Recv(value.data, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+                 MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return Status::error("recv: MPI_Recv from rank " + std::to_string(peer) +
+                           " failed");
+    return Status::success();
+  }
+
+  Status allReduceSum(Tensor &value) override {
+    MPI_Datatype type;
+    if (value.dtype == DType::F32)
+      type = MPI_FLOAT;
+    else if (value.dtype == DType::F64)
+      type = MPI_DOUBLE;
+    else
+      return Status::error("allReduceSum: only f32 and f64");
+    if (MPI_Allreduce(MPI_IN_PLACE, value.data, static_cast<int>(value.numel()),
+                      type, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+      return Status::error("allReduceSum: MPI_Allreduce failed");
+    return Status::success();
+  }
+
+  void abort(const std::string &reason) override {
+    std::fprintf(stderr, "rank %d: %s\n", rank_, reason.c_str());
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+private:
+  struct Pending {
+    std::vector<char> bytes;
+    MPI_Request request;
+  };
+
+  /// Frees the buffers of finished sends (all of them, with `wait`).
+  void completeSends(bool wait) {
+    for (auto it = sends_.begin(); it != sends_.end();) {
+      int done = 0;
+      if (wait)
+        MPI_Wait(&it->request, MPI_STATUS_IGNORE), done = 1;
+      else
+        MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+      it = done ? sends_.erase(it) : std::next(it);
+    }
+  }
+
+  int rank_ = 0, size_ = 1;
+  std::list<Pending> sends_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator> pp::rt::createMPICommunicator(int *argc,
+                                                            char ***argv) {
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized) {
+    int provided = 0;
+    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
+  }
+  return std::make_unique<MPICommunicator>();
+}

@@ -1,0 +1,109 @@
+//===- MPICommCheck.cpp - The MPI communicator under mpirun ----*- C++ -*-===//
+//
+// Run as `mpirun -np N pp-rt-mpi-check`: a ring of point-to-point messages,
+// two ranks sending large messages to each other at once (must not
+// deadlock), a sum all-reduce, and a size mismatch reported as an error.
+// With `--kill-rank R`, rank R kills itself (SIGKILL) after the ring and
+// the others wait for it: mpirun must stop the job.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Runtime/Comm.h"
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+using namespace pp::rt;
+
+static int failures = 0;
+
+static void expect(bool ok, const char *what, int rank) {
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what);
+    ++failures;
+  }
+}
+
+static Tensor view(std::vector<float> &data) {
+  Tensor t;
+  t.data = data.data();
+  t.dtype = DType::F32;
+  t.shape = {static_cast<int64_t>(data.size())};
+  return t;
+}
+
+int main(int argc, char **argv) {
+  int killRank = -1;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (!std::strcmp(argv[i], "--kill-rank"))
+      killRank = std::atoi(argv[i + 1]);
+  auto comm = createMPICommunicator(&argc, &argv);
+  int rank = comm->rank(), size = comm->size();
+  comm->timeoutSeconds = 20;
+
+  // Ring: rank r sends [r, r+1, ...] to r+1 and checks what r-1 sent.
+  std::vector<float> out(5), in(5);
+  for (int i = 0; i < 5; ++i)
+    out[i] = static_cast<float>(rank + i);
+  Tensor outT = view(out), inT = view(in);
+  int next = (rank + 1) % size, prev = (rank + size - 1) % size;
+  if (size > 1) {
+    expect(comm->send(outT, next, 7).ok(), "ring send", rank);
+    Status s = comm->recv(inT, prev, 7);
+    expect(s.ok(), s.message.c_str(), rank);
+    for (int i = 0; i < 5; ++i)
+      expect(in[i] == static_cast<float>(prev + i), "ring payload", rank);
+  }
+
+  if (rank == killRank) {
+    std::fprintf(stderr, "rank %d: killing myself\n", rank);
+    std::fflush(stderr);
+    std::raise(SIGKILL);
+  }
+  if (killRank >= 0) {
+    // Wait for a message the dead rank never sends.
+    Status s = comm->recv(inT, killRank, 99);
+    std::fprintf(stderr, "rank %d: %s\n", rank, s.message.c_str());
+    comm->abort("lost rank " + std::to_string(killRank));
+  }
+
+  // Ranks 0 and 1 exchange 8 MB both ways at once (rendezvous sizes).
+  if (size > 1 && rank < 2) {
+    std::vector<float> big(2 << 20, static_cast<float>(rank)), got(2 << 20);
+    Tensor bigT = view(big), gotT = view(got);
+    int other = 1 - rank;
+    expect(comm->send(bigT, other, 3).ok(), "big send", rank);
+    Status s = comm->recv(gotT, other, 3);
+    expect(s.ok(), s.message.c_str(), rank);
+    expect(got.front() == static_cast<float>(other) &&
+               got.back() == static_cast<float>(other),
+           "big payload", rank);
+  }
+
+  // Sum all-reduce: every rank contributes rank + 1.
+  std::vector<float> value(4, static_cast<float>(rank + 1));
+  Tensor valueT = view(value);
+  expect(comm->allReduceSum(valueT).ok(), "allReduceSum", rank);
+  float expected = static_cast<float>(size * (size + 1) / 2);
+  expect(value[0] == expected && value[3] == expected, "allReduceSum value",
+         rank);
+
+  // A receive of the wrong size is an error, not a crash.
+  if (size > 1 && rank < 2) {
+    std::vector<float> four(4, 1.0f), three(3);
+    Tensor fourT = view(four), threeT = view(three);
+    if (rank == 0)
+      comm->send(fourT, 1, 11);
+    else {
+      Status s = comm->recv(threeT, 0, 11);
+      expect(!s.ok() &&
+                 s.message.find("expected 12 bytes") != std::string::npos,
+             "size mismatch reported", rank);
+    }
+  }
+  std::printf("rank %d of %d: %s\n", rank, size, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
