@@ -59,6 +59,11 @@ std::vector<std::unique_ptr<Communicator>> createInProcessGroup(int size);
 /// pp_runtime_mpi.
 std::unique_ptr<Communicator> createMPICommunicator(int *argc, char ***argv);
 
+/// The NCCL communicator of this MPI process on its node-local GPU (tensors
+/// in device memory); null, with a message on stderr, without a GPU.
+/// Defined in pp_runtime_nccl.
+std::unique_ptr<Communicator> createNCCLCommunicator(int *argc, char ***argv);
+
 } // namespace pp::rt
 
 #endif // PP_RUNTIME_COMM_H
