@@ -50,6 +50,13 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                          : optimizer == "momentum" ? 1.0
                          : optimizer == "adam"     ? 2.0
                                                    : -1.0;
+    if (!llvm::is_contained({"none", "full", "selective", "auto"},
+                            StringRef(recompute))) {
+      module.emitError() << "pp-partition: recompute must be none, full, "
+                            "selective or auto, got '"
+                         << recompute << "'";
+      return signalPassFailure();
+    }
     bool knownSchedule = llvm::is_contained(
         {"1f1b", "gpipe", "interleaved", "zb-h1"}, StringRef(schedule));
     if (stateFactor < 0 || !knownSchedule || microBatches == 0 || chunks == 0 ||
@@ -258,6 +265,25 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                        << llvm::toString(result.takeError());
       return signalPassFailure();
     }
+    // With recomputation allowed, a model that does not fit with every
+    // activation kept is partitioned as if each stage kept only its inputs;
+    // --pp-recompute then chooses what to recompute.
+    bool assumesRecompute = false;
+    if (!result->feasible && recompute != "none") {
+      partition::PartitionGraph lean = graph;
+      for (auto &node : lean.nodes)
+        node.activationBytes = 0;
+      auto retry = partition::partition(lean, devices, options);
+      if (!retry) {
+        func.emitError() << "partitioning failed: "
+                         << llvm::toString(retry.takeError());
+        return signalPassFailure();
+      }
+      if (retry->feasible) {
+        result = std::move(retry);
+        assumesRecompute = true;
+      }
+    }
     if (!result->feasible) {
       auto diag = func.emitError()
                   << "the model does not fit the cluster with schedule "
@@ -321,8 +347,12 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
             pp::formatMegabytes(devices.memory(d)));
       }
       os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
-                          "order(s) tried\n",
-                          result->bottleneck * 1e3, result->ordersTried);
+                          "order(s) tried{2}\n",
+                          result->bottleneck * 1e3, result->ordersTried,
+                          assumesRecompute
+                              ? "; fits only with recomputation (memory "
+                                "counts stage inputs, not activations)"
+                              : "");
       // The other virtual workers get their own plans (the IR carries the
       // first); the slowest one sets the pace of data-parallel training.
       for (unsigned w = 1; w < workers.size(); ++w) {

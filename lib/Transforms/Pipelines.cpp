@@ -112,6 +112,7 @@ void pp::registerPipelines() {
                                   : "adam";
         partition.profileFile = options.profile;
         partition.reportFile = options.report;
+        partition.recompute = options.recompute;
         pm.addPass(createPartitionPass(partition));
         pm.addPass(createAutodiffPass());
         OptimizerPassOptions optimizer;

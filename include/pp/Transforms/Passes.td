@@ -119,6 +119,10 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
     Option<"profileFile", "profile", "std::string", "\"\"",
            "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "none, or full / selective / auto: a model that does not fit with "
+           "every activation kept is partitioned as if stages kept only "
+           "their inputs (--pp-recompute then decides)">,
     Option<"pins", "pin", "std::string", "\"\"",
            "Pins: PATTERN=STAGE,... (ops whose ONNX node name matches the "
            "regex go to that stage)">,
