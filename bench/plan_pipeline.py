@@ -75,7 +75,8 @@ def run(cmd, timeout):
                           timeout=timeout)
     wall = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    cpu = (after.ru_utime - before.ru_utime
+           + after.ru_stime - before.ru_stime)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n"
                            f"{proc.stderr[-2000:]}")
@@ -233,9 +234,10 @@ def main():
             results.append(bench_size(args, opt, n, work))
 
     print("load average %.2f at end" % os.getloadavg()[0])
-    header = ("| layers | ops in | ops plan | import s | plan s | +plan-dir s "
-              "| mlir-opt s | ours s | plan / mlir-opt | (CPU) | partition share "
-              "| mlir-opt plan IR s | stages | iteration ms |")
+    header = ("| layers | ops in | ops plan | import s | plan s "
+              "| +plan-dir s | mlir-opt s | ours s | plan / mlir-opt | (CPU) "
+              "| partition share | mlir-opt plan IR s | stages "
+              "| iteration ms |")
     print(header)
     print("|" + "---|" * (header.count("|") - 1))
     for r in results:

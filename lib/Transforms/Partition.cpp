@@ -6,6 +6,8 @@
 #include "pp/Partition/Partitioner.h"
 #include "pp/Transforms/Passes.h"
 
+#include "ReportFile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
@@ -57,14 +59,20 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
                          << recompute << "'";
       return signalPassFailure();
     }
-    bool knownSchedule = llvm::is_contained(
-        {"1f1b", "gpipe", "interleaved", "zb-h1"}, StringRef(schedule));
-    if (stateFactor < 0 || !knownSchedule || microBatches == 0 || chunks == 0 ||
-        (chunks > 1 && schedule != "interleaved")) {
-      module.emitError()
-          << "pp-partition: optimizer must be sgd, momentum or adam, "
-             "schedule 1f1b, gpipe, interleaved or zb-h1, microbatches > 0, "
-             "and chunks > 1 only with schedule interleaved";
+    std::string invalid;
+    if (stateFactor < 0)
+      invalid =
+          "optimizer must be sgd, momentum or adam, got '" + optimizer + "'";
+    else if (!llvm::is_contained({"1f1b", "gpipe", "interleaved", "zb-h1"},
+                                 StringRef(schedule)))
+      invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
+                schedule + "'";
+    else if (microBatches == 0)
+      invalid = "microbatches must be > 0";
+    else if (chunks == 0 || (chunks > 1 && schedule != "interleaved"))
+      invalid = "chunks must be 1, or > 1 with schedule interleaved";
+    if (!invalid.empty()) {
+      module.emitError() << "pp-partition: " << invalid;
       return signalPassFailure();
     }
 
@@ -324,7 +332,7 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
 
     if (!reportFile.empty()) {
       std::string error;
-      auto out = openOutputFile(reportFile, &error);
+      auto out = pp::openReportFile(reportFile, &error);
       if (!out) {
         module.emitError() << "cannot write report: " << error;
         return signalPassFailure();

@@ -17,6 +17,8 @@
 #include "pp/Schedule/Timeline.h"
 #include "pp/Transforms/Passes.h"
 
+#include "ReportFile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/StringSet.h"
@@ -256,7 +258,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
 
     if (!summaryFile.empty()) {
       std::string error;
-      auto out = openOutputFile(summaryFile, &error);
+      auto out = pp::openReportFile(summaryFile, &error);
       if (!out) {
         emitError(module.getLoc()) << "cannot write summary: " << error;
         return signalPassFailure();

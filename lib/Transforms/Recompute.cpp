@@ -19,6 +19,8 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Transforms/Passes.h"
 
+#include "ReportFile.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
@@ -586,7 +588,7 @@ void RecomputePass::runOnOperation() {
   if (reportFile.empty())
     return;
   std::string error;
-  auto out = openOutputFile(reportFile, &error);
+  auto out = pp::openReportFile(reportFile, &error);
   if (!out) {
     module.emitError() << "cannot write report: " << error;
     return signalPassFailure();

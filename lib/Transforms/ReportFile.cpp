@@ -1,0 +1,30 @@
+//===- ReportFile.cpp - Text reports of the passes --------------*- C++ -*-===//
+
+#include "ReportFile.h"
+
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FileSystem.h"
+
+#include <mutex>
+
+std::unique_ptr<llvm::ToolOutputFile> pp::openReportFile(llvm::StringRef path,
+                                                         std::string *error) {
+  static std::mutex mutex;
+  static llvm::StringSet<> opened;
+  bool append;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    append = path != "-" && !opened.insert(path).second;
+  }
+  std::error_code ec;
+  auto file = std::make_unique<llvm::ToolOutputFile>(
+      path, ec,
+      append ? llvm::sys::fs::OF_Append | llvm::sys::fs::OF_Text
+             : llvm::sys::fs::OF_Text);
+  if (ec) {
+    if (error)
+      *error = ec.message();
+    return nullptr;
+  }
+  return file;
+}
