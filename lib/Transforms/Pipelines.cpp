@@ -94,7 +94,8 @@ void pp::registerPipelines() {
       "pp-compile",
       "ONNX model to a scheduled pipeline and its predicted plan: "
       "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
-      "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-plan-report",
+      "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan, "
+      "--pp-plan-report",
       [](OpPassManager &pm, const CompileOptions &options) {
         AddLossPassOptions loss;
         loss.kind = options.loss;
@@ -136,6 +137,7 @@ void pp::registerPipelines() {
         schedule.kind = options.schedule;
         schedule.chunks = chunks;
         pm.addPass(createMaterializeSchedulePass(schedule));
+        pm.addPass(createMemoryPlanPass());
         PlanReportPassOptions plan;
         plan.clusterSpec = options.cluster;
         plan.profileFile = options.profile;

@@ -282,16 +282,27 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
                             pp::formatMegabytes(info.costs.stashBytes),
                             info.recomputed);
       }
+      // The buffer plan of --pp-memory-plan, when it ran: what generated
+      // code allocates (with the temporaries' arena) next to the
+      // simulator's estimate.
+      auto planned =
+          module->getAttrOfType<DenseI64ArrayAttr>("pp.planned_peak_bytes");
       for (int d = 0; d < p; ++d) {
         const auto &device = cluster->devices[clusterIndex[d]];
+        std::string plannedText;
+        if (planned && d < static_cast<int>(planned.size()))
+          plannedText =
+              " (buffer plan " + pp::formatMegabytes(planned[d]) + ")";
+        int64_t worst = static_cast<int64_t>(result.peakMemory[d]);
+        if (planned && d < static_cast<int>(planned.size()))
+          worst = std::max(worst, planned[d]);
         os << llvm::formatv(
-            "device {0} {1,-14}: busy {2,8:f3} ms, peak memory {3} of {4}{5}\n",
+            "device {0} {1,-14}: busy {2,8:f3} ms, peak memory {3}{4} of "
+            "{5}{6}\n",
             d, device.name, result.busy[d] * 1e3,
-            pp::formatMegabytes(result.peakMemory[d]),
+            pp::formatMegabytes(result.peakMemory[d]), plannedText,
             pp::formatMegabytes(device.memoryBytes),
-            static_cast<int64_t>(result.peakMemory[d]) > device.memoryBytes
-                ? "  OVER"
-                : "");
+            worst > device.memoryBytes ? "  OVER" : "");
       }
       os << llvm::formatv("iteration {0:f3} ms, bubble {1:f1}%, {2:f0} "
                           "samples/s\n",
@@ -345,6 +356,10 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             json.attribute("memory_bytes", device.memoryBytes);
             json.attribute("peak_memory_bytes",
                            static_cast<int64_t>(result.peakMemory[d]));
+            if (auto planned = module->getAttrOfType<DenseI64ArrayAttr>(
+                    "pp.planned_peak_bytes");
+                planned && d < static_cast<int>(planned.size()))
+              json.attribute("planned_peak_bytes", planned[d]);
             json.attribute("busy_seconds", result.busy[d]);
             json.attribute("idle_seconds", result.idle[d]);
           });

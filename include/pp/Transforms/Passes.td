@@ -259,4 +259,23 @@ def PlanReportPass : Pass<"pp-plan-report", "mlir::ModuleOp"> {
   ];
 }
 
+
+def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
+  let summary = "Plan the buffers of a scheduled pipeline, per device";
+  let description = [{
+    Computes, per device of the `pp.schedule`, the memory generated code
+    allocates: the globals its stages use and the gradient accumulators
+    (persistent), the stashed activations times the most micro-batches in
+    flight in the schedule's order, and one arena for the temporaries of
+    its stage functions, each value placed at an offset chosen from live
+    ranges (pp/Analysis/MemoryPlan.h). Functions get `pp.arena_bytes`, ops
+    `pp.offsets`, the module `pp.planned_peak_bytes`; `report` prints the
+    breakdown.
+  }];
+  let options = [
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write the per-device plan here ('-' for stdout)">,
+  ];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD

@@ -1,0 +1,96 @@
+//===- MemoryPlan.cpp - Static buffer plan of a stage function ------------===//
+
+#include "pp/Analysis/MemoryPlan.h"
+
+#include "pp/Analysis/CostModel.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/IR/Operation.h"
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+#include <map>
+
+using namespace mlir;
+
+namespace {
+
+struct Interval {
+  Value value;
+  int64_t bytes;
+  unsigned start, end; // op indices, inclusive
+};
+
+int64_t alignUp(int64_t bytes) {
+  return (bytes + pp::kArenaAlignment - 1) / pp::kArenaAlignment *
+         pp::kArenaAlignment;
+}
+
+} // namespace
+
+pp::MemoryPlan pp::planMemory(Block &block) {
+  MemoryPlan plan;
+  llvm::DenseMap<Operation *, unsigned> index;
+  unsigned position = 0;
+  for (Operation &op : block)
+    index[&op] = position++;
+
+  // Live ranges: from the defining op to the last op (of this block) that
+  // uses the value, directly or inside a region.
+  std::vector<Interval> intervals;
+  for (Operation &op : block) {
+    if (isa<onnx::GlobalReadOp, onnx::ConstantOp>(op))
+      continue;
+    for (Value result : op.getResults()) {
+      int64_t bytes = getTensorBytes(result.getType());
+      if (bytes <= 0)
+        continue;
+      unsigned end = index[&op];
+      for (Operation *user : result.getUsers()) {
+        Operation *top = block.findAncestorOpInBlock(*user);
+        if (top)
+          end = std::max(end, index[top]);
+      }
+      intervals.push_back({result, alignUp(bytes), index[&op], end});
+      plan.totalBytes += alignUp(bytes);
+    }
+  }
+
+  // The lower bound: bytes live at the busiest op.
+  std::vector<int64_t> live(position + 1, 0);
+  for (const Interval &in : intervals)
+    for (unsigned t = in.start; t <= in.end; ++t)
+      live[t] += in.bytes;
+  for (int64_t bytes : live)
+    plan.peakLiveBytes = std::max(plan.peakLiveBytes, bytes);
+
+  // Greedy by size: each value at the lowest offset free for its lifetime.
+  std::vector<size_t> order(intervals.size());
+  for (size_t i = 0; i < order.size(); ++i)
+    order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return intervals[a].bytes > intervals[b].bytes;
+  });
+  std::vector<std::pair<int64_t, size_t>> placed; // (offset, interval)
+  for (size_t i : order) {
+    const Interval &in = intervals[i];
+    // Blocks taken by values alive at the same time, by offset.
+    std::vector<std::pair<int64_t, int64_t>> taken;
+    for (auto [offset, j] : placed) {
+      const Interval &other = intervals[j];
+      if (other.start <= in.end && in.start <= other.end)
+        taken.push_back({offset, offset + other.bytes});
+    }
+    llvm::sort(taken);
+    int64_t offset = 0;
+    for (auto [begin, end] : taken) {
+      if (offset + in.bytes <= begin)
+        break;
+      offset = std::max(offset, end);
+    }
+    placed.push_back({offset, i});
+    plan.offsets[in.value] = offset;
+    plan.arenaBytes = std::max(plan.arenaBytes, offset + in.bytes);
+  }
+  return plan;
+}
