@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# GPU checks for a node with NVIDIA GPUs (not part of CI: CI has no GPU).
+# Builds with the CUDA backend and runs what needs a GPU:
+#   - the NCCL communicator (pp-rt-nccl-check) on every GPU of the node
+#     under mpirun: a ring, large messages both ways, an all-reduce.
+# The end-to-end training tests join here once code generation lands
+# (issue 5).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD_DIR:-$root/build}
+bash "$root/scripts/build.sh"
+check=$build/runtime/pp-rt-nccl-check
+if [ ! -x "$check" ]; then
+  echo "gpu-check: $check was not built (CUDA, NCCL or MPI missing?)" >&2
+  exit 1
+fi
+gpus=$(nvidia-smi --list-gpus | wc -l)
+if [ "$gpus" -lt 1 ]; then
+  echo "gpu-check: no GPU visible to nvidia-smi" >&2
+  exit 1
+fi
+# One rank per GPU; two ranks on one GPU still exercise NCCL.
+ranks=$(( gpus > 1 ? gpus : 2 ))
+echo "gpu-check: NCCL on $gpus GPU(s), $ranks ranks"
+timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$check"
+echo "gpu-check: passed"
