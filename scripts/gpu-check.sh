@@ -19,8 +19,9 @@ if [ "$gpus" -lt 1 ]; then
   echo "gpu-check: no GPU visible to nvidia-smi" >&2
   exit 1
 fi
-# One rank per GPU; two ranks on one GPU still exercise NCCL.
-ranks=$(( gpus > 1 ? gpus : 2 ))
-echo "gpu-check: NCCL on $gpus GPU(s), $ranks ranks"
+# One rank per GPU (NCCL refuses two ranks on one GPU); with a single GPU
+# only the all-reduce runs.
+ranks=$gpus
+echo "gpu-check: NCCL on $gpus GPU(s), $ranks rank(s)"
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$check"
 echo "gpu-check: passed"
