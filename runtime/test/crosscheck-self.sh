@@ -1,0 +1,20 @@
+#!/bin/sh
+# The kernel cross-check harness on the CPU: it runs every case, the
+# comparison accepts an identical run and rejects one with a single float
+# changed by 1% (so a GPU run that differs would be caught).
+set -e
+check=$1; python=$2; compare=$3
+work=$(mktemp -d)
+mkdir -p "$work/a"
+"$check" "$work/a"
+cp -r "$work/a" "$work/b"
+"$python" "$compare" "$work/a" "$work/b"
+"$python" - "$work/b/conv_and_grads.dw.bin" <<'PY'
+import sys, numpy as np
+a = np.fromfile(sys.argv[1], np.float32); a[5] *= 1.01; a.tofile(sys.argv[1])
+PY
+if "$python" "$compare" "$work/a" "$work/b"; then
+  echo "FAIL: a changed output was accepted"; exit 1
+fi
+rm -rf "$work"
+echo "PASS"

@@ -1,0 +1,371 @@
+//===- KernelCrossCheck.cpp - Same kernels, same inputs, any backend ------===//
+//
+// Runs a fixed list of kernel cases on deterministic inputs and writes every
+// output as raw little-endian bytes plus a manifest line
+// ("<case> <output> <dtype> <d0>x<d1>... <file>") into a directory. Built
+// twice from this one source: against pp_runtime (CPU) and, with
+// PP_CROSSCHECK_CUDA, against pp_runtime_cuda (buffers in device memory).
+// python/compare_kernel_runs.py compares two directories; on a GPU node
+// scripts/gpu-check.sh runs both and compares, so every CUDA kernel is
+// checked against the CPU reference.
+//
+//   pp-rt-crosscheck-cpu OUT_DIR
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Runtime/Kernels.h"
+#ifdef PP_CROSSCHECK_CUDA
+#include "pp/Runtime/CudaContext.h"
+using namespace pp::rt::cuda;
+#endif
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+using namespace pp::rt;
+
+namespace {
+
+Context ctx;
+std::string outDir;
+std::ofstream manifest;
+int failures = 0;
+
+/// A tensor whose data lives where the backend computes (host or device),
+/// with a host copy for filling and reading.
+struct Buffer {
+  Tensor tensor;
+  std::vector<char> host;
+
+  Buffer(DType dtype, std::vector<int64_t> shape) {
+    tensor.dtype = dtype;
+    tensor.shape = std::move(shape);
+    host.assign(static_cast<size_t>(tensor.bytes()), 0);
+#ifdef PP_CROSSCHECK_CUDA
+    deviceAlloc(ctx, tensor.bytes() ? tensor.bytes() : 1, &tensor.data);
+#else
+    tensor.data = host.data();
+#endif
+  }
+  ~Buffer() {
+#ifdef PP_CROSSCHECK_CUDA
+    deviceFree(ctx, tensor.data);
+#endif
+  }
+  Buffer(const Buffer &) = delete;
+
+  void upload() {
+#ifdef PP_CROSSCHECK_CUDA
+    copyToDevice(ctx, tensor.data, host.data(), tensor.bytes());
+#endif
+  }
+  void download() {
+#ifdef PP_CROSSCHECK_CUDA
+    synchronize(ctx);
+    copyToHost(ctx, host.data(), tensor.data, tensor.bytes());
+#endif
+  }
+  template <typename T> T *as() { return reinterpret_cast<T *>(host.data()); }
+};
+
+using BufferPtr = std::unique_ptr<Buffer>;
+
+/// Uniform values in [lo, hi) from a fixed linear congruential sequence, so
+/// both builds see the same inputs.
+BufferPtr random(std::vector<int64_t> shape, uint64_t seed, double lo = -1,
+                 double hi = 1, DType dtype = DType::F32) {
+  auto b = std::make_unique<Buffer>(dtype, std::move(shape));
+  uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
+  for (int64_t i = 0, n = b->tensor.numel(); i < n; ++i) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    double u = static_cast<double>(state >> 11) * 0x1.0p-53;
+    double v = lo + (hi - lo) * u;
+    switch (dtype) {
+    case DType::F32:
+      b->as<float>()[i] = static_cast<float>(v);
+      break;
+    case DType::F64:
+      b->as<double>()[i] = v;
+      break;
+    case DType::I64:
+      b->as<int64_t>()[i] = static_cast<int64_t>(std::floor(v));
+      break;
+    default:
+      break;
+    }
+  }
+  b->upload();
+  return b;
+}
+
+BufferPtr zeros(std::vector<int64_t> shape, DType dtype = DType::F32) {
+  auto b = std::make_unique<Buffer>(dtype, std::move(shape));
+  b->upload();
+  return b;
+}
+
+void record(const std::string &caseName, const std::string &output, Buffer &b) {
+  b.download();
+  std::string file = caseName + "." + output + ".bin";
+  std::ofstream os(outDir + "/" + file, std::ios::binary);
+  os.write(b.host.data(), static_cast<std::streamsize>(b.host.size()));
+  std::string shape;
+  for (int64_t d : b.tensor.shape)
+    shape += (shape.empty() ? "" : "x") + std::to_string(d);
+  manifest << caseName << " " << output << " " << dtypeName(b.tensor.dtype)
+           << " " << (shape.empty() ? "scalar" : shape) << " " << file << "\n";
+}
+
+bool ok(const std::string &caseName, const Status &status) {
+  if (status.ok())
+    return true;
+  std::fprintf(stderr, "%s: %s\n", caseName.c_str(), status.message.c_str());
+  ++failures;
+  return false;
+}
+
+struct Case {
+  const char *name;
+  std::function<void(const std::string &)> run;
+};
+
+WindowParams window(int64_t k, int64_t stride, int64_t pad) {
+  WindowParams p;
+  p.kernel = {k, k};
+  p.strides = {stride, stride};
+  p.pads = {pad, pad, pad, pad};
+  p.dilations = {1, 1};
+  return p;
+}
+
+std::vector<Case> cases() {
+  return {
+      {"gelu_grad",
+       [](const std::string &n) {
+         auto x = random({4, 37}, 1), y = zeros({4, 37}),
+              dy = random({4, 37}, 2), dx = zeros({4, 37});
+         if (ok(n, unary(ctx, UnaryKind::GeluErf, x->tensor, y->tensor)) &&
+             ok(n, unaryGrad(ctx, UnaryKind::GeluErf, x->tensor, y->tensor,
+                             dy->tensor, dx->tensor))) {
+           record(n, "y", *y);
+           record(n, "dx", *dx);
+         }
+       }},
+      {"broadcast_div",
+       [](const std::string &n) {
+         auto a = random({3, 4, 5}, 3), b = random({4, 1}, 4, 0.5, 2),
+              c = zeros({3, 4, 5});
+         if (ok(n,
+                binary(ctx, BinaryKind::Div, a->tensor, b->tensor, c->tensor)))
+           record(n, "c", *c);
+       }},
+      {"reduce_mean",
+       [](const std::string &n) {
+         auto x = random({6, 7, 8}, 5), y = zeros({6, 1, 8});
+         if (ok(n, reduce(ctx, ReduceKind::Mean, x->tensor, {1}, y->tensor)))
+           record(n, "y", *y);
+       }},
+      {"log_softmax_grad",
+       [](const std::string &n) {
+         auto x = random({5, 33}, 6, -4, 4), y = zeros({5, 33}),
+              dy = random({5, 33}, 7), dx = zeros({5, 33});
+         if (ok(n, softmax(ctx, x->tensor, -1, true, y->tensor)) &&
+             ok(n, softmaxGrad(ctx, y->tensor, dy->tensor, -1, true,
+                               dx->tensor))) {
+           record(n, "y", *y);
+           record(n, "dx", *dx);
+         }
+       }},
+      {"layer_norm",
+       [](const std::string &n) {
+         auto x = random({6, 48}, 8), s = random({48}, 9), b = random({48}, 10),
+              y = zeros({6, 48}), mean = zeros({6, 1}), inv = zeros({6, 1}),
+              dy = random({6, 48}, 11), dx = zeros({6, 48}), ds = zeros({48}),
+              db = zeros({48});
+         if (ok(n, layerNorm(ctx, x->tensor, s->tensor, &b->tensor, -1, 1e-5f,
+                             y->tensor, mean->tensor, inv->tensor)) &&
+             ok(n, layerNormGrad(ctx, dy->tensor, x->tensor, s->tensor,
+                                 mean->tensor, inv->tensor, -1, dx->tensor,
+                                 ds->tensor, &db->tensor))) {
+           record(n, "y", *y);
+           record(n, "dx", *dx);
+           record(n, "dscale", *ds);
+           record(n, "dbias", *db);
+         }
+       }},
+      {"batch_norm_train",
+       [](const std::string &n) {
+         auto x = random({4, 3, 5, 5}, 12), s = random({3}, 13),
+              b = random({3}, 14), m = random({3}, 15),
+              v = random({3}, 16, 0.5, 1.5), y = zeros({4, 3, 5, 5}),
+              rm = zeros({3}), rv = zeros({3}), sm = zeros({3}),
+              si = zeros({3}), dy = random({4, 3, 5, 5}, 17),
+              dx = zeros({4, 3, 5, 5}), ds = zeros({3}), db = zeros({3});
+         if (ok(n,
+                batchNorm(ctx, x->tensor, s->tensor, b->tensor, m->tensor,
+                          v->tensor, 1e-5f, 0.9f, true, y->tensor, rm->tensor,
+                          rv->tensor, &sm->tensor, &si->tensor, true)) &&
+             ok(n, batchNormGrad(ctx, dy->tensor, x->tensor, s->tensor,
+                                 sm->tensor, si->tensor, dx->tensor, ds->tensor,
+                                 db->tensor))) {
+           record(n, "y", *y);
+           record(n, "running_mean", *rm);
+           record(n, "running_var", *rv);
+           record(n, "dx", *dx);
+           record(n, "dscale", *ds);
+           record(n, "dbias", *db);
+         }
+       }},
+      {"gemm_transposed",
+       [](const std::string &n) {
+         auto a = random({19, 13}, 18), b = random({23, 19}, 19),
+              c = random({23}, 20), y = zeros({13, 23});
+         if (ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 0.5f, 2.0f, true,
+                        true, y->tensor)))
+           record(n, "y", *y);
+       }},
+      {"batched_matmul",
+       [](const std::string &n) {
+         auto a = random({3, 7, 9}, 21), b = random({9, 5}, 22),
+              y = zeros({3, 7, 5});
+         if (ok(n, matmul(ctx, a->tensor, b->tensor, y->tensor)))
+           record(n, "y", *y);
+       }},
+      {"conv_and_grads",
+       [](const std::string &n) {
+         WindowParams p = window(3, 2, 1);
+         auto x = random({2, 4, 9, 9}, 23), w = random({6, 4, 3, 3}, 24),
+              b = random({6}, 25), y = zeros({2, 6, 5, 5}),
+              dy = random({2, 6, 5, 5}, 26), dx = zeros({2, 4, 9, 9}),
+              dw = zeros({6, 4, 3, 3});
+         if (ok(n, conv(ctx, x->tensor, w->tensor, &b->tensor, p, y->tensor)) &&
+             ok(n, convGradInput(ctx, dy->tensor, w->tensor, p, dx->tensor)) &&
+             ok(n, convGradWeight(ctx, dy->tensor, x->tensor, p, dw->tensor))) {
+           record(n, "y", *y);
+           record(n, "dx", *dx);
+           record(n, "dw", *dw);
+         }
+       }},
+      {"grouped_conv",
+       [](const std::string &n) {
+         WindowParams p = window(3, 1, 1);
+         p.group = 2;
+         auto x = random({1, 4, 6, 6}, 27), w = random({4, 2, 3, 3}, 28),
+              y = zeros({1, 4, 6, 6});
+         if (ok(n, conv(ctx, x->tensor, w->tensor, nullptr, p, y->tensor)))
+           record(n, "y", *y);
+       }},
+      {"max_pool_and_grad",
+       [](const std::string &n) {
+         WindowParams p = window(3, 2, 1);
+         auto x = random({2, 3, 8, 8}, 29), y = zeros({2, 3, 4, 4}),
+              idx = zeros({2, 3, 4, 4}, DType::I64),
+              dy = random({2, 3, 4, 4}, 30), dx = zeros({2, 3, 8, 8});
+         if (ok(n, maxPool(ctx, x->tensor, p, y->tensor, &idx->tensor)) &&
+             ok(n, maxPoolGrad(ctx, dy->tensor, idx->tensor, dx->tensor))) {
+           record(n, "y", *y);
+           record(n, "indices", *idx);
+           record(n, "dx", *dx);
+         }
+       }},
+      {"transpose_gather",
+       [](const std::string &n) {
+         auto x = random({3, 4, 5}, 31), t = zeros({5, 3, 4}),
+              table = random({10, 6}, 32),
+              ids = random({7}, 33, 0, 10, DType::I64), g = zeros({7, 6}),
+              dy = random({7, 6}, 34), dt = zeros({10, 6});
+         if (ok(n, transpose(ctx, x->tensor, {2, 0, 1}, t->tensor)) &&
+             ok(n, gather(ctx, table->tensor, ids->tensor, 0, g->tensor)) &&
+             ok(n, gatherGrad(ctx, dy->tensor, ids->tensor, 0, dt->tensor))) {
+           record(n, "transposed", *t);
+           record(n, "gathered", *g);
+           record(n, "dtable", *dt);
+         }
+       }},
+      {"softmax_cross_entropy",
+       [](const std::string &n) {
+         auto s = random({8, 10}, 35, -3, 3),
+              l = random({8}, 36, 0, 10, DType::I64), loss = zeros({}),
+              logp = zeros({8, 10}), one = zeros({}), ds = zeros({8, 10});
+         one->as<float>()[0] = 1.0f;
+         one->upload();
+         if (ok(n,
+                softmaxCrossEntropy(ctx, s->tensor, l->tensor, nullptr, false,
+                                    0, "mean", loss->tensor, logp->tensor)) &&
+             ok(n, softmaxCrossEntropyGrad(ctx, one->tensor, logp->tensor,
+                                           l->tensor, nullptr, false, 0, "mean",
+                                           ds->tensor))) {
+           record(n, "loss", *loss);
+           record(n, "dscores", *ds);
+         }
+       }},
+      {"dropout",
+       [](const std::string &n) {
+         auto x = random({16, 33}, 37), y = zeros({16, 33}),
+              mask = zeros({16, 33}, DType::Bool);
+         if (ok(n, dropout(ctx, x->tensor, 0.3f, true, 1234, y->tensor,
+                           mask->tensor))) {
+           record(n, "y", *y);
+           record(n, "mask", *mask);
+         }
+       }},
+      {"sgd_momentum_adam",
+       [](const std::string &n) {
+         auto p = random({50}, 38), g = random({50}, 39),
+              buf = random({50}, 40), q = random({50}, 41),
+              m = random({50}, 42), v = random({50}, 43, 0, 1);
+         bool done = true;
+         for (int64_t step = 1; step <= 3 && done; ++step)
+           done =
+               ok(n, sgdStep(ctx, p->tensor, g->tensor, &buf->tensor, step,
+                             0.1f, 0.9f, 0.0f, 0.01f, true)) &&
+               ok(n, adamStep(ctx, q->tensor, g->tensor, m->tensor, v->tensor,
+                              step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, true));
+         if (done) {
+           record(n, "sgd_param", *p);
+           record(n, "sgd_buffer", *buf);
+           record(n, "adam_param", *q);
+           record(n, "adam_v", *v);
+         }
+       }},
+  };
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: %s OUT_DIR\n", argv[0]);
+    return 2;
+  }
+  outDir = argv[1];
+#ifdef PP_CROSSCHECK_CUDA
+  if (Status s = createContext(ctx); !s.ok()) {
+    std::fprintf(stderr, "no CUDA context: %s\n", s.message.c_str());
+    return 1;
+  }
+#endif
+  manifest.open(outDir + "/manifest.txt");
+  if (!manifest) {
+    std::fprintf(stderr, "cannot write %s/manifest.txt\n", outDir.c_str());
+    return 1;
+  }
+  int count = 0;
+  for (const Case &c : cases()) {
+    c.run(c.name);
+    ++count;
+  }
+  manifest.close();
+#ifdef PP_CROSSCHECK_CUDA
+  destroyContext(ctx);
+#endif
+  std::printf("%d cases, %d failed\n", count, failures);
+  return failures ? 1 : 0;
+}
