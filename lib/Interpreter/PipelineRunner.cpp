@@ -366,6 +366,7 @@ LogicalResult PipelineRunner::initialize() {
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
     options.seed = impl_->options.seed + static_cast<uint64_t>(s);
+    options.profile = impl_->options.profile;
     auto interp = std::make_unique<Interpreter>(module, options);
     registerTrainHandlers(*interp);
     impl_->registerHandlers(*interp, static_cast<int>(s % numDevices_));
@@ -516,4 +517,22 @@ llvm::ArrayRef<std::string> PipelineRunner::getGlobalNames() const {
   if (impl_->stages.empty())
     return {};
   return impl_->stages.front()->getGlobalNames();
+}
+
+std::vector<OpProfile> PipelineRunner::getProfile() const {
+  llvm::StringMap<OpProfile> merged;
+  for (const auto &stage : impl_->stages)
+    for (const OpProfile &entry : stage->getProfile()) {
+      OpProfile &total = merged[entry.opName];
+      total.opName = entry.opName;
+      total.calls += entry.calls;
+      total.milliseconds += entry.milliseconds;
+    }
+  std::vector<OpProfile> result;
+  for (auto &entry : merged)
+    result.push_back(entry.second);
+  llvm::sort(result, [](const OpProfile &a, const OpProfile &b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  return result;
 }

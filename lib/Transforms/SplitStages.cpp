@@ -315,9 +315,10 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
   Value result;
 
   if (auto arg = dyn_cast<BlockArgument>(value)) {
-    if (!here.microBatch)
-      return step.emitError() << "the update of stage " << stage
-                              << " reads input " << arg.getArgNumber();
+    if (phase == Phase::Update)
+      return step.emitError()
+             << "the update of stage " << stage << " reads input "
+             << arg.getArgNumber() << ", which only micro-batches have";
     result = pipeline::InputOp::create(
         here.builder, loc, arg.getType(), here.microBatch,
         here.builder.getI64IntegerAttr(arg.getArgNumber()));

@@ -288,6 +288,7 @@ int main(int argc, char **argv) {
     PipelineRunOptions options;
     options.numThreadsPerDevice = numThreads;
     options.seed = seed;
+    options.profile = profile;
     runner = std::make_unique<PipelineRunner>(*module, options);
     if (failed(runner->initialize()))
       return 1;
@@ -389,13 +390,15 @@ int main(int argc, char **argv) {
   }
 
   if (profile) {
+    std::vector<OpProfile> entries =
+        pipelined ? runner->getProfile() : interp.getProfile();
     double total = 0;
-    for (const auto &entry : interp.getProfile())
+    for (const auto &entry : entries)
       total += entry.milliseconds;
     llvm::outs() << "profile over " << steps
                  << " run(s): " << llvm::format("%.3f", total)
                  << " ms in ops\n";
-    for (const auto &entry : interp.getProfile())
+    for (const auto &entry : entries)
       llvm::outs() << llvm::format(
           "  %-34s %6lld calls %10.3f ms %5.1f%%\n", entry.opName.c_str(),
           static_cast<long long>(entry.calls), entry.milliseconds,

@@ -29,6 +29,8 @@ struct PipelineRunOptions {
   /// Kernel threads per device.
   int numThreadsPerDevice = 1;
   uint64_t seed = 0;
+  /// Time the ops of every stage (see getProfile).
+  bool profile = false;
 };
 
 /// A step input as the pipelined step takes it: the whole mini-batch.
@@ -67,6 +69,9 @@ public:
   /// reads it) holds it.
   const Tensor *getGlobal(llvm::StringRef name) const;
   llvm::ArrayRef<std::string> getGlobalNames() const;
+
+  /// Per-op-kind time summed over every stage (empty unless profiling).
+  std::vector<OpProfile> getProfile() const;
 
 private:
   struct Impl;
