@@ -298,14 +298,10 @@ PipelineRunner::~PipelineRunner() = default;
 
 LogicalResult PipelineRunner::initialize() {
   ModuleOp module = impl_->module;
-  SmallVector<pipeline::ScheduleOp> schedules(
-      module.getOps<pipeline::ScheduleOp>());
-  if (schedules.size() != 1)
-    return module.emitError()
-           << "a pipelined module needs exactly one pp.schedule (run "
-              "--pp-schedule), found "
-           << schedules.size();
-  pipeline::ScheduleOp schedule = schedules.front();
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "a pipelined module");
+  if (!schedule)
+    return failure();
   microBatches_ = static_cast<int64_t>(schedule.getMicroBatches());
   if (auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
       attr && attr.getInt() != microBatches_)

@@ -47,14 +47,10 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<pipeline::ScheduleOp> schedules(
-        module.getOps<pipeline::ScheduleOp>());
-    if (schedules.size() != 1) {
-      emitError(module.getLoc())
-          << "pp-memory-plan needs one pp.schedule: run --pp-schedule";
+    pipeline::ScheduleOp schedule =
+        pipeline::lookupSchedule(module, "pp-memory-plan");
+    if (!schedule)
       return signalPassFailure();
-    }
-    pipeline::ScheduleOp schedule = schedules.front();
     Builder b(&getContext());
 
     // Stages of each device, and the most micro-batches each stage holds

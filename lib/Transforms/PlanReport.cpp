@@ -68,14 +68,10 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SmallVector<pipeline::ScheduleOp> schedules(
-        module.getOps<pipeline::ScheduleOp>());
-    if (schedules.size() != 1) {
-      emitError(module.getLoc())
-          << "pp-plan-report needs one pp.schedule: run --pp-schedule";
+    pipeline::ScheduleOp scheduleOp =
+        pipeline::lookupSchedule(module, "pp-plan-report");
+    if (!scheduleOp)
       return signalPassFailure();
-    }
-    pipeline::ScheduleOp scheduleOp = schedules.front();
     if (clusterSpec.empty()) {
       emitError(module.getLoc()) << "pp-plan-report needs cluster=<spec>";
       return signalPassFailure();

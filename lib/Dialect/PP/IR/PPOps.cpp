@@ -238,5 +238,15 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
+ScheduleOp pp::pipeline::lookupSchedule(ModuleOp module, StringRef user) {
+  auto schedules = module.getOps<ScheduleOp>();
+  if (llvm::hasSingleElement(schedules))
+    return *schedules.begin();
+  emitError(module.getLoc())
+      << user << " needs exactly one pp.schedule (run --pp-schedule), found "
+      << llvm::range_size(schedules);
+  return nullptr;
+}
+
 #define GET_OP_CLASSES
 #include "pp/Dialect/PP/IR/PPOps.cpp.inc"
