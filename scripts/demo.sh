@@ -11,6 +11,7 @@ bash "$root/scripts/install-deps.sh"
 bash "$root/scripts/build.sh"
 cmake --build "$build" --target pp-test-models
 model=${1:-$build/test/models/resnet18.onnx}
+mkdir -p "$build/plan"
 "$build/bin/pipeline-opt" "$model" --batch-size=32 \
   --pp-compile="cluster=TITANV,RTX2060,P4000,P4000 schedule=1f1b microbatches=8 recompute=auto plan-dir=$build/plan" \
   -o "$build/plan/pipeline.mlir"
