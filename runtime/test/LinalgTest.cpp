@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTestHelpers.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -21,108 +22,9 @@
 #include <vector>
 
 using namespace pp::rt;
+using namespace pp::rt::test;
 
 namespace {
-
-using Shape = std::vector<int64_t>;
-
-int64_t numelOf(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-template <typename T> DType dtypeOf();
-template <> DType dtypeOf<float>() { return DType::F32; }
-template <> DType dtypeOf<double>() { return DType::F64; }
-
-/// An owning buffer with a Tensor view.
-template <typename T> struct Buf {
-  Shape shape;
-  std::vector<T> v;
-  explicit Buf(Shape s, T init = T(0))
-      : shape(std::move(s)), v(numelOf(shape), init) {}
-  Tensor t() { return Tensor{v.data(), dtypeOf<T>(), shape}; }
-  T &operator[](int64_t i) { return v[i]; }
-};
-
-std::mt19937 &rng() {
-  static std::mt19937 gen(1234);
-  return gen;
-}
-
-template <typename T>
-Buf<T> randomBuf(Shape shape, double lo = -1, double hi = 1) {
-  Buf<T> b(std::move(shape));
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (T &x : b.v)
-    x = T(dist(rng()));
-  return b;
-}
-
-template <typename T> double tol() {
-  return std::is_same_v<T, float> ? 1e-4 : 1e-11;
-}
-
-template <typename T>
-void expectNear(const std::vector<T> &got, const std::vector<double> &want,
-                double rel, const char *what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(double(got[i]), want[i], rel * (1 + std::fabs(want[i])))
-        << what << " at " << i;
-}
-
-/// Visits every multi-index of `shape` in row-major order.
-void forEachIndex(const Shape &shape,
-                  const std::function<void(const Shape &)> &fn) {
-  if (numelOf(shape) == 0)
-    return;
-  Shape idx(shape.size(), 0);
-  while (true) {
-    fn(idx);
-    int64_t d = int64_t(shape.size()) - 1;
-    for (; d >= 0; --d) {
-      if (++idx[d] < shape[d])
-        break;
-      idx[d] = 0;
-    }
-    if (d < 0)
-      return;
-  }
-}
-
-int64_t flatten(const Shape &shape, const Shape &idx) {
-  int64_t off = 0;
-  for (size_t i = 0; i < shape.size(); ++i)
-    off = off * shape[i] + idx[i];
-  return off;
-}
-
-/// Central finite difference of a scalar function of `x` at every element.
-std::vector<double> numericGrad(std::vector<double> &x,
-                                const std::function<double()> &loss,
-                                double h = 1e-6) {
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    double keep = x[i];
-    x[i] = keep + h;
-    double up = loss();
-    x[i] = keep - h;
-    double down = loss();
-    x[i] = keep;
-    g[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
-
-double dot(const std::vector<double> &a, const std::vector<double> &b) {
-  double s = 0;
-  for (size_t i = 0; i < a.size(); ++i)
-    s += a[i] * b[i];
-  return s;
-}
 
 //===----------------------------------------------------------------------===//
 // matmul / gemm

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelTestHelpers.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -16,32 +17,9 @@
 #include <vector>
 
 using namespace pp::rt;
+using namespace pp::rt::test;
 
 namespace {
-
-using Shape = std::vector<int64_t>;
-
-int64_t numelOf(const Shape &shape) {
-  int64_t n = 1;
-  for (int64_t d : shape)
-    n *= d;
-  return n;
-}
-
-template <typename T> DType dtypeOf();
-template <> DType dtypeOf<float>() { return DType::F32; }
-template <> DType dtypeOf<double>() { return DType::F64; }
-template <> DType dtypeOf<int64_t>() { return DType::I64; }
-template <> DType dtypeOf<int32_t>() { return DType::I32; }
-
-template <typename T> struct Buf {
-  Shape shape;
-  std::vector<T> v;
-  explicit Buf(Shape s, T init = T(0))
-      : shape(std::move(s)), v(numelOf(shape), init) {}
-  Tensor t() { return Tensor{v.data(), dtypeOf<T>(), shape}; }
-  T &operator[](int64_t i) { return v[i]; }
-};
 
 /// A Bool tensor (one byte per element).
 struct Mask {
@@ -50,45 +28,6 @@ struct Mask {
   explicit Mask(Shape s) : shape(std::move(s)), v(numelOf(shape), 7) {}
   Tensor t() { return Tensor{v.data(), DType::Bool, shape}; }
 };
-
-std::mt19937 &rng() {
-  static std::mt19937 gen(99);
-  return gen;
-}
-
-template <typename T>
-Buf<T> randomBuf(Shape shape, double lo = -1, double hi = 1) {
-  Buf<T> b(std::move(shape));
-  std::uniform_real_distribution<double> dist(lo, hi);
-  for (T &x : b.v)
-    x = T(dist(rng()));
-  return b;
-}
-
-template <typename T>
-void expectNear(const std::vector<T> &got, const std::vector<double> &want,
-                double rel, const char *what) {
-  ASSERT_EQ(got.size(), want.size()) << what;
-  for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(double(got[i]), want[i], rel * (1 + std::fabs(want[i])))
-        << what << " at " << i;
-}
-
-std::vector<double> numericGrad(std::vector<double> &x,
-                                const std::function<double()> &loss,
-                                double h = 1e-6) {
-  std::vector<double> g(x.size());
-  for (size_t i = 0; i < x.size(); ++i) {
-    double keep = x[i];
-    x[i] = keep + h;
-    double up = loss();
-    x[i] = keep - h;
-    double down = loss();
-    x[i] = keep;
-    g[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
 
 //===----------------------------------------------------------------------===//
 // Dropout
