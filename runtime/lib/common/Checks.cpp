@@ -959,4 +959,32 @@ Status checkAdamStep(const Tensor &param, const Tensor &grad, const Tensor &m,
   return Status::success();
 }
 
+Status checkReduceAxes(const char *what, const Tensor &x,
+                       const std::vector<int64_t> &axes, const Tensor &y,
+                       std::vector<bool> &reduced) {
+  reduced.assign(x.shape.size(), false);
+  for (int64_t axis : axes) {
+    int64_t a = axis;
+    if (!normalizeAxis(a, x.rank()))
+      return Status::error(std::string(what) + ": axis " +
+                           std::to_string(axis) + " out of range for rank " +
+                           std::to_string(x.rank()));
+    if (reduced[a])
+      return Status::error(std::string(what) + ": duplicate axis " +
+                           std::to_string(axis));
+    reduced[a] = true;
+  }
+  std::vector<int64_t> keepDims, dropDims;
+  for (size_t d = 0; d < x.shape.size(); ++d) {
+    keepDims.push_back(reduced[d] ? 1 : x.shape[d]);
+    if (!reduced[d])
+      dropDims.push_back(x.shape[d]);
+  }
+  if (y.shape != keepDims && y.shape != dropDims)
+    return Status::error(
+        std::string(what) + ": expected y shape " + shapeString(keepDims) +
+        " or " + shapeString(dropDims) + ", got " + shapeString(y.shape));
+  return Status::success();
+}
+
 } // namespace pp::rt::common

@@ -185,6 +185,13 @@ struct MatmulShape {
 };
 
 /// The argument checks of matmul (Kernels.h); fills `ms`.
+/// The axes a reduction of x into y reduces (negative axes count from the
+/// end; duplicates and out-of-range axes are errors), checking that y has
+/// x's shape with those axes kept as 1 or dropped.
+Status checkReduceAxes(const char *what, const Tensor &x,
+                       const std::vector<int64_t> &axes, const Tensor &y,
+                       std::vector<bool> &reduced);
+
 Status checkMatmul(const Tensor &a, const Tensor &b, const Tensor &y,
                    MatmulShape &ms);
 

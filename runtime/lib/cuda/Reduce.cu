@@ -387,29 +387,9 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
     return Status::error(std::string(what) + ": unsupported dtype " +
                          dtypeName(x.dtype));
   PP_RT_TRY(expectDType(y, x.dtype, what));
-  // Negative axes are accepted too; duplicates are misuse.
-  std::vector<bool> reduced(x.shape.size(), false);
-  for (int64_t axis : axes) {
-    int64_t a = axis;
-    if (!normalizeAxis(a, x.rank()))
-      return Status::error(std::string(what) + ": axis " +
-                           std::to_string(axis) + " out of range for rank " +
-                           std::to_string(x.rank()));
-    if (reduced[a])
-      return Status::error(std::string(what) + ": duplicate axis " +
-                           std::to_string(axis));
-    reduced[a] = true;
-  }
-  std::vector<int64_t> keepDims, dropDims;
-  for (size_t d = 0; d < x.shape.size(); ++d) {
-    keepDims.push_back(reduced[d] ? 1 : x.shape[d]);
-    if (!reduced[d])
-      dropDims.push_back(x.shape[d]);
-  }
-  if (y.shape != keepDims && y.shape != dropDims)
-    return Status::error(
-        std::string(what) + ": expected y shape " + shapeString(keepDims) +
-        " or " + shapeString(dropDims) + ", got " + shapeString(y.shape));
+  std::vector<bool> reduced;
+  if (Status s = checkReduceAxes(what, x, axes, y, reduced); !s.ok())
+    return s;
   PP_RT_TRY(expectValid(y, what));
   // Split x's index space into kept dims (output order) and reduced dims.
   std::vector<int64_t> strides = stridesOf(x.shape);
