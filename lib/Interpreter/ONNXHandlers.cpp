@@ -11,6 +11,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Interpreter/Interpreter.h"
+#include "pp/Interpreter/OpParams.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -42,29 +43,6 @@ LogicalResult withResult(Interpreter &in, Operation *op, StringRef kernel,
   if (failed(y))
     return failure();
   return in.check(op, body(y->view()), kernel);
-}
-
-/// A possibly negative axis normalised against `rank`.
-FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank) {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
-    return op->emitError() << "axis " << axis << " is out of range for rank "
-                           << rank;
-  return axis < 0 ? axis + rank : axis;
-}
-
-/// Normalised, sorted, unique axes.
-FailureOr<std::vector<int64_t>>
-normalizeAxes(Operation *op, ArrayRef<int64_t> axes, int64_t rank) {
-  std::vector<int64_t> result;
-  for (int64_t axis : axes) {
-    auto a = normalizeAxis(op, axis, rank);
-    if (failed(a))
-      return failure();
-    result.push_back(*a);
-  }
-  llvm::sort(result);
-  result.erase(std::unique(result.begin(), result.end()), result.end());
-  return result;
 }
 
 ArrayRef<int64_t> resultShape(Operation *op, unsigned index = 0) {
@@ -247,48 +225,6 @@ void registerElementwise(Interpreter &interp) {
 //===----------------------------------------------------------------------===//
 // Contractions, convolution, pooling, normalisation
 //===----------------------------------------------------------------------===//
-
-/// Window geometry of a convolution or pooling op. SAME_* padding is
-/// resolved from the (static) output size as ONNX specifies.
-FailureOr<rt::WindowParams>
-windowParams(Operation *op, ArrayRef<int64_t> xShape, ArrayRef<int64_t> yShape,
-             ArrayRef<int64_t> kernel, StringRef autoPad,
-             std::optional<ArrayRef<int64_t>> pads,
-             std::optional<ArrayRef<int64_t>> strides,
-             std::optional<ArrayRef<int64_t>> dilations) {
-  size_t n = xShape.size() - 2;
-  auto orDefault = [](std::optional<ArrayRef<int64_t>> v, size_t size,
-                      int64_t fill) {
-    if (v && !v->empty())
-      return std::vector<int64_t>(v->begin(), v->end());
-    return std::vector<int64_t>(size, fill);
-  };
-  rt::WindowParams p;
-  p.kernel.assign(kernel.begin(), kernel.end());
-  p.strides = orDefault(strides, n, 1);
-  p.dilations = orDefault(dilations, n, 1);
-  p.pads = orDefault(pads, 2 * n, 0);
-  if (p.kernel.size() != n || p.strides.size() != n ||
-      p.dilations.size() != n || p.pads.size() != 2 * n)
-    return op->emitError() << "window attributes do not match the " << n
-                           << " spatial dims";
-  if (autoPad == "VALID") {
-    std::fill(p.pads.begin(), p.pads.end(), 0);
-  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-    for (size_t i = 0; i < n; ++i) {
-      int64_t effective = p.dilations[i] * (p.kernel[i] - 1) + 1;
-      int64_t total = std::max<int64_t>(0, (yShape[i + 2] - 1) * p.strides[i] +
-                                               effective - xShape[i + 2]);
-      // SAME_UPPER puts the odd pad at the end, SAME_LOWER at the start.
-      int64_t small = total / 2, large = total - small;
-      p.pads[i] = autoPad == "SAME_UPPER" ? small : large;
-      p.pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
-    }
-  } else if (autoPad != "NOTSET") {
-    return op->emitError() << "unsupported auto_pad '" << autoPad << "'";
-  }
-  return p;
-}
 
 /// Rewrites row-major flat MaxPool indices as column-major ones
 /// (storage_order = 1): offset (nc, h, w) becomes nc*H*W + w*H + h.
@@ -830,7 +766,6 @@ void registerMovement(Interpreter &interp) {
   on<onnx::SliceOp>(
       interp, [](Interpreter &in, onnx::SliceOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getData());
-        int64_t rank = x.rank();
         std::vector<int64_t> starts = in.lookup(op.getStarts()).toInts();
         std::vector<int64_t> ends = in.lookup(op.getEnds()).toInts();
         std::vector<int64_t> axes, steps;
@@ -843,39 +778,10 @@ void registerMovement(Interpreter &interp) {
           steps = in.lookup(v).toInts();
         else
           steps.assign(starts.size(), 1);
-        if (ends.size() != starts.size() || axes.size() != starts.size() ||
-            steps.size() != starts.size())
-          return op.emitError()
-                 << "Slice starts, ends, axes and steps differ in length";
-        std::vector<int64_t> first(rank, 0), step(rank, 1);
-        std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
-        for (size_t i = 0; i < axes.size(); ++i) {
-          auto axis = normalizeAxis(op, axes[i], rank);
-          if (failed(axis))
-            return failure();
-          int64_t dim = x.shape()[*axis], s = steps[i];
-          if (s == 0)
-            return op.emitError() << "Slice step must not be 0";
-          // Clamp as ONNX does; ends may be INT64_MIN/MAX ("to the end").
-          auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
-            if (v < 0)
-              v = v < -dim ? -1 : v + dim;
-            return std::clamp(v, lo, hi);
-          };
-          int64_t begin, end;
-          if (s > 0) {
-            begin = clampIndex(starts[i], 0, dim);
-            end = clampIndex(ends[i], 0, dim);
-          } else {
-            begin = clampIndex(starts[i], 0, dim - 1);
-            end = clampIndex(ends[i], -1, dim - 1);
-          }
-          int64_t size = s > 0 ? (end - begin + s - 1) / s
-                               : (begin - end + (-s) - 1) / (-s);
-          first[*axis] = begin;
-          step[*axis] = s;
-          shape[*axis] = std::max<int64_t>(size, 0);
-        }
+        std::vector<int64_t> first, step, shape;
+        if (failed(sliceParams(op, x.shape(), starts, ends, axes, steps,
+                               first, step, shape)))
+          return failure();
         if (failed(expectResultShape(op, shape)))
           return failure();
         return withResult(in, op, "slice", [&](rt::Tensor &y) {

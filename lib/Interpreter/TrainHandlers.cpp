@@ -47,30 +47,6 @@ template <typename WindowOp> rt::WindowParams convParams(WindowOp op) {
   return params;
 }
 
-/// Batch mean and 1/sqrt(var + eps) per channel (dim 1) of x.
-template <typename T>
-void batchStatistics(const Tensor &x, double epsilon, Tensor &mean,
-                     Tensor &invStd) {
-  ArrayRef<int64_t> shape = x.shape();
-  int64_t n = shape[0], c = shape[1], spatial = x.numel() / (n * c);
-  const T *data = x.as<T>();
-  for (int64_t ch = 0; ch < c; ++ch) {
-    double sum = 0, sq = 0;
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < spatial; ++i)
-        sum += data[(b * c + ch) * spatial + i];
-    double m = sum / double(n * spatial);
-    for (int64_t b = 0; b < n; ++b)
-      for (int64_t i = 0; i < spatial; ++i) {
-        double d = data[(b * c + ch) * spatial + i] - m;
-        sq += d * d;
-      }
-    mean.as<T>()[ch] = static_cast<T>(m);
-    invStd.as<T>()[ch] =
-        static_cast<T>(1.0 / std::sqrt(sq / double(n * spatial) + epsilon));
-  }
-}
-
 std::optional<rt::UnaryKind> unaryKind(StringRef kind) {
   return llvm::StringSwitch<std::optional<rt::UnaryKind>>(kind)
       .Case("Relu", rt::UnaryKind::Relu)
@@ -169,13 +145,13 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                  << "batch_norm_grad needs an input of rank >= 2";
         Tensor mean(x.dtype(), {x.shape()[1]}),
             invStd(x.dtype(), {x.shape()[1]});
-        double epsilon = op.getEpsilon().convertToDouble();
-        if (x.dtype() == rt::DType::F32)
-          batchStatistics<float>(x, epsilon, mean, invStd);
-        else if (x.dtype() == rt::DType::F64)
-          batchStatistics<double>(x, epsilon, mean, invStd);
-        else
-          return op.emitError() << "batch_norm_grad needs a float input";
+        if (failed(in.check(op,
+                            rt::batchNormStatistics(
+                                in.kernelContext(), x.view(),
+                                op.getEpsilon().convertToDouble(),
+                                mean.view(), invStd.view()),
+                            "batchNormStatistics")))
+          return failure();
         return withResults(
             in, op, "batchNormGrad", [&](std::vector<Tensor> &r) {
               return rt::batchNormGrad(

@@ -85,6 +85,10 @@ struct CompileOptions : public PassPipelineOptions<CompileOptions> {
       llvm::cl::desc("recompute=auto: activation bytes per device (default: "
                      "what the device's memory leaves)"),
       llvm::cl::init(-1)};
+  Option<std::string> emitDir{
+      *this, "emit-dir",
+      llvm::cl::desc("Write the training program (program.cpp, data, "
+                     "CMakeLists.txt) here (--pp-emit-program)")};
 };
 
 } // namespace
@@ -95,7 +99,7 @@ void pp::registerPipelines() {
       "ONNX model to a scheduled pipeline and its predicted plan: "
       "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
       "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan, "
-      "--pp-plan-report",
+      "--pp-plan-report, then --pp-emit-program with emit-dir",
       [](OpPassManager &pm, const CompileOptions &options) {
         AddLossPassOptions loss;
         loss.kind = options.loss;
@@ -144,6 +148,11 @@ void pp::registerPipelines() {
         plan.summaryFile = options.report;
         plan.outputDir = options.planDir;
         pm.addPass(createPlanReportPass(plan));
+        if (!options.emitDir.empty()) {
+          EmitProgramPassOptions emit;
+          emit.outputDir = options.emitDir;
+          pm.addPass(createEmitProgramPass(emit));
+        }
       });
   PassPipelineRegistration<TrainingStepOptions>(
       "pp-training-step",

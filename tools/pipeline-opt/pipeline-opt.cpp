@@ -13,12 +13,14 @@
 #include "pp/Transforms/Passes.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -52,6 +54,12 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
       pp::importONNXFile(fileName, &context, options);
   if (!module)
     return nullptr;
+  // --pp-emit-program copies the model next to the generated program, for
+  // its --save-onnx.
+  SmallString<256> absolute(fileName);
+  llvm::sys::fs::make_absolute(absolute);
+  (*module)->setAttr("onnx.source_file",
+                     StringAttr::get(&context, absolute.str()));
   std::string bytes;
   llvm::raw_string_ostream os(bytes);
   if (failed(writeBytecodeToFile(*module, os)))
@@ -63,7 +71,8 @@ int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   DialectRegistry registry;
   registry.insert<pp::onnx::ONNXDialect, pp::train::TrainDialect,
-                  pp::pipeline::PPDialect, func::FuncDialect>();
+                  pp::pipeline::PPDialect, func::FuncDialect,
+                  emitc::EmitCDialect>();
   pp::train::registerONNXGradients(registry);
   pp::registerPPPasses();
   pp::registerPipelines();

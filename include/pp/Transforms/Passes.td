@@ -278,4 +278,40 @@ def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
   ];
 }
 
+def LowerToEmitCPass : Pass<"pp-lower-to-emitc", "mlir::ModuleOp"> {
+  let summary = "Lower a scheduled pipeline to the EmitC dialect";
+  let description = [{
+    Replaces the module by its generated program in the EmitC dialect: one
+    `emitc.func` per stage function (a StageContext and the micro-batch in;
+    every tensor a view into the planned arena; every op calls of the
+    runtime kernels, Kernels.h, with their status checked; pp ops calls of
+    the StageContext), then the program table (globals, constants, inputs,
+    outputs, functions, each device's actions) and main(). Needs
+    --pp-memory-plan. `mlir-translate --mlir-to-cpp` prints the result as
+    C++; --pp-emit-program does both and writes the build files.
+  }];
+  let options = [
+    Option<"dataFile", "data-file", "std::string", "\"\"",
+           "Write the initial values of globals and constants here">,
+  ];
+  let dependentDialects = ["mlir::emitc::EmitCDialect"];
+}
+
+def EmitProgramPass : Pass<"pp-emit-program", "mlir::ModuleOp"> {
+  let summary = "Write the training program of a scheduled pipeline";
+  let description = [{
+    Lowers a copy of the module to EmitC (as --pp-lower-to-emitc) and writes
+    into `dir`: program.cpp (C++ from the upstream EmitC emitter, one source
+    for the CPU and the CUDA backend), program.data (initial values),
+    model.onnx (the imported model, for --save-onnx) and CMakeLists.txt,
+    which builds the `train` executable against this build's runtime
+    (-DPP_CUDA=ON for the CUDA backend). The module itself is unchanged.
+  }];
+  let options = [
+    Option<"outputDir", "dir", "std::string", "\"\"",
+           "Directory of the generated program">,
+  ];
+  let dependentDialects = ["mlir::emitc::EmitCDialect"];
+}
+
 #endif // PP_TRANSFORMS_PASSES_TD

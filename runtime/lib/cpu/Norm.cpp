@@ -265,6 +265,39 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
   return Status::success();
 }
 
+Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
+                           Tensor &mean, Tensor &invStd) {
+  if (x.rank() < 2)
+    return Status::error("batchNormStatistics: x needs rank >= 2");
+  int64_t n = x.shape[0], c = x.shape[1];
+  int64_t plane = n * c ? x.numel() / (n * c) : 0;
+  if (mean.numel() != c || invStd.numel() != c || mean.dtype != x.dtype ||
+      invStd.dtype != x.dtype)
+    return Status::error("batchNormStatistics: mean and invStd must hold " +
+                         std::to_string(c) + " values of x's dtype");
+  PP_RT_FLOAT_DISPATCH(x.dtype, "batchNormStatistics", {
+    const T *data = x.as<T>();
+    parallelFor(ctx, c, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t ch = begin; ch < end; ++ch) {
+        double sum = 0, sq = 0;
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < plane; ++i)
+            sum += data[(b * c + ch) * plane + i];
+        double m = sum / double(n * plane);
+        for (int64_t b = 0; b < n; ++b)
+          for (int64_t i = 0; i < plane; ++i) {
+            double d = data[(b * c + ch) * plane + i] - m;
+            sq += d * d;
+          }
+        mean.as<T>()[ch] = static_cast<T>(m);
+        invStd.as<T>()[ch] =
+            static_cast<T>(1.0 / std::sqrt(sq / double(n * plane) + epsilon));
+      }
+    });
+  });
+  return Status::success();
+}
+
 Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &savedMean,
                      const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,

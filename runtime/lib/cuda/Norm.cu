@@ -501,6 +501,68 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
   });
 }
 
+/// mean and 1 / sqrt(var + eps) per channel from the two partial passes.
+template <typename T>
+__global__ void batchStatisticsFinishKernel(const double *batchMean,
+                                            const double *partial,
+                                            int64_t splits, int64_t c,
+                                            double count, double epsilon,
+                                            T *mean, T *invStd) {
+  int64_t ch = blockIdx.x * int64_t(blockDim.x) + threadIdx.x;
+  if (ch >= c)
+    return;
+  double sq = 0;
+  for (int64_t s = 0; s < splits; ++s)
+    sq += partial[ch * splits + s];
+  mean[ch] = static_cast<T>(batchMean[ch]);
+  invStd[ch] = static_cast<T>(1.0 / ::sqrt(sq / count + epsilon));
+}
+
+Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
+                           Tensor &mean, Tensor &invStd) {
+  const std::string what = "batchNormStatistics";
+  if (x.rank() < 2)
+    return Status::error(what + ": x needs rank >= 2");
+  BatchShape bs;
+  bs.n = x.shape[0];
+  bs.c = x.shape[1];
+  bs.plane = bs.n * bs.c ? x.numel() / (bs.n * bs.c) : 1;
+  if (mean.numel() != bs.c || invStd.numel() != bs.c ||
+      mean.dtype != x.dtype || invStd.dtype != x.dtype)
+    return Status::error(what + ": mean and invStd must hold " +
+                         std::to_string(bs.c) + " values of x's dtype");
+  if (bs.c == 0)
+    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+  if (bs.c > 65535)
+    return Status::error(what + ": more than 65535 channels");
+  cudaStream_t stream = streamOf(ctx);
+  int64_t splits = channelSplits(bs);
+  Scratch scratch(stream);
+  double *work = nullptr;
+  PP_RT_TRY(scratch.alloc(what, bs.c * (1 + splits), &work));
+  double *batchMean = work, *partial = work + bs.c;
+  return visitFloat(x.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
+    channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
+        StatPass::Sum, x.as<T>(), nullptr, nullptr, nullptr, bs.c, bs.plane,
+        bs.count(), splits, partial, nullptr);
+    PP_CUDA_LAUNCHED(what);
+    channelMeanKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
+        partial, bs.c, splits, double(bs.count()), batchMean);
+    PP_CUDA_LAUNCHED(what);
+    channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
+        StatPass::SquaredDev, x.as<T>(), nullptr, batchMean, nullptr, bs.c,
+        bs.plane, bs.count(), splits, partial, nullptr);
+    PP_CUDA_LAUNCHED(what);
+    batchStatisticsFinishKernel<T><<<gridFor(bs.c), kThreads, 0, stream>>>(
+        batchMean, partial, splits, bs.c, double(bs.count()), epsilon,
+        mean.as<T>(), invStd.as<T>());
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
 Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &savedMean,
                      const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,

@@ -173,6 +173,11 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  bool training, Tensor &y, Tensor &runningMean,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
                  bool unbiasedRunningVar = false);
+/// The batch statistics of training-mode batch norm, as its gradient needs
+/// them: per channel (dim 1) the mean and 1 / sqrt(biased var + epsilon),
+/// accumulated in double.
+Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
+                           Tensor &mean, Tensor &invStd);
 /// Gradient of training-mode batch norm (batch statistics).
 Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &savedMean,

@@ -1,0 +1,49 @@
+//===- OpParams.h - Kernel parameters from onnx op attributes ---*- C++ -*-===//
+//
+// How an onnx op's attributes (and constant shape operands) become the
+// arguments of the runtime kernels. The interpreter and the code generator
+// both call these, so they cannot disagree on a window or a slice.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_INTERPRETER_OPPARAMS_H
+#define PP_INTERPRETER_OPPARAMS_H
+
+#include "pp/Runtime/Kernels.h"
+
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LLVM.h"
+
+#include <optional>
+#include <vector>
+
+namespace pp::interp {
+
+/// A possibly negative axis normalised against `rank`.
+mlir::FailureOr<int64_t> normalizeAxis(mlir::Operation *op, int64_t axis,
+                                       int64_t rank);
+/// Normalised, sorted, unique axes.
+mlir::FailureOr<std::vector<int64_t>>
+normalizeAxes(mlir::Operation *op, llvm::ArrayRef<int64_t> axes, int64_t rank);
+
+/// Window geometry of a convolution or pooling op. SAME_* padding is
+/// resolved from the (static) output size as ONNX specifies.
+mlir::FailureOr<rt::WindowParams>
+windowParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
+             llvm::ArrayRef<int64_t> yShape, llvm::ArrayRef<int64_t> kernel,
+             llvm::StringRef autoPad,
+             std::optional<llvm::ArrayRef<int64_t>> pads,
+             std::optional<llvm::ArrayRef<int64_t>> strides,
+             std::optional<llvm::ArrayRef<int64_t>> dilations);
+
+/// ONNX Slice: per dim of x, the first index, the step and the result size,
+/// after clamping as ONNX specifies.
+mlir::LogicalResult
+sliceParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
+            llvm::ArrayRef<int64_t> starts, llvm::ArrayRef<int64_t> ends,
+            llvm::ArrayRef<int64_t> axes, llvm::ArrayRef<int64_t> steps,
+            std::vector<int64_t> &first, std::vector<int64_t> &step,
+            std::vector<int64_t> &shape);
+
+} // namespace pp::interp
+
+#endif // PP_INTERPRETER_OPPARAMS_H

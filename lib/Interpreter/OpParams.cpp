@@ -1,0 +1,128 @@
+//===- OpParams.cpp - Kernel parameters from onnx op attributes ----------===//
+//
+// Shared by the interpreter's handlers and the code generator, so both
+// derive windows, axes and slices from an op the same way.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Interpreter/OpParams.h"
+
+#include "llvm/ADT/STLExtras.h"
+
+#include <algorithm>
+
+using namespace mlir;
+namespace rt = pp::rt;
+
+namespace pp::interp {
+
+/// A possibly negative axis normalised against `rank`.
+FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank) {
+  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+    return op->emitError() << "axis " << axis << " is out of range for rank "
+                           << rank;
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Normalised, sorted, unique axes.
+FailureOr<std::vector<int64_t>>
+normalizeAxes(Operation *op, ArrayRef<int64_t> axes, int64_t rank) {
+  std::vector<int64_t> result;
+  for (int64_t axis : axes) {
+    auto a = normalizeAxis(op, axis, rank);
+    if (failed(a))
+      return failure();
+    result.push_back(*a);
+  }
+  llvm::sort(result);
+  result.erase(std::unique(result.begin(), result.end()), result.end());
+  return result;
+}
+
+/// Window geometry of a convolution or pooling op. SAME_* padding is
+/// resolved from the (static) output size as ONNX specifies.
+FailureOr<rt::WindowParams>
+windowParams(Operation *op, ArrayRef<int64_t> xShape, ArrayRef<int64_t> yShape,
+             ArrayRef<int64_t> kernel, StringRef autoPad,
+             std::optional<ArrayRef<int64_t>> pads,
+             std::optional<ArrayRef<int64_t>> strides,
+             std::optional<ArrayRef<int64_t>> dilations) {
+  size_t n = xShape.size() - 2;
+  auto orDefault = [](std::optional<ArrayRef<int64_t>> v, size_t size,
+                      int64_t fill) {
+    if (v && !v->empty())
+      return std::vector<int64_t>(v->begin(), v->end());
+    return std::vector<int64_t>(size, fill);
+  };
+  rt::WindowParams p;
+  p.kernel.assign(kernel.begin(), kernel.end());
+  p.strides = orDefault(strides, n, 1);
+  p.dilations = orDefault(dilations, n, 1);
+  p.pads = orDefault(pads, 2 * n, 0);
+  if (p.kernel.size() != n || p.strides.size() != n ||
+      p.dilations.size() != n || p.pads.size() != 2 * n)
+    return op->emitError() << "window attributes do not match the " << n
+                           << " spatial dims";
+  if (autoPad == "VALID") {
+    std::fill(p.pads.begin(), p.pads.end(), 0);
+  } else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
+    for (size_t i = 0; i < n; ++i) {
+      int64_t effective = p.dilations[i] * (p.kernel[i] - 1) + 1;
+      int64_t total = std::max<int64_t>(0, (yShape[i + 2] - 1) * p.strides[i] +
+                                               effective - xShape[i + 2]);
+      // SAME_UPPER puts the odd pad at the end, SAME_LOWER at the start.
+      int64_t small = total / 2, large = total - small;
+      p.pads[i] = autoPad == "SAME_UPPER" ? small : large;
+      p.pads[i + n] = autoPad == "SAME_UPPER" ? large : small;
+    }
+  } else if (autoPad != "NOTSET") {
+    return op->emitError() << "unsupported auto_pad '" << autoPad << "'";
+  }
+  return p;
+}
+
+LogicalResult sliceParams(Operation *op, ArrayRef<int64_t> xShape,
+                          ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
+                          ArrayRef<int64_t> axes, ArrayRef<int64_t> steps,
+                          std::vector<int64_t> &first,
+                          std::vector<int64_t> &step,
+                          std::vector<int64_t> &shape) {
+  int64_t rank = xShape.size();
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    return op->emitError()
+           << "Slice starts, ends, axes and steps differ in length";
+  first.assign(rank, 0);
+  step.assign(rank, 1);
+  shape.assign(xShape.begin(), xShape.end());
+  for (size_t i = 0; i < axes.size(); ++i) {
+    auto axis = normalizeAxis(op, axes[i], rank);
+    if (failed(axis))
+      return failure();
+    int64_t dim = xShape[*axis], s = steps[i];
+    if (s == 0)
+      return op->emitError() << "Slice step must not be 0";
+    // Clamp as ONNX does; ends may be INT64_MIN/MAX ("to the end").
+    auto clampIndex = [&](int64_t v, int64_t lo, int64_t hi) {
+      if (v < 0)
+        v = v < -dim ? -1 : v + dim;
+      return std::clamp(v, lo, hi);
+    };
+    int64_t begin, end;
+    if (s > 0) {
+      begin = clampIndex(starts[i], 0, dim);
+      end = clampIndex(ends[i], 0, dim);
+    } else {
+      begin = clampIndex(starts[i], 0, dim - 1);
+      end = clampIndex(ends[i], -1, dim - 1);
+    }
+    int64_t size =
+        s > 0 ? (end - begin + s - 1) / s : (begin - end + (-s) - 1) / (-s);
+    first[*axis] = begin;
+    step[*axis] = s;
+    shape[*axis] = std::max<int64_t>(size, 0);
+  }
+  return success();
+}
+
+} // namespace pp::interp

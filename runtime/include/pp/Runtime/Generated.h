@@ -1,0 +1,105 @@
+//===- Generated.h - Helpers that generated stage code calls ----*- C++ -*-===//
+//
+// The small portability layer of generated stage functions: arena views,
+// status checks, addresses and the StageContext calls, as free functions
+// (EmitC emits calls, not member calls). The same on every backend: the
+// arena and the tensors live in device memory on CUDA, and nothing here
+// touches their bytes except readInt, which copies one value out.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_GENERATED_H
+#define PP_RUNTIME_GENERATED_H
+
+#include "pp/Runtime/Kernels.h"
+#include "pp/Runtime/Memory.h"
+#include "pp/Runtime/Program.h"
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace pp::rt::gen {
+
+inline Context &kernels(StageContext &ctx) { return ctx.kernels(); }
+
+/// A tensor at `offset` bytes into the running function's arena.
+inline Tensor view(StageContext &ctx, int64_t offset, DType dtype,
+                   std::vector<int64_t> shape) {
+  return Tensor{ctx.arena() + offset, dtype, std::move(shape)};
+}
+
+/// Scratch `part` holding a tensor of `dtype` and `shape`.
+inline Tensor scratch(StageContext &ctx, DType dtype,
+                      std::vector<int64_t> shape, int part) {
+  Tensor t{nullptr, dtype, std::move(shape)};
+  t.data = ctx.scratch(part, t.bytes());
+  return t;
+}
+
+/// A tensor with the storage of `base` and another shape (same bytes).
+inline Tensor reshaped(const Tensor &base, std::vector<int64_t> shape) {
+  return Tensor{base.data, base.dtype, std::move(shape)};
+}
+
+/// Fails the stage function on an error status, naming the op.
+inline void check(StageContext &ctx, const Status &status, const char *op) {
+  if (!status.ok())
+    ctx.fail(op, status.message);
+}
+
+inline const Tensor *addr(const Tensor &value) { return &value; }
+inline Tensor *addrMut(Tensor &value) { return &value; }
+
+template <typename... Ts>
+std::vector<const Tensor *> pointers(const Ts &...values) {
+  return {&values...};
+}
+template <typename... Ts> std::vector<Tensor *> mutablePointers(Ts &...values) {
+  return {&values...};
+}
+
+/// The first element of an I64 tensor (the optimizer's step counter).
+inline int64_t readInt(const Tensor &value) {
+  int64_t result = 0;
+  copyFromBuffer(&result, value.data, sizeof(result));
+  return result;
+}
+
+inline Tensor global(StageContext &ctx, int id) { return ctx.global(id); }
+inline void writeGlobal(StageContext &ctx, int id, const Tensor &value) {
+  ctx.writeGlobal(id, value);
+}
+inline Tensor constant(StageContext &ctx, int id) { return ctx.constant(id); }
+inline void input(StageContext &ctx, int index, int64_t mb, Tensor &dst) {
+  ctx.input(index, mb, dst);
+}
+inline void output(StageContext &ctx, int index, int64_t mb,
+                   const Tensor &value) {
+  ctx.output(index, mb, value);
+}
+inline void send(StageContext &ctx, int peer, int tag, int64_t mb,
+                 const Tensor &value) {
+  ctx.send(peer, tag, mb, value);
+}
+inline void recv(StageContext &ctx, int peer, int tag, int64_t mb,
+                 Tensor &dst) {
+  ctx.recv(peer, tag, mb, dst);
+}
+inline void stash(StageContext &ctx, int slot, int64_t mb,
+                  const Tensor &value) {
+  ctx.stash(slot, mb, value);
+}
+inline void unstash(StageContext &ctx, int slot, int64_t mb, Tensor &dst) {
+  ctx.unstash(slot, mb, dst);
+}
+inline void accumulate(StageContext &ctx, int slot, const Tensor &value) {
+  ctx.accumulate(slot, value);
+}
+inline void accumulated(StageContext &ctx, int slot, Tensor &dst) {
+  ctx.accumulated(slot, dst);
+}
+inline uint64_t nextSeed(StageContext &ctx) { return ctx.nextSeed(); }
+
+} // namespace pp::rt::gen
+
+#endif // PP_RUNTIME_GENERATED_H

@@ -1,0 +1,195 @@
+//===- Program.h - A generated training program and its driver --*- C++ -*-===//
+//
+// The contract between the code that pipeline-opt generates (--emit=cpp) and
+// the runtime's training driver:
+//   - the generated source defines one C++ function per stage function
+//     (forward, backward, update, ...), each taking a StageContext and the
+//     micro-batch, plus a ProgramInfo table: globals, constants, inputs,
+//     outputs, functions and the schedule (the actions of every device);
+//   - its main() calls trainMain(program, argc, argv), which parses the
+//     command line, loads the initial values, runs the schedule of this
+//     rank's device on the chosen communicator (in-process threads, MPI or
+//     NCCL), and logs, checkpoints and saves.
+// Generated code reaches memory, kernels and messages only through
+// StageContext, so the same source builds for the CPU and the CUDA backend.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_PROGRAM_H
+#define PP_RUNTIME_PROGRAM_H
+
+#include "pp/Runtime/Kernels.h"
+#include "pp/Runtime/Memory.h"
+
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace pp::rt {
+
+/// The state a stage function works on: the stage's arena, its copy of the
+/// globals, the step's inputs and outputs, stashes, gradient sums and
+/// messages. Implemented by the training driver, one per (rank, stage).
+/// Every method reports a failure by throwing StageError.
+class StageContext {
+public:
+  virtual ~StageContext();
+
+  /// Kernel settings (threads; stream and library handles on CUDA).
+  virtual Context &kernels() = 0;
+  /// The planned arena of the running function (pp.arena_bytes).
+  virtual char *arena() = 0;
+  /// This stage's copy of global `id` (ProgramInfo::globals).
+  virtual Tensor global(int id) = 0;
+  /// Replaces the value of this stage's copy of global `id`.
+  virtual void writeGlobal(int id, const Tensor &value) = 0;
+  /// Read-only constant `id` (ProgramInfo::constants).
+  virtual Tensor constant(int id) = 0;
+  /// Micro-batch `microBatch` of step input `index`, copied into `dst`.
+  virtual void input(int index, int64_t microBatch, Tensor &dst) = 0;
+  /// Micro-batch `microBatch` of step output `index`.
+  virtual void output(int index, int64_t microBatch, const Tensor &value) = 0;
+  /// Sends to / receives from the stage `peerStage` (pp.send / pp.recv).
+  virtual void send(int peerStage, int tag, int64_t microBatch,
+                    const Tensor &value) = 0;
+  virtual void recv(int peerStage, int tag, int64_t microBatch,
+                    Tensor &dst) = 0;
+  /// Keeps a value of a micro-batch for its backward (pp.stash / unstash).
+  virtual void stash(int slot, int64_t microBatch, const Tensor &value) = 0;
+  virtual void unstash(int slot, int64_t microBatch, Tensor &dst) = 0;
+  /// Sums gradients over the step's micro-batches (pp.accumulate /
+  /// pp.accumulated; the sum restarts after it is read).
+  virtual void accumulate(int slot, const Tensor &value) = 0;
+  virtual void accumulated(int slot, Tensor &dst) = 0;
+  /// The next random seed of this stage (Dropout masks): splitmix64 of
+  /// (stage seed, counter), as the reference interpreter draws them.
+  virtual uint64_t nextSeed() = 0;
+  /// Throws StageError naming the op (and the driver adds rank, stage and
+  /// micro-batch).
+  [[noreturn]] virtual void fail(const char *op, const std::string &message);
+  /// Temporary buffer `part` (0 or 1) of at least `bytes`, for kernel
+  /// temporaries that are not op results (batch-norm statistics); valid
+  /// until the next call for the same part.
+  virtual char *scratch(int part, int64_t bytes) {
+    ScratchBuffer &buffer = scratch_[part & 1];
+    if (buffer.bytes < bytes) {
+      buffer.data.reset(static_cast<char *>(allocateBuffer(bytes)));
+      buffer.bytes = buffer.data ? bytes : 0;
+      if (!buffer.data)
+        fail("scratch", "cannot allocate " + std::to_string(bytes) +
+                            " bytes of scratch memory");
+    }
+    return buffer.data.get();
+  }
+
+private:
+  struct FreeBuffer {
+    void operator()(char *p) const { freeBuffer(p); }
+  };
+  struct ScratchBuffer {
+    std::unique_ptr<char, FreeBuffer> data;
+    int64_t bytes = 0;
+  };
+  ScratchBuffer scratch_[2];
+};
+
+/// A failure inside a stage function.
+class StageError : public std::runtime_error {
+public:
+  StageError(std::string op, const std::string &message)
+      : std::runtime_error(message), op(std::move(op)) {}
+  std::string op;
+};
+
+using StageFunction = void (*)(StageContext &ctx, int64_t microBatch);
+
+/// A model global: trainable weight or state (running statistics, step
+/// counter, optimizer moments).
+struct GlobalInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  bool trainable;
+  /// Byte offset of the initial value in the program's data file.
+  int64_t dataOffset;
+  /// The stage whose copy is the result (the first stage that writes it,
+  /// else the first that reads it): saved, checkpointed and dumped.
+  int64_t ownerStage;
+};
+
+/// A constant tensor of the stage functions, stored in the data file.
+struct ConstantInfo {
+  DType dtype;
+  std::vector<int64_t> shape;
+  int64_t dataOffset;
+};
+
+/// A step input: the whole mini-batch (micro-batches are slices of dim 0).
+struct InputInfo {
+  std::string name;
+  DType dtype;
+  std::vector<int64_t> shape;
+  /// Exclusive bound of synthetic integer values (class labels, gather
+  /// indices), as pp-interpret --random-inputs draws them.
+  int64_t randomBound;
+};
+
+/// A step output, per micro-batch; `combine` is "mean", "sum" or "concat".
+struct OutputInfo {
+  std::string name;
+  std::string combine;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
+struct FunctionInfo {
+  std::string name;
+  StageFunction function;
+  int64_t stage;
+  /// "forward", "backward", "backward_input", "backward_weight", "update".
+  std::string phase;
+  int64_t arenaBytes;
+};
+
+/// One action of a device's schedule, in order.
+struct ActionInfo {
+  /// "forward", "backward", ..., "optimizer_step", "grad_reduce".
+  std::string kind;
+  /// Index into ProgramInfo::functions; -1 for an action with no code.
+  int function;
+  int64_t stage;
+  /// -1 for per-step actions (optimizer_step).
+  int64_t microBatch;
+};
+
+struct ProgramInfo {
+  std::string modelName;
+  std::string scheduleKind;
+  int64_t numStages;
+  int64_t microBatches;
+  /// Planned bytes per device (pp.planned_peak_bytes), 0 when unknown.
+  std::vector<int64_t> plannedPeakBytes;
+  std::vector<std::string> deviceNames;
+  std::vector<GlobalInfo> globals;
+  std::vector<ConstantInfo> constants;
+  std::vector<InputInfo> inputs;
+  std::vector<OutputInfo> outputs;
+  std::vector<FunctionInfo> functions;
+  /// stageGlobals[s]: the globals stage s reads or writes (it holds a copy).
+  std::vector<std::vector<int>> stageGlobals;
+  /// schedule[d]: the actions of device d (= rank d).
+  std::vector<std::vector<ActionInfo>> schedule;
+  /// Initial values of globals and constants, next to the executable unless
+  /// an absolute path.
+  std::string dataFile;
+  /// The source model, for --save-onnx (empty when it was not ONNX).
+  std::string onnxFile;
+};
+
+/// The training executable's main: see docs/cli.md for the options.
+int trainMain(const ProgramInfo &program, int argc, char **argv);
+
+} // namespace pp::rt
+
+#endif // PP_RUNTIME_PROGRAM_H

@@ -1,0 +1,93 @@
+// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | FileCheck %s
+// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | mlir-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
+
+// Two stages: tensors are views of the planned arena, ops are kernel calls
+// with checked statuses, pp ops are StageContext calls, and the table lists
+// globals, inputs, outputs, functions and each device's actions.
+// CHECK: emitc.include "pp/Runtime/Generated.h"
+// CHECK-LABEL: emitc.func @stage0_forward
+// CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64)
+// CHECK: %[[K:.*]] = call_opaque "pp::rt::gen::kernels"(%[[CTX]])
+// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
+// CHECK: call_opaque "pp::rt::gen::input"(%[[CTX]], %[[MB]], %[[X]])
+// CHECK: %[[W:.*]] = call_opaque "pp::rt::gen::global"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">]}
+// CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"256">
+// CHECK: %[[S:.*]] = call_opaque "pp::rt::matmul"(%[[K]], %[[X]], %[[W]], %[[Y]])
+// CHECK: call_opaque "pp::rt::gen::check"(%[[CTX]], %[[S]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22onnx.MatMul 'fc'\22">]}
+// CHECK: call_opaque "pp::rt::gen::send"(%[[CTX]], %[[MB]], %[[Y]]) {args = [0 : index, #emitc.opaque<"1">, #emitc.opaque<"0">, 1 : index, 2 : index]}
+// CHECK: call_opaque "pp::rt::gen::stash"
+// CHECK: return
+// CHECK-LABEL: emitc.func @stage0_backward
+// CHECK: call_opaque "pp::rt::gen::recv"
+// CHECK: call_opaque "pp::rt::gen::unstash"
+// CHECK: call_opaque "pp::rt::gemm"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"0.000000000e+00f">, #emitc.opaque<"true">, #emitc.opaque<"false">, 3 : index]}
+// CHECK: call_opaque "pp::rt::gen::accumulate"
+// CHECK-LABEL: emitc.func @stage0_update
+// CHECK: call_opaque "pp::rt::gen::accumulated"
+// CHECK: call_opaque "pp::rt::sgdStep"
+// CHECK: call_opaque "pp::rt::gen::writeGlobal"
+// CHECK-LABEL: emitc.func @stage1_forward
+// CHECK: call_opaque "pp::rt::unary"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">
+// CHECK: call_opaque "pp::rt::gen::output"
+// CHECK: emitc.verbatim
+// CPP: #include "pp/Runtime/Generated.h"
+// CPP-LABEL: void stage0_forward(
+// CPP-SAME: pp::rt::StageContext& [[CTX:v[0-9]+]], int64_t [[MB:v[0-9]+]]) {
+// CPP: pp::rt::Status [[S:v[0-9]+]] = pp::rt::matmul(
+// CPP-NEXT: pp::rt::gen::check([[CTX]], [[S]], "onnx.MatMul 'fc'");
+// CPP: p.globals.push_back({"w", pp::rt::DType::F32, {8, 8}, true, 0, 0});
+// CPP: p.inputs.push_back({"x", pp::rt::DType::F32, {8, 8}, 10});
+// CPP: p.outputs.push_back({"y", "concat", pp::rt::DType::F32, {4, 8}});
+// CPP: p.stageGlobals[0] = {0, 1};
+// CPP: p.stageGlobals[1] = {};
+// CPP: p.schedule[0].push_back({"forward", 0, 0, 0});
+// CPP: p.schedule[0].push_back({"optimizer_step", 2, 0, -1});
+// CPP: p.schedule[1].push_back({"forward", 3, 1, 1});
+// CPP: return pp::rt::trainMain(program, argc, argv);
+module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input_names = ["x"], pp.output_names = ["y"]} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>
+    %w = onnx.global_read @w : tensor<8x8xf32>
+    %y = onnx.MatMul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("fc")
+    pp.send %y, %mb {peer = 1 : i64, tag = 0 : i64} : tensor<4x8xf32>
+    pp.stash %x, %mb {slot = 0 : i64} : tensor<4x8xf32>
+    return
+  }
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+    %dy = pp.recv %mb {peer = 1 : i64, tag = 1 : i64} : tensor<4x8xf32>
+    %x = pp.unstash %mb {slot = 0 : i64} : tensor<4x8xf32>
+    %dw = onnx.Gemm %x, %dy {beta = 0.0 : f32, transA = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+    pp.accumulate %dw {slot = 0 : i64} : tensor<8x8xf32>
+    return
+  }
+  func.func @stage0_update() attributes {pp.stage = 0 : i64} {
+    %step = onnx.global_read @pp.step : tensor<i64>
+    %w = onnx.global_read @w : tensor<8x8xf32>
+    %g = pp.accumulated {slot = 0 : i64} : tensor<8x8xf32>
+    %new = train.sgd %w, %g, %step {lr = 0.1 : f32} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<i64>) -> tensor<8x8xf32>
+    train.global_write @w, %new : tensor<8x8xf32>
+    return
+  }
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+    %y = pp.recv %mb {peer = 0 : i64, tag = 0 : i64} : tensor<4x8xf32>
+    %r = onnx.Relu %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    pp.output %r, %mb {index = 0 : i64, combine = "concat"} : tensor<4x8xf32>
+    pp.send %r, %mb {peer = 0 : i64, tag = 1 : i64} : tensor<4x8xf32>
+    return
+  }
+  onnx.global "trainable" @w : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+  onnx.global "state" @pp.step : tensor<i64> = dense<0> : tensor<i64>
+  pp.schedule attributes {kind = "gpipe", micro_batches = 2 : i64, chunks = 1 : i64} {
+    pp.device 0 attributes {name = "gpu0"} {
+      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action "backward" @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action "backward" @stage0_backward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action "optimizer_step" @stage0_update {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
+    }
+    pp.device 1 attributes {name = "gpu1"} {
+      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+    }
+  }
+}
