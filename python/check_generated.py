@@ -1,0 +1,192 @@
+"""End-to-end check of generated training programs.
+
+For one test model: exports it (dropout off, same weights) at the
+micro-batch size and at the whole mini-batch, and, for every configuration
+"schedule:devices:recompute:launch" (launch local = one process, a thread
+per device; mpi = mpirun, a rank per device), compiles it with
+--pp-compile ... emit-dir=, builds the generated program (CMake + Ninja),
+trains it for --steps steps on the same data, and compares
+  - with the reference interpreter running the same pipeline (pp-interpret),
+  - with the unpipelined training step on the whole batch (or, with
+    --reference one-stage, the one-device program: BatchNorm models),
+the loss of every step and every final global (weights, optimizer and
+BatchNorm state). Its --save-onnx model must re-import (pipeline-opt) and
+hold the trained weights. With --cuda, the first configuration's program is
+also built for the CUDA backend (nvcc, sm_80 and sm_90): compiled, not run.
+
+A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
+prints one line per configuration and exits non-zero on a mismatch.
+"""
+import argparse
+import os
+import re
+import shlex
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+from check_pipeline import cluster_file, losses_of, run
+from compare import Comparison, load_globals
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def build(program_dir, cuda=False):
+    build_dir = os.path.join(program_dir, "build-cuda" if cuda else "build")
+    configure = ["cmake", "-S", program_dir, "-B", build_dir, "-G", "Ninja",
+                 "-DCMAKE_BUILD_TYPE=Release"]
+    if cuda:
+        configure.append("-DPP_CUDA=ON")
+    run(configure)
+    run(["cmake", "--build", build_dir])
+    return os.path.join(build_dir, "train")
+
+
+def onnx_initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(path)
+    return {init.name: numpy_helper.to_array(init)
+            for init in model.graph.initializer}
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--work", required=True, help="scratch directory")
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--pp-interpret", default="pp-interpret")
+    parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
+                        "--oversubscribe")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--configs", default="1f1b:2:none:local",
+                        help="comma-separated schedule:devices:recompute:"
+                        "launch")
+    parser.add_argument("--reference", choices=["unsplit", "one-stage"],
+                        default="unsplit")
+    parser.add_argument("--cuda", action="store_true",
+                        help="also compile the first program with nvcc")
+    parser.add_argument("--rtol", type=float, default=1e-4)
+    parser.add_argument("--atol", type=float, default=1e-6)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    m = args.microbatches
+
+    def export(batch, out):
+        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
+             "--model", args.model, "--out", out, "--steps", "0",
+             "--batch", str(batch)])
+    micro_dir = os.path.join(args.work, "micro")
+    whole_dir = os.path.join(args.work, "whole")
+    export(args.micro_batch, micro_dir)
+    export(args.micro_batch * m, whole_dir)
+    files = [os.path.join(whole_dir, "input.npy"),
+             os.path.join(whole_dir, "labels.npy")]
+    interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]
+    optimizer = f"lr={args.lr}"
+
+    def compile_program(name, schedule, devices, recompute):
+        mlir = os.path.join(args.work, name + ".mlir")
+        program = os.path.join(args.work, name)
+        policy, _, budget = recompute.partition("@")
+        extra = f" activation-budget={budget}" if budget else ""
+        run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+             f"--pp-compile=cluster={cluster_file(args.work, devices)} "
+             f"schedule={schedule} microbatches={m} recompute={policy} "
+             f"{optimizer}{extra} report= emit-dir={program}", "-o", mlir])
+        if policy in ("full", "auto") and \
+                "pp.recompute" not in open(mlir).read():
+            sys.exit(f"{name}: recompute={recompute} recomputed nothing")
+        return mlir, program
+
+    def interpret(name, mlir):
+        dump = os.path.join(args.work, name + ".interp")
+        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
+                   f"--dump-globals={dump}"] + interp_data)
+        return losses_of(out), load_globals(dump)
+
+    if args.reference == "unsplit":
+        mlir = os.path.join(args.work, "reference.mlir")
+        run([args.pipeline_opt, os.path.join(whole_dir, "model.onnx"),
+             f"--pp-training-step={optimizer}", "-o", mlir])
+        ref_losses, ref_globals = interpret("reference", mlir)
+    else:
+        mlir, _ = compile_program("reference", "1f1b", 1, "none")
+        ref_losses, ref_globals = interpret("reference", mlir)
+
+    failed = False
+    for index, config in enumerate(args.configs.split(",")):
+        schedule, devices, recompute, launch = config.split(":")
+        name = f"{schedule}-{devices}-{recompute}-{launch}"
+        mlir, program = compile_program(name, schedule, int(devices),
+                                        recompute)
+        started = time.time()
+        train = build(program)
+        build_s = time.time() - started
+        names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                          open(mlir).read()).group(1)
+        names = [n.strip().strip('"') for n in names.split(",")]
+        data = [f"--data={n}={f}" for n, f in zip(names, files)]
+        dump = os.path.join(args.work, name + ".generated")
+        trained = os.path.join(args.work, name + ".trained.onnx")
+        cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
+               f"--save-onnx={trained}"] + data
+        if launch == "mpi":
+            cmd = shlex.split(args.mpirun) + ["-np", devices] + cmd
+        else:
+            cmd.append("--local")
+        started = time.time()
+        out = run(cmd)
+        run_s = time.time() - started
+        losses, final = losses_of(out), load_globals(dump)
+
+        check = Comparison(args.rtol, args.atol)
+        interp_losses, interp_globals = interpret(name, mlir)
+        for label, (r_losses, r_globals) in (
+                ("interpreter", (interp_losses, interp_globals)),
+                ("reference", (ref_losses, ref_globals))):
+            if len(losses) != len(r_losses):
+                check.failures.append(
+                    f"{label}: {len(losses)} losses vs {len(r_losses)}")
+            for i, (a, b) in enumerate(zip(losses, r_losses)):
+                check(f"{label}: loss of step {i + 1}", [a], [b])
+            for key, value in r_globals.items():
+                if key not in final:
+                    check.failures.append(f"{label}: {key} missing")
+                elif np.issubdtype(value.dtype, np.floating):
+                    check(f"{label}: {key}", final[key], value)
+                elif not np.array_equal(final[key], value):
+                    check.failures.append(f"{label}: {key} differs")
+        # The saved model re-imports and holds the trained weights.
+        run([args.pipeline_opt, trained,
+             f"--batch-size={args.micro_batch}", "-o", os.devnull])
+        saved = onnx_initializers(trained)
+        compared = 0
+        for key, value in saved.items():
+            if key in final:
+                check(f"saved {key}", value, final[key])
+                compared += 1
+        if compared == 0:
+            check.failures.append("the saved model holds no trained weight")
+        print(f"{args.model} {name}: {len(losses)} losses, "
+              f"{len(ref_globals)} globals, {compared} saved weights; worst "
+              f"relative error {check.worst:.2e}; build {build_s:.1f} s, "
+              f"{args.steps} steps {run_s:.1f} s")
+        for failure in check.failures:
+            print("MISMATCH", failure)
+        failed |= bool(check.failures)
+        if args.cuda and index == 0:
+            started = time.time()
+            build(program, cuda=True)
+            print(f"{args.model} {name}: CUDA variant compiled with nvcc in "
+                  f"{time.time() - started:.1f} s")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
