@@ -2,7 +2,7 @@
 # (written by --pp-emit-program) calls find_package(PPRuntime) with this
 # build's runtime directory as a hint.
 if(TARGET pp_train)
-  set(PP_EXPORTED pp_runtime pp_train)
+  set(PP_EXPORTED pp_runtime pp_train pp_train_onnx)
   foreach(target pp_runtime_mpi pp_runtime_cuda pp_train_cuda pp_runtime_nccl)
     if(TARGET ${target})
       list(APPEND PP_EXPORTED ${target})

@@ -1,10 +1,15 @@
 //===- InProcess.cpp - Ranks as threads of one process ----------*- C++ -*-===//
+//
+// Tensor bytes move through Memory.h (copyFromBuffer / copyToBuffer), so the
+// same code serves host buffers (CPU backend) and device buffers (CUDA).
+//
+//===----------------------------------------------------------------------===//
 
 #include "pp/Runtime/Comm.h"
+#include "pp/Runtime/Memory.h"
 
 #include <chrono>
 #include <condition_variable>
-#include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
@@ -47,8 +52,7 @@ public:
       return Status::error("send: rank " + std::to_string(rank_) +
                            " cannot send to rank " + std::to_string(peer));
     std::vector<char> bytes(static_cast<size_t>(value.bytes()));
-    if (!bytes.empty())
-      std::memcpy(bytes.data(), value.data, bytes.size());
+    copyFromBuffer(bytes.data(), value.data, value.bytes());
     std::lock_guard<std::mutex> lock(box_->mutex);
     if (box_->aborted)
       return Status::error("send: the job was aborted: " + box_->abortReason);
@@ -80,8 +84,10 @@ public:
                                " bytes from rank " + std::to_string(peer) +
                                " (tag " + std::to_string(tag) + "), got " +
                                std::to_string(bytes.size()));
-        if (!bytes.empty())
-          std::memcpy(value.data, bytes.data(), bytes.size());
+        // Copied outside the lock: the queue entry is ours now.
+        lock.unlock();
+        copyToBuffer(value.data, bytes.data(),
+                     static_cast<int64_t>(bytes.size()));
         return Status::success();
       }
       if (box_->changed.wait_until(lock, deadline) == std::cv_status::timeout)
@@ -97,13 +103,14 @@ public:
     if (value.dtype != DType::F32 && value.dtype != DType::F64)
       return Status::error("allReduceSum: only f32 and f64");
     int64_t n = value.numel();
+    std::vector<double> mine = toHost(value);
     std::unique_lock<std::mutex> lock(box_->mutex);
     if (box_->arrived == 0)
       box_->sum.assign(static_cast<size_t>(n), 0.0);
     if (static_cast<int64_t>(box_->sum.size()) != n)
       return Status::error("allReduceSum: ranks disagree on the size");
     // Summed in rank order so every backend rounds alike.
-    box_->pending[rank_] = copy(value);
+    box_->pending[rank_] = std::move(mine);
     ++box_->arrived;
     uint64_t generation = box_->generation;
     if (box_->arrived == box_->size) {
@@ -126,11 +133,13 @@ public:
         return Status::error("allReduceSum: the job was aborted: " +
                              box_->abortReason);
     }
-    for (int64_t i = 0; i < n; ++i) {
-      if (value.dtype == DType::F32)
-        value.as<float>()[i] = static_cast<float>(box_->result[i]);
-      else
-        value.as<double>()[i] = box_->result[i];
+    std::vector<double> result = box_->result;
+    lock.unlock();
+    if (value.dtype == DType::F64) {
+      copyToBuffer(value.data, result.data(), value.bytes());
+    } else {
+      std::vector<float> narrow(result.begin(), result.end());
+      copyToBuffer(value.data, narrow.data(), value.bytes());
     }
     return Status::success();
   }
@@ -145,11 +154,15 @@ public:
   }
 
 private:
-  static std::vector<double> copy(const Tensor &value) {
+  static std::vector<double> toHost(const Tensor &value) {
     std::vector<double> out(static_cast<size_t>(value.numel()));
-    for (size_t i = 0; i < out.size(); ++i)
-      out[i] = value.dtype == DType::F32 ? value.as<float>()[i]
-                                         : value.as<double>()[i];
+    if (value.dtype == DType::F64) {
+      copyFromBuffer(out.data(), value.data, value.bytes());
+    } else {
+      std::vector<float> narrow(out.size());
+      copyFromBuffer(narrow.data(), value.data, value.bytes());
+      out.assign(narrow.begin(), narrow.end());
+    }
     return out;
   }
 

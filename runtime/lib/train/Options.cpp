@@ -1,0 +1,222 @@
+//===- Options.cpp - The training executable's command line ---------------===//
+//
+// A hand-written parser (the runtime links no LLVM): `--opt=value` and
+// `--opt value` are both accepted.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Options.h"
+
+#include <cerrno>
+#include <cstdlib>
+
+using namespace pp::rt::train;
+
+namespace {
+
+struct OptionSpec {
+  const char *name;
+  const char *argument; // null for a flag
+  const char *help;
+};
+
+const OptionSpec kOptions[] = {
+    {"local", nullptr,
+     "run every device as a thread of this process (default without mpirun)"},
+    {"steps", "N", "total training steps (default 10)"},
+    {"lr", "X", "not supported: the learning rate is compiled in"},
+    {"data", "NAME=FILE.npy|DIR",
+     "step inputs: dim 0 holds whole batches, step k uses batch k mod count "
+     "(repeatable; DIR reads DIR/<input>.npy)"},
+    {"synthetic", nullptr,
+     "one fixed random batch every step (default without --data)"},
+    {"seed", "S",
+     "seed of --synthetic and of Dropout (stage seed = S + stage)"},
+    {"threads", "N", "kernel threads per device (default 1)"},
+    {"log", "FILE",
+     "per-step log: CSV when FILE ends in .csv, else JSON lines"},
+    {"checkpoint-every", "N", "write a checkpoint every N steps"},
+    {"checkpoint", "DIR", "checkpoint directory (default ./checkpoint)"},
+    {"resume", "DIR", "continue from the checkpoint in DIR"},
+    {"save-onnx", "OUT.onnx",
+     "write the source model with the trained weights"},
+    {"dump-globals", "DIR",
+     "write every global to DIR/<name>.npy and DIR/globals.txt"},
+    {"data-file", "PATH", "initial values of globals and constants"},
+    {"timeout", "S", "seconds a receive waits for a peer (default 60)"},
+    {"help", nullptr, "print this help"},
+};
+
+bool parseInt(const std::string &text, int64_t &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end || errno)
+    return false;
+  value = v;
+  return true;
+}
+
+bool parseDouble(const std::string &text, double &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return !*end && !errno;
+}
+
+std::string validOptions() {
+  std::string list;
+  for (const OptionSpec &spec : kOptions)
+    list += std::string(list.empty() ? "" : ", ") + "--" + spec.name;
+  return list;
+}
+
+} // namespace
+
+std::string pp::rt::train::trainUsage(const std::string &program) {
+  std::string text = "usage: " + program +
+                     " [options]\n\n"
+                     "Trains the compiled pipeline. Under mpirun each rank "
+                     "runs one device; otherwise\nevery device is a thread "
+                     "(--local).\n\noptions:\n";
+  for (const OptionSpec &spec : kOptions) {
+    std::string left = std::string("  --") + spec.name;
+    if (spec.argument)
+      left += std::string(" ") + spec.argument;
+    if (left.size() < 28)
+      left.append(28 - left.size(), ' ');
+    else
+      left += "\n" + std::string(28, ' ');
+    text += left + spec.help + "\n";
+  }
+  return text;
+}
+
+bool pp::rt::train::parseTrainOptions(int argc, char **argv,
+                                      TrainOptions &options,
+                                      std::string &error) {
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "-h")
+      arg = "--help";
+    if (arg.rfind("--", 0) != 0) {
+      error =
+          "unexpected argument '" + arg + "'; valid options: " + validOptions();
+      return false;
+    }
+    std::string name = arg.substr(2), value;
+    bool hasValue = false;
+    if (size_t eq = name.find('='); eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      hasValue = true;
+    }
+    const OptionSpec *spec = nullptr;
+    for (const OptionSpec &candidate : kOptions)
+      if (name == candidate.name)
+        spec = &candidate;
+    if (!spec) {
+      error =
+          "unknown option '--" + name + "'; valid options: " + validOptions();
+      return false;
+    }
+    if (!spec->argument && hasValue) {
+      error = "--" + name + " takes no value";
+      return false;
+    }
+    if (spec->argument && !hasValue) {
+      if (i + 1 >= argc) {
+        error = "--" + name + " expects " + spec->argument;
+        return false;
+      }
+      value = argv[++i];
+    }
+    auto badValue = [&](const char *expected) {
+      error = "--" + name + ": expected " + expected + ", got '" + value + "'";
+      return false;
+    };
+
+    int64_t number = 0;
+    if (name == "local") {
+      options.local = true;
+    } else if (name == "steps") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      options.steps = number;
+    } else if (name == "lr") {
+      double lr;
+      if (!parseDouble(value, lr))
+        return badValue("a number");
+      options.lr = lr;
+    } else if (name == "data") {
+      if (size_t eq = value.find('='); eq != std::string::npos) {
+        if (eq == 0 || eq + 1 == value.size())
+          return badValue("NAME=FILE.npy or DIR");
+        options.dataFiles.emplace_back(value.substr(0, eq),
+                                       value.substr(eq + 1));
+      } else {
+        if (value.empty())
+          return badValue("NAME=FILE.npy or DIR");
+        if (!options.dataDir.empty()) {
+          error = "--data DIR given twice ('" + options.dataDir + "' and '" +
+                  value + "')";
+          return false;
+        }
+        options.dataDir = value;
+      }
+    } else if (name == "synthetic") {
+      options.synthetic = true;
+    } else if (name == "seed") {
+      if (!parseInt(value, number))
+        return badValue("an integer");
+      options.seed = static_cast<uint64_t>(number);
+      options.seedGiven = true;
+    } else if (name == "threads") {
+      if (!parseInt(value, number) || number < 1 || number > 4096)
+        return badValue("a positive integer");
+      options.threads = static_cast<int>(number);
+    } else if (name == "log") {
+      options.logFile = value;
+    } else if (name == "checkpoint-every") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      options.checkpointEvery = number;
+    } else if (name == "checkpoint") {
+      options.checkpointDir = value;
+    } else if (name == "resume") {
+      options.resumeDir = value;
+    } else if (name == "save-onnx") {
+      options.saveOnnx = value;
+    } else if (name == "dump-globals") {
+      options.dumpGlobals = value;
+    } else if (name == "data-file") {
+      options.dataFile = value;
+    } else if (name == "timeout") {
+      double seconds;
+      if (!parseDouble(value, seconds) || !(seconds > 0))
+        return badValue("a positive number of seconds");
+      options.timeout = seconds;
+    } else if (name == "help") {
+      options.help = true;
+    }
+  }
+  if (options.synthetic &&
+      (!options.dataFiles.empty() || !options.dataDir.empty())) {
+    error = "--synthetic and --data exclude each other";
+    return false;
+  }
+  if (!options.dataFiles.empty() && !options.dataDir.empty()) {
+    error = "--data NAME=FILE.npy and --data DIR exclude each other";
+    return false;
+  }
+  if (options.lr) {
+    error = "--lr: the learning rate is compiled into the program "
+            "(pipeline-opt --pp-compile lr=...)";
+    return false;
+  }
+  return true;
+}

@@ -1,0 +1,46 @@
+//===- Options.h - The training executable's command line -------*- C++ -*-===//
+#ifndef PP_RUNTIME_TRAIN_OPTIONS_H
+#define PP_RUNTIME_TRAIN_OPTIONS_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pp::rt::train {
+
+struct TrainOptions {
+  bool local = false;
+  int64_t steps = 10;
+  /// Parsed but refused: the learning rate is compiled into the program.
+  std::optional<double> lr;
+  /// --data NAME=FILE.npy entries, or --data DIR.
+  std::vector<std::pair<std::string, std::string>> dataFiles;
+  std::string dataDir;
+  bool synthetic = false;
+  uint64_t seed = 0;
+  bool seedGiven = false;
+  int threads = 1;
+  std::string logFile;
+  int64_t checkpointEvery = 0;
+  std::string checkpointDir = "checkpoint";
+  std::string resumeDir;
+  std::string saveOnnx;
+  std::string dumpGlobals;
+  std::string dataFile;
+  double timeout = 60;
+  bool help = false;
+};
+
+/// Parses argv (argv[0] is the program). On a usage error returns false
+/// with `error` set (the caller exits with status 2).
+bool parseTrainOptions(int argc, char **argv, TrainOptions &options,
+                       std::string &error);
+
+/// The --help text.
+std::string trainUsage(const std::string &program);
+
+} // namespace pp::rt::train
+
+#endif // PP_RUNTIME_TRAIN_OPTIONS_H
