@@ -180,6 +180,22 @@ def main():
         for failure in check.failures:
             print("MISMATCH", failure)
         failed |= bool(check.failures)
+        if index == 0:
+            # --lr overrides the compiled learning rate: the same value
+            # repeats the run, twice as much changes every step after the
+            # first update.
+            base = [c for c in cmd if not c.startswith(("--dump-globals",
+                                                        "--save-onnx"))]
+            same = losses_of(run(base + [f"--lr={args.lr}"]))
+            doubled = losses_of(run(base + [f"--lr={2 * args.lr}"]))
+            ok = (same == losses and doubled[0] == losses[0] and
+                  all(a != b for a, b in zip(doubled[1:], losses[1:])))
+            print(f"{args.model} {name}: --lr={args.lr} repeats the run, "
+                  f"--lr={2 * args.lr} changes steps 2..: "
+                  f"{'yes' if ok else 'NO'}")
+            if not ok:
+                print(f"MISMATCH --lr: {same} / {doubled} vs {losses}")
+                failed = True
         if args.cuda and index == 0:
             started = time.time()
             build(program, cuda=True)

@@ -16,7 +16,14 @@ mkdir -p "$build/plan"
   --pp-compile="cluster=TITANV,RTX2060,P4000,P4000 schedule=1f1b microbatches=8 recompute=auto plan-dir=$build/plan" \
   -o "$build/plan/pipeline.mlir"
 echo "plan: $build/plan/plan.json, timeline: $build/plan/timeline.svg (and timeline.json for chrome://tracing)"
+program=$build/mlp-program
 "$build/bin/pipeline-opt" "$build/test/models/mlp.onnx" \
-  --pp-compile="cluster=2xT4 schedule=1f1b microbatches=4 lr=0.1 report=" \
+  --pp-compile="cluster=2xT4 schedule=1f1b microbatches=4 lr=0.1 emit-dir=$program" \
   -o "$build/plan/mlp-2stage.mlir"
-"$build/bin/pp-interpret" "$build/plan/mlp-2stage.mlir" --random-inputs --steps=3 | grep '^step'
+cmake -S "$program" -B "$program/build" -G Ninja >/dev/null
+cmake --build "$program/build"
+echo "== training the generated 2-stage program: one process, a thread per stage"
+"$program/build/train" --local --steps 5 --synthetic --seed 0
+echo "== the same program on 2 MPI ranks (mpirun -np 2)"
+mpirun --allow-run-as-root --oversubscribe -np 2 "$program/build/train" \
+  --steps 5 --synthetic --seed 0

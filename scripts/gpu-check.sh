@@ -5,8 +5,13 @@
 #     GPU, outputs compared (python/compare_kernel_runs.py);
 #   - the NCCL communicator (pp-rt-nccl-check) on every GPU of the node
 #     under mpirun: a ring, large messages both ways, an all-reduce.
-# The end-to-end training tests join here once code generation lands
-# (issue 5).
+#   - end to end: the MLP, GPT and resnet18 test models compiled into
+#     2-stage 1F1B programs, built for the CPU and for CUDA from the same
+#     generated source; the CUDA build trains with --local (one process,
+#     the stages on the node's GPUs) and, with 2+ GPUs, under mpirun over
+#     NCCL; its losses must match the CPU build's (
+#     python/compare_losses.py, 1e-3 relative: cuBLAS and cuDNN sum in
+#     other orders).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -31,4 +36,24 @@ fi
 ranks=$gpus
 echo "gpu-check: NCCL on $gpus GPU(s), $ranks rank(s)"
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$check"
+echo "gpu-check: generated programs, CPU against CUDA"
+cmake --build "$build" --target pp-test-models
+for model in mlp gpt resnet18; do
+  program=$work/$model
+  "$build/bin/pipeline-opt" "$build/test/models/$model.onnx" --batch-size=8 \
+    --pp-compile="cluster=2xA100-80 schedule=1f1b microbatches=4 lr=0.05 report= emit-dir=$program" \
+    -o "$work/$model.mlir"
+  cmake -S "$program" -B "$program/cpu" -G Ninja >/dev/null
+  cmake --build "$program/cpu" >/dev/null
+  cmake -S "$program" -B "$program/cuda" -G Ninja -DPP_CUDA=ON >/dev/null
+  cmake --build "$program/cuda" >/dev/null
+  "$program/cpu/train" --local --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.cpu"
+  timeout 300 "$program/cuda/train" --local --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.cuda"
+  /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.cuda"
+  if [ "$gpus" -ge 2 ]; then
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$program/cuda/train" \
+      --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.nccl"
+    /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.nccl"
+  fi
+done
 echo "gpu-check: passed"

@@ -15,6 +15,12 @@ config.substitutions.append(("%models", config.pp_models_dir))
 config.substitutions.append(("%python3", config.python3))
 config.substitutions.append(("%pp_src", config.pp_src_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata_dir))
+# --cuda: the end-to-end checks also build each model's program with nvcc.
+config.substitutions.append(
+    ("%cuda_flag", "--cuda" if config.pp_cuda_programs == "1" else ""))
+config.substitutions.append(
+    ("%mpirun", (config.mpirun or "mpirun") +
+     " --allow-run-as-root --oversubscribe"))
 
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.pp_tools_dir, append_path=True)

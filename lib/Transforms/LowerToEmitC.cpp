@@ -339,6 +339,13 @@ private:
     return std::vector<int64_t>(values->begin(), values->end());
   }
 
+  /// The compiled learning rate, or the run's --lr.
+  Value learningRate(double compiled) {
+    CallArgs a = ctxArgs();
+    a.f32(compiled);
+    return call("pp::rt::gen::learningRate", a, b.getF32Type());
+  }
+
   LogicalResult lowerOp(Operation *op);
   LogicalResult lowerUnary(Operation *op, rt::UnaryKind kind,
                            float alpha = 0.f);
@@ -526,7 +533,7 @@ LogicalResult StageLowering::lowerSGD(train::SGDOp op) {
   else
     a.lit("nullptr");
   a.value(step)
-      .f32(op.getLr().convertToDouble())
+      .value(learningRate(op.getLr().convertToDouble()))
       .f32(op.getMomentum().convertToDouble())
       .f32(op.getDampening().convertToDouble())
       .f32(op.getWeightDecay().convertToDouble())
@@ -554,7 +561,7 @@ LogicalResult StageLowering::lowerAdam(train::AdamOp op) {
       .value(*m)
       .value(*v)
       .value(step)
-      .f32(op.getLr().convertToDouble())
+      .value(learningRate(op.getLr().convertToDouble()))
       .f32(op.getBeta1().convertToDouble())
       .f32(op.getBeta2().convertToDouble())
       .f32(op.getEpsilon().convertToDouble())

@@ -24,7 +24,8 @@ const OptionSpec kOptions[] = {
     {"local", nullptr,
      "run every device as a thread of this process (default without mpirun)"},
     {"steps", "N", "total training steps (default 10)"},
-    {"lr", "X", "not supported: the learning rate is compiled in"},
+    {"lr", "X",
+     "learning rate of every optimizer step (default: the one compiled in)"},
     {"data", "NAME=FILE.npy|DIR",
      "step inputs: dim 0 holds whole batches, step k uses batch k mod count "
      "(repeatable; DIR reads DIR/<input>.npy)"},
@@ -213,9 +214,8 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
     error = "--data NAME=FILE.npy and --data DIR exclude each other";
     return false;
   }
-  if (options.lr) {
-    error = "--lr: the learning rate is compiled into the program "
-            "(pipeline-opt --pp-compile lr=...)";
+  if (options.lr && !(*options.lr > 0)) {
+    error = "--lr: the learning rate must be positive";
     return false;
   }
   return true;

@@ -60,7 +60,7 @@ std::string dimsString(const std::vector<int64_t> &shape) {
 bool pp::rt::train::saveTrainedONNX(
     const std::string &source, const std::string &dest,
     const std::vector<std::pair<std::string, HostTensor>> &values,
-    std::string &error) {
+    const std::vector<bool> &required, std::string &error) {
   onnx::ModelProto model;
   {
     std::ifstream in(source, std::ios::binary);
@@ -77,7 +77,11 @@ bool pp::rt::train::saveTrainedONNX(
   for (onnx::TensorProto &init : *model.mutable_graph()->mutable_initializer())
     initializers.emplace(init.name(), &init);
 
-  for (const auto &[name, value] : values) {
+  for (size_t index = 0; index < values.size(); ++index) {
+    const auto &[name, value] = values[index];
+    bool mustSave = index < required.size() && required[index];
+    if (!mustSave && !initializers.count(name))
+      continue;
     auto fail = [&, &name = name](const std::string &message) {
       error = "--save-onnx: initializer '" + name + "' of '" + source +
               "': " + message;

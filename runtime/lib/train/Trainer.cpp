@@ -86,17 +86,21 @@ int localRank(int rank) {
   return rank;
 }
 
-/// The communicator of a job launched by mpirun: NCCL when the CUDA build
-/// has it, else MPI.
+/// The communicator of a job launched by mpirun: MPI (through host copies
+/// on the CUDA backend), else NCCL.
 std::unique_ptr<Communicator> createWorldCommunicator(int *argc, char ***argv,
                                                       std::string &error) {
-#if defined(PP_TRAIN_HAVE_NCCL)
+#if defined(PP_TRAIN_HAVE_MPI)
+  std::unique_ptr<Communicator> comm = createMPICommunicator(argc, argv);
+  // MPI moves host memory; device tensors go through host copies.
+  if (comm && std::string(backendName()) != "cpu")
+    return stageThroughHost(std::move(comm));
+  return comm;
+#elif defined(PP_TRAIN_HAVE_NCCL)
   std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
   if (!comm)
     error = "cannot start NCCL (see the message above)";
   return comm;
-#elif defined(PP_TRAIN_HAVE_MPI)
-  return createMPICommunicator(argc, argv);
 #else
   (void)argc, (void)argv;
   error = "launched by mpirun, but this executable was built without MPI: "
@@ -662,6 +666,7 @@ public:
   void accumulate(int slot, const Tensor &value) override;
   void accumulated(int slot, Tensor &dst) override;
   uint64_t nextSeed() override;
+  float learningRate(float compiled) override;
 
   Rank &rank_;
   int64_t stage;
@@ -984,6 +989,11 @@ uint64_t StageState::nextSeed() {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
+}
+
+float StageState::learningRate(float compiled) {
+  const auto &lr = rank_.job.options.lr;
+  return lr ? static_cast<float>(*lr) : compiled;
 }
 
 Rank::~Rank() {
@@ -1532,7 +1542,17 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
   }
   if (ok && !options.saveOnnx.empty()) {
     std::vector<std::pair<std::string, HostTensor>> values;
-    ok = gather(/*trainableOnly=*/true, values, error);
+    // Every global: BatchNorm running statistics belong in the deployed
+    // model too; state without an initializer is skipped.
+    ok = gather(/*trainableOnly=*/false, values, error);
+    std::vector<bool> required;
+    for (const auto &[name, value] : values) {
+      bool trainable = false;
+      for (const GlobalInfo &g : p.globals)
+        if (g.name == name)
+          trainable = g.trainable;
+      required.push_back(trainable);
+    }
     if (ok && rank == 0) {
       std::string source = resolveNextTo(job.exeDir, p.onnxFile);
       if (p.onnxFile.empty()) {
@@ -1542,7 +1562,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
         error = "--save-onnx: the source model '" + source + "' is missing";
         ok = false;
       } else {
-        ok = saveTrainedONNX(source, options.saveOnnx, values, error);
+        ok = saveTrainedONNX(source, options.saveOnnx, values, required, error);
       }
     }
   }

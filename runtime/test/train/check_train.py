@@ -295,8 +295,8 @@ def check_bad_inputs():
     expect_error(["--steps"], [r"--steps expects N"], status=2)
     expect_error(["--steps", "zero"], [r"--steps: expected a positive"],
                  status=2)
-    expect_error(["--lr", "0.1"], [r"--lr: the learning rate is compiled "
-                                   r"into the program"], status=2)
+    expect_error(["--lr", "0"], [r"--lr: the learning rate must be "
+                                 r"positive"], status=2)
     expect_error(["--local", "--data-file", "no/such.data"],
                  [r"cannot open the data file 'no/such\.data'"])
     open(os.path.join(WORK, "short.data"), "wb").write(b"\0" * 100)

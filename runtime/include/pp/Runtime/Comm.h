@@ -59,6 +59,11 @@ std::vector<std::unique_ptr<Communicator>> createInProcessGroup(int size);
 /// pp_runtime_mpi.
 std::unique_ptr<Communicator> createMPICommunicator(int *argc, char ***argv);
 
+/// `inner` (which moves host memory, like MPI) for tensors in backend
+/// memory: sends and receives copy through host buffers, tags kept.
+std::unique_ptr<Communicator>
+stageThroughHost(std::unique_ptr<Communicator> inner);
+
 /// The NCCL communicator of this MPI process on its node-local GPU (tensors
 /// in device memory); null, with a message on stderr, without a GPU.
 /// Defined in pp_runtime_nccl.

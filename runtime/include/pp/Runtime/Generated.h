@@ -99,6 +99,9 @@ inline void accumulated(StageContext &ctx, int slot, Tensor &dst) {
   ctx.accumulated(slot, dst);
 }
 inline uint64_t nextSeed(StageContext &ctx) { return ctx.nextSeed(); }
+inline float learningRate(StageContext &ctx, float compiled) {
+  return ctx.learningRate(compiled);
+}
 
 } // namespace pp::rt::gen
 

@@ -86,8 +86,23 @@ struct Context {
 //===----------------------------------------------------------------------===//
 
 enum class UnaryKind : int {
-  Identity, Relu, LeakyRelu, Sigmoid, Tanh, Erf, GeluErf, GeluTanh, Sqrt,
-  Exp, Log, Neg, Abs, Reciprocal, Floor, Ceil, Not
+  Identity,
+  Relu,
+  LeakyRelu,
+  Sigmoid,
+  Tanh,
+  Erf,
+  GeluErf,
+  GeluTanh,
+  Sqrt,
+  Exp,
+  Log,
+  Neg,
+  Abs,
+  Reciprocal,
+  Floor,
+  Ceil,
+  Not
 };
 
 /// y = f(x); `alpha` is LeakyRelu's slope. x and y have one shape and dtype.
@@ -96,12 +111,20 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
 
 /// dx = dy * f'(x) for the differentiable unary kinds (all but Floor, Ceil,
 /// Not, whose gradient is zero). `y` is f(x) (used where cheaper).
-Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x,
-                 const Tensor &y, const Tensor &dy, Tensor &dx,
-                 float alpha = 0.f);
+Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
+                 const Tensor &dy, Tensor &dx, float alpha = 0.f);
 
 enum class BinaryKind : int {
-  Add, Sub, Mul, Div, Pow, Equal, Less, Greater, And, Or
+  Add,
+  Sub,
+  Mul,
+  Div,
+  Pow,
+  Equal,
+  Less,
+  Greater,
+  And,
+  Or
 };
 
 /// c = a (op) b with numpy broadcasting; comparisons write Bool.
@@ -109,8 +132,8 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
               Tensor &c);
 
 /// out = cond ? x : y with broadcasting of all three.
-Status where(Context &ctx, const Tensor &cond, const Tensor &x,
-             const Tensor &y, Tensor &out);
+Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
+             Tensor &out);
 
 /// y = min(max(x, lo), hi); absent bounds are null.
 Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,

@@ -62,6 +62,9 @@ public:
   /// pp.accumulated; the sum restarts after it is read).
   virtual void accumulate(int slot, const Tensor &value) = 0;
   virtual void accumulated(int slot, Tensor &dst) = 0;
+  /// The learning rate an optimizer step uses: the one compiled in, unless
+  /// the run overrides it (--lr).
+  virtual float learningRate(float compiled) { return compiled; }
   /// The next random seed of this stage (Dropout masks): splitmix64 of
   /// (stage seed, counter), as the reference interpreter draws them.
   virtual uint64_t nextSeed() = 0;

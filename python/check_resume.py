@@ -1,0 +1,158 @@
+"""A generated program under mpirun survives a lost rank through its
+checkpoints.
+
+Compiles a test model into a 2-stage 1F1B program (--pp-compile ...
+emit-dir=), builds it, and
+  1. trains it --steps steps without interruption (the reference losses);
+  2. trains it again with --checkpoint-every, and `kill -9`s the process of
+     rank 1 from outside once step --kill-after has been printed: the job
+     must exit non-zero within 30 s with a message naming rank 1;
+  3. resumes from the last checkpoint (--resume) to --steps: every step it
+     prints must have the reference loss, to the printed digit.
+Prints what happened and exits non-zero when any of it fails.
+"""
+import argparse
+import os
+import re
+import shlex
+import signal
+import subprocess
+import sys
+import threading
+import time
+
+from check_pipeline import cluster_file, run
+from check_generated import build
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def step_losses(text):
+    """step number -> loss text, from the program's progress lines."""
+    return {int(m.group(1)): m.group(2) for m in
+            re.finditer(r"^step (\d+)/\d+\s+loss (\S+)", text, re.M)}
+
+
+def rank_pids(executable, rank):
+    """PIDs of `executable` processes whose MPI rank is `rank`."""
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmdline = f.read().split(b"\0")
+            if not cmdline or os.path.realpath(cmdline[0].decode()) != \
+                    os.path.realpath(executable):
+                continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if f"OMPI_COMM_WORLD_RANK={rank}".encode() in env:
+            pids.append(int(pid))
+    return pids
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", default="resnet18")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
+                        "--oversubscribe")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=10)
+    parser.add_argument("--every", type=int, default=2)
+    parser.add_argument("--kill-after", type=int, default=3)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    m = args.microbatches
+
+    def export(batch, out):
+        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
+             "--model", args.model, "--out", out, "--steps", "0",
+             "--batch", str(batch)])
+    micro_dir = os.path.join(args.work, "micro")
+    whole_dir = os.path.join(args.work, "whole")
+    export(args.micro_batch, micro_dir)
+    export(args.micro_batch * m, whole_dir)
+    program = os.path.join(args.work, "program")
+    mlir = os.path.join(args.work, "pipeline.mlir")
+    run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+         f"--pp-compile=cluster={cluster_file(args.work, 2)} schedule=1f1b "
+         f"microbatches={m} lr=0.05 report= emit-dir={program}", "-o", mlir])
+    train = build(program)
+    names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                      open(mlir).read()).group(1)
+    names = [n.strip().strip('"') for n in names.split(",")]
+    data = [f"--data={n}={os.path.join(whole_dir, f)}"
+            for n, f in zip(names, ["input.npy", "labels.npy"])]
+    mpirun = shlex.split(args.mpirun) + ["-np", "2", train,
+                                         f"--steps={args.steps}"] + data
+    failures = []
+
+    reference = step_losses(run(mpirun))
+    if len(reference) != args.steps:
+        sys.exit(f"the uninterrupted run printed {len(reference)} steps")
+
+    checkpoint = os.path.join(args.work, "checkpoint")
+    proc = subprocess.Popen(
+        mpirun + [f"--checkpoint-every={args.every}",
+                  f"--checkpoint={checkpoint}"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    output, killed_at = [], None
+    done = threading.Event()
+
+    def reader():
+        for line in proc.stdout:
+            output.append(line)
+            if line.startswith(f"step {args.kill_after}/"):
+                done.set()
+        done.set()
+    threading.Thread(target=reader, daemon=True).start()
+    done.wait(120)
+    pids = rank_pids(train, 1)
+    if proc.poll() is not None or not pids:
+        failures.append("the job ended before rank 1 could be killed")
+    else:
+        for pid in pids:
+            os.kill(pid, signal.SIGKILL)
+        killed_at = time.time()
+        try:
+            code = proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            code = None
+        elapsed = time.time() - killed_at
+        time.sleep(0.2)  # the reader drains the pipe
+        text = "".join(output)
+        last = max(step_losses(text) or {0: ""})
+        named = re.search(r".*\brank 1\b.*", text)
+        print(f"killed rank 1 after step {last}: the job exited with code "
+              f"{code} after {elapsed:.1f} s")
+        print("message: " + (named.group(0).strip() if named else "(none)"))
+        if code is None or code == 0:
+            failures.append(f"exit code {code}")
+        if elapsed > 30:
+            failures.append(f"took {elapsed:.1f} s to stop")
+        if not named:
+            failures.append("no message names rank 1")
+
+    resumed = run(mpirun + [f"--resume={checkpoint}"])
+    losses = step_losses(resumed)
+    if not losses:
+        failures.append("the resumed run printed no step")
+    else:
+        first = min(losses)
+        same = all(losses[s] == reference[s] for s in losses)
+        print(f"resumed at step {first}: steps {first}..{max(losses)} "
+              f"{'equal' if same else 'DIFFER FROM'} the uninterrupted run")
+        if not same or max(losses) != args.steps:
+            failures.append(f"resumed losses {losses} vs {reference}")
+    for failure in failures:
+        print("FAILED", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,71 @@
+//===- Staged.cpp - Host staging for a communicator of host memory --------===//
+//
+// MPI moves host memory; tensors of the CUDA backend live on the device.
+// This wrapper copies through host buffers around the inner communicator,
+// keeping its tags, so any send / receive order of the schedule works.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Runtime/Comm.h"
+#include "pp/Runtime/Memory.h"
+
+#include <vector>
+
+namespace pp::rt {
+namespace {
+
+class HostStagedCommunicator : public Communicator {
+public:
+  explicit HostStagedCommunicator(std::unique_ptr<Communicator> inner)
+      : inner_(std::move(inner)) {
+    timeoutSeconds = inner_->timeoutSeconds;
+  }
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  const char *backend() const override { return inner_->backend(); }
+
+  Status send(const Tensor &value, int peer, int tag) override {
+    inner_->timeoutSeconds = timeoutSeconds;
+    // The inner send returns once its argument may be reused (MPI.cpp
+    // sends from a private copy), so the host copy can go right after.
+    std::vector<char> bytes(value.bytes());
+    copyFromBuffer(bytes.data(), value.data, value.bytes());
+    return inner_->send(Tensor{bytes.data(), value.dtype, value.shape}, peer,
+                        tag);
+  }
+
+  Status recv(Tensor &value, int peer, int tag) override {
+    inner_->timeoutSeconds = timeoutSeconds;
+    std::vector<char> bytes(value.bytes());
+    Tensor host{bytes.data(), value.dtype, value.shape};
+    Status status = inner_->recv(host, peer, tag);
+    if (status.ok())
+      copyToBuffer(value.data, bytes.data(), value.bytes());
+    return status;
+  }
+
+  Status allReduceSum(Tensor &value) override {
+    std::vector<char> bytes(value.bytes());
+    copyFromBuffer(bytes.data(), value.data, value.bytes());
+    Tensor host{bytes.data(), value.dtype, value.shape};
+    Status status = inner_->allReduceSum(host);
+    if (status.ok())
+      copyToBuffer(value.data, bytes.data(), value.bytes());
+    return status;
+  }
+
+  void abort(const std::string &reason) override { inner_->abort(reason); }
+
+private:
+  std::unique_ptr<Communicator> inner_;
+};
+
+} // namespace
+
+std::unique_ptr<Communicator>
+stageThroughHost(std::unique_ptr<Communicator> inner) {
+  return std::make_unique<HostStagedCommunicator>(std::move(inner));
+}
+
+} // namespace pp::rt
