@@ -86,6 +86,7 @@ struct LowerToEmitCPass
     pp::EmitProgramOptions options;
     if (!dataFile.empty())
       options.dataFileName = llvm::sys::path::filename(dataFile).str();
+    options.fuseElementwise = fuseElementwise;
     std::string bytes;
     auto lowered = pp::lowerPipelineToEmitC(module, options, bytes);
     if (failed(lowered))
@@ -122,6 +123,7 @@ struct EmitProgramPass : public pp::impl::EmitProgramPassBase<EmitProgramPass> {
       return std::string(p);
     };
     pp::EmitProgramOptions options;
+    options.fuseElementwise = fuseElementwise;
     auto source = module->getAttrOfType<StringAttr>("onnx.source_file");
     if (source && llvm::sys::fs::exists(source.getValue())) {
       options.onnxFileName = "model.onnx";

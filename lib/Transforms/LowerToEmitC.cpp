@@ -15,6 +15,8 @@
 
 #include "pp/Transforms/EmitC.h"
 
+#include "pp/Analysis/MemoryPlan.h"
+
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
@@ -25,8 +27,10 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -188,6 +192,8 @@ struct ProgramData {
   llvm::StringMap<int> globalIds;
   std::vector<ConstantEntry> constants;
   llvm::DenseMap<Attribute, int> constantIds;
+  /// Arena bytes of each stage function (the plan code generation uses).
+  llvm::StringMap<int64_t> arenaBytes;
   std::string bytes;
 
   int64_t append(const pp::interp::Tensor &value) {
@@ -214,13 +220,134 @@ FailureOr<rt::DType> dtypeOf(Operation *op, Type type) {
 // Stage functions
 //===----------------------------------------------------------------------===//
 
+//===----------------------------------------------------------------------===//
+// Elementwise fusion
+//===----------------------------------------------------------------------===//
+
 namespace {
+
+/// The scalar function of pp/Runtime/Fused.h that computes `op` inside a
+/// fused kernel; empty when `op` is not fusible.
+StringRef fusedFunction(Operation *op) {
+  return TypeSwitch<Operation *, StringRef>(op)
+      .Case([](onnx::AddOp) { return "add"; })
+      .Case([](onnx::SubOp) { return "sub"; })
+      .Case([](onnx::MulOp) { return "mul"; })
+      .Case([](onnx::DivOp) { return "div"; })
+      .Case([](onnx::ReluOp) { return "relu"; })
+      .Case([](onnx::SigmoidOp) { return "sigmoid"; })
+      .Case([](onnx::TanhOp) { return "tanh"; })
+      .Case([](onnx::ErfOp) { return "erf"; })
+      .Case([](onnx::SqrtOp) { return "sqrt"; })
+      .Case([](onnx::ExpOp) { return "exp"; })
+      .Case([](onnx::LogOp) { return "log"; })
+      .Case([](onnx::NegOp) { return "neg"; })
+      .Case([](onnx::AbsOp) { return "abs"; })
+      .Case([](onnx::ReciprocalOp) { return "reciprocal"; })
+      .Case([](train::UnaryGradOp g) -> StringRef {
+        return llvm::StringSwitch<StringRef>(g.getKind())
+            .Case("Relu", "reluGrad")
+            .Case("Sigmoid", "sigmoidGrad")
+            .Case("Tanh", "tanhGrad")
+            .Default("");
+      })
+      .Default([](Operation *) { return ""; });
+}
+
+/// Whether a fused kernel producing `result` can read `operand` at
+/// i mod numel(operand): the same shape, a scalar, or a suffix of the
+/// result's shape (a bias), leading 1s aside.
+bool readsBySuffix(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
+  while (!operand.empty() && operand.front() == 1)
+    operand = operand.drop_front();
+  return operand.size() <= result.size() &&
+         operand == result.take_back(operand.size());
+}
+
+/// Groups of elementwise ops that one generated kernel computes: trees of
+/// single-use values of one shape and one float type. The last op of a
+/// group (its root) is where the kernel runs; the others map to it.
+struct Fusion {
+  llvm::DenseMap<Operation *, Operation *> fusedInto;
+  llvm::DenseMap<Operation *, SmallVector<Operation *>> groups;
+};
+
+Fusion findFusion(Block &block) {
+  llvm::DenseMap<Operation *, SmallVector<Operation *>> open;
+  for (Operation &op : block) {
+    // A global write may change what a deferred read of it sees.
+    if (isa<train::GlobalWriteOp>(op)) {
+      for (auto &[root, members] : open)
+        members.insert(members.begin(), nullptr); // closed
+      continue;
+    }
+    if (fusedFunction(&op).empty() || op.getNumResults() != 1)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(op.getResult(0).getType());
+    if (!type || !type.hasStaticShape() ||
+        !(type.getElementType().isF32() || type.getElementType().isF64()))
+      continue;
+    bool fusible = true;
+    SmallVector<Operation *> absorbed;
+    for (Value operand : op.getOperands()) {
+      auto operandType = dyn_cast<RankedTensorType>(operand.getType());
+      if (!operandType ||
+          operandType.getElementType() != type.getElementType()) {
+        fusible = false;
+        break;
+      }
+      Operation *def = operand.getDefiningOp();
+      auto it = def ? open.find(def) : open.end();
+      if (it != open.end() && it->second.front() != nullptr &&
+          operand.hasOneUse() && operandType == type &&
+          !llvm::is_contained(absorbed, def)) {
+        absorbed.push_back(def);
+        continue;
+      }
+      if (!readsBySuffix(operandType.getShape(), type.getShape())) {
+        fusible = false;
+        break;
+      }
+    }
+    if (!fusible)
+      continue;
+    SmallVector<Operation *> members;
+    for (Operation *root : absorbed) {
+      members.append(open[root]);
+      open.erase(root);
+    }
+    members.push_back(&op);
+    llvm::sort(members, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    open[&op] = std::move(members);
+  }
+  Fusion fusion;
+  for (auto &[root, members] : open) {
+    if (!members.empty() && members.front() == nullptr)
+      members.erase(members.begin());
+    if (members.size() < 2)
+      continue;
+    for (Operation *member : members)
+      if (member != root)
+        fusion.fusedInto[member] = root;
+    fusion.groups[root] = members;
+  }
+  return fusion;
+}
+
+} // namespace
+
+namespace {
+
+using pp::MemoryPlan;
 
 class StageLowering {
 public:
-  StageLowering(OpBuilder &builder, ProgramData &data, func::FuncOp func)
+  StageLowering(OpBuilder &builder, ProgramData &data, func::FuncOp func,
+                bool fuse)
       : b(builder), data(data), func(func), context(builder.getContext()),
-        loc(func.getLoc()) {
+        loc(func.getLoc()), fuse(fuse) {
     tensorType = emitc::OpaqueType::get(context, "pp::rt::Tensor");
     statusType = emitc::OpaqueType::get(context, "pp::rt::Status");
     contextRefType = emitc::OpaqueType::get(context, "pp::rt::Context&");
@@ -286,15 +413,12 @@ private:
                 emitc::OpaqueType::get(context, "pp::rt::Tensor*"));
   }
 
-  /// A view of the planned arena slot of `result` (pp.offsets).
+  /// A view of the planned arena slot of `result`.
   FailureOr<Value> result(Operation *op, unsigned index = 0) {
-    auto offsets = op->getAttrOfType<DenseI64ArrayAttr>("pp.offsets");
-    if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()))
-      return op->emitError() << "has no planned buffer (pp.offsets): run "
-                                "--pp-memory-plan before code generation";
-    int64_t offset = offsets[index];
-    if (offset < 0)
+    auto found = plan.offsets.find(op->getResult(index));
+    if (found == plan.offsets.end())
       return op->emitError() << "result " << index << " has no planned buffer";
+    int64_t offset = found->second;
     Value resultValue = op->getResult(index);
     auto dtype = dtypeOf(op, resultValue.getType());
     if (failed(dtype))
@@ -347,6 +471,7 @@ private:
   }
 
   LogicalResult lowerOp(Operation *op);
+  LogicalResult lowerFused(ArrayRef<Operation *> ops);
   LogicalResult lowerUnary(Operation *op, rt::UnaryKind kind,
                            float alpha = 0.f);
   LogicalResult lowerBinary(Operation *op, rt::BinaryKind kind);
@@ -369,6 +494,11 @@ private:
   Value ctx, microBatch, kernels;
   DenseMap<Value, Value> values;
   int64_t stage = 0;
+  bool fuse;
+  Fusion fusion;
+  MemoryPlan plan;
+  emitc::FuncOp emitted;
+  int fusedKernels = 0;
 };
 
 FailureOr<emitc::FuncOp> StageLowering::lower() {
@@ -380,8 +510,15 @@ FailureOr<emitc::FuncOp> StageLowering::lower() {
   SmallVector<Type> inputs = {
       emitc::OpaqueType::get(context, "pp::rt::StageContext&"), b.getI64Type()};
   auto type = b.getFunctionType(inputs, {});
-  auto emitted = emitc::FuncOp::create(b, loc, func.getSymName(), type);
+  emitted = emitc::FuncOp::create(b, loc, func.getSymName(), type);
   Block *entry = emitted.addEntryBlock();
+  // The arena plan of --pp-memory-plan, redone with the fused groups: their
+  // inner values need no buffer, their inputs live until the kernel runs.
+  Block &body = func.getBody().front();
+  if (fuse)
+    fusion = findFusion(body);
+  plan = pp::planMemory(body, &fusion.fusedInto);
+  data.arenaBytes[func.getSymName()] = plan.arenaBytes;
   OpBuilder::InsertionGuard guard(b);
   b.setInsertionPointToStart(entry);
   ctx = entry->getArgument(0);
@@ -397,11 +534,108 @@ FailureOr<emitc::FuncOp> StageLowering::lower() {
     if (op.getNumRegions() != 0)
       return op.emitError() << "code generation does not support ops with "
                                "regions";
-    if (failed(lowerOp(&op)))
+    if (fusion.fusedInto.count(&op))
+      continue; // computed by its group's kernel
+    auto group = fusion.groups.find(&op);
+    if (failed(group != fusion.groups.end() ? lowerFused(group->second)
+                                            : lowerOp(&op)))
       return failure();
   }
   emitc::ReturnOp::create(b, loc, Value());
   return emitted;
+}
+
+LogicalResult StageLowering::lowerFused(ArrayRef<Operation *> ops) {
+  Operation *root = ops.back();
+  Value out = root->getResult(0);
+  auto type = cast<RankedTensorType>(out.getType());
+  Type element = type.getElementType();
+  StringRef cType = element.isF64() ? "double" : "float";
+  auto y = result(root);
+  if (failed(y))
+    return failure();
+  // Inputs of the group, in order of first use.
+  llvm::DenseSet<Value> inner;
+  for (Operation *op : ops)
+    inner.insert(op->getResult(0));
+  SmallVector<Value> inputs;
+  for (Operation *op : ops)
+    for (Value operand : op->getOperands())
+      if (!inner.contains(operand) && !llvm::is_contained(inputs, operand))
+        inputs.push_back(operand);
+
+  // The per-element function: out[i] = f(in0[i mod m0], in1[i mod m1], ...).
+  std::string name =
+      (func.getSymName() + "_fused" + Twine(fusedKernels++)).str();
+  auto pointer = emitc::PointerType::get(element);
+  SmallVector<Type> argTypes = {b.getI64Type(), pointer};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    argTypes.append({pointer, b.getI64Type()});
+  OpBuilder kb(context);
+  kb.setInsertionPoint(emitted);
+  auto kernelFn = emitc::FuncOp::create(kb, root->getLoc(), name,
+                                        kb.getFunctionType(argTypes, {}));
+  kernelFn.setSpecifiersAttr(kb.getStrArrayAttr({"PP_FUSED_INLINE"}));
+  Block *entry = kernelFn.addEntryBlock();
+  kb.setInsertionPointToStart(entry);
+  Value index = entry->getArgument(0);
+  DenseMap<Value, Value> scalar;
+  for (auto [j, input] : llvm::enumerate(inputs)) {
+    auto ptr =
+        cast<TypedValue<emitc::PointerType>>(entry->getArgument(2 + 2 * j));
+    Value wrapped = emitc::RemOp::create(kb, loc, kb.getI64Type(), index,
+                                         entry->getArgument(3 + 2 * j));
+    Value slot = emitc::SubscriptOp::create(kb, loc, ptr, wrapped);
+    scalar[input] = emitc::LoadOp::create(kb, loc, element, slot);
+  }
+  for (Operation *op : ops) {
+    SmallVector<Value> operands;
+    for (Value operand : op->getOperands())
+      operands.push_back(scalar[operand]);
+    scalar[op->getResult(0)] =
+        emitc::CallOpaqueOp::create(
+            kb, loc, TypeRange{element},
+            ("pp::rt::fused::" + fusedFunction(op)).str(), operands)
+            .getResult(0);
+  }
+  auto outPtr = cast<TypedValue<emitc::PointerType>>(entry->getArgument(1));
+  emitc::AssignOp::create(
+      kb, loc, emitc::SubscriptOp::create(kb, loc, outPtr, index), scalar[out]);
+  emitc::ReturnOp::create(kb, loc, Value());
+
+  // Its launch over every element of the result.
+  ArrayAttr elementType =
+      b.getArrayAttr({emitc::OpaqueAttr::get(context, cType)});
+  auto dataOf = [&](Value tensor) {
+    return emitc::CallOpaqueOp::create(
+               b, loc, TypeRange{pointer}, "pp::rt::fused::data",
+               ValueRange{tensor}, ArrayAttr(), elementType)
+        .getResult(0);
+  };
+  auto constant = [&](int64_t v) -> Value {
+    return emitc::ConstantOp::create(b, loc, b.getI64Type(),
+                                     b.getI64IntegerAttr(v));
+  };
+  SmallVector<Value> operands = {kernels, constant(type.getNumElements()),
+                                 dataOf(*y)};
+  for (Value input : inputs) {
+    operands.push_back(dataOf(get(input)));
+    operands.push_back(
+        constant(cast<RankedTensorType>(input.getType()).getNumElements()));
+  }
+  Value status =
+      emitc::CallOpaqueOp::create(
+          b, loc, TypeRange{statusType}, "pp::rt::fused::forEach", operands,
+          ArrayAttr(), b.getArrayAttr({emitc::OpaqueAttr::get(context, name)}))
+          .getResult(0);
+  std::string label = describeOp(root) + " fused with";
+  for (Operation *op : ops.drop_back())
+    label += " " + op->getName().getStringRef().str();
+  CallArgs check = ctxArgs();
+  check.value(status).lit(quote(label));
+  call("pp::rt::gen::check", check);
+  values[out] = *y;
+  return success();
 }
 
 LogicalResult StageLowering::lowerUnary(Operation *op, rt::UnaryKind kind,
@@ -1386,12 +1620,11 @@ std::string programTable(ModuleOp module, pipeline::ScheduleOp schedule,
     func::FuncOp f = functions[i];
     functionIndex[f.getSymName()] = i;
     auto phase = f->getAttrOfType<StringAttr>("pp.phase");
-    auto arena = f->getAttrOfType<IntegerAttr>("pp.arena_bytes");
+    int64_t arena = data.arenaBytes.lookup(f.getSymName());
     os << "  p.functions.push_back({" << quote(f.getSymName()) << ", &"
        << f.getSymName() << ", "
        << f->getAttrOfType<IntegerAttr>("pp.stage").getInt() << ", "
-       << quote(phase ? phase.getValue() : "") << ", "
-       << (arena ? arena.getInt() : 0) << "});\n";
+       << quote(phase ? phase.getValue() : "") << ", " << arena << "});\n";
   }
   int64_t stages = numStages ? numStages.getInt() : 1;
   os << "  p.stageGlobals.resize(" << stages << ");\n";
@@ -1598,7 +1831,7 @@ pp::lowerPipelineToEmitC(ModuleOp module, const EmitProgramOptions &options,
   emitc::IncludeOp::create(b, module.getLoc(), "limits",
                            /*isStandardInclude=*/true);
   for (func::FuncOp f : functions) {
-    StageLowering lowering(b, data, f);
+    StageLowering lowering(b, data, f, options.fuseElementwise);
     if (failed(lowering.lower()))
       return failure();
   }

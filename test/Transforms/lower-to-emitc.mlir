@@ -1,5 +1,6 @@
 // RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | FileCheck %s
 // RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | mlir-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
+// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc=fuse-elementwise=false | FileCheck %s --check-prefix=NOFUSE
 
 // Two stages: tensors are views of the planned arena, ops are kernel calls
 // with checked statuses, pp ops are StageContext calls, and the table lists
@@ -26,15 +27,31 @@
 // CHECK: call_opaque "pp::rt::gen::accumulated"
 // CHECK: call_opaque "pp::rt::sgdStep"
 // CHECK: call_opaque "pp::rt::gen::writeGlobal"
-// CHECK-LABEL: emitc.func @stage1_forward
-// CHECK: call_opaque "pp::rt::unary"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">
+// A bias add and its relu become one generated kernel: the per-element
+// function reads the bias at i mod 8, and the launch runs it over 32 values.
+// CHECK-LABEL: emitc.func @stage1_forward_fused0
+// CHECK-SAME: (%[[I:.*]]: i64, %[[OUT:.*]]: !emitc.ptr<f32>, %[[IN0:.*]]: !emitc.ptr<f32>, %[[M0:.*]]: i64, %[[IN1:.*]]: !emitc.ptr<f32>, %[[M1:.*]]: i64)
+// CHECK-SAME: specifiers = ["PP_FUSED_INLINE"]
+// CHECK: %[[R1:.*]] = rem %[[I]], %[[M1]]
+// CHECK: %[[A:.*]] = call_opaque "pp::rt::fused::add"
+// CHECK: %[[R:.*]] = call_opaque "pp::rt::fused::relu"(%[[A]])
+// CHECK: assign %[[R]]
+// CHECK-LABEL: emitc.func @stage1_forward(
+// CHECK-NOT: pp::rt::unary
+// CHECK: %[[N:.*]] = "emitc.constant"() <{value = 32 : i64}>
+// CHECK: call_opaque "pp::rt::fused::forEach"(%{{.*}}, %[[N]], {{.*}}) {template_args = [#emitc.opaque<"stage1_forward_fused0">]}
 // CHECK: call_opaque "pp::rt::gen::output"
 // CHECK: emitc.verbatim
+// NOFUSE-NOT: fused
+// NOFUSE: call_opaque "pp::rt::binary"
+// NOFUSE: call_opaque "pp::rt::unary"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">
 // CPP: #include "pp/Runtime/Generated.h"
 // CPP-LABEL: void stage0_forward(
 // CPP-SAME: pp::rt::StageContext& [[CTX:v[0-9]+]], int64_t [[MB:v[0-9]+]]) {
 // CPP: pp::rt::Status [[S:v[0-9]+]] = pp::rt::matmul(
 // CPP-NEXT: pp::rt::gen::check([[CTX]], [[S]], "onnx.MatMul 'fc'");
+// CPP-LABEL: PP_FUSED_INLINE void stage1_forward_fused0(
+// CPP: pp::rt::fused::forEach<stage1_forward_fused0>(
 // CPP: p.globals.push_back({"w", pp::rt::DType::F32, {8, 8}, true, 0, 0});
 // CPP: p.inputs.push_back({"x", pp::rt::DType::F32, {8, 8}, 10});
 // CPP: p.outputs.push_back({"y", "concat", pp::rt::DType::F32, {4, 8}});
@@ -70,7 +87,9 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
   }
   func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
     %y = pp.recv %mb {peer = 0 : i64, tag = 0 : i64} : tensor<4x8xf32>
-    %r = onnx.Relu %y : (tensor<4x8xf32>) -> tensor<4x8xf32>
+    %b = onnx.Constant dense<1.0> : tensor<8xf32>
+    %a = onnx.Add %y, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    %r = onnx.Relu %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
     pp.output %r, %mb {index = 0 : i64, combine = "concat"} : tensor<4x8xf32>
     pp.send %r, %mb {peer = 0 : i64, tag = 1 : i64} : tensor<4x8xf32>
     return

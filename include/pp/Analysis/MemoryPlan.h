@@ -36,7 +36,12 @@ struct MemoryPlan {
 constexpr int64_t kArenaAlignment = 256;
 
 /// Plans the buffers of the values `block` defines (op results, in order).
-MemoryPlan planMemory(mlir::Block &block);
+/// `fusedInto` (code generation's elementwise fusion) maps an op that runs
+/// inside a fused kernel to the group's last op, where the kernel runs: its
+/// results get no buffer, and its operands stay live until that op.
+MemoryPlan planMemory(mlir::Block &block,
+                      const llvm::DenseMap<mlir::Operation *, mlir::Operation *>
+                          *fusedInto = nullptr);
 
 } // namespace pp
 

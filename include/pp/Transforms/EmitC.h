@@ -16,6 +16,8 @@ struct EmitProgramOptions {
   /// File names the generated program looks for next to its executable.
   std::string dataFileName = "program.data";
   std::string onnxFileName;
+  /// Fuse chains of elementwise ops into generated kernels.
+  bool fuseElementwise = true;
 };
 
 /// A step input of the generated program (the whole mini-batch).

@@ -293,6 +293,8 @@ def LowerToEmitCPass : Pass<"pp-lower-to-emitc", "mlir::ModuleOp"> {
   let options = [
     Option<"dataFile", "data-file", "std::string", "\"\"",
            "Write the initial values of globals and constants here">,
+    Option<"fuseElementwise", "fuse-elementwise", "bool", "true",
+           "Fuse chains of elementwise ops into generated kernels">,
   ];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }
@@ -310,6 +312,8 @@ def EmitProgramPass : Pass<"pp-emit-program", "mlir::ModuleOp"> {
   let options = [
     Option<"outputDir", "dir", "std::string", "\"\"",
            "Directory of the generated program">,
+    Option<"fuseElementwise", "fuse-elementwise", "bool", "true",
+           "Fuse chains of elementwise ops into generated kernels">,
   ];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }

@@ -10,6 +10,7 @@
 #ifndef PP_RUNTIME_GENERATED_H
 #define PP_RUNTIME_GENERATED_H
 
+#include "pp/Runtime/Fused.h"
 #include "pp/Runtime/Kernels.h"
 #include "pp/Runtime/Memory.h"
 #include "pp/Runtime/Program.h"
