@@ -274,11 +274,13 @@ struct Fusion {
 
 Fusion findFusion(Block &block) {
   llvm::DenseMap<Operation *, SmallVector<Operation *>> open;
+  // Groups that may not grow past a global write.
+  llvm::DenseSet<Operation *> closed;
   for (Operation &op : block) {
     // A global write may change what a deferred read of it sees.
     if (isa<train::GlobalWriteOp>(op)) {
-      for (auto &[root, members] : open)
-        members.insert(members.begin(), nullptr); // closed
+      for (auto &entry : open)
+        closed.insert(entry.first);
       continue;
     }
     if (fusedFunction(&op).empty() || op.getNumResults() != 1)
@@ -298,9 +300,8 @@ Fusion findFusion(Block &block) {
       }
       Operation *def = operand.getDefiningOp();
       auto it = def ? open.find(def) : open.end();
-      if (it != open.end() && it->second.front() != nullptr &&
-          operand.hasOneUse() && operandType == type &&
-          !llvm::is_contained(absorbed, def)) {
+      if (it != open.end() && !closed.contains(def) && operand.hasOneUse() &&
+          operandType == type && !llvm::is_contained(absorbed, def)) {
         absorbed.push_back(def);
         continue;
       }
@@ -324,8 +325,6 @@ Fusion findFusion(Block &block) {
   }
   Fusion fusion;
   for (auto &[root, members] : open) {
-    if (!members.empty() && members.front() == nullptr)
-      members.erase(members.begin());
     if (members.size() < 2)
       continue;
     for (Operation *member : members)
