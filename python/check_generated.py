@@ -21,16 +21,14 @@ import argparse
 import os
 import re
 import shlex
-import subprocess
 import sys
 import time
 
 import numpy as np
 
-from check_pipeline import cluster_file, losses_of, run
+from check_pipeline import (cluster_file, export_micro_and_whole, losses_of,
+                            run)
 from compare import Comparison, load_globals
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def build(program_dir, cuda=False):
@@ -77,14 +75,8 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     m = args.microbatches
 
-    def export(batch, out):
-        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
-             "--model", args.model, "--out", out, "--steps", "0",
-             "--batch", str(batch)])
-    micro_dir = os.path.join(args.work, "micro")
-    whole_dir = os.path.join(args.work, "whole")
-    export(args.micro_batch, micro_dir)
-    export(args.micro_batch * m, whole_dir)
+    micro_dir, whole_dir = export_micro_and_whole(
+        args.model, args.work, args.micro_batch, m)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]

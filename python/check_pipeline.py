@@ -49,6 +49,22 @@ def cluster_file(work, devices):
     return path
 
 
+def export_micro_and_whole(model, work, micro_batch, microbatches,
+                           dtype="float32"):
+    """Exports `model` (dropout off, same weights) at the micro-batch size
+    and at the whole mini-batch into work/micro and work/whole; returns both
+    directories (model.onnx, input.npy, labels.npy in each)."""
+    dirs = []
+    for name, batch in (("micro", micro_batch),
+                        ("whole", micro_batch * microbatches)):
+        out = os.path.join(work, name)
+        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
+             "--model", model, "--out", out, "--steps", "0",
+             "--batch", str(batch), "--dtype", dtype])
+        dirs.append(out)
+    return dirs
+
+
 def losses_of(out):
     return [float(line.split()[3]) for line in out.splitlines()
             if line.startswith("step ")]
@@ -76,14 +92,8 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     m = args.microbatches
 
-    def export(batch, out):
-        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
-             "--model", args.model, "--out", out, "--steps", "0",
-             "--batch", str(batch), "--dtype", args.dtype])
-    micro_dir = os.path.join(args.work, "micro")
-    whole_dir = os.path.join(args.work, "whole")
-    export(args.micro_batch, micro_dir)
-    export(args.micro_batch * m, whole_dir)
+    micro_dir, whole_dir = export_micro_and_whole(
+        args.model, args.work, args.micro_batch, m, args.dtype)
     data = [f"--input=arg0={os.path.join(whole_dir, 'input.npy')}",
             f"--input=arg1={os.path.join(whole_dir, 'labels.npy')}"]
     optimizer = f"lr={args.lr} momentum={args.momentum}"

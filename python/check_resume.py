@@ -21,10 +21,8 @@ import sys
 import threading
 import time
 
-from check_pipeline import cluster_file, run
+from check_pipeline import cluster_file, export_micro_and_whole, run
 from check_generated import build
-
-HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def step_losses(text):
@@ -68,14 +66,8 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     m = args.microbatches
 
-    def export(batch, out):
-        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
-             "--model", args.model, "--out", out, "--steps", "0",
-             "--batch", str(batch)])
-    micro_dir = os.path.join(args.work, "micro")
-    whole_dir = os.path.join(args.work, "whole")
-    export(args.micro_batch, micro_dir)
-    export(args.micro_batch * m, whole_dir)
+    micro_dir, whole_dir = export_micro_and_whole(
+        args.model, args.work, args.micro_batch, m)
     program = os.path.join(args.work, "program")
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),

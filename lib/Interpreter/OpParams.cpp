@@ -7,6 +7,8 @@
 
 #include "pp/Interpreter/OpParams.h"
 
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -123,6 +125,31 @@ LogicalResult sliceParams(Operation *op, ArrayRef<int64_t> xShape,
     shape[*axis] = std::max<int64_t>(size, 0);
   }
   return success();
+}
+
+int64_t indexBound(Value arg) {
+  int64_t bound = 0;
+  auto tighten = [&](int64_t dim) {
+    if (dim > 0)
+      bound = bound ? std::min(bound, dim) : dim;
+  };
+  for (OpOperand &use : arg.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto gather = dyn_cast<onnx::GatherOp>(user)) {
+      if (use.getOperandNumber() != 1)
+        continue;
+      auto type = gather.getData().getType();
+      int64_t axis = static_cast<int64_t>(gather.getAxis());
+      if (axis < 0)
+        axis += type.getRank();
+      if (axis >= 0 && axis < type.getRank())
+        tighten(type.getDimSize(axis));
+    } else if (auto loss = dyn_cast<onnx::SoftmaxCrossEntropyLossOp>(user)) {
+      if (use.getOperandNumber() == 1)
+        tighten(loss.getScores().getType().getDimSize(1));
+    }
+  }
+  return bound;
 }
 
 } // namespace pp::interp

@@ -1671,29 +1671,12 @@ std::string programTable(ModuleOp module, pipeline::ScheduleOp schedule,
 /// the dim it indexes, as pp-interpret --random-inputs draws them.
 int64_t randomBound(ModuleOp module, int64_t index) {
   int64_t bound = 0;
-  auto tighten = [&](int64_t dim) {
-    if (dim > 0)
-      bound = bound ? std::min(bound, dim) : dim;
-  };
   module.walk([&](pipeline::InputOp input) {
     if (static_cast<int64_t>(input.getIndex()) != index)
       return;
-    for (OpOperand &use : input.getValue().getUses()) {
-      Operation *user = use.getOwner();
-      if (auto gather = dyn_cast<onnx::GatherOp>(user)) {
-        if (use.getOperandNumber() != 1)
-          continue;
-        auto type = gather.getData().getType();
-        int64_t axis = static_cast<int64_t>(gather.getAxis());
-        if (axis < 0)
-          axis += type.getRank();
-        if (axis >= 0 && axis < type.getRank())
-          tighten(type.getDimSize(axis));
-      } else if (auto loss = dyn_cast<onnx::SoftmaxCrossEntropyLossOp>(user)) {
-        if (use.getOperandNumber() == 1)
-          tighten(loss.getScores().getType().getDimSize(1));
-      }
-    }
+    int64_t dim = pp::interp::indexBound(input.getValue());
+    if (dim > 0)
+      bound = bound ? std::min(bound, dim) : dim;
   });
   return bound ? bound : 10;
 }

@@ -19,6 +19,7 @@
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
+#include "pp/Interpreter/OpParams.h"
 #include "pp/Interpreter/PipelineRunner.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
@@ -105,28 +106,7 @@ static std::string nameOf(DictionaryAttr attrs, StringRef prefix,
 /// Exclusive upper bound for random values of integer argument `arg`: the
 /// size of the dim it indexes (Gather indices, loss labels), 10 otherwise.
 static int64_t integerBound(Value arg) {
-  int64_t bound = 0;
-  auto tighten = [&](int64_t dim) {
-    if (dim > 0)
-      bound = bound ? std::min(bound, dim) : dim;
-  };
-  for (OpOperand &use : arg.getUses()) {
-    Operation *user = use.getOwner();
-    if (auto gather = dyn_cast<pp::onnx::GatherOp>(user)) {
-      if (use.getOperandNumber() != 1)
-        continue;
-      auto type = gather.getData().getType();
-      int64_t axis = static_cast<int64_t>(gather.getAxis());
-      if (axis < 0)
-        axis += type.getRank();
-      if (axis >= 0 && axis < type.getRank())
-        tighten(type.getDimSize(axis));
-    } else if (auto loss =
-                   dyn_cast<pp::onnx::SoftmaxCrossEntropyLossOp>(user)) {
-      if (use.getOperandNumber() == 1)
-        tighten(loss.getScores().getType().getDimSize(1));
-    }
-  }
+  int64_t bound = pp::interp::indexBound(arg);
   return bound ? bound : 10;
 }
 

@@ -11,6 +11,7 @@
 #include "pp/Runtime/Kernels.h"
 
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
 
 #include <optional>
@@ -43,6 +44,11 @@ sliceParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
             llvm::ArrayRef<int64_t> axes, llvm::ArrayRef<int64_t> steps,
             std::vector<int64_t> &first, std::vector<int64_t> &step,
             std::vector<int64_t> &shape);
+
+/// The smallest size of a dim that the integer value `arg` indexes (Gather
+/// indices, loss labels); 0 when it indexes none. Random inputs draw below
+/// it, so they are valid indices.
+int64_t indexBound(mlir::Value arg);
 
 } // namespace pp::interp
 
