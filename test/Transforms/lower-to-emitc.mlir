@@ -41,6 +41,14 @@
 // CHECK: %[[N:.*]] = "emitc.constant"() <{value = 32 : i64}>
 // CHECK: call_opaque "pp::rt::fused::forEach"(%{{.*}}, %[[N]], {{.*}}) {template_args = [#emitc.opaque<"stage1_forward_fused0">]}
 // CHECK: call_opaque "pp::rt::gen::output"
+// CHECK-LABEL: emitc.func @stage1_update_fused0
+// CHECK: call_opaque "pp::rt::fused::add"
+// CHECK-NEXT: call_opaque "pp::rt::fused::relu"
+// CHECK-LABEL: emitc.func @stage1_update(
+// CHECK: call_opaque "pp::rt::binary"
+// CHECK: call_opaque "pp::rt::gen::writeGlobal"
+// CHECK: call_opaque "pp::rt::fused::forEach"({{.*}}) {template_args = [#emitc.opaque<"stage1_update_fused0">]}
+// CHECK: call_opaque "pp::rt::gen::writeGlobal"
 // CHECK: emitc.verbatim
 // NOFUSE-NOT: fused
 // NOFUSE: call_opaque "pp::rt::binary"
@@ -55,11 +63,12 @@
 // CPP: p.globals.push_back({"w", pp::rt::DType::F32, {8, 8}, true, 0, 0});
 // CPP: p.inputs.push_back({"x", pp::rt::DType::F32, {8, 8}, 10});
 // CPP: p.outputs.push_back({"y", "concat", pp::rt::DType::F32, {4, 8}});
-// CPP: p.stageGlobals[0] = {0, 1};
-// CPP: p.stageGlobals[1] = {};
+// CPP: p.stageGlobals[0] = {0, 2};
+// CPP: p.stageGlobals[1] = {1};
 // CPP: p.schedule[0].push_back({"forward", 0, 0, 0});
 // CPP: p.schedule[0].push_back({"optimizer_step", 2, 0, -1});
 // CPP: p.schedule[1].push_back({"forward", 3, 1, 1});
+// CPP: p.schedule[1].push_back({"optimizer_step", 4, 1, -1});
 // CPP: return pp::rt::trainMain(program, argc, argv);
 module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input_names = ["x"], pp.output_names = ["y"]} {
   func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
@@ -94,7 +103,19 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
     pp.send %r, %mb {peer = 0 : i64, tag = 1 : i64} : tensor<4x8xf32>
     return
   }
+  // A fused kernel runs where its last op is: an Add reading @v may not move
+  // past a write of @v, so Add and Relu stay separate kernels here.
+  func.func @stage1_update() attributes {pp.stage = 1 : i64} {
+    %v = onnx.global_read @v : tensor<8xf32>
+    %a = onnx.Add %v, %v : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    train.global_write @v, %a : tensor<8xf32>
+    %b = onnx.Add %a, %a : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
+    %r = onnx.Relu %b : (tensor<8xf32>) -> tensor<8xf32>
+    train.global_write @v, %r : tensor<8xf32>
+    return
+  }
   onnx.global "trainable" @w : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
+  onnx.global "state" @v : tensor<8xf32> = dense<0.5> : tensor<8xf32>
   onnx.global "state" @pp.step : tensor<i64> = dense<0> : tensor<i64>
   pp.schedule attributes {kind = "gpipe", micro_batches = 2 : i64, chunks = 1 : i64} {
     pp.device 0 attributes {name = "gpu0"} {
@@ -107,6 +128,7 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
     pp.device 1 attributes {name = "gpu1"} {
       pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
       pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action "optimizer_step" @stage1_update {stage = 1 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
     }
   }
 }
