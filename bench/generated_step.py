@@ -54,11 +54,18 @@ def generated(build, work, name, devices, microbatches):
     return os.path.join(program, "build", "train")
 
 
-def step_times(cmd, log, steps):
+def step_times(cmd, log, steps, busy=None):
+    """Step times after the warm-up; `busy` gets each stage's median busy
+    time per step."""
     env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+    if os.path.exists(log):
+        os.remove(log)
     run(cmd + [f"--steps={steps}", f"--log={log}", "--threads=1"], env=env)
-    times = [json.loads(line)["step_ms"] for line in open(log)]
-    return times[1:]
+    records = [json.loads(line) for line in open(log)][1:]
+    if busy is not None:
+        busy.extend(statistics.median(r["busy_ms"][s] for r in records)
+                    for s in range(len(records[0]["busy_ms"])))
+    return [r["step_ms"] for r in records]
 
 
 def export(work, name, batch):
@@ -84,6 +91,7 @@ def main():
     parser.add_argument("--microbatches", type=int, default=8)
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
                         "--oversubscribe")
+    parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     print(f"1 thread, median of {args.steps - 1} steps after one warm-up, "
           "float32")
@@ -110,16 +118,27 @@ def main():
         data = data_args(whole, name)
         one = generated(args.build, work, "one", 1, m)
         two = generated(args.build, work, "two", 2, m)
-        t1 = statistics.median(step_times(
-            [one, "--local"] + data, os.path.join(work, "one.jsonl"),
-            args.steps))
-        t2 = statistics.median(step_times(
-            shlex.split(args.mpirun) + ["-np", "2", "--bind-to", "core", two]
-            + data, os.path.join(work, "two.jsonl"), args.steps))
+        # Both as MPI jobs bound to cores, alternating, so that neither
+        # gets a quieter machine; medians over all repeats.
+        mpirun = shlex.split(args.mpirun) + ["--bind-to", "core"]
+        t1, t2, busy1, busy2 = [], [], [], []
+        for _ in range(args.repeats):
+            t1 += step_times(mpirun + ["-np", "1", one] + data,
+                             os.path.join(work, "one.jsonl"), args.steps,
+                             busy1)
+            t2 += step_times(mpirun + ["-np", "2", two] + data,
+                             os.path.join(work, "two.jsonl"), args.steps,
+                             busy2)
+        t1, t2 = statistics.median(t1), statistics.median(t2)
+        stages = len(busy2) // args.repeats
+        busy2 = [statistics.median(busy2[s::stages]) for s in range(stages)]
         print(f"{name} 1F1B, {m} micro-batches of {args.micro_batch}: "
-              f"1 stage on 1 core {t1:8.2f} ms, 2 stages on 2 MPI ranks "
-              f"{t2:8.2f} ms: speed-up {t1 / t2:4.2f}x "
-              f"(ideal 2m/(m+1) = {2 * m / (m + 1):4.2f}x)")
+              f"1 stage on 1 core {t1:8.2f} ms (busy "
+              f"{statistics.median(busy1):.1f} ms), 2 stages on 2 MPI ranks "
+              f"{t2:8.2f} ms (busy per stage "
+              + ", ".join(f"{b:.1f}" for b in busy2) + " ms): "
+              f"speed-up {t1 / t2:4.2f}x (ideal 2m/(m+1) = "
+              f"{2 * m / (m + 1):4.2f}x)")
 
 
 if __name__ == "__main__":

@@ -715,6 +715,8 @@ public:
   std::vector<std::vector<char>> outputSeen;
   std::vector<int64_t> outputStage;
   std::vector<double> busyMs, totalBusyMs; // per stage
+  /// Time each stage waited in receives, left out of its busy time.
+  std::vector<double> waitMs;
 
   const char *deviceName() const { return job.deviceNames[rank].c_str(); }
 
@@ -919,7 +921,10 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
     rank_.local.erase(it);
     return;
   }
+  // Waiting for a peer is not work: busy time leaves it out.
+  double start = nowSeconds();
   Status s = rank_.comm.recv(dst, peer, mpiTag);
+  rank_.waitMs[stage] += (nowSeconds() - start) * 1e3;
   if (!s.ok())
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);
 }
@@ -1209,7 +1214,8 @@ bool Rank::runAction(const ActionInfo &action) {
     abortJob(where() + e.what() + stepNote);
     return false;
   }
-  busyMs[action.stage] += (nowSeconds() - start) * 1e3;
+  busyMs[action.stage] += (nowSeconds() - start) * 1e3 - waitMs[action.stage];
+  waitMs[action.stage] = 0;
   return true;
 }
 
@@ -1413,6 +1419,7 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
     outputSeen.assign(k, std::vector<char>(job.microBatches, 0));
     outputStage.assign(k, -1);
     busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
+    waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
     for (const ActionInfo &action : job.program.schedule[rank]) {
       if (action.function < 0)
         continue; // nothing to run (a reduction with nothing to reduce)
