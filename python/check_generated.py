@@ -73,6 +73,9 @@ def main():
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    # GEMM rounding depends on OpenBLAS's thread count; the programs run
+    # with one kernel thread (--threads 1), so the interpreter does too.
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(

@@ -47,7 +47,21 @@ const char *pp::rt::backendName() { return "cpu"; }
 
 int pp::rt::backendDeviceCount() { return 1; }
 
-Status pp::rt::createKernelContext(Context &, int) { return Status::success(); }
+#ifdef PP_RUNTIME_HAVE_OPENBLAS_THREADS
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+Status pp::rt::createKernelContext(Context &ctx, int) {
+#ifdef PP_RUNTIME_HAVE_OPENBLAS_THREADS
+  // GEMMs use the kernel thread count too (OpenBLAS otherwise takes every
+  // core, per process and per device thread): no oversubscription under
+  // mpirun, and the same rounding whichever way the job is launched.
+  openblas_set_num_threads(ctx.numThreads > 0 ? ctx.numThreads : 1);
+#else
+  (void)ctx;
+#endif
+  return Status::success();
+}
 
 Status pp::rt::destroyKernelContext(Context &) { return Status::success(); }
 
