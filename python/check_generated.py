@@ -18,6 +18,7 @@ A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
 prints one line per configuration and exits non-zero on a mismatch.
 """
 import argparse
+import json
 import os
 import re
 import shlex
@@ -129,8 +130,11 @@ def main():
         data = [f"--data={n}={f}" for n, f in zip(names, files)]
         dump = os.path.join(args.work, name + ".generated")
         trained = os.path.join(args.work, name + ".trained.onnx")
+        log = os.path.join(args.work, name + ".jsonl")
+        if os.path.exists(log):
+            os.remove(log)
         cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
-               f"--save-onnx={trained}"] + data
+               f"--save-onnx={trained}", f"--log={log}"] + data
         if launch == "mpi":
             cmd = shlex.split(args.mpirun) + ["-np", devices] + cmd
         else:
@@ -138,9 +142,16 @@ def main():
         started = time.time()
         out = run(cmd)
         run_s = time.time() - started
-        losses, final = losses_of(out), load_globals(dump)
+        # The log has the losses to 9 digits (the progress line to 6 decimals).
+        losses = [json.loads(line)["loss"] for line in open(log)]
+        final = load_globals(dump)
+        if losses_of(out) != [float(f"{x:.6f}") for x in losses]:
+            check_failures = ["the progress lines and the log disagree"]
+        else:
+            check_failures = []
 
         check = Comparison(args.rtol, args.atol)
+        check.failures.extend(check_failures)
         interp_losses, interp_globals = interpret(name, mlir)
         for label, (r_losses, r_globals) in (
                 ("interpreter", (interp_losses, interp_globals)),
@@ -180,16 +191,18 @@ def main():
             # repeats the run, twice as much changes every step after the
             # first update.
             base = [c for c in cmd if not c.startswith(("--dump-globals",
-                                                        "--save-onnx"))]
+                                                        "--save-onnx",
+                                                        "--log"))]
             same = losses_of(run(base + [f"--lr={args.lr}"]))
             doubled = losses_of(run(base + [f"--lr={2 * args.lr}"]))
-            ok = (same == losses and doubled[0] == losses[0] and
-                  all(a != b for a, b in zip(doubled[1:], losses[1:])))
+            printed = losses_of(out)
+            ok = (same == printed and doubled[0] == printed[0] and
+                  all(a != b for a, b in zip(doubled[1:], printed[1:])))
             print(f"{args.model} {name}: --lr={args.lr} repeats the run, "
                   f"--lr={2 * args.lr} changes steps 2..: "
                   f"{'yes' if ok else 'NO'}")
             if not ok:
-                print(f"MISMATCH --lr: {same} / {doubled} vs {losses}")
+                print(f"MISMATCH --lr: {same} / {doubled} vs {printed}")
                 failed = True
         if args.cuda and index == 0:
             started = time.time()
