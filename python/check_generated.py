@@ -27,8 +27,8 @@ import time
 
 import numpy as np
 
-from check_pipeline import (cluster_file, export_micro_and_whole, losses_of,
-                            run)
+from check_pipeline import (compile_pipeline, export_micro_and_whole,
+                            losses_of, run)
 from compare import Comparison, load_globals
 
 
@@ -87,17 +87,12 @@ def main():
     optimizer = f"lr={args.lr}"
 
     def compile_program(name, schedule, devices, recompute):
-        mlir = os.path.join(args.work, name + ".mlir")
         program = os.path.join(args.work, name)
-        policy, _, budget = recompute.partition("@")
-        extra = f" activation-budget={budget}" if budget else ""
-        run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
-             f"--pp-compile=cluster={cluster_file(args.work, devices)} "
-             f"schedule={schedule} microbatches={m} recompute={policy} "
-             f"{optimizer}{extra} report= emit-dir={program}", "-o", mlir])
-        if policy in ("full", "auto") and \
-                "pp.recompute" not in open(mlir).read():
-            sys.exit(f"{name}: recompute={recompute} recomputed nothing")
+        mlir = compile_pipeline(args.pipeline_opt,
+                                os.path.join(micro_dir, "model.onnx"),
+                                args.work, name, schedule, devices, recompute,
+                                m, optimizer,
+                                f" report= emit-dir={program}")
         return mlir, program
 
     def interpret(name, mlir):

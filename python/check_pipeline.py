@@ -65,6 +65,26 @@ def export_micro_and_whole(model, work, micro_batch, microbatches,
     return dirs
 
 
+def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
+                     recompute, microbatches, optimizer, extra=""):
+    """`pipeline-opt model --pp-compile=...` into work/name.mlir on a
+    compute-bound cluster of `devices`; recompute is none, full, selective
+    or auto@BYTES (automatic under that activation budget). Full and auto
+    (under a budget the model does not fit) must recompute something;
+    selective only where that lowers the kept bytes."""
+    mlir = os.path.join(work, name + ".mlir")
+    policy, _, budget = recompute.partition("@")
+    if budget:
+        extra += f" activation-budget={budget}"
+    run([pipeline_opt, model,
+         f"--pp-compile=cluster={cluster_file(work, devices)} "
+         f"schedule={schedule} microbatches={microbatches} "
+         f"recompute={policy} {optimizer}{extra}", "-o", mlir])
+    if policy in ("full", "auto") and "pp.recompute" not in open(mlir).read():
+        sys.exit(f"{name}: recompute={recompute} recomputed nothing")
+    return mlir
+
+
 def losses_of(out):
     return [float(line.split()[3]) for line in out.splitlines()
             if line.startswith("step ")]
@@ -99,19 +119,10 @@ def main():
     optimizer = f"lr={args.lr} momentum={args.momentum}"
 
     def pipelined(name, schedule, devices, recompute):
-        mlir = os.path.join(args.work, name + ".mlir")
-        # auto@BYTES: automatic recomputation under an activation budget.
-        policy, _, budget = recompute.partition("@")
-        extra = f" activation-budget={budget}" if budget else ""
-        run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
-             f"--pp-compile=cluster={cluster_file(args.work, devices)} "
-             f"schedule={schedule} microbatches={m} recompute={policy} "
-             f"{optimizer}{extra}", "-o", mlir])
-        # Full and auto (under a budget that does not fit) must recompute;
-        # selective only where that lowers the kept bytes.
-        if policy in ("full", "auto") and \
-                "pp.recompute" not in open(mlir).read():
-            sys.exit(f"{name}: recompute={recompute} recomputed nothing")
+        mlir = compile_pipeline(args.pipeline_opt,
+                                os.path.join(micro_dir, "model.onnx"),
+                                args.work, name, schedule, devices, recompute,
+                                m, optimizer)
         dump = os.path.join(args.work, name + ".globals")
         out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
                    f"--dump-globals={dump}"] + data)
