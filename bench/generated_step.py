@@ -19,7 +19,6 @@ import json
 import os
 import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 
@@ -30,14 +29,7 @@ sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 from train_step import torch_step_times  # noqa: E402
 from check_pipeline import cluster_file  # noqa: E402
-
-
-def run(cmd, env=None):
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-    if proc.returncode != 0:
-        sys.exit(f"command failed: {' '.join(cmd)}\n{proc.stdout}"
-                 f"{proc.stderr}")
-    return proc.stdout
+from compare import run  # noqa: E402
 
 
 def generated(build, work, name, devices, microbatches):

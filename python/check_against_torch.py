@@ -12,22 +12,13 @@ worst relative error per model and exits non-zero on a mismatch.
 """
 import argparse
 import os
-import subprocess
 import sys
 
 import numpy as np
 
-from compare import Comparison
+from compare import Comparison, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(cmd):
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
-                 f"{proc.stdout}{proc.stderr}")
-    return proc.stdout
 
 
 def main():

@@ -28,8 +28,8 @@ import time
 import numpy as np
 
 from check_pipeline import (compile_pipeline, export_micro_and_whole,
-                            losses_of, run)
-from compare import Comparison, load_globals
+                            losses_of, train_on_interpreter, unsplit_step)
+from compare import Comparison, load_globals, run
 
 
 def build(program_dir, cuda=False):
@@ -96,15 +96,13 @@ def main():
         return mlir, program
 
     def interpret(name, mlir):
-        dump = os.path.join(args.work, name + ".interp")
-        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
-                   f"--dump-globals={dump}"] + interp_data)
-        return losses_of(out), load_globals(dump)
+        return train_on_interpreter(args.pp_interpret, mlir, args.steps,
+                                    os.path.join(args.work, name + ".interp"),
+                                    interp_data)
 
     if args.reference == "unsplit":
-        mlir = os.path.join(args.work, "reference.mlir")
-        run([args.pipeline_opt, os.path.join(whole_dir, "model.onnx"),
-             f"--pp-training-step={optimizer}", "-o", mlir])
+        mlir = unsplit_step(args.pipeline_opt, whole_dir, args.work,
+                            optimizer)
         ref_losses, ref_globals = interpret("reference", mlir)
     else:
         mlir, _ = compile_program("reference", "1f1b", 1, "none")

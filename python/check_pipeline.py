@@ -20,22 +20,13 @@ prints one line per configuration and exits non-zero on a mismatch.
 import argparse
 import json
 import os
-import subprocess
 import sys
 
 import numpy as np
 
-from compare import Comparison, load_globals
+from compare import Comparison, load_globals, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-
-
-def run(cmd):
-    proc = subprocess.run(cmd, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
-                 f"{proc.stdout}{proc.stderr}")
-    return proc.stdout
 
 
 def cluster_file(work, devices):
@@ -85,6 +76,22 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
     return mlir
 
 
+def train_on_interpreter(pp_interpret, mlir, steps, dump, data):
+    """Trains `mlir` for `steps` steps on pp-interpret; its losses and the
+    final globals (dumped to `dump`)."""
+    out = run([pp_interpret, mlir, f"--steps={steps}",
+               f"--dump-globals={dump}"] + data)
+    return losses_of(out), load_globals(dump)
+
+
+def unsplit_step(pipeline_opt, whole_dir, work, optimizer):
+    """The unpipelined training step of the whole-batch model."""
+    mlir = os.path.join(work, "reference.mlir")
+    run([pipeline_opt, os.path.join(whole_dir, "model.onnx"),
+         f"--pp-training-step={optimizer}", "-o", mlir])
+    return mlir
+
+
 def losses_of(out):
     return [float(line.split()[3]) for line in out.splitlines()
             if line.startswith("step ")]
@@ -123,19 +130,14 @@ def main():
                                 os.path.join(micro_dir, "model.onnx"),
                                 args.work, name, schedule, devices, recompute,
                                 m, optimizer)
-        dump = os.path.join(args.work, name + ".globals")
-        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
-                   f"--dump-globals={dump}"] + data)
-        return losses_of(out), load_globals(dump)
+        return train_on_interpreter(args.pp_interpret, mlir, args.steps,
+                         os.path.join(args.work, name + ".globals"), data)
 
     if args.reference == "unsplit":
-        mlir = os.path.join(args.work, "reference.mlir")
-        run([args.pipeline_opt, os.path.join(whole_dir, "model.onnx"),
-             f"--pp-training-step={optimizer}", "-o", mlir])
-        dump = os.path.join(args.work, "reference.globals")
-        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
-                   f"--dump-globals={dump}"] + data)
-        ref_losses, ref_globals = losses_of(out), load_globals(dump)
+        mlir = unsplit_step(args.pipeline_opt, whole_dir, args.work, optimizer)
+        ref_losses, ref_globals = train_on_interpreter(
+            args.pp_interpret, mlir, args.steps,
+            os.path.join(args.work, "reference.globals"), data)
     else:
         ref_losses, ref_globals = pipelined("reference", "1f1b", 1, "none")
 

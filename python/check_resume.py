@@ -21,7 +21,8 @@ import sys
 import threading
 import time
 
-from check_pipeline import cluster_file, export_micro_and_whole, run
+from check_pipeline import cluster_file, export_micro_and_whole
+from compare import run
 from check_generated import build
 
 

@@ -1,9 +1,22 @@
-"""Tensor comparison shared by the checks against references.
+"""Tensor comparison and command running shared by the checks against
+references.
 
 A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
 `Comparison` collects the failures and the worst relative error.
 """
+import subprocess
+import sys
+
 import numpy as np
+
+
+def run(cmd, env=None):
+    """Runs `cmd`; its stdout, or exit with its output when it fails."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
+                 f"{proc.stdout}{proc.stderr}")
+    return proc.stdout
 
 
 class Comparison:
