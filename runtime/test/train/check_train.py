@@ -78,6 +78,23 @@ def step_losses(out):
     return [(int(s), loss) for s, loss in lines]
 
 
+# Runs that cross OpenBLAS thread counts or launchers (--local threads against
+# MPI ranks) may round GEMM sums in another order on some CPUs' kernels, so
+# they agree within this relative tolerance, not bit for bit: float32 rounding
+# differences grow over 5 steps to ~1e-6 relative; a wrong gradient or a
+# missed micro-batch moves the loss by more than 1e-3. Runs of one launcher
+# and one thread count (resume, --data DIR) stay exact.
+CROSS_RUN_RTOL = 1e-5
+
+
+def same_losses(a, b):
+    """Step numbers equal and losses within CROSS_RUN_RTOL."""
+    return len(a) == len(b) and all(
+        sa == sb and abs(float(la) - float(lb)) <=
+        CROSS_RUN_RTOL * abs(float(lb)) + 1e-6
+        for (sa, la), (sb, lb) in zip(a, b))
+
+
 def write_batches(directory, batches, seed):
     """x.npy and label.npy holding `batches` whole batches of 8."""
     os.makedirs(directory, exist_ok=True)
@@ -168,7 +185,7 @@ def check_local():
     # Threads inside the kernels change nothing.
     threaded = step_losses(run_ok(["--local", "--steps", "5", "--threads",
                                    "2"]))
-    expect(threaded == losses, "--threads 2 changes the losses")
+    expect(same_losses(threaded, losses), "--threads 2 changes the losses")
 
     # Against numpy, without Dropout, on 3 batches of real data: input
     # slicing, gradient sums, the mean over micro-batches, momentum.
@@ -192,7 +209,7 @@ def check_mpi():
             write_batches(os.path.join(WORK, "data"), 2, seed=2)
         local = step_losses(run_ok(["--local", "--steps", "5"] + extra))
         mpi = step_losses(run_ok(["--steps", "5"] + extra, mpi_ranks=2))
-        expect(len(local) == 5 and local == mpi,
+        expect(len(local) == 5 and same_losses(local, mpi),
                "mpirun -np 2 differs from --local:\n  %s\n  %s" %
                (local, mpi))
 
@@ -212,19 +229,21 @@ def resume_checks(mpi_ranks):
     expect(files == ["meta", "rank0.ckpt", "rank1.ckpt"],
            "checkpoint files: %s" % files)
 
-    # Stopped after 2 steps, then resumed to 6.
+    # Stopped after 2 steps, then resumed to 6. Under mpirun this crosses
+    # launchers (the uninterrupted run is --local).
     launch = {"mpi_ranks": mpi_ranks} if mpi_ranks else {}
+    agree = same_losses if mpi_ranks else (lambda a, b: a == b)
     first_args = ([] if mpi_ranks else local) + [
         "--steps", "2", "--checkpoint-every", "2", "--checkpoint", "ck",
         "--log", "log.csv"] + common
     first = step_losses(run_ok(first_args, **launch))
-    expect(first == full[:2], "the first two steps differ")
+    expect(agree(first, full[:2]), "the first two steps differ")
     second_args = ([] if mpi_ranks else local) + [
         "--steps", "6", "--resume", "ck", "--data", "data", "--log",
         "log.csv"]
     out = run_ok(second_args, **launch)
     second = step_losses(out)
-    expect(second == full[2:],
+    expect(agree(second, full[2:]),
            "the resumed run differs:\n  resumed %s\n  full    %s" %
            (second, full[2:]), out)
     rows = open(os.path.join(WORK, "log.csv")).read().splitlines()
@@ -238,7 +257,7 @@ def resume_checks(mpi_ranks):
                                                    "ck", "--data", "data"],
                    **({} if mpi_ranks else
                       ({"mpi_ranks": 2} if ARGS.mpirun else {})))
-    expect(step_losses(other) == full[2:],
+    expect(same_losses(step_losses(other), full[2:]),
            "resuming under the other launcher differs")
 
     # --seed must not contradict the checkpoint.
@@ -440,7 +459,8 @@ def check_save_mpi():
     finally:
         WORK = mpi_work
     for name in mpi:
-        expect(np.array_equal(mpi[name], local[name]),
+        expect(np.allclose(mpi[name], local[name], rtol=CROSS_RUN_RTOL,
+                           atol=1e-7),
                "%s differs between mpirun and --local" % name)
 
 
