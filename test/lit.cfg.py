@@ -12,8 +12,11 @@ config.test_exec_root = os.path.join(config.pp_obj_root, "test")
 config.excludes = ["CMakeLists.txt", "lit.cfg.py", "lit.site.cfg.py", "Inputs", "unittests"]
 
 config.substitutions.append(("%models", config.pp_models_dir))
+config.substitutions.append(
+    ("%clusters", os.path.join(config.test_source_root, "Cluster", "Inputs")))
 config.substitutions.append(("%python3", config.python3))
 config.substitutions.append(("%pp_src", config.pp_src_root))
+config.substitutions.append(("%pp_obj", config.pp_obj_root))
 config.substitutions.append(("%onnx_testdata", config.onnx_testdata_dir))
 # --cuda: the end-to-end checks also build each model's program with nvcc.
 config.substitutions.append(

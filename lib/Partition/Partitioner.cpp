@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Partition/Partitioner.h"
+#include "pp/Schedule/Schedule.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -66,9 +67,12 @@ uint64_t pp::partition::inflightMicroBatches(const PartitionOptions &options,
                                              unsigned numStages) {
   switch (options.schedule) {
   case PipelineSchedule::OneFOneB:
-    return std::min<uint64_t>(numStages - stage, options.microBatches);
   case PipelineSchedule::GPipe:
-    return options.microBatches;
+    return static_cast<uint64_t>(schedule::inFlightMicroBatches(
+        options.schedule == PipelineSchedule::GPipe
+            ? schedule::ScheduleKind::GPipe
+            : schedule::ScheduleKind::OneFOneB,
+        stage, numStages, options.microBatches));
   case PipelineSchedule::Custom:
     return options.inflight ? options.inflight(stage, numStages) : 0;
   }

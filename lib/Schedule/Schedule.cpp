@@ -18,63 +18,23 @@ using namespace pp::schedule;
 
 std::optional<ScheduleKind>
 pp::schedule::parseScheduleKind(std::string_view name) {
-  if (name == "gpipe")
-    return ScheduleKind::GPipe;
-  if (name == "1f1b")
-    return ScheduleKind::OneFOneB;
-  if (name == "interleaved" || name == "interleaved-1f1b")
+  if (name == "interleaved-1f1b")
     return ScheduleKind::Interleaved1F1B;
-  if (name == "zb-h1" || name == "zbh1")
+  if (name == "zbh1")
     return ScheduleKind::ZBH1;
-  return std::nullopt;
-}
-
-const char *pp::schedule::toString(ScheduleKind kind) {
-  switch (kind) {
-  case ScheduleKind::GPipe:
-    return "gpipe";
-  case ScheduleKind::OneFOneB:
-    return "1f1b";
-  case ScheduleKind::Interleaved1F1B:
-    return "interleaved";
-  case ScheduleKind::ZBH1:
-    return "zb-h1";
-  }
-  return "unknown";
+  return pp::kinds::parseScheduleKind(name);
 }
 
 bool pp::schedule::usesSplitBackward(ScheduleKind kind) {
   return kind == ScheduleKind::ZBH1;
 }
 
-static constexpr ActionKind kAllActionKinds[] = {
-    ActionKind::Forward,       ActionKind::Backward,
-    ActionKind::BackwardInput, ActionKind::BackwardWeight,
-    ActionKind::GradReduce,    ActionKind::OptimizerStep};
-
-const char *pp::schedule::toString(ActionKind kind) {
-  switch (kind) {
-  case ActionKind::Forward:
-    return "forward";
-  case ActionKind::Backward:
-    return "backward";
-  case ActionKind::BackwardInput:
-    return "backward_input";
-  case ActionKind::BackwardWeight:
-    return "backward_weight";
-  case ActionKind::GradReduce:
-    return "grad_reduce";
-  case ActionKind::OptimizerStep:
-    return "optimizer_step";
-  }
-  return "unknown";
-}
-
-std::optional<ActionKind> pp::schedule::parseActionKind(std::string_view name) {
-  for (ActionKind kind : kAllActionKinds)
-    if (name == toString(kind))
-      return kind;
-  return std::nullopt;
+int64_t pp::schedule::inFlightMicroBatches(ScheduleKind kind, int64_t stage,
+                                           int64_t numStages,
+                                           int64_t microBatches) {
+  if (kind == ScheduleKind::GPipe)
+    return microBatches;
+  return std::max<int64_t>(1, std::min(numStages - stage, microBatches));
 }
 
 std::string pp::schedule::toString(const Action &action) {
@@ -313,7 +273,7 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
 
   bool split = usesSplitBackward(s.kind);
   int numStages = s.numStages(), m = s.microBatches;
-  size_t numKinds = std::size(kAllActionKinds);
+  size_t numKinds = pp::kinds::kNumActionKinds;
   // Slot of (kind, stage, micro-batch); per-step actions use micro-batch -1.
   auto slot = [&](const Action &a) {
     return (static_cast<size_t>(a.kind) * numStages + a.stage) * (m + 1) +

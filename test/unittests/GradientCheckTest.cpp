@@ -12,7 +12,7 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/TrainHandlers.h"
-#include "pp/Transforms/Passes.h"
+#include "pp/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"

@@ -10,7 +10,7 @@
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
-#include "pp/Transforms/Passes.h"
+#include "pp/InitAllPasses.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -74,8 +74,7 @@ int main(int argc, char **argv) {
                   pp::pipeline::PPDialect, func::FuncDialect,
                   emitc::EmitCDialect>();
   pp::train::registerONNXGradients(registry);
-  pp::registerPPPasses();
-  pp::registerPipelines();
+  pp::registerAllPasses();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();

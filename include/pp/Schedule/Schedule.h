@@ -52,42 +52,40 @@
 #define PP_SCHEDULE_SCHEDULE_H
 
 #include <optional>
+#include "pp/Runtime/ScheduleKinds.h"
+
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace pp::schedule {
 
-/// The schedules this library builds.
-enum class ScheduleKind { GPipe, OneFOneB, Interleaved1F1B, ZBH1 };
+/// The schedules this library builds, the kinds of their actions and the
+/// stage functions those run: one definition (pp/Runtime/ScheduleKinds.def)
+/// shared with the pp dialect and the runtime.
+using ScheduleKind = pp::kinds::ScheduleKind;
+using ActionKind = pp::kinds::ActionKind;
+using Phase = pp::kinds::Phase;
+using pp::kinds::isPerStep;
+using pp::kinds::parseActionKind;
+using pp::kinds::phaseOf;
+using pp::kinds::toString;
 
 /// Parses "gpipe", "1f1b", "interleaved" (or "interleaved-1f1b"), "zb-h1" (or
 /// "zbh1").
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
-/// The canonical name: "gpipe", "1f1b", "interleaved" or "zb-h1".
-const char *toString(ScheduleKind kind);
 /// True when the schedule splits backwards into BackwardInput and
 /// BackwardWeight.
 bool usesSplitBackward(ScheduleKind kind);
 
-/// What one action computes.
-enum class ActionKind {
-  Forward,
-  Backward,       ///< The whole backward of a micro-batch on a stage.
-  BackwardInput,  ///< Gradient with respect to the stage's input (B).
-  BackwardWeight, ///< Gradient with respect to the stage's weights (W).
-  GradReduce,     ///< Data-parallel reduction of a stage's gradients.
-  OptimizerStep,  ///< Weight update of a stage, once per mini-batch.
-};
-
-/// "forward", "backward", "backward_input", "backward_weight", "grad_reduce",
-/// "optimizer_step".
-const char *toString(ActionKind kind);
-std::optional<ActionKind> parseActionKind(std::string_view name);
-/// GradReduce and OptimizerStep run once per step, not per micro-batch.
-inline bool isPerStep(ActionKind kind) {
-  return kind == ActionKind::GradReduce || kind == ActionKind::OptimizerStep;
-}
+/// The micro-batches whose activations `stage` of `numStages` holds at once
+/// under `kind`'s order: all m under GPipe; 1F1B, ZB-H1 and interleaved 1F1B
+/// warm up with p - s. The one statement of this rule: the partitioner, the
+/// recompute pass and the plan report all ask it.
+int64_t inFlightMicroBatches(ScheduleKind kind, int64_t stage,
+                             int64_t numStages, int64_t microBatches);
 
 /// One unit of work of one device.
 struct Action {

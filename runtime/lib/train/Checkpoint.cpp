@@ -6,9 +6,15 @@
 // counter, global count and per global its id, name, dtype, rank, dims,
 // byte count and bytes.
 //
+// A rank's state goes in as it is between steps: the backend copies of its
+// stages' globals and their seed counters (the Dropout masks continue).
+//
 //===----------------------------------------------------------------------===//
 
 #include "Checkpoint.h"
+#include "Job.h"
+
+#include "pp/Runtime/Memory.h"
 
 #include <cerrno>
 #include <cstdio>
@@ -270,6 +276,134 @@ bool pp::rt::train::readCheckpointMeta(const std::string &dir,
   if (!versioned || !hasSteps) {
     error = "'" + path + "' is not a checkpoint description";
     return false;
+  }
+  return true;
+}
+
+//===----------------------------------------------------------------------===//
+// A rank's training state in a checkpoint
+//===----------------------------------------------------------------------===//
+
+bool pp::rt::train::readResumeMeta(const Job &job, CheckpointMeta &meta,
+                                   std::string &error) {
+  const ProgramInfo &p = job.program;
+  const TrainOptions &options = job.options;
+  if (!readCheckpointMeta(options.resumeDir, meta, error)) {
+    error = "--resume: " + error;
+    return false;
+  }
+  auto mismatch = [&](const std::string &what, const std::string &theirs,
+                      const std::string &ours) {
+    error = "--resume: the checkpoint in '" + options.resumeDir +
+            "' was written by a program with " + what + " " + theirs +
+            ", this one has " + ours;
+    return false;
+  };
+  if (meta.modelName != p.modelName)
+    return mismatch("model", "'" + meta.modelName + "'",
+                    "'" + p.modelName + "'");
+  if (meta.numDevices != job.numDevices)
+    return mismatch("devices", std::to_string(meta.numDevices),
+                    std::to_string(job.numDevices));
+  if (meta.numStages != job.numStages)
+    return mismatch("stages", std::to_string(meta.numStages),
+                    std::to_string(job.numStages));
+  if (options.seedGiven && options.seed != meta.seed) {
+    error = "--resume: --seed " + std::to_string(options.seed) +
+            " differs from the checkpoint's seed " + std::to_string(meta.seed) +
+            " (omit --seed to keep it)";
+    return false;
+  }
+  return true;
+}
+
+RankCheckpoint pp::rt::train::captureRankCheckpoint(const Job &job, int rank,
+                                                    const StageMap &stages,
+                                                    int64_t completedSteps) {
+  const ProgramInfo &p = job.program;
+  RankCheckpoint ckpt;
+  ckpt.modelName = p.modelName;
+  ckpt.numStages = job.numStages;
+  ckpt.numDevices = job.numDevices;
+  ckpt.numGlobals = static_cast<int64_t>(p.globals.size());
+  ckpt.rank = rank;
+  ckpt.seed = job.seed;
+  ckpt.completedSteps = completedSteps;
+  for (auto &[s, state] : stages) {
+    CheckpointStage &saved = ckpt.stages.emplace_back();
+    saved.stage = s;
+    saved.seedCounter = state->seedCounter;
+    for (auto &[id, t] : state->globals) {
+      CheckpointGlobal &g = saved.globals.emplace_back();
+      g.id = id;
+      g.name = p.globals[id].name;
+      g.value.dtype = t.dtype;
+      g.value.shape = t.shape;
+      g.value.bytes.resize(static_cast<size_t>(t.bytes()));
+      copyFromBuffer(g.value.bytes.data(), t.data, t.bytes());
+    }
+  }
+  return ckpt;
+}
+
+bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
+                                          StageMap &stages,
+                                          std::string &error) {
+  const ProgramInfo &p = job.program;
+  std::string path = rankCheckpointPath(job.options.resumeDir, rank);
+  RankCheckpoint ckpt;
+  if (!readRankCheckpoint(path, ckpt, error)) {
+    error = "--resume: " + error;
+    return false;
+  }
+  auto fail = [&](const std::string &message) {
+    error = "--resume: '" + path + "': " + message;
+    return false;
+  };
+  if (ckpt.modelName != p.modelName || ckpt.numStages != job.numStages ||
+      ckpt.numDevices != job.numDevices ||
+      ckpt.numGlobals != static_cast<int64_t>(p.globals.size()))
+    return fail("written by another program ('" + ckpt.modelName + "', " +
+                std::to_string(ckpt.numStages) + " stages, " +
+                std::to_string(ckpt.numDevices) + " devices, " +
+                std::to_string(ckpt.numGlobals) + " globals; this is '" +
+                p.modelName + "', " + std::to_string(job.numStages) +
+                " stages, " + std::to_string(job.numDevices) + " devices, " +
+                std::to_string(p.globals.size()) + " globals)");
+  if (ckpt.rank != rank)
+    return fail("holds rank " + std::to_string(ckpt.rank));
+  if (ckpt.completedSteps != job.resume.completedSteps)
+    return fail("is at step " + std::to_string(ckpt.completedSteps) +
+                ", the checkpoint's meta at step " +
+                std::to_string(job.resume.completedSteps) +
+                " (an interrupted checkpoint?)");
+  if (ckpt.stages.size() != stages.size())
+    return fail("holds " + std::to_string(ckpt.stages.size()) +
+                " stages, this rank runs " + std::to_string(stages.size()));
+  for (const CheckpointStage &saved : ckpt.stages) {
+    auto it = stages.find(saved.stage);
+    if (it == stages.end())
+      return fail("holds stage " + std::to_string(saved.stage) +
+                  ", which this rank does not run");
+    StageState &state = *it->second;
+    if (saved.globals.size() != state.globals.size())
+      return fail("stage " + std::to_string(saved.stage) + " holds " +
+                  std::to_string(saved.globals.size()) + " globals, expected " +
+                  std::to_string(state.globals.size()));
+    for (const CheckpointGlobal &g : saved.globals) {
+      auto found = state.globals.find(static_cast<int>(g.id));
+      if (found == state.globals.end() || p.globals[g.id].name != g.name)
+        return fail("stage " + std::to_string(saved.stage) + " holds global '" +
+                    g.name + "', which this program's stage does not have");
+      Tensor &t = found->second;
+      if (g.value.dtype != t.dtype || g.value.shape != t.shape ||
+          static_cast<int64_t>(g.value.bytes.size()) != t.bytes())
+        return fail("global '" + g.name + "' is " +
+                    describe(g.value.dtype, g.value.shape) +
+                    ", the program's is " + describe(t.dtype, t.shape));
+      copyToBuffer(t.data, g.value.bytes.data(), t.bytes());
+    }
+    state.seedCounter = saved.seedCounter;
   }
   return true;
 }

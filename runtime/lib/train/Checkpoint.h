@@ -6,11 +6,15 @@
 // finished its file. Both are written to a .tmp file and renamed, so a crash
 // leaves the previous checkpoint whole.
 //
+// Below the file formats: what a rank's stages put into a checkpoint and
+// take back from it under --resume.
+//
 //===----------------------------------------------------------------------===//
 #ifndef PP_RUNTIME_TRAIN_CHECKPOINT_H
 #define PP_RUNTIME_TRAIN_CHECKPOINT_H
 
 #include "HostTensor.h"
+#include "StageState.h"
 
 #include <cstdint>
 #include <string>
@@ -62,6 +66,27 @@ bool readCheckpointMeta(const std::string &dir, CheckpointMeta &meta,
 
 /// mkdir -p.
 bool makeDirectories(const std::string &path, std::string &error);
+
+//===----------------------------------------------------------------------===//
+// A rank's training state in a checkpoint
+//===----------------------------------------------------------------------===//
+
+struct Job;
+
+/// --resume DIR: reads DIR/meta into `meta` and checks that a program like
+/// this one (model, devices, stages) wrote it, with the --seed given.
+bool readResumeMeta(const Job &job, CheckpointMeta &meta, std::string &error);
+
+/// What `rank` saves after `completedSteps` steps: the globals of each of
+/// its stages (copied from the backend) and their Dropout seed counters.
+RankCheckpoint captureRankCheckpoint(const Job &job, int rank,
+                                     const StageMap &stages,
+                                     int64_t completedSteps);
+
+/// --resume: loads `rank`'s file of the checkpoint into `stages` (globals
+/// and seed counters), once it matches the job and the checkpoint's meta.
+bool restoreRankCheckpoint(const Job &job, int rank, StageMap &stages,
+                           std::string &error);
 
 } // namespace pp::rt::train
 

@@ -1,0 +1,204 @@
+//===- Passes.td - Pipeline planning passes ----------------*- tablegen -*-===//
+#ifndef PP_DIALECT_PP_TRANSFORMS_PASSES_TD
+#define PP_DIALECT_PP_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
+  let summary = "Assign every forward op to a pipeline stage on a (heterogeneous) cluster";
+  let description = [{
+    Builds the op DAG of the forward function with the cost model (roofline
+    per device kind, or a measured profile), the activation bytes each op
+    leaves for its backward, and the weights, gradients and optimizer state
+    of its parameters, and runs the exact partitioner
+    (`pp/Partition/Partitioner.h`): the monotone assignment that minimises
+    the slowest stage, communication included, subject to each device's
+    memory with the schedule's in-flight micro-batches. Tied parameters form
+    groups whose gradients are summed across the stages that hold them. Ops
+    get `pp.stage`; the module gets `pp.device_order`. An infeasible model
+    fails with the per-device shortfall in bytes.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Forward function">,
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
+    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+           "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
+           "interleaved or zb-h1 (the last two hold as many as 1f1b)">,
+    Option<"chunks", "chunks", "unsigned", "1",
+           "Model chunks per device (interleaved): chunks x devices stages, "
+           "stage c on device c mod devices">,
+    Option<"microBatches", "microbatches", "unsigned", "8",
+           "Micro-batches per mini-batch">,
+    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+           "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
+    Option<"profileFile", "profile", "std::string", "\"\"",
+           "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"recompute", "recompute", "std::string", "\"none\"",
+           "none, or full / selective / auto: a model that does not fit with "
+           "every activation kept is partitioned as if stages kept only "
+           "their inputs (--pp-recompute then decides)">,
+    Option<"pins", "pin", "std::string", "\"\"",
+           "Pins: PATTERN=STAGE,... (ops whose ONNX node name matches the "
+           "regex go to that stage)">,
+    Option<"splitAfter", "split-after", "std::string", "\"\"",
+           "Explicit split points: NODE,... (a new stage starts after each "
+           "named op, in op order)">,
+    Option<"tryDeviceOrders", "try-device-orders", "bool", "true",
+           "Also search other orders of the devices (HetPipe)">,
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write a text summary of the plan here ('-' for stdout)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
+def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
+  let summary = "Recompute chosen forward ops in the backward (activation checkpointing)";
+  let description = [{
+    Runs on a training step after --pp-autodiff (and --pp-optimizer). For a
+    set R of forward ops, each op of R is cloned (with its `pp.stage` and a
+    unit `pp.recompute`) just before the first backward op of its stage that
+    needs it, and the backward ops of that stage use the clone instead of the
+    forward result. The forward is unchanged; what the backward keeps per
+    micro-batch becomes the inputs of the recomputed segments. Dropout, ops
+    with memory effects or non-float results, constants and global reads are
+    never recomputed.
+
+    Policies: `none`; `full` (R = every recomputable op: a stage keeps only
+    its inputs); `selective` (memory-bound ops: softmax, unary activations,
+    layout ops, broadcasting elementwise ops, where they lower the stage's
+    kept bytes); `auto` (per stage, if kept bytes x in-flight micro-batches
+    exceed the device's memory left after weights, gradients and optimizer
+    state, greedily recompute the ops with the best bytes saved per added
+    forward second until it fits; fails with the shortfall otherwise).
+
+    For `auto`, stage s runs on `pp.device_order[s]` (else the cluster's
+    s-th device; stages sharing a device split its memory). Its budget is
+    the device memory minus weights, gradients and optimizer state of the
+    trainable globals its ops read (state factor 0 for SGD, 1 with momentum,
+    2 for Adam), or `activation-budget`. It must hold kept bytes x in-flight
+    micro-batches (GPipe m; 1F1B, ZB-H1 and interleaved min(p - s, m)).
+    Stages that fit are left alone. Step inputs, constants and global reads
+    are never counted as kept (split-stages re-reads them); training-mode
+    BatchNorm may be recomputed, its running statistics stay the forward's.
+    `report` prints per stage the kept bytes per micro-batch before and
+    after, the ops recomputed and the added forward time.
+
+    ```
+    pipeline-opt m.onnx --pp-add-loss --pp-partition="cluster=4xH100" \
+      --pp-autodiff --pp-optimizer --pp-recompute="policy=auto cluster=4xH100"
+    ```
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
+    Option<"policy", "policy", "std::string", "\"none\"",
+           "none, full, selective or auto">,
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster (preset spec or .json) for auto and the report's times">,
+    Option<"schedule", "schedule", "std::string", "\"\"",
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's "
+           "pp.schedule_kind, else 1f1b)">,
+    Option<"microBatches", "microbatches", "unsigned", "0",
+           "Micro-batches per step (0: the module's pp.micro_batches, else 8)">,
+    Option<"activationBudget", "activation-budget", "int64_t", "-1",
+           "Activation bytes per device for auto (-1: device memory minus "
+           "weights, gradients and optimizer state)">,
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write a per-stage summary here ('-' for stdout)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
+def SplitStagesPass : Pass<"pp-split-stages", "mlir::ModuleOp"> {
+  let summary = "Outline each stage's forward, backward and update, with send/recv between stages";
+  let description = [{
+    Takes a partitioned training step (forward ops carry `pp.stage`, their
+    backward ops inherit it from --pp-autodiff) and replaces it by stage
+    functions `@stage<s>_forward(%mb)`, `@stage<s>_backward(%mb)` (or
+    `_backward_input` and `_backward_weight` with `split-backward`, for
+    zero-bubble schedules) and `@stage<s>_update()`. The step's function
+    runs on one micro-batch; a pipelined step runs `micro-batches` of them:
+    inputs come from `pp.input`, values a later stage needs travel by
+    `pp.send`/`pp.recv` (activations forward, gradients backward), forward
+    values the backward needs are kept with `pp.stash`/`pp.unstash`, and
+    gradients sum over micro-batches with `pp.accumulate`/`pp.accumulated`
+    (the loss gradient is scaled by 1/m for a mean loss). Every stage holds
+    its own copy of the globals it reads; a weight used by several stages
+    (tied) is updated by the stage that sums its gradient, which then sends
+    the new value to the others.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
+    Option<"microBatches", "microbatches", "unsigned", "0",
+           "Micro-batches per step (0: the module's pp.micro_batches, else 1)">,
+    Option<"splitBackward", "split-backward", "bool", "false",
+           "Split each backward into input and weight gradients (zero bubble)">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
+                           "pp::pipeline::PPDialect"];
+}
+
+def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
+  let summary = "Materialise the pipeline schedule as per-device action lists";
+  let description = [{
+    Builds the schedule of a split module (pp/Schedule/Schedule.h: GPipe,
+    1F1B, interleaved 1F1B with `chunks` stages per device, ZB-H1) and
+    writes it as a `pp.schedule` op: per device, the ordered forward,
+    backward (or backward_input / backward_weight), gradient-reduction and
+    optimizer-step actions, each with its stage function, micro-batch and
+    weight version.
+  }];
+  let options = [
+    Option<"kind", "kind", "std::string", "\"\"",
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's pp.schedule_kind, else 1f1b)">,
+    Option<"chunks", "chunks", "int64_t", "1",
+           "Stages (model chunks) per device; interleaved needs >= 2">,
+  ];
+  let dependentDialects = ["pp::pipeline::PPDialect"];
+}
+
+def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
+  let summary = "Plan the buffers of a scheduled pipeline, per device";
+  let description = [{
+    Computes, per device of the `pp.schedule`, the memory generated code
+    allocates: the globals its stages use and the gradient accumulators
+    (persistent), the stashed activations times the most micro-batches in
+    flight in the schedule's order, and one arena for the temporaries of
+    its stage functions, each value placed at an offset chosen from live
+    ranges (pp/Analysis/MemoryPlan.h). Functions get `pp.arena_bytes`, ops
+    `pp.offsets`, the module `pp.planned_peak_bytes`; `report` prints the
+    breakdown.
+  }];
+  let options = [
+    Option<"reportFile", "report", "std::string", "\"\"",
+           "Write the per-device plan here ('-' for stdout)">,
+  ];
+}
+
+def PlanReportPass : Pass<"pp-plan-report", "mlir::ModuleOp"> {
+  let summary = "Simulate the scheduled pipeline and report the plan";
+  let description = [{
+    Costs each stage of a scheduled module on its device (cost model
+    forward and backward times of its ops, recomputed ops, bytes sent and
+    stashed per micro-batch, weights, gradients and optimizer state), runs
+    the event-driven simulator (pp/Schedule/Simulator.h) on the
+    `pp.schedule`, and reports iteration time, bubble fraction, per-device
+    busy time and peak memory. Writes a text summary (`summary`, '-' for
+    stdout) and, with `dir`, plan.json (stages, devices, ops per stage,
+    predicted times and memory, cut tensors and bytes), timeline.json
+    (Chrome trace / Perfetto) and timeline.svg. A schedule that deadlocks
+    fails with the stuck actions.
+  }];
+  let options = [
+    Option<"clusterSpec", "cluster", "std::string", "\"\"",
+           "Cluster the schedule's devices belong to (spec or .json)">,
+    Option<"profileFile", "profile", "std::string", "\"\"",
+           "Measured per-op times (JSON) overriding the roofline estimates">,
+    Option<"summaryFile", "summary", "std::string", "\"-\"",
+           "Write the text summary here ('-' for stdout, '' for none)">,
+    Option<"outputDir", "dir", "std::string", "\"\"",
+           "Write plan.json, timeline.json and timeline.svg here">,
+  ];
+}
+
+#endif // PP_DIALECT_PP_TRANSFORMS_PASSES_TD

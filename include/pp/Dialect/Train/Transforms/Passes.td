@@ -1,0 +1,68 @@
+//===- Passes.td - Training-step passes (loss, autodiff, optimizer) ---*- tablegen -*-===//
+#ifndef PP_DIALECT_TRAIN_TRANSFORMS_PASSES_TD
+#define PP_DIALECT_TRAIN_TRANSFORMS_PASSES_TD
+
+include "mlir/Pass/PassBase.td"
+
+def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
+  let summary = "Append a loss to the model's output (or mark the model's own)";
+  let description = [{
+    When the function already returns the result of an
+    `onnx.SoftmaxCrossEntropyLoss`, that result is marked as the loss.
+    Otherwise the first result (the logits) gets a loss with mean reduction
+    over the mini-batch and a new `labels` argument:
+    `softmax-cross-entropy` takes integer class labels (the class dim is
+    `class-axis`, last by default, so [N, C] classifiers and [N, S, V]
+    language models both work); `mse` takes float targets of the output's
+    shape. The loss becomes result 0, marked `pp.loss`.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Function to train">,
+    Option<"kind", "kind", "std::string", "\"softmax-cross-entropy\"",
+           "Loss: softmax-cross-entropy or mse">,
+    Option<"classAxis", "class-axis", "int64_t", "-1",
+           "Class dim of the logits for softmax-cross-entropy">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect"];
+}
+
+def AutodiffPass : Pass<"pp-autodiff", "mlir::ModuleOp"> {
+  let summary = "Derive the backward pass: gradients of the loss for every trainable global";
+  let description = [{
+    Reverse-mode differentiation of the function's `pp.loss` result through
+    `GradientOpInterface`. Adjoints of values with several uses are summed;
+    several reads of one global (tied weights) sum into one gradient. The
+    gradients become extra results marked `pp.grad_of = @global`. Training
+    BatchNorm's running statistics are written back to their state globals.
+    Backward ops carry `loc(fused<"backward">[<forward op's location>])`.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Function to differentiate">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
+def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
+  let summary = "Turn gradient results into optimizer updates of the globals";
+  let description = [{
+    Each result marked `pp.grad_of` is replaced by an optimizer step
+    (`train.sgd` or `train.adam`) whose new parameter and state are written
+    back with `train.global_write`. Optimizer state (momentum, Adam moments)
+    and the step counter `@pp.step` become `state` globals.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Training-step function">,
+    Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
+    Option<"lr", "lr", "float", "0.01f", "Learning rate">,
+    Option<"momentum", "momentum", "float", "0.0f", "SGD momentum">,
+    Option<"dampening", "dampening", "float", "0.0f", "SGD dampening">,
+    Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
+    Option<"weightDecay", "weight-decay", "float", "0.0f", "Weight decay">,
+    Option<"beta1", "beta1", "float", "0.9f", "Adam beta1">,
+    Option<"beta2", "beta2", "float", "0.999f", "Adam beta2">,
+    Option<"epsilon", "epsilon", "float", "1e-8f", "Adam epsilon">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+}
+
+#endif // PP_DIALECT_TRAIN_TRANSFORMS_PASSES_TD

@@ -1,0 +1,149 @@
+//===- Pipelines.h - Named pass pipelines of pipeline-opt -------*- C++ -*-===//
+//
+// The pipelines behind --pp-training-step and --pp-compile, built by one
+// function each so that tools and tests compose the same passes with the
+// same options (upstream's SparseTensorPipelines pattern).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_PIPELINES_PIPELINES_H
+#define PP_PIPELINES_PIPELINES_H
+
+#include "pp/Dialect/Train/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+#include <string>
+
+namespace pp {
+
+/// Loss and optimizer options shared by every pipeline that builds a
+/// training step: each option of --pp-add-loss and --pp-optimizer, under the
+/// same name and default.
+template <typename Derived>
+struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
+  template <typename T>
+  using Option = mlir::detail::PassOptions::Option<T>;
+
+  Option<std::string> loss{*this, "loss",
+                           llvm::cl::desc("Loss: softmax-cross-entropy or mse"),
+                           llvm::cl::init("softmax-cross-entropy")};
+  Option<int64_t> classAxis{*this, "class-axis",
+                            llvm::cl::desc("Class dim of the logits"),
+                            llvm::cl::init(-1)};
+  Option<std::string> optimizer{*this, "optimizer",
+                                llvm::cl::desc("sgd, adam or adamw"),
+                                llvm::cl::init("sgd")};
+  Option<float> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                   llvm::cl::init(0.01f)};
+  Option<float> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                         llvm::cl::init(0.0f)};
+  Option<float> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
+                          llvm::cl::init(0.0f)};
+  Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("Nesterov momentum"),
+                        llvm::cl::init(false)};
+  Option<float> weightDecay{*this, "weight-decay",
+                            llvm::cl::desc("Weight decay"),
+                            llvm::cl::init(0.0f)};
+  Option<float> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
+                      llvm::cl::init(0.9f)};
+  Option<float> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"),
+                      llvm::cl::init(0.999f)};
+  Option<float> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
+                        llvm::cl::init(1e-8f)};
+
+  /// The options of --pp-add-loss for `funcName`.
+  AddLossPassOptions addLossOptions(llvm::StringRef funcName) const {
+    AddLossPassOptions options;
+    options.funcName = funcName.str();
+    options.kind = loss;
+    options.classAxis = classAxis;
+    return options;
+  }
+  /// The options of --pp-optimizer for `funcName`.
+  OptimizerPassOptions optimizerOptions(llvm::StringRef funcName) const {
+    OptimizerPassOptions options;
+    options.funcName = funcName.str();
+    options.kind = optimizer;
+    options.lr = lr;
+    options.momentum = momentum;
+    options.dampening = dampening;
+    options.nesterov = nesterov;
+    options.weightDecay = weightDecay;
+    options.beta1 = beta1;
+    options.beta2 = beta2;
+    options.epsilon = epsilon;
+    return options;
+  }
+};
+
+/// Options of --pp-training-step.
+struct TrainingStepOptions : public TrainingOptionsBase<TrainingStepOptions> {
+  Option<std::string> funcName{*this, "func",
+                               llvm::cl::desc("Function to train"),
+                               llvm::cl::init("main")};
+};
+
+/// Options of --pp-compile: ONNX model to scheduled pipeline in one go.
+struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
+  Option<std::string> cluster{
+      *this, "cluster",
+      llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
+  Option<std::string> schedule{
+      *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
+      llvm::cl::init("1f1b")};
+  Option<unsigned> microBatches{*this, "microbatches",
+                                llvm::cl::desc("Micro-batches per step"),
+                                llvm::cl::init(8)};
+  Option<unsigned> chunks{
+      *this, "chunks",
+      llvm::cl::desc("Model chunks per device (interleaved; default 2)"),
+      llvm::cl::init(0)};
+  Option<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Activation recomputation: none, full, selective, auto"),
+      llvm::cl::init("none")};
+  Option<std::string> profile{
+      *this, "profile",
+      llvm::cl::desc("Measured per-op times (JSON) for the cost model")};
+  Option<std::string> report{
+      *this, "report",
+      llvm::cl::desc("Text summaries of the partition, recomputation and "
+                     "predicted step ('-' for stdout, '' for none)"),
+      llvm::cl::init("-")};
+  Option<std::string> planDir{
+      *this, "plan-dir",
+      llvm::cl::desc("Write plan.json, timeline.json (Chrome trace) and "
+                     "timeline.svg here")};
+  Option<int64_t> activationBudget{
+      *this, "activation-budget",
+      llvm::cl::desc("recompute=auto: activation bytes per device (default: "
+                     "what the device's memory leaves)"),
+      llvm::cl::init(-1)};
+  Option<std::string> emitDir{
+      *this, "emit-dir",
+      llvm::cl::desc("Write the training program (program.cpp, data, "
+                     "CMakeLists.txt) here (--pp-emit-program)")};
+  Option<bool> fuseElementwise{
+      *this, "fuse-elementwise",
+      llvm::cl::desc("emit-dir: fuse chains of elementwise ops into "
+                     "generated kernels"),
+      llvm::cl::init(true)};
+};
+
+/// --pp-add-loss, --pp-autodiff, --pp-optimizer.
+void buildTrainingStepPipeline(mlir::OpPassManager &pm,
+                               const TrainingStepOptions &options);
+
+/// --pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer,
+/// --pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan,
+/// --pp-plan-report, and --pp-emit-program when emit-dir is set.
+void buildTrainingPipeline(mlir::OpPassManager &pm,
+                           const CompileOptions &options);
+
+/// Registers --pp-training-step and --pp-compile.
+void registerPipelines();
+
+} // namespace pp
+
+#endif // PP_PIPELINES_PIPELINES_H

@@ -1,0 +1,151 @@
+//===- MemoryPlan.cpp - Buffers of the stage programs -----------*- C++ -*-===//
+//
+// Plans the memory of a scheduled module as code generation will allocate
+// it, per device:
+//   - persistent: the globals its stages read or write (weights, optimizer
+//     state, step counter), once per device, and the gradient accumulators;
+//   - stash: the bytes each micro-batch keeps for its backward, times the
+//     most micro-batches in flight on that stage in the schedule's order;
+//   - arena: the stage functions' temporaries, placed by live range
+//     (pp/Analysis/MemoryPlan.h); functions of one device run one at a
+//     time, so they share one arena of the largest size.
+// Annotates each stage function with `pp.arena_bytes` and each op with the
+// arena offsets of its results (`pp.offsets`, -1 where not planned), and
+// reports the planned peak per device.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Analysis/MemoryPlan.h"
+#include "pp/Analysis/CostModel.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/PP/Transforms/Passes.h"
+
+#include "ReportFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/StringSet.h"
+#include "llvm/Support/FormatVariadic.h"
+
+namespace pp {
+#define GEN_PASS_DEF_MEMORYPLANPASS
+#include "pp/Dialect/PP/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+namespace onnx = pp::onnx;
+namespace pipeline = pp::pipeline;
+
+namespace {
+
+struct DeviceMemory {
+  int64_t persistent = 0, accumulators = 0, stash = 0, arena = 0;
+  int64_t peak() const { return persistent + accumulators + stash + arena; }
+};
+
+struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    pipeline::ScheduleOp schedule =
+        pipeline::lookupSchedule(module, "pp-memory-plan");
+    if (!schedule)
+      return signalPassFailure();
+    Builder b(&getContext());
+
+    // Stages of each device, and the most micro-batches each stage holds
+    // at once in its device's order (a forward stashes, the backward that
+    // ends the micro-batch takes it back).
+    std::map<int64_t, int64_t> deviceOf, inflight;
+    std::vector<std::string> names;
+    for (auto device :
+         schedule.getBody().front().getOps<pipeline::DeviceOp>()) {
+      names.push_back(device.getName().str());
+      std::map<int64_t, int64_t> open;
+      std::map<int64_t, bool> split;
+      for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
+        split[action.getStageAttr().getInt()] |=
+            action.getKind() == "backward_weight";
+      for (auto action :
+           device.getBody().front().getOps<pipeline::ActionOp>()) {
+        int64_t stage = action.getStageAttr().getInt();
+        deviceOf[stage] = device.getIndex();
+        StringRef kind = action.getKind();
+        if (kind == "forward")
+          inflight[stage] = std::max(inflight[stage], ++open[stage]);
+        else if (kind == (split[stage] ? "backward_weight" : "backward"))
+          --open[stage];
+      }
+    }
+
+    std::vector<DeviceMemory> devices(names.size());
+    std::vector<llvm::StringSet<>> globalsOf(names.size());
+    for (auto func : module.getOps<func::FuncOp>()) {
+      auto stageAttr = func->getAttrOfType<IntegerAttr>("pp.stage");
+      if (!stageAttr || func.isExternal())
+        continue;
+      int64_t stage = stageAttr.getInt();
+      auto it = deviceOf.find(stage);
+      if (it == deviceOf.end())
+        continue; // a stage the schedule never runs
+      DeviceMemory &memory = devices[it->second];
+      pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
+      func->setAttr("pp.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
+      memory.arena = std::max(memory.arena, plan.arenaBytes);
+      func.walk([&](Operation *op) {
+        if (op->getNumResults()) {
+          SmallVector<int64_t> offsets;
+          for (Value result : op->getResults()) {
+            auto found = plan.offsets.find(result);
+            offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
+          }
+          op->setAttr("pp.offsets", b.getDenseI64ArrayAttr(offsets));
+        }
+        auto addGlobal = [&](FlatSymbolRefAttr symbol) {
+          if (!globalsOf[it->second].insert(symbol.getValue()).second)
+            return;
+          if (auto global = module.lookupSymbol<onnx::GlobalOp>(symbol))
+            memory.persistent += pp::getTensorBytes(global.getType());
+        };
+        if (auto read = dyn_cast<onnx::GlobalReadOp>(op))
+          addGlobal(read.getGlobalAttr());
+        if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
+          addGlobal(write.getGlobalAttr());
+        if (auto acc = dyn_cast<pipeline::AccumulateOp>(op))
+          memory.accumulators += pp::getTensorBytes(acc.getValue().getType());
+        if (auto stash = dyn_cast<pipeline::StashOp>(op))
+          memory.stash +=
+              pp::getTensorBytes(stash.getValue().getType()) * inflight[stage];
+      });
+    }
+
+    SmallVector<int64_t> peaks;
+    for (const DeviceMemory &memory : devices)
+      peaks.push_back(memory.peak());
+    module->setAttr("pp.planned_peak_bytes", b.getDenseI64ArrayAttr(peaks));
+
+    if (reportFile.empty())
+      return;
+    std::string error;
+    auto out = pp::openReportFile(reportFile, &error);
+    if (!out) {
+      emitError(module.getLoc()) << "cannot write report: " << error;
+      return signalPassFailure();
+    }
+    llvm::raw_ostream &os = out->os();
+    os << "== memory plan per device (persistent = globals, accumulators = "
+          "gradient sums, stash = kept activations x micro-batches in "
+          "flight, arena = temporaries) ==\n";
+    for (auto [d, memory] : llvm::enumerate(devices))
+      os << llvm::formatv("device {0} {1,-14}: persistent {2}, accumulators "
+                          "{3}, stash {4}, arena {5}: peak {6}\n",
+                          d, names[d], pp::formatMegabytes(memory.persistent),
+                          pp::formatMegabytes(memory.accumulators),
+                          pp::formatMegabytes(memory.stash),
+                          pp::formatMegabytes(memory.arena),
+                          pp::formatMegabytes(memory.peak()));
+    out->keep();
+  }
+};
+
+} // namespace

@@ -1,0 +1,622 @@
+//===- Recompute.cpp - Recompute forward ops in the backward ----*- C++ -*-===//
+//
+// Activation checkpointing on a training step. The backward of a stage reads
+// forward values, which a pipelined step keeps for every micro-batch in
+// flight. For a chosen set R of forward ops, this pass clones each op of R
+// just before the first backward op of its stage that needs it and lets the
+// stage's backward ops use the clone; the forward is left as it is. What the
+// stage keeps then is the set of inputs of the recomputed segments.
+//
+// The kept values of a stage are measured as --pp-split-stages stashes them:
+// forward values (not constants, global reads or step inputs, which are
+// re-materialised or re-read) used by the stage's backward ops.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Analysis/CostModel.h"
+#include "pp/Cluster/Cluster.h"
+#include "pp/Schedule/Schedule.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Dialect/PP/Transforms/Passes.h"
+
+#include "ReportFile.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+#include <limits>
+#include <optional>
+
+namespace pp {
+#define GEN_PASS_DEF_RECOMPUTEPASS
+#include "pp/Dialect/PP/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+namespace onnx = pp::onnx;
+namespace train = pp::train;
+
+namespace {
+
+using OpSet = llvm::DenseSet<Operation *>;
+
+/// Whether cloning `op` into the backward is allowed: pure ops with float
+/// results only. Dropout (random mask), constants and global reads (nothing
+/// to gain) are excluded.
+bool isRecomputable(Operation *op) {
+  if (isa<onnx::ConstantOp, onnx::GlobalReadOp, onnx::DropoutOp>(op))
+    return false;
+  if (op->getNumResults() == 0 || op->getNumRegions() != 0 ||
+      !isMemoryEffectFree(op))
+    return false;
+  return llvm::all_of(op->getResultTypes(), [](Type type) {
+    auto tensor = dyn_cast<RankedTensorType>(type);
+    return tensor && isa<FloatType>(tensor.getElementType());
+  });
+}
+
+int64_t numElements(Type type) {
+  auto tensor = dyn_cast<RankedTensorType>(type);
+  return tensor && tensor.hasStaticShape() ? tensor.getNumElements() : -1;
+}
+
+/// Cheap ops with outputs as large as their inputs (memory-bound): the
+/// candidates of the selective policy.
+bool isMemoryBound(Operation *op) {
+  if (isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp, onnx::ReluOp, onnx::LeakyReluOp,
+          onnx::GeluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
+          onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp,
+          onnx::NegOp, onnx::AbsOp, onnx::ClipOp, onnx::CastOp,
+          onnx::IdentityOp>(op))
+    return true;
+  if (isa<onnx::TransposeOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+          onnx::UnsqueezeOp>(op))
+    return true;
+  // Elementwise binary ops with a scalar or broadcast operand (scaling,
+  // bias): one big input, so recomputing costs one pass over it.
+  if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(
+          op)) {
+    int64_t out = numElements(op->getResult(0).getType());
+    return out > 0 && llvm::any_of(op->getOperands(), [&](Value operand) {
+             int64_t in = numElements(operand.getType());
+             return in >= 0 && in < out;
+           });
+  }
+  return false;
+}
+
+/// In-flight micro-batches of `stage` of `numStages` under `schedule`
+/// (the schedule library's rule).
+int64_t inFlight(StringRef schedule, int64_t stage, int64_t numStages,
+                 int64_t microBatches) {
+  auto kind = pp::schedule::parseScheduleKind(schedule);
+  return pp::schedule::inFlightMicroBatches(
+      kind.value_or(pp::schedule::ScheduleKind::OneFOneB), stage, numStages,
+      microBatches);
+}
+
+std::string formatBytes(int64_t bytes) {
+  return llvm::formatv("{0} B ({1:f2} MB)", bytes, bytes / 1e6).str();
+}
+
+/// The training step, classified once: forward ops with their stage, and
+/// per stage the backward ops whose forward operands the stage keeps.
+class StepAnalysis {
+public:
+  /// Classifies `step`; stages are numbered 0 .. max(minStages, last
+  /// pp.stage + 1) - 1.
+  LogicalResult init(func::FuncOp step, int64_t minStages);
+
+  /// Bytes the backward of `stage` keeps per micro-batch when the ops of
+  /// `recompute` (forward ops of `stage`) are recomputed; `needed` gets the
+  /// ops of `recompute` that must actually be cloned.
+  int64_t keptBytes(int64_t stage, const OpSet &recompute,
+                    OpSet *needed = nullptr) const;
+
+  /// Clones the `needed` ops of `stage` into its backward and switches the
+  /// stage's backward uses to the clones. Returns the clones.
+  SmallVector<Operation *> rewrite(int64_t stage, const OpSet &needed);
+
+  int64_t numStages = 0;
+  /// Forward ops (not constants or global reads) per stage, in order.
+  SmallVector<SmallVector<Operation *>> forwardOps;
+  /// Stage of every forward op.
+  DenseMap<Operation *, int64_t> forwardStage;
+  /// Backward ops per stage, in order.
+  SmallVector<SmallVector<Operation *>> backwardOps;
+  DenseMap<Operation *, unsigned> position;
+
+private:
+  /// Per stage, the forward values its backward ops read.
+  SmallVector<llvm::SetVector<Value>> roots;
+};
+
+LogicalResult StepAnalysis::init(func::FuncOp step, int64_t minStages) {
+  Block &body = step.getBody().front();
+  Operation *seed = nullptr;
+  for (Operation &op : body.without_terminator())
+    if (op.hasAttr("pp.loss_seed")) {
+      seed = &op;
+      break;
+    }
+  if (!seed)
+    return step.emitError()
+           << "no loss gradient seed (pp.loss_seed): run --pp-partition, "
+              "--pp-autodiff and --pp-optimizer before --pp-recompute";
+
+  // Forward: everything before the seed.
+  unsigned index = 0;
+  bool forward = true;
+  // The stage of each backward op. The other ops after the seed are the
+  // optimizer (with what reads its results) and re-materialised ops
+  // (constants, global reads and what only reads them).
+  DenseMap<Operation *, int64_t> lateStage;
+  OpSet update, rematerialised;
+  for (Operation &op : body.without_terminator()) {
+    position[&op] = index++;
+    if (&op == seed) {
+      forward = false;
+      continue;
+    }
+    if (forward) {
+      if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op)) {
+        rematerialised.insert(&op);
+        continue;
+      }
+      auto stage = op.getAttrOfType<IntegerAttr>("pp.stage");
+      if (!stage)
+        return op.emitError()
+               << "forward op has no pp.stage: run --pp-partition before "
+                  "--pp-autodiff and --pp-recompute";
+      forwardStage[&op] = stage.getInt();
+      numStages = std::max(numStages, stage.getInt() + 1);
+      continue;
+    }
+    // After the seed, as --pp-split-stages classifies it.
+    if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op)) {
+      rematerialised.insert(&op);
+      continue;
+    }
+    if (isa<train::GlobalWriteOp, train::SGDOp, train::AdamOp>(op) ||
+        llvm::any_of(op.getOperands(), [&](Value v) {
+          return update.contains(v.getDefiningOp());
+        })) {
+      update.insert(&op);
+      continue;
+    }
+    if (isMemoryEffectFree(&op) && llvm::all_of(op.getOperands(), [&](Value v) {
+          return rematerialised.contains(v.getDefiningOp());
+        })) {
+      rematerialised.insert(&op);
+      continue;
+    }
+    std::optional<int64_t> stage;
+    if (auto attr = op.getAttrOfType<IntegerAttr>("pp.stage")) {
+      stage = attr.getInt();
+    } else {
+      for (Value v : op.getOperands()) {
+        Operation *def = v.getDefiningOp();
+        std::optional<int64_t> s;
+        if (auto it = forwardStage.find(def); it != forwardStage.end())
+          s = it->second;
+        else if (auto it = lateStage.find(def); it != lateStage.end())
+          s = it->second;
+        if (s)
+          stage = stage ? std::min(*stage, *s) : *s;
+      }
+    }
+    if (!stage)
+      continue; // Split-stages rejects it; nothing to recompute for it.
+    lateStage[&op] = *stage;
+    numStages = std::max(numStages, *stage + 1);
+  }
+
+  numStages = std::max(numStages, minStages);
+  forwardOps.resize(numStages);
+  backwardOps.resize(numStages);
+  roots.resize(numStages);
+  for (Operation &op : body.without_terminator()) {
+    if (auto it = forwardStage.find(&op); it != forwardStage.end())
+      forwardOps[it->second].push_back(&op);
+    auto it = lateStage.find(&op);
+    if (it == lateStage.end())
+      continue;
+    backwardOps[it->second].push_back(&op);
+    for (Value v : op.getOperands())
+      if (forwardStage.count(v.getDefiningOp()))
+        roots[it->second].insert(v);
+  }
+  return success();
+}
+
+int64_t StepAnalysis::keptBytes(int64_t stage, const OpSet &recompute,
+                                OpSet *needed) const {
+  llvm::SetVector<Value> kept;
+  OpSet cloned;
+  SmallVector<Value> worklist(roots[stage].begin(), roots[stage].end());
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    Operation *def = value.getDefiningOp();
+    // Step inputs, constants and global reads are not stashed.
+    if (!forwardStage.count(def))
+      continue;
+    if (!recompute.contains(def)) {
+      kept.insert(value);
+      continue;
+    }
+    if (cloned.insert(def).second)
+      llvm::append_range(worklist, def->getOperands());
+  }
+  int64_t bytes = 0;
+  for (Value value : kept)
+    bytes += pp::getTensorBytes(value.getType());
+  if (needed)
+    *needed = std::move(cloned);
+  return bytes;
+}
+
+SmallVector<Operation *> StepAnalysis::rewrite(int64_t stage,
+                                               const OpSet &needed) {
+  if (needed.empty())
+    return {};
+  SmallVector<Operation *> ops(needed.begin(), needed.end());
+  llvm::sort(ops, [&](Operation *a, Operation *b) {
+    return position.lookup(a) < position.lookup(b);
+  });
+  OpSet backward(backwardOps[stage].begin(), backwardOps[stage].end());
+
+  // Each clone goes before the first backward op that reads it, directly
+  // or through the clones of its users (which come later in the forward).
+  DenseMap<Operation *, Operation *> insertBefore;
+  for (Operation *op : llvm::reverse(ops)) {
+    Operation *first = nullptr;
+    auto consider = [&](Operation *candidate) {
+      if (candidate &&
+          (!first || position.lookup(candidate) < position.lookup(first)))
+        first = candidate;
+    };
+    for (Operation *user : op->getUsers()) {
+      if (backward.contains(user))
+        consider(user);
+      else if (needed.contains(user))
+        consider(insertBefore.lookup(user));
+    }
+    insertBefore[op] = first;
+  }
+
+  // Clone in forward order, so that a clone's operands are defined before
+  // it (clones sharing an insertion point stay in forward order).
+  IRMapping mapping;
+  SmallVector<Operation *> clones;
+  OpBuilder builder(ops.front()->getContext());
+  for (Operation *op : ops) {
+    Operation *before = insertBefore.lookup(op);
+    if (!before)
+      continue; // Not read by the backward (cannot happen for needed ops).
+    builder.setInsertionPoint(before);
+    Operation *clone = builder.clone(*op, mapping);
+    clone->setAttr("pp.recompute", builder.getUnitAttr());
+    clones.push_back(clone);
+    for (auto [original, copy] :
+         llvm::zip(op->getResults(), clone->getResults()))
+      original.replaceUsesWithIf(copy, [&](OpOperand &use) {
+        return backward.contains(use.getOwner());
+      });
+  }
+  return clones;
+}
+
+/// Greedily grows `recompute` from `candidates` (forward ops of `stage`):
+/// each step adds the move (one candidate, or it with the candidates that
+/// feed it) with the best score (bytes saved, or bytes saved per added
+/// forward second when `time` is set) until `done` holds or no move saves
+/// bytes. Then drops the ops whose removal does not raise the kept bytes.
+void grow(const StepAnalysis &step, int64_t stage,
+          ArrayRef<Operation *> candidates, OpSet &recompute,
+          llvm::function_ref<double(Operation *)> time,
+          llvm::function_ref<bool(int64_t)> done) {
+  OpSet candidateSet(candidates.begin(), candidates.end());
+  auto addedTime = [&](const OpSet &needed) {
+    double total = 0;
+    for (Operation *op : needed)
+      total += time(op);
+    return total;
+  };
+  OpSet needed;
+  int64_t current = step.keptBytes(stage, recompute, &needed);
+  double currentTime = time ? addedTime(needed) : 0;
+  while (!done(current)) {
+    std::optional<OpSet> bestMove;
+    int64_t bestBytes = current;
+    double bestScore = 0;
+    for (Operation *candidate : candidates) {
+      if (recompute.contains(candidate))
+        continue;
+      // The candidate alone, and with the candidates that feed it: a chain
+      // of same-size ops (reshape -> softmax) only saves bytes as a whole.
+      OpSet single = {candidate}, chain = {candidate};
+      SmallVector<Operation *> worklist = {candidate};
+      while (!worklist.empty()) {
+        Operation *op = worklist.pop_back_val();
+        for (Value operand : op->getOperands()) {
+          Operation *def = operand.getDefiningOp();
+          if (def && candidateSet.contains(def) && !recompute.contains(def) &&
+              chain.insert(def).second)
+            worklist.push_back(def);
+        }
+      }
+      for (OpSet *move : {&single, &chain}) {
+        if (move == &chain && chain.size() == 1)
+          continue;
+        OpSet trial = recompute;
+        trial.insert(move->begin(), move->end());
+        OpSet trialNeeded;
+        int64_t bytes = step.keptBytes(stage, trial, &trialNeeded);
+        int64_t saved = current - bytes;
+        if (saved <= 0)
+          continue;
+        double score = saved;
+        if (time) {
+          double extra = addedTime(trialNeeded) - currentTime;
+          score = extra > 0 ? saved / extra
+                            : std::numeric_limits<double>::infinity();
+        }
+        // Ties: fewer kept bytes, then the smaller move.
+        if (!bestMove || score > bestScore ||
+            (score == bestScore &&
+             (bytes < bestBytes ||
+              (bytes == bestBytes && move->size() < bestMove->size())))) {
+          bestMove = *move;
+          bestScore = score;
+          bestBytes = bytes;
+        }
+      }
+    }
+    if (!bestMove)
+      break;
+    recompute.insert(bestMove->begin(), bestMove->end());
+    current = step.keptBytes(stage, recompute, &needed);
+    currentTime = time ? addedTime(needed) : 0;
+  }
+
+  // Keep only what pays: an op whose removal does not raise the kept bytes
+  // would only add time.
+  SmallVector<Operation *> chosen(recompute.begin(), recompute.end());
+  llvm::sort(chosen, [&](Operation *a, Operation *b) {
+    return step.position.lookup(a) > step.position.lookup(b);
+  });
+  for (Operation *op : chosen) {
+    OpSet without = recompute;
+    without.erase(op);
+    int64_t bytes = step.keptBytes(stage, without);
+    if (bytes <= current) {
+      recompute = std::move(without);
+      current = bytes;
+    }
+  }
+}
+
+struct RecomputePass : public pp::impl::RecomputePassBase<RecomputePass> {
+  using Base::Base;
+
+  void runOnOperation() override;
+};
+
+void RecomputePass::runOnOperation() {
+  ModuleOp module = getOperation();
+  auto func = module.lookupSymbol<func::FuncOp>(funcName);
+  if (!func) {
+    module.emitError() << "no function @" << funcName << " to recompute in";
+    return signalPassFailure();
+  }
+  if (!llvm::is_contained({"none", "full", "selective", "auto"},
+                          StringRef(policy))) {
+    module.emitError() << "pp-recompute: unknown policy '" << policy
+                       << "' (expected none, full, selective or auto)";
+    return signalPassFailure();
+  }
+  std::string kind = schedule;
+  if (kind.empty()) {
+    auto attr = module->getAttrOfType<StringAttr>("pp.schedule_kind");
+    kind = attr ? attr.getValue().str() : "1f1b";
+  }
+  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},
+                          StringRef(kind))) {
+    module.emitError() << "pp-recompute: unknown schedule '" << kind
+                       << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
+    return signalPassFailure();
+  }
+  int64_t m = microBatches;
+  if (m == 0) {
+    auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
+    m = attr ? attr.getInt() : 8;
+  }
+  if (m < 1) {
+    module.emitError() << "pp-recompute: micro-batches must be >= 1";
+    return signalPassFailure();
+  }
+  std::optional<pp::cluster::Cluster> cluster;
+  if (!clusterSpec.empty()) {
+    auto parsed = pp::cluster::parseClusterSpec(clusterSpec);
+    if (!parsed) {
+      module.emitError() << "cluster: " << llvm::toString(parsed.takeError());
+      return signalPassFailure();
+    }
+    if (parsed->devices.empty()) {
+      module.emitError() << "cluster: no devices";
+      return signalPassFailure();
+    }
+    cluster = std::move(*parsed);
+  } else if (policy == "auto") {
+    module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
+                          ".json> (the devices' memory and speed)";
+    return signalPassFailure();
+  }
+
+  auto order = module->getAttrOfType<ArrayAttr>("pp.device_order");
+  StepAnalysis step;
+  if (failed(step.init(func, order ? order.size() : 0)))
+    return signalPassFailure();
+  int64_t numStages = step.numStages;
+
+  // Devices: pp.device_order by name, else the cluster's order.
+  SmallVector<int> deviceOf(numStages, -1);
+  DenseMap<int, int64_t> stagesOnDevice;
+  if (cluster) {
+    for (int64_t s = 0; s < numStages; ++s) {
+      int index = -1;
+      if (order && s < static_cast<int64_t>(order.size()))
+        if (auto name = dyn_cast<StringAttr>(order[s]))
+          index = cluster->findDevice(name.getValue());
+      if (index < 0)
+        index = static_cast<int>(s % cluster->numDevices());
+      deviceOf[s] = index;
+      ++stagesOnDevice[index];
+    }
+  }
+  pp::AnalyticCostModel costModel;
+  auto timeOn = [&](int64_t stage) {
+    return [&, stage](Operation *op) {
+      return costModel.getForwardTime(op, cluster->devices[deviceOf[stage]]);
+    };
+  };
+
+  // Weights, gradients and optimizer state per stage (auto's budget).
+  double stateFactor = 0;
+  func.walk([&](Operation *op) {
+    if (auto sgd = dyn_cast<train::SGDOp>(op); sgd && sgd.getMomentumBuffer())
+      stateFactor = std::max(stateFactor, 1.0);
+    else if (isa<train::AdamOp>(op))
+      stateFactor = std::max(stateFactor, 2.0);
+  });
+  auto weightBytes = [&](int64_t stage) {
+    llvm::SetVector<StringAttr> globals;
+    int64_t bytes = 0;
+    for (Operation *op : step.forwardOps[stage])
+      for (Value operand : op->getOperands())
+        if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
+          auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+              read, read.getGlobalAttr());
+          if (global && global.getKind() == onnx::kTrainable &&
+              globals.insert(global.getSymNameAttr()))
+            bytes += pp::getTensorBytes(global.getType());
+        }
+    return static_cast<int64_t>(bytes * (2.0 + stateFactor));
+  };
+
+  struct StageReport {
+    int64_t before = 0, after = 0, inFlight = 0, budget = -1;
+    unsigned recomputed = 0;
+    double addedTime = 0;
+  };
+  SmallVector<StageReport> reports(numStages);
+  SmallVector<OpSet> chosen(numStages);
+  bool failedStage = false;
+  for (int64_t s = 0; s < numStages; ++s) {
+    StageReport &report = reports[s];
+    SmallVector<Operation *> recomputable;
+    for (Operation *op : step.forwardOps[s])
+      if (isRecomputable(op))
+        recomputable.push_back(op);
+    report.before = step.keptBytes(s, {});
+    report.inFlight = inFlight(kind, s, numStages, m);
+    OpSet &recompute = chosen[s];
+
+    if (policy == "full") {
+      recompute.insert(recomputable.begin(), recomputable.end());
+    } else if (policy == "selective") {
+      SmallVector<Operation *> candidates;
+      for (Operation *op : recomputable)
+        if (isMemoryBound(op))
+          candidates.push_back(op);
+      grow(step, s, candidates, recompute, nullptr,
+           [](int64_t) { return false; });
+    } else if (policy == "auto") {
+      const auto &device = cluster->devices[deviceOf[s]];
+      // A device's memory (or activation budget) is shared equally by the
+      // stages it runs (interleaved chunks).
+      int64_t sharing = stagesOnDevice[deviceOf[s]];
+      int64_t budget = activationBudget >= 0
+                           ? activationBudget / sharing
+                           : device.memoryBytes / sharing - weightBytes(s);
+      report.budget = budget;
+      auto fits = [&](int64_t kept) {
+        return kept * report.inFlight <= budget;
+      };
+      if (!fits(report.before)) {
+        OpSet all(recomputable.begin(), recomputable.end());
+        int64_t least = step.keptBytes(s, all);
+        if (!fits(least)) {
+          func.emitError() << llvm::formatv(
+              "pp-recompute: stage {0} on {1} does not fit even with full "
+              "recomputation: {2} micro-batches in flight x {3} kept bytes = "
+              "{4} bytes for an activation budget of {5} bytes, {6} bytes "
+              "short",
+              s, device.name, report.inFlight, least, least * report.inFlight,
+              budget, least * report.inFlight - budget);
+          failedStage = true;
+          continue;
+        }
+        grow(step, s, recomputable, recompute, timeOn(s), fits);
+        // The greedy moves can stall where only a larger segment saves
+        // bytes; full recomputation is known to fit.
+        if (!fits(step.keptBytes(s, recompute)))
+          recompute = std::move(all);
+      }
+    }
+  }
+  if (failedStage)
+    return signalPassFailure();
+
+  // Rewrite, then report.
+  for (int64_t s = 0; s < numStages; ++s) {
+    StageReport &report = reports[s];
+    OpSet needed;
+    report.after = step.keptBytes(s, chosen[s], &needed);
+    if (cluster)
+      for (Operation *op : needed)
+        report.addedTime += timeOn(s)(op);
+    report.recomputed = step.rewrite(s, needed).size();
+  }
+
+  if (reportFile.empty())
+    return;
+  std::string error;
+  auto out = pp::openReportFile(reportFile, &error);
+  if (!out) {
+    module.emitError() << "cannot write report: " << error;
+    return signalPassFailure();
+  }
+  llvm::raw_ostream &os = out->os();
+  os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
+                      "micro-batches, {3} stages ==\n",
+                      policy, kind, m, numStages);
+  for (int64_t s = 0; s < numStages; ++s) {
+    const StageReport &report = reports[s];
+    os << "stage " << s;
+    if (cluster)
+      os << " (" << cluster->devices[deviceOf[s]].name << ")";
+    os << ": kept per micro-batch " << formatBytes(report.before) << " -> "
+       << formatBytes(report.after) << "; " << report.recomputed
+       << " ops recomputed; added forward ";
+    if (cluster)
+      os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
+    else
+      os << "time n/a (no cluster)";
+    if (policy == "auto")
+      os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
+                          report.inFlight, report.after, report.budget);
+    os << "\n";
+  }
+  out->keep();
+}
+
+} // namespace

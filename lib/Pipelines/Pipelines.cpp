@@ -1,0 +1,87 @@
+//===- Pipelines.cpp - Named pass pipelines of pipeline-opt -----*- C++ -*-===//
+
+#include "pp/Pipelines/Pipelines.h"
+
+#include "pp/Dialect/PP/Transforms/Passes.h"
+#include "pp/Target/Program/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+
+using namespace mlir;
+
+void pp::buildTrainingStepPipeline(OpPassManager &pm,
+                                   const TrainingStepOptions &options) {
+  pm.addPass(createAddLossPass(options.addLossOptions(options.funcName)));
+  AutodiffPassOptions autodiff;
+  autodiff.funcName = options.funcName;
+  pm.addPass(createAutodiffPass(autodiff));
+  pm.addPass(createOptimizerPass(options.optimizerOptions(options.funcName)));
+}
+
+void pp::buildTrainingPipeline(OpPassManager &pm,
+                               const CompileOptions &options) {
+  // The importer names the model's function "main".
+  constexpr llvm::StringLiteral func = "main";
+  pm.addPass(createAddLossPass(options.addLossOptions(func)));
+  unsigned chunks = options.chunks;
+  if (chunks == 0)
+    chunks = options.schedule == "interleaved" ? 2 : 1;
+  PartitionPassOptions partition;
+  partition.clusterSpec = options.cluster;
+  partition.schedule = options.schedule;
+  partition.microBatches = options.microBatches;
+  partition.chunks = chunks;
+  // What the partitioner needs of the optimizer: its state per weight.
+  partition.optimizer = options.optimizer == "sgd"
+                            ? (options.momentum > 0 ? "momentum" : "sgd")
+                            : "adam";
+  partition.profileFile = options.profile;
+  partition.reportFile = options.report;
+  partition.recompute = options.recompute;
+  pm.addPass(createPartitionPass(partition));
+  pm.addPass(createAutodiffPass());
+  pm.addPass(createOptimizerPass(options.optimizerOptions(func)));
+  RecomputePassOptions recompute;
+  recompute.policy = options.recompute;
+  recompute.clusterSpec = options.cluster;
+  recompute.activationBudget = options.activationBudget;
+  if (options.recompute != "none")
+    recompute.reportFile = options.report;
+  pm.addPass(createRecomputePass(recompute));
+  SplitStagesPassOptions split;
+  split.microBatches = options.microBatches;
+  split.splitBackward = options.schedule == "zb-h1";
+  pm.addPass(createSplitStagesPass(split));
+  MaterializeSchedulePassOptions schedule;
+  schedule.kind = options.schedule;
+  schedule.chunks = chunks;
+  pm.addPass(createMaterializeSchedulePass(schedule));
+  pm.addPass(createMemoryPlanPass());
+  PlanReportPassOptions plan;
+  plan.clusterSpec = options.cluster;
+  plan.profileFile = options.profile;
+  plan.summaryFile = options.report;
+  plan.outputDir = options.planDir;
+  pm.addPass(createPlanReportPass(plan));
+  if (!options.emitDir.empty()) {
+    EmitProgramPassOptions emit;
+    emit.outputDir = options.emitDir;
+    emit.fuseElementwise = options.fuseElementwise;
+    pm.addPass(createEmitProgramPass(emit));
+  }
+}
+
+void pp::registerPipelines() {
+  PassPipelineRegistration<CompileOptions>(
+      "pp-compile",
+      "ONNX model to a scheduled pipeline and its predicted plan: "
+      "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
+      "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan, "
+      "--pp-plan-report, then --pp-emit-program with emit-dir",
+      buildTrainingPipeline);
+  PassPipelineRegistration<TrainingStepOptions>(
+      "pp-training-step",
+      "Forward function to training step: --pp-add-loss, --pp-autodiff, "
+      "--pp-optimizer",
+      buildTrainingStepPipeline);
+}

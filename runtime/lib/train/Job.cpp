@@ -1,0 +1,427 @@
+//===- Job.cpp - What every rank of a training process shares -------------===//
+//
+// Validating the program, opening the data file, loading or drawing the
+// step inputs, uploading the constants; and finding this process's place
+// under mpirun.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Job.h"
+#include "Util.h"
+
+#include "pp/Runtime/Half.h"
+#include "pp/Runtime/Memory.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <fcntl.h>
+#include <random>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace pp::rt;
+using namespace pp::rt::train;
+
+namespace {
+
+/// The dtypes of the scalar outputs that are reported (losses, metrics).
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F64 || dtype == DType::F16 ||
+         dtype == DType::BF16;
+}
+
+/// pp-interpret's randomTensor: uniform floats in [-1, 1), integers in
+/// [0, bound), from one generator over the inputs in order.
+void fillRandom(HostTensor &t, int64_t bound, std::mt19937_64 &rng) {
+  auto unit = [&] { return double(rng() >> 11) * 0x1.0p-53; };
+  if (bound <= 0)
+    bound = 10;
+  t.bytes.assign(static_cast<size_t>(t.numel() * dtypeSize(t.dtype)), 0);
+  char *data = t.bytes.data();
+  for (int64_t i = 0, e = t.numel(); i < e; ++i) {
+    switch (t.dtype) {
+    case DType::F32:
+      reinterpret_cast<float *>(data)[i] = static_cast<float>(2 * unit() - 1);
+      break;
+    case DType::F64:
+      reinterpret_cast<double *>(data)[i] = 2 * unit() - 1;
+      break;
+    case DType::F16:
+      reinterpret_cast<uint16_t *>(data)[i] = doubleToHalf(2 * unit() - 1);
+      break;
+    case DType::BF16:
+      reinterpret_cast<uint16_t *>(data)[i] = doubleToBFloat16(2 * unit() - 1);
+      break;
+    case DType::Bool:
+      reinterpret_cast<uint8_t *>(data)[i] = rng() & 1;
+      break;
+    case DType::I64:
+      reinterpret_cast<int64_t *>(data)[i] =
+          static_cast<int64_t>(rng() % bound);
+      break;
+    case DType::I32:
+      reinterpret_cast<int32_t *>(data)[i] =
+          static_cast<int32_t>(rng() % bound);
+      break;
+    case DType::I8:
+      reinterpret_cast<int8_t *>(data)[i] =
+          static_cast<int8_t>(rng() % std::min<int64_t>(bound, 128));
+      break;
+    case DType::U8:
+      reinterpret_cast<uint8_t *>(data)[i] =
+          static_cast<uint8_t>(rng() % std::min<int64_t>(bound, 256));
+      break;
+    case DType::U32:
+      reinterpret_cast<uint32_t *>(data)[i] =
+          static_cast<uint32_t>(rng() % bound);
+      break;
+    case DType::U64:
+      reinterpret_cast<uint64_t *>(data)[i] = rng() % bound;
+      break;
+    }
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// This process in the job
+//===----------------------------------------------------------------------===//
+
+int pp::rt::train::environmentRank() {
+  for (const char *name : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "PMIX_RANK"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 0;
+}
+
+bool pp::rt::train::launchedByMPI() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+}
+
+int pp::rt::train::localRank(int rank) {
+  for (const char *name :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return rank;
+}
+
+std::unique_ptr<Communicator>
+pp::rt::train::createWorldCommunicator(int *argc, char ***argv,
+                                       std::string &error) {
+#if defined(PP_TRAIN_HAVE_MPI)
+  std::unique_ptr<Communicator> comm = createMPICommunicator(argc, argv);
+  // MPI moves host memory; device tensors go through host copies.
+  if (comm && std::string(backendName()) != "cpu")
+    return stageThroughHost(std::move(comm));
+  return comm;
+#elif defined(PP_TRAIN_HAVE_NCCL)
+  std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
+  if (!comm)
+    error = "cannot start NCCL (see the message above)";
+  return comm;
+#else
+  (void)argc, (void)argv;
+  error = "launched by mpirun, but this executable was built without MPI: "
+          "run it with --local";
+  return nullptr;
+#endif
+}
+
+std::string pp::rt::train::executableDir(const char *argv0) {
+  char buffer[4096];
+  ssize_t n = readlink("/proc/self/exe", buffer, sizeof(buffer) - 1);
+  std::string path = n > 0 ? std::string(buffer, static_cast<size_t>(n))
+                           : std::string(argv0 ? argv0 : "");
+  size_t slash = path.rfind('/');
+  return slash == std::string::npos ? "." : path.substr(0, slash);
+}
+
+//===----------------------------------------------------------------------===//
+// The job
+//===----------------------------------------------------------------------===//
+
+Job::~Job() {
+  if (dataFd >= 0)
+    close(dataFd);
+  for (auto &[device, buffers] : constants)
+    for (void *buffer : buffers)
+      freeBuffer(buffer);
+}
+
+bool Job::validateProgram(std::string &error) {
+  const ProgramInfo &p = program;
+  auto fail = [&](const std::string &message) {
+    error = "invalid program '" + p.modelName + "': " + message;
+    return false;
+  };
+  numStages = p.numStages;
+  microBatches = p.microBatches;
+  numDevices = static_cast<int>(p.schedule.size());
+  if (numDevices < 1)
+    return fail("the schedule has no device");
+  if (numStages < 1 || microBatches < 1)
+    return fail("numStages and microBatches must be positive");
+  if (static_cast<int64_t>(p.stageGlobals.size()) != numStages)
+    return fail("stageGlobals has " + std::to_string(p.stageGlobals.size()) +
+                " entries for " + std::to_string(numStages) + " stages");
+  stageDevice.assign(static_cast<size_t>(numStages), -1);
+  deviceStages.assign(static_cast<size_t>(numDevices), {});
+  deviceArena.assign(static_cast<size_t>(numDevices), 0);
+  for (int d = 0; d < numDevices; ++d) {
+    for (const ActionInfo &action : p.schedule[d]) {
+      if (action.stage < 0 || action.stage >= numStages)
+        return fail("device " + std::to_string(d) + " runs stage " +
+                    std::to_string(action.stage));
+      int &owner = stageDevice[action.stage];
+      if (owner >= 0 && owner != d)
+        return fail("stage " + std::to_string(action.stage) +
+                    " runs on devices " + std::to_string(owner) + " and " +
+                    std::to_string(d));
+      if (owner < 0)
+        deviceStages[d].push_back(action.stage);
+      owner = d;
+      if (action.microBatch < -1 || action.microBatch >= microBatches)
+        return fail("an action of device " + std::to_string(d) +
+                    " has micro-batch " + std::to_string(action.microBatch));
+      if (action.function < 0)
+        continue;
+      if (action.function >= static_cast<int>(p.functions.size()))
+        return fail("an action of device " + std::to_string(d) +
+                    " calls function " + std::to_string(action.function));
+      const FunctionInfo &f = p.functions[action.function];
+      if (!f.function)
+        return fail("function '" + f.name + "' has no code");
+      if (f.stage != action.stage)
+        return fail("function '" + f.name + "' belongs to stage " +
+                    std::to_string(f.stage) +
+                    ", the schedule runs it as stage " +
+                    std::to_string(action.stage));
+      deviceArena[d] = std::max(deviceArena[d], f.arenaBytes);
+    }
+  }
+  for (int64_t s = 0; s < numStages; ++s)
+    for (int id : p.stageGlobals[s])
+      if (id < 0 || id >= static_cast<int>(p.globals.size()))
+        return fail("stage " + std::to_string(s) + " holds global " +
+                    std::to_string(id) + " of " +
+                    std::to_string(p.globals.size()));
+  for (const InputInfo &input : p.inputs)
+    if (input.shape.empty() || input.shape[0] % microBatches != 0)
+      return fail("input '" + input.name + "' " +
+                  describe(input.dtype, input.shape) + " does not split into " +
+                  std::to_string(microBatches) + " micro-batches along dim 0");
+  for (int d = 0; d < numDevices; ++d) {
+    std::string name =
+        d < static_cast<int>(p.deviceNames.size()) && !p.deviceNames[d].empty()
+            ? p.deviceNames[d]
+            : std::string(backendName()) + std::to_string(d);
+    deviceNames.push_back(name);
+  }
+
+  // The loss: the output named "loss", else the first reported scalar.
+  for (size_t i = 0; i < p.outputs.size(); ++i) {
+    const OutputInfo &out = p.outputs[i];
+    if (numelOf(out.shape) == 1 && isFloat(out.dtype) &&
+        (out.combine == "mean" || out.combine == "sum")) {
+      if (out.name == "loss" && lossIndex < 0)
+        lossIndex = static_cast<int>(reported.size());
+      reported.push_back(static_cast<int>(i));
+    }
+  }
+  if (lossIndex < 0 && !reported.empty())
+    lossIndex = 0;
+  samplesPerStep = p.inputs.empty() ? 0 : p.inputs[0].shape[0];
+  return true;
+}
+
+bool Job::readData(int64_t offset, int64_t bytes, void *dst, std::string &what,
+                   std::string &error) {
+  int64_t done = 0;
+  while (done < bytes) {
+    ssize_t n = pread(dataFd, static_cast<char *>(dst) + done,
+                      static_cast<size_t>(bytes - done), offset + done);
+    if (n <= 0) {
+      error = "cannot read " + what + " from the data file '" + dataPath +
+              "' (bytes " + std::to_string(offset) + ".." +
+              std::to_string(offset + bytes) + ")";
+      return false;
+    }
+    done += n;
+  }
+  return true;
+}
+
+bool Job::load(std::string &error) {
+  if (!openDataFile(error))
+    return false;
+
+  // Resume: the seed and step count of the checkpoint (read first: random
+  // inputs are drawn from the seed).
+  seed = options.seed;
+  if (!options.resumeDir.empty()) {
+    if (!readResumeMeta(*this, resume, error))
+      return false;
+    seed = resume.seed;
+    resuming = true;
+  }
+  return loadInputs(error);
+}
+
+bool Job::openDataFile(std::string &error) {
+  const ProgramInfo &p = program;
+  // The data file: --data-file as given, else next to the executable.
+  dataPath = !options.dataFile.empty() ? options.dataFile
+                                       : resolveNextTo(exeDir, p.dataFile);
+  bool needsData = !p.globals.empty() || !p.constants.empty();
+  if (needsData) {
+    if (dataPath.empty()) {
+      error = "the program names no data file: pass --data-file PATH";
+      return false;
+    }
+    dataFd = open(dataPath.c_str(), O_RDONLY | O_CLOEXEC);
+    if (dataFd < 0) {
+      error = "cannot open the data file '" + dataPath +
+              "': " + std::strerror(errno);
+      return false;
+    }
+    struct stat info;
+    fstat(dataFd, &info);
+    int64_t size = info.st_size;
+    auto check = [&](const std::string &what, DType dtype,
+                     const std::vector<int64_t> &shape, int64_t offset) {
+      int64_t bytes = numelOf(shape) * dtypeSize(dtype);
+      if (offset < 0 || offset + bytes > size) {
+        error = "the data file '" + dataPath + "' (" + std::to_string(size) +
+                " bytes) has no room for " + what + " (" +
+                describe(dtype, shape) + " at byte " + std::to_string(offset) +
+                "): is it the file of this program?";
+        return false;
+      }
+      return true;
+    };
+    for (const GlobalInfo &g : p.globals)
+      if (!check("global '" + g.name + "'", g.dtype, g.shape, g.dataOffset))
+        return false;
+    for (size_t i = 0; i < p.constants.size(); ++i)
+      if (!check("constant " + std::to_string(i), p.constants[i].dtype,
+                 p.constants[i].shape, p.constants[i].dataOffset))
+        return false;
+  }
+  return true;
+}
+
+bool Job::loadInputs(std::string &error) {
+  const ProgramInfo &p = program;
+  inputData.assign(p.inputs.size(), HostTensor());
+  bool fromFiles = !options.dataFiles.empty() || !options.dataDir.empty();
+  if (!fromFiles) {
+    std::mt19937_64 rng(seed);
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      inputData[i].dtype = p.inputs[i].dtype;
+      inputData[i].shape = p.inputs[i].shape;
+      fillRandom(inputData[i], p.inputs[i].randomBound, rng);
+    }
+    numBatches = 1;
+    return true;
+  }
+  std::vector<std::string> paths(p.inputs.size());
+  for (const auto &[name, path] : options.dataFiles) {
+    auto it =
+        std::find_if(p.inputs.begin(), p.inputs.end(),
+                     [&](const InputInfo &in) { return in.name == name; });
+    if (it == p.inputs.end()) {
+      std::string names;
+      for (const InputInfo &in : p.inputs)
+        names += (names.empty() ? "'" : ", '") + in.name + "'";
+      error = "--data " + name + "=" + path + ": the program has no input '" +
+              name + "' (inputs: " + names + ")";
+      return false;
+    }
+    paths[it - p.inputs.begin()] = path;
+  }
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    if (!options.dataDir.empty()) {
+      paths[i] = options.dataDir + "/" + p.inputs[i].name + ".npy";
+      std::string stemmed =
+          options.dataDir + "/" + fileStem(p.inputs[i].name) + ".npy";
+      if (!fileExists(paths[i]) && fileExists(stemmed))
+        paths[i] = stemmed;
+    }
+    if (paths[i].empty()) {
+      error = "no data for input '" + p.inputs[i].name + "': pass --data " +
+              p.inputs[i].name + "=FILE.npy";
+      return false;
+    }
+  }
+  for (size_t i = 0; i < p.inputs.size(); ++i) {
+    const InputInfo &info = p.inputs[i];
+    HostTensor &t = inputData[i];
+    if (!readNpy(paths[i], t, error)) {
+      error = "--data for input '" + info.name + "': " + error;
+      return false;
+    }
+    int64_t batch = info.shape[0];
+    bool ok =
+        t.dtype == info.dtype && t.shape.size() == info.shape.size() &&
+        !t.shape.empty() && t.shape[0] > 0 && t.shape[0] % batch == 0 &&
+        std::equal(t.shape.begin() + 1, t.shape.end(), info.shape.begin() + 1);
+    if (!ok) {
+      std::vector<int64_t> expected = info.shape;
+      std::string dims = "[N*" + std::to_string(batch);
+      for (size_t d = 1; d < expected.size(); ++d)
+        dims += ", " + std::to_string(expected[d]);
+      error = "--data '" + paths[i] + "' for input '" + info.name +
+              "': expected " + dtypeName(info.dtype) + dims +
+              "] (whole batches of " + std::to_string(batch) + "), got " +
+              describe(t.dtype, t.shape);
+      return false;
+    }
+    int64_t count = t.shape[0] / batch;
+    if (i == 0) {
+      numBatches = count;
+    } else if (count != numBatches) {
+      error = "--data: '" + paths[i] + "' holds " + std::to_string(count) +
+              " batches of input '" + info.name + "', '" + paths[0] +
+              "' holds " + std::to_string(numBatches) + " of input '" +
+              p.inputs[0].name + "'";
+      return false;
+    }
+  }
+  return true;
+}
+
+const std::vector<void *> *Job::uploadConstants(int device,
+                                                std::string &error) {
+  std::lock_guard<std::mutex> lock(constantsMutex);
+  auto it = constants.find(device);
+  if (it != constants.end())
+    return &it->second;
+  std::vector<void *> buffers;
+  auto fail = [&] {
+    for (void *buffer : buffers)
+      freeBuffer(buffer);
+    return nullptr;
+  };
+  std::vector<char> host;
+  for (size_t i = 0; i < program.constants.size(); ++i) {
+    const ConstantInfo &c = program.constants[i];
+    int64_t bytes = numelOf(c.shape) * dtypeSize(c.dtype);
+    void *buffer = allocateBuffer(bytes);
+    if (!buffer) {
+      error = "out of memory for constant " + std::to_string(i) + " (" +
+              std::to_string(bytes) + " bytes)";
+      return fail();
+    }
+    buffers.push_back(buffer);
+    host.resize(static_cast<size_t>(bytes));
+    std::string what = "constant " + std::to_string(i);
+    if (!readData(c.dataOffset, bytes, host.data(), what, error))
+      return fail();
+    copyToBuffer(buffer, host.data(), bytes);
+  }
+  return &(constants[device] = std::move(buffers));
+}

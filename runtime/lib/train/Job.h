@@ -1,0 +1,116 @@
+//===- Job.h - What every rank of a training process shares -----*- C++ -*-===//
+//
+// The job: the validated program, the options, the initial-value data file,
+// the step inputs in host memory and the constants uploaded once per device;
+// and how this process finds its place in the job (mpirun's environment,
+// the world communicator, the executable's directory).
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_TRAIN_JOB_H
+#define PP_RUNTIME_TRAIN_JOB_H
+
+#include "Checkpoint.h"
+#include "HostTensor.h"
+#include "Options.h"
+
+#include "pp/Runtime/Comm.h"
+#include "pp/Runtime/Program.h"
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace pp::rt::train {
+
+/// The rank mpirun gives this process, before MPI starts; 0 otherwise.
+int environmentRank();
+
+/// Whether mpirun started this process (Open MPI or a PMI launcher).
+bool launchedByMPI();
+
+/// The node-local rank (which GPU a rank of a multi-GPU node uses).
+int localRank(int rank);
+
+/// The communicator of a job launched by mpirun: MPI (through host copies
+/// on the CUDA backend), else NCCL; null with `error` set when this build
+/// has neither.
+std::unique_ptr<Communicator> createWorldCommunicator(int *argc, char ***argv,
+                                                      std::string &error);
+
+/// The directory of the running executable (its data file lies there).
+std::string executableDir(const char *argv0);
+
+/// What every rank of this process shares. Read-only once loaded, except
+/// the per-device constants (guarded by constantsMutex) and `aborted`.
+struct Job {
+  Job(const ProgramInfo &program, TrainOptions options)
+      : program(program), options(std::move(options)) {}
+  ~Job();
+
+  const ProgramInfo &program;
+  TrainOptions options;
+  std::string exeDir;
+  int numDevices = 0;
+  int64_t numStages = 0;
+  int64_t microBatches = 1;
+  /// stageDevice[s]: the device whose actions run stage s (-1: none).
+  std::vector<int> stageDevice;
+  std::vector<std::vector<int64_t>> deviceStages;
+  std::vector<int64_t> deviceArena;
+  std::vector<std::string> deviceNames;
+
+  // Initial values (pread is safe from every rank's thread).
+  std::string dataPath;
+  int dataFd = -1;
+
+  // Step inputs in host memory: every batch of each input.
+  std::vector<HostTensor> inputData;
+  int64_t numBatches = 1;
+
+  /// Scalar float outputs combined by mean or sum: printed and logged.
+  std::vector<int> reported;
+  int lossIndex = -1; // into `reported`
+  int64_t samplesPerStep = 0;
+
+  uint64_t seed = 0;
+  bool resuming = false;
+  CheckpointMeta resume;
+
+  /// Constants uploaded once per backend device.
+  std::mutex constantsMutex;
+  std::map<int, std::vector<void *>> constants;
+
+  /// --local: set by the rank that failed first, so the others, woken by
+  /// the abort, stop without a second report.
+  std::atomic<bool> aborted{false};
+
+  /// Checks the program's tables (schedule, stages, globals, inputs) and
+  /// derives the device layout and the reported outputs from them.
+  bool validateProgram(std::string &error);
+  /// Opens the data file, reads the checkpoint's meta under --resume and
+  /// loads the step inputs (--data files, else one random batch).
+  bool load(std::string &error);
+  /// Reads `bytes` at `offset` of the data file; `what` names the value in
+  /// the error.
+  bool readData(int64_t offset, int64_t bytes, void *dst, std::string &what,
+                std::string &error);
+  /// The constants on backend device `device`, uploaded on first use; null
+  /// with `error` set on failure.
+  const std::vector<void *> *uploadConstants(int device, std::string &error);
+  /// The index of the first step this run trains.
+  int64_t firstStep() const { return resuming ? resume.completedSteps : 0; }
+
+private:
+  /// Opens the data file and checks that every global and constant fits.
+  bool openDataFile(std::string &error);
+  /// The step inputs: the --data files, else one batch drawn from `seed`.
+  bool loadInputs(std::string &error);
+};
+
+} // namespace pp::rt::train
+
+#endif // PP_RUNTIME_TRAIN_JOB_H

@@ -1,0 +1,465 @@
+//===- Rank.cpp - One device's schedule, step after step ------------------===//
+//
+// Every step, a rank runs its device's actions in order on the StageState
+// of each stage it holds, then all ranks reduce the step's reported outputs
+// (summed in double, divided for "mean", rounded to the output's dtype, as
+// the reference interpreter's pipeline mode combines them) and busy times.
+// Failures are agreed on, or stop every rank through the communicator's
+// abort, so no rank waits forever for a failed peer.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Rank.h"
+#include "Checkpoint.h"
+#include "Export.h"
+#include "Report.h"
+#include "Util.h"
+
+#include "pp/Runtime/Half.h"
+#include "pp/Runtime/Memory.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+using namespace pp::rt;
+using namespace pp::rt::train;
+
+namespace {
+
+/// The pipeline-runner combination of a scalar: summed in double, divided
+/// for "mean", then rounded to the output's dtype.
+double roundTo(DType dtype, double value) {
+  switch (dtype) {
+  case DType::F32:
+    return static_cast<float>(value);
+  case DType::F16:
+    return halfToFloat(doubleToHalf(value));
+  case DType::BF16:
+    return bfloat16ToFloat(doubleToBFloat16(value));
+  default:
+    return value;
+  }
+}
+
+} // namespace
+
+Rank::~Rank() {
+  // What a failed step left behind goes back to the pool, which frees it.
+  for (auto &[s, state] : stages) {
+    for (auto &[key, t] : state->stashed)
+      pool.release(t);
+    for (auto &[slot, t] : state->sums)
+      pool.release(t);
+  }
+  stages.clear();
+  for (auto &[key, t] : local)
+    pool.release(t);
+  if (arena)
+    freeBuffer(arena);
+  if (hasKernelContext)
+    destroyKernelContext(kernels);
+}
+
+void Rank::abortJob(const std::string &message) {
+  if (job.aborted.exchange(true))
+    return; // another rank of this process failed first and said why
+  std::fprintf(stderr, "%s\n", message.c_str());
+  std::fflush(stderr);
+  comm.abort("stopping every rank after the error above");
+}
+
+void Rank::report(const std::string &message) {
+  if (rank == 0) {
+    std::fprintf(stderr, "%s\n", message.c_str());
+    std::fflush(stderr);
+  }
+}
+
+Status Rank::allReduce(std::vector<double> &values) {
+  Tensor t{allocateBuffer(static_cast<int64_t>(values.size() * 8)),
+           DType::F64,
+           {static_cast<int64_t>(values.size())}};
+  if (!t.data)
+    return Status::error("out of memory for an all-reduce");
+  Status s;
+  try {
+    copyToBuffer(t.data, values.data(), t.bytes());
+    s = comm.allReduceSum(t);
+    if (s.ok())
+      copyFromBuffer(values.data(), t.data, t.bytes());
+  } catch (const std::exception &e) {
+    s = Status::error(e.what());
+  }
+  freeBuffer(t.data);
+  return s;
+}
+
+bool Rank::agree(bool ok, const std::string &error) {
+  std::vector<double> failed(static_cast<size_t>(comm.size()), 0.0);
+  failed[rank] = ok ? 0.0 : 1.0;
+  Status s = allReduce(failed);
+  if (!s.ok()) {
+    abortJob("error: rank " + std::to_string(rank) + " (device " +
+             deviceName() + "): " + (ok ? s.message : error));
+    return false;
+  }
+  for (int r = 0; r < comm.size(); ++r) {
+    if (failed[r] == 0.0)
+      continue;
+    if (r == rank) {
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+      std::fflush(stderr);
+    }
+    return false;
+  }
+  return true;
+}
+
+bool Rank::setup(std::string &error) {
+  int count = backendDeviceCount();
+  if (count < 1) {
+    error = std::string("no ") + backendName() + " device";
+    return false;
+  }
+  int device = (job.options.local ? rank : localRank(rank)) % count;
+  kernels.numThreads = job.options.threads;
+  if (Status s = createKernelContext(kernels, device); !s.ok()) {
+    error = "rank " + std::to_string(rank) + ": " + s.message;
+    return false;
+  }
+  hasKernelContext = true;
+  arenaBytes = job.deviceArena[rank];
+  arena = allocateBuffer(arenaBytes);
+  if (!arena) {
+    error = "rank " + std::to_string(rank) + ": out of memory for the arena (" +
+            std::to_string(arenaBytes) + " bytes)";
+    return false;
+  }
+  constants = job.uploadConstants(device, error);
+  if (!constants)
+    return false;
+  for (int64_t s : job.deviceStages[rank])
+    stages[s] = std::make_unique<StageState>(*this, s, job.seed + s);
+  if (!loadGlobals(error))
+    return false;
+  if (job.resuming && !restoreRankCheckpoint(job, rank, stages, error))
+    return false;
+  totalBusyMs.assign(static_cast<size_t>(job.numStages), 0.0);
+  return true;
+}
+
+bool Rank::loadGlobals(std::string &error) {
+  const ProgramInfo &p = job.program;
+  std::vector<char> host;
+  for (auto &[s, state] : stages) {
+    for (int id : p.stageGlobals[s]) {
+      const GlobalInfo &g = p.globals[id];
+      Tensor t{nullptr, g.dtype, g.shape};
+      t.data = allocateBuffer(t.bytes());
+      if (!t.data) {
+        error = "rank " + std::to_string(rank) +
+                ": out of memory for global '" + g.name + "'";
+        return false;
+      }
+      state->globals[id] = t;
+      globalBytes += t.bytes();
+      host.resize(static_cast<size_t>(t.bytes()));
+      std::string what = "global '" + g.name + "'";
+      if (!job.readData(g.dataOffset, t.bytes(), host.data(), what, error))
+        return false;
+      copyToBuffer(t.data, host.data(), t.bytes());
+    }
+  }
+  return true;
+}
+
+bool Rank::runAction(const ActionInfo &action) {
+  const FunctionInfo &f = job.program.functions[action.function];
+  StageState &state = *stages[action.stage];
+  auto where = [&] {
+    return "error: rank " + std::to_string(rank) + " (device " + deviceName() +
+           "), stage " + std::to_string(action.stage) + ", micro-batch " +
+           std::to_string(action.microBatch) + ", " + action.kind + " " +
+           f.name + ": ";
+  };
+  std::string stepNote = " (step " + std::to_string(step + 1) + ")";
+  double start = nowSeconds();
+  try {
+    f.function(state, action.microBatch);
+    Status s = synchronizeKernels(kernels);
+    if (!s.ok())
+      throw StageError("kernels", s.message);
+  } catch (const StageError &e) {
+    abortJob(where() + "op " + e.op + ": " + e.what() + stepNote);
+    return false;
+  } catch (const std::exception &e) {
+    abortJob(where() + e.what() + stepNote);
+    return false;
+  }
+  busyMs[action.stage] += (nowSeconds() - start) * 1e3 - waitMs[action.stage];
+  waitMs[action.stage] = 0;
+  return true;
+}
+
+bool Rank::writeCheckpoint() {
+  const ProgramInfo &p = job.program;
+  const std::string &dir = job.options.checkpointDir;
+  std::string error;
+  bool ok = makeDirectories(dir, error) &&
+            writeRankCheckpoint(
+                dir, captureRankCheckpoint(job, rank, stages, step + 1), error);
+  // Rank 0 describes the checkpoint once every rank has written its part.
+  if (!agree(ok, "--checkpoint: rank " + std::to_string(rank) + ": " + error))
+    return false;
+  if (rank == 0) {
+    CheckpointMeta meta{p.modelName, step + 1, job.numDevices, job.numStages,
+                        job.seed};
+    if (!writeCheckpointMeta(dir, meta, error)) {
+      report("error: --checkpoint: " + error);
+      return false;
+    }
+  }
+  return true;
+}
+
+bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
+                      StepLog &log) {
+  // A value stashed and never unstashed is a schedule error.
+  for (auto &[s, state] : stages)
+    if (!state->stashed.empty()) {
+      abortJob("error: rank " + std::to_string(rank) + " (device " +
+               deviceName() + "), stage " + std::to_string(s) + ", step " +
+               std::to_string(step + 1) + ": the step left " +
+               std::to_string(state->stashed.size()) +
+               " stashed value(s) that no backward took");
+      return false;
+    }
+
+  // [partial sum, micro-batches, producing stage + 1] per reported output,
+  // then the busy time of every stage.
+  size_t k = job.reported.size();
+  std::vector<double> stats(3 * k + static_cast<size_t>(job.numStages), 0.0);
+  for (size_t i = 0; i < k; ++i) {
+    for (int64_t mb = 0; mb < job.microBatches; ++mb)
+      if (outputSeen[i][mb]) {
+        stats[3 * i] += outputParts[i][mb];
+        stats[3 * i + 1] += 1;
+      }
+    if (stats[3 * i + 1] > 0)
+      stats[3 * i + 2] = static_cast<double>(outputStage[i] + 1);
+  }
+  for (int64_t s = 0; s < job.numStages; ++s)
+    stats[3 * k + s] = busyMs[s];
+  if (Status s = allReduce(stats); !s.ok()) {
+    abortJob("error: rank " + std::to_string(rank) + " (device " +
+             deviceName() + "), step " + std::to_string(step + 1) +
+             ": gathering the step's outputs: " + s.message);
+    return false;
+  }
+  double stepSeconds = nowSeconds() - startSeconds;
+
+  // Every rank sees the same reduced values, so all stop alike.
+  std::vector<double> values(k);
+  for (size_t i = 0; i < k; ++i) {
+    const OutputInfo &info = job.program.outputs[job.reported[i]];
+    int64_t stage = static_cast<int64_t>(stats[3 * i + 2]) - 1;
+    if (stats[3 * i + 1] != static_cast<double>(job.microBatches)) {
+      report("error: step " + std::to_string(step + 1) + ": output '" +
+             info.name + "' was produced for " +
+             std::to_string(static_cast<int64_t>(stats[3 * i + 1])) + " of " +
+             std::to_string(job.microBatches) + " micro-batches");
+      return false;
+    }
+    double total = stats[3 * i];
+    if (info.combine == "mean")
+      total /= static_cast<double>(job.microBatches);
+    values[i] = roundTo(info.dtype, total);
+    if (!std::isfinite(values[i])) {
+      int producer = stage >= 0 ? job.stageDevice[stage] : -1;
+      report("error: rank " + std::to_string(producer) + " (device " +
+             (producer >= 0 ? job.deviceNames[producer] : "?") + "), stage " +
+             std::to_string(stage) + ", step " + std::to_string(step + 1) +
+             ": output '" + info.name + "' is " +
+             (std::isnan(values[i]) ? "NaN" : "infinite"));
+      return false;
+    }
+  }
+  for (int64_t s = 0; s < job.numStages; ++s)
+    totalBusyMs[s] += stats[3 * k + s];
+  if (rank != 0)
+    return true;
+
+  double samplesPerSecond =
+      stepSeconds > 0 ? static_cast<double>(job.samplesPerStep) / stepSeconds
+                      : 0;
+  double elapsed = nowSeconds() - loopStart;
+  double eta = elapsed / static_cast<double>(stepsDone) *
+               static_cast<double>(job.options.steps - (step + 1));
+  printProgress(job, step, values, samplesPerSecond, eta);
+  if (log.isOpen())
+    log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
+              samplesPerSecond, stepSeconds * 1e3, &stats[3 * k]);
+  return true;
+}
+
+bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
+  const TrainOptions &options = job.options;
+  StepLog log;
+  std::string error;
+  if (rank == 0 && !options.logFile.empty())
+    log.open(options.logFile, job.numStages, job.resuming, error);
+  if (!agree(error.empty(), error))
+    return false;
+
+  size_t k = job.reported.size();
+  double loopStart = nowSeconds();
+  bool ok = true;
+  for (step = job.firstStep(); ok && step < options.steps; ++step) {
+    double start = nowSeconds();
+    outputParts.assign(k, std::vector<double>(job.microBatches, 0.0));
+    outputSeen.assign(k, std::vector<char>(job.microBatches, 0));
+    outputStage.assign(k, -1);
+    busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
+    waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
+    for (const ActionInfo &action : job.program.schedule[rank]) {
+      if (action.function < 0)
+        continue; // nothing to run (a reduction with nothing to reduce)
+      if (!(ok = runAction(action)))
+        break;
+    }
+    ok = ok && finishStep(start, loopStart, ++stepsRun, log);
+    if (ok && options.checkpointEvery > 0 &&
+        (step + 1) % options.checkpointEvery == 0)
+      ok = writeCheckpoint();
+  }
+  seconds = nowSeconds() - loopStart;
+  return ok;
+}
+
+bool Rank::gather(bool trainableOnly, NamedTensors &values,
+                  std::string &error) {
+  const ProgramInfo &p = job.program;
+  bool ok = true;
+  for (size_t id = 0; id < p.globals.size(); ++id) {
+    const GlobalInfo &g = p.globals[id];
+    if (trainableOnly && !g.trainable)
+      continue;
+    // The owner's copy; a global its owner does not hold comes from the
+    // first stage holding it, one no stage holds is its initial value.
+    int64_t holder = -1;
+    auto holds = [&](int64_t s) {
+      return s >= 0 && s < job.numStages &&
+             std::count(p.stageGlobals[s].begin(), p.stageGlobals[s].end(),
+                        static_cast<int>(id));
+    };
+    if (holds(g.ownerStage))
+      holder = g.ownerStage;
+    for (int64_t s = 0; holder < 0 && s < job.numStages; ++s)
+      if (holds(s))
+        holder = s;
+    int from = holder >= 0 ? job.stageDevice[holder] : 0;
+    HostTensor host{g.dtype, g.shape, {}};
+    host.bytes.resize(
+        static_cast<size_t>(numelOf(g.shape) * dtypeSize(g.dtype)));
+    int64_t bytes = static_cast<int64_t>(host.bytes.size());
+    if (from == rank) {
+      if (holder < 0) {
+        std::string what = "global '" + g.name + "'";
+        ok = ok &&
+             job.readData(g.dataOffset, bytes, host.bytes.data(), what, error);
+      } else {
+        const Tensor &t = stages[holder]->globals[static_cast<int>(id)];
+        if (rank == 0) {
+          copyFromBuffer(host.bytes.data(), t.data, bytes);
+        } else if (Status s = comm.send(t, 0, kDriverTag); !s.ok()) {
+          error = "sending global '" + g.name + "' to rank 0: " + s.message;
+          return false;
+        }
+      }
+    } else if (rank == 0) {
+      Tensor t{allocateBuffer(bytes), g.dtype, g.shape};
+      if (!t.data) {
+        error = "out of memory receiving global '" + g.name + "'";
+        return false;
+      }
+      Status s = comm.recv(t, from, kDriverTag);
+      if (s.ok())
+        copyFromBuffer(host.bytes.data(), t.data, bytes);
+      freeBuffer(t.data);
+      if (!s.ok()) {
+        error = "receiving global '" + g.name + "' from rank " +
+                std::to_string(from) + ": " + s.message;
+        return false;
+      }
+    }
+    if (rank == 0)
+      values.emplace_back(g.name, std::move(host));
+  }
+  return ok;
+}
+
+bool Rank::finish(int64_t stepsRun, double seconds) {
+  const TrainOptions &options = job.options;
+  // Busy time and measured memory of every device, for the summary.
+  std::vector<double> totals(2 * static_cast<size_t>(job.numDevices), 0.0);
+  for (int64_t s : job.deviceStages[rank])
+    totals[rank] += totalBusyMs[s];
+  totals[job.numDevices + rank] =
+      static_cast<double>(arenaBytes + globalBytes + pool.allocatedBytes());
+  if (Status s = allReduce(totals); !s.ok()) {
+    abortJob("error: rank " + std::to_string(rank) + ": " + s.message);
+    return false;
+  }
+
+  bool ok = true;
+  std::string error;
+  if (!options.dumpGlobals.empty()) {
+    NamedTensors values;
+    ok = gather(/*trainableOnly=*/false, values, error);
+    if (ok && rank == 0)
+      ok = dumpGlobals(options.dumpGlobals, values, error);
+  }
+  if (ok && !options.saveOnnx.empty()) {
+    NamedTensors values;
+    // Every global: BatchNorm running statistics belong in the deployed
+    // model too; state without an initializer is skipped.
+    ok = gather(/*trainableOnly=*/false, values, error);
+    if (ok && rank == 0)
+      ok = saveONNX(job, values, error);
+  }
+  if (!ok) {
+    std::string message = "error: rank " + std::to_string(rank) + ": " + error;
+    // Rank 0 may wait for this rank's globals: stop it. The others are done
+    // when rank 0 fails.
+    if (rank != 0) {
+      abortJob(message);
+    } else {
+      std::fprintf(stderr, "%s\n", message.c_str());
+      std::fflush(stderr);
+    }
+    return false;
+  }
+  if (rank == 0)
+    printSummary(job, stepsRun, seconds, totals);
+  return true;
+}
+
+int Rank::run(const std::string &loadError) {
+  try {
+    comm.timeoutSeconds = job.options.timeout;
+    std::string error = loadError;
+    bool ok = error.empty() && setup(error);
+    if (!agree(ok, error))
+      return 1;
+    int64_t stepsRun = 0;
+    double seconds = 0;
+    if (!trainSteps(stepsRun, seconds))
+      return 1;
+    return finish(stepsRun, seconds) ? 0 : 1;
+  } catch (const std::exception &e) {
+    abortJob("error: rank " + std::to_string(rank) + " (device " +
+             deviceName() + "): " + e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,98 @@
+//===- Rank.h - One device's schedule, step after step ----------*- C++ -*-===//
+//
+// A rank runs one device of the job: a thread under --local, a process
+// under mpirun. It holds the device's kernel context, arena and stages,
+// runs their actions every step, and agrees with the other ranks on
+// failures, the step's outputs and what the run writes out.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_TRAIN_RANK_H
+#define PP_RUNTIME_TRAIN_RANK_H
+
+#include "Export.h"
+#include "Job.h"
+#include "StageState.h"
+
+#include "pp/Runtime/Comm.h"
+#include "pp/Runtime/Program.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <vector>
+
+namespace pp::rt::train {
+
+class StepLog;
+
+class Rank {
+public:
+  Rank(Job &job, int rank, Communicator &comm)
+      : job(job), rank(rank), comm(comm) {}
+  ~Rank();
+
+  /// Sets up, trains and finishes; the process exit status. `loadError`
+  /// is this process's failure to load the job (agreed on with the others).
+  int run(const std::string &loadError = {});
+
+  Job &job;
+  const int rank;
+  Communicator &comm;
+  Context kernels;
+  bool hasKernelContext = false;
+  void *arena = nullptr;
+  int64_t arenaBytes = 0;
+  int64_t globalBytes = 0;
+  const std::vector<void *> *constants = nullptr;
+  StageMap stages;
+  BufferPool pool;
+  /// Messages between two stages of this rank: (from, to, tag, mb).
+  std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
+
+  // The running step.
+  int64_t step = 0;
+  std::vector<std::vector<double>> outputParts; // [reported][mb]
+  std::vector<std::vector<char>> outputSeen;
+  std::vector<int64_t> outputStage;
+  std::vector<double> busyMs, totalBusyMs; // per stage
+  /// Time each stage waited in receives, left out of its busy time.
+  std::vector<double> waitMs;
+
+  const char *deviceName() const { return job.deviceNames[rank].c_str(); }
+
+private:
+  /// The kernel context, arena, constants and stages of this rank, with
+  /// their globals (initial or resumed).
+  bool setup(std::string &error);
+  /// Copies the initial value of every global of this rank's stages from
+  /// the data file to the backend.
+  bool loadGlobals(std::string &error);
+  /// Runs the steps from Job::firstStep, logging and checkpointing.
+  bool trainSteps(int64_t &stepsRun, double &seconds);
+  /// Runs one action of the schedule; false after aborting the job.
+  bool runAction(const ActionInfo &action);
+  /// Checks and reduces the step's outputs, then reports them (rank 0).
+  bool finishStep(double startSeconds, double loopStart, int64_t stepsDone,
+                  StepLog &log);
+  /// Writes this rank's checkpoint file, and the meta once all have.
+  bool writeCheckpoint();
+  /// Writes --dump-globals / --save-onnx and prints the summary.
+  bool finish(int64_t stepsRun, double seconds);
+  /// Gathers the globals on rank 0 (in `values` there), each from the
+  /// stage that owns it.
+  bool gather(bool trainableOnly, NamedTensors &values, std::string &error);
+  /// All-reduces `values` through a backend buffer.
+  Status allReduce(std::vector<double> &values);
+  /// Agrees on success: every rank learns whether any failed; the lowest
+  /// failing rank prints its error.
+  bool agree(bool ok, const std::string &error);
+  /// Reports a failure on stderr and stops every rank.
+  void abortJob(const std::string &message);
+  /// A failure that every rank sees alike (no abort needed).
+  void report(const std::string &message);
+};
+
+} // namespace pp::rt::train
+
+#endif // PP_RUNTIME_TRAIN_RANK_H

@@ -1,0 +1,127 @@
+//===- Report.cpp - What rank 0 prints and logs while training ------------===//
+
+#include "Report.h"
+#include "Job.h"
+#include "Util.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+using namespace pp::rt;
+using namespace pp::rt::train;
+
+namespace {
+
+/// "M:SS", or "H:MM:SS" from an hour on.
+std::string formatDuration(double seconds) {
+  long total = seconds > 0 && std::isfinite(seconds) ? std::lround(seconds) : 0;
+  char text[32];
+  if (total >= 3600)
+    std::snprintf(text, sizeof(text), "%ld:%02ld:%02ld", total / 3600,
+                  total / 60 % 60, total % 60);
+  else
+    std::snprintf(text, sizeof(text), "%ld:%02ld", total / 60, total % 60);
+  return text;
+}
+
+/// A finite number for logs (JSON has no NaN).
+std::string jsonNumber(double value) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.9g", value);
+  return text;
+}
+
+} // namespace
+
+StepLog::~StepLog() {
+  if (file_)
+    std::fclose(file_);
+}
+
+bool StepLog::open(const std::string &path, int64_t numStages, bool resuming,
+                   std::string &error) {
+  numStages_ = numStages;
+  csv_ = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
+  // A resumed run continues the log of the run it resumes.
+  bool append = resuming && fileExists(path);
+  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!file_) {
+    error = "--log: cannot write '" + path + "': " + std::strerror(errno);
+    return false;
+  }
+  if (csv_ && !append) {
+    std::fprintf(file_, "step,loss,samples_per_s,step_ms");
+    for (int64_t s = 0; s < numStages; ++s)
+      std::fprintf(file_, ",busy_ms_stage%lld", static_cast<long long>(s));
+    std::fprintf(file_, "\n");
+  }
+  return true;
+}
+
+void StepLog::write(int64_t step, double loss, double samplesPerSecond,
+                    double stepMs, const double *busyMs) {
+  std::string row;
+  if (csv_) {
+    row = std::to_string(step + 1) + "," + jsonNumber(loss) + "," +
+          jsonNumber(samplesPerSecond) + "," + jsonNumber(stepMs);
+    for (int64_t s = 0; s < numStages_; ++s)
+      row += "," + jsonNumber(busyMs[s]);
+  } else {
+    row = "{\"step\":" + std::to_string(step + 1) +
+          ",\"loss\":" + jsonNumber(loss) +
+          ",\"samples_per_s\":" + jsonNumber(samplesPerSecond) +
+          ",\"step_ms\":" + jsonNumber(stepMs) + ",\"busy_ms\":[";
+    for (int64_t s = 0; s < numStages_; ++s)
+      row += (s ? "," : "") + jsonNumber(busyMs[s]);
+    row += "]}";
+  }
+  std::fprintf(file_, "%s\n", row.c_str());
+  std::fflush(file_);
+}
+
+void pp::rt::train::printProgress(const Job &job, int64_t step,
+                                  const std::vector<double> &values,
+                                  double samplesPerSecond, double etaSeconds) {
+  std::string line = "step " + std::to_string(step + 1) + "/" +
+                     std::to_string(job.options.steps);
+  char text[128];
+  if (job.lossIndex >= 0) {
+    std::snprintf(text, sizeof(text), "  loss %.6f", values[job.lossIndex]);
+    line += text;
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (static_cast<int>(i) == job.lossIndex)
+      continue;
+    std::snprintf(text, sizeof(text), "  %s %.6f",
+                  job.program.outputs[job.reported[i]].name.c_str(), values[i]);
+    line += text;
+  }
+  std::snprintf(text, sizeof(text), "  %.1f samples/s  ETA %s",
+                samplesPerSecond, formatDuration(etaSeconds).c_str());
+  line += text;
+  std::printf("%s\n", line.c_str());
+  std::fflush(stdout);
+}
+
+void pp::rt::train::printSummary(const Job &job, int64_t stepsRun,
+                                 double seconds,
+                                 const std::vector<double> &totals) {
+  const ProgramInfo &p = job.program;
+  double samples = static_cast<double>(stepsRun * job.samplesPerStep);
+  std::printf("trained %lld steps in %.3f s (%.1f samples/s)\n",
+              static_cast<long long>(stepsRun), seconds,
+              seconds > 0 ? samples / seconds : 0.0);
+  for (int d = 0; d < job.numDevices; ++d) {
+    double planned = d < static_cast<int>(p.plannedPeakBytes.size())
+                         ? static_cast<double>(p.plannedPeakBytes[d])
+                         : 0.0;
+    std::printf("device %d (%s): busy %.1f ms, planned peak %.2f MB, "
+                "measured arena+globals+stash %.2f MB\n",
+                d, job.deviceNames[d].c_str(), totals[d], planned / 1e6,
+                totals[job.numDevices + d] / 1e6);
+  }
+  std::fflush(stdout);
+}

@@ -1,0 +1,61 @@
+//===- Report.h - What rank 0 prints and logs while training ----*- C++ -*-===//
+//
+// The progress line of every step, the --log rows (CSV or JSON lines) and
+// the summary after the last step.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_TRAIN_REPORT_H
+#define PP_RUNTIME_TRAIN_REPORT_H
+
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace pp::rt::train {
+
+struct Job;
+
+/// The per-step --log file: CSV when its name ends in .csv, else JSON
+/// lines. Closed when destroyed.
+class StepLog {
+public:
+  StepLog() = default;
+  StepLog(const StepLog &) = delete;
+  StepLog &operator=(const StepLog &) = delete;
+  ~StepLog();
+
+  /// Opens `path` for a job of `numStages` stages. A resumed run appends to
+  /// the log of the run it resumes; a new CSV file starts with its header.
+  /// False with `error` set when the file cannot be written.
+  bool open(const std::string &path, int64_t numStages, bool resuming,
+            std::string &error);
+  bool isOpen() const { return file_ != nullptr; }
+  /// Writes and flushes the row of step index `step` (logged from 1): the
+  /// loss (NaN: none), samples/s, the step's time and the busy time of each
+  /// of the `numStages` stages, in ms.
+  void write(int64_t step, double loss, double samplesPerSecond, double stepMs,
+             const double *busyMs);
+
+private:
+  FILE *file_ = nullptr;
+  bool csv_ = false;
+  int64_t numStages_ = 0;
+};
+
+/// Prints the progress line of step index `step`: the loss, the other
+/// reported outputs (`values`, in Job::reported order), the throughput and
+/// the time left.
+void printProgress(const Job &job, int64_t step,
+                   const std::vector<double> &values, double samplesPerSecond,
+                   double etaSeconds);
+
+/// Prints the summary of the run: its throughput and, per device, the busy
+/// time, the planned and the measured memory. `totals` holds the busy ms of
+/// every device, then the measured bytes of every device.
+void printSummary(const Job &job, int64_t stepsRun, double seconds,
+                  const std::vector<double> &totals);
+
+} // namespace pp::rt::train
+
+#endif // PP_RUNTIME_TRAIN_REPORT_H

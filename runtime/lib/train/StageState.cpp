@@ -1,0 +1,330 @@
+//===- StageState.cpp - The StageContext of one stage on a rank -----------===//
+//
+// The semantics mirror the reference interpreter's pipeline mode (lib/
+// Interpreter/PipelineRunner.cpp): stashes keyed by (stage, slot,
+// micro-batch) and dropped when unstashed, gradient sums started by a copy
+// of the first value, one copy of the globals per stage, and Dropout seeds
+// drawn per stage from (seed + stage, counter).
+//
+//===----------------------------------------------------------------------===//
+
+#include "StageState.h"
+#include "Job.h"
+#include "Rank.h"
+#include "Util.h"
+
+#include "pp/Runtime/Half.h"
+#include "pp/Runtime/Memory.h"
+
+#include <algorithm>
+#include <cstring>
+#include <stdexcept>
+
+using namespace pp::rt;
+using namespace pp::rt::train;
+
+StageContext::~StageContext() = default;
+
+void StageContext::fail(const char *op, const std::string &message) {
+  throw StageError(op, message);
+}
+
+namespace {
+
+/// One element of a float dtype in host memory (0 for other dtypes).
+double elementAsDouble(DType dtype, const void *data) {
+  switch (dtype) {
+  case DType::F32:
+    return *static_cast<const float *>(data);
+  case DType::F64:
+    return *static_cast<const double *>(data);
+  case DType::F16:
+    return halfToFloat(*static_cast<const uint16_t *>(data));
+  case DType::BF16:
+    return bfloat16ToFloat(*static_cast<const uint16_t *>(data));
+  default:
+    return 0;
+  }
+}
+
+} // namespace
+
+BufferPool::~BufferPool() {
+  for (auto &[bytes, buffers] : free_)
+    for (void *buffer : buffers)
+      freeBuffer(buffer);
+}
+
+Tensor BufferPool::acquire(DType dtype, const std::vector<int64_t> &shape) {
+  int64_t bytes = numelOf(shape) * dtypeSize(dtype);
+  std::vector<void *> &list = free_[bytes];
+  void *buffer;
+  if (!list.empty()) {
+    buffer = list.back();
+    list.pop_back();
+  } else {
+    buffer = allocateBuffer(bytes);
+    if (!buffer)
+      throw std::runtime_error("out of memory allocating " +
+                               std::to_string(bytes) + " bytes");
+    allocated_ += bytes;
+  }
+  return Tensor{buffer, dtype, shape};
+}
+
+StageState::~StageState() {
+  for (auto &[id, t] : globals)
+    freeBuffer(t.data);
+}
+
+Context &StageState::kernels() { return rank_.kernels; }
+char *StageState::arena() { return static_cast<char *>(rank_.arena); }
+
+void StageState::sync(const char *op) {
+  // Copies and messages read what queued kernels write (CUDA).
+  Status s = synchronizeKernels(rank_.kernels);
+  if (!s.ok())
+    fail(op, s.message);
+}
+
+void StageState::expectLayout(const char *op, const std::string &what,
+                              const Tensor &value, DType dtype,
+                              const std::vector<int64_t> &shape) {
+  if (value.dtype != dtype || value.shape != shape)
+    fail(op, what + " is " + describe(dtype, shape) + ", got " +
+                 describe(value.dtype, value.shape));
+  if (!value.data && value.numel() > 0)
+    fail(op, what + ": null data pointer");
+}
+
+Tensor StageState::global(int id) {
+  auto it = globals.find(id);
+  if (it == globals.end()) {
+    std::string name =
+        id >= 0 && id < static_cast<int>(rank_.job.program.globals.size())
+            ? " '" + rank_.job.program.globals[id].name + "'"
+            : "";
+    fail("onnx.global_read", "stage " + std::to_string(stage) +
+                                 " holds no copy of global " +
+                                 std::to_string(id) + name);
+  }
+  return it->second;
+}
+
+void StageState::writeGlobal(int id, const Tensor &value) {
+  Tensor dst = global(id);
+  const GlobalInfo &info = rank_.job.program.globals[id];
+  expectLayout("train.global_write", "global '" + info.name + "'", value,
+               dst.dtype, dst.shape);
+  sync("train.global_write");
+  copyBuffer(dst.data, value.data, dst.bytes());
+}
+
+Tensor StageState::constant(int id) {
+  const auto &constants = rank_.job.program.constants;
+  if (id < 0 || id >= static_cast<int>(constants.size()))
+    fail("constant", "no constant " + std::to_string(id) +
+                         " (the program has " +
+                         std::to_string(constants.size()) + ")");
+  return Tensor{(*rank_.constants)[id], constants[id].dtype,
+                constants[id].shape};
+}
+
+void StageState::input(int index, int64_t microBatch, Tensor &dst) {
+  const Job &job = rank_.job;
+  if (index < 0 || index >= static_cast<int>(job.program.inputs.size()))
+    fail("pp.input", "no input " + std::to_string(index));
+  if (microBatch < 0 || microBatch >= job.microBatches)
+    fail("pp.input", "no micro-batch " + std::to_string(microBatch) +
+                         " of input " + std::to_string(index));
+  const InputInfo &info = job.program.inputs[index];
+  std::vector<int64_t> shape = info.shape;
+  shape[0] /= job.microBatches;
+  expectLayout("pp.input", "a micro-batch of input '" + info.name + "'", dst,
+               info.dtype, shape);
+  sync("pp.input");
+  int64_t chunk = dst.bytes();
+  int64_t batch = rank_.step % job.numBatches;
+  const char *src = job.inputData[index].bytes.data() +
+                    (batch * job.microBatches + microBatch) * chunk;
+  copyToBuffer(dst.data, src, chunk);
+}
+
+void StageState::output(int index, int64_t microBatch, const Tensor &value) {
+  const Job &job = rank_.job;
+  if (index < 0 || index >= static_cast<int>(job.program.outputs.size()))
+    fail("pp.output", "no output " + std::to_string(index));
+  if (microBatch < 0 || microBatch >= job.microBatches)
+    fail("pp.output", "output " + std::to_string(index) +
+                          " has no slot for micro-batch " +
+                          std::to_string(microBatch));
+  auto it = std::find(job.reported.begin(), job.reported.end(), index);
+  if (it == job.reported.end())
+    return; // only scalar losses and metrics are combined
+  const OutputInfo &info = job.program.outputs[index];
+  if (value.dtype != info.dtype || value.numel() != 1)
+    fail("pp.output", "output '" + info.name + "' is " +
+                          describe(info.dtype, info.shape) + ", got " +
+                          describe(value.dtype, value.shape));
+  sync("pp.output");
+  char bytes[8] = {};
+  copyFromBuffer(bytes, value.data, value.bytes());
+  size_t k = static_cast<size_t>(it - job.reported.begin());
+  rank_.outputParts[k][microBatch] = elementAsDouble(value.dtype, bytes);
+  rank_.outputSeen[k][microBatch] = 1;
+  rank_.outputStage[k] = stage;
+}
+
+int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
+                           const char *op) {
+  const Job &job = rank_.job;
+  if (peerStage < 0 || peerStage >= job.numStages ||
+      job.stageDevice[peerStage] < 0)
+    fail(op, "no stage " + std::to_string(peerStage) + " runs in this program");
+  if (tag < 0 || microBatch < -1 || microBatch >= job.microBatches)
+    fail(op, "bad tag " + std::to_string(tag) + " or micro-batch " +
+                 std::to_string(microBatch));
+  bool sending = std::strcmp(op, "pp.send") == 0;
+  int64_t from = sending ? stage : peerStage;
+  int64_t to = sending ? peerStage : stage;
+  // Unique per (from, to, tag, micro-batch); per-step messages use -1.
+  int64_t s = job.numStages, m = job.microBatches + 1;
+  int64_t mpiTag = ((tag * s + from) * s + to) * m + (microBatch + 1);
+  if (mpiTag >= kDriverTag)
+    fail(op, "message tag " + std::to_string(tag) + " from stage " +
+                 std::to_string(from) + " to stage " + std::to_string(to) +
+                 " (micro-batch " + std::to_string(microBatch) +
+                 ") needs transport tag " + std::to_string(mpiTag) +
+                 ", above the 32766 that MPI guarantees (fewer stages, "
+                 "micro-batches or tags)");
+  return static_cast<int>(mpiTag);
+}
+
+void StageState::send(int peerStage, int tag, int64_t microBatch,
+                      const Tensor &value) {
+  int mpiTag = messageTag(peerStage, tag, microBatch, "pp.send");
+  sync("pp.send");
+  int peer = rank_.job.stageDevice[peerStage];
+  if (peer == rank_.rank) {
+    Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
+    copyBuffer(copy.data, value.data, value.bytes());
+    auto key =
+        std::make_tuple(stage, int64_t(peerStage), int64_t(tag), microBatch);
+    auto it = rank_.local.find(key);
+    if (it != rank_.local.end()) {
+      rank_.pool.release(it->second);
+      it->second = copy;
+    } else {
+      rank_.local.emplace(key, copy);
+    }
+    return;
+  }
+  Status s = rank_.comm.send(value, peer, mpiTag);
+  if (!s.ok())
+    fail("pp.send", "to stage " + std::to_string(peerStage) + " on rank " +
+                        std::to_string(peer) + ": " + s.message);
+}
+
+void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
+  int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
+  sync("pp.recv");
+  int peer = rank_.job.stageDevice[peerStage];
+  std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
+                     std::to_string(peer) + " (device " +
+                     rank_.job.deviceNames[peer] + "), tag " +
+                     std::to_string(tag) + ", micro-batch " +
+                     std::to_string(microBatch);
+  if (peer == rank_.rank) {
+    auto key =
+        std::make_tuple(int64_t(peerStage), stage, int64_t(tag), microBatch);
+    auto it = rank_.local.find(key);
+    if (it == rank_.local.end())
+      fail("pp.recv", "no message " + what +
+                          ": its send has not run on this device (the "
+                          "schedule runs the receiver first)");
+    expectLayout("pp.recv", "the message " + what, it->second, dst.dtype,
+                 dst.shape);
+    copyBuffer(dst.data, it->second.data, dst.bytes());
+    rank_.pool.release(it->second);
+    rank_.local.erase(it);
+    return;
+  }
+  // Waiting for a peer is not work: busy time leaves it out.
+  double start = nowSeconds();
+  Status s = rank_.comm.recv(dst, peer, mpiTag);
+  rank_.waitMs[stage] += (nowSeconds() - start) * 1e3;
+  if (!s.ok())
+    fail("pp.recv", "waiting for the message " + what + ": " + s.message);
+}
+
+void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
+  sync("pp.stash");
+  Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
+  copyBuffer(copy.data, value.data, value.bytes());
+  auto [it, inserted] = stashed.emplace(std::make_pair(slot, microBatch), copy);
+  if (!inserted) {
+    rank_.pool.release(it->second);
+    it->second = copy;
+  }
+}
+
+void StageState::unstash(int slot, int64_t microBatch, Tensor &dst) {
+  auto it = stashed.find({slot, microBatch});
+  if (it == stashed.end())
+    fail("pp.unstash", "nothing is stashed in slot " + std::to_string(slot) +
+                           " for micro-batch " + std::to_string(microBatch) +
+                           " (its forward has not run on this device)");
+  expectLayout("pp.unstash", "slot " + std::to_string(slot), dst,
+               it->second.dtype, it->second.shape);
+  sync("pp.unstash");
+  copyBuffer(dst.data, it->second.data, dst.bytes());
+  rank_.pool.release(it->second);
+  stashed.erase(it);
+}
+
+void StageState::accumulate(int slot, const Tensor &value) {
+  sync("pp.accumulate");
+  auto it = sums.find(slot);
+  if (it == sums.end()) {
+    Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
+    copyBuffer(copy.data, value.data, value.bytes());
+    sums.emplace(slot, copy);
+    return;
+  }
+  Tensor &sum = it->second;
+  if (value.dtype != DType::F32 && value.dtype != DType::F64)
+    fail("pp.accumulate", "accumulates only f32 and f64 gradients, got " +
+                              describe(value.dtype, value.shape));
+  expectLayout("pp.accumulate", "the sum in slot " + std::to_string(slot),
+               value, sum.dtype, sum.shape);
+  Status s = binary(rank_.kernels, BinaryKind::Add, sum, value, sum);
+  if (!s.ok())
+    fail("pp.accumulate", s.message);
+}
+
+void StageState::accumulated(int slot, Tensor &dst) {
+  auto it = sums.find(slot);
+  if (it == sums.end())
+    fail("pp.accumulated", "no gradient was accumulated in slot " +
+                               std::to_string(slot) + " this step");
+  expectLayout("pp.accumulated", "the sum in slot " + std::to_string(slot), dst,
+               it->second.dtype, it->second.shape);
+  sync("pp.accumulated");
+  copyBuffer(dst.data, it->second.data, dst.bytes());
+  rank_.pool.release(it->second);
+  sums.erase(it);
+}
+
+uint64_t StageState::nextSeed() {
+  // Interpreter::nextSeed: splitmix64 of (seed, counter); the counter runs
+  // on across steps.
+  uint64_t z = stageSeed + 0x9e3779b97f4a7c15ULL * ++seedCounter;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+float StageState::learningRate(float compiled) {
+  const auto &lr = rank_.job.options.lr;
+  return lr ? static_cast<float>(*lr) : compiled;
+}

@@ -1,0 +1,103 @@
+//===- StageState.h - The StageContext of one stage on a rank ---*- C++ -*-===//
+//
+// What a stage function works on (Program.h's StageContext): the stage's
+// copy of the globals, the step's inputs and outputs, messages to other
+// stages, stashes, gradient sums and Dropout seeds; and the pool of
+// backend buffers that stashes, sums and same-rank messages reuse.
+//
+//===----------------------------------------------------------------------===//
+#ifndef PP_RUNTIME_TRAIN_STAGESTATE_H
+#define PP_RUNTIME_TRAIN_STAGESTATE_H
+
+#include "pp/Runtime/Program.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pp::rt::train {
+
+class Rank;
+
+/// The tag of the driver's own messages (gathers of the trained globals);
+/// stage messages use the tags below it.
+constexpr int kDriverTag = 32767;
+
+/// Buffers of the backend's memory, reused by size (stashes, gradient
+/// sums, same-device messages): one cudaMalloc per size, not per step.
+class BufferPool {
+public:
+  BufferPool() = default;
+  BufferPool(const BufferPool &) = delete;
+  BufferPool &operator=(const BufferPool &) = delete;
+  ~BufferPool();
+
+  /// A buffer for (dtype, shape): a released one of the same size, else a
+  /// new one. Throws std::runtime_error when out of memory.
+  Tensor acquire(DType dtype, const std::vector<int64_t> &shape);
+  /// Gives `t`'s buffer back for reuse (freed with the pool).
+  void release(const Tensor &t) { free_[t.bytes()].push_back(t.data); }
+  /// The bytes of every buffer the pool has allocated.
+  int64_t allocatedBytes() const { return allocated_; }
+
+private:
+  std::map<int64_t, std::vector<void *>> free_;
+  int64_t allocated_ = 0;
+};
+
+/// The StageContext of one stage on its rank.
+class StageState final : public StageContext {
+public:
+  StageState(Rank &rank, int64_t stage, uint64_t seed)
+      : rank_(rank), stage(stage), stageSeed(seed) {}
+  ~StageState() override;
+
+  Context &kernels() override;
+  char *arena() override;
+  Tensor global(int id) override;
+  void writeGlobal(int id, const Tensor &value) override;
+  Tensor constant(int id) override;
+  void input(int index, int64_t microBatch, Tensor &dst) override;
+  void output(int index, int64_t microBatch, const Tensor &value) override;
+  void send(int peerStage, int tag, int64_t microBatch,
+            const Tensor &value) override;
+  void recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) override;
+  void stash(int slot, int64_t microBatch, const Tensor &value) override;
+  void unstash(int slot, int64_t microBatch, Tensor &dst) override;
+  void accumulate(int slot, const Tensor &value) override;
+  void accumulated(int slot, Tensor &dst) override;
+  uint64_t nextSeed() override;
+  float learningRate(float compiled) override;
+
+  Rank &rank_;
+  int64_t stage;
+  uint64_t stageSeed;
+  /// Seeds drawn so far (saved in checkpoints: it runs on across steps).
+  uint64_t seedCounter = 0;
+  /// This stage's copy of each global it holds (backend buffers).
+  std::map<int, Tensor> globals;
+  /// Stashed values by (slot, micro-batch), pool buffers.
+  std::map<std::pair<int64_t, int64_t>, Tensor> stashed;
+  /// Gradient sums by slot, pool buffers.
+  std::map<int64_t, Tensor> sums;
+
+private:
+  /// Waits for queued kernels; a failure is reported as `op`'s.
+  void sync(const char *op);
+  /// Fails `op` unless `value` is (dtype, shape) with data.
+  void expectLayout(const char *op, const std::string &what,
+                    const Tensor &value, DType dtype,
+                    const std::vector<int64_t> &shape);
+  /// The transport tag of a message between this stage and `peerStage`.
+  int messageTag(int peerStage, int tag, int64_t microBatch, const char *op);
+};
+
+/// The stages a rank runs, by stage index.
+using StageMap = std::map<int64_t, std::unique_ptr<StageState>>;
+
+} // namespace pp::rt::train
+
+#endif // PP_RUNTIME_TRAIN_STAGESTATE_H

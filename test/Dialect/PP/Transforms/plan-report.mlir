@@ -1,0 +1,63 @@
+// RUN: pipeline-opt %s -split-input-file --pp-schedule="kind=gpipe" --pp-plan-report="cluster=%clusters/compute-bound.json" -o /dev/null | FileCheck %s --check-prefix=GPIPE
+// RUN: pipeline-opt %s -split-input-file --pp-schedule="kind=1f1b" --pp-plan-report="cluster=%clusters/compute-bound.json" -o /dev/null | FileCheck %s --check-prefix=ONEF
+// RUN: pipeline-opt %s -split-input-file --pp-schedule="kind=interleaved chunks=2" --pp-plan-report="cluster=%clusters/compute-bound.json" -o /dev/null | FileCheck %s --check-prefix=INTER
+// RUN: pipeline-opt %s -split-input-file --pp-schedule="kind=1f1b" --pp-plan-report="cluster=%clusters/compute-bound.json dir=%t.plan summary=" -o /dev/null
+// RUN: FileCheck %s --input-file=%t.plan/plan.json --check-prefix=JSON
+// RUN: FileCheck %s --input-file=%t.plan/timeline.json --check-prefix=TRACE
+// RUN: FileCheck %s --input-file=%t.plan/timeline.svg --check-prefix=SVG
+
+// Four identical stages (one Relu each, links that cost nothing): the simulated bubble
+// is the closed form, (p-1)/(m+p-1) = 3/7 for GPipe and 1F1B with p = m = 4,
+// and (p-1)/(v*m+p-1) = 1/9 for interleaving 2 chunks on p = 2 devices.
+// GPIPE: == predicted step: 4 stages on 4 devices, schedule gpipe, 4 micro-batches of 64 ==
+// GPIPE: bubble 42.9%
+// ONEF: bubble 42.9%
+// INTER: == predicted step: 4 stages on 2 devices, schedule interleaved, 4 micro-batches of 64 ==
+// INTER: bubble 11.1%
+module attributes {pp.num_stages = 4 : i64, pp.micro_batches = 4 : i64, pp.device_order = ["n0/gpu0", "n0/gpu1", "n0/gpu2", "n0/gpu3"], pp.input_names = [], pp.output_names = []} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
+    %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+    return
+  }
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
+  func.func @stage0_update() attributes {pp.stage = 0 : i64} { return }
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
+    %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+    return
+  }
+  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} { return }
+  func.func @stage1_update() attributes {pp.stage = 1 : i64} { return }
+  func.func @stage2_forward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
+    %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+    return
+  }
+  func.func @stage2_backward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64} { return }
+  func.func @stage2_update() attributes {pp.stage = 2 : i64} { return }
+  func.func @stage3_forward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
+    %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
+    return
+  }
+  func.func @stage3_backward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64} { return }
+  func.func @stage3_update() attributes {pp.stage = 3 : i64} { return }
+}
+
+// JSON: "schedule": "1f1b",
+// JSON: "micro_batches": 4,
+// JSON: "devices": [
+// JSON: "name": "n0/gpu0",
+// JSON: "kind": "P4000",
+// JSON: "stages": [
+// JSON: "forward_seconds":
+// JSON: "ops": [
+// JSON-NEXT: "onnx.Relu"
+// JSON: "prediction": {
+// JSON-NEXT: "iteration_seconds":
+// JSON-NEXT: "bubble_fraction": 0.428571
+// TRACE: {"traceEvents":[
+// TRACE: "name":"F0","cat":"forward","ph":"X"
+// SVG: <svg
+// SVG-COUNT-36: <rect
