@@ -113,13 +113,12 @@ private:
 
 int64_t stageOf(Operation *op) {
   auto func = op->getParentOfType<func::FuncOp>();
-  auto stage = func ? func->getAttrOfType<IntegerAttr>("pp.stage") : nullptr;
-  return stage ? stage.getInt() : 0;
+  return func ? pipeline::getStage(func).value_or(0) : 0;
 }
 
 std::string describeAction(pipeline::ActionOp action) {
   std::string text =
-      action.getKind().str() + "(stage " + std::to_string(action.getStage());
+      std::string(pp::kinds::toString(action.getKindValue())) + "(stage " + std::to_string(action.getStage());
   if (action.getMicroBatchAttr().getInt() >= 0)
     text += ", mb " + std::to_string(action.getMicroBatchAttr().getInt());
   return text + ")";
@@ -162,7 +161,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
     return in.lookup(mb).getInt(0);
   };
   interp.registerHandler(
-      "pp.input",
+      pipeline::InputOp::getOperationName(),
       [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto input = cast<pipeline::InputOp>(op);
         int64_t mb = microBatchOf(in, input.getMicroBatch());
@@ -174,7 +173,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return in.setResult(op, input.getValue(), microInputs[index][mb]);
       });
   interp.registerHandler(
-      "pp.output",
+      pipeline::OutputOp::getOperationName(),
       [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto output = cast<pipeline::OutputOp>(op);
         int64_t mb = microBatchOf(in, output.getMicroBatch());
@@ -189,7 +188,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return success();
       });
   interp.registerHandler(
-      "pp.stash",
+      pipeline::StashOp::getOperationName(),
       [this, deviceIndex, microBatchOf](Interpreter &in,
                                         Operation *op) -> LogicalResult {
         auto stash = cast<pipeline::StashOp>(op);
@@ -200,7 +199,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return success();
       });
   interp.registerHandler(
-      "pp.unstash",
+      pipeline::UnstashOp::getOperationName(),
       [this, deviceIndex, microBatchOf](Interpreter &in,
                                         Operation *op) -> LogicalResult {
         auto unstash = cast<pipeline::UnstashOp>(op);
@@ -218,7 +217,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return in.setResult(op, unstash.getValue(), std::move(value));
       });
   interp.registerHandler(
-      "pp.accumulate",
+      pipeline::AccumulateOp::getOperationName(),
       [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto acc = cast<pipeline::AccumulateOp>(op);
         const Tensor &value = in.lookup(acc.getValue());
@@ -243,7 +242,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return success();
       });
   interp.registerHandler(
-      "pp.accumulated",
+      pipeline::AccumulatedOp::getOperationName(),
       [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto acc = cast<pipeline::AccumulatedOp>(op);
         auto &sums = devices[deviceIndex].sums;
@@ -256,7 +255,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return in.setResult(op, acc.getValue(), std::move(sum));
       });
   interp.registerHandler(
-      "pp.send",
+      pipeline::SendOp::getOperationName(),
       [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
         auto send = cast<pipeline::SendOp>(op);
         int64_t mb = microBatchOf(in, send.getMicroBatch());
@@ -266,7 +265,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         return success();
       });
   interp.registerHandler(
-      "pp.recv",
+      pipeline::RecvOp::getOperationName(),
       [this, deviceIndex, microBatchOf](Interpreter &in,
                                         Operation *op) -> LogicalResult {
         auto recv = cast<pipeline::RecvOp>(op);
@@ -302,16 +301,11 @@ LogicalResult PipelineRunner::initialize() {
       pipeline::lookupSchedule(module, "a pipelined module");
   if (!schedule)
     return failure();
-  microBatches_ = static_cast<int64_t>(schedule.getMicroBatches());
-  if (auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
-      attr && attr.getInt() != microBatches_)
-    return schedule.emitError()
-           << "schedules " << microBatches_
-           << " micro-batches but the stages were split for " << attr.getInt();
+  microBatches_ = schedule.getPlan().getMicroBatches();
 
   // Step inputs: whole mini-batches of what pp.input reads.
-  auto inputNames = module->getAttrOfType<ArrayAttr>("pp.input_names");
-  auto outputNames = module->getAttrOfType<ArrayAttr>("pp.output_names");
+  ArrayAttr inputNames = pipeline::getInputNames(module);
+  ArrayAttr outputNames = pipeline::getOutputNames(module);
   if (!inputNames || !outputNames)
     return module.emitError() << "not a split module (no pp.input_names): "
                                  "run --pp-split-stages";
@@ -357,7 +351,7 @@ LogicalResult PipelineRunner::initialize() {
   for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
     for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
       impl_->devices[device.getIndex()].actions.push_back(action);
-  int64_t numStages = numDevices_ * static_cast<int64_t>(schedule.getChunks());
+  int64_t numStages = schedule.getPlan().getNumStages();
   for (int64_t s = 0; s < numStages; ++s) {
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
@@ -376,11 +370,11 @@ LogicalResult PipelineRunner::initialize() {
   llvm::StringMap<int> reader;
   module.walk([&](Operation *op) {
     auto func = op->getParentOfType<func::FuncOp>();
-    auto stage =
-        func ? func->getAttrOfType<IntegerAttr>("pp.stage") : IntegerAttr();
+    std::optional<int64_t> stage =
+        func ? pipeline::getStage(func) : std::nullopt;
     if (!stage)
       return;
-    int device = static_cast<int>(stage.getInt());
+    int device = static_cast<int>(*stage);
     if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
       impl_->globalOwner.try_emplace(write.getGlobal(), device);
     else if (auto read = dyn_cast<pp::onnx::GlobalReadOp>(op))

@@ -23,9 +23,11 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   // The importer names the model's function "main".
   constexpr llvm::StringLiteral func = "main";
   pm.addPass(createAddLossPass(options.addLossOptions(func)));
+  std::optional<schedule::ScheduleKind> kind =
+      schedule::parseScheduleKind(options.schedule);
   unsigned chunks = options.chunks;
   if (chunks == 0)
-    chunks = options.schedule == "interleaved" ? 2 : 1;
+    chunks = kind == schedule::ScheduleKind::Interleaved1F1B ? 2 : 1;
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
@@ -50,12 +52,12 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createRecomputePass(recompute));
   SplitStagesPassOptions split;
   split.microBatches = options.microBatches;
-  split.splitBackward = options.schedule == "zb-h1";
+  split.splitBackward = kind && schedule::usesSplitBackward(*kind);
   pm.addPass(createSplitStagesPass(split));
-  MaterializeSchedulePassOptions schedule;
-  schedule.kind = options.schedule;
-  schedule.chunks = chunks;
-  pm.addPass(createMaterializeSchedulePass(schedule));
+  MaterializeSchedulePassOptions materialize;
+  materialize.kind = options.schedule;
+  materialize.chunks = chunks;
+  pm.addPass(createMaterializeSchedulePass(materialize));
   pm.addPass(createMemoryPlanPass());
   PlanReportPassOptions plan;
   plan.clusterSpec = options.cluster;

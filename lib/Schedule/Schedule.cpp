@@ -37,6 +37,26 @@ int64_t pp::schedule::inFlightMicroBatches(ScheduleKind kind, int64_t stage,
   return std::max<int64_t>(1, std::min(numStages - stage, microBatches));
 }
 
+std::vector<int64_t> pp::schedule::peakInFlight(const Schedule &schedule) {
+  std::vector<int64_t> peak(schedule.numStages(), 0), open(peak.size(), 0);
+  std::vector<bool> split(peak.size(), false);
+  for (const auto &list : schedule.actions)
+    for (const Action &action : list)
+      if (action.kind == ActionKind::BackwardWeight)
+        split[action.stage] = true;
+  for (const auto &list : schedule.actions)
+    for (const Action &action : list) {
+      if (action.stage < 0 || action.stage >= schedule.numStages())
+        continue;
+      if (action.kind == ActionKind::Forward)
+        peak[action.stage] = std::max(peak[action.stage], ++open[action.stage]);
+      else if (action.kind == (split[action.stage] ? ActionKind::BackwardWeight
+                                                   : ActionKind::Backward))
+        --open[action.stage];
+    }
+  return peak;
+}
+
 std::string pp::schedule::toString(const Action &action) {
   std::string text = toString(action.kind);
   text += "(stage " + std::to_string(action.stage);

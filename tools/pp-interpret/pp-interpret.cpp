@@ -351,7 +351,7 @@ int main(int argc, char **argv) {
     lossIndex = runner->getLossIndex();
   else
     for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (func.getResultAttr(i, "pp.loss"))
+      if (pp::pipeline::isLossResult(func, i))
         lossIndex = i;
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {

@@ -8,6 +8,7 @@
 #ifndef PP_PIPELINES_PIPELINES_H
 #define PP_PIPELINES_PIPELINES_H
 
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Pass/PassManager.h"
@@ -92,9 +93,9 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<std::string> schedule{
       *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
       llvm::cl::init("1f1b")};
-  Option<unsigned> microBatches{*this, "microbatches",
-                                llvm::cl::desc("Micro-batches per step"),
-                                llvm::cl::init(8)};
+  Option<unsigned> microBatches{
+      *this, "microbatches", llvm::cl::desc("Micro-batches per step"),
+      llvm::cl::init(pipeline::kDefaultMicroBatches)};
   Option<unsigned> chunks{
       *this, "chunks",
       llvm::cl::desc("Model chunks per device (interleaved; default 2)"),

@@ -135,6 +135,12 @@ bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,
                    const std::vector<bool> *gradReduceStages = nullptr);
 
+/// Per stage, the most micro-batches whose stash it holds at once in its
+/// device's order: a forward opens one, the backward that ends it (the
+/// weight half when the stage's backward is split) closes it. The
+/// order-exact counterpart of inFlightMicroBatches, for a built schedule.
+std::vector<int64_t> peakInFlight(const Schedule &schedule);
+
 /// The actions `action` depends on (see the file comment), whether scheduled
 /// or not. `hasGradReduce` says whether the schedule has a GradReduce for the
 /// stage of an OptimizerStep.

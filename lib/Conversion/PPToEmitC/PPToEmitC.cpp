@@ -502,7 +502,7 @@ private:
 };
 
 FailureOr<emitc::FuncOp> StageLowering::lower() {
-  stage = func->getAttrOfType<IntegerAttr>("pp.stage").getInt();
+  stage = *pipeline::getStage(func);
   bool hasMicroBatch = func.getNumArguments() == 1;
   if (func.getNumArguments() > 1 || func.getNumResults() != 0)
     return func.emitError() << "a stage function takes at most the "
@@ -1583,16 +1583,16 @@ std::string programTable(ModuleOp module, pipeline::ScheduleOp schedule,
      << "  pp::rt::ProgramInfo p;\n";
   auto name = module->getAttrOfType<StringAttr>("onnx.graph_name");
   os << "  p.modelName = " << quote(name ? name.getValue() : "model") << ";\n";
-  os << "  p.scheduleKind = " << quote(schedule.getKind()) << ";\n";
-  auto numStages = module->getAttrOfType<IntegerAttr>("pp.num_stages");
-  os << "  p.numStages = " << (numStages ? numStages.getInt() : 1) << ";\n";
-  os << "  p.microBatches = " << schedule.getMicroBatches() << ";\n";
+  pipeline::PlanAttr plan = schedule.getPlan();
+  os << "  p.scheduleKind = " << pp::kinds::enumeratorName(plan.getSchedule())
+     << ";\n";
+  os << "  p.numStages = " << plan.getNumStages() << ";\n";
+  os << "  p.microBatches = " << plan.getMicroBatches() << ";\n";
   os << "  p.dataFile = " << quote(options.dataFileName) << ";\n";
   os << "  p.onnxFile = " << quote(options.onnxFileName) << ";\n";
   SmallVector<pipeline::DeviceOp> devices(
       schedule.getBody().front().getOps<pipeline::DeviceOp>());
-  auto peaks =
-      module->getAttrOfType<DenseI64ArrayAttr>("pp.planned_peak_bytes");
+  auto peaks = pipeline::getPlannedPeakBytes(module);
   for (auto [d, device] : llvm::enumerate(devices)) {
     os << "  p.deviceNames.push_back(" << quote(device.getName()) << ");\n";
     os << "  p.plannedPeakBytes.push_back("
@@ -1619,19 +1619,19 @@ std::string programTable(ModuleOp module, pipeline::ScheduleOp schedule,
   for (size_t i = 0; i < functions.size(); ++i) {
     func::FuncOp f = functions[i];
     functionIndex[f.getSymName()] = i;
-    auto phase = f->getAttrOfType<StringAttr>("pp.phase");
     int64_t arena = data.arenaBytes.lookup(f.getSymName());
     os << "  p.functions.push_back({" << quote(f.getSymName()) << ", &"
-       << f.getSymName() << ", "
-       << f->getAttrOfType<IntegerAttr>("pp.stage").getInt() << ", "
-       << quote(phase ? phase.getValue() : "") << ", " << arena << "});\n";
+       << f.getSymName() << ", " << *pipeline::getStage(f) << ", "
+       << pp::kinds::enumeratorName(
+              pipeline::getPhase(f).value_or(pp::kinds::Phase::None))
+       << ", " << arena << "});\n";
   }
-  int64_t stages = numStages ? numStages.getInt() : 1;
+  int64_t stages = plan.getNumStages();
   os << "  p.stageGlobals.resize(" << stages << ");\n";
   for (int64_t s = 0; s < stages; ++s) {
     SmallVector<int> used;
     for (func::FuncOp f : functions) {
-      if (f->getAttrOfType<IntegerAttr>("pp.stage").getInt() != s)
+      if (pipeline::getStage(f) != s)
         continue;
       f.walk([&](Operation *op) {
         StringRef global;
@@ -1657,7 +1657,8 @@ std::string programTable(ModuleOp module, pipeline::ScheduleOp schedule,
       int function = -1;
       if (auto callee = action.getCallee())
         function = functionIndex.lookup(*callee);
-      os << "  p.schedule[" << d << "].push_back({" << quote(action.getKind())
+      os << "  p.schedule[" << d << "].push_back({"
+         << pp::kinds::enumeratorName(action.getKindValue())
          << ", " << function << ", " << action.getStage() << ", "
          << action.getMicroBatchAttr().getInt() << "});\n";
     }
@@ -1718,14 +1719,14 @@ pp::lowerPipelineToEmitC(ModuleOp module, const EmitProgramOptions &options,
   // Stage functions, in module order.
   SmallVector<func::FuncOp> functions;
   for (auto f : module.getOps<func::FuncOp>())
-    if (f->hasAttr("pp.stage"))
+    if (pipeline::getStage(f))
       functions.push_back(f);
   if (functions.empty())
     return module.emitError() << "code generation needs stage functions: run "
                                  "--pp-split-stages";
   // Owner stage of each global: the first writer, else the first reader.
   for (func::FuncOp f : functions) {
-    int64_t s = f->getAttrOfType<IntegerAttr>("pp.stage").getInt();
+    int64_t s = *pipeline::getStage(f);
     f.walk([&](train::GlobalWriteOp w) {
       GlobalEntry &g = data.globals[data.globalIds.lookup(w.getGlobal())];
       if (g.ownerStage < 0)
@@ -1733,7 +1734,7 @@ pp::lowerPipelineToEmitC(ModuleOp module, const EmitProgramOptions &options,
     });
   }
   for (func::FuncOp f : functions) {
-    int64_t s = f->getAttrOfType<IntegerAttr>("pp.stage").getInt();
+    int64_t s = *pipeline::getStage(f);
     f.walk([&](onnx::GlobalReadOp r) {
       auto it = data.globalIds.find(r.getGlobal());
       if (it != data.globalIds.end() && data.globals[it->second].ownerStage < 0)
@@ -1747,12 +1748,12 @@ pp::lowerPipelineToEmitC(ModuleOp module, const EmitProgramOptions &options,
   // Inputs and outputs of the step.
   std::vector<ProgramInput> inputs;
   std::vector<ProgramOutput> outputs;
-  auto inputNames = module->getAttrOfType<ArrayAttr>("pp.input_names");
-  auto outputNames = module->getAttrOfType<ArrayAttr>("pp.output_names");
+  ArrayAttr inputNames = pipeline::getInputNames(module);
+  ArrayAttr outputNames = pipeline::getOutputNames(module);
   if (!inputNames || !outputNames)
     return module.emitError() << "not a split module (no pp.input_names): run "
                                  "--pp-split-stages";
-  int64_t microBatches = schedule.getMicroBatches();
+  int64_t microBatches = schedule.getPlan().getMicroBatches();
   inputs.resize(inputNames.size());
   for (auto [i, name] : llvm::enumerate(inputNames)) {
     inputs[i].name = cast<StringAttr>(name).str();

@@ -180,7 +180,7 @@ bool Rank::runAction(const ActionInfo &action) {
   auto where = [&] {
     return "error: rank " + std::to_string(rank) + " (device " + deviceName() +
            "), stage " + std::to_string(action.stage) + ", micro-batch " +
-           std::to_string(action.microBatch) + ", " + action.kind + " " +
+           std::to_string(action.microBatch) + ", " + kinds::toString(action.kind) + " " +
            f.name + ": ";
   };
   std::string stepNote = " (step " + std::to_string(step + 1) + ")";

@@ -32,6 +32,7 @@
 #include <vector>
 
 using namespace pp::rt;
+namespace kinds = pp::kinds;
 
 namespace {
 
@@ -166,15 +167,15 @@ void stage0_update(StageContext &ctx, int64_t) { update(ctx, 0, 3, {4, 5}); }
 void stage1_update(StageContext &ctx, int64_t) { update(ctx, 1, 4, {5, 3}); }
 
 ActionInfo F(int64_t stage, int64_t mb) {
-  return {"forward", stage == 0 ? 0 : 1, stage, mb};
+  return {kinds::ActionKind::Forward, stage == 0 ? 0 : 1, stage, mb};
 }
 ActionInfo B(int64_t stage, int64_t mb) {
-  return {"backward", stage == 0 ? 3 : 2, stage, mb};
+  return {kinds::ActionKind::Backward, stage == 0 ? 3 : 2, stage, mb};
 }
 
 const ProgramInfo program = {
     /*modelName=*/"toy",
-    /*scheduleKind=*/"1f1b",
+    /*scheduleKind=*/kinds::ScheduleKind::OneFOneB,
     /*numStages=*/2,
     /*microBatches=*/4,
     /*plannedPeakBytes=*/{4096, 4096},
@@ -191,12 +192,12 @@ const ProgramInfo program = {
     {{"x", DType::F32, {8, 4}, 10}, {"label", DType::F32, {8, 3}, 10}},
     /*outputs=*/{{"loss", "mean", DType::F32, {}}},
     /*functions=*/
-    {{"stage0_forward", stage0_forward, 0, "forward", 1024},
-     {"stage1_forward", stage1_forward, 1, "forward", 1536},
-     {"stage1_backward", stage1_backward, 1, "backward", 1536},
-     {"stage0_backward", stage0_backward, 0, "backward", 1536},
-     {"stage0_update", stage0_update, 0, "update", 1024},
-     {"stage1_update", stage1_update, 1, "update", 1024}},
+    {{"stage0_forward", stage0_forward, 0, kinds::Phase::Forward, 1024},
+     {"stage1_forward", stage1_forward, 1, kinds::Phase::Forward, 1536},
+     {"stage1_backward", stage1_backward, 1, kinds::Phase::Backward, 1536},
+     {"stage0_backward", stage0_backward, 0, kinds::Phase::Backward, 1536},
+     {"stage0_update", stage0_update, 0, kinds::Phase::Update, 1024},
+     {"stage1_update", stage1_update, 1, kinds::Phase::Update, 1024}},
     /*stageGlobals=*/{{0, 2, 3}, {1, 2, 4}},
     /*schedule=*/
     {{F(0, 0),
@@ -207,8 +208,8 @@ const ProgramInfo program = {
       F(0, 3),
       B(0, 2),
       B(0, 3),
-      {"grad_reduce", -1, 0, -1},
-      {"optimizer_step", 4, 0, -1}},
+      {kinds::ActionKind::GradReduce, -1, 0, -1},
+      {kinds::ActionKind::OptimizerStep, 4, 0, -1}},
      {F(1, 0),
       B(1, 0),
       F(1, 1),
@@ -217,7 +218,7 @@ const ProgramInfo program = {
       B(1, 2),
       F(1, 3),
       B(1, 3),
-      {"optimizer_step", 5, 1, -1}}},
+      {kinds::ActionKind::OptimizerStep, 5, 1, -1}}},
     /*dataFile=*/"pp-rt-train-toy.data",
     /*onnxFile=*/"pp-rt-train-toy.onnx",
 };

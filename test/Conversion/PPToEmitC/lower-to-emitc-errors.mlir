@@ -1,16 +1,16 @@
 // RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc --split-input-file -verify-diagnostics
 // An op without a kernel mapping is reported at the op.
-module attributes {pp.num_stages = 1 : i64, pp.micro_batches = 1 : i64, pp.input_names = ["x"], pp.output_names = []} {
-  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 1>, pp.input_names = ["x"], pp.output_names = []} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<4xf32>
     // expected-error @below {{code generation does not support this op yet}}
     func.call @helper(%x) : (tensor<4xf32>) -> ()
     return
   }
   func.func private @helper(tensor<4xf32>)
-  pp.schedule attributes {kind = "gpipe", micro_batches = 1 : i64, chunks = 1 : i64} {
+  pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
-      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
     }
   }
 }
@@ -18,17 +18,17 @@ module attributes {pp.num_stages = 1 : i64, pp.micro_batches = 1 : i64, pp.input
 // -----
 
 // Operands that configure a kernel must be constants.
-module attributes {pp.num_stages = 1 : i64, pp.micro_batches = 1 : i64, pp.input_names = ["x", "r"], pp.output_names = []} {
-  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 1>, pp.input_names = ["x", "r"], pp.output_names = []} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<4xf32>
     %r = pp.input %mb {index = 1 : i64} : tensor<f32>
     // expected-error @below {{code generation needs a constant operand here}}
     %y, %m = onnx.Dropout %x ratio %r : (tensor<4xf32>, tensor<f32>) -> (tensor<4xf32>, tensor<4xi1>)
     return
   }
-  pp.schedule attributes {kind = "gpipe", micro_batches = 1 : i64, chunks = 1 : i64} {
+  pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
-      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
     }
   }
 }

@@ -65,13 +65,13 @@
 // CPP: p.outputs.push_back({"y", "concat", pp::rt::DType::F32, {4, 8}});
 // CPP: p.stageGlobals[0] = {0, 2};
 // CPP: p.stageGlobals[1] = {1};
-// CPP: p.schedule[0].push_back({"forward", 0, 0, 0});
-// CPP: p.schedule[0].push_back({"optimizer_step", 2, 0, -1});
-// CPP: p.schedule[1].push_back({"forward", 3, 1, 1});
-// CPP: p.schedule[1].push_back({"optimizer_step", 4, 1, -1});
+// CPP: p.schedule[0].push_back({pp::kinds::ActionKind::Forward, 0, 0, 0});
+// CPP: p.schedule[0].push_back({pp::kinds::ActionKind::OptimizerStep, 2, 0, -1});
+// CPP: p.schedule[1].push_back({pp::kinds::ActionKind::Forward, 3, 1, 1});
+// CPP: p.schedule[1].push_back({pp::kinds::ActionKind::OptimizerStep, 4, 1, -1});
 // CPP: return pp::rt::trainMain(program, argc, argv);
-module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input_names = ["x"], pp.output_names = ["y"]} {
-  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 2, num_stages = 2>, pp.input_names = ["x"], pp.output_names = ["y"]} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>
     %w = onnx.global_read @w : tensor<8x8xf32>
     %y = onnx.MatMul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("fc")
@@ -79,14 +79,14 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
     pp.stash %x, %mb {slot = 0 : i64} : tensor<4x8xf32>
     return
   }
-  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} {
     %dy = pp.recv %mb {peer = 1 : i64, tag = 1 : i64} : tensor<4x8xf32>
     %x = pp.unstash %mb {slot = 0 : i64} : tensor<4x8xf32>
     %dw = onnx.Gemm %x, %dy {beta = 0.0 : f32, transA = 1 : i64} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
     pp.accumulate %dw {slot = 0 : i64} : tensor<8x8xf32>
     return
   }
-  func.func @stage0_update() attributes {pp.stage = 0 : i64} {
+  func.func @stage0_update() attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<update>} {
     %step = onnx.global_read @pp.step : tensor<i64>
     %w = onnx.global_read @w : tensor<8x8xf32>
     %g = pp.accumulated {slot = 0 : i64} : tensor<8x8xf32>
@@ -94,7 +94,7 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
     train.global_write @w, %new : tensor<8x8xf32>
     return
   }
-  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} {
     %y = pp.recv %mb {peer = 0 : i64, tag = 0 : i64} : tensor<4x8xf32>
     %b = onnx.Constant dense<1.0> : tensor<8xf32>
     %a = onnx.Add %y, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
@@ -105,7 +105,7 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
   }
   // A fused kernel runs where its last op is: an Add reading @v may not move
   // past a write of @v, so Add and Relu stay separate kernels here.
-  func.func @stage1_update() attributes {pp.stage = 1 : i64} {
+  func.func @stage1_update() attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<update>} {
     %v = onnx.global_read @v : tensor<8xf32>
     %a = onnx.Add %v, %v : (tensor<8xf32>, tensor<8xf32>) -> tensor<8xf32>
     train.global_write @v, %a : tensor<8xf32>
@@ -117,18 +117,18 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 2 : i64, pp.input
   onnx.global "trainable" @w : tensor<8x8xf32> = dense<0.5> : tensor<8x8xf32>
   onnx.global "state" @v : tensor<8xf32> = dense<0.5> : tensor<8xf32>
   onnx.global "state" @pp.step : tensor<i64> = dense<0> : tensor<i64>
-  pp.schedule attributes {kind = "gpipe", micro_batches = 2 : i64, chunks = 1 : i64} {
+  pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
-      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
-      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage0_backward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
-      pp.action "optimizer_step" @stage0_update {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action backward @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action backward @stage0_backward {stage = 0 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action optimizer_step @stage0_update {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
     }
     pp.device 1 attributes {name = "gpu1"} {
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
-      pp.action "optimizer_step" @stage1_update {stage = 1 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action optimizer_step @stage1_update {stage = 1 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
     }
   }
 }

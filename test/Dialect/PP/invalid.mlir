@@ -1,12 +1,12 @@
 // RUN: pipeline-opt %s -split-input-file -verify-diagnostics
 
-// expected-error @+1 {{pp.num_stages must be a positive integer}}
-module attributes {pp.num_stages = 0 : i64} {
+// expected-error @+1 {{num_stages must be >= 1, got 0}}
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 0>} {
 }
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) attributes {pp.stage = 0 : i64} {
     // expected-error @+1 {{has no matching pp.recv on stage 1 (peer 0, tag 7)}}
     pp.send %x, %mb {peer = 1 : i64, tag = 7 : i64} : tensor<4xf32>
@@ -19,7 +19,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @stage0(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
     return
   }
@@ -32,7 +32,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) attributes {pp.stage = 0 : i64} {
     pp.send %x, %mb {peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
     return
@@ -46,7 +46,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) attributes {pp.stage = 0 : i64} {
     // expected-error @+1 {{peer is the op's own stage 0}}
     pp.send %x, %mb {peer = 0 : i64, tag = 0 : i64} : tensor<4xf32>
@@ -56,7 +56,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) attributes {pp.stage = 0 : i64} {
     // expected-error @+1 {{stage 0 or peer 5 is out of range for 2 stages}}
     pp.send %x, %mb {peer = 5 : i64, tag = 0 : i64} : tensor<4xf32>
@@ -66,7 +66,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   func.func @nostage(%mb: tensor<i64>, %x: tensor<4xf32>) {
     // expected-error @+1 {{is not inside a function marked pp.stage}}
     pp.send %x, %mb {peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>
@@ -76,7 +76,7 @@ module attributes {pp.num_stages = 2 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 1 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
   func.func @stage0(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
     // expected-error @+1 {{has no pp.stash of slot 4 on stage 0}}
     %a = pp.unstash %mb {slot = 4 : i64} : tensor<4xf32>
@@ -86,7 +86,7 @@ module attributes {pp.num_stages = 1 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 1 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) attributes {pp.stage = 0 : i64} {
     pp.stash %x, %mb {slot = 0 : i64} : tensor<4xf32>
     // expected-error @+1 {{takes 'tensor<2xf32>' but slot 0 holds 'tensor<4xf32>'}}
@@ -97,7 +97,7 @@ module attributes {pp.num_stages = 1 : i64} {
 
 // -----
 
-module attributes {pp.num_stages = 1 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
   func.func @stage0() attributes {pp.stage = 0 : i64} {
     // expected-error @+1 {{has no pp.accumulate of slot 1 on stage 0}}
     %g = pp.accumulated {slot = 1 : i64} : tensor<4xf32>
@@ -115,40 +115,113 @@ func.func @f(%mb: tensor<i64>, %x: tensor<f32>) {
 
 // -----
 
-func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
-// expected-error @+1 {{unknown schedule kind 'zigzag'}}
-pp.schedule attributes {kind = "zigzag", micro_batches = 1 : i64, chunks = 1 : i64} {
+// expected-error @+2 {{unknown ScheduleKind 'zigzag'}}
+// expected-error @+1 {{failed to parse PP_PlanAttr parameter 'schedule'}}
+module attributes {pp.plan = #pp.plan<schedule = "zigzag", micro_batches = 1, num_stages = 1>} {
 }
 
 // -----
 
+// expected-error @+1 {{'pp.schedule' op needs the enclosing module's pp.plan}}
+pp.schedule {
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
+func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} { return }
+func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} { return }
+// expected-error @+1 {{'pp.schedule' op has 1 devices but the plan's 2 stages in 1 chunks need 2}}
+pp.schedule {
+  pp.device 0 attributes {name = "a"} {
+    pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+  }
+}
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
 func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
 func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} { return }
-pp.schedule attributes {kind = "1f1b", micro_batches = 1 : i64, chunks = 1 : i64} {
+pp.schedule {
   pp.device 0 attributes {name = "a"} {
     // expected-error @+1 {{stage 1 belongs on device 1, not 0}}
-    pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+    pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
   }
   pp.device 1 attributes {name = "b"} {
   }
 }
-
-// -----
-
-func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
-pp.schedule attributes {kind = "1f1b", micro_batches = 1 : i64, chunks = 1 : i64} {
-  pp.device 0 attributes {name = "a"} {
-    // expected-error @+1 {{a forward action needs a micro_batch >= 0}}
-    pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
-  }
 }
 
 // -----
 
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
+func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
+pp.schedule {
+  pp.device 0 attributes {name = "a"} {
+    // expected-error @+1 {{a forward action needs a micro_batch >= 0}}
+    pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
+  }
+}
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
+func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} { return }
+pp.schedule {
+  pp.device 0 attributes {name = "a"} {
+    // expected-error @+1 {{callee @stage0_backward does not hold the forward of its stage}}
+    pp.action forward @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+  }
+}
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
+pp.schedule {
+  pp.device 0 attributes {name = "a"} {
+    // expected-error @+1 {{unknown action kind 'sideways'}}
+    pp.action sideways {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+  }
+}
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 1>} {
 func.func @stage0_update() attributes {pp.stage = 0 : i64} { return }
-pp.schedule attributes {kind = "1f1b", micro_batches = 1 : i64, chunks = 1 : i64} {
+pp.schedule {
   pp.device 0 attributes {name = "a"} {
     // expected-error @+1 {{callee @nowhere is not a function}}
-    pp.action "optimizer_step" @nowhere {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
+    pp.action optimizer_step @nowhere {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
   }
+}
+}
+
+// -----
+
+// The pp.* attributes are the dialect's, with their declared types.
+// expected-error @+1 {{pp.stage must be an integer >= 0, got "first"}}
+func.func @f() attributes {pp.stage = "first"} { return }
+
+// -----
+
+// expected-error @+1 {{unknown pp dialect attribute pp.stages}}
+func.func @f() attributes {pp.stages = 1 : i64} { return }
+
+// -----
+
+// expected-error @+1 {{pp.grad_of must be a symbol reference, got 1 : i64}}
+func.func @f() -> (tensor<f32> {pp.grad_of = 1 : i64}) {
+  %c = onnx.Constant dense<0.0> : tensor<f32>
+  return %c : tensor<f32>
+}
+
+// -----
+
+// expected-error @+1 {{stage_devices names 1 devices for 2 stages}}
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 2, num_stages = 2, stage_devices = ["a"]>} {
 }

@@ -3,7 +3,7 @@
 // A two-stage pipeline: stage 0 sends its activation forward and receives
 // the gradient back; the module-level pp.num_stages makes the dialect check
 // that the transfers pair up.
-module attributes {pp.num_stages = 2 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2>} {
   // CHECK-LABEL: func.func @stage0
   func.func @stage0(%mb: tensor<i64>, %x: tensor<4xf32>) -> tensor<4xf32> attributes {pp.stage = 0 : i64} {
     // CHECK: pp.send %{{.*}}, %{{.*}} {peer = 1 : i64, tag = 0 : i64} : tensor<4xf32>

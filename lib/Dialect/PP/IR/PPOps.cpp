@@ -4,29 +4,230 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace pp::pipeline;
 
 #include "pp/Dialect/PP/IR/PPOpsDialect.cpp.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "pp/Dialect/PP/IR/PPAttrs.cpp.inc"
+
 void PPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "pp/Dialect/PP/IR/PPOps.cpp.inc"
       >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "pp/Dialect/PP/IR/PPAttrs.cpp.inc"
+      >();
+}
+
+//===----------------------------------------------------------------------===//
+// Attribute accessors
+//===----------------------------------------------------------------------===//
+
+namespace {
+using Names = PPDialect;
+template <typename AttrT>
+AttrT get(Operation *op, StringRef name) {
+  return op->getAttrOfType<AttrT>(name);
+}
+} // namespace
+
+PlanAttr pp::pipeline::getPlan(ModuleOp module) {
+  return get<PlanAttr>(module, Names::PlanAttrHelper::getNameStr());
+}
+void pp::pipeline::setPlan(ModuleOp module, PlanAttr plan) {
+  module->setAttr(Names::PlanAttrHelper::getNameStr(), plan);
+}
+int64_t pp::pipeline::resolveMicroBatches(ModuleOp module, int64_t option) {
+  if (option != 0)
+    return option;
+  if (PlanAttr plan = getPlan(module))
+    return plan.getMicroBatches();
+  return kDefaultMicroBatches;
+}
+
+std::optional<int64_t> pp::pipeline::getStage(Operation *op) {
+  if (auto stage = get<IntegerAttr>(op, Names::StageAttrHelper::getNameStr()))
+    return stage.getInt();
+  return std::nullopt;
+}
+void pp::pipeline::setStage(Operation *op, int64_t stage) {
+  op->setAttr(Names::StageAttrHelper::getNameStr(),
+              Builder(op->getContext()).getI64IntegerAttr(stage));
+}
+void pp::pipeline::removeStage(Operation *op) {
+  op->removeAttr(Names::StageAttrHelper::getNameStr());
+}
+
+bool pp::pipeline::isLossSeed(Operation *op) {
+  return op->hasAttr(Names::LossSeedAttrHelper::getNameStr());
+}
+void pp::pipeline::setLossSeed(Operation *op) {
+  op->setAttr(Names::LossSeedAttrHelper::getNameStr(),
+              UnitAttr::get(op->getContext()));
+}
+void pp::pipeline::removeLossSeed(Operation *op) {
+  op->removeAttr(Names::LossSeedAttrHelper::getNameStr());
+}
+
+bool pp::pipeline::isRecomputed(Operation *op) {
+  return op->hasAttr(Names::RecomputeAttrHelper::getNameStr());
+}
+void pp::pipeline::setRecomputed(Operation *op) {
+  op->setAttr(Names::RecomputeAttrHelper::getNameStr(),
+              UnitAttr::get(op->getContext()));
+}
+
+std::optional<pp::kinds::Phase> pp::pipeline::getPhase(Operation *func) {
+  if (auto phase = get<PhaseAttr>(func, Names::PhaseAttrHelper::getNameStr()))
+    return phase.getValue();
+  return std::nullopt;
+}
+void pp::pipeline::setPhase(Operation *func, pp::kinds::Phase phase) {
+  func->setAttr(Names::PhaseAttrHelper::getNameStr(),
+                PhaseAttr::get(func->getContext(), phase));
+}
+
+DenseI64ArrayAttr pp::pipeline::getOffsets(Operation *op) {
+  return get<DenseI64ArrayAttr>(op, Names::OffsetsAttrHelper::getNameStr());
+}
+void pp::pipeline::setOffsets(Operation *op, ArrayRef<int64_t> offsets) {
+  op->setAttr(Names::OffsetsAttrHelper::getNameStr(),
+              DenseI64ArrayAttr::get(op->getContext(), offsets));
+}
+std::optional<int64_t> pp::pipeline::getArenaBytes(Operation *func) {
+  if (auto bytes =
+          get<IntegerAttr>(func, Names::ArenaBytesAttrHelper::getNameStr()))
+    return bytes.getInt();
+  return std::nullopt;
+}
+void pp::pipeline::setArenaBytes(Operation *func, int64_t bytes) {
+  func->setAttr(Names::ArenaBytesAttrHelper::getNameStr(),
+                Builder(func->getContext()).getI64IntegerAttr(bytes));
+}
+DenseI64ArrayAttr pp::pipeline::getPlannedPeakBytes(ModuleOp module) {
+  return get<DenseI64ArrayAttr>(module,
+                                Names::PlannedPeakBytesAttrHelper::getNameStr());
+}
+void pp::pipeline::setPlannedPeakBytes(ModuleOp module,
+                                       ArrayRef<int64_t> bytes) {
+  module->setAttr(Names::PlannedPeakBytesAttrHelper::getNameStr(),
+                  DenseI64ArrayAttr::get(module.getContext(), bytes));
+}
+
+ArrayAttr pp::pipeline::getInputNames(ModuleOp module) {
+  return get<ArrayAttr>(module, Names::InputNamesAttrHelper::getNameStr());
+}
+ArrayAttr pp::pipeline::getOutputNames(ModuleOp module) {
+  return get<ArrayAttr>(module, Names::OutputNamesAttrHelper::getNameStr());
+}
+void pp::pipeline::setInputOutputNames(ModuleOp module,
+                                       ArrayRef<Attribute> inputs,
+                                       ArrayRef<Attribute> outputs) {
+  Builder b(module.getContext());
+  module->setAttr(Names::InputNamesAttrHelper::getNameStr(),
+                  b.getArrayAttr(inputs));
+  module->setAttr(Names::OutputNamesAttrHelper::getNameStr(),
+                  b.getArrayAttr(outputs));
+}
+
+void pp::pipeline::setMicroBatchArg(FunctionOpInterface func, unsigned index) {
+  func.setArgAttr(index, Names::MicroBatchAttrHelper::getNameStr(),
+                  UnitAttr::get(func.getContext()));
+}
+bool pp::pipeline::isLossResult(FunctionOpInterface func, unsigned index) {
+  return static_cast<bool>(
+      func.getResultAttr(index, Names::LossAttrHelper::getNameStr()));
+}
+void pp::pipeline::setLossResult(FunctionOpInterface func, unsigned index) {
+  func.setResultAttr(index, Names::LossAttrHelper::getNameStr(),
+                     UnitAttr::get(func.getContext()));
+}
+NamedAttribute pp::pipeline::getLossResultAttr(MLIRContext *context) {
+  return NamedAttribute(
+      StringAttr::get(context, Names::LossAttrHelper::getNameStr()),
+      UnitAttr::get(context));
+}
+FlatSymbolRefAttr pp::pipeline::getGradOf(FunctionOpInterface func,
+                                          unsigned index) {
+  return func.getResultAttrOfType<FlatSymbolRefAttr>(
+      index, Names::GradOfAttrHelper::getNameStr());
+}
+NamedAttribute pp::pipeline::getGradOfResultAttr(FlatSymbolRefAttr global) {
+  return NamedAttribute(StringAttr::get(global.getContext(),
+                                        Names::GradOfAttrHelper::getNameStr()),
+                        global);
+}
+
+//===----------------------------------------------------------------------===//
+// Attributes
+//===----------------------------------------------------------------------===//
+
+LogicalResult
+PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                 pp::kinds::ScheduleKind schedule, int64_t microBatches,
+                 int64_t chunks, int64_t numStages, ArrayAttr stageDevices,
+                 int64_t dataParallel, int64_t tensorParallel) {
+  if (microBatches < 1)
+    return emitError() << "micro_batches must be >= 1, got " << microBatches;
+  if (chunks < 1)
+    return emitError() << "chunks must be >= 1, got " << chunks;
+  if (numStages < 1)
+    return emitError() << "num_stages must be >= 1, got " << numStages;
+  if (!stageDevices.empty() &&
+      static_cast<int64_t>(stageDevices.size()) != numStages)
+    return emitError() << "stage_devices names " << stageDevices.size()
+                       << " devices for " << numStages << " stages";
+  if (!llvm::all_of(stageDevices, llvm::IsaPred<StringAttr>))
+    return emitError() << "stage_devices must be strings";
+  if (dataParallel < 1 || tensorParallel < 1)
+    return emitError() << "data_parallel and tensor_parallel must be >= 1";
+  return success();
+}
+
+std::optional<StringRef> PlanAttr::getStageDeviceName(int64_t stage) const {
+  if (stage < 0 || stage >= static_cast<int64_t>(getStageDevices().size()))
+    return std::nullopt;
+  return cast<StringAttr>(getStageDevices()[stage]).getValue();
+}
+
+PlanAttr PlanAttr::withMicroBatches(int64_t microBatches) const {
+  return PlanAttr::get(getContext(), getSchedule(), microBatches, getChunks(),
+                       getNumStages(), getStageDevices(), getDataParallel(),
+                       getTensorParallel());
+}
+PlanAttr PlanAttr::withNumStages(int64_t numStages) const {
+  return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(),
+                       getChunks(), numStages, getStageDevices(),
+                       getDataParallel(), getTensorParallel());
+}
+PlanAttr PlanAttr::withChunks(int64_t chunks) const {
+  return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(), chunks,
+                       getNumStages(), getStageDevices(), getDataParallel(),
+                       getTensorParallel());
+}
+PlanAttr PlanAttr::withSchedule(pp::kinds::ScheduleKind schedule) const {
+  return PlanAttr::get(getContext(), schedule, getMicroBatches(), getChunks(),
+                       getNumStages(), getStageDevices(), getDataParallel(),
+                       getTensorParallel());
 }
 
 /// The stage of the function holding `op` (its `pp.stage`), if any.
 static std::optional<int64_t> enclosingStage(Operation *op) {
   for (Operation *parent = op->getParentOp(); parent;
        parent = parent->getParentOp())
-    if (auto stage = parent->getAttrOfType<IntegerAttr>("pp.stage"))
-      return stage.getInt();
+    if (auto stage = getStage(parent))
+      return stage;
   return std::nullopt;
 }
 
@@ -56,15 +257,15 @@ LogicalResult OutputOp::verify() {
   return success();
 }
 
-static bool isKnownScheduleKind(StringRef kind) {
-  return llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"}, kind);
+PlanAttr ScheduleOp::getPlan() {
+  auto module = (*this)->getParentOfType<ModuleOp>();
+  return module ? pp::pipeline::getPlan(module) : PlanAttr();
 }
 
 LogicalResult ScheduleOp::verify() {
-  if (!isKnownScheduleKind(getKind()))
-    return emitOpError("unknown schedule kind '") << getKind() << "'";
-  if (getMicroBatches() < 1 || getChunks() < 1)
-    return emitOpError("micro_batches and chunks must be >= 1");
+  PlanAttr plan = getPlan();
+  if (!plan)
+    return emitOpError("needs the enclosing module's pp.plan");
   int64_t expected = 0;
   for (Operation &op : getBody().front()) {
     auto device = dyn_cast<DeviceOp>(op);
@@ -75,61 +276,139 @@ LogicalResult ScheduleOp::verify() {
                                 "order; expected ")
              << expected - 1;
   }
+  if (expected != plan.getNumDevices())
+    return emitOpError("has ") << expected << " devices but the plan's "
+                               << plan.getNumStages() << " stages in "
+                               << plan.getChunks() << " chunks need "
+                               << plan.getNumDevices();
   return success();
 }
 
+/// `pp.action forward @f {...}`: the kind as a bare name.
+static ParseResult parseActionKind(OpAsmParser &parser, ActionKindAttr &kind) {
+  SMLoc loc = parser.getCurrentLocation();
+  std::string name;
+  if (parser.parseKeywordOrString(&name))
+    return failure();
+  std::optional<pp::kinds::ActionKind> value = pp::kinds::parseActionKind(name);
+  if (!value)
+    return parser.emitError(loc, "unknown action kind '") << name << "'";
+  kind = ActionKindAttr::get(parser.getContext(), *value);
+  return success();
+}
+
+static void printActionKind(OpAsmPrinter &printer, Operation *,
+                            ActionKindAttr kind) {
+  printer.printKeywordOrString(pp::kinds::toString(kind.getValue()));
+}
+
 LogicalResult ActionOp::verify() {
-  StringRef kind = getKind();
-  bool perMicroBatch = llvm::is_contained(
-      {"forward", "backward", "backward_input", "backward_weight"}, kind);
-  if (!perMicroBatch && kind != "grad_reduce" && kind != "optimizer_step")
-    return emitOpError("unknown action kind '") << kind << "'";
+  pp::kinds::ActionKind kind = getKindValue();
+  StringRef name = pp::kinds::toString(kind);
+  bool perMicroBatch = !pp::kinds::isPerStep(kind);
   if (perMicroBatch && getMicroBatchAttr().getInt() < 0)
-    return emitOpError("a ") << kind << " action needs a micro_batch >= 0";
+    return emitOpError("a ") << name << " action needs a micro_batch >= 0";
   if (!perMicroBatch && getMicroBatchAttr().getInt() != -1)
-    return emitOpError("a ") << kind << " action has micro_batch -1";
+    return emitOpError("a ") << name << " action has micro_batch -1";
   if (getWeightVersionAttr().getInt() < 0)
     return emitOpError("weight_version must be >= 0");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
-  int64_t numDevices =
-      static_cast<int64_t>(schedule.getBody().front().getOperations().size());
-  if (getStageAttr().getInt() < 0 ||
-      getStage() >= numDevices * schedule.getChunks())
+  PlanAttr plan = schedule.getPlan();
+  if (!plan)
+    return failure(); // The schedule reports it.
+  if (getStageAttr().getInt() < 0 || getStage() >= plan.getNumStages())
     return emitOpError("stage ") << getStage() << " is out of range";
-  if (getStage() % numDevices != device.getIndex())
+  if (plan.getDeviceOf(getStage()) != device.getIndex())
     return emitOpError("stage ")
-           << getStage() << " belongs on device " << getStage() % numDevices
-           << ", not " << device.getIndex();
+           << getStage() << " belongs on device "
+           << plan.getDeviceOf(getStage()) << ", not " << device.getIndex();
   if (!getCallee())
-    return kind == "grad_reduce"
+    return pp::kinds::phaseOf(kind) == pp::kinds::Phase::None
                ? success()
-               : emitOpError("a ") << kind << " action needs a callee";
+               : emitOpError("a ") << name << " action needs a callee";
   auto module = (*this)->getParentOfType<ModuleOp>();
   auto func =
       module ? module.lookupSymbol<func::FuncOp>(*getCallee()) : func::FuncOp();
   if (!func)
     return emitOpError("callee @") << *getCallee() << " is not a function";
-  auto stage = func->getAttrOfType<IntegerAttr>("pp.stage");
-  if (!stage || stage.getInt() != getStageAttr().getInt())
+  if (pp::pipeline::getStage(func) != static_cast<int64_t>(getStage()))
     return emitOpError("callee @")
            << *getCallee() << " is not a function of stage " << getStage();
+  if (pp::pipeline::getPhase(func) != pp::kinds::phaseOf(kind))
+    return emitOpError("callee @")
+           << *getCallee() << " does not hold the "
+           << pp::kinds::toString(pp::kinds::phaseOf(kind))
+           << " of its stage";
   return success();
+}
+
+/// Whether `attribute` has the type its declaration in PPDialect.td gives.
+static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
+  StringRef name = attribute.getName().getValue();
+  Attribute value = attribute.getValue();
+  auto expect = [&](bool ok, StringRef what) -> LogicalResult {
+    if (ok)
+      return success();
+    return op->emitError() << name << " must be " << what << ", got "
+                           << value;
+  };
+  if (name == Names::StageAttrHelper::getNameStr() ||
+      name == Names::ArenaBytesAttrHelper::getNameStr())
+    return expect(isa<IntegerAttr>(value) &&
+                      cast<IntegerAttr>(value).getInt() >= 0,
+                  "an integer >= 0");
+  if (name == Names::LossSeedAttrHelper::getNameStr() ||
+      name == Names::RecomputeAttrHelper::getNameStr() ||
+      name == Names::MicroBatchAttrHelper::getNameStr() ||
+      name == Names::LossAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value), "a unit attribute");
+  if (name == Names::PhaseAttrHelper::getNameStr())
+    return expect(isa<PhaseAttr>(value), "a #pp.phase");
+  if (name == Names::OffsetsAttrHelper::getNameStr() ||
+      name == Names::PlannedPeakBytesAttrHelper::getNameStr())
+    return expect(isa<DenseI64ArrayAttr>(value), "an array<i64>");
+  if (name == Names::PlanAttrHelper::getNameStr())
+    return expect(isa<PlanAttr>(value) && isa<ModuleOp>(op),
+                  "a #pp.plan on the module");
+  if (name == Names::InputNamesAttrHelper::getNameStr() ||
+      name == Names::OutputNamesAttrHelper::getNameStr())
+    return expect(isa<ArrayAttr>(value) &&
+                      llvm::all_of(cast<ArrayAttr>(value),
+                                   llvm::IsaPred<StringAttr>),
+                  "an array of strings");
+  if (name == Names::GradOfAttrHelper::getNameStr())
+    return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
+  return op->emitError() << "unknown pp dialect attribute " << name;
+}
+
+LogicalResult PPDialect::verifyRegionArgAttribute(Operation *op, unsigned,
+                                                  unsigned,
+                                                  NamedAttribute attribute) {
+  return verifyAttrType(op, attribute);
+}
+
+LogicalResult PPDialect::verifyRegionResultAttribute(Operation *op, unsigned,
+                                                     unsigned,
+                                                     NamedAttribute attribute) {
+  return verifyAttrType(op, attribute);
 }
 
 LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
-  StringRef name = attribute.getName().getValue();
-  if (name == "pp.stage") {
-    if (!isa<IntegerAttr>(attribute.getValue()))
-      return op->emitError("pp.stage must be an integer");
+  if (failed(verifyAttrType(op, attribute)))
+    return failure();
+  if (attribute.getName() != Names::PlanAttrHelper::getNameStr())
     return success();
-  }
-  if (name != "pp.num_stages")
-    return success();
-  auto numStages = dyn_cast<IntegerAttr>(attribute.getValue());
-  if (!numStages || numStages.getInt() < 1)
-    return op->emitError("pp.num_stages must be a positive integer");
+  auto plan = cast<PlanAttr>(attribute.getValue());
+  // Plans that passes build are checked like parsed ones.
+  if (failed(PlanAttr::verify(
+          [&] { return op->emitError() << "invalid pp.plan: "; },
+          plan.getSchedule(), plan.getMicroBatches(), plan.getChunks(),
+          plan.getNumStages(), plan.getStageDevices(), plan.getDataParallel(),
+          plan.getTensorParallel())))
+    return failure();
+  int64_t numStages = plan.getNumStages();
 
   // Every send needs exactly one recv: same tag, peers pointing at each
   // other, same type. Key: (sender stage, receiver stage, tag).
@@ -147,10 +426,10 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
         comm->emitOpError("peer is the op's own stage ") << peer;
         return std::nullopt;
       }
-      if (*stage >= numStages.getInt() || peer >= numStages.getInt()) {
+      if (*stage >= numStages || peer >= numStages) {
         comm->emitOpError("stage ")
             << *stage << " or peer " << peer << " is out of range for "
-            << numStages.getInt() << " stages";
+            << numStages << " stages";
         return std::nullopt;
       }
       return stage;
@@ -246,6 +525,38 @@ ScheduleOp pp::pipeline::lookupSchedule(ModuleOp module, StringRef user) {
       << user << " needs exactly one pp.schedule (run --pp-schedule), found "
       << llvm::range_size(schedules);
   return nullptr;
+}
+
+pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
+  PlanAttr plan = op.getPlan();
+  pp::schedule::Schedule schedule;
+  schedule.kind = plan.getSchedule();
+  schedule.chunksPerDevice = static_cast<int>(plan.getChunks());
+  schedule.microBatches = static_cast<int>(plan.getMicroBatches());
+  for (auto device : op.getBody().front().getOps<DeviceOp>()) {
+    auto &list = schedule.actions.emplace_back();
+    for (auto action : device.getBody().front().getOps<ActionOp>())
+      list.push_back({action.getKindValue(),
+                      static_cast<int>(action.getStageAttr().getInt()),
+                      static_cast<int>(action.getMicroBatchAttr().getInt()),
+                      static_cast<int>(action.getWeightVersionAttr().getInt())});
+  }
+  schedule.numDevices = static_cast<int>(schedule.actions.size());
+  return schedule;
+}
+
+std::map<std::pair<int64_t, pp::kinds::Phase>, Operation *>
+pp::pipeline::getStageFunctions(ScheduleOp op) {
+  std::map<std::pair<int64_t, pp::kinds::Phase>, Operation *> functions;
+  auto module = op->getParentOfType<ModuleOp>();
+  op.walk([&](ActionOp action) {
+    if (!action.getCallee())
+      return;
+    if (Operation *func = module.lookupSymbol(*action.getCallee()))
+      functions[{static_cast<int64_t>(action.getStage()),
+                 pp::kinds::phaseOf(action.getKindValue())}] = func;
+  });
+  return functions;
 }
 
 #define GET_OP_CLASSES

@@ -14,6 +14,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <map>
+
 namespace pp {
 #define GEN_PASS_DEF_MATERIALIZESCHEDULEPASS
 #include "pp/Dialect/PP/Transforms/Passes.h.inc"
@@ -31,31 +33,28 @@ struct MaterializeSchedulePass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    auto stagesAttr = module->getAttrOfType<IntegerAttr>("pp.num_stages");
-    auto mbAttr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
-    if (!stagesAttr || !mbAttr) {
-      module.emitError() << "no pp.num_stages / pp.micro_batches: run "
-                            "--pp-split-stages first";
+    pipeline::PlanAttr plan = pipeline::getPlan(module);
+    if (!plan) {
+      module.emitError() << "no pp.plan: run --pp-split-stages first";
       return signalPassFailure();
     }
     for (auto old :
          llvm::make_early_inc_range(module.getOps<pipeline::ScheduleOp>()))
       old.erase();
-    std::string kindName = kind;
-    if (kindName.empty())
-      if (auto attr = module->getAttrOfType<StringAttr>("pp.schedule_kind"))
-        kindName = attr.str();
-    if (kindName.empty())
-      kindName = "1f1b";
-    std::optional<sched::ScheduleKind> scheduleKind =
-        sched::parseScheduleKind(kindName);
-    if (!scheduleKind) {
-      module.emitError() << "unknown schedule '" << kindName
-                         << "' (gpipe, 1f1b, interleaved, zb-h1)";
-      return signalPassFailure();
+    sched::ScheduleKind scheduleKind = plan.getSchedule();
+    if (!kind.empty()) {
+      std::optional<sched::ScheduleKind> parsed =
+          sched::parseScheduleKind(kind);
+      if (!parsed) {
+        module.emitError() << "unknown schedule '" << kind
+                           << "' (gpipe, 1f1b, interleaved, zb-h1)";
+        return signalPassFailure();
+      }
+      scheduleKind = *parsed;
     }
-    int64_t numStages = stagesAttr.getInt();
-    int64_t v = chunks;
+    StringRef kindName = sched::toString(scheduleKind);
+    int64_t numStages = plan.getNumStages();
+    int64_t v = chunks != 0 ? static_cast<int64_t>(chunks) : plan.getChunks();
     if (v < 1 || numStages % v != 0) {
       module.emitError() << numStages << " stages do not split into " << v
                          << " chunks per device";
@@ -64,97 +63,89 @@ struct MaterializeSchedulePass
     int numDevices = static_cast<int>(numStages / v);
     sched::Schedule schedule;
     std::string error;
-    if (!sched::buildSchedule(*scheduleKind, numDevices,
-                              static_cast<int>(mbAttr.getInt()),
+    if (!sched::buildSchedule(scheduleKind, numDevices,
+                              static_cast<int>(plan.getMicroBatches()),
                               static_cast<int>(v), schedule, error)) {
       module.emitError() << "cannot build a " << kindName
                          << " schedule: " << error;
       return signalPassFailure();
     }
 
-    // Stage functions by (stage, phase).
-    auto lookup = [&](int64_t stage, StringRef phase) {
-      return module.lookupSymbol<func::FuncOp>(
-          ("stage" + Twine(stage) + "_" + phase).str());
-    };
-    bool splitBackward = static_cast<bool>(lookup(0, "backward_input"));
-    if (sched::usesSplitBackward(*scheduleKind) && !splitBackward) {
+    // Stage functions by (stage, phase), as --pp-split-stages marked them.
+    std::map<std::pair<int64_t, sched::Phase>, func::FuncOp> functions;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      std::optional<int64_t> stage = pipeline::getStage(func);
+      std::optional<sched::Phase> phase = pipeline::getPhase(func);
+      if (stage && phase)
+        functions[{*stage, *phase}] = func;
+    }
+    if (functions.empty()) {
+      module.emitError() << "no stage functions (pp.stage and pp.phase): run "
+                            "--pp-split-stages first";
+      return signalPassFailure();
+    }
+    bool splitBackward = llvm::any_of(functions, [](const auto &entry) {
+      return entry.first.second == sched::Phase::BackwardInput;
+    });
+    if (sched::usesSplitBackward(scheduleKind) && !splitBackward) {
       module.emitError() << "schedule " << kindName
                          << " runs input and weight gradients apart: split "
                             "with --pp-split-stages=\"split-backward=true\"";
       return signalPassFailure();
     }
 
-    auto names = module->getAttrOfType<ArrayAttr>("pp.device_order");
+    // The schedule's kind and chunks become the plan's.
+    plan = plan.withSchedule(scheduleKind).withChunks(v);
+    pipeline::setPlan(module, plan);
     OpBuilder b(module.getBodyRegion());
     b.setInsertionPointToEnd(module.getBody());
-    auto scheduleOp = pipeline::ScheduleOp::create(
-        b, module.getLoc(), b.getStringAttr(sched::toString(*scheduleKind)),
-        b.getI64IntegerAttr(schedule.microBatches), b.getI64IntegerAttr(v));
+    auto scheduleOp = pipeline::ScheduleOp::create(b, module.getLoc());
     Block *body = new Block();
     scheduleOp.getBody().push_back(body);
     for (int d = 0; d < numDevices; ++d) {
       OpBuilder db = OpBuilder::atBlockEnd(body);
-      std::string name = "device" + std::to_string(d);
-      if (names && d < static_cast<int>(names.size()))
-        if (auto s = dyn_cast<StringAttr>(names[d]))
-          name = s.str();
+      std::string name = plan.getStageDeviceName(d).value_or("").str();
+      if (name.empty())
+        name = "device" + std::to_string(d);
       auto device = pipeline::DeviceOp::create(
           db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
       Block *actions = new Block();
       device.getBody().push_back(actions);
       OpBuilder ab = OpBuilder::atBlockEnd(actions);
-      auto emit = [&](StringRef actionKind, StringRef phase,
+      auto emit = [&](sched::ActionKind actionKind,
                       const sched::Action &action) -> LogicalResult {
         FlatSymbolRefAttr callee;
-        if (!phase.empty()) {
-          auto func = lookup(action.stage, phase);
-          if (!func)
+        sched::Phase phase = sched::phaseOf(actionKind);
+        if (phase != sched::Phase::None) {
+          auto it = functions.find({action.stage, phase});
+          if (it == functions.end())
             return module.emitError()
-                   << "no function @stage" << action.stage << "_" << phase;
-          callee = FlatSymbolRefAttr::get(func.getSymNameAttr());
+                   << "no " << sched::toString(phase)
+                   << " function of stage " << action.stage;
+          callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
         }
-        pipeline::ActionOp::create(ab, module.getLoc(),
-                                   ab.getStringAttr(actionKind), callee,
-                                   ab.getI64IntegerAttr(action.stage),
-                                   ab.getI64IntegerAttr(action.microBatch),
-                                   ab.getI64IntegerAttr(action.weightVersion));
+        pipeline::ActionOp::create(
+            ab, module.getLoc(),
+            pipeline::ActionKindAttr::get(&getContext(), actionKind), callee,
+            ab.getI64IntegerAttr(action.stage),
+            ab.getI64IntegerAttr(action.microBatch),
+            ab.getI64IntegerAttr(action.weightVersion));
         return success();
       };
       for (const sched::Action &action : schedule.actions[d]) {
         LogicalResult ok = success();
-        switch (action.kind) {
-        case sched::ActionKind::Forward:
-          ok = emit("forward", "forward", action);
-          break;
-        case sched::ActionKind::Backward:
-          // A split module runs its two halves back to back.
-          if (splitBackward)
-            ok = succeeded(emit("backward_input", "backward_input", action))
-                     ? emit("backward_weight", "backward_weight", action)
-                     : failure();
-          else
-            ok = emit("backward", "backward", action);
-          break;
-        case sched::ActionKind::BackwardInput:
-          ok = emit("backward_input", "backward_input", action);
-          break;
-        case sched::ActionKind::BackwardWeight:
-          ok = emit("backward_weight", "backward_weight", action);
-          break;
-        case sched::ActionKind::GradReduce:
-          ok = emit("grad_reduce", "", action);
-          break;
-        case sched::ActionKind::OptimizerStep:
-          ok = emit("optimizer_step", "update", action);
-          break;
-        }
+        // A split module runs a whole backward as its two halves, back to
+        // back.
+        if (action.kind == sched::ActionKind::Backward && splitBackward)
+          ok = succeeded(emit(sched::ActionKind::BackwardInput, action))
+                   ? emit(sched::ActionKind::BackwardWeight, action)
+                   : failure();
+        else
+          ok = emit(action.kind, action);
         if (failed(ok))
           return signalPassFailure();
       }
     }
-    module->setAttr("pp.schedule_kind",
-                    b.getStringAttr(sched::toString(*scheduleKind)));
   }
 };
 

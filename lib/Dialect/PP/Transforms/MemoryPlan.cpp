@@ -51,46 +51,32 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
         pipeline::lookupSchedule(module, "pp-memory-plan");
     if (!schedule)
       return signalPassFailure();
-    Builder b(&getContext());
 
     // Stages of each device, and the most micro-batches each stage holds
-    // at once in its device's order (a forward stashes, the backward that
-    // ends the micro-batch takes it back).
-    std::map<int64_t, int64_t> deviceOf, inflight;
+    // at once in its device's order (the schedule library's count).
+    std::map<int64_t, int64_t> deviceOf;
     std::vector<std::string> names;
     for (auto device :
          schedule.getBody().front().getOps<pipeline::DeviceOp>()) {
       names.push_back(device.getName().str());
-      std::map<int64_t, int64_t> open;
-      std::map<int64_t, bool> split;
       for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
-        split[action.getStageAttr().getInt()] |=
-            action.getKind() == "backward_weight";
-      for (auto action :
-           device.getBody().front().getOps<pipeline::ActionOp>()) {
-        int64_t stage = action.getStageAttr().getInt();
-        deviceOf[stage] = device.getIndex();
-        StringRef kind = action.getKind();
-        if (kind == "forward")
-          inflight[stage] = std::max(inflight[stage], ++open[stage]);
-        else if (kind == (split[stage] ? "backward_weight" : "backward"))
-          --open[stage];
-      }
+        deviceOf[action.getStageAttr().getInt()] = device.getIndex();
     }
+    std::vector<int64_t> inflight =
+        pp::schedule::peakInFlight(pipeline::toLibrarySchedule(schedule));
 
     std::vector<DeviceMemory> devices(names.size());
     std::vector<llvm::StringSet<>> globalsOf(names.size());
     for (auto func : module.getOps<func::FuncOp>()) {
-      auto stageAttr = func->getAttrOfType<IntegerAttr>("pp.stage");
-      if (!stageAttr || func.isExternal())
+      std::optional<int64_t> stage = pipeline::getStage(func);
+      if (!stage || func.isExternal())
         continue;
-      int64_t stage = stageAttr.getInt();
-      auto it = deviceOf.find(stage);
+      auto it = deviceOf.find(*stage);
       if (it == deviceOf.end())
         continue; // a stage the schedule never runs
       DeviceMemory &memory = devices[it->second];
       pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
-      func->setAttr("pp.arena_bytes", b.getI64IntegerAttr(plan.arenaBytes));
+      pipeline::setArenaBytes(func, plan.arenaBytes);
       memory.arena = std::max(memory.arena, plan.arenaBytes);
       func.walk([&](Operation *op) {
         if (op->getNumResults()) {
@@ -99,7 +85,7 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
             auto found = plan.offsets.find(result);
             offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
           }
-          op->setAttr("pp.offsets", b.getDenseI64ArrayAttr(offsets));
+          pipeline::setOffsets(op, offsets);
         }
         auto addGlobal = [&](FlatSymbolRefAttr symbol) {
           if (!globalsOf[it->second].insert(symbol.getValue()).second)
@@ -115,14 +101,16 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
           memory.accumulators += pp::getTensorBytes(acc.getValue().getType());
         if (auto stash = dyn_cast<pipeline::StashOp>(op))
           memory.stash +=
-              pp::getTensorBytes(stash.getValue().getType()) * inflight[stage];
+              pp::getTensorBytes(stash.getValue().getType()) *
+              (*stage < static_cast<int64_t>(inflight.size()) ? inflight[*stage]
+                                                               : 0);
       });
     }
 
     SmallVector<int64_t> peaks;
     for (const DeviceMemory &memory : devices)
       peaks.push_back(memory.peak());
-    module->setAttr("pp.planned_peak_bytes", b.getDenseI64ArrayAttr(peaks));
+    pipeline::setPlannedPeakBytes(module, peaks);
 
     if (reportFile.empty())
       return;

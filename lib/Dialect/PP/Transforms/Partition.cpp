@@ -4,6 +4,7 @@
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Partition/Partitioner.h"
+#include "pp/Schedule/Schedule.h"
 #include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "ReportFile.h"
@@ -26,6 +27,7 @@ namespace pp {
 using namespace mlir;
 namespace onnx = pp::onnx;
 namespace partition = pp::partition;
+namespace pipeline = pp::pipeline;
 
 namespace {
 
@@ -60,16 +62,19 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
       return signalPassFailure();
     }
     std::string invalid;
+    std::optional<pp::schedule::ScheduleKind> scheduleKind =
+        pp::schedule::parseScheduleKind(schedule);
     if (stateFactor < 0)
       invalid =
           "optimizer must be sgd, momentum or adam, got '" + optimizer + "'";
-    else if (!llvm::is_contained({"1f1b", "gpipe", "interleaved", "zb-h1"},
-                                 StringRef(schedule)))
+    else if (!scheduleKind)
       invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
                 schedule + "'";
     else if (microBatches == 0)
       invalid = "microbatches must be > 0";
-    else if (chunks == 0 || (chunks > 1 && schedule != "interleaved"))
+    else if (chunks == 0 ||
+             (chunks > 1 &&
+              scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B))
       invalid = "chunks must be 1, or > 1 with schedule interleaved";
     if (!invalid.empty()) {
       module.emitError() << "pp-partition: " << invalid;
@@ -260,7 +265,7 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
       return costModel->getForwardTime(nodeOps[node], d) +
              costModel->getBackwardTime(nodeOps[node], d);
     };
-    options.schedule = schedule == "gpipe"
+    options.schedule = scheduleKind == pp::schedule::ScheduleKind::GPipe
                            ? partition::PipelineSchedule::GPipe
                            : partition::PipelineSchedule::OneFOneB;
     options.microBatches = microBatches;
@@ -313,22 +318,26 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     // stage that uses them.
     Builder b(&getContext());
     for (auto [node, op] : llvm::enumerate(nodeOps))
-      op->setAttr("pp.stage", b.getI64IntegerAttr(result->stageOf[node]));
+      pipeline::setStage(op, result->stageOf[node]);
     for (Operation &op : body.without_terminator()) {
       if (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
         continue;
       std::optional<int64_t> first;
       for (Operation *user : op.getUsers())
-        if (auto stage = user->getAttrOfType<IntegerAttr>("pp.stage"))
-          first = first ? std::min(*first, stage.getInt()) : stage.getInt();
-      op.setAttr("pp.stage", b.getI64IntegerAttr(first.value_or(0)));
+        if (std::optional<int64_t> stage = pipeline::getStage(user))
+          first = first ? std::min(*first, *stage) : *stage;
+      pipeline::setStage(&op, first.value_or(0));
     }
     SmallVector<Attribute> order;
     for (unsigned d : result->deviceOrder)
       order.push_back(b.getStringAttr(devices.devices[d].name));
-    module->setAttr("pp.device_order", b.getArrayAttr(order));
-    module->setAttr("pp.micro_batches", b.getI64IntegerAttr(microBatches));
-    module->setAttr("pp.schedule_kind", b.getStringAttr(schedule));
+    pipeline::setPlan(
+        module, pipeline::PlanAttr::get(
+                    &getContext(), *scheduleKind,
+                    microBatches, chunks,
+                    static_cast<int64_t>(result->deviceOrder.size()),
+                    b.getArrayAttr(order), /*dataParallel=*/1,
+                    /*tensorParallel=*/1));
 
     if (!reportFile.empty()) {
       std::string error;

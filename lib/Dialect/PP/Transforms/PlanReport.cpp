@@ -90,29 +90,11 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
     std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
 
     // The schedule back into the simulator's form.
-    sched::Schedule schedule;
-    auto kind = sched::parseScheduleKind(scheduleOp.getKind());
-    schedule.kind = kind ? *kind : sched::ScheduleKind::OneFOneB;
-    schedule.chunksPerDevice = static_cast<int>(scheduleOp.getChunks());
-    schedule.microBatches = static_cast<int>(scheduleOp.getMicroBatches());
+    sched::Schedule schedule = pipeline::toLibrarySchedule(scheduleOp);
     std::vector<std::string> deviceNames;
     for (auto device :
-         scheduleOp.getBody().front().getOps<pipeline::DeviceOp>()) {
+         scheduleOp.getBody().front().getOps<pipeline::DeviceOp>())
       deviceNames.push_back(device.getName().str());
-      auto &list = schedule.actions.emplace_back();
-      for (auto action :
-           device.getBody().front().getOps<pipeline::ActionOp>()) {
-        auto actionKind = sched::parseActionKind(action.getKind());
-        if (!actionKind) {
-          action.emitError() << "unknown action kind";
-          return signalPassFailure();
-        }
-        list.push_back(
-            {*actionKind, static_cast<int>(action.getStageAttr().getInt()),
-             static_cast<int>(action.getMicroBatchAttr().getInt()),
-             static_cast<int>(action.getWeightVersionAttr().getInt())});
-      }
-    }
     schedule.numDevices = static_cast<int>(deviceNames.size());
     int numStages = schedule.numStages();
 
@@ -137,18 +119,22 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
       if (isa<pp::train::AdamOp>(op))
         stateFactor = 2.0;
     });
+    std::map<std::pair<int64_t, sched::Phase>, Operation *> functions =
+        pipeline::getStageFunctions(scheduleOp);
     std::vector<StageInfo> stages(numStages);
     std::vector<Cut> cuts;
     for (int s = 0; s < numStages; ++s) {
       StageInfo &info = stages[s];
       info.device = s % schedule.numDevices;
       const auto &device = cluster->devices[clusterIndex[info.device]];
-      auto lookup = [&](StringRef phase) {
-        return module.lookupSymbol<func::FuncOp>(
-            ("stage" + Twine(s) + "_" + phase).str());
+      auto functionOf = [&](sched::Phase phase) {
+        auto it = functions.find({s, phase});
+        return it == functions.end() ? func::FuncOp()
+                                     : dyn_cast<func::FuncOp>(it->second);
       };
       llvm::StringSet<> weights;
-      auto scan = [&](func::FuncOp func, StringRef phase) {
+      auto scan = [&](sched::Phase phase) {
+        func::FuncOp func = functionOf(phase);
         if (!func)
           return;
         func.walk([&](Operation *op) {
@@ -160,8 +146,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
           }
           if (auto send = dyn_cast<pipeline::SendOp>(op)) {
             int64_t bytes = pp::getTensorBytes(send.getValue().getType());
-            bool forward = phase == "forward";
-            if (phase != "update") {
+            bool forward = phase == sched::Phase::Forward;
+            if (phase != sched::Phase::Update) {
               (forward ? info.costs.activationBytes
                        : info.costs.gradientBytes) += bytes;
               std::string type;
@@ -174,12 +160,12 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             }
           }
           if (auto stash = dyn_cast<pipeline::StashOp>(op))
-            (phase == "forward" ? info.costs.stashBytes
+            (phase == sched::Phase::Forward ? info.costs.stashBytes
                                 : info.costs.inputGradStashBytes) +=
                 pp::getTensorBytes(stash.getValue().getType());
           if (isBookkeeping(op) || isa<func::FuncOp>(op))
             return;
-          if (phase == "forward") {
+          if (phase == sched::Phase::Forward) {
             info.ops.push_back(pp::getOpName(op).empty()
                                    ? op->getName().getStringRef().str()
                                    : pp::getOpName(op));
@@ -191,21 +177,21 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
                 isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
             info.costs.backwardWeight += contraction ? b / 2 : 0;
             info.costs.backwardInput += contraction ? b / 2 : b;
-          } else if (op->hasAttr("pp.recompute")) {
+          } else if (pipeline::isRecomputed(op)) {
             double f = costModel->getForwardTime(op, device);
             ++info.recomputed;
             info.costs.backward += f;
             info.costs.backwardInput += f;
-          } else if (phase == "update") {
+          } else if (phase == sched::Phase::Update) {
             info.costs.optimizer += costModel->getForwardTime(op, device);
           }
         });
       };
-      scan(lookup("forward"), "forward");
-      scan(lookup("backward"), "backward");
-      scan(lookup("backward_input"), "backward_input");
-      scan(lookup("backward_weight"), "backward_weight");
-      scan(lookup("update"), "update");
+      for (sched::Phase phase :
+           {sched::Phase::Forward, sched::Phase::Backward,
+            sched::Phase::BackwardInput, sched::Phase::BackwardWeight,
+            sched::Phase::Update})
+        scan(phase);
       uint64_t weightBytes = 0;
       for (auto &entry : weights)
         if (auto global = module.lookupSymbol<onnx::GlobalOp>(entry.getKey()))
@@ -262,7 +248,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
       llvm::raw_ostream &os = out->os();
       os << llvm::formatv("== predicted step: {0} stages on {1} devices, "
                           "schedule {2}, {3} micro-batches of {4} ==\n",
-                          numStages, p, scheduleOp.getKind(),
+                          numStages, p, sched::toString(schedule.kind),
                           schedule.microBatches, microBatchSize);
       os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9} {5,9} {6,11} "
                           "{7,4}\n",
@@ -281,8 +267,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
       // The buffer plan of --pp-memory-plan, when it ran: what generated
       // code allocates (with the temporaries' arena) next to the
       // simulator's estimate.
-      auto planned =
-          module->getAttrOfType<DenseI64ArrayAttr>("pp.planned_peak_bytes");
+      auto planned = pipeline::getPlannedPeakBytes(module);
       for (int d = 0; d < p; ++d) {
         const auto &device = cluster->devices[clusterIndex[d]];
         std::string plannedText;
@@ -338,7 +323,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
     }
     llvm::json::OStream json(planFile, 2);
     json.object([&] {
-      json.attribute("schedule", scheduleOp.getKind());
+      json.attribute("schedule", sched::toString(schedule.kind));
       json.attribute("micro_batches", schedule.microBatches);
       json.attribute("micro_batch_size", microBatchSize);
       json.attribute("chunks_per_device", schedule.chunksPerDevice);
@@ -352,8 +337,7 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             json.attribute("memory_bytes", device.memoryBytes);
             json.attribute("peak_memory_bytes",
                            static_cast<int64_t>(result.peakMemory[d]));
-            if (auto planned = module->getAttrOfType<DenseI64ArrayAttr>(
-                    "pp.planned_peak_bytes");
+            if (auto planned = pipeline::getPlannedPeakBytes(module);
                 planned && d < static_cast<int>(planned.size()))
               json.attribute("planned_peak_bytes", planned[d]);
             json.attribute("busy_seconds", result.busy[d]);

@@ -43,6 +43,7 @@ namespace pp {
 using namespace mlir;
 namespace onnx = pp::onnx;
 namespace train = pp::train;
+namespace pipeline = pp::pipeline;
 
 namespace {
 
@@ -95,12 +96,10 @@ bool isMemoryBound(Operation *op) {
 
 /// In-flight micro-batches of `stage` of `numStages` under `schedule`
 /// (the schedule library's rule).
-int64_t inFlight(StringRef schedule, int64_t stage, int64_t numStages,
-                 int64_t microBatches) {
-  auto kind = pp::schedule::parseScheduleKind(schedule);
-  return pp::schedule::inFlightMicroBatches(
-      kind.value_or(pp::schedule::ScheduleKind::OneFOneB), stage, numStages,
-      microBatches);
+int64_t inFlight(pp::schedule::ScheduleKind schedule, int64_t stage,
+                 int64_t numStages, int64_t microBatches) {
+  return pp::schedule::inFlightMicroBatches(schedule, stage, numStages,
+                                            microBatches);
 }
 
 std::string formatBytes(int64_t bytes) {
@@ -143,7 +142,7 @@ LogicalResult StepAnalysis::init(func::FuncOp step, int64_t minStages) {
   Block &body = step.getBody().front();
   Operation *seed = nullptr;
   for (Operation &op : body.without_terminator())
-    if (op.hasAttr("pp.loss_seed")) {
+    if (pipeline::isLossSeed(&op)) {
       seed = &op;
       break;
     }
@@ -171,13 +170,13 @@ LogicalResult StepAnalysis::init(func::FuncOp step, int64_t minStages) {
         rematerialised.insert(&op);
         continue;
       }
-      auto stage = op.getAttrOfType<IntegerAttr>("pp.stage");
+      std::optional<int64_t> stage = pipeline::getStage(&op);
       if (!stage)
         return op.emitError()
                << "forward op has no pp.stage: run --pp-partition before "
                   "--pp-autodiff and --pp-recompute";
-      forwardStage[&op] = stage.getInt();
-      numStages = std::max(numStages, stage.getInt() + 1);
+      forwardStage[&op] = *stage;
+      numStages = std::max(numStages, *stage + 1);
       continue;
     }
     // After the seed, as --pp-split-stages classifies it.
@@ -198,10 +197,8 @@ LogicalResult StepAnalysis::init(func::FuncOp step, int64_t minStages) {
       rematerialised.insert(&op);
       continue;
     }
-    std::optional<int64_t> stage;
-    if (auto attr = op.getAttrOfType<IntegerAttr>("pp.stage")) {
-      stage = attr.getInt();
-    } else {
+    std::optional<int64_t> stage = pipeline::getStage(&op);
+    if (!stage) {
       for (Value v : op.getOperands()) {
         Operation *def = v.getDefiningOp();
         std::optional<int64_t> s;
@@ -303,7 +300,7 @@ SmallVector<Operation *> StepAnalysis::rewrite(int64_t stage,
       continue; // Not read by the backward (cannot happen for needed ops).
     builder.setInsertionPoint(before);
     Operation *clone = builder.clone(*op, mapping);
-    clone->setAttr("pp.recompute", builder.getUnitAttr());
+    pipeline::setRecomputed(clone);
     clones.push_back(clone);
     for (auto [original, copy] :
          llvm::zip(op->getResults(), clone->getResults()))
@@ -423,22 +420,20 @@ void RecomputePass::runOnOperation() {
                        << "' (expected none, full, selective or auto)";
     return signalPassFailure();
   }
-  std::string kind = schedule;
-  if (kind.empty()) {
-    auto attr = module->getAttrOfType<StringAttr>("pp.schedule_kind");
-    kind = attr ? attr.getValue().str() : "1f1b";
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  pp::schedule::ScheduleKind kind =
+      plan ? plan.getSchedule() : pp::schedule::ScheduleKind::OneFOneB;
+  if (!schedule.empty()) {
+    std::optional<pp::schedule::ScheduleKind> parsed =
+        pp::schedule::parseScheduleKind(schedule);
+    if (!parsed) {
+      module.emitError() << "pp-recompute: unknown schedule '" << schedule
+                         << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
+      return signalPassFailure();
+    }
+    kind = *parsed;
   }
-  if (!llvm::is_contained({"gpipe", "1f1b", "interleaved", "zb-h1"},
-                          StringRef(kind))) {
-    module.emitError() << "pp-recompute: unknown schedule '" << kind
-                       << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
-    return signalPassFailure();
-  }
-  int64_t m = microBatches;
-  if (m == 0) {
-    auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
-    m = attr ? attr.getInt() : 8;
-  }
+  int64_t m = pipeline::resolveMicroBatches(module, microBatches);
   if (m < 1) {
     module.emitError() << "pp-recompute: micro-batches must be >= 1";
     return signalPassFailure();
@@ -461,21 +456,21 @@ void RecomputePass::runOnOperation() {
     return signalPassFailure();
   }
 
-  auto order = module->getAttrOfType<ArrayAttr>("pp.device_order");
   StepAnalysis step;
-  if (failed(step.init(func, order ? order.size() : 0)))
+  if (failed(step.init(func, plan ? plan.getNumStages() : 0)))
     return signalPassFailure();
   int64_t numStages = step.numStages;
 
-  // Devices: pp.device_order by name, else the cluster's order.
+  // Devices: the plan's device of each stage by name, else the cluster's
+  // order.
   SmallVector<int> deviceOf(numStages, -1);
   DenseMap<int, int64_t> stagesOnDevice;
   if (cluster) {
     for (int64_t s = 0; s < numStages; ++s) {
       int index = -1;
-      if (order && s < static_cast<int64_t>(order.size()))
-        if (auto name = dyn_cast<StringAttr>(order[s]))
-          index = cluster->findDevice(name.getValue());
+      if (plan)
+        if (std::optional<StringRef> name = plan.getStageDeviceName(s))
+          index = cluster->findDevice(*name);
       if (index < 0)
         index = static_cast<int>(s % cluster->numDevices());
       deviceOf[s] = index;
@@ -598,7 +593,7 @@ void RecomputePass::runOnOperation() {
   llvm::raw_ostream &os = out->os();
   os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
                       "micro-batches, {3} stages ==\n",
-                      policy, kind, m, numStages);
+                      policy, pp::schedule::toString(kind), m, numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     const StageReport &report = reports[s];
     os << "stage " << s;

@@ -36,23 +36,8 @@ namespace pipeline = pp::pipeline;
 
 namespace {
 
-enum class Phase { Forward, Backward, BackwardInput, BackwardWeight, Update };
-
-const char *phaseName(Phase phase) {
-  switch (phase) {
-  case Phase::Forward:
-    return "forward";
-  case Phase::Backward:
-    return "backward";
-  case Phase::BackwardInput:
-    return "backward_input";
-  case Phase::BackwardWeight:
-    return "backward_weight";
-  case Phase::Update:
-    return "update";
-  }
-  return "";
-}
+using Phase = pp::kinds::Phase;
+using pp::kinds::toString;
 
 bool isBackward(Phase phase) {
   return phase == Phase::Backward || phase == Phase::BackwardInput ||
@@ -124,7 +109,7 @@ private:
 LogicalResult Splitter::assignHomes() {
   Block &body = step.getBody().front();
   for (Operation &op : body.without_terminator())
-    if (op.hasAttr("pp.loss_seed"))
+    if (pipeline::isLossSeed(&op))
       seed = &op;
   if (!seed)
     return step.emitError()
@@ -136,7 +121,7 @@ LogicalResult Splitter::assignHomes() {
     if (&op == seed)
       forward = false;
     Home home;
-    auto stageAttr = op.getAttrOfType<IntegerAttr>("pp.stage");
+    std::optional<int64_t> stageAttr = pipeline::getStage(&op);
     if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op) && &op != seed) {
       home.rematerialised = true;
       homes[&op] = home;
@@ -177,7 +162,7 @@ LogicalResult Splitter::assignHomes() {
       if (!stageAttr)
         return op.emitError() << "has no pp.stage: run --pp-partition before "
                                  "--pp-autodiff";
-      home.stage = stageAttr.getInt();
+      home.stage = *stageAttr;
       home.phase = Phase::Forward;
     } else if (isa<train::SGDOp, train::AdamOp>(op)) {
       Value grad = isa<train::SGDOp>(op) ? cast<train::SGDOp>(op).getGrad()
@@ -199,7 +184,7 @@ LogicalResult Splitter::assignHomes() {
     } else {
       home.phase = Phase::Backward;
       if (stageAttr)
-        home.stage = stageAttr.getInt();
+        home.stage = *stageAttr;
       else if (auto stage = minOperandStage())
         home.stage = *stage;
       else
@@ -210,7 +195,7 @@ LogicalResult Splitter::assignHomes() {
   // The seed's stage is the loss's.
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   for (unsigned i = 0; i < step.getNumResults(); ++i)
-    if (step.getResultAttr(i, "pp.loss")) {
+    if (pipeline::isLossResult(step, i)) {
       Value loss = ret.getOperand(i);
       homes[seed].stage = std::max<int64_t>(stageOfValue(loss), 0);
       if (auto reduction =
@@ -222,8 +207,8 @@ LogicalResult Splitter::assignHomes() {
   for (auto &[op, home] : homes)
     if (!home.rematerialised)
       numStages = std::max(numStages, home.stage + 1);
-  if (auto order = module->getAttrOfType<ArrayAttr>("pp.device_order"))
-    numStages = std::max<int64_t>(numStages, order.size());
+  if (pipeline::PlanAttr plan = pipeline::getPlan(module))
+    numStages = std::max<int64_t>(numStages, plan.getNumStages());
   return success();
 }
 
@@ -278,13 +263,13 @@ void Splitter::createFunctions() {
       auto type = FunctionType::get(
           ctx, perMicroBatch ? TypeRange(mbType) : TypeRange(), {});
       std::string name =
-          ("stage" + llvm::Twine(s) + "_" + phaseName(phase)).str();
+          ("stage" + llvm::Twine(s) + "_" + toString(phase)).str();
       auto func =
           func::FuncOp::create(moduleBuilder, step.getLoc(), name, type);
-      func->setAttr("pp.stage", moduleBuilder.getI64IntegerAttr(s));
-      func->setAttr("pp.phase", moduleBuilder.getStringAttr(phaseName(phase)));
+      pipeline::setStage(func, s);
+      pipeline::setPhase(func, phase);
       if (perMicroBatch)
-        func.setArgAttr(0, "pp.micro_batch", moduleBuilder.getUnitAttr());
+        pipeline::setMicroBatchArg(func, 0);
       Block *block = func.addEntryBlock();
       auto f = std::make_unique<StageFunction>(
           StageFunction{func,
@@ -360,9 +345,9 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
       mapping.map(operand, *local);
     }
     Operation *clone = here.builder.clone(*def, mapping);
-    clone->removeAttr("pp.stage");
-    if (def == seed || def->hasAttr("pp.loss_seed"))
-      clone->removeAttr("pp.loss_seed");
+    pipeline::removeStage(clone);
+    if (def == seed || pipeline::isLossSeed(def))
+      pipeline::removeLossSeed(clone);
     for (auto [original, cloned] :
          llvm::zip(def->getResults(), clone->getResults()))
       fetched[std::make_tuple(original, stage, static_cast<int>(phase))] =
@@ -375,8 +360,8 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
 
   auto unsupported = [&]() {
     return def->emitError()
-           << "pp-split-stages: a " << phaseName(phase) << " op of stage "
-           << stage << " uses this " << phaseName(home.phase)
+           << "pp-split-stages: a " << toString(phase) << " op of stage "
+           << stage << " uses this " << toString(home.phase)
            << " value of stage " << home.stage << ", which no transfer carries";
   };
 
@@ -466,9 +451,9 @@ LogicalResult Splitter::cloneOp(Operation *op) {
       operands.map(operand, *local);
     }
     Operation *clone = f.builder.clone(*op, operands);
-    clone->removeAttr("pp.stage");
+    pipeline::removeStage(clone);
     if (op == seed) {
-      clone->removeAttr("pp.loss_seed");
+      pipeline::removeLossSeed(clone);
       if (!lossIsSum && microBatches > 1) {
         // The step's loss is the mean over micro-batches.
         auto constant = cast<onnx::ConstantOp>(clone);
@@ -488,7 +473,7 @@ LogicalResult Splitter::cloneOp(Operation *op) {
 LogicalResult Splitter::emitOutputs() {
   auto ret = cast<func::ReturnOp>(step.getBody().front().getTerminator());
   for (auto [index, value] : llvm::enumerate(ret.getOperands())) {
-    if (step.getResultAttr(index, "pp.grad_of"))
+    if (pipeline::getGradOf(step, index))
       return step.emitError()
              << "result " << index
              << " is a gradient: run --pp-optimizer before splitting";
@@ -586,14 +571,21 @@ LogicalResult Splitter::run() {
   }
   for (unsigned i = 0; i < step.getNumResults(); ++i) {
     auto name = step.getResultAttrOfType<StringAttr>(i, "onnx.name");
-    if (step.getResultAttr(i, "pp.loss"))
+    if (pipeline::isLossResult(step, i))
       name = b.getStringAttr("loss");
     outputNames.push_back(name ? name : b.getStringAttr("output" + Twine(i)));
   }
-  module->setAttr("pp.input_names", b.getArrayAttr(inputNames));
-  module->setAttr("pp.output_names", b.getArrayAttr(outputNames));
-  module->setAttr("pp.micro_batches", b.getI64IntegerAttr(microBatches));
-  module->setAttr("pp.num_stages", b.getI64IntegerAttr(numStages));
+  pipeline::setInputOutputNames(module, inputNames, outputNames);
+  // The plan records the split: without a partition, one stage per device
+  // under 1F1B.
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  if (!plan)
+    plan = pipeline::PlanAttr::get(ctx, pp::kinds::ScheduleKind::OneFOneB,
+                                   microBatches, /*chunks=*/1, numStages,
+                                   b.getArrayAttr({}), /*dataParallel=*/1,
+                                   /*tensorParallel=*/1);
+  pipeline::setPlan(module,
+                    plan.withMicroBatches(microBatches).withNumStages(numStages));
   step.erase();
   return success();
 }
@@ -608,11 +600,7 @@ struct SplitStagesPass : public pp::impl::SplitStagesPassBase<SplitStagesPass> {
       module.emitError() << "no function @" << funcName << " to split";
       return signalPassFailure();
     }
-    int64_t m = microBatches;
-    if (m == 0) {
-      auto attr = module->getAttrOfType<IntegerAttr>("pp.micro_batches");
-      m = attr ? attr.getInt() : 1;
-    }
+    int64_t m = pipeline::resolveMicroBatches(module, microBatches);
     if (m < 1) {
       module.emitError() << "micro-batches must be >= 1";
       return signalPassFailure();

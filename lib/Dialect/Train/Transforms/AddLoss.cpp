@@ -30,7 +30,7 @@ struct AddLossPass : public pp::impl::AddLossPassBase<AddLossPass> {
     for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
       if (value.getDefiningOp<onnx::SoftmaxCrossEntropyLossOp>() &&
           cast<RankedTensorType>(value.getType()).getRank() == 0) {
-        func.setResultAttr(i, "pp.loss", UnitAttr::get(&getContext()));
+        pp::pipeline::setLossResult(func, i);
         return;
       }
     }
@@ -93,7 +93,7 @@ struct AddLossPass : public pp::impl::AddLossPassBase<AddLossPass> {
     SmallVector<Value> results = {loss};
     llvm::append_range(results, ret.getOperands());
     SmallVector<DictionaryAttr> resultAttrs = {
-        b.getDictionaryAttr(b.getNamedAttr("pp.loss", b.getUnitAttr()))};
+        b.getDictionaryAttr(pp::pipeline::getLossResultAttr(&getContext()))};
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       resultAttrs.push_back(func.getResultAttrDict(i));
     ret->setOperands(results);

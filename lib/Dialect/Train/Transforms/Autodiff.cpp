@@ -24,11 +24,11 @@ namespace {
 
 /// Copies `stage` (when set) onto every op the builder creates.
 struct StageListener : public OpBuilder::Listener {
-  IntegerAttr stage;
+  std::optional<int64_t> stage;
   void notifyOperationInserted(Operation *op,
                                OpBuilder::InsertPoint previous) override {
-    if (stage && !op->hasAttr("pp.stage"))
-      op->setAttr("pp.stage", stage);
+    if (stage && !pp::pipeline::getStage(op))
+      pp::pipeline::setStage(op, *stage);
   }
 };
 
@@ -50,7 +50,7 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
     auto ret = cast<func::ReturnOp>(body.getTerminator());
     std::optional<unsigned> lossIndex;
     for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (func.getResultAttr(i, "pp.loss"))
+      if (pp::pipeline::isLossResult(func, i))
         lossIndex = i;
     if (!lossIndex) {
       func.emitError() << "no result is marked pp.loss: run --pp-add-loss "
@@ -104,7 +104,7 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
     auto seed = onnx::ConstantOp::create(b, lossLoc, one);
     // Marks where the backward begins; the stage splitter scales it by the
     // number of micro-batches.
-    seed->setAttr("pp.loss_seed", b.getUnitAttr());
+    pp::pipeline::setLossSeed(seed);
     grads[loss] = seed;
 
     // Backward ops inherit the pipeline stage of the forward op they
@@ -134,7 +134,7 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
         return signalPassFailure();
       }
       SmallVector<Value> operandGrads;
-      listener.stage = op->getAttrOfType<IntegerAttr>("pp.stage");
+      listener.stage = pp::pipeline::getStage(op);
       if (failed(gradOp.buildGradient(b, resultGrads, operandGrads)))
         return signalPassFailure();
       for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
@@ -168,7 +168,7 @@ struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
       }
       results.push_back(total);
       resultAttrs.push_back(b.getDictionaryAttr(
-          b.getNamedAttr("pp.grad_of", FlatSymbolRefAttr::get(name))));
+          pp::pipeline::getGradOfResultAttr(FlatSymbolRefAttr::get(name))));
     }
 
     // Training-mode BatchNorm updates its running statistics (state).

@@ -65,7 +65,8 @@ struct OptimizerPass : public pp::impl::OptimizerPassBase<OptimizerPass> {
     // The 1-based step number, kept across calls in @pp.step.
     auto stepType = RankedTensorType::get({}, b.getI64Type());
     FlatSymbolRefAttr stepSym =
-        stateGlobal(module, moduleBuilder, "pp.step", stepType, loc);
+        stateGlobal(module, moduleBuilder, pp::pipeline::kStepCounterGlobal,
+                    stepType, loc);
     Value step = onnx::AddOp::create(
         b, loc, onnx::GlobalReadOp::create(b, loc, stepType, stepSym),
         onnx::ConstantOp::create(
@@ -74,7 +75,7 @@ struct OptimizerPass : public pp::impl::OptimizerPassBase<OptimizerPass> {
 
     llvm::BitVector gradResults(func.getNumResults());
     for (unsigned i = 0; i < func.getNumResults(); ++i) {
-      auto sym = func.getResultAttrOfType<FlatSymbolRefAttr>(i, "pp.grad_of");
+      auto sym = pp::pipeline::getGradOf(func, i);
       if (!sym)
         continue;
       gradResults.set(i);

@@ -19,6 +19,7 @@
 
 #include "pp/Runtime/Kernels.h"
 #include "pp/Runtime/Memory.h"
+#include "pp/Runtime/ScheduleKinds.h"
 
 #include <cstdint>
 #include <memory>
@@ -150,15 +151,14 @@ struct FunctionInfo {
   std::string name;
   StageFunction function;
   int64_t stage;
-  /// "forward", "backward", "backward_input", "backward_weight", "update".
-  std::string phase;
+  /// Which part of its stage's step the function holds.
+  kinds::Phase phase;
   int64_t arenaBytes;
 };
 
 /// One action of a device's schedule, in order.
 struct ActionInfo {
-  /// "forward", "backward", ..., "optimizer_step", "grad_reduce".
-  std::string kind;
+  kinds::ActionKind kind;
   /// Index into ProgramInfo::functions; -1 for an action with no code.
   int function;
   int64_t stage;
@@ -168,7 +168,7 @@ struct ActionInfo {
 
 struct ProgramInfo {
   std::string modelName;
-  std::string scheduleKind;
+  kinds::ScheduleKind scheduleKind;
   int64_t numStages;
   int64_t microBatches;
   /// Planned bytes per device (pp.planned_peak_bytes), 0 when unknown.

@@ -68,6 +68,37 @@ constexpr const char *toString(ActionKind kind) {
   return "unknown";
 }
 
+/// The C++ spelling of each enumerator, for generated code.
+constexpr const char *enumeratorName(ScheduleKind kind) {
+  switch (kind) {
+#define PP_SCHEDULE_KIND(Enumerator, Name)                                     \
+  case ScheduleKind::Enumerator:                                               \
+    return "pp::kinds::ScheduleKind::" #Enumerator;
+#include "pp/Runtime/ScheduleKinds.def"
+  }
+  return "";
+}
+constexpr const char *enumeratorName(Phase phase) {
+  switch (phase) {
+  case Phase::None:
+    return "pp::kinds::Phase::None";
+#define PP_PHASE(Enumerator, Name)                                             \
+  case Phase::Enumerator:                                                      \
+    return "pp::kinds::Phase::" #Enumerator;
+#include "pp/Runtime/ScheduleKinds.def"
+  }
+  return "";
+}
+constexpr const char *enumeratorName(ActionKind kind) {
+  switch (kind) {
+#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep)                       \
+  case ActionKind::Enumerator:                                                 \
+    return "pp::kinds::ActionKind::" #Enumerator;
+#include "pp/Runtime/ScheduleKinds.def"
+  }
+  return "";
+}
+
 /// The stage function `kind` runs.
 constexpr Phase phaseOf(ActionKind kind) {
   switch (kind) {

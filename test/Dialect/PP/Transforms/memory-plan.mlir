@@ -12,8 +12,8 @@
 // CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 1024>
 // CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 0>
 // CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 1024>
-module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 4 : i64} {
-  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 4, num_stages = 2>} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<256xf32>
     %a = onnx.Relu %x : (tensor<256xf32>) -> tensor<256xf32>
     %b = onnx.Relu %a : (tensor<256xf32>) -> tensor<256xf32>
@@ -23,30 +23,30 @@ module attributes {pp.num_stages = 2 : i64, pp.micro_batches = 4 : i64} {
   // Stage 1 keeps 64 KB per micro-batch for its backward (GPipe holds all
   // 4 micro-batches: 256 KB) and sums a 256 KB gradient; its largest
   // function needs a 320 KB arena: peak 832 KB.
-  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<16384xf32>
     pp.stash %x, %mb {slot = 0 : i64} : tensor<16384xf32>
     return
   }
-  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<backward>} {
     %x = pp.unstash %mb {slot = 0 : i64} : tensor<16384xf32>
     %g = onnx.Concat %x, %x, %x, %x {axis = 0 : i64} : (tensor<16384xf32>, tensor<16384xf32>, tensor<16384xf32>, tensor<16384xf32>) -> tensor<65536xf32>
     pp.accumulate %g {slot = 0 : i64} : tensor<65536xf32>
     return
   }
-  pp.schedule attributes {kind = "gpipe", micro_batches = 4 : i64, chunks = 1 : i64} {
+  pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
-      pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
     }
     pp.device 1 attributes {name = "gpu1"} {
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 2 : i64, weight_version = 0 : i64}
-      pp.action "forward" @stage1_forward {stage = 1 : i64, micro_batch = 3 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage1_backward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage1_backward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage1_backward {stage = 1 : i64, micro_batch = 2 : i64, weight_version = 0 : i64}
-      pp.action "backward" @stage1_backward {stage = 1 : i64, micro_batch = 3 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 2 : i64, weight_version = 0 : i64}
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 3 : i64, weight_version = 0 : i64}
+      pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
+      pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 2 : i64, weight_version = 0 : i64}
+      pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 3 : i64, weight_version = 0 : i64}
     }
   }
 }

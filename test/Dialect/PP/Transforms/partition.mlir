@@ -6,7 +6,7 @@
 // on the stage of their user.
 onnx.global "trainable" @w1 : tensor<1024x1024xf32>
 onnx.global "trainable" @w2 : tensor<1024x1024xf32>
-// CHECK-LABEL: module attributes {pp.device_order = ["node0/gpu0", "node0/gpu1"], pp.micro_batches = 8 : i64, pp.schedule_kind = "1f1b"}
+// CHECK-LABEL: module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 8, num_stages = 2, stage_devices = ["node0/gpu0", "node0/gpu1"]>}
 // CHECK: onnx.global_read @w1 {{.*}}{pp.stage = 0 : i64}
 // CHECK: onnx.global_read @w2 {{.*}}{pp.stage = 1 : i64}
 // CHECK: onnx.MatMul {{.*}} {pp.stage = 0 : i64}

@@ -14,35 +14,35 @@
 // ONEF: bubble 42.9%
 // INTER: == predicted step: 4 stages on 2 devices, schedule interleaved, 4 micro-batches of 64 ==
 // INTER: bubble 11.1%
-module attributes {pp.num_stages = 4 : i64, pp.micro_batches = 4 : i64, pp.device_order = ["n0/gpu0", "n0/gpu1", "n0/gpu2", "n0/gpu3"], pp.input_names = [], pp.output_names = []} {
-  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} {
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4, num_stages = 4, stage_devices = ["n0/gpu0", "n0/gpu1", "n0/gpu2", "n0/gpu3"]>, pp.input_names = [], pp.output_names = []} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
     %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
     return
   }
-  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64} { return }
-  func.func @stage0_update() attributes {pp.stage = 0 : i64} { return }
-  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} {
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} { return }
+  func.func @stage0_update() attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<update>} { return }
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
     %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
     return
   }
-  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64} { return }
-  func.func @stage1_update() attributes {pp.stage = 1 : i64} { return }
-  func.func @stage2_forward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64} {
+  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<backward>} { return }
+  func.func @stage1_update() attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<update>} { return }
+  func.func @stage2_forward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
     %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
     return
   }
-  func.func @stage2_backward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64} { return }
-  func.func @stage2_update() attributes {pp.stage = 2 : i64} { return }
-  func.func @stage3_forward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64} {
+  func.func @stage2_backward(%mb: tensor<i64>) attributes {pp.stage = 2 : i64, pp.phase = #pp.phase<backward>} { return }
+  func.func @stage2_update() attributes {pp.stage = 2 : i64, pp.phase = #pp.phase<update>} { return }
+  func.func @stage3_forward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<64x1024xf32>
     %y = onnx.Relu %x : (tensor<64x1024xf32>) -> tensor<64x1024xf32>
     return
   }
-  func.func @stage3_backward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64} { return }
-  func.func @stage3_update() attributes {pp.stage = 3 : i64} { return }
+  func.func @stage3_backward(%mb: tensor<i64>) attributes {pp.stage = 3 : i64, pp.phase = #pp.phase<backward>} { return }
+  func.func @stage3_update() attributes {pp.stage = 3 : i64, pp.phase = #pp.phase<update>} { return }
 }
 
 // JSON: "schedule": "1f1b",

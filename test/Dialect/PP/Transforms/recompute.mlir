@@ -228,9 +228,9 @@ func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
-// Stage 1 (on node0/gpu0 by pp.device_order, GPipe: 4 micro-batches in
+// Stage 1 (on node0/gpu0 by the plan, GPipe: 4 micro-batches in
 // flight) keeps %r, made by stage 0, even under full recomputation.
-module attributes {pp.device_order = ["node0/gpu1", "node0/gpu0"], pp.micro_batches = 4 : i64, pp.schedule_kind = "gpipe"} {
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 4, num_stages = 2, stage_devices = ["node0/gpu1", "node0/gpu0"]>} {
   onnx.global "trainable" @w1 : tensor<16x16xf32>
   onnx.global "trainable" @w2 : tensor<16x4xf32>
   // expected-error @+1 {{pp-recompute: stage 1 on node0/gpu0 does not fit even with full recomputation: 4 micro-batches in flight x 512 kept bytes = 2048 bytes for an activation budget of 16 bytes, 2032 bytes short}}

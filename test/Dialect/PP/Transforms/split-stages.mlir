@@ -17,9 +17,9 @@ func.func @main(%x: tensor<8x4xf32> {onnx.name = "x"}, %labels: tensor<8xi64>) -
   %loss, %logp = onnx.SoftmaxCrossEntropyLoss %y, %labels {pp.stage = 1 : i64} : (tensor<8x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x3xf32>)
   return %loss : tensor<f32>
 }
-// CHECK: module attributes {pp.input_names = ["x", "input1"], pp.micro_batches = 4 : i64, pp.num_stages = 2 : i64, pp.output_names = ["loss"]}
+// CHECK: module attributes {pp.input_names = ["x", "input1"], pp.output_names = ["loss"], pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4, num_stages = 2>}
 // CHECK-LABEL: func.func @stage0_forward
-// CHECK-SAME: (%[[MB:.*]]: tensor<i64> {pp.micro_batch}) attributes {pp.phase = "forward", pp.stage = 0 : i64}
+// CHECK-SAME: (%[[MB:.*]]: tensor<i64> {pp.micro_batch}) attributes {pp.phase = #pp.phase<forward>, pp.stage = 0 : i64}
 // CHECK: %[[X:.*]] = pp.input %[[MB]] {index = 0 : i64} : tensor<8x4xf32>
 // CHECK: %[[H:.*]] = onnx.Gemm %[[X]]
 // CHECK: pp.send %[[H]], %[[MB]] {peer = 1 : i64, tag = 0 : i64} : tensor<8x6xf32>

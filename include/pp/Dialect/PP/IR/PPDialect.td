@@ -8,15 +8,47 @@ def PP_Dialect : Dialect {
   let name = "pp";
   let summary = "Pipeline stages and the communication between them";
   let description = [{
-    Point-to-point transfers between pipeline stages (`pp.send`, `pp.recv`),
-    addressed by peer stage, tag and micro-batch. A module that holds a
-    split pipeline carries `pp.num_stages`; the dialect then verifies that
-    every send has exactly one matching recv (same tag, peers that point at
-    each other, same type) across the module's stage functions, which are
-    marked with `pp.stage`.
+    The pipeline plan (`#pp.plan`) and the split program: point-to-point transfers between pipeline stages (`pp.send`, `pp.recv`),
+    addressed by peer stage, tag and micro-batch. A module with a `pp.plan`
+    has the dialect verify that every send has exactly one matching recv
+    (same tag, peers that point at each other, same type) across the
+    module's stage functions, which are marked with `pp.stage`.
   }];
   let cppNamespace = "::pp::pipeline";
   let hasOperationAttrVerify = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let useDefaultAttributePrinterParser = 1;
+
+  // Every pp.* attribute the passes put on ops, functions, arguments,
+  // results and the module: declared here once, read and written through
+  // the accessors of PPAttrs.h, checked by the dialect's verifiers.
+  let discardableAttrs = (ins
+    // Ops: the stage of a forward op (--pp-partition) or backward op
+    // (--pp-autodiff); stage functions: their stage (--pp-split-stages).
+    "::mlir::IntegerAttr":$stage,
+    // The op that seeds the loss gradient (--pp-autodiff).
+    "::mlir::UnitAttr":$loss_seed,
+    // A forward op cloned into the backward (--pp-recompute).
+    "::mlir::UnitAttr":$recompute,
+    // Stage functions: which part of the step they hold.
+    "::pp::pipeline::PhaseAttr":$phase,
+    // --pp-memory-plan: arena offsets of an op's results, arena size of a
+    // stage function, planned peak bytes per device on the module.
+    "::mlir::DenseI64ArrayAttr":$offsets,
+    "::mlir::IntegerAttr":$arena_bytes,
+    "::mlir::DenseI64ArrayAttr":$planned_peak_bytes,
+    // The module: the pipeline plan, and the names of the step's inputs and
+    // outputs (--pp-split-stages).
+    "::pp::pipeline::PlanAttr":$plan,
+    "::mlir::ArrayAttr":$input_names,
+    "::mlir::ArrayAttr":$output_names,
+    // Argument and result attributes: the micro-batch index of a stage
+    // function, the loss result, the gradient of a global.
+    "::mlir::UnitAttr":$micro_batch,
+    "::mlir::UnitAttr":$loss,
+    "::mlir::FlatSymbolRefAttr":$grad_of
+  );
 }
 
 #endif // PP_DIALECT_PP_IR_PPDIALECT_TD

@@ -2,12 +2,22 @@
 #ifndef PP_DIALECT_PP_IR_PPOPS_H
 #define PP_DIALECT_PP_IR_PPOPS_H
 
+#include "pp/Runtime/ScheduleKinds.h"
+#include "pp/Schedule/Schedule.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/Dialect.h"
 #include "mlir/IR/OpDefinition.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+
+#include <map>
+
+#define GET_ATTRDEF_CLASSES
+#include "pp/Dialect/PP/IR/PPAttrs.h.inc"
 
 #include "pp/Dialect/PP/IR/PPOpsDialect.h.inc"
 
@@ -19,6 +29,79 @@ namespace pp::pipeline {
 /// The one pp.schedule of `module`; otherwise null after an error at the
 /// module that says `user` needs one.
 ScheduleOp lookupSchedule(mlir::ModuleOp module, llvm::StringRef user);
+
+/// `op` in the schedule library's form (pp/Schedule/Schedule.h), for the
+/// simulator and the memory plan.
+schedule::Schedule toLibrarySchedule(ScheduleOp op);
+
+/// The stage functions the actions of `op` run, by stage and phase.
+std::map<std::pair<int64_t, kinds::Phase>, mlir::Operation *>
+getStageFunctions(ScheduleOp op);
+
+//===----------------------------------------------------------------------===//
+// The pp.* attributes the passes read and write (declared by the dialect's
+// discardableAttrs, checked by its verifiers).
+//===----------------------------------------------------------------------===//
+
+/// The module's pipeline plan (pp.plan), or null before one is set.
+PlanAttr getPlan(mlir::ModuleOp module);
+void setPlan(mlir::ModuleOp module, PlanAttr plan);
+
+/// Micro-batches per step when neither an option nor a plan says.
+constexpr int64_t kDefaultMicroBatches = 8;
+/// `option` when non-zero, else the plan's micro-batches, else the default.
+int64_t resolveMicroBatches(mlir::ModuleOp module, int64_t option);
+
+/// The pipeline stage of an op or stage function (pp.stage).
+std::optional<int64_t> getStage(mlir::Operation *op);
+void setStage(mlir::Operation *op, int64_t stage);
+void removeStage(mlir::Operation *op);
+
+/// The op that seeds the loss gradient (pp.loss_seed).
+bool isLossSeed(mlir::Operation *op);
+void setLossSeed(mlir::Operation *op);
+void removeLossSeed(mlir::Operation *op);
+
+/// A forward op cloned into the backward by --pp-recompute (pp.recompute).
+bool isRecomputed(mlir::Operation *op);
+void setRecomputed(mlir::Operation *op);
+
+/// The part of a stage's step a stage function holds (pp.phase).
+std::optional<kinds::Phase> getPhase(mlir::Operation *func);
+void setPhase(mlir::Operation *func, kinds::Phase phase);
+
+/// --pp-memory-plan: arena offsets of an op's results (pp.offsets), the
+/// arena of a stage function (pp.arena_bytes) and the planned peak bytes per
+/// device of the module (pp.planned_peak_bytes).
+mlir::DenseI64ArrayAttr getOffsets(mlir::Operation *op);
+void setOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
+std::optional<int64_t> getArenaBytes(mlir::Operation *func);
+void setArenaBytes(mlir::Operation *func, int64_t bytes);
+mlir::DenseI64ArrayAttr getPlannedPeakBytes(mlir::ModuleOp module);
+void setPlannedPeakBytes(mlir::ModuleOp module, llvm::ArrayRef<int64_t> bytes);
+
+/// The names of the step's inputs and outputs (pp.input_names,
+/// pp.output_names), set by --pp-split-stages.
+mlir::ArrayAttr getInputNames(mlir::ModuleOp module);
+mlir::ArrayAttr getOutputNames(mlir::ModuleOp module);
+void setInputOutputNames(mlir::ModuleOp module, llvm::ArrayRef<mlir::Attribute> inputs,
+                         llvm::ArrayRef<mlir::Attribute> outputs);
+
+/// Argument and result attributes of functions: the micro-batch index of a
+/// stage function (pp.micro_batch), the loss result (pp.loss) and the
+/// gradient of a global (pp.grad_of).
+void setMicroBatchArg(mlir::FunctionOpInterface func, unsigned index);
+bool isLossResult(mlir::FunctionOpInterface func, unsigned index);
+void setLossResult(mlir::FunctionOpInterface func, unsigned index);
+/// The pp.loss entry of a result attribute dictionary.
+mlir::NamedAttribute getLossResultAttr(mlir::MLIRContext *context);
+mlir::FlatSymbolRefAttr getGradOf(mlir::FunctionOpInterface func,
+                                  unsigned index);
+/// The pp.grad_of entry of a result attribute dictionary.
+mlir::NamedAttribute getGradOfResultAttr(mlir::FlatSymbolRefAttr global);
+
+/// The step counter global --pp-optimizer creates.
+constexpr llvm::StringLiteral kStepCounterGlobal = "pp.step";
 
 } // namespace pp::pipeline
 

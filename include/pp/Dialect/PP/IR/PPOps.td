@@ -3,6 +3,7 @@
 #define PP_DIALECT_PP_IR_PPOPS_TD
 
 include "pp/Dialect/PP/IR/PPDialect.td"
+include "pp/Dialect/PP/IR/PPAttrs.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
 // The micro-batch index: a scalar i64 (built implicitly by the parser).
@@ -52,7 +53,7 @@ def PP_InputOp : PP_Op<"input", [MemoryEffects<[MemRead]>]> {
   let summary = "Micro-batch `micro_batch` of the step's input `index`";
   let description = [{
     The step's input `index` (a function argument of the unsplit training
-    step) split along its first dimension into `pp.micro_batches` equal
+    step) split along its first dimension into the plan's micro-batches equal
     parts; this op yields part `micro_batch`. Every stage that needs an input
     reads it itself (the data loader runs on every rank).
 
@@ -136,24 +137,25 @@ def PP_ScheduleOp : PP_Op<"schedule", [NoTerminator, SingleBlock,
   let summary = "The order of actions on every device for one step";
   let description = [{
     One `pp.device` per device, each holding that device's actions in
-    execution order. `kind` names the schedule (gpipe, 1f1b, interleaved,
-    zb-h1), `micro_batches` the micro-batches per step and `chunks` the
-    stages (model chunks) per device: stage c runs on device c mod
-    num_devices.
+    execution order. The schedule kind, micro-batches and chunks are the
+    module's `pp.plan`'s: stage c runs on device c mod num_devices.
 
     ```mlir
-    pp.schedule {kind = "1f1b", micro_batches = 4 : i64, chunks = 1 : i64} {
+    pp.schedule {
       pp.device 0 {name = "node0/gpu0"} {
-        pp.action "forward" @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+        pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
         ...
       }
     }
     ```
   }];
-  let arguments = (ins StrAttr:$kind, I64Attr:$micro_batches, I64Attr:$chunks);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The plan of the enclosing module (verified to exist).
+    PlanAttr getPlan();
+  }];
 }
 
 def PP_DeviceOp : PP_Op<"device", [NoTerminator, SingleBlock,
@@ -175,11 +177,15 @@ def PP_ActionOp : PP_Op<"action", [HasParent<"DeviceOp">]> {
     action reads: 0 is the version of the current step (every synchronous
     schedule); k > 0 the version k updates older (weight stashing).
   }];
-  let arguments = (ins StrAttr:$kind, OptionalAttr<FlatSymbolRefAttr>:$callee,
+  let arguments = (ins PP_ActionKindAttr:$kind,
+                       OptionalAttr<FlatSymbolRefAttr>:$callee,
                        I64Attr:$stage, I64Attr:$micro_batch,
                        I64Attr:$weight_version);
-  let assemblyFormat = "$kind ($callee^)? attr-dict";
+  let assemblyFormat = "custom<ActionKind>($kind) ($callee^)? attr-dict";
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::pp::kinds::ActionKind getKindValue() { return getKind().getValue(); }
+  }];
 }
 
 #endif // PP_DIALECT_PP_IR_PPOPS_TD

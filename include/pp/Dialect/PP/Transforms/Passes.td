@@ -15,7 +15,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     the slowest stage, communication included, subject to each device's
     memory with the schedule's in-flight micro-batches. Tied parameters form
     groups whose gradients are summed across the stages that hold them. Ops
-    get `pp.stage`; the module gets `pp.device_order`. An infeasible model
+    get `pp.stage`; the module gets its `#pp.plan` (schedule, micro-batches,
+    chunks, stages and the device of each stage). An infeasible model
     fails with the per-device shortfall in bytes.
   }];
   let options = [
@@ -28,7 +29,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     Option<"chunks", "chunks", "unsigned", "1",
            "Model chunks per device (interleaved): chunks x devices stages, "
            "stage c on device c mod devices">,
-    Option<"microBatches", "microbatches", "unsigned", "8",
+    Option<"microBatches", "microbatches", "unsigned",
+           "::pp::pipeline::kDefaultMicroBatches",
            "Micro-batches per mini-batch">,
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
            "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
@@ -49,7 +51,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a text summary of the plan here ('-' for stdout)">,
   ];
-  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
+  let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
+                           "pp::pipeline::PPDialect"];
 }
 
 def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
@@ -72,7 +75,7 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
     state, greedily recompute the ops with the best bytes saved per added
     forward second until it fits; fails with the shortfall otherwise).
 
-    For `auto`, stage s runs on `pp.device_order[s]` (else the cluster's
+    For `auto`, stage s runs on the plan's device of stage s (else the cluster's
     s-th device; stages sharing a device split its memory). Its budget is
     the device memory minus weights, gradients and optimizer state of the
     trainable globals its ops read (state factor 0 for SGD, 1 with momentum,
@@ -96,10 +99,10 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
            "Cluster (preset spec or .json) for auto and the report's times">,
     Option<"schedule", "schedule", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's "
-           "pp.schedule_kind, else 1f1b)">,
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's, else "
+           "1f1b)">,
     Option<"microBatches", "microbatches", "unsigned", "0",
-           "Micro-batches per step (0: the module's pp.micro_batches, else 8)">,
+           "Micro-batches per step (0: the plan's, else 8)">,
     Option<"activationBudget", "activation-budget", "int64_t", "-1",
            "Activation bytes per device for auto (-1: device memory minus "
            "weights, gradients and optimizer state)">,
@@ -130,7 +133,7 @@ def SplitStagesPass : Pass<"pp-split-stages", "mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
     Option<"microBatches", "microbatches", "unsigned", "0",
-           "Micro-batches per step (0: the module's pp.micro_batches, else 1)">,
+           "Micro-batches per step (0: the plan's, else 8)">,
     Option<"splitBackward", "split-backward", "bool", "false",
            "Split each backward into input and weight gradients (zero bubble)">,
   ];
@@ -150,9 +153,10 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved or zb-h1 (default: the module's pp.schedule_kind, else 1f1b)">,
-    Option<"chunks", "chunks", "int64_t", "1",
-           "Stages (model chunks) per device; interleaved needs >= 2">,
+           "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's)">,
+    Option<"chunks", "chunks", "int64_t", "0",
+           "Stages (model chunks) per device; interleaved needs >= 2 (0: the "
+           "plan's)">,
   ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }

@@ -3,6 +3,7 @@
 #define PP_DIALECT_TRAIN_TRANSFORMS_PASSES_H
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
 #include "mlir/IR/BuiltinOps.h"

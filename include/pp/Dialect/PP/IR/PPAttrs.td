@@ -1,0 +1,95 @@
+//===- PPAttrs.td - Attributes of the pp dialect -----------*- tablegen -*-===//
+#ifndef PP_DIALECT_PP_IR_PPATTRS_TD
+#define PP_DIALECT_PP_IR_PPATTRS_TD
+
+include "pp/Dialect/PP/IR/PPDialect.td"
+include "mlir/IR/AttrTypeBase.td"
+
+class PP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<PP_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+// One of the kinds of pp/Runtime/ScheduleKinds.def (the definition the
+// schedule library and the runtime share), parsed and printed by its name.
+class PP_KindParameter<string kind>
+    : AttrParameter<"::pp::kinds::" # kind, "a " # kind> {
+  let parser = [{[&]() -> ::mlir::FailureOr<::pp::kinds::}] # kind # [{> {
+    auto loc = $_parser.getCurrentLocation();
+    std::string name;
+    if (::mlir::failed($_parser.parseKeywordOrString(&name)))
+      return ::mlir::failure();
+    if (auto value = ::pp::kinds::parse}] # kind # [{(name))
+      return *value;
+    return $_parser.emitError(loc, "unknown }] # kind # [{ '") << name << "'";
+  }()}];
+  let printer = "$_printer.printKeywordOrString(::pp::kinds::toString($_self))";
+}
+
+// Schedule names are printed quoted ("1f1b" is no keyword; all alike).
+def PP_ScheduleKindParameter : PP_KindParameter<"ScheduleKind"> {
+  let printer = [{$_printer << '"' << ::pp::kinds::toString($_self) << '"'}];
+}
+
+class PP_KindAttr<string kind, string attrMnemonic, string what>
+    : PP_Attr<kind, attrMnemonic> {
+  let summary = what;
+  let parameters = (ins PP_KindParameter<kind>:$value);
+  let assemblyFormat = "`<` $value `>`";
+}
+
+def PP_ScheduleKindAttr : PP_KindAttr<"ScheduleKind", "schedule_kind",
+    "A pipeline schedule: gpipe, 1f1b, interleaved or zb-h1">;
+def PP_ActionKindAttr : PP_KindAttr<"ActionKind", "action_kind",
+    "What a pp.action computes: forward, backward, backward_input, "
+    "backward_weight, grad_reduce or optimizer_step">;
+def PP_PhaseAttr : PP_KindAttr<"Phase", "phase",
+    "Which part of a stage's step a stage function holds: forward, "
+    "backward, backward_input, backward_weight or update">;
+
+def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
+  let summary = "How a training step is pipelined";
+  let description = [{
+    Set once on the module by `--pp-partition` (or by `--pp-split-stages`
+    when no partition ran) and read through accessors by every later pass:
+    the schedule, the micro-batches per step, the stages (model chunks) per
+    device, the number of stages, and the name of the device each stage runs
+    on (stage s runs on device s mod (num_stages / chunks)). The data- and
+    tensor-parallel degrees are 1 until those features land.
+
+    ```mlir
+    module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4,
+                                          num_stages = 2,
+                                          stage_devices = ["T4", "T4"]>} {}
+    ```
+  }];
+  let parameters = (ins
+    PP_ScheduleKindParameter:$schedule,
+    "int64_t":$micro_batches,
+    DefaultValuedParameter<"int64_t", "1">:$chunks,
+    "int64_t":$num_stages,
+    DefaultValuedParameter<"::mlir::ArrayAttr",
+                           "::mlir::ArrayAttr::get($_ctxt, {})">:$stage_devices,
+    DefaultValuedParameter<"int64_t", "1">:$data_parallel,
+    DefaultValuedParameter<"int64_t", "1">:$tensor_parallel
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The devices the stages run on: num_stages / chunks.
+    int64_t getNumDevices() const { return getNumStages() / getChunks(); }
+    /// The device index of `stage`.
+    int64_t getDeviceOf(int64_t stage) const {
+      return stage % getNumDevices();
+    }
+    /// The name of the device of `stage`, if the plan names it.
+    std::optional<llvm::StringRef> getStageDeviceName(int64_t stage) const;
+    /// The same plan with other values for some fields.
+    PlanAttr withMicroBatches(int64_t microBatches) const;
+    PlanAttr withNumStages(int64_t numStages) const;
+    PlanAttr withChunks(int64_t chunks) const;
+    PlanAttr withSchedule(::pp::kinds::ScheduleKind schedule) const;
+  }];
+}
+
+#endif // PP_DIALECT_PP_IR_PPATTRS_TD
