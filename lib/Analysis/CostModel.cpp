@@ -117,7 +117,8 @@ OpWork CostModel::getWork(Operation *op) const {
   work.parameterBytes = parameterBytesOf(op);
   // Contractions compute an input and a weight gradient of the forward's
   // size each; other ops one adjoint of similar cost.
-  bool hasWeightGradient = isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
+  auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
+  bool hasWeightGradient = facts && facts.isContraction();
   work.backwardFlops = work.forwardFlops * (hasWeightGradient ? 2.0 : 1.0);
   work.backwardBytes = work.forwardBytes * 2.0;
   return work;

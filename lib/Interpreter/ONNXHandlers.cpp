@@ -77,13 +77,21 @@ FailureOr<Tensor> castTo(Interpreter &in, Operation *op, const Tensor &x,
 // Elementwise
 //===----------------------------------------------------------------------===//
 
-template <typename OpTy>
-void addUnary(Interpreter &interp, rt::UnaryKind kind) {
-  on<OpTy>(interp, [kind](Interpreter &in, OpTy op) -> LogicalResult {
-    return withResult(in, op, "unary", [&](rt::Tensor &y) {
-      return rt::unary(in.kernelContext(), kind, in.operand(op, 0).view(), y);
+/// Every op whose ODS definition names a unary kernel (ONNX_UnaryKernel)
+/// runs it: the kind and alpha come from its KernelFactsOpInterface.
+template <typename OpTy> void addUnaryKernel(Interpreter &interp) {
+  if constexpr (OpTy::template hasTrait<onnx::OpTrait::UnaryKernel>())
+    on<OpTy>(interp, [](Interpreter &in, OpTy op) -> LogicalResult {
+      auto facts = cast<onnx::KernelFactsOpInterface>(op.getOperation());
+      return withResult(in, op, "unary", [&](rt::Tensor &y) {
+        return rt::unary(in.kernelContext(), *facts.getUnaryKind(),
+                         in.operand(op, 0).view(), y, facts.getUnaryAlpha());
+      });
     });
-  });
+}
+
+template <typename... Ops> void addUnaryKernels(Interpreter &interp) {
+  (addUnaryKernel<Ops>(interp), ...);
 }
 
 template <typename OpTy>
@@ -97,40 +105,14 @@ void addBinary(Interpreter &interp, rt::BinaryKind kind) {
 }
 
 void registerElementwise(Interpreter &interp) {
-  using K = rt::UnaryKind;
-  addUnary<onnx::ReluOp>(interp, K::Relu);
-  addUnary<onnx::SigmoidOp>(interp, K::Sigmoid);
-  addUnary<onnx::TanhOp>(interp, K::Tanh);
-  addUnary<onnx::ErfOp>(interp, K::Erf);
-  addUnary<onnx::SqrtOp>(interp, K::Sqrt);
-  addUnary<onnx::ExpOp>(interp, K::Exp);
-  addUnary<onnx::LogOp>(interp, K::Log);
-  addUnary<onnx::ReciprocalOp>(interp, K::Reciprocal);
-  addUnary<onnx::FloorOp>(interp, K::Floor);
-  addUnary<onnx::CeilOp>(interp, K::Ceil);
-  addUnary<onnx::NegOp>(interp, K::Neg);
-  addUnary<onnx::AbsOp>(interp, K::Abs);
-  addUnary<onnx::NotOp>(interp, K::Not);
+  addUnaryKernels<
+#define GET_OP_LIST
+#include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+      >(interp);
 
   on<onnx::IdentityOp>(
       interp, [](Interpreter &in, onnx::IdentityOp op) -> LogicalResult {
         return in.setResult(op, op.getY(), in.lookup(op.getX()));
-      });
-  on<onnx::LeakyReluOp>(
-      interp, [](Interpreter &in, onnx::LeakyReluOp op) -> LogicalResult {
-        float alpha = op.getAlpha().convertToFloat();
-        return withResult(in, op, "unary", [&](rt::Tensor &y) {
-          return rt::unary(in.kernelContext(), K::LeakyRelu,
-                           in.lookup(op.getX()).view(), y, alpha);
-        });
-      });
-  on<onnx::GeluOp>(
-      interp, [](Interpreter &in, onnx::GeluOp op) -> LogicalResult {
-        K kind = op.getApproximate() == "tanh" ? K::GeluTanh : K::GeluErf;
-        return withResult(in, op, "unary", [&](rt::Tensor &y) {
-          return rt::unary(in.kernelContext(), kind,
-                           in.lookup(op.getX()).view(), y);
-        });
       });
 
   using B = rt::BinaryKind;

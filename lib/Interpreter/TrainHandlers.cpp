@@ -48,20 +48,7 @@ template <typename WindowOp> rt::WindowParams convParams(WindowOp op) {
 }
 
 std::optional<rt::UnaryKind> unaryKind(StringRef kind) {
-  return llvm::StringSwitch<std::optional<rt::UnaryKind>>(kind)
-      .Case("Relu", rt::UnaryKind::Relu)
-      .Case("LeakyRelu", rt::UnaryKind::LeakyRelu)
-      .Case("Sigmoid", rt::UnaryKind::Sigmoid)
-      .Case("Tanh", rt::UnaryKind::Tanh)
-      .Case("Erf", rt::UnaryKind::Erf)
-      .Case("GeluErf", rt::UnaryKind::GeluErf)
-      .Case("GeluTanh", rt::UnaryKind::GeluTanh)
-      .Case("Sqrt", rt::UnaryKind::Sqrt)
-      .Case("Exp", rt::UnaryKind::Exp)
-      .Case("Log", rt::UnaryKind::Log)
-      .Case("Abs", rt::UnaryKind::Abs)
-      .Case("Reciprocal", rt::UnaryKind::Reciprocal)
-      .Default(std::nullopt);
+  return rt::parseUnaryKind(kind);
 }
 
 /// Allocates every result of `op`, then runs `body` on their views.

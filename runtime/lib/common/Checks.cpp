@@ -176,45 +176,7 @@ Status dtypeError(const std::string &what, DType dtype) {
   return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
 }
 
-const char *unaryName(UnaryKind kind) {
-  switch (kind) {
-  case UnaryKind::Identity:
-    return "Identity";
-  case UnaryKind::Relu:
-    return "Relu";
-  case UnaryKind::LeakyRelu:
-    return "LeakyRelu";
-  case UnaryKind::Sigmoid:
-    return "Sigmoid";
-  case UnaryKind::Tanh:
-    return "Tanh";
-  case UnaryKind::Erf:
-    return "Erf";
-  case UnaryKind::GeluErf:
-    return "GeluErf";
-  case UnaryKind::GeluTanh:
-    return "GeluTanh";
-  case UnaryKind::Sqrt:
-    return "Sqrt";
-  case UnaryKind::Exp:
-    return "Exp";
-  case UnaryKind::Log:
-    return "Log";
-  case UnaryKind::Neg:
-    return "Neg";
-  case UnaryKind::Abs:
-    return "Abs";
-  case UnaryKind::Reciprocal:
-    return "Reciprocal";
-  case UnaryKind::Floor:
-    return "Floor";
-  case UnaryKind::Ceil:
-    return "Ceil";
-  case UnaryKind::Not:
-    return "Not";
-  }
-  return "?";
-}
+const char *unaryName(UnaryKind kind) { return toString(kind); }
 
 const char *binaryName(BinaryKind kind) {
   switch (kind) {

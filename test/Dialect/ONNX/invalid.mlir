@@ -9,8 +9,17 @@ func.func @relu_on_integers(%x: tensor<4xi64>) -> tensor<4xi64> {
 // -----
 
 func.func @wrong_result_type(%x: tensor<4xf32>) -> tensor<5xf32> {
-  // expected-error @+2 {{'onnx.Relu' op inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<5xf32>'}}
+  // expected-error @+2 {{'onnx.Softmax' op inferred type(s) 'tensor<4xf32>' are incompatible with return type(s) of operation 'tensor<5xf32>'}}
   // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Softmax %x : (tensor<4xf32>) -> tensor<5xf32>
+  return %0 : tensor<5xf32>
+}
+
+// -----
+
+// Unary kernels are Elementwise (upstream's trait checks the shapes first).
+func.func @elementwise_shape(%x: tensor<4xf32>) -> tensor<5xf32> {
+  // expected-error @+1 {{'onnx.Relu' op all non-scalar operands/results must have the same shape and base type}}
   %0 = onnx.Relu %x : (tensor<4xf32>) -> tensor<5xf32>
   return %0 : tensor<5xf32>
 }

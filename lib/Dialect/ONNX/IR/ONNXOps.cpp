@@ -100,7 +100,7 @@ LogicalResult pp::onnx::inferBroadcast(std::optional<Location> loc,
     if (!type)
       return error(loc, "operands must be ranked tensors");
     SmallVector<int64_t> next;
-    if (!OpTrait::util::getBroadcastedShape(shape, type.getShape(), next))
+    if (!mlir::OpTrait::util::getBroadcastedShape(shape, type.getShape(), next))
       return error(loc, "operand shapes are not broadcast-compatible");
     shape = std::move(next);
   }
@@ -396,7 +396,7 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *context,
     return error(location, "MatMul contraction dims differ: " + Twine(k) +
                                " vs " + Twine(k2));
   SmallVector<int64_t> batch;
-  if (!OpTrait::util::getBroadcastedShape(
+  if (!mlir::OpTrait::util::getBroadcastedShape(
           ArrayRef<int64_t>(aShape).drop_back(2),
           ArrayRef<int64_t>(bShape).drop_back(2), batch))
     return error(location, "MatMul batch dims are not broadcast-compatible");
@@ -431,7 +431,7 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *context,
   auto type = RankedTensorType::get({m, n}, a.getElementType());
   if (Value c = adaptor.getC()) {
     SmallVector<int64_t> shape;
-    if (!OpTrait::util::getBroadcastedShape(
+    if (!mlir::OpTrait::util::getBroadcastedShape(
             type.getShape(), cast<RankedTensorType>(c.getType()).getShape(),
             shape) ||
         ArrayRef<int64_t>(shape) != type.getShape())
@@ -563,7 +563,7 @@ LogicalResult LayerNormalizationOp::inferReturnTypes(
     if (!v)
       continue;
     SmallVector<int64_t> shape;
-    if (!OpTrait::util::getBroadcastedShape(
+    if (!mlir::OpTrait::util::getBroadcastedShape(
             normalized, cast<RankedTensorType>(v.getType()).getShape(),
             shape) ||
         ArrayRef<int64_t>(shape) != normalized)
@@ -1047,7 +1047,7 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
   if (failed(target))
     return failure();
   SmallVector<int64_t> shape;
-  if (!OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape))
+  if (!mlir::OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape))
     return error(location, "Expand shape is not broadcast-compatible");
   inferred.push_back(type.clone(shape));
   return success();

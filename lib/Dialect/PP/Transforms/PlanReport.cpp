@@ -173,8 +173,8 @@ struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
             info.costs.forward += costModel->getForwardTime(op, device);
             info.costs.backward += b;
             // A contraction's backward is half input, half weight gradient.
-            bool contraction =
-                isa<onnx::ConvOp, onnx::GemmOp, onnx::MatMulOp>(op);
+            auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
+            bool contraction = facts && facts.isContraction();
             info.costs.backwardWeight += contraction ? b / 2 : 0;
             info.costs.backwardInput += contraction ? b / 2 : b;
           } else if (pipeline::isRecomputed(op)) {

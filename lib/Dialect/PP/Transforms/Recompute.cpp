@@ -72,14 +72,8 @@ int64_t numElements(Type type) {
 /// Cheap ops with outputs as large as their inputs (memory-bound): the
 /// candidates of the selective policy.
 bool isMemoryBound(Operation *op) {
-  if (isa<onnx::SoftmaxOp, onnx::LogSoftmaxOp, onnx::ReluOp, onnx::LeakyReluOp,
-          onnx::GeluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
-          onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp,
-          onnx::NegOp, onnx::AbsOp, onnx::ClipOp, onnx::CastOp,
-          onnx::IdentityOp>(op))
-    return true;
-  if (isa<onnx::TransposeOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
-          onnx::UnsqueezeOp>(op))
+  if (auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
+      facts && facts.isMemoryBound())
     return true;
   // Elementwise binary ops with a scalar or broadcast operand (scaling,
   // bias): one big input, so recomputing costs one pass over it.

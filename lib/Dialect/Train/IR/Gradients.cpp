@@ -20,6 +20,7 @@
 
 using namespace mlir;
 namespace onnx = pp::onnx;
+namespace rt = pp::rt;
 namespace train = pp::train;
 
 namespace {
@@ -145,28 +146,18 @@ LogicalResult unaryRule(Operation *op, StringRef kind, float alpha,
   return success();
 }
 
-/// Unary ops whose kernel kind is their ONNX name.
+/// Ops running a differentiable unary kernel (their KernelFactsOpInterface
+/// says which): the adjoint is that kernel's train.unary_grad.
 template <typename OpTy>
-constexpr bool kNamedUnary =
-    llvm::is_one_of<OpTy, onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp,
-                    onnx::ErfOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
-                    onnx::AbsOp, onnx::ReciprocalOp>::value;
-
-template <typename OpTy>
-std::enable_if_t<kNamedUnary<OpTy>, LogicalResult>
+std::enable_if_t<OpTy::template hasTrait<onnx::OpTrait::UnaryKernel>(),
+                 LogicalResult>
 rule(OpTy op, OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
-  return unaryRule(op, op->getName().stripDialect(), 0, b, dys, dxs);
-}
-
-LogicalResult rule(onnx::LeakyReluOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, "LeakyRelu", op.getAlpha().convertToFloat(), b, dys,
+  auto facts = cast<onnx::KernelFactsOpInterface>(op.getOperation());
+  std::optional<rt::UnaryKind> kind = facts.getUnaryKind();
+  if (!kind || !rt::hasUnaryGrad(*kind))
+    return op.emitOpError("has no gradient rule");
+  return unaryRule(op, rt::toString(*kind), facts.getUnaryAlpha(), b, dys,
                    dxs);
-}
-LogicalResult rule(onnx::GeluOp op, OpBuilder &b, ArrayRef<Value> dys,
-                   Grads &dxs) {
-  return unaryRule(op, op.getApproximate() == "tanh" ? "GeluTanh" : "GeluErf",
-                   0, b, dys, dxs);
 }
 
 LogicalResult rule(onnx::IdentityOp op, OpBuilder &b, ArrayRef<Value> dys,

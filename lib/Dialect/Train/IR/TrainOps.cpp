@@ -37,13 +37,9 @@ GlobalWriteOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 }
 
 LogicalResult UnaryGradOp::verify() {
-  bool known =
-      llvm::StringSwitch<bool>(getKind())
-          .Cases({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Erf", "GeluErf",
-                  "GeluTanh", "Sqrt", "Exp", "Log", "Abs", "Reciprocal"},
-                 true)
-          .Default(false);
-  if (!known)
+  // The kinds with a unaryGrad kernel (pp/Runtime/UnaryKinds.def).
+  std::optional<pp::rt::UnaryKind> kind = pp::rt::parseUnaryKind(getKind());
+  if (!kind || !pp::rt::hasUnaryGrad(*kind))
     return emitOpError("unknown unary kind '") << getKind() << "'";
   return success();
 }
@@ -53,7 +49,7 @@ LogicalResult ReduceSumToOp::verify() {
   auto to = cast<RankedTensorType>(getY().getType());
   SmallVector<int64_t> shape;
   if (from.getElementType() != to.getElementType() ||
-      !OpTrait::util::getBroadcastedShape(to.getShape(), from.getShape(),
+      !mlir::OpTrait::util::getBroadcastedShape(to.getShape(), from.getShape(),
                                           shape) ||
       ArrayRef<int64_t>(shape) != from.getShape())
     return emitOpError("result type ")

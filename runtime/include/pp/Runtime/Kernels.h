@@ -28,7 +28,9 @@
 #define PP_RUNTIME_KERNELS_H
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace pp::rt {
@@ -86,24 +88,40 @@ struct Context {
 //===----------------------------------------------------------------------===//
 
 enum class UnaryKind : int {
-  Identity,
-  Relu,
-  LeakyRelu,
-  Sigmoid,
-  Tanh,
-  Erf,
-  GeluErf,
-  GeluTanh,
-  Sqrt,
-  Exp,
-  Log,
-  Neg,
-  Abs,
-  Reciprocal,
-  Floor,
-  Ceil,
-  Not
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad) Enumerator,
+#include "pp/Runtime/UnaryKinds.def"
 };
+
+/// "Relu", "LeakyRelu", ... (UnaryKinds.def).
+constexpr const char *toString(UnaryKind kind) {
+  switch (kind) {
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
+  case UnaryKind::Enumerator:                                                  \
+    return Name;
+#include "pp/Runtime/UnaryKinds.def"
+  }
+  return "?";
+}
+
+/// The kind named `name`, if any.
+inline std::optional<UnaryKind> parseUnaryKind(std::string_view name) {
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
+  if (name == Name)                                                            \
+    return UnaryKind::Enumerator;
+#include "pp/Runtime/UnaryKinds.def"
+  return std::nullopt;
+}
+
+/// Whether train.unary_grad takes `kind` (UnaryKinds.def).
+constexpr bool hasUnaryGrad(UnaryKind kind) {
+  switch (kind) {
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
+  case UnaryKind::Enumerator:                                                  \
+    return UnaryGrad;
+#include "pp/Runtime/UnaryKinds.def"
+  }
+  return false;
+}
 
 /// y = f(x); `alpha` is LeakyRelu's slope. x and y have one shape and dtype.
 Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,

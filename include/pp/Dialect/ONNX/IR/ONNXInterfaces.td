@@ -23,4 +23,58 @@ def ONNX_CostOpInterface : OpInterface<"CostOpInterface"> {
   ];
 }
 
+//===----------------------------------------------------------------------===//
+// Kernel facts
+//===----------------------------------------------------------------------===//
+
+// Marker traits of the facts below (C++ in ONNXOps.h).
+class ONNX_OpTrait<string name, code extraDeclaration = [{}]>
+    : NativeOpTrait<name, [], extraDeclaration> {
+  let cppNamespace = "::pp::onnx::OpTrait";
+}
+// A contraction (Conv, Gemm, MatMul): its backward computes an input and a
+// weight gradient of the forward's size each.
+def ONNX_Contraction : ONNX_OpTrait<"Contraction">;
+// Cheap, with an output as large as its input: what selective
+// recomputation recomputes.
+def ONNX_MemoryBound : ONNX_OpTrait<"MemoryBound">;
+// Runs the runtime's unary kernel `kind` (pp/Runtime/UnaryKinds.def).
+class ONNX_UnaryKernel<string kind>
+    : ONNX_OpTrait<"UnaryKernel", "static constexpr ::pp::rt::UnaryKind "
+                   "kUnaryKind = ::pp::rt::UnaryKind::" # kind # ";">;
+// Runs a unary kernel chosen by its attributes (it defines getUnaryKind).
+def ONNX_AttributeUnaryKernel : ONNX_OpTrait<"UnaryKernel">;
+
+def ONNX_KernelFactsOpInterface : OpInterface<"KernelFactsOpInterface"> {
+  let description = [{
+    What the interpreter, the code generator, the recompute pass and the
+    cost model need to know of an op, declared once with its ODS definition
+    through the traits above and upstream's `Elementwise`.
+  }];
+  let cppNamespace = "::pp::onnx";
+  let methods = [
+    InterfaceMethod<"The runtime unary kernel the op runs, if it is one.",
+      "std::optional<::pp::rt::UnaryKind>", "getUnaryKind", (ins), [{}], [{
+        return ::pp::onnx::detail::staticUnaryKind<ConcreteOp>();
+      }]>,
+    InterfaceMethod<"The unary kernel's alpha (LeakyRelu's slope; else 0).",
+      "float", "getUnaryAlpha", (ins), [{}], [{ return 0.f; }]>,
+    InterfaceMethod<"Whether the backward computes an input and a weight "
+                    "gradient of the forward's size each.",
+      "bool", "isContraction", (ins), [{}], [{
+        return ConcreteOp::template hasTrait<::pp::onnx::OpTrait::Contraction>();
+      }]>,
+    InterfaceMethod<"Whether the op is cheap with an output as large as its "
+                    "input (a selective recomputation candidate).",
+      "bool", "isMemoryBound", (ins), [{}], [{
+        return ConcreteOp::template hasTrait<::pp::onnx::OpTrait::MemoryBound>();
+      }]>,
+    InterfaceMethod<"Whether each output element depends on the same "
+                    "element of the operands only.",
+      "bool", "isElementwise", (ins), [{}], [{
+        return ConcreteOp::template hasTrait<::mlir::OpTrait::Elementwise>();
+      }]>,
+  ];
+}
+
 #endif // PP_DIALECT_ONNX_IR_ONNXINTERFACES_TD

@@ -2,6 +2,8 @@
 #ifndef PP_DIALECT_ONNX_IR_ONNXOPS_H
 #define PP_DIALECT_ONNX_IR_ONNXOPS_H
 
+#include "pp/Runtime/Kernels.h"
+
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -56,6 +58,35 @@ inline constexpr llvm::StringLiteral kState = "state";
 inline constexpr llvm::StringLiteral kConstant = "constant";
 
 } // namespace pp::onnx
+
+namespace pp::onnx::OpTrait {
+/// Marker traits of KernelFactsOpInterface (ONNXInterfaces.td).
+template <typename ConcreteType>
+class Contraction
+    : public mlir::OpTrait::TraitBase<ConcreteType, Contraction> {};
+template <typename ConcreteType>
+class MemoryBound
+    : public mlir::OpTrait::TraitBase<ConcreteType, MemoryBound> {};
+template <typename ConcreteType>
+class UnaryKernel
+    : public mlir::OpTrait::TraitBase<ConcreteType, UnaryKernel> {};
+} // namespace pp::onnx::OpTrait
+
+namespace pp::onnx::detail {
+template <typename T, typename = void>
+struct HasStaticUnaryKind : std::false_type {};
+template <typename T>
+struct HasStaticUnaryKind<T, std::void_t<decltype(T::kUnaryKind)>>
+    : std::true_type {};
+/// The kUnaryKind ONNX_UnaryKernel<kind> declares on the op, if any.
+template <typename ConcreteOp>
+std::optional<rt::UnaryKind> staticUnaryKind() {
+  if constexpr (HasStaticUnaryKind<ConcreteOp>::value)
+    return ConcreteOp::kUnaryKind;
+  else
+    return std::nullopt;
+}
+} // namespace pp::onnx::detail
 
 #include "pp/Dialect/ONNX/IR/ONNXInterfaces.h.inc"
 

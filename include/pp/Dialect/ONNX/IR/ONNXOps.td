@@ -33,7 +33,8 @@ class ONNX_StructuralOp<string mnemonic, list<Trait> traits = []>
 class ONNX_Op<string mnemonic, list<Trait> traits = []>
     : Op<ONNX_Dialect, mnemonic,
          !listconcat(traits, [InferTypeOpAdaptorWithIsCompatible,
-                              ONNX_CostOpInterface])> {
+                              ONNX_CostOpInterface,
+                              ONNX_KernelFactsOpInterface])> {
   code inferBody = "";
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
   let extraClassDefinition = !strconcat([{
@@ -58,6 +59,13 @@ class ONNX_SameTypeOp<string mnemonic, Type operandType, list<Trait> traits = []
   let results = (outs operandType:$Y);
   let inferBody = "return ::pp::onnx::inferSameAsOperand(location, adaptor.getOperands(), 0, inferred);";
 }
+
+// Elementwise op running the runtime's unary kernel `kind`.
+class ONNX_UnaryKernelOp<string mnemonic, Type operandType, string kind,
+                         list<Trait> traits = []>
+    : ONNX_SameTypeOp<mnemonic, operandType,
+                      !listconcat(traits, [Elementwise,
+                                           ONNX_UnaryKernel<kind>])>;
 
 // Binary op with multidirectional (numpy) broadcasting.
 class ONNX_BroadcastOp<string mnemonic, Type operandType, Type resultType,
@@ -111,33 +119,46 @@ def ONNX_GlobalReadOp : ONNX_StructuralOp<"global_read",
 // Elementwise unary ops.
 //===----------------------------------------------------------------------===//
 
-def ONNX_ReluOp : ONNX_SameTypeOp<"Relu", ONNX_FloatTensor>;
-def ONNX_SigmoidOp : ONNX_SameTypeOp<"Sigmoid", ONNX_FloatTensor>;
-def ONNX_TanhOp : ONNX_SameTypeOp<"Tanh", ONNX_FloatTensor>;
-def ONNX_ErfOp : ONNX_SameTypeOp<"Erf", ONNX_FloatTensor>;
-def ONNX_SqrtOp : ONNX_SameTypeOp<"Sqrt", ONNX_FloatTensor>;
-def ONNX_ExpOp : ONNX_SameTypeOp<"Exp", ONNX_FloatTensor>;
-def ONNX_LogOp : ONNX_SameTypeOp<"Log", ONNX_FloatTensor>;
-def ONNX_ReciprocalOp : ONNX_SameTypeOp<"Reciprocal", ONNX_FloatTensor>;
-def ONNX_FloorOp : ONNX_SameTypeOp<"Floor", ONNX_FloatTensor>;
-def ONNX_CeilOp : ONNX_SameTypeOp<"Ceil", ONNX_FloatTensor>;
-def ONNX_NegOp : ONNX_SameTypeOp<"Neg", ONNX_NumericTensor>;
-def ONNX_AbsOp : ONNX_SameTypeOp<"Abs", ONNX_NumericTensor>;
-def ONNX_NotOp : ONNX_SameTypeOp<"Not", ONNX_BoolTensor>;
-def ONNX_IdentityOp : ONNX_SameTypeOp<"Identity", ONNX_Tensor> {
+def ONNX_ReluOp : ONNX_UnaryKernelOp<"Relu", ONNX_FloatTensor, "Relu", [ONNX_MemoryBound]>;
+def ONNX_SigmoidOp : ONNX_UnaryKernelOp<"Sigmoid", ONNX_FloatTensor, "Sigmoid", [ONNX_MemoryBound]>;
+def ONNX_TanhOp : ONNX_UnaryKernelOp<"Tanh", ONNX_FloatTensor, "Tanh", [ONNX_MemoryBound]>;
+def ONNX_ErfOp : ONNX_UnaryKernelOp<"Erf", ONNX_FloatTensor, "Erf", [ONNX_MemoryBound]>;
+def ONNX_SqrtOp : ONNX_UnaryKernelOp<"Sqrt", ONNX_FloatTensor, "Sqrt", [ONNX_MemoryBound]>;
+def ONNX_ExpOp : ONNX_UnaryKernelOp<"Exp", ONNX_FloatTensor, "Exp", [ONNX_MemoryBound]>;
+def ONNX_LogOp : ONNX_UnaryKernelOp<"Log", ONNX_FloatTensor, "Log", [ONNX_MemoryBound]>;
+def ONNX_ReciprocalOp : ONNX_UnaryKernelOp<"Reciprocal", ONNX_FloatTensor, "Reciprocal", [ONNX_MemoryBound]>;
+def ONNX_FloorOp : ONNX_UnaryKernelOp<"Floor", ONNX_FloatTensor, "Floor">;
+def ONNX_CeilOp : ONNX_UnaryKernelOp<"Ceil", ONNX_FloatTensor, "Ceil">;
+def ONNX_NegOp : ONNX_UnaryKernelOp<"Neg", ONNX_NumericTensor, "Neg", [ONNX_MemoryBound]>;
+def ONNX_AbsOp : ONNX_UnaryKernelOp<"Abs", ONNX_NumericTensor, "Abs", [ONNX_MemoryBound]>;
+def ONNX_NotOp : ONNX_UnaryKernelOp<"Not", ONNX_BoolTensor, "Not">;
+def ONNX_IdentityOp : ONNX_SameTypeOp<"Identity", ONNX_Tensor,
+                                      [Elementwise, ONNX_MemoryBound]> {
   let hasFolder = 1;
   let extraClassDeclaration = [{ int64_t getForwardFlops() { return 0; } }];
 }
 
-def ONNX_LeakyReluOp : ONNX_SameTypeOp<"LeakyRelu", ONNX_FloatTensor> {
+def ONNX_LeakyReluOp : ONNX_UnaryKernelOp<"LeakyRelu", ONNX_FloatTensor, "LeakyRelu",
+                                          [ONNX_MemoryBound]> {
   let arguments = (ins ONNX_FloatTensor:$X, DefaultValuedAttr<F32Attr, "0.01">:$alpha);
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+  }];
 }
-def ONNX_GeluOp : ONNX_SameTypeOp<"Gelu", ONNX_FloatTensor> {
+def ONNX_GeluOp : ONNX_SameTypeOp<"Gelu", ONNX_FloatTensor,
+                                  [Elementwise, ONNX_AttributeUnaryKernel,
+                                   ONNX_MemoryBound]> {
   let arguments = (ins ONNX_FloatTensor:$X,
                        DefaultValuedAttr<StrAttr, "\"none\"">:$approximate);
   let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    std::optional<::pp::rt::UnaryKind> getUnaryKind() {
+      return getApproximate() == "tanh" ? ::pp::rt::UnaryKind::GeluTanh
+                                        : ::pp::rt::UnaryKind::GeluErf;
+    }
+  }];
 }
-def ONNX_SoftmaxOp : ONNX_SameTypeOp<"Softmax", ONNX_FloatTensor> {
+def ONNX_SoftmaxOp : ONNX_SameTypeOp<"Softmax", ONNX_FloatTensor, [ONNX_MemoryBound]> {
   let arguments = (ins ONNX_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs ONNX_FloatTensor:$output);
   let hasVerifier = 1;
@@ -145,7 +166,7 @@ def ONNX_SoftmaxOp : ONNX_SameTypeOp<"Softmax", ONNX_FloatTensor> {
     int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
   }];
 }
-def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor> {
+def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor, [ONNX_MemoryBound]> {
   let arguments = (ins ONNX_FloatTensor:$input, DefaultValuedAttr<I64Attr, "-1">:$axis);
   let results = (outs ONNX_FloatTensor:$output);
   let hasVerifier = 1;
@@ -153,7 +174,8 @@ def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor> {
     int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
   }];
 }
-def ONNX_ClipOp : ONNX_SameTypeOp<"Clip", ONNX_NumericTensor, [AttrSizedOperandSegments]> {
+def ONNX_ClipOp : ONNX_SameTypeOp<"Clip", ONNX_NumericTensor,
+                                  [AttrSizedOperandSegments, ONNX_MemoryBound]> {
   let arguments = (ins ONNX_NumericTensor:$input, Optional<ONNX_NumericTensor>:$min,
                        Optional<ONNX_NumericTensor>:$max);
   let results = (outs ONNX_NumericTensor:$output);
@@ -161,7 +183,7 @@ def ONNX_ClipOp : ONNX_SameTypeOp<"Clip", ONNX_NumericTensor, [AttrSizedOperandS
     $input (`min` $min^)? (`max` $max^)? attr-dict `:` functional-type(operands, results)
   }];
 }
-def ONNX_CastOp : ONNX_Op<"Cast", [Pure]> {
+def ONNX_CastOp : ONNX_Op<"Cast", [Pure, ONNX_MemoryBound]> {
   let summary = "ONNX Cast: converts elements to the ONNX data type `to`";
   let description = [{
     ```mlir
@@ -248,7 +270,7 @@ def ONNX_WhereOp : ONNX_Op<"Where", [Pure, AllElementTypesMatch<["X", "Y", "outp
 // Contractions, convolution, normalisation, pooling.
 //===----------------------------------------------------------------------===//
 
-def ONNX_MatMulOp : ONNX_Op<"MatMul", [Pure]> {
+def ONNX_MatMulOp : ONNX_Op<"MatMul", [Pure, ONNX_Contraction]> {
   let summary = "ONNX MatMul (numpy matmul semantics, batch dims broadcast)";
   let description = [{
     ```mlir
@@ -259,7 +281,7 @@ def ONNX_MatMulOp : ONNX_Op<"MatMul", [Pure]> {
   let results = (outs ONNX_NumericTensor:$Y);
   let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
 }
-def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure]> {
+def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure, ONNX_Contraction]> {
   let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
   let description = [{
     ```mlir
@@ -272,7 +294,7 @@ def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure]> {
   let results = (outs ONNX_NumericTensor:$Y);
   let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
 }
-def ONNX_ConvOp : ONNX_Op<"Conv", [Pure]> {
+def ONNX_ConvOp : ONNX_Op<"Conv", [Pure, ONNX_Contraction]> {
   let summary = "ONNX Conv (N-d, grouped, dilated, padded)";
   let description = [{
     ```mlir
@@ -461,31 +483,31 @@ def ONNX_ShapeOp : ONNX_MoveOp<"Shape"> {
   let results = (outs ONNX_I64Tensor:$shape);
   let hasFolder = 1;
 }
-def ONNX_FlattenOp : ONNX_MoveOp<"Flatten"> {
+def ONNX_FlattenOp : ONNX_MoveOp<"Flatten", [ONNX_MemoryBound]> {
   let description = "Reshapes to 2-D, splitting the dims at `axis`.";
   let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
   let results = (outs ONNX_Tensor:$output);
 }
-def ONNX_TransposeOp : ONNX_MoveOp<"Transpose"> {
+def ONNX_TransposeOp : ONNX_MoveOp<"Transpose", [ONNX_MemoryBound]> {
   let description = "Permutes dims by `perm` (default: reversed).";
   let arguments = (ins ONNX_Tensor:$data, OptionalAttr<DenseI64ArrayAttr>:$perm);
   let results = (outs ONNX_Tensor:$transposed);
   let hasFolder = 1;
 }
-def ONNX_ReshapeOp : ONNX_MoveOp<"Reshape"> {
+def ONNX_ReshapeOp : ONNX_MoveOp<"Reshape", [ONNX_MemoryBound]> {
   let description = "Reshape to a constant target shape (0 copies, -1 infers).";
   let arguments = (ins ONNX_Tensor:$data, ONNX_I64Tensor:$shape,
                        DefaultValuedAttr<I64Attr, "0">:$allowzero);
   let results = (outs ONNX_Tensor:$reshaped);
   let hasFolder = 1;
 }
-def ONNX_SqueezeOp : ONNX_MoveOp<"Squeeze"> {
+def ONNX_SqueezeOp : ONNX_MoveOp<"Squeeze", [ONNX_MemoryBound]> {
   let description = "Removes size-1 dims named by the constant `axes` (all when absent).";
   let arguments = (ins ONNX_Tensor:$data, Optional<ONNX_I64Tensor>:$axes);
   let results = (outs ONNX_Tensor:$squeezed);
   let hasFolder = 1;
 }
-def ONNX_UnsqueezeOp : ONNX_MoveOp<"Unsqueeze"> {
+def ONNX_UnsqueezeOp : ONNX_MoveOp<"Unsqueeze", [ONNX_MemoryBound]> {
   let description = "Inserts size-1 dims at the constant `axes`.";
   let arguments = (ins ONNX_Tensor:$data, ONNX_I64Tensor:$axes);
   let results = (outs ONNX_Tensor:$expanded);
