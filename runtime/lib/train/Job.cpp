@@ -40,6 +40,23 @@ void fillRandom(HostTensor &t, int64_t bound, std::mt19937_64 &rng) {
     bound = 10;
   t.bytes.assign(static_cast<size_t>(t.numel() * dtypeSize(t.dtype)), 0);
   char *data = t.bytes.data();
+  // Element i of an integer dtype: a draw below `limit` (the one
+  // pp-interpret makes), stored in the dtype's width. Values are below the
+  // signed types' maximum, so the unsigned bit pattern is the signed value.
+  auto integer = [&](int64_t i, uint64_t limit) {
+    uint64_t value = rng() % limit;
+    switch (dtypeSize(t.dtype)) {
+    case 1:
+      reinterpret_cast<uint8_t *>(data)[i] = static_cast<uint8_t>(value);
+      break;
+    case 4:
+      reinterpret_cast<uint32_t *>(data)[i] = static_cast<uint32_t>(value);
+      break;
+    default:
+      reinterpret_cast<uint64_t *>(data)[i] = value;
+      break;
+    }
+  };
   for (int64_t i = 0, e = t.numel(); i < e; ++i) {
     switch (t.dtype) {
     case DType::F32:
@@ -58,27 +75,16 @@ void fillRandom(HostTensor &t, int64_t bound, std::mt19937_64 &rng) {
       reinterpret_cast<uint8_t *>(data)[i] = rng() & 1;
       break;
     case DType::I64:
-      reinterpret_cast<int64_t *>(data)[i] =
-          static_cast<int64_t>(rng() % bound);
-      break;
     case DType::I32:
-      reinterpret_cast<int32_t *>(data)[i] =
-          static_cast<int32_t>(rng() % bound);
+    case DType::U32:
+    case DType::U64:
+      integer(i, bound);
       break;
     case DType::I8:
-      reinterpret_cast<int8_t *>(data)[i] =
-          static_cast<int8_t>(rng() % std::min<int64_t>(bound, 128));
+      integer(i, std::min<int64_t>(bound, 128));
       break;
     case DType::U8:
-      reinterpret_cast<uint8_t *>(data)[i] =
-          static_cast<uint8_t>(rng() % std::min<int64_t>(bound, 256));
-      break;
-    case DType::U32:
-      reinterpret_cast<uint32_t *>(data)[i] =
-          static_cast<uint32_t>(rng() % bound);
-      break;
-    case DType::U64:
-      reinterpret_cast<uint64_t *>(data)[i] = rng() % bound;
+      integer(i, std::min<int64_t>(bound, 256));
       break;
     }
   }

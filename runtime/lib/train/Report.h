@@ -7,6 +7,8 @@
 #ifndef PP_RUNTIME_TRAIN_REPORT_H
 #define PP_RUNTIME_TRAIN_REPORT_H
 
+#include "Util.h"
+
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -18,11 +20,8 @@ struct Job;
 
 /// The per-step --log file: CSV when its name ends in .csv, else JSON
 /// lines. Closed when destroyed.
-class StepLog {
+class StepLog : NonCopyable {
 public:
-  StepLog() = default;
-  StepLog(const StepLog &) = delete;
-  StepLog &operator=(const StepLog &) = delete;
   ~StepLog();
 
   /// Opens `path` for a job of `numStages` stages. A resumed run appends to

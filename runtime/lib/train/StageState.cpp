@@ -274,12 +274,16 @@ void StageState::unstash(int slot, int64_t microBatch, Tensor &dst) {
     fail("pp.unstash", "nothing is stashed in slot " + std::to_string(slot) +
                            " for micro-batch " + std::to_string(microBatch) +
                            " (its forward has not run on this device)");
-  expectLayout("pp.unstash", "slot " + std::to_string(slot), dst,
-               it->second.dtype, it->second.shape);
-  sync("pp.unstash");
-  copyBuffer(dst.data, it->second.data, dst.bytes());
-  rank_.pool.release(it->second);
+  takeInto("pp.unstash", "slot " + std::to_string(slot), it->second, dst);
   stashed.erase(it);
+}
+
+void StageState::takeInto(const char *op, const std::string &what,
+                          Tensor &held, Tensor &dst) {
+  expectLayout(op, what, dst, held.dtype, held.shape);
+  sync(op);
+  copyBuffer(dst.data, held.data, dst.bytes());
+  rank_.pool.release(held);
 }
 
 void StageState::accumulate(int slot, const Tensor &value) {
@@ -307,11 +311,8 @@ void StageState::accumulated(int slot, Tensor &dst) {
   if (it == sums.end())
     fail("pp.accumulated", "no gradient was accumulated in slot " +
                                std::to_string(slot) + " this step");
-  expectLayout("pp.accumulated", "the sum in slot " + std::to_string(slot), dst,
-               it->second.dtype, it->second.shape);
-  sync("pp.accumulated");
-  copyBuffer(dst.data, it->second.data, dst.bytes());
-  rank_.pool.release(it->second);
+  takeInto("pp.accumulated", "the sum in slot " + std::to_string(slot),
+           it->second, dst);
   sums.erase(it);
 }
 

@@ -9,6 +9,8 @@
 #ifndef PP_RUNTIME_TRAIN_STAGESTATE_H
 #define PP_RUNTIME_TRAIN_STAGESTATE_H
 
+#include "Util.h"
+
 #include "pp/Runtime/Program.h"
 
 #include <cstdint>
@@ -28,11 +30,8 @@ constexpr int kDriverTag = 32767;
 
 /// Buffers of the backend's memory, reused by size (stashes, gradient
 /// sums, same-device messages): one cudaMalloc per size, not per step.
-class BufferPool {
+class BufferPool : NonCopyable {
 public:
-  BufferPool() = default;
-  BufferPool(const BufferPool &) = delete;
-  BufferPool &operator=(const BufferPool &) = delete;
   ~BufferPool();
 
   /// A buffer for (dtype, shape): a released one of the same size, else a
@@ -91,6 +90,10 @@ private:
   void expectLayout(const char *op, const std::string &what,
                     const Tensor &value, DType dtype,
                     const std::vector<int64_t> &shape);
+  /// Copies what `held` holds (a stash or a sum, checked against `dst`'s
+  /// layout) into `dst` and returns its buffer to the pool.
+  void takeInto(const char *op, const std::string &what, Tensor &held,
+                Tensor &dst);
   /// The transport tag of a message between this stage and `peerStage`.
   int messageTag(int peerStage, int tag, int64_t microBatch, const char *op);
 };

@@ -12,6 +12,14 @@
 
 namespace pp::rt::train {
 
+/// Base of the driver's owners of files and buffers: never copied.
+class NonCopyable {
+protected:
+  NonCopyable() = default;
+  NonCopyable(const NonCopyable &) = delete;
+  NonCopyable &operator=(const NonCopyable &) = delete;
+};
+
 /// Seconds on the steady clock (differences only).
 double nowSeconds();
 

@@ -7,6 +7,8 @@
 #ifndef PP_RUNTIME_SCHEDULEKINDS_H
 #define PP_RUNTIME_SCHEDULEKINDS_H
 
+#include <cstddef>
+#include <iterator>
 #include <optional>
 #include <string_view>
 
@@ -30,119 +32,80 @@ enum class ActionKind {
 #include "pp/Runtime/ScheduleKinds.def"
 };
 
-/// How many action kinds there are (dense from 0).
-constexpr int kNumActionKinds = 0
-#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep) +1
-#include "pp/Runtime/ScheduleKinds.def"
-    ;
+/// What the definition says of each kind, indexed by the enum's value.
+struct KindInfo {
+  const char *name;
+  /// The C++ spelling, for generated code.
+  const char *enumerator;
+};
+struct ActionKindInfo : KindInfo {
+  Phase phase;
+  bool perStep;
+};
 
-constexpr const char *toString(ScheduleKind kind) {
-  switch (kind) {
+inline constexpr KindInfo kScheduleKinds[] = {
 #define PP_SCHEDULE_KIND(Enumerator, Name)                                     \
-  case ScheduleKind::Enumerator:                                               \
-    return Name;
+  {Name, "pp::kinds::ScheduleKind::" #Enumerator},
 #include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "unknown";
-}
-
-constexpr const char *toString(Phase phase) {
-  switch (phase) {
-  case Phase::None:
-    return "none";
-#define PP_PHASE(Enumerator, Name)                                             \
-  case Phase::Enumerator:                                                      \
-    return Name;
+};
+inline constexpr KindInfo kPhases[] = {
+    {"none", "pp::kinds::Phase::None"},
+#define PP_PHASE(Enumerator, Name) {Name, "pp::kinds::Phase::" #Enumerator},
 #include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "unknown";
-}
-
-constexpr const char *toString(ActionKind kind) {
-  switch (kind) {
-#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep)                       \
-  case ActionKind::Enumerator:                                                 \
-    return Name;
-#include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "unknown";
-}
-
-/// The C++ spelling of each enumerator, for generated code.
-constexpr const char *enumeratorName(ScheduleKind kind) {
-  switch (kind) {
-#define PP_SCHEDULE_KIND(Enumerator, Name)                                     \
-  case ScheduleKind::Enumerator:                                               \
-    return "pp::kinds::ScheduleKind::" #Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "";
-}
-constexpr const char *enumeratorName(Phase phase) {
-  switch (phase) {
-  case Phase::None:
-    return "pp::kinds::Phase::None";
-#define PP_PHASE(Enumerator, Name)                                             \
-  case Phase::Enumerator:                                                      \
-    return "pp::kinds::Phase::" #Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "";
-}
-constexpr const char *enumeratorName(ActionKind kind) {
-  switch (kind) {
-#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep)                       \
-  case ActionKind::Enumerator:                                                 \
-    return "pp::kinds::ActionKind::" #Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  }
-  return "";
-}
-
-/// The stage function `kind` runs.
-constexpr Phase phaseOf(ActionKind kind) {
-  switch (kind) {
+};
+inline constexpr ActionKindInfo kActionKinds[] = {
 #define PP_ACTION_KIND(Enumerator, Name, PhaseEnumerator, PerStep)             \
-  case ActionKind::Enumerator:                                                 \
-    return Phase::PhaseEnumerator;
+  {{Name, "pp::kinds::ActionKind::" #Enumerator}, Phase::PhaseEnumerator,      \
+   PerStep},
 #include "pp/Runtime/ScheduleKinds.def"
-  }
-  return Phase::None;
+};
+
+/// How many action kinds there are (dense from 0).
+constexpr int kNumActionKinds = std::size(kActionKinds);
+
+constexpr const KindInfo &infoOf(ScheduleKind kind) {
+  return kScheduleKinds[static_cast<int>(kind)];
+}
+constexpr const KindInfo &infoOf(Phase phase) {
+  return kPhases[static_cast<int>(phase)];
+}
+constexpr const ActionKindInfo &infoOf(ActionKind kind) {
+  return kActionKinds[static_cast<int>(kind)];
 }
 
+/// "1f1b", "forward", "optimizer_step", ...
+template <typename Kind>
+constexpr auto toString(Kind kind) -> decltype(infoOf(kind).name) {
+  return infoOf(kind).name;
+}
+/// "pp::kinds::ActionKind::Forward", ...
+template <typename Kind>
+constexpr auto enumeratorName(Kind kind) -> decltype(infoOf(kind).enumerator) {
+  return infoOf(kind).enumerator;
+}
+/// The stage function `kind` runs.
+constexpr Phase phaseOf(ActionKind kind) { return infoOf(kind).phase; }
 /// Whether `kind` runs once per step rather than once per micro-batch.
-constexpr bool isPerStep(ActionKind kind) {
-  switch (kind) {
-#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep)                       \
-  case ActionKind::Enumerator:                                                 \
-    return PerStep;
-#include "pp/Runtime/ScheduleKinds.def"
-  }
-  return false;
-}
+constexpr bool isPerStep(ActionKind kind) { return infoOf(kind).perStep; }
 
+/// The kind whose name is `name` in `table`, if any.
+template <typename Enum, typename Info, size_t N>
+std::optional<Enum> parseKind(const Info (&table)[N], std::string_view name) {
+  for (size_t i = 0; i < N; ++i)
+    if (name == table[i].name)
+      return static_cast<Enum>(i);
+  return std::nullopt;
+}
 inline std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
-#define PP_SCHEDULE_KIND(Enumerator, Name)                                     \
-  if (name == Name)                                                            \
-    return ScheduleKind::Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  return std::nullopt;
+  return parseKind<ScheduleKind>(kScheduleKinds, name);
 }
-
+/// A stage function's phase ("none" names no stage function).
 inline std::optional<Phase> parsePhase(std::string_view name) {
-#define PP_PHASE(Enumerator, Name)                                             \
-  if (name == Name)                                                            \
-    return Phase::Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  return std::nullopt;
+  std::optional<Phase> phase = parseKind<Phase>(kPhases, name);
+  return phase == Phase::None ? std::nullopt : phase;
 }
-
 inline std::optional<ActionKind> parseActionKind(std::string_view name) {
-#define PP_ACTION_KIND(Enumerator, Name, Phase, PerStep)                       \
-  if (name == Name)                                                            \
-    return ActionKind::Enumerator;
-#include "pp/Runtime/ScheduleKinds.def"
-  return std::nullopt;
+  return parseKind<ActionKind>(kActionKinds, name);
 }
 
 } // namespace pp::kinds
