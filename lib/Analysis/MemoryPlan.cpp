@@ -28,27 +28,19 @@ int64_t alignUp(int64_t bytes) {
 
 } // namespace
 
-pp::MemoryPlan
-pp::planMemory(Block &block,
-               const llvm::DenseMap<Operation *, Operation *> *fusedInto) {
+pp::MemoryPlan pp::planMemory(Block &block) {
   MemoryPlan plan;
   llvm::DenseMap<Operation *, unsigned> index;
   unsigned position = 0;
   for (Operation &op : block)
     index[&op] = position++;
-  // An op inside a fused kernel runs where the kernel does.
-  auto isFused = [&](Operation *op) {
-    return fusedInto && fusedInto->count(op);
-  };
-  if (fusedInto)
-    for (auto [inner, root] : *fusedInto)
-      index[inner] = index[root];
 
   // Live ranges: from the defining op to the last op (of this block) that
-  // uses the value, directly or inside a region.
+  // uses the value, directly or inside a region (a pp.fused kernel reads
+  // its inputs where it runs).
   std::vector<Interval> intervals;
   for (Operation &op : block) {
-    if (isa<onnx::GlobalReadOp, onnx::ConstantOp>(op) || isFused(&op))
+    if (isa<onnx::GlobalReadOp, onnx::ConstantOp>(op))
       continue;
     for (Value result : op.getResults()) {
       int64_t bytes = getTensorBytes(result.getType());

@@ -6,6 +6,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Interpreter/Interpreter.h"
+#include "FusedHandler.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Runtime/Half.h"
@@ -258,6 +259,8 @@ Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
   setSeed(options.seed);
   registerFuncHandlers(*this);
   registerONNXHandlers(*this);
+  registerFusedHandlers(*this,
+                        [this](Block &b) { return runBlock(b, *frame_); });
 }
 
 Interpreter::~Interpreter() = default;

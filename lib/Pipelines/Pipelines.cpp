@@ -5,6 +5,7 @@
 #include "pp/Dialect/PP/Transforms/Passes.h"
 #include "pp/Target/Program/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
 
 using namespace mlir;
@@ -58,6 +59,9 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   materialize.kind = options.schedule;
   materialize.chunks = chunks;
   pm.addPass(createMaterializeSchedulePass(materialize));
+  // Fused kernels first: the memory plan is the one code generation uses.
+  if (options.fuseElementwise)
+    pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
   pm.addPass(createMemoryPlanPass());
   PlanReportPassOptions plan;
   plan.clusterSpec = options.cluster;
@@ -68,7 +72,6 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   if (!options.emitDir.empty()) {
     EmitProgramPassOptions emit;
     emit.outputDir = options.emitDir;
-    emit.fuseElementwise = options.fuseElementwise;
     pm.addPass(createEmitProgramPass(emit));
   }
 }
@@ -78,7 +81,8 @@ void pp::registerPipelines() {
       "pp-compile",
       "ONNX model to a scheduled pipeline and its predicted plan: "
       "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
-      "--pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan, "
+      "--pp-recompute, --pp-split-stages, --pp-schedule, "
+      "--pp-fuse-elementwise, --pp-memory-plan, "
       "--pp-plan-report, then --pp-emit-program with emit-dir",
       buildTrainingPipeline);
   PassPipelineRegistration<TrainingStepOptions>(

@@ -35,13 +35,11 @@ struct MemoryPlan {
 /// Alignment of every buffer in the arena.
 constexpr int64_t kArenaAlignment = 256;
 
-/// Plans the buffers of the values `block` defines (op results, in order).
-/// `fusedInto` (code generation's elementwise fusion) maps an op that runs
-/// inside a fused kernel to the group's last op, where the kernel runs: its
-/// results get no buffer, and its operands stay live until that op.
-MemoryPlan planMemory(mlir::Block &block,
-                      const llvm::DenseMap<mlir::Operation *, mlir::Operation *>
-                          *fusedInto = nullptr);
+/// Plans the buffers of the values `block`'s ops define (op results, in
+/// order). Values defined inside an op's regions (the body of a pp.fused
+/// kernel) get none; a value used inside a region lives until the op that
+/// holds the region.
+MemoryPlan planMemory(mlir::Block &block);
 
 } // namespace pp
 

@@ -127,8 +127,8 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
                      "CMakeLists.txt) here (--pp-emit-program)")};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
-      llvm::cl::desc("emit-dir: fuse chains of elementwise ops into "
-                     "generated kernels"),
+      llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "
+                     "(--pp-fuse-elementwise, before the memory plan)"),
       llvm::cl::init(true)};
 };
 
@@ -137,8 +137,9 @@ void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
 
 /// --pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer,
-/// --pp-recompute, --pp-split-stages, --pp-schedule, --pp-memory-plan,
-/// --pp-plan-report, and --pp-emit-program when emit-dir is set.
+/// --pp-recompute, --pp-split-stages, --pp-schedule, --pp-fuse-elementwise
+/// (with fuse-elementwise), --pp-memory-plan, --pp-plan-report, and
+/// --pp-emit-program when emit-dir is set.
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const CompileOptions &options);
 

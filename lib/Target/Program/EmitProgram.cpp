@@ -10,7 +10,6 @@
 #include "pp/Conversion/PPToEmitC/PPToEmitC.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
-#include "mlir/IR/IRMapping.h"
 #include "mlir/Target/Cpp/CppEmitter.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
@@ -88,7 +87,6 @@ struct EmitProgramPass : public pp::impl::EmitProgramPassBase<EmitProgramPass> {
       return std::string(p);
     };
     pp::EmitProgramOptions options;
-    options.fuseElementwise = fuseElementwise;
     auto source = module->getAttrOfType<StringAttr>("onnx.source_file");
     if (source && llvm::sys::fs::exists(source.getValue())) {
       options.onnxFileName = "model.onnx";

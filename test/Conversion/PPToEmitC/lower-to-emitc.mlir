@@ -1,10 +1,11 @@
-// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | FileCheck %s
-// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | mlir-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
-// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc=fuse-elementwise=false | FileCheck %s --check-prefix=NOFUSE
+// RUN: pipeline-opt %s --pp-fuse-elementwise --pp-memory-plan --pp-lower-to-emitc | FileCheck %s
+// RUN: pipeline-opt %s --pp-fuse-elementwise --pp-memory-plan --pp-lower-to-emitc | mlir-translate --mlir-to-cpp | FileCheck %s --check-prefix=CPP
+// RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | FileCheck %s --check-prefix=NOFUSE
 
-// Two stages: tensors are views of the planned arena, ops are kernel calls
-// with checked statuses, pp ops are StageContext calls, and the table lists
-// globals, inputs, outputs, functions and each device's actions.
+// End to end: two stages: tensors are views of the planned arena, ops are
+// kernel calls with checked statuses, pp ops are StageContext calls, the
+// groups of --pp-fuse-elementwise are generated kernels, and the table
+// lists globals, inputs, outputs, functions and each device's actions.
 // CHECK: emitc.include "pp/Runtime/Generated.h"
 // CHECK-LABEL: emitc.func @stage0_forward
 // CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64)
@@ -49,7 +50,9 @@
 // CHECK: call_opaque "pp::rt::gen::writeGlobal"
 // CHECK: call_opaque "pp::rt::fused::forEach"({{.*}}) {template_args = [#emitc.opaque<"stage1_update_fused0">]}
 // CHECK: call_opaque "pp::rt::gen::writeGlobal"
-// CHECK: emitc.verbatim
+// CHECK-LABEL: emitc.func @makeProgram()
+// CHECK-LABEL: emitc.func @main(
+// CHECK-NOT: emitc.verbatim
 // NOFUSE-NOT: fused
 // NOFUSE: call_opaque "pp::rt::binary"
 // NOFUSE: call_opaque "pp::rt::unary"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">
@@ -60,16 +63,29 @@
 // CPP-NEXT: pp::rt::gen::check([[CTX]], [[S]], "onnx.MatMul 'fc'");
 // CPP-LABEL: PP_FUSED_INLINE void stage1_forward_fused0(
 // CPP: pp::rt::fused::forEach<stage1_forward_fused0>(
-// CPP: p.globals.push_back({"w", pp::rt::DType::F32, {8, 8}, true, 0, 0});
-// CPP: p.inputs.push_back({"x", pp::rt::DType::F32, {8, 8}, 10});
-// CPP: p.outputs.push_back({"y", "concat", pp::rt::DType::F32, {4, 8}});
-// CPP: p.stageGlobals[0] = {0, 2};
-// CPP: p.stageGlobals[1] = {1};
-// CPP: p.schedule[0].push_back({pp::kinds::ActionKind::Forward, 0, 0, 0});
-// CPP: p.schedule[0].push_back({pp::kinds::ActionKind::OptimizerStep, 2, 0, -1});
-// CPP: p.schedule[1].push_back({pp::kinds::ActionKind::Forward, 3, 1, 1});
-// CPP: p.schedule[1].push_back({pp::kinds::ActionKind::OptimizerStep, 4, 1, -1});
-// CPP: return pp::rt::trainMain(program, argc, argv);
+// CPP-LABEL: static pp::rt::ProgramInfo makeProgram() {
+// CPP-NEXT: pp::rt::ProgramInfo [[P:v[0-9]+]];
+// CPP: [[P]].globals = {
+// CPP-NEXT: {"w", pp::rt::DType::F32, {8, 8}, true, 0, 0},
+// CPP: [[P]].inputs = {
+// CPP-NEXT: {"x", pp::rt::DType::F32, {8, 8}, 10}};
+// CPP: [[P]].outputs = {
+// CPP-NEXT: {"y", "concat", pp::rt::DType::F32, {4, 8}}};
+// CPP: [[P]].stageGlobals = {
+// CPP-NEXT: {0, 2},
+// CPP-NEXT: {1}};
+// CPP: [[P]].schedule = {
+// CPP-NEXT: {
+// CPP-NEXT: {pp::kinds::ActionKind::Forward, 0, 0, 0},
+// CPP: {pp::kinds::ActionKind::OptimizerStep, 2, 0, -1}},
+// CPP-NEXT: {
+// CPP-NEXT: {pp::kinds::ActionKind::Forward, 3, 1, 0},
+// CPP: {pp::kinds::ActionKind::OptimizerStep, 4, 1, -1}}};
+// CPP-LABEL: int main(
+// CPP-SAME: int [[ARGC:v[0-9]+]], char** [[ARGV:v[0-9]+]]) {
+// CPP-NEXT: pp::rt::ProgramInfo [[T:v[0-9]+]] = makeProgram();
+// CPP-NEXT: int [[S:v[0-9]+]] = pp::rt::trainMain([[T]], [[ARGC]], [[ARGV]]);
+// CPP-NEXT: return [[S]];
 module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 2, num_stages = 2>, pp.input_names = ["x"], pp.output_names = ["y"]} {
   func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>

@@ -17,8 +17,6 @@ def EmitProgramPass : Pass<"pp-emit-program", "mlir::ModuleOp"> {
   let options = [
     Option<"outputDir", "dir", "std::string", "\"\"",
            "Directory of the generated program">,
-    Option<"fuseElementwise", "fuse-elementwise", "bool", "true",
-           "Fuse chains of elementwise ops into generated kernels">,
   ];
   let dependentDialects = ["mlir::emitc::EmitCDialect"];
 }

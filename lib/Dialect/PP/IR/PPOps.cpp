@@ -9,6 +9,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
@@ -557,6 +558,88 @@ pp::pipeline::getStageFunctions(ScheduleOp op) {
                  pp::kinds::phaseOf(action.getKindValue())}] = func;
   });
   return functions;
+}
+
+//===----------------------------------------------------------------------===//
+// Fused elementwise kernels
+//===----------------------------------------------------------------------===//
+
+StringRef FusedOp::getElementFunction(Operation *op) {
+  // By name: the pp dialect does not depend on the dialects it fuses.
+  StringRef name = op->getName().getStringRef();
+  if (name == "train.unary_grad") {
+    auto kind = op->getAttrOfType<StringAttr>("kind");
+    return llvm::StringSwitch<StringRef>(kind ? kind.getValue() : "")
+        .Case("Relu", "reluGrad")
+        .Case("Sigmoid", "sigmoidGrad")
+        .Case("Tanh", "tanhGrad")
+        .Default("");
+  }
+  return llvm::StringSwitch<StringRef>(name)
+      .Case("onnx.Add", "add")
+      .Case("onnx.Sub", "sub")
+      .Case("onnx.Mul", "mul")
+      .Case("onnx.Div", "div")
+      .Case("onnx.Relu", "relu")
+      .Case("onnx.Sigmoid", "sigmoid")
+      .Case("onnx.Tanh", "tanh")
+      .Case("onnx.Erf", "erf")
+      .Case("onnx.Sqrt", "sqrt")
+      .Case("onnx.Exp", "exp")
+      .Case("onnx.Log", "log")
+      .Case("onnx.Neg", "neg")
+      .Case("onnx.Abs", "abs")
+      .Case("onnx.Reciprocal", "reciprocal")
+      .Default("");
+}
+
+Value FusedOp::getYieldedValue() {
+  return cast<YieldOp>(getBody().front().getTerminator()).getValue();
+}
+
+/// Whether a kernel producing `result` can read `operand` at i mod
+/// numel(operand): the same shape, a scalar, or a suffix of the result's
+/// shape, leading 1s aside.
+static bool readsBySuffix(ArrayRef<int64_t> operand, ArrayRef<int64_t> result) {
+  while (!operand.empty() && operand.front() == 1)
+    operand = operand.drop_front();
+  return operand.size() <= result.size() &&
+         operand == result.take_back(operand.size());
+}
+
+LogicalResult FusedOp::verifyRegions() {
+  auto type = cast<RankedTensorType>(getResult().getType());
+  Type element = type.getElementType();
+  if (!type.hasStaticShape() || !(element.isF32() || element.isF64()))
+    return emitOpError("result must be a static f32 or f64 tensor, got ")
+           << type;
+  Block &body = getBody().front();
+  if (body.getArgumentTypes() != getInputs().getTypes())
+    return emitOpError("body arguments must have the types of the inputs");
+  for (auto [i, input] : llvm::enumerate(getInputs())) {
+    auto inputType = cast<RankedTensorType>(input.getType());
+    if (inputType.getElementType() != element ||
+        !readsBySuffix(inputType.getShape(), type.getShape()))
+      return emitOpError("input ")
+             << i << " of type " << inputType
+             << " is neither the result's shape, a scalar nor a suffix of "
+                "it, in the result's element type";
+  }
+  auto yield = dyn_cast_or_null<YieldOp>(body.empty() ? nullptr : &body.back());
+  if (!yield)
+    return emitOpError("body must end in pp.yield");
+  if (yield.getValue().getType() != type)
+    return yield.emitOpError("yields ")
+           << yield.getValue().getType() << ", the op returns " << type;
+  for (Operation &op : body.without_terminator()) {
+    if (getElementFunction(&op).empty())
+      return op.emitOpError("cannot run in a fused kernel");
+    if (op.getNumResults() != 1 || op.getResult(0).getType() != type)
+      return op.emitOpError("in a fused kernel must have the kernel's "
+                            "result type ")
+             << type;
+  }
+  return success();
 }
 
 #define GET_OP_CLASSES

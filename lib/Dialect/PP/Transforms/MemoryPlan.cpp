@@ -9,9 +9,11 @@
 //   - arena: the stage functions' temporaries, placed by live range
 //     (pp/Analysis/MemoryPlan.h); functions of one device run one at a
 //     time, so they share one arena of the largest size.
-// Annotates each stage function with `pp.arena_bytes` and each op with the
-// arena offsets of its results (`pp.offsets`, -1 where not planned), and
-// reports the planned peak per device.
+// Annotates each stage function with `pp.arena_bytes` and each op of its
+// body with the arena offsets of its results (`pp.offsets`, -1 where not
+// planned), and reports the planned peak per device. Code generation
+// allocates exactly this plan (a pp.fused kernel's inner values have no
+// buffer: --pp-fuse-elementwise runs first).
 //
 //===----------------------------------------------------------------------===//
 
@@ -78,15 +80,18 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
       pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
       pipeline::setArenaBytes(func, plan.arenaBytes);
       memory.arena = std::max(memory.arena, plan.arenaBytes);
-      func.walk([&](Operation *op) {
-        if (op->getNumResults()) {
-          SmallVector<int64_t> offsets;
-          for (Value result : op->getResults()) {
-            auto found = plan.offsets.find(result);
-            offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
-          }
-          pipeline::setOffsets(op, offsets);
+      // Offsets on the ops of the body (not inside a pp.fused kernel).
+      for (Operation &op : func.getBody().front()) {
+        if (op.getNumResults() == 0)
+          continue;
+        SmallVector<int64_t> offsets;
+        for (Value result : op.getResults()) {
+          auto found = plan.offsets.find(result);
+          offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
         }
+        pipeline::setOffsets(&op, offsets);
+      }
+      func.walk([&](Operation *op) {
         auto addGlobal = [&](FlatSymbolRefAttr symbol) {
           if (!globalsOf[it->second].insert(symbol.getValue()).second)
             return;

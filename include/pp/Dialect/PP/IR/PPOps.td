@@ -129,6 +129,56 @@ def PP_AccumulatedOp : PP_Op<"accumulated",
 }
 
 //===----------------------------------------------------------------------===//
+// Fused elementwise kernels
+//===----------------------------------------------------------------------===//
+
+def PP_FusedOp : PP_Op<"fused", [IsolatedFromAbove, SingleBlock,
+                                 RecursiveMemoryEffects]> {
+  let summary = "A tree of elementwise ops that runs as one generated kernel";
+  let description = [{
+    Computes its result element by element with the ops of its body, as
+    one generated kernel (--pp-fuse-elementwise builds it, the code
+    generator turns it into a per-element function run by
+    `pp::rt::fused::forEach`, the interpreter runs the body). The body's
+    arguments are the inputs in order; every op of the body is one the
+    runtime's `pp/Runtime/Fused.h` computes per element
+    (`getElementFunction`) and has the result's type; an input has the
+    result's element type (f32 or f64) and either its shape, a scalar or a
+    suffix of its shape (read at i mod its element count: a bias).
+
+    ```mlir
+    %r = pp.fused %y, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
+    ^bb0(%y0: tensor<4x8xf32>, %b0: tensor<8xf32>):
+      %a = onnx.Add %y0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %r0 = onnx.Relu %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
+      pp.yield %r0 : tensor<4x8xf32>
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<AnyRankedTensor>:$inputs);
+  let results = (outs AnyRankedTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat =
+      "$inputs attr-dict `:` functional-type($inputs, $result) $body";
+  let hasRegionVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The scalar function of pp/Runtime/Fused.h (`pp::rt::fused::<name>`)
+    /// that computes `op` inside a fused kernel; empty when `op` cannot be
+    /// fused. The one table of fusible ops.
+    static ::llvm::StringRef getElementFunction(::mlir::Operation *op);
+    /// The value the body yields.
+    ::mlir::Value getYieldedValue();
+  }];
+}
+
+def PP_YieldOp : PP_Op<"yield", [Pure, Terminator,
+                                 HasParent<"FusedOp">]> {
+  let summary = "The value a pp.fused body computes";
+  let arguments = (ins AnyRankedTensor:$value);
+  let assemblyFormat = "$value attr-dict `:` type($value)";
+}
+
+//===----------------------------------------------------------------------===//
 // Schedules
 //===----------------------------------------------------------------------===//
 

@@ -161,6 +161,25 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 
+def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
+  let summary = "Fuse trees of elementwise ops into pp.fused kernels";
+  let description = [{
+    Groups elementwise ops that one generated kernel can compute (the ops
+    `pp.fused` accepts: Add, Sub, Mul, Div, Relu, Sigmoid, Tanh, Erf, Sqrt,
+    Exp, Log, Neg, Abs, Reciprocal and the Relu / Sigmoid / Tanh unary
+    gradients) into trees: an op joins the group of an operand when that
+    operand is used once and has the op's type; its other operands are the
+    kernel's inputs, each of the result's element type (f32 or f64) and of
+    its shape, a scalar or a suffix of it (a bias). A group never spans a
+    `train.global_write` (a deferred read of the global would see the new
+    value). Each group of two ops or more becomes one `pp.fused` op at the
+    place of its last op, holding the group; code generation runs it as one
+    kernel, the interpreter runs its body. Runs before --pp-memory-plan,
+    which then plans no buffer for the values inside a kernel.
+  }];
+  let dependentDialects = ["pp::pipeline::PPDialect"];
+}
+
 def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plan the buffers of a scheduled pipeline, per device";
   let description = [{
@@ -169,9 +188,10 @@ def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
     (persistent), the stashed activations times the most micro-batches in
     flight in the schedule's order, and one arena for the temporaries of
     its stage functions, each value placed at an offset chosen from live
-    ranges (pp/Analysis/MemoryPlan.h). Functions get `pp.arena_bytes`, ops
-    `pp.offsets`, the module `pp.planned_peak_bytes`; `report` prints the
-    breakdown.
+    ranges (pp/Analysis/MemoryPlan.h; the values inside a `pp.fused`
+    kernel get none). Functions get `pp.arena_bytes`, the ops of their
+    bodies `pp.offsets`, the module `pp.planned_peak_bytes`; `report`
+    prints the breakdown. Code generation allocates exactly this plan.
   }];
   let options = [
     Option<"reportFile", "report", "std::string", "\"\"",

@@ -1,0 +1,494 @@
+//===- Program.cpp - The program table of a generated program ---*- C++ -*-===//
+//
+// collectProgramTable reads globals, step inputs and outputs, stage
+// functions and the schedule from a pipeline module; buildProgram resolves
+// the converted functions' references to globals and constants and emits
+//
+//   static pp::rt::ProgramInfo makeProgram() {
+//     pp::rt::ProgramInfo v1;
+//     v1.modelName = "mlp";
+//     v1.globals = {
+//         {"w", pp::rt::DType::F32, {8, 8}, true, 0, 0}, ...};
+//     ...
+//   }
+//   int main(int argc, char **argv) { ... pp::rt::trainMain(...) ... }
+//
+// as EmitC: a variable, one member assignment per field (its value a
+// literal of the entries), and calls.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Program.h"
+#include "PPToEmitCCommon.h"
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Interpreter/Interpreter.h"
+#include "pp/Interpreter/OpParams.h"
+
+#include "mlir/Dialect/EmitC/IR/EmitC.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace pp::emitc_lowering;
+namespace onnx = pp::onnx;
+namespace train = pp::train;
+namespace pipeline = pp::pipeline;
+
+int64_t ProgramTable::appendData(const void *bytes, int64_t size) {
+  // 256-byte aligned, as the runtime's buffers.
+  dataBytes.resize((dataBytes.size() + 255) / 256 * 256, '\0');
+  int64_t offset = dataBytes.size();
+  dataBytes.append(static_cast<const char *>(bytes), size);
+  return offset;
+}
+
+//===----------------------------------------------------------------------===//
+// Reading the table
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Exclusive upper bound for random integers of input `index`: the size of
+/// the dim it indexes, as pp-interpret --random-inputs draws them.
+int64_t randomBound(ModuleOp module, int64_t index) {
+  int64_t bound = 0;
+  module.walk([&](pipeline::InputOp input) {
+    if (static_cast<int64_t>(input.getIndex()) != index)
+      return;
+    int64_t dim = pp::interp::indexBound(input.getValue());
+    if (dim > 0)
+      bound = bound ? std::min(bound, dim) : dim;
+  });
+  return bound ? bound : 10;
+}
+
+LogicalResult collectGlobals(ModuleOp module, ProgramTable &table) {
+  for (auto global : module.getOps<onnx::GlobalOp>()) {
+    auto dtype = dtypeOf(global, global.getType());
+    if (failed(dtype))
+      return failure();
+    auto type = cast<RankedTensorType>(global.getType());
+    pp::interp::Tensor value(*dtype, type.getShape());
+    if (auto init = global.getInitialValueAttr()) {
+      auto decoded = pp::interp::decodeElements(global.getLoc(), init);
+      if (failed(decoded))
+        return failure();
+      value = std::move(*decoded);
+    }
+    GlobalEntry entry{
+        global.getSymName().str(), *dtype,
+        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
+        global.getKind() == "trainable",
+        table.appendData(value.data(), value.bytes())};
+    table.globalIds[entry.name] = table.globals.size();
+    table.globals.push_back(std::move(entry));
+  }
+  return success();
+}
+
+LogicalResult collectInputsOutputs(ModuleOp module, ProgramTable &table) {
+  ArrayAttr inputNames = pipeline::getInputNames(module);
+  ArrayAttr outputNames = pipeline::getOutputNames(module);
+  if (!inputNames || !outputNames)
+    return module.emitError() << "not a split module (no pp.input_names): run "
+                                 "--pp-split-stages";
+  table.inputs.resize(inputNames.size());
+  for (auto [i, name] : llvm::enumerate(inputNames)) {
+    table.inputs[i].name = cast<StringAttr>(name).str();
+    table.inputs[i].randomBound = randomBound(module, i);
+  }
+  table.outputs.resize(outputNames.size());
+  for (auto [i, name] : llvm::enumerate(outputNames))
+    table.outputs[i].name = cast<StringAttr>(name).str();
+  LogicalResult result = success();
+  module.walk([&](Operation *op) {
+    if (auto input = dyn_cast<pipeline::InputOp>(op)) {
+      uint64_t index = input.getIndex();
+      if (index >= table.inputs.size()) {
+        result = input.emitError()
+                 << "reads input " << index << " of " << table.inputs.size();
+        return;
+      }
+      auto dtype = dtypeOf(op, input.getValue().getType());
+      if (failed(dtype)) {
+        result = failure();
+        return;
+      }
+      std::vector<int64_t> shape(shapeOf(input.getValue()));
+      if (!shape.empty())
+        shape[0] *= table.microBatches;
+      table.inputs[index].dtype = *dtype;
+      table.inputs[index].shape = std::move(shape);
+    } else if (auto output = dyn_cast<pipeline::OutputOp>(op)) {
+      uint64_t index = output.getIndex();
+      if (index >= table.outputs.size()) {
+        result = output.emitError()
+                 << "writes output " << index << " of " << table.outputs.size();
+        return;
+      }
+      auto dtype = dtypeOf(op, output.getValue().getType());
+      if (failed(dtype)) {
+        result = failure();
+        return;
+      }
+      table.outputs[index].dtype = *dtype;
+      table.outputs[index].combine = output.getCombine().str();
+      table.outputs[index].shape = shapeOf(output.getValue()).vec();
+    }
+  });
+  return result;
+}
+
+/// The global a read or write names, or null.
+FlatSymbolRefAttr globalOf(Operation *op) {
+  if (auto read = dyn_cast<onnx::GlobalReadOp>(op))
+    return read.getGlobalAttr();
+  if (auto write = dyn_cast<train::GlobalWriteOp>(op))
+    return write.getGlobalAttr();
+  return {};
+}
+
+} // namespace
+
+FailureOr<ProgramTable>
+pp::emitc_lowering::collectProgramTable(ModuleOp module) {
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "code generation");
+  if (!schedule)
+    return failure();
+  ProgramTable table;
+  auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
+  table.modelName = graphName ? graphName.str() : "model";
+  pipeline::PlanAttr plan = schedule.getPlan();
+  table.scheduleKind = plan.getSchedule();
+  table.numStages = plan.getNumStages();
+  table.microBatches = plan.getMicroBatches();
+  if (failed(collectGlobals(module, table)) ||
+      failed(collectInputsOutputs(module, table)))
+    return failure();
+
+  // Stage functions, in module order, with the arena of the memory plan.
+  SmallVector<func::FuncOp> functions;
+  llvm::StringMap<int> functionIndex;
+  for (auto f : module.getOps<func::FuncOp>()) {
+    std::optional<int64_t> stage = pipeline::getStage(f);
+    if (!stage)
+      continue;
+    std::optional<int64_t> arena = pipeline::getArenaBytes(f);
+    if (!arena)
+      return f.emitError() << "stage function has no planned arena "
+                              "(pp.arena_bytes): run --pp-memory-plan";
+    functionIndex[f.getSymName()] = functions.size();
+    table.functions.push_back(
+        {f.getSymName().str(), *stage,
+         pipeline::getPhase(f).value_or(pp::kinds::Phase::None), *arena});
+    functions.push_back(f);
+  }
+  if (functions.empty())
+    return module.emitError() << "code generation needs stage functions: run "
+                                 "--pp-split-stages";
+
+  // Owner stage of each global: the first writer, else the first reader;
+  // and the globals of each stage.
+  auto idOf = [&](FlatSymbolRefAttr symbol) -> FailureOr<int> {
+    auto it = table.globalIds.find(symbol.getValue());
+    if (it == table.globalIds.end())
+      return failure();
+    return it->second;
+  };
+  for (bool writes : {true, false})
+    for (func::FuncOp f : functions)
+      f.walk([&](Operation *op) {
+        FlatSymbolRefAttr symbol = globalOf(op);
+        if (!symbol || isa<train::GlobalWriteOp>(op) != writes)
+          return;
+        auto id = idOf(symbol);
+        if (succeeded(id) && table.globals[*id].ownerStage < 0)
+          table.globals[*id].ownerStage = *pipeline::getStage(f);
+      });
+  for (GlobalEntry &g : table.globals)
+    if (g.ownerStage < 0)
+      g.ownerStage = 0;
+  table.stageGlobals.resize(table.numStages);
+  LogicalResult known = success();
+  for (func::FuncOp f : functions) {
+    int64_t stage = *pipeline::getStage(f);
+    if (stage < 0 || stage >= table.numStages)
+      return f.emitError() << "stage " << stage << " of a plan with "
+                           << table.numStages << " stages";
+    std::vector<int> &used = table.stageGlobals[stage];
+    f.walk([&](Operation *op) {
+      FlatSymbolRefAttr symbol = globalOf(op);
+      if (!symbol)
+        return;
+      auto id = idOf(symbol);
+      if (failed(id)) {
+        known = op->emitError()
+                << "no global named '" << symbol.getValue() << "'";
+        return;
+      }
+      if (!llvm::is_contained(used, *id))
+        used.push_back(*id);
+    });
+  }
+  if (failed(known))
+    return failure();
+  for (std::vector<int> &used : table.stageGlobals)
+    llvm::sort(used);
+
+  // The devices and their actions.
+  auto peaks = pipeline::getPlannedPeakBytes(module);
+  for (auto [d, device] : llvm::enumerate(
+           schedule.getBody().front().getOps<pipeline::DeviceOp>())) {
+    table.deviceNames.push_back(device.getName().str());
+    table.plannedPeakBytes.push_back(
+        peaks && static_cast<int64_t>(d) < peaks.size() ? peaks[d] : 0);
+    std::vector<ActionEntry> &actions = table.schedule.emplace_back();
+    for (auto action : device.getBody().front().getOps<pipeline::ActionOp>()) {
+      int function = -1;
+      if (auto callee = action.getCallee())
+        function = functionIndex.lookup(*callee);
+      actions.push_back({action.getKindValue(), function,
+                         static_cast<int64_t>(action.getStage()),
+                         action.getMicroBatchAttr().getInt()});
+    }
+  }
+  return table;
+}
+
+//===----------------------------------------------------------------------===//
+// Building the program
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Gives globals and constants their ids in the calls that name them by
+/// symbol and by value; constants get ids (and data) in order of first use.
+LogicalResult resolveIds(ModuleOp module, ProgramTable &table) {
+  MLIRContext *context = module.getContext();
+  llvm::DenseMap<Attribute, int> constantIds;
+  LogicalResult result = success();
+  module.walk([&](emitc::CallOpaqueOp call) {
+    StringRef callee = call.getCallee();
+    if (callee != kGlobalCallee && callee != kWriteGlobalCallee &&
+        callee != kConstantCallee)
+      return;
+    ArrayAttr args = call.getArgsAttr();
+    if (!args)
+      return;
+    SmallVector<Attribute> resolved(args.begin(), args.end());
+    for (Attribute &arg : resolved) {
+      if (auto symbol = dyn_cast<FlatSymbolRefAttr>(arg)) {
+        auto it = table.globalIds.find(symbol.getValue());
+        if (it == table.globalIds.end()) {
+          result = call.emitError()
+                   << "no global named '" << symbol.getValue() << "'";
+          return;
+        }
+        arg = emitc::OpaqueAttr::get(context, std::to_string(it->second));
+      } else if (auto value = dyn_cast<ElementsAttr>(arg)) {
+        auto [it, inserted] = constantIds.try_emplace(value, 0);
+        if (inserted) {
+          auto decoded = pp::interp::decodeElements(call.getLoc(), value);
+          if (failed(decoded)) {
+            result = failure();
+            return;
+          }
+          it->second = table.constants.size();
+          table.constants.push_back(
+              {decoded->dtype(),
+               std::vector<int64_t>(decoded->shape().begin(),
+                                    decoded->shape().end()),
+               table.appendData(decoded->data(), decoded->bytes())});
+        }
+        arg = emitc::OpaqueAttr::get(context, std::to_string(it->second));
+      }
+    }
+    call.setArgsAttr(ArrayAttr::get(context, resolved));
+  });
+  return result;
+}
+
+/// `{\n    a,\n    b}`: one entry a line (the emitter indents each line of
+/// a literal as its statement).
+std::string listLiteral(ArrayRef<std::string> entries) {
+  if (entries.empty())
+    return "{}";
+  std::string text = "{";
+  for (auto [i, entry] : llvm::enumerate(entries))
+    text += (i ? ",\n    " : "\n    ") + entry;
+  return text + "}";
+}
+
+template <typename T, typename F>
+std::string listOf(ArrayRef<T> values, F &&print) {
+  std::vector<std::string> entries;
+  for (const T &value : values)
+    entries.push_back(print(value));
+  return listLiteral(entries);
+}
+
+std::string shapeLiteral(ArrayRef<int64_t> shape) { return intList(shape); }
+
+/// Assignments of the table's fields to the members of one
+/// pp::rt::ProgramInfo variable.
+class TableBuilder {
+public:
+  TableBuilder(OpBuilder &b, Location loc, Value program)
+      : b(b), loc(loc), program(program) {}
+
+  /// `program.member = literal;`, the member of C++ type `type`.
+  void set(StringRef member, StringRef type, const std::string &literal) {
+    Type valueType = opaqueType(b.getContext(), type);
+    auto lvalue = emitc::MemberOp::create(
+        b, loc, emitc::LValueType::get(valueType), member, program);
+    Value value = emitc::LiteralOp::create(b, loc, valueType, literal);
+    emitc::AssignOp::create(b, loc, lvalue, value);
+  }
+
+private:
+  OpBuilder &b;
+  Location loc;
+  Value program;
+};
+
+void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
+                        const pp::EmitProgramOptions &options) {
+  MLIRContext *context = b.getContext();
+  Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
+  auto fn = emitc::FuncOp::create(b, loc, "makeProgram",
+                                  b.getFunctionType({}, {infoType}));
+  fn.setSpecifiersAttr(b.getStrArrayAttr({"static"}));
+  OpBuilder::InsertionGuard guard(b);
+  b.setInsertionPointToStart(fn.addEntryBlock());
+  Value program =
+      emitc::VariableOp::create(b, loc, emitc::LValueType::get(infoType),
+                                emitc::OpaqueAttr::get(context, ""));
+  TableBuilder set(b, loc, program);
+  set.set("modelName", "std::string", quote(table.modelName));
+  set.set("scheduleKind", "pp::kinds::ScheduleKind",
+          pp::kinds::enumeratorName(table.scheduleKind));
+  set.set("numStages", "int64_t", std::to_string(table.numStages));
+  set.set("microBatches", "int64_t", std::to_string(table.microBatches));
+  set.set("dataFile", "std::string", quote(options.dataFileName));
+  set.set("onnxFile", "std::string", quote(options.onnxFileName));
+  set.set("deviceNames", "std::vector<std::string>",
+          listOf(ArrayRef(table.deviceNames),
+                 [](const std::string &name) { return quote(name); }));
+  set.set("plannedPeakBytes", "std::vector<int64_t>",
+          intList(table.plannedPeakBytes));
+  set.set("globals", "std::vector<pp::rt::GlobalInfo>",
+          listOf(ArrayRef(table.globals), [](const GlobalEntry &g) {
+            return "{" + quote(g.name) + ", " + dtypeLiteral(g.dtype) + ", " +
+                   shapeLiteral(g.shape) + ", " +
+                   (g.trainable ? "true" : "false") + ", " +
+                   std::to_string(g.dataOffset) + ", " +
+                   std::to_string(g.ownerStage) + "}";
+          }));
+  set.set("constants", "std::vector<pp::rt::ConstantInfo>",
+          listOf(ArrayRef(table.constants), [](const ConstantEntry &c) {
+            return "{" + std::string(dtypeLiteral(c.dtype)) + ", " +
+                   shapeLiteral(c.shape) + ", " + std::to_string(c.dataOffset) +
+                   "}";
+          }));
+  set.set("inputs", "std::vector<pp::rt::InputInfo>",
+          listOf(ArrayRef(table.inputs), [](const InputEntry &in) {
+            return "{" + quote(in.name) + ", " + dtypeLiteral(in.dtype) + ", " +
+                   shapeLiteral(in.shape) + ", " +
+                   std::to_string(in.randomBound) + "}";
+          }));
+  set.set("outputs", "std::vector<pp::rt::OutputInfo>",
+          listOf(ArrayRef(table.outputs), [](const OutputEntry &out) {
+            return "{" + quote(out.name) + ", " + quote(out.combine) + ", " +
+                   dtypeLiteral(out.dtype) + ", " + shapeLiteral(out.shape) +
+                   "}";
+          }));
+  set.set("functions", "std::vector<pp::rt::FunctionInfo>",
+          listOf(ArrayRef(table.functions), [](const FunctionEntry &f) {
+            return "{" + quote(f.name) + ", &" + f.name + ", " +
+                   std::to_string(f.stage) + ", " +
+                   pp::kinds::enumeratorName(f.phase) + ", " +
+                   std::to_string(f.arenaBytes) + "}";
+          }));
+  set.set("stageGlobals", "std::vector<std::vector<int>>",
+          listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {
+            return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
+          }));
+  set.set("schedule", "std::vector<std::vector<pp::rt::ActionInfo>>",
+          listOf(ArrayRef(table.schedule),
+                 [](const std::vector<ActionEntry> &actions) {
+                   std::string text = "{";
+                   for (auto [i, a] : llvm::enumerate(actions))
+                     text += std::string(i ? ",\n        " : "\n        ") +
+                             "{" + pp::kinds::enumeratorName(a.kind) + ", " +
+                             std::to_string(a.function) + ", " +
+                             std::to_string(a.stage) + ", " +
+                             std::to_string(a.microBatch) + "}";
+                   return text + "}";
+                 }));
+  Value result = emitc::LoadOp::create(b, loc, infoType, program);
+  emitc::ReturnOp::create(b, loc, result);
+}
+
+/// int main(int argc, char **argv): the training driver on the table.
+void buildMain(OpBuilder &b, Location loc) {
+  MLIRContext *context = b.getContext();
+  Type intType = opaqueType(context, "int");
+  Type argvType = emitc::PointerType::get(
+      emitc::PointerType::get(opaqueType(context, "char")));
+  Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
+  auto fn = emitc::FuncOp::create(
+      b, loc, "main", b.getFunctionType({intType, argvType}, {intType}));
+  OpBuilder::InsertionGuard guard(b);
+  Block *entry = fn.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  Value program = emitc::CallOp::create(b, loc, StringRef("makeProgram"),
+                                        TypeRange{infoType}, ValueRange{})
+                      .getResult(0);
+  Value status =
+      emitc::CallOpaqueOp::create(
+          b, loc, TypeRange{intType}, "pp::rt::trainMain",
+          ValueRange{program, entry->getArgument(0), entry->getArgument(1)})
+          .getResult(0);
+  emitc::ReturnOp::create(b, loc, status);
+}
+
+} // namespace
+
+LogicalResult
+pp::emitc_lowering::buildProgram(ModuleOp module, ProgramTable &table,
+                                 const EmitProgramOptions &options) {
+  if (failed(resolveIds(module, table)))
+    return failure();
+  // What is left of the pipeline module: globals, the schedule, functions
+  // that are not stages.
+  for (Operation &op : llvm::make_early_inc_range(*module.getBody()))
+    if (op.getDialect() == nullptr ||
+        !isa<emitc::EmitCDialect>(op.getDialect()))
+      op.erase();
+  for (NamedAttribute attr : llvm::to_vector(module->getAttrs()))
+    module->removeAttr(attr.getName());
+  for (StringRef name : {"makeProgram", "main"})
+    if (SymbolTable::lookupSymbolIn(module, name))
+      return module.emitError()
+             << "a stage function may not be named '" << name << "'";
+
+  Location loc = module.getLoc();
+  OpBuilder b(module.getContext());
+  b.setInsertionPointToStart(module.getBody());
+  emitc::VerbatimOp::create(
+      b, loc,
+      b.getStringAttr("// Generated by pipeline-opt: the stage functions of "
+                      "a pipelined training step and its schedule."));
+  emitc::IncludeOp::create(b, loc, "pp/Runtime/Generated.h",
+                           /*isStandardInclude=*/false);
+  emitc::IncludeOp::create(b, loc, "limits", /*isStandardInclude=*/true);
+  b.setInsertionPointToEnd(module.getBody());
+  buildTableFunction(b, loc, table, options);
+  buildMain(b, loc);
+  return success();
+}

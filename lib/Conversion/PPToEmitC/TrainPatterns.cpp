@@ -1,0 +1,429 @@
+//===- TrainPatterns.cpp - The train dialect to EmitC -----------*- C++ -*-===//
+//
+// Gradient ops become one call each of their runtime kernels, optimizer
+// steps copies of their functional inputs and an in-place update, and
+// train.global_write a StageContext call (named by symbol until the
+// program numbers the globals).
+//
+//===----------------------------------------------------------------------===//
+
+#include "PPToEmitCCommon.h"
+
+#include "pp/Dialect/Train/IR/TrainOps.h"
+
+#include "llvm/ADT/StringSwitch.h"
+#include "llvm/Support/FormatVariadic.h"
+
+using namespace mlir;
+using namespace pp::emitc_lowering;
+namespace train = pp::train;
+namespace rt = pp::rt;
+
+namespace {
+
+/// The runtime unary kernel whose derivative train.unary_grad `kind` is.
+/// The kinds train.unary_grad takes (pp/Runtime/UnaryKinds.def).
+std::optional<rt::UnaryKind> getUnaryGradKernel(StringRef kind) {
+  std::optional<rt::UnaryKind> parsed = rt::parseUnaryKind(kind);
+  if (parsed && rt::hasUnaryGrad(*parsed))
+    return parsed;
+  return std::nullopt;
+}
+
+/// A possibly negative axis against `rank`.
+int64_t positiveAxis(int64_t axis, int64_t rank) {
+  return axis < 0 ? axis + rank : axis;
+}
+
+/// Window geometry from a gradient op's attributes.
+rt::WindowParams windowOf(Operation *op) {
+  rt::WindowParams params;
+  auto ints = [&](StringRef name) {
+    std::vector<int64_t> v;
+    if (auto attr = op->getAttrOfType<DenseI64ArrayAttr>(name))
+      v.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+    return v;
+  };
+  params.kernel = ints("kernel_shape");
+  params.strides = ints("strides");
+  params.pads = ints("pads");
+  params.dilations = ints("dilations");
+  if (auto group = op->getAttrOfType<IntegerAttr>("group"))
+    params.group = group.getInt();
+  return params;
+}
+
+class GlobalWriteLowering : public StageOpLowering<train::GlobalWriteOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::GlobalWriteOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    CallArgs a = emit.ctxArgs();
+    a.attr(op.getGlobalAttr()).value(adaptor.getOperands()[0]);
+    emit.call(kWriteGlobalCallee, a);
+    return success();
+  }
+};
+
+/// The IR is functional: an optimizer step copies its inputs into the new
+/// values' own buffers and updates those.
+class SGDLowering : public StageOpLowering<train::SGDOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::SGDOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto param = emit.result(0);
+    if (failed(param))
+      return failure();
+    CallArgs copyParam = emit.args();
+    copyParam.value(adaptor.getParam()).value(*param);
+    emit.kernel("pp::rt::copy", copyParam);
+    Value buffer;
+    if (op.getMomentumBuffer()) {
+      auto newBuffer = emit.result(1);
+      if (failed(newBuffer))
+        return failure();
+      CallArgs copyBuffer = emit.args();
+      copyBuffer.value(adaptor.getMomentumBuffer()).value(*newBuffer);
+      emit.kernel("pp::rt::copy", copyBuffer);
+      buffer = emit.mutablePointer(*newBuffer);
+    }
+    CallArgs s = emit.args();
+    s.value(adaptor.getStep());
+    Value step =
+        emit.call("pp::rt::gen::readInt", s, emit.getRewriter().getI64Type());
+    CallArgs a = emit.args();
+    a.value(*param).value(adaptor.getGrad());
+    if (buffer)
+      a.value(buffer);
+    else
+      a.lit("nullptr");
+    a.value(step)
+        .value(emit.learningRate(op.getLr().convertToDouble()))
+        .f32(op.getMomentum().convertToDouble())
+        .f32(op.getDampening().convertToDouble())
+        .f32(op.getWeightDecay().convertToDouble())
+        .flag(op.getNesterov());
+    emit.kernel("pp::rt::sgdStep", a);
+    return success();
+  }
+};
+
+class AdamLowering : public StageOpLowering<train::AdamOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::AdamOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto param = emit.result(0), m = emit.result(1), v = emit.result(2);
+    if (failed(param) || failed(m) || failed(v))
+      return failure();
+    for (auto [from, to] :
+         {std::pair(adaptor.getParam(), *param), std::pair(adaptor.getM(), *m),
+          std::pair(adaptor.getV(), *v)}) {
+      CallArgs c = emit.args();
+      c.value(from).value(to);
+      emit.kernel("pp::rt::copy", c);
+    }
+    CallArgs s = emit.args();
+    s.value(adaptor.getStep());
+    Value step =
+        emit.call("pp::rt::gen::readInt", s, emit.getRewriter().getI64Type());
+    CallArgs a = emit.args();
+    a.value(*param)
+        .value(adaptor.getGrad())
+        .value(*m)
+        .value(*v)
+        .value(step)
+        .value(emit.learningRate(op.getLr().convertToDouble()))
+        .f32(op.getBeta1().convertToDouble())
+        .f32(op.getBeta2().convertToDouble())
+        .f32(op.getEpsilon().convertToDouble())
+        .f32(op.getWeightDecay().convertToDouble())
+        .flag(op.getDecoupled());
+    emit.kernel("pp::rt::adamStep", a);
+    return success();
+  }
+};
+
+class UnaryGradLowering : public StageOpLowering<train::UnaryGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::UnaryGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    std::optional<rt::UnaryKind> kind = getUnaryGradKernel(op.getKind());
+    if (!kind)
+      return op.emitError() << "unknown unary kind '" << op.getKind() << "'";
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.lit(
+         llvm::formatv("pp::rt::UnaryKind({0})", static_cast<int>(*kind)).str())
+        .value(adaptor.getX())
+        .value(adaptor.getY())
+        .value(adaptor.getDy())
+        .value(*out)
+        .f32(op.getAlpha().convertToDouble());
+    emit.kernel("pp::rt::unaryGrad", a);
+    return success();
+  }
+};
+
+class ReduceSumToLowering : public StageOpLowering<train::ReduceSumToOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::ReduceSumToOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getX()).value(*out);
+    emit.kernel("pp::rt::reduceSumTo", a);
+    return success();
+  }
+};
+
+class SoftmaxGradLowering : public StageOpLowering<train::SoftmaxGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::SoftmaxGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    int64_t axis = positiveAxis(static_cast<int64_t>(op.getAxis()),
+                                shapeOf(op->getOperand(0)).size());
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getOperands()[0])
+        .value(adaptor.getOperands()[1])
+        .integer(axis)
+        .flag(op.getLog())
+        .value(*out);
+    emit.kernel("pp::rt::softmaxGrad", a);
+    return success();
+  }
+};
+
+class LayerNormGradLowering : public StageOpLowering<train::LayerNormGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::LayerNormGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    int64_t axis = positiveAxis(static_cast<int64_t>(op.getAxis()),
+                                shapeOf(op->getOperand(1)).size());
+    SmallVector<Value> out;
+    if (failed(emit.results(out)))
+      return failure();
+    Value dbias = emit.mutablePointer(out[2]);
+    ValueRange in = adaptor.getOperands();
+    CallArgs a = emit.args();
+    a.value(in[0])
+        .value(in[1])
+        .value(in[2])
+        .value(in[3])
+        .value(in[4])
+        .integer(axis)
+        .value(out[0])
+        .value(out[1])
+        .value(dbias);
+    emit.kernel("pp::rt::layerNormGrad", a);
+    return success();
+  }
+};
+
+class BatchNormGradLowering : public StageOpLowering<train::BatchNormGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::BatchNormGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    Value x = op->getOperand(1);
+    ArrayRef<int64_t> shape = shapeOf(x);
+    if (shape.size() < 2)
+      return op.emitError() << "batch_norm_grad needs an input of rank >= 2";
+    auto dtype = dtypeOf(op, x.getType());
+    SmallVector<Value> out;
+    if (failed(dtype) || failed(emit.results(out)))
+      return failure();
+    ValueRange in = adaptor.getOperands();
+    Value mean = emit.scratch(*dtype, {shape[1]}, 0);
+    Value invStd = emit.scratch(*dtype, {shape[1]}, 1);
+    CallArgs stats = emit.args();
+    stats.value(in[1])
+        .lit(floatLiteral(op.getEpsilon().convertToDouble(), true))
+        .value(mean)
+        .value(invStd);
+    emit.kernel("pp::rt::batchNormStatistics", stats);
+    CallArgs a = emit.args();
+    a.value(in[0])
+        .value(in[1])
+        .value(in[2])
+        .value(mean)
+        .value(invStd)
+        .value(out[0])
+        .value(out[1])
+        .value(out[2]);
+    emit.kernel("pp::rt::batchNormGrad", a);
+    return success();
+  }
+};
+
+/// conv_grad_input / conv_grad_weight: (dy, x or w) and the window.
+template <typename OpTy> class ConvGradLowering : public StageOpLowering<OpTy> {
+public:
+  ConvGradLowering(const TypeConverter &typeConverter, MLIRContext *context,
+                   StringRef callee)
+      : StageOpLowering<OpTy>(typeConverter, context), callee(callee) {}
+  using Adaptor = typename OpTy::Adaptor;
+  LogicalResult lower(OpTy op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    rt::WindowParams params = windowOf(op);
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    ValueRange in = adaptor.getOperands();
+    CallArgs a = emit.args();
+    a.value(in[0]).value(in[1]).lit(windowLiteral(params)).value(*out);
+    emit.kernel(callee, a);
+    return success();
+  }
+
+private:
+  std::string callee;
+};
+
+class MaxPoolGradLowering : public StageOpLowering<train::MaxPoolGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::MaxPoolGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    ValueRange in = adaptor.getOperands();
+    CallArgs a = emit.args();
+    a.value(in[0]).value(in[1]).value(*out);
+    emit.kernel("pp::rt::maxPoolGrad", a);
+    return success();
+  }
+};
+
+class AvgPoolGradLowering : public StageOpLowering<train::AvgPoolGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::AvgPoolGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    rt::WindowParams params;
+    params.kernel.assign(op.getKernelShape().begin(),
+                         op.getKernelShape().end());
+    params.strides.assign(op.getStrides().begin(), op.getStrides().end());
+    params.pads.assign(op.getPads().begin(), op.getPads().end());
+    params.dilations.assign(params.kernel.size(), 1);
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getOperands()[0])
+        .lit(windowLiteral(params))
+        .flag(op.getCountIncludePad() != 0)
+        .value(*out);
+    emit.kernel("pp::rt::avgPoolGrad", a);
+    return success();
+  }
+};
+
+class SliceGradLowering : public StageOpLowering<train::SliceGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::SliceGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getOperands()[0])
+        .lit(intVector(op.getStarts()))
+        .lit(intVector(op.getSteps()))
+        .value(*out);
+    emit.kernel("pp::rt::sliceGrad", a);
+    return success();
+  }
+};
+
+class GatherGradLowering : public StageOpLowering<train::GatherGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::GatherGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    int64_t axis = positiveAxis(static_cast<int64_t>(op.getAxis()),
+                                shapeOf(op.getDdata()).size());
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    ValueRange in = adaptor.getOperands();
+    CallArgs a = emit.args();
+    a.value(in[0]).value(in[1]).integer(axis).value(*out);
+    emit.kernel("pp::rt::gatherGrad", a);
+    return success();
+  }
+};
+
+class DropoutGradLowering : public StageOpLowering<train::DropoutGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::DropoutGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    ValueRange in = adaptor.getOperands();
+    CallArgs a = emit.args();
+    a.value(in[0])
+        .value(in[1])
+        .f32(op.getRatio().convertToDouble())
+        .value(*out);
+    emit.kernel("pp::rt::dropoutGrad", a);
+    return success();
+  }
+};
+
+class SoftmaxCrossEntropyGradLowering
+    : public StageOpLowering<train::SoftmaxCrossEntropyGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::SoftmaxCrossEntropyGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    std::optional<uint64_t> ignore = op.getIgnoreIndex();
+    CallArgs a = emit.args();
+    a.value(adaptor.getDloss())
+        .value(adaptor.getLogProb())
+        .value(adaptor.getLabels());
+    emit.optionalPointer(a, adaptor.getWeights());
+    a.flag(ignore.has_value())
+        .integer(ignore ? static_cast<int64_t>(*ignore) : 0)
+        .lit(quote(op.getReduction()))
+        .value(*out);
+    emit.kernel("pp::rt::softmaxCrossEntropyGrad", a);
+    return success();
+  }
+};
+
+} // namespace
+
+void pp::emitc_lowering::populateTrainPatterns(
+    const TypeConverter &typeConverter, RewritePatternSet &patterns) {
+  MLIRContext *context = patterns.getContext();
+  patterns
+      .add<GlobalWriteLowering, SGDLowering, AdamLowering, UnaryGradLowering,
+           ReduceSumToLowering, SoftmaxGradLowering, LayerNormGradLowering,
+           BatchNormGradLowering, MaxPoolGradLowering, AvgPoolGradLowering,
+           SliceGradLowering, GatherGradLowering, DropoutGradLowering,
+           SoftmaxCrossEntropyGradLowering>(typeConverter, context);
+  patterns.add<ConvGradLowering<train::ConvGradInputOp>>(
+      typeConverter, context, "pp::rt::convGradInput");
+  patterns.add<ConvGradLowering<train::ConvGradWeightOp>>(
+      typeConverter, context, "pp::rt::convGradWeight");
+}
