@@ -14,7 +14,6 @@
 
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/TypeSwitch.h"
-#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace pp::emitc_lowering;
@@ -83,8 +82,7 @@ public:
     if (failed(y))
       return failure();
     CallArgs a = emit.args();
-    a.lit(llvm::formatv("pp::rt::UnaryKind({0})", static_cast<int>(kernel.kind))
-              .str())
+    a.lit(enumLiteral("UnaryKind", static_cast<int>(kernel.kind)))
         .value(operands[0])
         .value(*y);
     if (kernel.alpha != 0.f)
@@ -113,31 +111,11 @@ public:
     if (failed(c))
       return failure();
     CallArgs a = emit.args();
-    a.lit(llvm::formatv("pp::rt::BinaryKind({0})",
-                        static_cast<int>(*getBinaryKernel(op)))
-              .str())
+    a.lit(enumLiteral("BinaryKind", static_cast<int>(*getBinaryKernel(op))))
         .value(operands[0])
         .value(operands[1])
         .value(*c);
     emit.kernel("pp::rt::binary", a);
-    return success();
-  }
-};
-
-class WhereLowering : public StageOpLowering<onnx::WhereOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(onnx::WhereOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    CallArgs a = emit.args();
-    a.value(adaptor.getCondition())
-        .value(adaptor.getX())
-        .value(adaptor.getY())
-        .value(*out);
-    emit.kernel("pp::rt::where", a);
     return success();
   }
 };
@@ -156,21 +134,6 @@ public:
     emit.optionalPointer(a, adaptor.getMax());
     a.value(*out);
     emit.kernel("pp::rt::clip", a);
-    return success();
-  }
-};
-
-class CastLowering : public StageOpLowering<onnx::CastOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(onnx::CastOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    CallArgs a = emit.args();
-    a.value(adaptor.getInput()).value(*out);
-    emit.kernel("pp::rt::cast", a);
     return success();
   }
 };
@@ -333,7 +296,11 @@ public:
 
 void pp::emitc_lowering::populateElementwisePatterns(
     const TypeConverter &typeConverter, RewritePatternSet &patterns) {
-  patterns.add<UnaryLowering, BinaryLowering, WhereLowering, ClipLowering,
-               CastLowering, DropoutLowering, FusedLowering>(
-      typeConverter, patterns.getContext());
+  MLIRContext *context = patterns.getContext();
+  patterns.add<UnaryLowering, BinaryLowering, ClipLowering, DropoutLowering,
+               FusedLowering>(typeConverter, context);
+  patterns.add<KernelCallLowering<onnx::WhereOp>>(typeConverter, context,
+                                                  "pp::rt::where", 3);
+  patterns.add<KernelCallLowering<onnx::CastOp>>(typeConverter, context,
+                                                 "pp::rt::cast", 1);
 }

@@ -12,8 +12,6 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Interpreter/OpParams.h"
 
-#include "llvm/Support/FormatVariadic.h"
-
 #include <numeric>
 
 using namespace mlir;
@@ -30,28 +28,13 @@ LogicalResult emitReduce(OpEmitter &emit, Value x, rt::ReduceKind kind,
   if (failed(y))
     return failure();
   CallArgs a = emit.args();
-  a.lit(llvm::formatv("pp::rt::ReduceKind({0})", static_cast<int>(kind)).str())
+  a.lit(enumLiteral("ReduceKind", static_cast<int>(kind)))
       .value(x)
       .lit(intVector(axes))
       .value(*y);
   emit.kernel("pp::rt::reduce", a);
   return success();
 }
-
-class MatMulLowering : public StageOpLowering<onnx::MatMulOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(onnx::MatMulOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    CallArgs a = emit.args();
-    a.value(adaptor.getA()).value(adaptor.getB()).value(*out);
-    emit.kernel("pp::rt::matmul", a);
-    return success();
-  }
-};
 
 class GemmLowering : public StageOpLowering<onnx::GemmOp> {
 public:
@@ -215,9 +198,10 @@ public:
 
 void pp::emitc_lowering::populateLinalgPatterns(
     const TypeConverter &typeConverter, RewritePatternSet &patterns) {
+  patterns.add<KernelCallLowering<onnx::MatMulOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::matmul", 2);
   patterns
-      .add<MatMulLowering, GemmLowering, ConvLowering, MaxPoolLowering,
-           AveragePoolLowering,
+      .add<GemmLowering, ConvLowering, MaxPoolLowering, AveragePoolLowering,
            GlobalPoolLowering<onnx::GlobalAveragePoolOp, rt::ReduceKind::Mean>,
            GlobalPoolLowering<onnx::GlobalMaxPoolOp, rt::ReduceKind::Max>,
            ReduceMeanLowering, ReduceSumLowering>(typeConverter,

@@ -29,9 +29,7 @@ LogicalResult pp::emitc_lowering::emitReshapeCopy(OpEmitter &emit,
   r.value(input).lit(intList(shapeOf(emit.getOp()->getResult(0))));
   Value source = emit.call("pp::rt::gen::reshaped", r,
                            opaqueType(emit.getContext(), kTensorType));
-  CallArgs a = emit.args();
-  a.value(source).value(*y);
-  emit.kernel("pp::rt::copy", a);
+  emitCopy(emit, source, *y);
   return success();
 }
 
@@ -154,33 +152,16 @@ public:
   }
 };
 
-class ExpandLowering : public StageOpLowering<onnx::ExpandOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(onnx::ExpandOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    CallArgs a = emit.args();
-    a.value(adaptor.getInput()).value(*out);
-    emit.kernel("pp::rt::expand", a);
-    return success();
-  }
-};
-
 class ConcatLowering : public StageOpLowering<onnx::ConcatOp> {
 public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(onnx::ConcatOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto axis = pp::interp::normalizeAxis(
-        op, static_cast<int64_t>(op.getAxis()), shapeOf(op.getResult()).size());
-    if (failed(axis))
+    auto axisOut = axisAndResult(emit, static_cast<int64_t>(op.getAxis()),
+                                 shapeOf(op.getResult()).size());
+    if (failed(axisOut))
       return failure();
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
+    auto [axis, out] = *axisOut;
     CallArgs list = emit.args();
     for (Value v : adaptor.getInputs())
       list.value(v);
@@ -188,7 +169,7 @@ public:
         "pp::rt::gen::pointers", list,
         opaqueType(emit.getContext(), "std::vector<const pp::rt::Tensor*>"));
     CallArgs a = emit.args();
-    a.value(inputs).integer(*axis).value(*out);
+    a.value(inputs).integer(axis).value(out);
     emit.kernel("pp::rt::concat", a);
     return success();
   }
@@ -273,18 +254,16 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(onnx::GatherOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto axis = pp::interp::normalizeAxis(
-        op, static_cast<int64_t>(op.getAxis()), shapeOf(op.getData()).size());
-    if (failed(axis))
+    auto axisOut = axisAndResult(emit, static_cast<int64_t>(op.getAxis()),
+                                 shapeOf(op.getData()).size());
+    if (failed(axisOut))
       return failure();
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
+    auto [axis, out] = *axisOut;
     CallArgs a = emit.args();
     a.value(adaptor.getData())
         .value(adaptor.getIndices())
-        .integer(*axis)
-        .value(*out);
+        .integer(axis)
+        .value(out);
     emit.kernel("pp::rt::gather", a);
     return success();
   }
@@ -299,6 +278,8 @@ void pp::emitc_lowering::populateMovementPatterns(
            ConstantOfShapeLowering, ReshapeLowering<onnx::IdentityOp>,
            ReshapeLowering<onnx::FlattenOp>, ReshapeLowering<onnx::ReshapeOp>,
            ReshapeLowering<onnx::SqueezeOp>, ReshapeLowering<onnx::UnsqueezeOp>,
-           TransposeLowering, ExpandLowering, ConcatLowering, SplitLowering,
-           SliceLowering, GatherLowering>(typeConverter, patterns.getContext());
+           TransposeLowering, ConcatLowering, SplitLowering, SliceLowering,
+           GatherLowering>(typeConverter, patterns.getContext());
+  patterns.add<KernelCallLowering<onnx::ExpandOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::expand", 1);
 }

@@ -92,15 +92,13 @@ public:
                       OpEmitter &emit) const override {
     Value x = op->getOperand(0);
     auto axisAttr = op->template getAttrOfType<IntegerAttr>("axis");
-    auto axis = pp::interp::normalizeAxis(op, axisAttr ? axisAttr.getInt() : -1,
-                                          shapeOf(x).size());
-    if (failed(axis))
+    auto axisOut = axisAndResult(emit, axisAttr ? axisAttr.getInt() : -1,
+                                 shapeOf(x).size());
+    if (failed(axisOut))
       return failure();
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
+    auto [axis, out] = *axisOut;
     CallArgs a = emit.args();
-    a.value(adaptor.getOperands()[0]).integer(*axis).flag(Log).value(*out);
+    a.value(adaptor.getOperands()[0]).integer(axis).flag(Log).value(out);
     emit.kernel("pp::rt::softmax", a);
     return success();
   }

@@ -10,6 +10,7 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Interpreter/Interpreter.h"
+#include "pp/Interpreter/OpParams.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -90,6 +91,10 @@ std::string pp::emitc_lowering::intList(ArrayRef<int64_t> values) {
 
 std::string pp::emitc_lowering::intVector(ArrayRef<int64_t> values) {
   return "std::vector<int64_t>" + intList(values);
+}
+
+std::string pp::emitc_lowering::enumLiteral(StringRef enumType, int value) {
+  return llvm::formatv("pp::rt::{0}({1})", enumType, value).str();
 }
 
 std::string pp::emitc_lowering::windowLiteral(const rt::WindowParams &p) {
@@ -349,4 +354,25 @@ TableOpLowering::matchAndRewrite(Operation *op, ArrayRef<Value> operands,
   if (failed(emitter) || failed(lower(op, operands, *emitter)))
     return failure();
   return emitter->finish();
+}
+
+//===----------------------------------------------------------------------===//
+// Shared lowerings
+//===----------------------------------------------------------------------===//
+
+void pp::emitc_lowering::emitCopy(OpEmitter &emit, Value from, Value to) {
+  CallArgs a = emit.args();
+  a.value(from).value(to);
+  emit.kernel("pp::rt::copy", a);
+}
+
+FailureOr<std::pair<int64_t, Value>>
+pp::emitc_lowering::axisAndResult(OpEmitter &emit, int64_t axis, int64_t rank) {
+  auto normalized = pp::interp::normalizeAxis(emit.getOp(), axis, rank);
+  if (failed(normalized))
+    return failure();
+  auto out = emit.result();
+  if (failed(out))
+    return failure();
+  return std::pair(*normalized, *out);
 }

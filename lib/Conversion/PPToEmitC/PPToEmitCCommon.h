@@ -33,6 +33,8 @@ std::string floatLiteral(double value, bool isDouble = false);
 std::string intList(llvm::ArrayRef<int64_t> values);
 /// `std::vector<int64_t>{1, 2, 3}`.
 std::string intVector(llvm::ArrayRef<int64_t> values);
+/// `pp::rt::<enumType>(<value>)`: a kind enum of the runtime by value.
+std::string enumLiteral(llvm::StringRef enumType, int value);
 /// `pp::rt::WindowParams{...}`.
 std::string windowLiteral(const rt::WindowParams &params);
 /// The op's name and, where the importer recorded one, its ONNX node name
@@ -188,10 +190,48 @@ public:
                                     OpEmitter &emit) const = 0;
 };
 
+/// A pattern lowering ops of type OpTy to `callee(operands..., result)`:
+/// the op's first `numOperands` (converted) operands and the view of its
+/// single result.
+template <typename OpTy>
+class KernelCallLowering : public StageOpLowering<OpTy> {
+public:
+  using Adaptor = typename OpTy::Adaptor;
+  KernelCallLowering(const mlir::TypeConverter &typeConverter,
+                     mlir::MLIRContext *context, llvm::StringRef callee,
+                     unsigned numOperands)
+      : StageOpLowering<OpTy>(typeConverter, context), callee(callee),
+        numOperands(numOperands) {}
+
+  mlir::LogicalResult lower(OpTy op, Adaptor adaptor,
+                            OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (mlir::failed(out))
+      return mlir::failure();
+    CallArgs a = emit.args();
+    for (mlir::Value v : adaptor.getOperands().take_front(numOperands))
+      a.value(v);
+    a.value(*out);
+    emit.kernel(callee, a);
+    return mlir::success();
+  }
+
+private:
+  std::string callee;
+  unsigned numOperands;
+};
+
 /// `copy(reshaped(input, shape of the op's result), result)`: reshape-like
 /// ops copy into their own buffer (the memory plan gave them one; aliasing
 /// would outlive the input's slot).
 mlir::LogicalResult emitReshapeCopy(OpEmitter &emit, mlir::Value input);
+/// `copy(from, to)`, checked.
+void emitCopy(OpEmitter &emit, mlir::Value from, mlir::Value to);
+
+/// `axis` normalized against `rank` (an error at the op when out of range),
+/// then the view of the op's single result.
+mlir::FailureOr<std::pair<int64_t, mlir::Value>>
+axisAndResult(OpEmitter &emit, int64_t axis, int64_t rank);
 
 /// A pattern for any op whose lowering is found by a table (`lower` fails
 /// silently for ops it does not handle).

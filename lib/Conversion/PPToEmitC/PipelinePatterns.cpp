@@ -75,141 +75,104 @@ public:
   }
 };
 
-class InputLowering : public StageOpLowering<pipeline::InputOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::InputOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
+/// `callee(ctx, attrs..., microBatch, value)`: the StageContext call of a
+/// pp op. A null `value` is the view of the op's result (asked for first);
+/// a null `microBatch` (original operand) leaves the micro-batch out.
+LogicalResult emitStageCall(OpEmitter &emit, StringRef callee,
+                            ArrayRef<int64_t> attrs, Value microBatch,
+                            Value value = Value()) {
+  if (!value) {
     auto dst = emit.result();
     if (failed(dst))
       return failure();
-    auto mb = emit.microBatch(op.getMicroBatch());
+    value = *dst;
+  }
+  CallArgs a = emit.ctxArgs();
+  for (int64_t attr : attrs)
+    a.integer(attr);
+  if (microBatch) {
+    auto mb = emit.microBatch(microBatch);
     if (failed(mb))
       return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getIndex()).value(*mb).value(*dst);
-    emit.call("pp::rt::gen::input", a);
-    return success();
+    a.value(*mb);
   }
+  a.value(value);
+  emit.call(callee, a);
+  return success();
+}
+
+template <typename OpTy>
+using MicroBatchOperand = decltype(std::declval<OpTy>().getMicroBatch());
+template <typename AdaptorTy>
+using ValueOperand = decltype(std::declval<AdaptorTy>().getValue());
+
+/// A pp op lowered to one StageContext call (emitStageCall): its integer
+/// attributes (`attrs`), its micro-batch when it has one, and its `value`
+/// operand, or else the view of its result.
+template <typename OpTy>
+class StageCallLowering : public StageOpLowering<OpTy> {
+public:
+  using Adaptor = typename OpTy::Adaptor;
+  using AttrsFn = SmallVector<int64_t> (*)(OpTy);
+  StageCallLowering(const TypeConverter &typeConverter, MLIRContext *context,
+                    StringRef callee, AttrsFn attrs)
+      : StageOpLowering<OpTy>(typeConverter, context), callee(callee),
+        attrs(attrs) {}
+
+  LogicalResult lower(OpTy op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    Value microBatch, value;
+    if constexpr (llvm::is_detected<MicroBatchOperand, OpTy>::value)
+      microBatch = op.getMicroBatch();
+    if constexpr (llvm::is_detected<ValueOperand, Adaptor>::value)
+      value = adaptor.getValue();
+    return emitStageCall(emit, callee, attrs(op), microBatch, value);
+  }
+
+private:
+  std::string callee;
+  AttrsFn attrs;
 };
 
-class OutputLowering : public StageOpLowering<pipeline::OutputOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::OutputOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto mb = emit.microBatch(op.getMicroBatch());
-    if (failed(mb))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getIndex()).value(*mb).value(adaptor.getValue());
-    emit.call("pp::rt::gen::output", a);
-    return success();
-  }
-};
-
-class SendLowering : public StageOpLowering<pipeline::SendOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::SendOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto mb = emit.microBatch(op.getMicroBatch());
-    if (failed(mb))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getPeer())
-        .integer(op.getTag())
-        .value(*mb)
-        .value(adaptor.getValue());
-    emit.call("pp::rt::gen::send", a);
-    return success();
-  }
-};
-
-class RecvLowering : public StageOpLowering<pipeline::RecvOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::RecvOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto dst = emit.result();
-    if (failed(dst))
-      return failure();
-    auto mb = emit.microBatch(op.getMicroBatch());
-    if (failed(mb))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getPeer()).integer(op.getTag()).value(*mb).value(*dst);
-    emit.call("pp::rt::gen::recv", a);
-    return success();
-  }
-};
-
-class StashLowering : public StageOpLowering<pipeline::StashOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::StashOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto mb = emit.microBatch(op.getMicroBatch());
-    if (failed(mb))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getSlot()).value(*mb).value(adaptor.getValue());
-    emit.call("pp::rt::gen::stash", a);
-    return success();
-  }
-};
-
-class UnstashLowering : public StageOpLowering<pipeline::UnstashOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::UnstashOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto dst = emit.result();
-    if (failed(dst))
-      return failure();
-    auto mb = emit.microBatch(op.getMicroBatch());
-    if (failed(mb))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getSlot()).value(*mb).value(*dst);
-    emit.call("pp::rt::gen::unstash", a);
-    return success();
-  }
-};
-
-class AccumulateLowering : public StageOpLowering<pipeline::AccumulateOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::AccumulateOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getSlot()).value(adaptor.getValue());
-    emit.call("pp::rt::gen::accumulate", a);
-    return success();
-  }
-};
-
-class AccumulatedLowering : public StageOpLowering<pipeline::AccumulatedOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(pipeline::AccumulatedOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto dst = emit.result();
-    if (failed(dst))
-      return failure();
-    CallArgs a = emit.ctxArgs();
-    a.integer(op.getSlot()).value(*dst);
-    emit.call("pp::rt::gen::accumulated", a);
-    return success();
-  }
-};
+/// Adds the StageCallLowering of OpTy.
+template <typename OpTy>
+void addStageCall(const TypeConverter &typeConverter,
+                  RewritePatternSet &patterns, StringRef callee,
+                  typename StageCallLowering<OpTy>::AttrsFn attrs) {
+  patterns.add<StageCallLowering<OpTy>>(typeConverter, patterns.getContext(),
+                                        callee, attrs);
+}
 
 } // namespace
 
 void pp::emitc_lowering::populatePipelinePatterns(
     const TypeConverter &typeConverter, RewritePatternSet &patterns) {
-  patterns.add<StageFunctionLowering, ReturnLowering, InputLowering,
-               OutputLowering, SendLowering, RecvLowering, StashLowering,
-               UnstashLowering, AccumulateLowering, AccumulatedLowering>(
-      typeConverter, patterns.getContext());
+  patterns.add<StageFunctionLowering, ReturnLowering>(typeConverter,
+                                                      patterns.getContext());
+  auto index = [](auto op) {
+    return SmallVector<int64_t>{static_cast<int64_t>(op.getIndex())};
+  };
+  auto peerAndTag = [](auto op) {
+    return SmallVector<int64_t>{static_cast<int64_t>(op.getPeer()),
+                                static_cast<int64_t>(op.getTag())};
+  };
+  auto slot = [](auto op) {
+    return SmallVector<int64_t>{static_cast<int64_t>(op.getSlot())};
+  };
+  addStageCall<pipeline::InputOp>(typeConverter, patterns, "pp::rt::gen::input",
+                                  index);
+  addStageCall<pipeline::OutputOp>(typeConverter, patterns,
+                                   "pp::rt::gen::output", index);
+  addStageCall<pipeline::SendOp>(typeConverter, patterns, "pp::rt::gen::send",
+                                 peerAndTag);
+  addStageCall<pipeline::RecvOp>(typeConverter, patterns, "pp::rt::gen::recv",
+                                 peerAndTag);
+  addStageCall<pipeline::StashOp>(typeConverter, patterns, "pp::rt::gen::stash",
+                                  slot);
+  addStageCall<pipeline::UnstashOp>(typeConverter, patterns,
+                                    "pp::rt::gen::unstash", slot);
+  addStageCall<pipeline::AccumulateOp>(typeConverter, patterns,
+                                       "pp::rt::gen::accumulate", slot);
+  addStageCall<pipeline::AccumulatedOp>(typeConverter, patterns,
+                                        "pp::rt::gen::accumulated", slot);
 }

@@ -12,7 +12,6 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
 #include "llvm/ADT/StringSwitch.h"
-#include "llvm/Support/FormatVariadic.h"
 
 using namespace mlir;
 using namespace pp::emitc_lowering;
@@ -33,6 +32,13 @@ std::optional<rt::UnaryKind> getUnaryGradKernel(StringRef kind) {
 /// A possibly negative axis against `rank`.
 int64_t positiveAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
+}
+
+/// The step counter of an optimizer step, read as an i64.
+Value readStep(OpEmitter &emit, Value step) {
+  CallArgs s = emit.args();
+  s.value(step);
+  return emit.call("pp::rt::gen::readInt", s, emit.getRewriter().getI64Type());
 }
 
 /// Window geometry from a gradient op's attributes.
@@ -75,23 +81,16 @@ public:
     auto param = emit.result(0);
     if (failed(param))
       return failure();
-    CallArgs copyParam = emit.args();
-    copyParam.value(adaptor.getParam()).value(*param);
-    emit.kernel("pp::rt::copy", copyParam);
+    emitCopy(emit, adaptor.getParam(), *param);
     Value buffer;
     if (op.getMomentumBuffer()) {
       auto newBuffer = emit.result(1);
       if (failed(newBuffer))
         return failure();
-      CallArgs copyBuffer = emit.args();
-      copyBuffer.value(adaptor.getMomentumBuffer()).value(*newBuffer);
-      emit.kernel("pp::rt::copy", copyBuffer);
+      emitCopy(emit, adaptor.getMomentumBuffer(), *newBuffer);
       buffer = emit.mutablePointer(*newBuffer);
     }
-    CallArgs s = emit.args();
-    s.value(adaptor.getStep());
-    Value step =
-        emit.call("pp::rt::gen::readInt", s, emit.getRewriter().getI64Type());
+    Value step = readStep(emit, adaptor.getStep());
     CallArgs a = emit.args();
     a.value(*param).value(adaptor.getGrad());
     if (buffer)
@@ -119,15 +118,9 @@ public:
       return failure();
     for (auto [from, to] :
          {std::pair(adaptor.getParam(), *param), std::pair(adaptor.getM(), *m),
-          std::pair(adaptor.getV(), *v)}) {
-      CallArgs c = emit.args();
-      c.value(from).value(to);
-      emit.kernel("pp::rt::copy", c);
-    }
-    CallArgs s = emit.args();
-    s.value(adaptor.getStep());
-    Value step =
-        emit.call("pp::rt::gen::readInt", s, emit.getRewriter().getI64Type());
+          std::pair(adaptor.getV(), *v)})
+      emitCopy(emit, from, to);
+    Value step = readStep(emit, adaptor.getStep());
     CallArgs a = emit.args();
     a.value(*param)
         .value(adaptor.getGrad())
@@ -157,29 +150,13 @@ public:
     if (failed(out))
       return failure();
     CallArgs a = emit.args();
-    a.lit(
-         llvm::formatv("pp::rt::UnaryKind({0})", static_cast<int>(*kind)).str())
+    a.lit(enumLiteral("UnaryKind", static_cast<int>(*kind)))
         .value(adaptor.getX())
         .value(adaptor.getY())
         .value(adaptor.getDy())
         .value(*out)
         .f32(op.getAlpha().convertToDouble());
     emit.kernel("pp::rt::unaryGrad", a);
-    return success();
-  }
-};
-
-class ReduceSumToLowering : public StageOpLowering<train::ReduceSumToOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(train::ReduceSumToOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    CallArgs a = emit.args();
-    a.value(adaptor.getX()).value(*out);
-    emit.kernel("pp::rt::reduceSumTo", a);
     return success();
   }
 };
@@ -292,22 +269,6 @@ private:
   std::string callee;
 };
 
-class MaxPoolGradLowering : public StageOpLowering<train::MaxPoolGradOp> {
-public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(train::MaxPoolGradOp op, Adaptor adaptor,
-                      OpEmitter &emit) const override {
-    auto out = emit.result();
-    if (failed(out))
-      return failure();
-    ValueRange in = adaptor.getOperands();
-    CallArgs a = emit.args();
-    a.value(in[0]).value(in[1]).value(*out);
-    emit.kernel("pp::rt::maxPoolGrad", a);
-    return success();
-  }
-};
-
 class AvgPoolGradLowering : public StageOpLowering<train::AvgPoolGradOp> {
 public:
   using StageOpLowering::StageOpLowering;
@@ -418,10 +379,14 @@ void pp::emitc_lowering::populateTrainPatterns(
   MLIRContext *context = patterns.getContext();
   patterns
       .add<GlobalWriteLowering, SGDLowering, AdamLowering, UnaryGradLowering,
-           ReduceSumToLowering, SoftmaxGradLowering, LayerNormGradLowering,
-           BatchNormGradLowering, MaxPoolGradLowering, AvgPoolGradLowering,
-           SliceGradLowering, GatherGradLowering, DropoutGradLowering,
-           SoftmaxCrossEntropyGradLowering>(typeConverter, context);
+           SoftmaxGradLowering, LayerNormGradLowering, BatchNormGradLowering,
+           AvgPoolGradLowering, SliceGradLowering, GatherGradLowering,
+           DropoutGradLowering, SoftmaxCrossEntropyGradLowering>(typeConverter,
+                                                                 context);
+  patterns.add<KernelCallLowering<train::ReduceSumToOp>>(
+      typeConverter, context, "pp::rt::reduceSumTo", 1);
+  patterns.add<KernelCallLowering<train::MaxPoolGradOp>>(
+      typeConverter, context, "pp::rt::maxPoolGrad", 2);
   patterns.add<ConvGradLowering<train::ConvGradInputOp>>(
       typeConverter, context, "pp::rt::convGradInput");
   patterns.add<ConvGradLowering<train::ConvGradWeightOp>>(

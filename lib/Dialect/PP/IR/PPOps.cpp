@@ -318,12 +318,14 @@ LogicalResult ActionOp::verify() {
   PlanAttr plan = schedule.getPlan();
   if (!plan)
     return failure(); // The schedule reports it.
-  if (getStageAttr().getInt() < 0 || getStage() >= plan.getNumStages())
-    return emitOpError("stage ") << getStage() << " is out of range";
-  if (plan.getDeviceOf(getStage()) != device.getIndex())
+  int64_t stage = getStageAttr().getInt();
+  if (stage < 0 || stage >= plan.getNumStages())
+    return emitOpError("stage ") << stage << " is out of range";
+  int64_t deviceIndex = device.getIndexAttr().getInt();
+  if (plan.getDeviceOf(stage) != deviceIndex)
     return emitOpError("stage ")
-           << getStage() << " belongs on device "
-           << plan.getDeviceOf(getStage()) << ", not " << device.getIndex();
+           << stage << " belongs on device " << plan.getDeviceOf(stage)
+           << ", not " << deviceIndex;
   if (!getCallee())
     return pp::kinds::phaseOf(kind) == pp::kinds::Phase::None
                ? success()
