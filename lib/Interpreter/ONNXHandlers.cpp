@@ -94,6 +94,19 @@ template <typename... Ops> void addUnaryKernels(Interpreter &interp) {
   (addUnaryKernel<Ops>(interp), ...);
 }
 
+/// Softmax and LogSoftmax along the op's axis.
+template <typename OpTy> void addSoftmax(Interpreter &interp, bool logarithm) {
+  on<OpTy>(interp, [logarithm](Interpreter &in, OpTy op) -> LogicalResult {
+    const Tensor &x = in.lookup(op.getInput());
+    auto axis = normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
+    if (failed(axis))
+      return failure();
+    return withResult(in, op, "softmax", [&](rt::Tensor &y) {
+      return rt::softmax(in.kernelContext(), x.view(), *axis, logarithm, y);
+    });
+  });
+}
+
 template <typename OpTy>
 void addBinary(Interpreter &interp, rt::BinaryKind kind) {
   on<OpTy>(interp, [kind](Interpreter &in, OpTy op) -> LogicalResult {
@@ -400,28 +413,8 @@ void registerCompute(Interpreter &interp) {
         return in.setResult(op, op.getInvStdDev(), *invStdOut);
       });
 
-  on<onnx::SoftmaxOp>(
-      interp, [](Interpreter &in, onnx::SoftmaxOp op) -> LogicalResult {
-        const Tensor &x = in.lookup(op.getInput());
-        auto axis =
-            normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
-        if (failed(axis))
-          return failure();
-        return withResult(in, op, "softmax", [&](rt::Tensor &y) {
-          return rt::softmax(in.kernelContext(), x.view(), *axis, false, y);
-        });
-      });
-  on<onnx::LogSoftmaxOp>(
-      interp, [](Interpreter &in, onnx::LogSoftmaxOp op) -> LogicalResult {
-        const Tensor &x = in.lookup(op.getInput());
-        auto axis =
-            normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
-        if (failed(axis))
-          return failure();
-        return withResult(in, op, "softmax", [&](rt::Tensor &y) {
-          return rt::softmax(in.kernelContext(), x.view(), *axis, true, y);
-        });
-      });
+  addSoftmax<onnx::SoftmaxOp>(interp, /*logarithm=*/false);
+  addSoftmax<onnx::LogSoftmaxOp>(interp, /*logarithm=*/true);
 
   on<onnx::SoftmaxCrossEntropyLossOp>(
       interp,
