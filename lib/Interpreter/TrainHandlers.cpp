@@ -47,10 +47,6 @@ template <typename WindowOp> rt::WindowParams convParams(WindowOp op) {
   return params;
 }
 
-std::optional<rt::UnaryKind> unaryKind(StringRef kind) {
-  return rt::parseUnaryKind(kind);
-}
-
 /// Allocates every result of `op`, then runs `body` on their views.
 template <typename Body>
 LogicalResult withResults(Interpreter &in, Operation *op, StringRef kernel,
@@ -78,13 +74,10 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
 
   on<train::UnaryGradOp>(
       interp, [](Interpreter &in, train::UnaryGradOp op) -> LogicalResult {
-        auto kind = unaryKind(op.getKind());
-        if (!kind)
-          return op.emitError()
-                 << "unknown unary kind '" << op.getKind() << "'";
+        rt::UnaryKind kind = op.getKind();
         float alpha = op.getAlpha().convertToFloat();
         return withResults(in, op, "unaryGrad", [&](std::vector<Tensor> &r) {
-          return rt::unaryGrad(in.kernelContext(), *kind,
+          return rt::unaryGrad(in.kernelContext(), kind,
                                in.operand(op, 0).view(),
                                in.operand(op, 1).view(),
                                in.operand(op, 2).view(), r[0].view(), alpha);
@@ -132,12 +125,12 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                  << "batch_norm_grad needs an input of rank >= 2";
         Tensor mean(x.dtype(), {x.shape()[1]}),
             invStd(x.dtype(), {x.shape()[1]});
-        if (failed(in.check(op,
-                            rt::batchNormStatistics(
-                                in.kernelContext(), x.view(),
-                                op.getEpsilon().convertToDouble(),
-                                mean.view(), invStd.view()),
-                            "batchNormStatistics")))
+        if (failed(in.check(
+                op,
+                rt::batchNormStatistics(in.kernelContext(), x.view(),
+                                        op.getEpsilon().convertToDouble(),
+                                        mean.view(), invStd.view()),
+                "batchNormStatistics")))
           return failure();
         return withResults(
             in, op, "batchNormGrad", [&](std::vector<Tensor> &r) {

@@ -75,6 +75,15 @@ TEST(KernelFacts, FromODS) {
 
   EXPECT_FALSE(add.getUnaryKind());
   EXPECT_FALSE(add.isContraction());
+
+  // What a pp.fused kernel computes them with (pp/Runtime/Fused.h): binary
+  // arithmetic and the unary kinds UnaryKinds.def gives a function.
+  EXPECT_EQ(add.getFusedElementFunction(), "add");
+  EXPECT_EQ(relu.getFusedElementFunction(), "relu");
+  EXPECT_EQ(leaky.getFusedElementFunction(), "");
+  EXPECT_EQ(floor.getFusedElementFunction(), "");
+  EXPECT_EQ(softmax.getFusedElementFunction(), "");
+  EXPECT_EQ(matmul.getFusedElementFunction(), "");
 }
 
 TEST(KernelFacts, UnaryKindNamesRoundTrip) {

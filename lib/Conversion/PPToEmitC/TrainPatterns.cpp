@@ -20,15 +20,6 @@ namespace rt = pp::rt;
 
 namespace {
 
-/// The runtime unary kernel whose derivative train.unary_grad `kind` is.
-/// The kinds train.unary_grad takes (pp/Runtime/UnaryKinds.def).
-std::optional<rt::UnaryKind> getUnaryGradKernel(StringRef kind) {
-  std::optional<rt::UnaryKind> parsed = rt::parseUnaryKind(kind);
-  if (parsed && rt::hasUnaryGrad(*parsed))
-    return parsed;
-  return std::nullopt;
-}
-
 /// A possibly negative axis against `rank`.
 int64_t positiveAxis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
@@ -143,14 +134,11 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(train::UnaryGradOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    std::optional<rt::UnaryKind> kind = getUnaryGradKernel(op.getKind());
-    if (!kind)
-      return op.emitError() << "unknown unary kind '" << op.getKind() << "'";
     auto out = emit.result();
     if (failed(out))
       return failure();
     CallArgs a = emit.args();
-    a.lit(enumLiteral("UnaryKind", static_cast<int>(*kind)))
+    a.lit(enumLiteral("UnaryKind", static_cast<int>(op.getKind())))
         .value(adaptor.getX())
         .value(adaptor.getY())
         .value(adaptor.getDy())

@@ -84,7 +84,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
   func.func @grads(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} {
     %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>
     %i = pp.input %mb {index = 2 : i64} : tensor<3xi64>
-    %dx = train.unary_grad "Tanh" %x, %x, %x : tensor<4x8xf32>
+    %dx = train.unary_grad <Tanh> %x, %x, %x : tensor<4x8xf32>
     %db = train.reduce_sum_to %dx : tensor<4x8xf32> to tensor<8xf32>
     %ds = train.softmax_grad %x, %dx {axis = -1 : i64, log = true} : tensor<4x8xf32>
     %mask = onnx.Less %x, %dx : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>

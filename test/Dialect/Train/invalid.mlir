@@ -1,8 +1,17 @@
 // RUN: pipeline-opt %s -split-input-file -verify-diagnostics
 
-func.func @bad_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
-  // expected-error @+1 {{unknown unary kind 'Floor'}}
-  %0 = train.unary_grad "Floor" %x, %x, %x : tensor<4xf32>
+func.func @kind_without_gradient(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{has no gradient kernel for unary kind 'Floor'}}
+  %0 = train.unary_grad <Floor> %x, %x, %x : tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @unknown_kind(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{unknown unary kind 'Bogus'}}
+  // expected-error @+1 {{failed to parse Train_UnaryKindAttr parameter 'value'}}
+  %0 = train.unary_grad <Bogus> %x, %x, %x : tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

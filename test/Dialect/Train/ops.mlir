@@ -3,8 +3,8 @@
 onnx.global "trainable" @w : tensor<4xf32>
 // CHECK-LABEL: func.func @grads
 func.func @grads(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>, %m: tensor<2x4xi1>, %idx: tensor<3xi64>) {
-  // CHECK: train.unary_grad "Sigmoid"
-  %0 = train.unary_grad "Sigmoid" %x, %x, %dy : tensor<2x4xf32>
+  // CHECK: train.unary_grad <Sigmoid>
+  %0 = train.unary_grad <Sigmoid> %x, %x, %dy : tensor<2x4xf32>
   // CHECK: train.reduce_sum_to %{{.*}} : tensor<2x4xf32> to tensor<4xf32>
   %1 = train.reduce_sum_to %0 : tensor<2x4xf32> to tensor<4xf32>
   // CHECK: train.softmax_grad {{.*}} {axis = 1 : i64, log = true}

@@ -1,18 +1,13 @@
 //===- ModelSummary.cpp - Ops, parameters and FLOPs of a model --*- C++ -*-===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Dialect/ONNX/Transforms/Passes.h"
+#include "pp/Dialect/ONNX/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/ToolOutputFile.h"
-
-namespace pp {
-#define GEN_PASS_DEF_MODELSUMMARYPASS
-#include "pp/Dialect/ONNX/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 
@@ -33,72 +28,68 @@ std::string humanize(double value) {
   return llvm::formatv(i ? "{0:f2}{1}" : "{0:f0}{1}", value, suffixes[i]).str();
 }
 
-struct ModelSummaryPass
-    : public pp::impl::ModelSummaryPassBase<ModelSummaryPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    llvm::MapVector<StringRef, GlobalTotals> globals;
-    for (StringRef kind :
-         {pp::onnx::kTrainable, pp::onnx::kState, pp::onnx::kConstant})
-      globals[kind] = {};
-    for (auto global : module.getOps<pp::onnx::GlobalOp>()) {
-      auto type = cast<RankedTensorType>(global.getType());
-      GlobalTotals &totals = globals[global.getKind()];
-      ++totals.tensors;
-      totals.elements += type.getNumElements();
-      totals.bytes += type.getNumElements() *
-                      std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-    }
-
-    std::map<std::string, std::pair<int64_t, int64_t>> opCounts;
-    int64_t totalOps = 0, totalFlops = 0;
-    module.walk([&](pp::onnx::CostOpInterface op) {
-      if (isa<pp::onnx::ConstantOp>(op))
-        return;
-      auto &entry = opCounts[op->getName().getStringRef().str()];
-      int64_t flops = op.getForwardFlops();
-      ++entry.first;
-      entry.second += flops;
-      ++totalOps;
-      totalFlops += flops;
-    });
-
-    std::string errorMessage;
-    auto output = openOutputFile(outputFile, &errorMessage);
-    if (!output) {
-      module.emitError() << "cannot open summary output: " << errorMessage;
-      return signalPassFailure();
-    }
-    llvm::raw_ostream &os = output->os();
-    os << "== model summary ==\n";
-    for (auto func : module.getOps<func::FuncOp>()) {
-      os << "function @" << func.getSymName() << "\n";
-      for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
-        auto name = func.getArgAttrOfType<StringAttr>(i, "onnx.name");
-        os << "  input  " << (name ? name.getValue() : "") << ": " << type
-           << "\n";
-      }
-      for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
-        auto name = func.getResultAttrOfType<StringAttr>(i, "onnx.name");
-        os << "  output " << (name ? name.getValue() : "") << ": " << type
-           << "\n";
-      }
-    }
-    os << "parameters:\n";
-    for (auto &[kind, totals] : globals)
-      os << llvm::formatv("  {0,-10} {1,5} tensors {2,12} elements {3,10}B\n",
-                          kind, totals.tensors, totals.elements,
-                          humanize(totals.bytes));
-    os << llvm::formatv("ops: {0} (forward FLOPs per step: {1})\n", totalOps,
-                        humanize(totalFlops));
-    for (auto &[name, entry] : opCounts)
-      os << llvm::formatv("  {0,-28} {1,5} {2,10} FLOPs\n", name, entry.first,
-                          humanize(entry.second));
-    output->keep();
-    markAllAnalysesPreserved();
-  }
-};
-
 } // namespace
+
+LogicalResult
+pp::onnx::writeModelSummary(ModuleOp module,
+                            const ModelSummaryPassOptions &options) {
+  llvm::MapVector<StringRef, GlobalTotals> globals;
+  for (StringRef kind :
+       {pp::onnx::kTrainable, pp::onnx::kState, pp::onnx::kConstant})
+    globals[kind] = {};
+  for (auto global : module.getOps<pp::onnx::GlobalOp>()) {
+    auto type = cast<RankedTensorType>(global.getType());
+    GlobalTotals &totals = globals[global.getKind()];
+    ++totals.tensors;
+    totals.elements += type.getNumElements();
+    totals.bytes += type.getNumElements() *
+                    std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  }
+
+  std::map<std::string, std::pair<int64_t, int64_t>> opCounts;
+  int64_t totalOps = 0, totalFlops = 0;
+  module.walk([&](pp::onnx::CostOpInterface op) {
+    if (isa<pp::onnx::ConstantOp>(op))
+      return;
+    auto &entry = opCounts[op->getName().getStringRef().str()];
+    int64_t flops = op.getForwardFlops();
+    ++entry.first;
+    entry.second += flops;
+    ++totalOps;
+    totalFlops += flops;
+  });
+
+  std::string errorMessage;
+  auto output = openOutputFile(options.outputFile, &errorMessage);
+  if (!output) {
+    module.emitError() << "cannot open summary output: " << errorMessage;
+    return failure();
+  }
+  llvm::raw_ostream &os = output->os();
+  os << "== model summary ==\n";
+  for (auto func : module.getOps<func::FuncOp>()) {
+    os << "function @" << func.getSymName() << "\n";
+    for (auto [i, type] : llvm::enumerate(func.getArgumentTypes())) {
+      auto name = func.getArgAttrOfType<StringAttr>(i, "onnx.name");
+      os << "  input  " << (name ? name.getValue() : "") << ": " << type
+         << "\n";
+    }
+    for (auto [i, type] : llvm::enumerate(func.getResultTypes())) {
+      auto name = func.getResultAttrOfType<StringAttr>(i, "onnx.name");
+      os << "  output " << (name ? name.getValue() : "") << ": " << type
+         << "\n";
+    }
+  }
+  os << "parameters:\n";
+  for (auto &[kind, totals] : globals)
+    os << llvm::formatv("  {0,-10} {1,5} tensors {2,12} elements {3,10}B\n",
+                        kind, totals.tensors, totals.elements,
+                        humanize(totals.bytes));
+  os << llvm::formatv("ops: {0} (forward FLOPs per step: {1})\n", totalOps,
+                      humanize(totalFlops));
+  for (auto &[name, entry] : opCounts)
+    os << llvm::formatv("  {0,-28} {1,5} {2,10} FLOPs\n", name, entry.first,
+                        humanize(entry.second));
+  output->keep();
+  return success();
+}

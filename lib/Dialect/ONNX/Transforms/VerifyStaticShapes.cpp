@@ -1,14 +1,9 @@
 //===- VerifyStaticShapes.cpp - Require static tensor types -----*- C++ -*-===//
 
-#include "pp/Dialect/ONNX/Transforms/Passes.h"
+#include "pp/Dialect/ONNX/Transforms/Transforms.h"
 
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
-
-namespace pp {
-#define GEN_PASS_DEF_VERIFYSTATICSHAPESPASS
-#include "pp/Dialect/ONNX/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 
@@ -19,30 +14,25 @@ bool isStatic(Type type) {
   return !shaped || shaped.hasStaticShape();
 }
 
-struct VerifyStaticShapesPass
-    : public pp::impl::VerifyStaticShapesPassBase<VerifyStaticShapesPass> {
-  void runOnOperation() override {
-    WalkResult result = getOperation().walk([](Operation *op) {
-      if (auto func = dyn_cast<FunctionOpInterface>(op))
-        for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
-          if (!isStatic(type)) {
-            op->emitError()
-                << "argument #" << i << " has a dynamic type " << type;
-            return WalkResult::interrupt();
-          }
-      for (Value result : op->getResults())
-        if (!isStatic(result.getType())) {
-          op->emitError() << "result #"
-                          << cast<OpResult>(result).getResultNumber()
-                          << " has a dynamic type " << result.getType();
+} // namespace
+
+LogicalResult pp::onnx::verifyStaticShapes(Operation *root) {
+  WalkResult result = root->walk([](Operation *op) {
+    if (auto func = dyn_cast<FunctionOpInterface>(op))
+      for (auto [i, type] : llvm::enumerate(func.getArgumentTypes()))
+        if (!isStatic(type)) {
+          op->emitError() << "argument #" << i << " has a dynamic type "
+                          << type;
           return WalkResult::interrupt();
         }
-      return WalkResult::advance();
-    });
-    if (result.wasInterrupted())
-      signalPassFailure();
-    markAllAnalysesPreserved();
-  }
-};
-
-} // namespace
+    for (Value result : op->getResults())
+      if (!isStatic(result.getType())) {
+        op->emitError() << "result #"
+                        << cast<OpResult>(result).getResultNumber()
+                        << " has a dynamic type " << result.getType();
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
+}

@@ -1,11 +1,12 @@
 //===- PPOps.cpp - The pp dialect and its operations ------------*- C++ -*-===//
 
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/MapVector.h"
@@ -37,8 +38,7 @@ void PPDialect::initialize() {
 
 namespace {
 using Names = PPDialect;
-template <typename AttrT>
-AttrT get(Operation *op, StringRef name) {
+template <typename AttrT> AttrT get(Operation *op, StringRef name) {
   return op->getAttrOfType<AttrT>(name);
 }
 } // namespace
@@ -117,8 +117,8 @@ void pp::pipeline::setArenaBytes(Operation *func, int64_t bytes) {
                 Builder(func->getContext()).getI64IntegerAttr(bytes));
 }
 DenseI64ArrayAttr pp::pipeline::getPlannedPeakBytes(ModuleOp module) {
-  return get<DenseI64ArrayAttr>(module,
-                                Names::PlannedPeakBytesAttrHelper::getNameStr());
+  return get<DenseI64ArrayAttr>(
+      module, Names::PlannedPeakBytesAttrHelper::getNameStr());
 }
 void pp::pipeline::setPlannedPeakBytes(ModuleOp module,
                                        ArrayRef<int64_t> bytes) {
@@ -174,11 +174,11 @@ NamedAttribute pp::pipeline::getGradOfResultAttr(FlatSymbolRefAttr global) {
 // Attributes
 //===----------------------------------------------------------------------===//
 
-LogicalResult
-PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
-                 pp::kinds::ScheduleKind schedule, int64_t microBatches,
-                 int64_t chunks, int64_t numStages, ArrayAttr stageDevices,
-                 int64_t dataParallel, int64_t tensorParallel) {
+LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                               pp::kinds::ScheduleKind schedule,
+                               int64_t microBatches, int64_t chunks,
+                               int64_t numStages, ArrayAttr stageDevices,
+                               int64_t dataParallel, int64_t tensorParallel) {
   if (microBatches < 1)
     return emitError() << "micro_batches must be >= 1, got " << microBatches;
   if (chunks < 1)
@@ -278,10 +278,10 @@ LogicalResult ScheduleOp::verify() {
              << expected - 1;
   }
   if (expected != plan.getNumDevices())
-    return emitOpError("has ") << expected << " devices but the plan's "
-                               << plan.getNumStages() << " stages in "
-                               << plan.getChunks() << " chunks need "
-                               << plan.getNumDevices();
+    return emitOpError("has ")
+           << expected << " devices but the plan's " << plan.getNumStages()
+           << " stages in " << plan.getChunks() << " chunks need "
+           << plan.getNumDevices();
   return success();
 }
 
@@ -341,8 +341,7 @@ LogicalResult ActionOp::verify() {
   if (pp::pipeline::getPhase(func) != pp::kinds::phaseOf(kind))
     return emitOpError("callee @")
            << *getCallee() << " does not hold the "
-           << pp::kinds::toString(pp::kinds::phaseOf(kind))
-           << " of its stage";
+           << pp::kinds::toString(pp::kinds::phaseOf(kind)) << " of its stage";
   return success();
 }
 
@@ -353,8 +352,7 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
   auto expect = [&](bool ok, StringRef what) -> LogicalResult {
     if (ok)
       return success();
-    return op->emitError() << name << " must be " << what << ", got "
-                           << value;
+    return op->emitError() << name << " must be " << what << ", got " << value;
   };
   if (name == Names::StageAttrHelper::getNameStr() ||
       name == Names::ArenaBytesAttrHelper::getNameStr())
@@ -376,10 +374,10 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
                   "a #pp.plan on the module");
   if (name == Names::InputNamesAttrHelper::getNameStr() ||
       name == Names::OutputNamesAttrHelper::getNameStr())
-    return expect(isa<ArrayAttr>(value) &&
-                      llvm::all_of(cast<ArrayAttr>(value),
-                                   llvm::IsaPred<StringAttr>),
-                  "an array of strings");
+    return expect(
+        isa<ArrayAttr>(value) &&
+            llvm::all_of(cast<ArrayAttr>(value), llvm::IsaPred<StringAttr>),
+        "an array of strings");
   if (name == Names::GradOfAttrHelper::getNameStr())
     return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
   return op->emitError() << "unknown pp dialect attribute " << name;
@@ -530,6 +528,16 @@ ScheduleOp pp::pipeline::lookupSchedule(ModuleOp module, StringRef user) {
   return nullptr;
 }
 
+func::FuncOp pp::pipeline::lookupFunction(ModuleOp module, StringRef name,
+                                          StringRef purpose) {
+  if (auto func = module.lookupSymbol<func::FuncOp>(name))
+    return func;
+  auto diag = module.emitError() << "no function @" << name;
+  if (!purpose.empty())
+    diag << " " << purpose;
+  return nullptr;
+}
+
 pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
   PlanAttr plan = op.getPlan();
   pp::schedule::Schedule schedule;
@@ -539,10 +547,11 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
   for (auto device : op.getBody().front().getOps<DeviceOp>()) {
     auto &list = schedule.actions.emplace_back();
     for (auto action : device.getBody().front().getOps<ActionOp>())
-      list.push_back({action.getKindValue(),
-                      static_cast<int>(action.getStageAttr().getInt()),
-                      static_cast<int>(action.getMicroBatchAttr().getInt()),
-                      static_cast<int>(action.getWeightVersionAttr().getInt())});
+      list.push_back(
+          {action.getKindValue(),
+           static_cast<int>(action.getStageAttr().getInt()),
+           static_cast<int>(action.getMicroBatchAttr().getInt()),
+           static_cast<int>(action.getWeightVersionAttr().getInt())});
   }
   schedule.numDevices = static_cast<int>(schedule.actions.size());
   return schedule;
@@ -567,32 +576,9 @@ pp::pipeline::getStageFunctions(ScheduleOp op) {
 //===----------------------------------------------------------------------===//
 
 StringRef FusedOp::getElementFunction(Operation *op) {
-  // By name: the pp dialect does not depend on the dialects it fuses.
-  StringRef name = op->getName().getStringRef();
-  if (name == "train.unary_grad") {
-    auto kind = op->getAttrOfType<StringAttr>("kind");
-    return llvm::StringSwitch<StringRef>(kind ? kind.getValue() : "")
-        .Case("Relu", "reluGrad")
-        .Case("Sigmoid", "sigmoidGrad")
-        .Case("Tanh", "tanhGrad")
-        .Default("");
-  }
-  return llvm::StringSwitch<StringRef>(name)
-      .Case("onnx.Add", "add")
-      .Case("onnx.Sub", "sub")
-      .Case("onnx.Mul", "mul")
-      .Case("onnx.Div", "div")
-      .Case("onnx.Relu", "relu")
-      .Case("onnx.Sigmoid", "sigmoid")
-      .Case("onnx.Tanh", "tanh")
-      .Case("onnx.Erf", "erf")
-      .Case("onnx.Sqrt", "sqrt")
-      .Case("onnx.Exp", "exp")
-      .Case("onnx.Log", "log")
-      .Case("onnx.Neg", "neg")
-      .Case("onnx.Abs", "abs")
-      .Case("onnx.Reciprocal", "reciprocal")
-      .Default("");
+  // The op's kernel facts (onnx ops and train.unary_grad declare them).
+  auto facts = dyn_cast<pp::onnx::KernelFactsOpInterface>(op);
+  return facts ? facts.getFusedElementFunction() : StringRef();
 }
 
 Value FusedOp::getYieldedValue() {

@@ -8,18 +8,13 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "pp/Dialect/PP/Transforms/Passes.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
-
-namespace pp {
-#define GEN_PASS_DEF_FUSEELEMENTWISEPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace pipeline = pp::pipeline;
@@ -131,15 +126,10 @@ void fuse(ArrayRef<Operation *> members) {
     op->erase();
 }
 
-struct FuseElementwisePass
-    : public pp::impl::FuseElementwisePassBase<FuseElementwisePass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    for (Block &block : getOperation().getBody())
-      for (SmallVector<Operation *> &group : findGroups(block))
-        fuse(group);
-  }
-};
-
 } // namespace
+
+void pp::pipeline::fuseElementwise(func::FuncOp func) {
+  for (Block &block : func.getBody())
+    for (SmallVector<Operation *> &group : findGroups(block))
+      fuse(group);
+}

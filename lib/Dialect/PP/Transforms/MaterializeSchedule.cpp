@@ -8,145 +8,134 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Schedule/Schedule.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
 #include <map>
 
-namespace pp {
-#define GEN_PASS_DEF_MATERIALIZESCHEDULEPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
-
 using namespace mlir;
 namespace pipeline = pp::pipeline;
 namespace sched = pp::schedule;
 
-namespace {
+namespace {} // namespace
 
-struct MaterializeSchedulePass
-    : public pp::impl::MaterializeSchedulePassBase<MaterializeSchedulePass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    pipeline::PlanAttr plan = pipeline::getPlan(module);
-    if (!plan) {
-      module.emitError() << "no pp.plan: run --pp-split-stages first";
-      return signalPassFailure();
+LogicalResult pp::pipeline::materializeSchedule(
+    ModuleOp module, const pp::MaterializeSchedulePassOptions &options) {
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  if (!plan) {
+    module.emitError() << "no pp.plan: run --pp-split-stages first";
+    return failure();
+  }
+  for (auto old :
+       llvm::make_early_inc_range(module.getOps<pipeline::ScheduleOp>()))
+    old.erase();
+  sched::ScheduleKind scheduleKind = plan.getSchedule();
+  if (!options.kind.empty()) {
+    std::optional<sched::ScheduleKind> parsed =
+        sched::parseScheduleKind(options.kind);
+    if (!parsed) {
+      module.emitError() << "unknown schedule '" << options.kind
+                         << "' (gpipe, 1f1b, interleaved, zb-h1)";
+      return failure();
     }
-    for (auto old :
-         llvm::make_early_inc_range(module.getOps<pipeline::ScheduleOp>()))
-      old.erase();
-    sched::ScheduleKind scheduleKind = plan.getSchedule();
-    if (!kind.empty()) {
-      std::optional<sched::ScheduleKind> parsed =
-          sched::parseScheduleKind(kind);
-      if (!parsed) {
-        module.emitError() << "unknown schedule '" << kind
-                           << "' (gpipe, 1f1b, interleaved, zb-h1)";
-        return signalPassFailure();
+    scheduleKind = *parsed;
+  }
+  StringRef kindName = sched::toString(scheduleKind);
+  int64_t numStages = plan.getNumStages();
+  int64_t v = options.chunks != 0 ? static_cast<int64_t>(options.chunks)
+                                  : plan.getChunks();
+  if (v < 1 || numStages % v != 0) {
+    module.emitError() << numStages << " stages do not split into " << v
+                       << " chunks per device";
+    return failure();
+  }
+  int numDevices = static_cast<int>(numStages / v);
+  sched::Schedule schedule;
+  std::string error;
+  if (!sched::buildSchedule(scheduleKind, numDevices,
+                            static_cast<int>(plan.getMicroBatches()),
+                            static_cast<int>(v), schedule, error)) {
+    module.emitError() << "cannot build a " << kindName
+                       << " schedule: " << error;
+    return failure();
+  }
+
+  // Stage functions by (stage, phase), as --pp-split-stages marked them.
+  std::map<std::pair<int64_t, sched::Phase>, func::FuncOp> functions;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    std::optional<int64_t> stage = pipeline::getStage(func);
+    std::optional<sched::Phase> phase = pipeline::getPhase(func);
+    if (stage && phase)
+      functions[{*stage, *phase}] = func;
+  }
+  if (functions.empty()) {
+    module.emitError() << "no stage functions (pp.stage and pp.phase): run "
+                          "--pp-split-stages first";
+    return failure();
+  }
+  bool splitBackward = llvm::any_of(functions, [](const auto &entry) {
+    return entry.first.second == sched::Phase::BackwardInput;
+  });
+  if (sched::usesSplitBackward(scheduleKind) && !splitBackward) {
+    module.emitError() << "schedule " << kindName
+                       << " runs input and weight gradients apart: split "
+                          "with --pp-split-stages=\"split-backward=true\"";
+    return failure();
+  }
+
+  // The schedule's kind and chunks become the plan's.
+  plan = plan.withSchedule(scheduleKind).withChunks(v);
+  pipeline::setPlan(module, plan);
+  OpBuilder b(module.getBodyRegion());
+  b.setInsertionPointToEnd(module.getBody());
+  auto scheduleOp = pipeline::ScheduleOp::create(b, module.getLoc());
+  Block *body = new Block();
+  scheduleOp.getBody().push_back(body);
+  for (int d = 0; d < numDevices; ++d) {
+    OpBuilder db = OpBuilder::atBlockEnd(body);
+    std::string name = plan.getStageDeviceName(d).value_or("").str();
+    if (name.empty())
+      name = "device" + std::to_string(d);
+    auto device = pipeline::DeviceOp::create(
+        db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
+    Block *actions = new Block();
+    device.getBody().push_back(actions);
+    OpBuilder ab = OpBuilder::atBlockEnd(actions);
+    auto emit = [&](sched::ActionKind actionKind,
+                    const sched::Action &action) -> LogicalResult {
+      FlatSymbolRefAttr callee;
+      sched::Phase phase = sched::phaseOf(actionKind);
+      if (phase != sched::Phase::None) {
+        auto it = functions.find({action.stage, phase});
+        if (it == functions.end())
+          return module.emitError() << "no " << sched::toString(phase)
+                                    << " function of stage " << action.stage;
+        callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
       }
-      scheduleKind = *parsed;
-    }
-    StringRef kindName = sched::toString(scheduleKind);
-    int64_t numStages = plan.getNumStages();
-    int64_t v = chunks != 0 ? static_cast<int64_t>(chunks) : plan.getChunks();
-    if (v < 1 || numStages % v != 0) {
-      module.emitError() << numStages << " stages do not split into " << v
-                         << " chunks per device";
-      return signalPassFailure();
-    }
-    int numDevices = static_cast<int>(numStages / v);
-    sched::Schedule schedule;
-    std::string error;
-    if (!sched::buildSchedule(scheduleKind, numDevices,
-                              static_cast<int>(plan.getMicroBatches()),
-                              static_cast<int>(v), schedule, error)) {
-      module.emitError() << "cannot build a " << kindName
-                         << " schedule: " << error;
-      return signalPassFailure();
-    }
-
-    // Stage functions by (stage, phase), as --pp-split-stages marked them.
-    std::map<std::pair<int64_t, sched::Phase>, func::FuncOp> functions;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      std::optional<int64_t> stage = pipeline::getStage(func);
-      std::optional<sched::Phase> phase = pipeline::getPhase(func);
-      if (stage && phase)
-        functions[{*stage, *phase}] = func;
-    }
-    if (functions.empty()) {
-      module.emitError() << "no stage functions (pp.stage and pp.phase): run "
-                            "--pp-split-stages first";
-      return signalPassFailure();
-    }
-    bool splitBackward = llvm::any_of(functions, [](const auto &entry) {
-      return entry.first.second == sched::Phase::BackwardInput;
-    });
-    if (sched::usesSplitBackward(scheduleKind) && !splitBackward) {
-      module.emitError() << "schedule " << kindName
-                         << " runs input and weight gradients apart: split "
-                            "with --pp-split-stages=\"split-backward=true\"";
-      return signalPassFailure();
-    }
-
-    // The schedule's kind and chunks become the plan's.
-    plan = plan.withSchedule(scheduleKind).withChunks(v);
-    pipeline::setPlan(module, plan);
-    OpBuilder b(module.getBodyRegion());
-    b.setInsertionPointToEnd(module.getBody());
-    auto scheduleOp = pipeline::ScheduleOp::create(b, module.getLoc());
-    Block *body = new Block();
-    scheduleOp.getBody().push_back(body);
-    for (int d = 0; d < numDevices; ++d) {
-      OpBuilder db = OpBuilder::atBlockEnd(body);
-      std::string name = plan.getStageDeviceName(d).value_or("").str();
-      if (name.empty())
-        name = "device" + std::to_string(d);
-      auto device = pipeline::DeviceOp::create(
-          db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
-      Block *actions = new Block();
-      device.getBody().push_back(actions);
-      OpBuilder ab = OpBuilder::atBlockEnd(actions);
-      auto emit = [&](sched::ActionKind actionKind,
-                      const sched::Action &action) -> LogicalResult {
-        FlatSymbolRefAttr callee;
-        sched::Phase phase = sched::phaseOf(actionKind);
-        if (phase != sched::Phase::None) {
-          auto it = functions.find({action.stage, phase});
-          if (it == functions.end())
-            return module.emitError()
-                   << "no " << sched::toString(phase)
-                   << " function of stage " << action.stage;
-          callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
-        }
-        pipeline::ActionOp::create(
-            ab, module.getLoc(),
-            pipeline::ActionKindAttr::get(&getContext(), actionKind), callee,
-            ab.getI64IntegerAttr(action.stage),
-            ab.getI64IntegerAttr(action.microBatch),
-            ab.getI64IntegerAttr(action.weightVersion));
-        return success();
-      };
-      for (const sched::Action &action : schedule.actions[d]) {
-        LogicalResult ok = success();
-        // A split module runs a whole backward as its two halves, back to
-        // back.
-        if (action.kind == sched::ActionKind::Backward && splitBackward)
-          ok = succeeded(emit(sched::ActionKind::BackwardInput, action))
-                   ? emit(sched::ActionKind::BackwardWeight, action)
-                   : failure();
-        else
-          ok = emit(action.kind, action);
-        if (failed(ok))
-          return signalPassFailure();
-      }
+      pipeline::ActionOp::create(
+          ab, module.getLoc(),
+          pipeline::ActionKindAttr::get(module.getContext(), actionKind),
+          callee, ab.getI64IntegerAttr(action.stage),
+          ab.getI64IntegerAttr(action.microBatch),
+          ab.getI64IntegerAttr(action.weightVersion));
+      return success();
+    };
+    for (const sched::Action &action : schedule.actions[d]) {
+      LogicalResult ok = success();
+      // A split module runs a whole backward as its two halves, back to
+      // back.
+      if (action.kind == sched::ActionKind::Backward && splitBackward)
+        ok = succeeded(emit(sched::ActionKind::BackwardInput, action))
+                 ? emit(sched::ActionKind::BackwardWeight, action)
+                 : failure();
+      else
+        ok = emit(action.kind, action);
+      if (failed(ok))
+        return failure();
     }
   }
-};
-
-} // namespace
+  return success();
+}

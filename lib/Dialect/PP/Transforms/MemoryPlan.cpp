@@ -20,18 +20,13 @@
 #include "pp/Analysis/MemoryPlan.h"
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 
 #include "ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
-
-namespace pp {
-#define GEN_PASS_DEF_MEMORYPLANPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -44,101 +39,98 @@ struct DeviceMemory {
   int64_t peak() const { return persistent + accumulators + stash + arena; }
 };
 
-struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    pipeline::ScheduleOp schedule =
-        pipeline::lookupSchedule(module, "pp-memory-plan");
-    if (!schedule)
-      return signalPassFailure();
-
-    // Stages of each device, and the most micro-batches each stage holds
-    // at once in its device's order (the schedule library's count).
-    std::map<int64_t, int64_t> deviceOf;
-    std::vector<std::string> names;
-    for (auto device :
-         schedule.getBody().front().getOps<pipeline::DeviceOp>()) {
-      names.push_back(device.getName().str());
-      for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
-        deviceOf[action.getStageAttr().getInt()] = device.getIndex();
-    }
-    std::vector<int64_t> inflight =
-        pp::schedule::peakInFlight(pipeline::toLibrarySchedule(schedule));
-
-    std::vector<DeviceMemory> devices(names.size());
-    std::vector<llvm::StringSet<>> globalsOf(names.size());
-    for (auto func : module.getOps<func::FuncOp>()) {
-      std::optional<int64_t> stage = pipeline::getStage(func);
-      if (!stage || func.isExternal())
-        continue;
-      auto it = deviceOf.find(*stage);
-      if (it == deviceOf.end())
-        continue; // a stage the schedule never runs
-      DeviceMemory &memory = devices[it->second];
-      pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
-      pipeline::setArenaBytes(func, plan.arenaBytes);
-      memory.arena = std::max(memory.arena, plan.arenaBytes);
-      // Offsets on the ops of the body (not inside a pp.fused kernel).
-      for (Operation &op : func.getBody().front()) {
-        if (op.getNumResults() == 0)
-          continue;
-        SmallVector<int64_t> offsets;
-        for (Value result : op.getResults()) {
-          auto found = plan.offsets.find(result);
-          offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
-        }
-        pipeline::setOffsets(&op, offsets);
-      }
-      func.walk([&](Operation *op) {
-        auto addGlobal = [&](FlatSymbolRefAttr symbol) {
-          if (!globalsOf[it->second].insert(symbol.getValue()).second)
-            return;
-          if (auto global = module.lookupSymbol<onnx::GlobalOp>(symbol))
-            memory.persistent += pp::getTensorBytes(global.getType());
-        };
-        if (auto read = dyn_cast<onnx::GlobalReadOp>(op))
-          addGlobal(read.getGlobalAttr());
-        if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
-          addGlobal(write.getGlobalAttr());
-        if (auto acc = dyn_cast<pipeline::AccumulateOp>(op))
-          memory.accumulators += pp::getTensorBytes(acc.getValue().getType());
-        if (auto stash = dyn_cast<pipeline::StashOp>(op))
-          memory.stash +=
-              pp::getTensorBytes(stash.getValue().getType()) *
-              (*stage < static_cast<int64_t>(inflight.size()) ? inflight[*stage]
-                                                               : 0);
-      });
-    }
-
-    SmallVector<int64_t> peaks;
-    for (const DeviceMemory &memory : devices)
-      peaks.push_back(memory.peak());
-    pipeline::setPlannedPeakBytes(module, peaks);
-
-    if (reportFile.empty())
-      return;
-    std::string error;
-    auto out = pp::openReportFile(reportFile, &error);
-    if (!out) {
-      emitError(module.getLoc()) << "cannot write report: " << error;
-      return signalPassFailure();
-    }
-    llvm::raw_ostream &os = out->os();
-    os << "== memory plan per device (persistent = globals, accumulators = "
-          "gradient sums, stash = kept activations x micro-batches in "
-          "flight, arena = temporaries) ==\n";
-    for (auto [d, memory] : llvm::enumerate(devices))
-      os << llvm::formatv("device {0} {1,-14}: persistent {2}, accumulators "
-                          "{3}, stash {4}, arena {5}: peak {6}\n",
-                          d, names[d], pp::formatMegabytes(memory.persistent),
-                          pp::formatMegabytes(memory.accumulators),
-                          pp::formatMegabytes(memory.stash),
-                          pp::formatMegabytes(memory.arena),
-                          pp::formatMegabytes(memory.peak()));
-    out->keep();
-  }
-};
-
 } // namespace
+
+LogicalResult
+pp::pipeline::planStageMemory(ModuleOp module,
+                              const pp::MemoryPlanPassOptions &options) {
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "pp-memory-plan");
+  if (!schedule)
+    return failure();
+
+  // Stages of each device, and the most micro-batches each stage holds
+  // at once in its device's order (the schedule library's count).
+  std::map<int64_t, int64_t> deviceOf;
+  std::vector<std::string> names;
+  for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>()) {
+    names.push_back(device.getName().str());
+    for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
+      deviceOf[action.getStageAttr().getInt()] = device.getIndex();
+  }
+  std::vector<int64_t> inflight =
+      pp::schedule::peakInFlight(pipeline::toLibrarySchedule(schedule));
+
+  std::vector<DeviceMemory> devices(names.size());
+  std::vector<llvm::StringSet<>> globalsOf(names.size());
+  for (auto func : module.getOps<func::FuncOp>()) {
+    std::optional<int64_t> stage = pipeline::getStage(func);
+    if (!stage || func.isExternal())
+      continue;
+    auto it = deviceOf.find(*stage);
+    if (it == deviceOf.end())
+      continue; // a stage the schedule never runs
+    DeviceMemory &memory = devices[it->second];
+    pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
+    pipeline::setArenaBytes(func, plan.arenaBytes);
+    memory.arena = std::max(memory.arena, plan.arenaBytes);
+    // Offsets on the ops of the body (not inside a pp.fused kernel).
+    for (Operation &op : func.getBody().front()) {
+      if (op.getNumResults() == 0)
+        continue;
+      SmallVector<int64_t> offsets;
+      for (Value result : op.getResults()) {
+        auto found = plan.offsets.find(result);
+        offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
+      }
+      pipeline::setOffsets(&op, offsets);
+    }
+    func.walk([&](Operation *op) {
+      auto addGlobal = [&](FlatSymbolRefAttr symbol) {
+        if (!globalsOf[it->second].insert(symbol.getValue()).second)
+          return;
+        if (auto global = module.lookupSymbol<onnx::GlobalOp>(symbol))
+          memory.persistent += pp::getTensorBytes(global.getType());
+      };
+      if (auto read = dyn_cast<onnx::GlobalReadOp>(op))
+        addGlobal(read.getGlobalAttr());
+      if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
+        addGlobal(write.getGlobalAttr());
+      if (auto acc = dyn_cast<pipeline::AccumulateOp>(op))
+        memory.accumulators += pp::getTensorBytes(acc.getValue().getType());
+      if (auto stash = dyn_cast<pipeline::StashOp>(op))
+        memory.stash +=
+            pp::getTensorBytes(stash.getValue().getType()) *
+            (*stage < static_cast<int64_t>(inflight.size()) ? inflight[*stage]
+                                                            : 0);
+    });
+  }
+
+  SmallVector<int64_t> peaks;
+  for (const DeviceMemory &memory : devices)
+    peaks.push_back(memory.peak());
+  pipeline::setPlannedPeakBytes(module, peaks);
+
+  if (options.reportFile.empty())
+    return success();
+  std::string error;
+  auto out = pp::openReportFile(options.reportFile, &error);
+  if (!out) {
+    emitError(module.getLoc()) << "cannot write report: " << error;
+    return failure();
+  }
+  llvm::raw_ostream &os = out->os();
+  os << "== memory plan per device (persistent = globals, accumulators = "
+        "gradient sums, stash = kept activations x micro-batches in "
+        "flight, arena = temporaries) ==\n";
+  for (auto [d, memory] : llvm::enumerate(devices))
+    os << llvm::formatv("device {0} {1,-14}: persistent {2}, accumulators "
+                        "{3}, stash {4}, arena {5}: peak {6}\n",
+                        d, names[d], pp::formatMegabytes(memory.persistent),
+                        pp::formatMegabytes(memory.accumulators),
+                        pp::formatMegabytes(memory.stash),
+                        pp::formatMegabytes(memory.arena),
+                        pp::formatMegabytes(memory.peak()));
+  out->keep();
+  return success();
+}

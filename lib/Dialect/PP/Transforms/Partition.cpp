@@ -3,9 +3,9 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Partition/Partitioner.h"
 #include "pp/Schedule/Schedule.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "ReportFile.h"
 
@@ -19,383 +19,374 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
-namespace pp {
-#define GEN_PASS_DEF_PARTITIONPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
-
 using namespace mlir;
 namespace onnx = pp::onnx;
 namespace partition = pp::partition;
 namespace pipeline = pp::pipeline;
 
-namespace {
+namespace {} // namespace
 
-struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
-  using Base::Base;
+LogicalResult
+pp::pipeline::partitionStages(ModuleOp module,
+                              const pp::PartitionPassOptions &options) {
+  auto func =
+      pipeline::lookupFunction(module, options.funcName, "to partition");
+  if (!func)
+    return failure();
+  if (options.clusterSpec.empty()) {
+    module.emitError() << "pp-partition needs cluster=<spec or .json>";
+    return failure();
+  }
+  auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
+  if (!cluster) {
+    module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
+    return failure();
+  }
+  double stateFactor = options.optimizer == "sgd"        ? 0.0
+                       : options.optimizer == "momentum" ? 1.0
+                       : options.optimizer == "adam"     ? 2.0
+                                                         : -1.0;
+  if (!llvm::is_contained({"none", "full", "selective", "auto"},
+                          StringRef(options.recompute))) {
+    module.emitError() << "pp-partition: recompute must be none, full, "
+                          "selective or auto, got '"
+                       << options.recompute << "'";
+    return failure();
+  }
+  std::string invalid;
+  std::optional<pp::schedule::ScheduleKind> scheduleKind =
+      pp::schedule::parseScheduleKind(options.schedule);
+  if (stateFactor < 0)
+    invalid = "optimizer must be sgd, momentum or adam, got '" +
+              options.optimizer + "'";
+  else if (!scheduleKind)
+    invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
+              options.schedule + "'";
+  else if (options.microBatches == 0)
+    invalid = "microbatches must be > 0";
+  else if (options.chunks == 0 ||
+           (options.chunks > 1 &&
+            scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B))
+    invalid = "chunks must be 1, or > 1 with schedule interleaved";
+  if (!invalid.empty()) {
+    module.emitError() << "pp-partition: " << invalid;
+    return failure();
+  }
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!func) {
-      module.emitError() << "no function @" << funcName << " to partition";
-      return signalPassFailure();
-    }
-    if (clusterSpec.empty()) {
-      module.emitError() << "pp-partition needs cluster=<spec or .json>";
-      return signalPassFailure();
-    }
-    auto cluster = pp::cluster::parseClusterSpec(clusterSpec);
-    if (!cluster) {
-      module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
-      return signalPassFailure();
-    }
-    double stateFactor = optimizer == "sgd"        ? 0.0
-                         : optimizer == "momentum" ? 1.0
-                         : optimizer == "adam"     ? 2.0
-                                                   : -1.0;
-    if (!llvm::is_contained({"none", "full", "selective", "auto"},
-                            StringRef(recompute))) {
-      module.emitError() << "pp-partition: recompute must be none, full, "
-                            "selective or auto, got '"
-                         << recompute << "'";
-      return signalPassFailure();
-    }
-    std::string invalid;
-    std::optional<pp::schedule::ScheduleKind> scheduleKind =
-        pp::schedule::parseScheduleKind(schedule);
-    if (stateFactor < 0)
-      invalid =
-          "optimizer must be sgd, momentum or adam, got '" + optimizer + "'";
-    else if (!scheduleKind)
-      invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
-                schedule + "'";
-    else if (microBatches == 0)
-      invalid = "microbatches must be > 0";
-    else if (chunks == 0 ||
-             (chunks > 1 &&
-              scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B))
-      invalid = "chunks must be 1, or > 1 with schedule interleaved";
-    if (!invalid.empty()) {
-      module.emitError() << "pp-partition: " << invalid;
-      return signalPassFailure();
-    }
+  // The cost model: roofline, or a measured profile on top of it.
+  auto createdModel = pp::createCostModel(options.profileFile);
+  if (!createdModel) {
+    module.emitError() << llvm::toString(createdModel.takeError());
+    return failure();
+  }
+  std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
+  Block &body = func.getBody().front();
+  costModel->setSavedValues(pp::findValuesSavedForBackward(body));
 
-    // The cost model: roofline, or a measured profile on top of it.
-    auto createdModel = pp::createCostModel(profileFile);
-    if (!createdModel) {
-      module.emitError() << llvm::toString(createdModel.takeError());
-      return signalPassFailure();
-    }
-    std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
-    Block &body = func.getBody().front();
-    costModel->setSavedValues(pp::findValuesSavedForBackward(body));
+  // The pipelines: one per virtual worker (the IR gets the first one's
+  // plan; HetPipe's virtual workers run the same model on their own
+  // devices), or all devices as one.
+  std::vector<std::vector<int>> workers = cluster->virtualWorkers;
+  if (workers.empty()) {
+    workers.emplace_back();
+    for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
+      workers.back().push_back(i);
+  }
+  // Interleaving: chunks x devices stages, stage c on device c mod p; each
+  // chunk gets an equal share of its device's memory.
+  for (auto &worker : workers) {
+    unsigned numPhysical = worker.size();
+    for (unsigned c = 1; c < options.chunks; ++c)
+      for (unsigned i = 0; i < numPhysical; ++i)
+        worker.push_back(worker[i]);
+  }
+  std::vector<int> pipeline = workers.front();
 
-    // The pipelines: one per virtual worker (the IR gets the first one's
-    // plan; HetPipe's virtual workers run the same model on their own
-    // devices), or all devices as one.
-    std::vector<std::vector<int>> workers = cluster->virtualWorkers;
-    if (workers.empty()) {
-      workers.emplace_back();
-      for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
-        workers.back().push_back(i);
-    }
-    // Interleaving: chunks x devices stages, stage c on device c mod p; each
-    // chunk gets an equal share of its device's memory.
-    for (auto &worker : workers) {
-      unsigned numPhysical = worker.size();
-      for (unsigned c = 1; c < chunks; ++c)
-        for (unsigned i = 0; i < numPhysical; ++i)
-          worker.push_back(worker[i]);
-    }
-    std::vector<int> pipeline = workers.front();
-
-    // Nodes: every op but constants and weight reads (whose bytes belong to
-    // the ops that read them).
-    partition::PartitionGraph graph;
-    std::vector<Operation *> nodeOps;
-    DenseMap<Operation *, unsigned> nodeOf;
-    for (Operation &op : body.without_terminator()) {
-      if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
-        continue;
-      partition::PartitionNode node;
-      node.name = pp::getOpName(&op);
-      if (node.name.empty())
-        node.name = op.getName().getStringRef().str() + "#" +
-                    std::to_string(nodeOps.size());
-      pp::OpWork work = costModel->getWork(&op);
-      node.activationBytes = work.activationBytes;
-      for (Value result : op.getResults())
-        node.outputBytes += pp::getTensorBytes(result.getType());
-      nodeOf[&op] = graph.addNode(std::move(node));
-      nodeOps.push_back(&op);
-    }
-    // Parameters: weights + gradients + optimizer state, on the node that
-    // reads them, or on a tied group when several nodes do.
-    llvm::MapVector<StringRef, SmallVector<unsigned>> readers;
-    llvm::StringMap<int64_t> globalBytes;
-    for (Operation *op : nodeOps)
-      for (Value operand : op->getOperands())
-        if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
-          auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
-              read, read.getGlobalAttr());
-          if (!global || global.getKind() != onnx::kTrainable)
-            continue;
-          auto &list = readers[global.getSymName()];
-          if (!llvm::is_contained(list, nodeOf[op]))
-            list.push_back(nodeOf[op]);
-          globalBytes[global.getSymName()] =
-              pp::getTensorBytes(global.getType());
-        }
-    partition::PartitionOptions options;
-    for (auto &[name, nodes] : readers) {
-      uint64_t bytes = globalBytes[name];
-      uint64_t state = bytes * static_cast<uint64_t>(2.0 + stateFactor);
-      if (nodes.size() == 1) {
-        graph.nodes[nodes.front()].weightBytes += state;
-        continue;
-      }
-      partition::TiedGroup group;
-      group.nodes.assign(nodes.begin(), nodes.end());
-      group.stateBytes = state;
-      group.gradientBytes = bytes;
-      options.tiedGroups.push_back(std::move(group));
-    }
-    for (Operation *op : nodeOps)
-      for (Value operand : op->getOperands())
-        if (Operation *producer = operand.getDefiningOp();
-            producer && nodeOf.count(producer))
-          graph.addEdge(nodeOf[producer], nodeOf[op]);
-
-    // User pins: ops whose name matches a pattern go to its stage; split
-    // points fix every op (stage = split points before it in op order).
-    for (StringRef entry : llvm::split(StringRef(pins), ',')) {
-      if (entry.trim().empty())
-        continue;
-      auto [pattern, stageText] = entry.rsplit('=');
-      unsigned stage;
-      llvm::Regex regex(pattern.trim());
-      std::string regexError;
-      if (stageText.trim().getAsInteger(10, stage) ||
-          !regex.isValid(regexError)) {
-        emitError(module.getLoc())
-            << "pp-partition: pin '" << entry
-            << "' is not PATTERN=STAGE with a valid regex "
-            << (regexError.empty() ? "" : "(" + regexError + ")");
-        return signalPassFailure();
-      }
-      if (stage >= pipeline.size()) {
-        emitError(module.getLoc())
-            << "pp-partition: pin '" << entry << "' names stage " << stage
-            << " of " << pipeline.size();
-        return signalPassFailure();
-      }
-      bool matched = false;
-      for (auto [node, op] : llvm::enumerate(nodeOps))
-        if (regex.match(pp::getOpName(op))) {
-          options.pins.push_back({static_cast<unsigned>(node), stage});
-          matched = true;
-        }
-      if (!matched) {
-        emitError(module.getLoc())
-            << "pp-partition: pin pattern '" << pattern << "' matches no op";
-        return signalPassFailure();
-      }
-    }
-    if (!splitAfter.empty()) {
-      SmallVector<StringRef> names;
-      StringRef(splitAfter).split(names, ',', -1, false);
-      if (names.size() + 1 > pipeline.size()) {
-        emitError(module.getLoc())
-            << "pp-partition: " << names.size() << " split points need "
-            << names.size() + 1 << " stages, the cluster has "
-            << pipeline.size();
-        return signalPassFailure();
-      }
-      unsigned stage = 0;
-      size_t found = 0;
-      for (auto [node, op] : llvm::enumerate(nodeOps)) {
-        options.pins.push_back({static_cast<unsigned>(node), stage});
-        if (llvm::is_contained(names, StringRef(pp::getOpName(op)).trim())) {
-          ++stage;
-          ++found;
-        }
-      }
-      if (found != names.size()) {
-        for (StringRef name : names)
-          if (llvm::none_of(nodeOps, [&](Operation *op) {
-                return pp::getOpName(op) == name.trim();
-              })) {
-            emitError(module.getLoc())
-                << "pp-partition: split point '" << name.trim()
-                << "' is no op of the model";
-            return signalPassFailure();
-          }
-      }
-      options.allowEmptyStages = true;
-    }
-
-    // The devices of a pipeline, as the partitioner sees them.
-    llvm::StringMap<unsigned> kindIndex;
-    auto makeDevices = [&](const std::vector<int> &worker) {
-      partition::PartitionDevices devices;
-      for (int index : worker) {
-        const auto &device = cluster->devices[index];
-        partition::PartitionDevice d;
-        d.name = device.name;
-        d.kind =
-            kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
-        d.memoryBytes = static_cast<uint64_t>(device.memoryBytes) / chunks;
-        devices.addDevice(std::move(d));
-      }
-      for (unsigned a = 0; a < worker.size(); ++a)
-        for (unsigned b = 0; b < worker.size(); ++b)
-          if (a != b && worker[a] == worker[b])
-            devices.setDirectedLink(a, b, 1e18, 0); // chunks of one device
-          else if (a != b)
-            devices.setDirectedLink(a, b,
-                                    cluster->bandwidth(worker[a], worker[b]),
-                                    cluster->latency(worker[a], worker[b]));
-      return devices;
-    };
-    partition::PartitionDevices devices = makeDevices(pipeline);
-    // Reads `pipeline`, which later points at the other virtual workers.
-    graph.timeFn = [&](unsigned node, unsigned device) {
-      const auto &d = cluster->devices[pipeline[device]];
-      return costModel->getForwardTime(nodeOps[node], d) +
-             costModel->getBackwardTime(nodeOps[node], d);
-    };
-    options.schedule = scheduleKind == pp::schedule::ScheduleKind::GPipe
-                           ? partition::PipelineSchedule::GPipe
-                           : partition::PipelineSchedule::OneFOneB;
-    options.microBatches = microBatches;
-    // Reordering would break the chunk-to-device rule of interleaving.
-    options.tryDeviceOrders = tryDeviceOrders && chunks == 1;
-
-    auto result = partition::partition(graph, devices, options);
-    if (!result) {
-      func.emitError() << "partitioning failed: "
-                       << llvm::toString(result.takeError());
-      return signalPassFailure();
-    }
-    // With recomputation allowed, a model that does not fit with every
-    // activation kept is partitioned as if each stage kept only its inputs;
-    // --pp-recompute then chooses what to recompute.
-    bool assumesRecompute = false;
-    if (!result->feasible && recompute != "none") {
-      partition::PartitionGraph lean = graph;
-      for (auto &node : lean.nodes)
-        node.activationBytes = 0;
-      auto retry = partition::partition(lean, devices, options);
-      if (!retry) {
-        func.emitError() << "partitioning failed: "
-                         << llvm::toString(retry.takeError());
-        return signalPassFailure();
-      }
-      if (retry->feasible) {
-        result = std::move(retry);
-        assumesRecompute = true;
-      }
-    }
-    if (!result->feasible) {
-      auto diag = func.emitError()
-                  << "the model does not fit the cluster with schedule "
-                  << schedule << " and " << static_cast<unsigned>(microBatches)
-                  << " micro-batches; the best plan still needs";
-      for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
-        unsigned d = result->deviceOrder[s];
-        if (result->shortfall[d] == 0)
+  // Nodes: every op but constants and weight reads (whose bytes belong to
+  // the ops that read them).
+  partition::PartitionGraph graph;
+  std::vector<Operation *> nodeOps;
+  DenseMap<Operation *, unsigned> nodeOf;
+  for (Operation &op : body.without_terminator()) {
+    if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
+      continue;
+    partition::PartitionNode node;
+    node.name = pp::getOpName(&op);
+    if (node.name.empty())
+      node.name = op.getName().getStringRef().str() + "#" +
+                  std::to_string(nodeOps.size());
+    pp::OpWork work = costModel->getWork(&op);
+    node.activationBytes = work.activationBytes;
+    for (Value result : op.getResults())
+      node.outputBytes += pp::getTensorBytes(result.getType());
+    nodeOf[&op] = graph.addNode(std::move(node));
+    nodeOps.push_back(&op);
+  }
+  // Parameters: weights + gradients + optimizer state, on the node that
+  // reads them, or on a tied group when several nodes do.
+  llvm::MapVector<StringRef, SmallVector<unsigned>> readers;
+  llvm::StringMap<int64_t> globalBytes;
+  for (Operation *op : nodeOps)
+    for (Value operand : op->getOperands())
+      if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
+        auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+            read, read.getGlobalAttr());
+        if (!global || global.getKind() != onnx::kTrainable)
           continue;
-        diag << llvm::formatv(" {0} more bytes on {1} (stage {2}: {3} of {4});",
-                              result->shortfall[d], devices.devices[d].name, s,
-                              pp::formatMegabytes(result->stageMemory[s]),
-                              pp::formatMegabytes(devices.memory(d)));
+        auto &list = readers[global.getSymName()];
+        if (!llvm::is_contained(list, nodeOf[op]))
+          list.push_back(nodeOf[op]);
+        globalBytes[global.getSymName()] = pp::getTensorBytes(global.getType());
       }
-      return signalPassFailure();
+  partition::PartitionOptions searchOptions;
+  for (auto &[name, nodes] : readers) {
+    uint64_t bytes = globalBytes[name];
+    uint64_t state = bytes * static_cast<uint64_t>(2.0 + stateFactor);
+    if (nodes.size() == 1) {
+      graph.nodes[nodes.front()].weightBytes += state;
+      continue;
     }
+    partition::TiedGroup group;
+    group.nodes.assign(nodes.begin(), nodes.end());
+    group.stateBytes = state;
+    group.gradientBytes = bytes;
+    searchOptions.tiedGroups.push_back(std::move(group));
+  }
+  for (Operation *op : nodeOps)
+    for (Value operand : op->getOperands())
+      if (Operation *producer = operand.getDefiningOp();
+          producer && nodeOf.count(producer))
+        graph.addEdge(nodeOf[producer], nodeOf[op]);
 
-    // Annotate: ops get their stage; constants and weight reads the first
-    // stage that uses them.
-    Builder b(&getContext());
+  // User pins: ops whose name matches a pattern go to its stage; split
+  // points fix every op (stage = split points before it in op order).
+  for (StringRef entry : llvm::split(StringRef(options.pins), ',')) {
+    if (entry.trim().empty())
+      continue;
+    auto [pattern, stageText] = entry.rsplit('=');
+    unsigned stage;
+    llvm::Regex regex(pattern.trim());
+    std::string regexError;
+    if (stageText.trim().getAsInteger(10, stage) ||
+        !regex.isValid(regexError)) {
+      emitError(module.getLoc())
+          << "pp-partition: pin '" << entry
+          << "' is not PATTERN=STAGE with a valid regex "
+          << (regexError.empty() ? "" : "(" + regexError + ")");
+      return failure();
+    }
+    if (stage >= pipeline.size()) {
+      emitError(module.getLoc())
+          << "pp-partition: pin '" << entry << "' names stage " << stage
+          << " of " << pipeline.size();
+      return failure();
+    }
+    bool matched = false;
     for (auto [node, op] : llvm::enumerate(nodeOps))
-      pipeline::setStage(op, result->stageOf[node]);
-    for (Operation &op : body.without_terminator()) {
-      if (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
-        continue;
-      std::optional<int64_t> first;
-      for (Operation *user : op.getUsers())
-        if (std::optional<int64_t> stage = pipeline::getStage(user))
-          first = first ? std::min(*first, *stage) : *stage;
-      pipeline::setStage(&op, first.value_or(0));
-    }
-    SmallVector<Attribute> order;
-    for (unsigned d : result->deviceOrder)
-      order.push_back(b.getStringAttr(devices.devices[d].name));
-    pipeline::setPlan(
-        module, pipeline::PlanAttr::get(
-                    &getContext(), *scheduleKind,
-                    microBatches, chunks,
-                    static_cast<int64_t>(result->deviceOrder.size()),
-                    b.getArrayAttr(order), /*dataParallel=*/1,
-                    /*tensorParallel=*/1));
-
-    if (!reportFile.empty()) {
-      std::string error;
-      auto out = pp::openReportFile(reportFile, &error);
-      if (!out) {
-        module.emitError() << "cannot write report: " << error;
-        return signalPassFailure();
+      if (regex.match(pp::getOpName(op))) {
+        searchOptions.pins.push_back({static_cast<unsigned>(node), stage});
+        matched = true;
       }
-      llvm::raw_ostream &os = out->os();
-      os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
-                          "micro-batches, {3} ==\n",
-                          result->deviceOrder.size(), schedule,
-                          static_cast<unsigned>(microBatches),
-                          result->granularity);
-      std::vector<unsigned> opsPerStage(result->deviceOrder.size(), 0);
-      for (unsigned s : result->stageOf)
-        ++opsPerStage[s];
-      for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
-        unsigned d = result->deviceOrder[s];
-        os << llvm::formatv(
-            "stage {0}: {1,-14} {2,4} ops  {3,10:f3} ms  {4,10} of {5}\n", s,
-            devices.devices[d].name, opsPerStage[s], result->stageTime[s] * 1e3,
-            pp::formatMegabytes(result->stageMemory[s]),
-            pp::formatMegabytes(devices.memory(d)));
-      }
-      os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
-                          "order(s) tried{2}\n",
-                          result->bottleneck * 1e3, result->ordersTried,
-                          assumesRecompute
-                              ? "; fits only with recomputation (memory "
-                                "counts stage inputs, not activations)"
-                              : "");
-      // The other virtual workers get their own plans (the IR carries the
-      // first); the slowest one sets the pace of data-parallel training.
-      for (unsigned w = 1; w < workers.size(); ++w) {
-        pipeline = workers[w];
-        partition::PartitionDevices other = makeDevices(pipeline);
-        auto plan = partition::partition(graph, other, options);
-        if (!plan) {
-          os << "virtual worker " << w << ": "
-             << llvm::toString(plan.takeError()) << "\n";
-          continue;
-        }
-        os << llvm::formatv("virtual worker {0}: bottleneck {1:f3} ms{2}; "
-                            "stages",
-                            w, plan->bottleneck * 1e3,
-                            plan->feasible ? "" : " (does not fit)");
-        std::vector<unsigned> count(plan->deviceOrder.size(), 0);
-        for (unsigned st : plan->stageOf)
-          ++count[st];
-        for (unsigned st = 0; st < plan->deviceOrder.size(); ++st)
-          os << " " << other.devices[plan->deviceOrder[st]].name << ":"
-             << count[st];
-        os << "\n";
-      }
-      out->keep();
+    if (!matched) {
+      emitError(module.getLoc())
+          << "pp-partition: pin pattern '" << pattern << "' matches no op";
+      return failure();
     }
   }
-};
+  if (!options.splitAfter.empty()) {
+    SmallVector<StringRef> names;
+    StringRef(options.splitAfter).split(names, ',', -1, false);
+    if (names.size() + 1 > pipeline.size()) {
+      emitError(module.getLoc())
+          << "pp-partition: " << names.size() << " split points need "
+          << names.size() + 1 << " stages, the cluster has " << pipeline.size();
+      return failure();
+    }
+    unsigned stage = 0;
+    size_t found = 0;
+    for (auto [node, op] : llvm::enumerate(nodeOps)) {
+      searchOptions.pins.push_back({static_cast<unsigned>(node), stage});
+      if (llvm::is_contained(names, StringRef(pp::getOpName(op)).trim())) {
+        ++stage;
+        ++found;
+      }
+    }
+    if (found != names.size()) {
+      for (StringRef name : names)
+        if (llvm::none_of(nodeOps, [&](Operation *op) {
+              return pp::getOpName(op) == name.trim();
+            })) {
+          emitError(module.getLoc())
+              << "pp-partition: split point '" << name.trim()
+              << "' is no op of the model";
+          return failure();
+        }
+    }
+    searchOptions.allowEmptyStages = true;
+  }
 
-} // namespace
+  // The devices of a pipeline, as the partitioner sees them.
+  llvm::StringMap<unsigned> kindIndex;
+  auto makeDevices = [&](const std::vector<int> &worker) {
+    partition::PartitionDevices devices;
+    for (int index : worker) {
+      const auto &device = cluster->devices[index];
+      partition::PartitionDevice d;
+      d.name = device.name;
+      d.kind =
+          kindIndex.try_emplace(device.kind, kindIndex.size()).first->second;
+      d.memoryBytes =
+          static_cast<uint64_t>(device.memoryBytes) / options.chunks;
+      devices.addDevice(std::move(d));
+    }
+    for (unsigned a = 0; a < worker.size(); ++a)
+      for (unsigned b = 0; b < worker.size(); ++b)
+        if (a != b && worker[a] == worker[b])
+          devices.setDirectedLink(a, b, 1e18, 0); // chunks of one device
+        else if (a != b)
+          devices.setDirectedLink(a, b,
+                                  cluster->bandwidth(worker[a], worker[b]),
+                                  cluster->latency(worker[a], worker[b]));
+    return devices;
+  };
+  partition::PartitionDevices devices = makeDevices(pipeline);
+  // Reads `pipeline`, which later points at the other virtual workers.
+  graph.timeFn = [&](unsigned node, unsigned device) {
+    const auto &d = cluster->devices[pipeline[device]];
+    return costModel->getForwardTime(nodeOps[node], d) +
+           costModel->getBackwardTime(nodeOps[node], d);
+  };
+  searchOptions.schedule = scheduleKind == pp::schedule::ScheduleKind::GPipe
+                               ? partition::PipelineSchedule::GPipe
+                               : partition::PipelineSchedule::OneFOneB;
+  searchOptions.microBatches = options.microBatches;
+  // Reordering would break the chunk-to-device rule of interleaving.
+  searchOptions.tryDeviceOrders =
+      options.tryDeviceOrders && options.chunks == 1;
+
+  auto result = partition::partition(graph, devices, searchOptions);
+  if (!result) {
+    func.emitError() << "partitioning failed: "
+                     << llvm::toString(result.takeError());
+    return failure();
+  }
+  // With recomputation allowed, a model that does not fit with every
+  // activation kept is partitioned as if each stage kept only its inputs;
+  // --pp-recompute then chooses what to recompute.
+  bool assumesRecompute = false;
+  if (!result->feasible && options.recompute != "none") {
+    partition::PartitionGraph lean = graph;
+    for (auto &node : lean.nodes)
+      node.activationBytes = 0;
+    auto retry = partition::partition(lean, devices, searchOptions);
+    if (!retry) {
+      func.emitError() << "partitioning failed: "
+                       << llvm::toString(retry.takeError());
+      return failure();
+    }
+    if (retry->feasible) {
+      result = std::move(retry);
+      assumesRecompute = true;
+    }
+  }
+  if (!result->feasible) {
+    auto diag = func.emitError()
+                << "the model does not fit the cluster with schedule "
+                << options.schedule << " and "
+                << static_cast<unsigned>(options.microBatches)
+                << " micro-batches; the best plan still needs";
+    for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
+      unsigned d = result->deviceOrder[s];
+      if (result->shortfall[d] == 0)
+        continue;
+      diag << llvm::formatv(" {0} more bytes on {1} (stage {2}: {3} of {4});",
+                            result->shortfall[d], devices.devices[d].name, s,
+                            pp::formatMegabytes(result->stageMemory[s]),
+                            pp::formatMegabytes(devices.memory(d)));
+    }
+    return failure();
+  }
+
+  // Annotate: ops get their stage; constants and weight reads the first
+  // stage that uses them.
+  Builder b(module.getContext());
+  for (auto [node, op] : llvm::enumerate(nodeOps))
+    pipeline::setStage(op, result->stageOf[node]);
+  for (Operation &op : body.without_terminator()) {
+    if (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
+      continue;
+    std::optional<int64_t> first;
+    for (Operation *user : op.getUsers())
+      if (std::optional<int64_t> stage = pipeline::getStage(user))
+        first = first ? std::min(*first, *stage) : *stage;
+    pipeline::setStage(&op, first.value_or(0));
+  }
+  SmallVector<Attribute> order;
+  for (unsigned d : result->deviceOrder)
+    order.push_back(b.getStringAttr(devices.devices[d].name));
+  pipeline::setPlan(
+      module,
+      pipeline::PlanAttr::get(module.getContext(), *scheduleKind,
+                              options.microBatches, options.chunks,
+                              static_cast<int64_t>(result->deviceOrder.size()),
+                              b.getArrayAttr(order), /*dataParallel=*/1,
+                              /*tensorParallel=*/1));
+
+  if (!options.reportFile.empty()) {
+    std::string error;
+    auto out = pp::openReportFile(options.reportFile, &error);
+    if (!out) {
+      module.emitError() << "cannot write report: " << error;
+      return failure();
+    }
+    llvm::raw_ostream &os = out->os();
+    os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
+                        "micro-batches, {3} ==\n",
+                        result->deviceOrder.size(), options.schedule,
+                        static_cast<unsigned>(options.microBatches),
+                        result->granularity);
+    std::vector<unsigned> opsPerStage(result->deviceOrder.size(), 0);
+    for (unsigned s : result->stageOf)
+      ++opsPerStage[s];
+    for (unsigned s = 0; s < result->deviceOrder.size(); ++s) {
+      unsigned d = result->deviceOrder[s];
+      os << llvm::formatv(
+          "stage {0}: {1,-14} {2,4} ops  {3,10:f3} ms  {4,10} of {5}\n", s,
+          devices.devices[d].name, opsPerStage[s], result->stageTime[s] * 1e3,
+          pp::formatMegabytes(result->stageMemory[s]),
+          pp::formatMegabytes(devices.memory(d)));
+    }
+    os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
+                        "order(s) tried{2}\n",
+                        result->bottleneck * 1e3, result->ordersTried,
+                        assumesRecompute
+                            ? "; fits only with recomputation (memory "
+                              "counts stage inputs, not activations)"
+                            : "");
+    // The other virtual workers get their own plans (the IR carries the
+    // first); the slowest one sets the pace of data-parallel training.
+    for (unsigned w = 1; w < workers.size(); ++w) {
+      pipeline = workers[w];
+      partition::PartitionDevices other = makeDevices(pipeline);
+      auto plan = partition::partition(graph, other, searchOptions);
+      if (!plan) {
+        os << "virtual worker " << w << ": " << llvm::toString(plan.takeError())
+           << "\n";
+        continue;
+      }
+      os << llvm::formatv("virtual worker {0}: bottleneck {1:f3} ms{2}; "
+                          "stages",
+                          w, plan->bottleneck * 1e3,
+                          plan->feasible ? "" : " (does not fit)");
+      std::vector<unsigned> count(plan->deviceOrder.size(), 0);
+      for (unsigned st : plan->stageOf)
+        ++count[st];
+      for (unsigned st = 0; st < plan->deviceOrder.size(); ++st)
+        os << " " << other.devices[plan->deviceOrder[st]].name << ":"
+           << count[st];
+      os << "\n";
+    }
+    out->keep();
+  }
+  return success();
+}

@@ -13,9 +13,9 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Schedule/Simulator.h"
 #include "pp/Schedule/Timeline.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "ReportFile.h"
 
@@ -30,11 +30,6 @@
 
 #include <fstream>
 #include <sstream>
-
-namespace pp {
-#define GEN_PASS_DEF_PLANREPORTPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -63,331 +58,327 @@ bool isBookkeeping(Operation *op) {
          op->getDialect()->getNamespace() == "pp";
 }
 
-struct PlanReportPass : public pp::impl::PlanReportPassBase<PlanReportPass> {
-  using Base::Base;
+} // namespace
 
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    pipeline::ScheduleOp scheduleOp =
-        pipeline::lookupSchedule(module, "pp-plan-report");
-    if (!scheduleOp)
-      return signalPassFailure();
-    if (clusterSpec.empty()) {
-      emitError(module.getLoc()) << "pp-plan-report needs cluster=<spec>";
-      return signalPassFailure();
-    }
-    auto cluster = pp::cluster::parseClusterSpec(clusterSpec);
-    if (!cluster) {
-      emitError(module.getLoc())
-          << "cluster: " << llvm::toString(cluster.takeError());
-      return signalPassFailure();
-    }
-    auto createdModel = pp::createCostModel(profileFile);
-    if (!createdModel) {
-      emitError(module.getLoc()) << llvm::toString(createdModel.takeError());
-      return signalPassFailure();
-    }
-    std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
+LogicalResult
+pp::pipeline::writePlanReport(ModuleOp module,
+                              const pp::PlanReportPassOptions &options) {
+  pipeline::ScheduleOp scheduleOp =
+      pipeline::lookupSchedule(module, "pp-plan-report");
+  if (!scheduleOp)
+    return failure();
+  if (options.clusterSpec.empty()) {
+    emitError(module.getLoc()) << "pp-plan-report needs cluster=<spec>";
+    return failure();
+  }
+  auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
+  if (!cluster) {
+    emitError(module.getLoc())
+        << "cluster: " << llvm::toString(cluster.takeError());
+    return failure();
+  }
+  auto createdModel = pp::createCostModel(options.profileFile);
+  if (!createdModel) {
+    emitError(module.getLoc()) << llvm::toString(createdModel.takeError());
+    return failure();
+  }
+  std::unique_ptr<pp::CostModel> costModel = std::move(*createdModel);
 
-    // The schedule back into the simulator's form.
-    sched::Schedule schedule = pipeline::toLibrarySchedule(scheduleOp);
-    std::vector<std::string> deviceNames;
-    for (auto device :
-         scheduleOp.getBody().front().getOps<pipeline::DeviceOp>())
-      deviceNames.push_back(device.getName().str());
-    schedule.numDevices = static_cast<int>(deviceNames.size());
-    int numStages = schedule.numStages();
+  // The schedule back into the simulator's form.
+  sched::Schedule schedule = pipeline::toLibrarySchedule(scheduleOp);
+  std::vector<std::string> deviceNames;
+  for (auto device : scheduleOp.getBody().front().getOps<pipeline::DeviceOp>())
+    deviceNames.push_back(device.getName().str());
+  schedule.numDevices = static_cast<int>(deviceNames.size());
+  int numStages = schedule.numStages();
 
-    // Devices of the cluster by name.
-    std::vector<int> clusterIndex;
-    for (const std::string &name : deviceNames) {
-      int index = cluster->findDevice(name);
-      if (index < 0) {
-        emitError(scheduleOp.getLoc())
-            << "device '" << name << "' of the schedule is not in the cluster";
-        return signalPassFailure();
-      }
-      clusterIndex.push_back(index);
+  // Devices of the cluster by name.
+  std::vector<int> clusterIndex;
+  for (const std::string &name : deviceNames) {
+    int index = cluster->findDevice(name);
+    if (index < 0) {
+      emitError(scheduleOp.getLoc())
+          << "device '" << name << "' of the schedule is not in the cluster";
+      return failure();
     }
+    clusterIndex.push_back(index);
+  }
 
-    // Cost every stage.
-    double stateFactor = 0;
-    module.walk([&](Operation *op) {
-      if (auto sgd = dyn_cast<pp::train::SGDOp>(op);
-          sgd && sgd.getMomentumBuffer())
-        stateFactor = std::max(stateFactor, 1.0);
-      if (isa<pp::train::AdamOp>(op))
-        stateFactor = 2.0;
-    });
-    std::map<std::pair<int64_t, sched::Phase>, Operation *> functions =
-        pipeline::getStageFunctions(scheduleOp);
-    std::vector<StageInfo> stages(numStages);
-    std::vector<Cut> cuts;
-    for (int s = 0; s < numStages; ++s) {
-      StageInfo &info = stages[s];
-      info.device = s % schedule.numDevices;
-      const auto &device = cluster->devices[clusterIndex[info.device]];
-      auto functionOf = [&](sched::Phase phase) {
-        auto it = functions.find({s, phase});
-        return it == functions.end() ? func::FuncOp()
-                                     : dyn_cast<func::FuncOp>(it->second);
-      };
-      llvm::StringSet<> weights;
-      auto scan = [&](sched::Phase phase) {
-        func::FuncOp func = functionOf(phase);
-        if (!func)
-          return;
-        func.walk([&](Operation *op) {
-          if (auto read = dyn_cast<onnx::GlobalReadOp>(op)) {
-            auto global =
-                module.lookupSymbol<onnx::GlobalOp>(read.getGlobalAttr());
-            if (global && global.getKind() == onnx::kTrainable)
-              weights.insert(read.getGlobal());
-          }
-          if (auto send = dyn_cast<pipeline::SendOp>(op)) {
-            int64_t bytes = pp::getTensorBytes(send.getValue().getType());
-            bool forward = phase == sched::Phase::Forward;
-            if (phase != sched::Phase::Update) {
-              (forward ? info.costs.activationBytes
-                       : info.costs.gradientBytes) += bytes;
-              std::string type;
-              llvm::raw_string_ostream os(type);
-              os << send.getValue().getType();
-              Operation *def = send.getValue().getDefiningOp();
-              cuts.push_back({s, static_cast<int64_t>(send.getPeer()), forward,
-                              def ? pp::getOpName(def) : std::string("input"),
-                              type, bytes});
-            }
-          }
-          if (auto stash = dyn_cast<pipeline::StashOp>(op))
-            (phase == sched::Phase::Forward ? info.costs.stashBytes
-                                : info.costs.inputGradStashBytes) +=
-                pp::getTensorBytes(stash.getValue().getType());
-          if (isBookkeeping(op) || isa<func::FuncOp>(op))
-            return;
-          if (phase == sched::Phase::Forward) {
-            info.ops.push_back(pp::getOpName(op).empty()
-                                   ? op->getName().getStringRef().str()
-                                   : pp::getOpName(op));
-            double b = costModel->getBackwardTime(op, device);
-            info.costs.forward += costModel->getForwardTime(op, device);
-            info.costs.backward += b;
-            // A contraction's backward is half input, half weight gradient.
-            auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
-            bool contraction = facts && facts.isContraction();
-            info.costs.backwardWeight += contraction ? b / 2 : 0;
-            info.costs.backwardInput += contraction ? b / 2 : b;
-          } else if (pipeline::isRecomputed(op)) {
-            double f = costModel->getForwardTime(op, device);
-            ++info.recomputed;
-            info.costs.backward += f;
-            info.costs.backwardInput += f;
-          } else if (phase == sched::Phase::Update) {
-            info.costs.optimizer += costModel->getForwardTime(op, device);
-          }
-        });
-      };
-      for (sched::Phase phase :
-           {sched::Phase::Forward, sched::Phase::Backward,
-            sched::Phase::BackwardInput, sched::Phase::BackwardWeight,
-            sched::Phase::Update})
-        scan(phase);
-      uint64_t weightBytes = 0;
-      for (auto &entry : weights)
-        if (auto global = module.lookupSymbol<onnx::GlobalOp>(entry.getKey()))
-          weightBytes += pp::getTensorBytes(global.getType());
-      info.costs.staticBytes =
-          static_cast<uint64_t>(weightBytes * (2.0 + stateFactor));
-    }
-
-    sched::SimulationInput input;
-    for (const StageInfo &info : stages)
-      input.stages.push_back(info.costs);
-    int p = schedule.numDevices;
-    input.bandwidth.assign(p, std::vector<double>(p, 0));
-    input.latency.assign(p, std::vector<double>(p, 0));
-    for (int a = 0; a < p; ++a)
-      for (int b = 0; b < p; ++b)
-        if (a != b && clusterIndex[a] != clusterIndex[b]) {
-          input.bandwidth[a][b] =
-              cluster->bandwidth(clusterIndex[a], clusterIndex[b]);
-          input.latency[a][b] =
-              cluster->latency(clusterIndex[a], clusterIndex[b]);
+  // Cost every stage.
+  double stateFactor = 0;
+  module.walk([&](Operation *op) {
+    if (auto sgd = dyn_cast<pp::train::SGDOp>(op);
+        sgd && sgd.getMomentumBuffer())
+      stateFactor = std::max(stateFactor, 1.0);
+    if (isa<pp::train::AdamOp>(op))
+      stateFactor = 2.0;
+  });
+  std::map<std::pair<int64_t, sched::Phase>, Operation *> functions =
+      pipeline::getStageFunctions(scheduleOp);
+  std::vector<StageInfo> stages(numStages);
+  std::vector<Cut> cuts;
+  for (int s = 0; s < numStages; ++s) {
+    StageInfo &info = stages[s];
+    info.device = s % schedule.numDevices;
+    const auto &device = cluster->devices[clusterIndex[info.device]];
+    auto functionOf = [&](sched::Phase phase) {
+      auto it = functions.find({s, phase});
+      return it == functions.end() ? func::FuncOp()
+                                   : dyn_cast<func::FuncOp>(it->second);
+    };
+    llvm::StringSet<> weights;
+    auto scan = [&](sched::Phase phase) {
+      func::FuncOp func = functionOf(phase);
+      if (!func)
+        return;
+      func.walk([&](Operation *op) {
+        if (auto read = dyn_cast<onnx::GlobalReadOp>(op)) {
+          auto global =
+              module.lookupSymbol<onnx::GlobalOp>(read.getGlobalAttr());
+          if (global && global.getKind() == onnx::kTrainable)
+            weights.insert(read.getGlobal());
         }
-    sched::SimulationResult result = sched::simulate(schedule, input);
-    if (!result.error.empty()) {
-      emitError(scheduleOp.getLoc()) << "simulation: " << result.error;
-      return signalPassFailure();
-    }
-    if (result.deadlock) {
-      auto diag = emitError(scheduleOp.getLoc()) << "the schedule deadlocks:";
-      for (const std::string &line : result.stuck)
-        diag << " " << line << ";";
-      return signalPassFailure();
-    }
+        if (auto send = dyn_cast<pipeline::SendOp>(op)) {
+          int64_t bytes = pp::getTensorBytes(send.getValue().getType());
+          bool forward = phase == sched::Phase::Forward;
+          if (phase != sched::Phase::Update) {
+            (forward ? info.costs.activationBytes : info.costs.gradientBytes) +=
+                bytes;
+            std::string type;
+            llvm::raw_string_ostream os(type);
+            os << send.getValue().getType();
+            Operation *def = send.getValue().getDefiningOp();
+            cuts.push_back({s, static_cast<int64_t>(send.getPeer()), forward,
+                            def ? pp::getOpName(def) : std::string("input"),
+                            type, bytes});
+          }
+        }
+        if (auto stash = dyn_cast<pipeline::StashOp>(op))
+          (phase == sched::Phase::Forward ? info.costs.stashBytes
+                                          : info.costs.inputGradStashBytes) +=
+              pp::getTensorBytes(stash.getValue().getType());
+        if (isBookkeeping(op) || isa<func::FuncOp>(op))
+          return;
+        if (phase == sched::Phase::Forward) {
+          info.ops.push_back(pp::getOpName(op).empty()
+                                 ? op->getName().getStringRef().str()
+                                 : pp::getOpName(op));
+          double b = costModel->getBackwardTime(op, device);
+          info.costs.forward += costModel->getForwardTime(op, device);
+          info.costs.backward += b;
+          // A contraction's backward is half input, half weight gradient.
+          auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
+          bool contraction = facts && facts.isContraction();
+          info.costs.backwardWeight += contraction ? b / 2 : 0;
+          info.costs.backwardInput += contraction ? b / 2 : b;
+        } else if (pipeline::isRecomputed(op)) {
+          double f = costModel->getForwardTime(op, device);
+          ++info.recomputed;
+          info.costs.backward += f;
+          info.costs.backwardInput += f;
+        } else if (phase == sched::Phase::Update) {
+          info.costs.optimizer += costModel->getForwardTime(op, device);
+        }
+      });
+    };
+    for (sched::Phase phase :
+         {sched::Phase::Forward, sched::Phase::Backward,
+          sched::Phase::BackwardInput, sched::Phase::BackwardWeight,
+          sched::Phase::Update})
+      scan(phase);
+    uint64_t weightBytes = 0;
+    for (auto &entry : weights)
+      if (auto global = module.lookupSymbol<onnx::GlobalOp>(entry.getKey()))
+        weightBytes += pp::getTensorBytes(global.getType());
+    info.costs.staticBytes =
+        static_cast<uint64_t>(weightBytes * (2.0 + stateFactor));
+  }
 
-    // Samples per micro-batch: the first dimension of the first input.
-    int64_t microBatchSize = 0;
-    module.walk([&](pipeline::InputOp input) {
-      auto type = cast<RankedTensorType>(input.getValue().getType());
-      if (input.getIndex() == 0 && type.getRank() > 0)
-        microBatchSize = type.getDimSize(0);
-    });
-    double samplesPerSecond =
-        result.iterationTime > 0
-            ? microBatchSize * schedule.microBatches / result.iterationTime
-            : 0;
+  sched::SimulationInput input;
+  for (const StageInfo &info : stages)
+    input.stages.push_back(info.costs);
+  int p = schedule.numDevices;
+  input.bandwidth.assign(p, std::vector<double>(p, 0));
+  input.latency.assign(p, std::vector<double>(p, 0));
+  for (int a = 0; a < p; ++a)
+    for (int b = 0; b < p; ++b)
+      if (a != b && clusterIndex[a] != clusterIndex[b]) {
+        input.bandwidth[a][b] =
+            cluster->bandwidth(clusterIndex[a], clusterIndex[b]);
+        input.latency[a][b] =
+            cluster->latency(clusterIndex[a], clusterIndex[b]);
+      }
+  sched::SimulationResult result = sched::simulate(schedule, input);
+  if (!result.error.empty()) {
+    emitError(scheduleOp.getLoc()) << "simulation: " << result.error;
+    return failure();
+  }
+  if (result.deadlock) {
+    auto diag = emitError(scheduleOp.getLoc()) << "the schedule deadlocks:";
+    for (const std::string &line : result.stuck)
+      diag << " " << line << ";";
+    return failure();
+  }
 
-    if (!summaryFile.empty()) {
-      std::string error;
-      auto out = pp::openReportFile(summaryFile, &error);
-      if (!out) {
-        emitError(module.getLoc()) << "cannot write summary: " << error;
-        return signalPassFailure();
-      }
-      llvm::raw_ostream &os = out->os();
-      os << llvm::formatv("== predicted step: {0} stages on {1} devices, "
-                          "schedule {2}, {3} micro-batches of {4} ==\n",
-                          numStages, p, sched::toString(schedule.kind),
-                          schedule.microBatches, microBatchSize);
-      os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9} {5,9} {6,11} "
-                          "{7,4}\n",
-                          "stage", "device", "kind", "ops", "fwd ms", "bwd ms",
-                          "stash/mb", "rcmp");
-      for (int s = 0; s < numStages; ++s) {
-        const StageInfo &info = stages[s];
-        const auto &device = cluster->devices[clusterIndex[info.device]];
-        os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9:f3} {5,9:f3} "
-                            "{6,11} {7,4}\n",
-                            s, device.name, device.kind, info.ops.size(),
-                            info.costs.forward * 1e3, info.costs.backward * 1e3,
-                            pp::formatMegabytes(info.costs.stashBytes),
-                            info.recomputed);
-      }
-      // The buffer plan of --pp-memory-plan, when it ran: what generated
-      // code allocates (with the temporaries' arena) next to the
-      // simulator's estimate.
-      auto planned = pipeline::getPlannedPeakBytes(module);
+  // Samples per micro-batch: the first dimension of the first input.
+  int64_t microBatchSize = 0;
+  module.walk([&](pipeline::InputOp input) {
+    auto type = cast<RankedTensorType>(input.getValue().getType());
+    if (input.getIndex() == 0 && type.getRank() > 0)
+      microBatchSize = type.getDimSize(0);
+  });
+  double samplesPerSecond =
+      result.iterationTime > 0
+          ? microBatchSize * schedule.microBatches / result.iterationTime
+          : 0;
+
+  if (!options.summaryFile.empty()) {
+    std::string error;
+    auto out = pp::openReportFile(options.summaryFile, &error);
+    if (!out) {
+      emitError(module.getLoc()) << "cannot write summary: " << error;
+      return failure();
+    }
+    llvm::raw_ostream &os = out->os();
+    os << llvm::formatv("== predicted step: {0} stages on {1} devices, "
+                        "schedule {2}, {3} micro-batches of {4} ==\n",
+                        numStages, p, sched::toString(schedule.kind),
+                        schedule.microBatches, microBatchSize);
+    os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9} {5,9} {6,11} "
+                        "{7,4}\n",
+                        "stage", "device", "kind", "ops", "fwd ms", "bwd ms",
+                        "stash/mb", "rcmp");
+    for (int s = 0; s < numStages; ++s) {
+      const StageInfo &info = stages[s];
+      const auto &device = cluster->devices[clusterIndex[info.device]];
+      os << llvm::formatv("{0,5} {1,-14} {2,-9} {3,5} {4,9:f3} {5,9:f3} "
+                          "{6,11} {7,4}\n",
+                          s, device.name, device.kind, info.ops.size(),
+                          info.costs.forward * 1e3, info.costs.backward * 1e3,
+                          pp::formatMegabytes(info.costs.stashBytes),
+                          info.recomputed);
+    }
+    // The buffer plan of --pp-memory-plan, when it ran: what generated
+    // code allocates (with the temporaries' arena) next to the
+    // simulator's estimate.
+    auto planned = pipeline::getPlannedPeakBytes(module);
+    for (int d = 0; d < p; ++d) {
+      const auto &device = cluster->devices[clusterIndex[d]];
+      std::string plannedText;
+      if (planned && d < static_cast<int>(planned.size()))
+        plannedText = " (buffer plan " + pp::formatMegabytes(planned[d]) + ")";
+      int64_t worst = static_cast<int64_t>(result.peakMemory[d]);
+      if (planned && d < static_cast<int>(planned.size()))
+        worst = std::max(worst, planned[d]);
+      os << llvm::formatv(
+          "device {0} {1,-14}: busy {2,8:f3} ms, peak memory {3}{4} of "
+          "{5}{6}\n",
+          d, device.name, result.busy[d] * 1e3,
+          pp::formatMegabytes(result.peakMemory[d]), plannedText,
+          pp::formatMegabytes(device.memoryBytes),
+          worst > device.memoryBytes ? "  OVER" : "");
+    }
+    os << llvm::formatv("iteration {0:f3} ms, bubble {1:f1}%, {2:f0} "
+                        "samples/s\n",
+                        result.iterationTime * 1e3, result.bubbleFraction * 100,
+                        samplesPerSecond);
+    out->keep();
+  }
+
+  if (options.outputDir.empty())
+    return success();
+  if (std::error_code ec =
+          llvm::sys::fs::create_directories(options.outputDir)) {
+    emitError(module.getLoc())
+        << "cannot create '" << options.outputDir << "': " << ec.message();
+    return failure();
+  }
+  auto pathOf = [&](StringRef file) {
+    SmallString<256> path(options.outputDir);
+    llvm::sys::path::append(path, file);
+    return std::string(path);
+  };
+  {
+    std::ofstream trace(pathOf("timeline.json"));
+    sched::writeChromeTrace(schedule, result, deviceNames, trace);
+    std::ofstream svg(pathOf("timeline.svg"));
+    sched::writeTimelineSVG(schedule, result, deviceNames, svg);
+    if (!trace || !svg) {
+      emitError(module.getLoc())
+          << "cannot write the timeline to '" << options.outputDir << "'";
+      return failure();
+    }
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream planFile(pathOf("plan.json"), ec);
+  if (ec) {
+    emitError(module.getLoc()) << "cannot write plan.json: " << ec.message();
+    return failure();
+  }
+  llvm::json::OStream json(planFile, 2);
+  json.object([&] {
+    json.attribute("schedule", sched::toString(schedule.kind));
+    json.attribute("micro_batches", schedule.microBatches);
+    json.attribute("micro_batch_size", microBatchSize);
+    json.attribute("chunks_per_device", schedule.chunksPerDevice);
+    json.attributeArray("devices", [&] {
       for (int d = 0; d < p; ++d) {
         const auto &device = cluster->devices[clusterIndex[d]];
-        std::string plannedText;
-        if (planned && d < static_cast<int>(planned.size()))
-          plannedText =
-              " (buffer plan " + pp::formatMegabytes(planned[d]) + ")";
-        int64_t worst = static_cast<int64_t>(result.peakMemory[d]);
-        if (planned && d < static_cast<int>(planned.size()))
-          worst = std::max(worst, planned[d]);
-        os << llvm::formatv(
-            "device {0} {1,-14}: busy {2,8:f3} ms, peak memory {3}{4} of "
-            "{5}{6}\n",
-            d, device.name, result.busy[d] * 1e3,
-            pp::formatMegabytes(result.peakMemory[d]), plannedText,
-            pp::formatMegabytes(device.memoryBytes),
-            worst > device.memoryBytes ? "  OVER" : "");
+        json.object([&] {
+          json.attribute("index", d);
+          json.attribute("name", device.name);
+          json.attribute("kind", device.kind);
+          json.attribute("memory_bytes", device.memoryBytes);
+          json.attribute("peak_memory_bytes",
+                         static_cast<int64_t>(result.peakMemory[d]));
+          if (auto planned = pipeline::getPlannedPeakBytes(module);
+              planned && d < static_cast<int>(planned.size()))
+            json.attribute("planned_peak_bytes", planned[d]);
+          json.attribute("busy_seconds", result.busy[d]);
+          json.attribute("idle_seconds", result.idle[d]);
+        });
       }
-      os << llvm::formatv("iteration {0:f3} ms, bubble {1:f1}%, {2:f0} "
-                          "samples/s\n",
-                          result.iterationTime * 1e3,
-                          result.bubbleFraction * 100, samplesPerSecond);
-      out->keep();
-    }
-
-    if (outputDir.empty())
-      return;
-    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir)) {
-      emitError(module.getLoc())
-          << "cannot create '" << outputDir << "': " << ec.message();
-      return signalPassFailure();
-    }
-    auto pathOf = [&](StringRef file) {
-      SmallString<256> path(outputDir);
-      llvm::sys::path::append(path, file);
-      return std::string(path);
-    };
-    {
-      std::ofstream trace(pathOf("timeline.json"));
-      sched::writeChromeTrace(schedule, result, deviceNames, trace);
-      std::ofstream svg(pathOf("timeline.svg"));
-      sched::writeTimelineSVG(schedule, result, deviceNames, svg);
-      if (!trace || !svg) {
-        emitError(module.getLoc())
-            << "cannot write the timeline to '" << outputDir << "'";
-        return signalPassFailure();
-      }
-    }
-    std::error_code ec;
-    llvm::raw_fd_ostream planFile(pathOf("plan.json"), ec);
-    if (ec) {
-      emitError(module.getLoc()) << "cannot write plan.json: " << ec.message();
-      return signalPassFailure();
-    }
-    llvm::json::OStream json(planFile, 2);
-    json.object([&] {
-      json.attribute("schedule", sched::toString(schedule.kind));
-      json.attribute("micro_batches", schedule.microBatches);
-      json.attribute("micro_batch_size", microBatchSize);
-      json.attribute("chunks_per_device", schedule.chunksPerDevice);
-      json.attributeArray("devices", [&] {
-        for (int d = 0; d < p; ++d) {
-          const auto &device = cluster->devices[clusterIndex[d]];
-          json.object([&] {
-            json.attribute("index", d);
-            json.attribute("name", device.name);
-            json.attribute("kind", device.kind);
-            json.attribute("memory_bytes", device.memoryBytes);
-            json.attribute("peak_memory_bytes",
-                           static_cast<int64_t>(result.peakMemory[d]));
-            if (auto planned = pipeline::getPlannedPeakBytes(module);
-                planned && d < static_cast<int>(planned.size()))
-              json.attribute("planned_peak_bytes", planned[d]);
-            json.attribute("busy_seconds", result.busy[d]);
-            json.attribute("idle_seconds", result.idle[d]);
-          });
-        }
-      });
-      json.attributeArray("stages", [&] {
-        for (int s = 0; s < numStages; ++s) {
-          const StageInfo &info = stages[s];
-          json.object([&] {
-            json.attribute("stage", s);
-            json.attribute("device", info.device);
-            json.attribute("forward_seconds", info.costs.forward);
-            json.attribute("backward_seconds", info.costs.backward);
-            json.attribute("backward_input_seconds", info.costs.backwardInput);
-            json.attribute("backward_weight_seconds",
-                           info.costs.backwardWeight);
-            json.attribute("optimizer_seconds", info.costs.optimizer);
-            json.attribute("stash_bytes_per_micro_batch",
-                           static_cast<int64_t>(info.costs.stashBytes));
-            json.attribute("static_bytes",
-                           static_cast<int64_t>(info.costs.staticBytes));
-            json.attribute("recomputed_ops", info.recomputed);
-            json.attributeArray("ops", [&] {
-              for (const std::string &op : info.ops)
-                json.value(op);
-            });
-          });
-        }
-      });
-      json.attributeArray("cuts", [&] {
-        for (const Cut &cut : cuts)
-          json.object([&] {
-            json.attribute("from_stage", cut.from);
-            json.attribute("to_stage", cut.to);
-            json.attribute("direction", cut.forward ? "forward" : "backward");
-            json.attribute("tensor", cut.tensor);
-            json.attribute("type", cut.type);
-            json.attribute("bytes", cut.bytes);
-          });
-      });
-      json.attributeObject("prediction", [&] {
-        json.attribute("iteration_seconds", result.iterationTime);
-        json.attribute("bubble_fraction", result.bubbleFraction);
-        json.attribute("samples_per_second", samplesPerSecond);
-      });
     });
-    planFile << "\n";
-  }
-};
-
-} // namespace
+    json.attributeArray("stages", [&] {
+      for (int s = 0; s < numStages; ++s) {
+        const StageInfo &info = stages[s];
+        json.object([&] {
+          json.attribute("stage", s);
+          json.attribute("device", info.device);
+          json.attribute("forward_seconds", info.costs.forward);
+          json.attribute("backward_seconds", info.costs.backward);
+          json.attribute("backward_input_seconds", info.costs.backwardInput);
+          json.attribute("backward_weight_seconds", info.costs.backwardWeight);
+          json.attribute("optimizer_seconds", info.costs.optimizer);
+          json.attribute("stash_bytes_per_micro_batch",
+                         static_cast<int64_t>(info.costs.stashBytes));
+          json.attribute("static_bytes",
+                         static_cast<int64_t>(info.costs.staticBytes));
+          json.attribute("recomputed_ops", info.recomputed);
+          json.attributeArray("ops", [&] {
+            for (const std::string &op : info.ops)
+              json.value(op);
+          });
+        });
+      }
+    });
+    json.attributeArray("cuts", [&] {
+      for (const Cut &cut : cuts)
+        json.object([&] {
+          json.attribute("from_stage", cut.from);
+          json.attribute("to_stage", cut.to);
+          json.attribute("direction", cut.forward ? "forward" : "backward");
+          json.attribute("tensor", cut.tensor);
+          json.attribute("type", cut.type);
+          json.attribute("bytes", cut.bytes);
+        });
+    });
+    json.attributeObject("prediction", [&] {
+      json.attribute("iteration_seconds", result.iterationTime);
+      json.attribute("bubble_fraction", result.bubbleFraction);
+      json.attribute("samples_per_second", samplesPerSecond);
+    });
+  });
+  planFile << "\n";
+  return success();
+}

@@ -15,10 +15,10 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
-#include "pp/Schedule/Schedule.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
+#include "pp/Schedule/Schedule.h"
 
 #include "ReportFile.h"
 
@@ -34,11 +34,6 @@
 
 #include <limits>
 #include <optional>
-
-namespace pp {
-#define GEN_PASS_DEF_RECOMPUTEPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -395,64 +390,61 @@ void grow(const StepAnalysis &step, int64_t stage,
   }
 }
 
-struct RecomputePass : public pp::impl::RecomputePassBase<RecomputePass> {
-  using Base::Base;
+} // namespace
 
-  void runOnOperation() override;
-};
-
-void RecomputePass::runOnOperation() {
-  ModuleOp module = getOperation();
-  auto func = module.lookupSymbol<func::FuncOp>(funcName);
-  if (!func) {
-    module.emitError() << "no function @" << funcName << " to recompute in";
-    return signalPassFailure();
-  }
+LogicalResult
+pp::pipeline::planRecomputation(ModuleOp module,
+                                const pp::RecomputePassOptions &options) {
+  auto func =
+      pipeline::lookupFunction(module, options.funcName, "to recompute in");
+  if (!func)
+    return failure();
   if (!llvm::is_contained({"none", "full", "selective", "auto"},
-                          StringRef(policy))) {
-    module.emitError() << "pp-recompute: unknown policy '" << policy
+                          StringRef(options.policy))) {
+    module.emitError() << "pp-recompute: unknown policy '" << options.policy
                        << "' (expected none, full, selective or auto)";
-    return signalPassFailure();
+    return failure();
   }
   pipeline::PlanAttr plan = pipeline::getPlan(module);
   pp::schedule::ScheduleKind kind =
       plan ? plan.getSchedule() : pp::schedule::ScheduleKind::OneFOneB;
-  if (!schedule.empty()) {
+  if (!options.schedule.empty()) {
     std::optional<pp::schedule::ScheduleKind> parsed =
-        pp::schedule::parseScheduleKind(schedule);
+        pp::schedule::parseScheduleKind(options.schedule);
     if (!parsed) {
-      module.emitError() << "pp-recompute: unknown schedule '" << schedule
+      module.emitError() << "pp-recompute: unknown schedule '"
+                         << options.schedule
                          << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
-      return signalPassFailure();
+      return failure();
     }
     kind = *parsed;
   }
-  int64_t m = pipeline::resolveMicroBatches(module, microBatches);
+  int64_t m = pipeline::resolveMicroBatches(module, options.microBatches);
   if (m < 1) {
     module.emitError() << "pp-recompute: micro-batches must be >= 1";
-    return signalPassFailure();
+    return failure();
   }
   std::optional<pp::cluster::Cluster> cluster;
-  if (!clusterSpec.empty()) {
-    auto parsed = pp::cluster::parseClusterSpec(clusterSpec);
+  if (!options.clusterSpec.empty()) {
+    auto parsed = pp::cluster::parseClusterSpec(options.clusterSpec);
     if (!parsed) {
       module.emitError() << "cluster: " << llvm::toString(parsed.takeError());
-      return signalPassFailure();
+      return failure();
     }
     if (parsed->devices.empty()) {
       module.emitError() << "cluster: no devices";
-      return signalPassFailure();
+      return failure();
     }
     cluster = std::move(*parsed);
-  } else if (policy == "auto") {
+  } else if (options.policy == "auto") {
     module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
                           ".json> (the devices' memory and speed)";
-    return signalPassFailure();
+    return failure();
   }
 
   StepAnalysis step;
   if (failed(step.init(func, plan ? plan.getNumStages() : 0)))
-    return signalPassFailure();
+    return failure();
   int64_t numStages = step.numStages;
 
   // Devices: the plan's device of each stage by name, else the cluster's
@@ -519,22 +511,22 @@ void RecomputePass::runOnOperation() {
     report.inFlight = inFlight(kind, s, numStages, m);
     OpSet &recompute = chosen[s];
 
-    if (policy == "full") {
+    if (options.policy == "full") {
       recompute.insert(recomputable.begin(), recomputable.end());
-    } else if (policy == "selective") {
+    } else if (options.policy == "selective") {
       SmallVector<Operation *> candidates;
       for (Operation *op : recomputable)
         if (isMemoryBound(op))
           candidates.push_back(op);
       grow(step, s, candidates, recompute, nullptr,
            [](int64_t) { return false; });
-    } else if (policy == "auto") {
+    } else if (options.policy == "auto") {
       const auto &device = cluster->devices[deviceOf[s]];
       // A device's memory (or activation budget) is shared equally by the
       // stages it runs (interleaved chunks).
       int64_t sharing = stagesOnDevice[deviceOf[s]];
-      int64_t budget = activationBudget >= 0
-                           ? activationBudget / sharing
+      int64_t budget = options.activationBudget >= 0
+                           ? options.activationBudget / sharing
                            : device.memoryBytes / sharing - weightBytes(s);
       report.budget = budget;
       auto fits = [&](int64_t kept) {
@@ -563,7 +555,7 @@ void RecomputePass::runOnOperation() {
     }
   }
   if (failedStage)
-    return signalPassFailure();
+    return failure();
 
   // Rewrite, then report.
   for (int64_t s = 0; s < numStages; ++s) {
@@ -576,18 +568,19 @@ void RecomputePass::runOnOperation() {
     report.recomputed = step.rewrite(s, needed).size();
   }
 
-  if (reportFile.empty())
-    return;
+  if (options.reportFile.empty())
+    return success();
   std::string error;
-  auto out = pp::openReportFile(reportFile, &error);
+  auto out = pp::openReportFile(options.reportFile, &error);
   if (!out) {
     module.emitError() << "cannot write report: " << error;
-    return signalPassFailure();
+    return failure();
   }
   llvm::raw_ostream &os = out->os();
   os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
                       "micro-batches, {3} stages ==\n",
-                      policy, pp::schedule::toString(kind), m, numStages);
+                      options.policy, pp::schedule::toString(kind), m,
+                      numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     const StageReport &report = reports[s];
     os << "stage " << s;
@@ -600,12 +593,11 @@ void RecomputePass::runOnOperation() {
       os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
     else
       os << "time n/a (no cluster)";
-    if (policy == "auto")
+    if (options.policy == "auto")
       os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
                           report.inFlight, report.after, report.budget);
     os << "\n";
   }
   out->keep();
+  return success();
 }
-
-} // namespace

@@ -14,8 +14,8 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -23,11 +23,6 @@
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
-
-namespace pp {
-#define GEN_PASS_DEF_SPLITSTAGESPASS
-#include "pp/Dialect/PP/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -584,31 +579,27 @@ LogicalResult Splitter::run() {
                                    microBatches, /*chunks=*/1, numStages,
                                    b.getArrayAttr({}), /*dataParallel=*/1,
                                    /*tensorParallel=*/1);
-  pipeline::setPlan(module,
-                    plan.withMicroBatches(microBatches).withNumStages(numStages));
+  pipeline::setPlan(
+      module, plan.withMicroBatches(microBatches).withNumStages(numStages));
   step.erase();
   return success();
 }
 
-struct SplitStagesPass : public pp::impl::SplitStagesPassBase<SplitStagesPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto step = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!step) {
-      module.emitError() << "no function @" << funcName << " to split";
-      return signalPassFailure();
-    }
-    int64_t m = pipeline::resolveMicroBatches(module, microBatches);
-    if (m < 1) {
-      module.emitError() << "micro-batches must be >= 1";
-      return signalPassFailure();
-    }
-    Splitter splitter(module, step, m, splitBackward);
-    if (failed(splitter.run()))
-      return signalPassFailure();
-  }
-};
-
 } // namespace
+
+LogicalResult
+pp::pipeline::splitStages(ModuleOp module,
+                          const pp::SplitStagesPassOptions &options) {
+  auto step = pipeline::lookupFunction(module, options.funcName, "to split");
+  if (!step)
+    return failure();
+  int64_t m = pipeline::resolveMicroBatches(module, options.microBatches);
+  if (m < 1) {
+    module.emitError() << "micro-batches must be >= 1";
+    return failure();
+  }
+  Splitter splitter(module, step, m, options.splitBackward);
+  if (failed(splitter.run()))
+    return failure();
+  return success();
+}

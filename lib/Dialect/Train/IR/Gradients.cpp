@@ -136,13 +136,13 @@ SmallVector<int64_t> orDefault(std::optional<ArrayRef<int64_t>> values,
 using Grads = SmallVectorImpl<Value>;
 
 /// Ops whose adjoint is a train.unary_grad of one kernel kind.
-LogicalResult unaryRule(Operation *op, StringRef kind, float alpha,
+LogicalResult unaryRule(Operation *op, rt::UnaryKind kind, float alpha,
                         OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
   GradBuilder g(b, op);
   Value x = op->getOperand(0), y = op->getResult(0);
-  dxs.push_back(train::UnaryGradOp::create(b, g.loc, x.getType(),
-                                           b.getStringAttr(kind), x, y, dys[0],
-                                           b.getF32FloatAttr(alpha)));
+  dxs.push_back(train::UnaryGradOp::create(
+      b, g.loc, x.getType(), train::UnaryKindAttr::get(b.getContext(), kind), x,
+      y, dys[0], b.getF32FloatAttr(alpha)));
   return success();
 }
 
@@ -156,8 +156,7 @@ rule(OpTy op, OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
   std::optional<rt::UnaryKind> kind = facts.getUnaryKind();
   if (!kind || !rt::hasUnaryGrad(*kind))
     return op.emitOpError("has no gradient rule");
-  return unaryRule(op, rt::toString(*kind), facts.getUnaryAlpha(), b, dys,
-                   dxs);
+  return unaryRule(op, *kind, facts.getUnaryAlpha(), b, dys, dxs);
 }
 
 LogicalResult rule(onnx::IdentityOp op, OpBuilder &b, ArrayRef<Value> dys,

@@ -4,19 +4,53 @@
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringSwitch.h"
 
 using namespace mlir;
 using namespace pp::train;
 
+//===----------------------------------------------------------------------===//
+// UnaryKindAttr: the kind by its UnaryKinds.def name
+//===----------------------------------------------------------------------===//
+
+namespace mlir {
+template <> struct FieldParser<pp::rt::UnaryKind> {
+  static FailureOr<pp::rt::UnaryKind> parse(AsmParser &parser) {
+    SMLoc loc = parser.getCurrentLocation();
+    std::string name;
+    if (failed(parser.parseKeywordOrString(&name)))
+      return failure();
+    if (std::optional<pp::rt::UnaryKind> kind = pp::rt::parseUnaryKind(name))
+      return *kind;
+    return parser.emitError(loc, "unknown unary kind '") << name << "'";
+  }
+};
+} // namespace mlir
+
+namespace pp::rt {
+static AsmPrinter &operator<<(AsmPrinter &printer, UnaryKind kind) {
+  printer.printKeywordOrString(toString(kind));
+  return printer;
+}
+} // namespace pp::rt
+
 #include "pp/Dialect/Train/IR/TrainInterfaces.cpp.inc"
 #include "pp/Dialect/Train/IR/TrainOpsDialect.cpp.inc"
+
+#define GET_ATTRDEF_CLASSES
+#include "pp/Dialect/Train/IR/TrainAttrs.cpp.inc"
 
 void TrainDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "pp/Dialect/Train/IR/TrainOps.cpp.inc"
+      >();
+  addAttributes<
+#define GET_ATTRDEF_LIST
+#include "pp/Dialect/Train/IR/TrainAttrs.cpp.inc"
       >();
 }
 
@@ -38,10 +72,14 @@ GlobalWriteOp::verifySymbolUses(SymbolTableCollection &symbolTable) {
 
 LogicalResult UnaryGradOp::verify() {
   // The kinds with a unaryGrad kernel (pp/Runtime/UnaryKinds.def).
-  std::optional<pp::rt::UnaryKind> kind = pp::rt::parseUnaryKind(getKind());
-  if (!kind || !pp::rt::hasUnaryGrad(*kind))
-    return emitOpError("unknown unary kind '") << getKind() << "'";
+  if (!pp::rt::hasUnaryGrad(getKind()))
+    return emitOpError("has no gradient kernel for unary kind '")
+           << pp::rt::toString(getKind()) << "'";
   return success();
+}
+
+StringRef UnaryGradOp::getFusedElementFunction() {
+  return pp::rt::fusedGradFunction(getKind());
 }
 
 LogicalResult ReduceSumToOp::verify() {
@@ -50,7 +88,7 @@ LogicalResult ReduceSumToOp::verify() {
   SmallVector<int64_t> shape;
   if (from.getElementType() != to.getElementType() ||
       !mlir::OpTrait::util::getBroadcastedShape(to.getShape(), from.getShape(),
-                                          shape) ||
+                                                shape) ||
       ArrayRef<int64_t>(shape) != from.getShape())
     return emitOpError("result type ")
            << to << " does not broadcast to the operand type " << from;

@@ -1,118 +1,111 @@
 //===- AddLoss.cpp - Append a loss to the model output ----------*- C++ -*-===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Dialect/Train/Transforms/Passes.h"
+#include "pp/Dialect/Train/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
-
-namespace pp {
-#define GEN_PASS_DEF_ADDLOSSPASS
-#include "pp/Dialect/Train/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
 
 namespace {
 
-struct AddLossPass : public pp::impl::AddLossPassBase<AddLossPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    auto func = getOperation().lookupSymbol<func::FuncOp>(funcName);
-    if (!func) {
-      getOperation().emitError() << "no function @" << funcName << " to train";
-      return signalPassFailure();
-    }
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    // A model that computes its own loss keeps it.
-    for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
-      if (value.getDefiningOp<onnx::SoftmaxCrossEntropyLossOp>() &&
-          cast<RankedTensorType>(value.getType()).getRank() == 0) {
-        pp::pipeline::setLossResult(func, i);
-        return;
-      }
-    }
-    if (ret.getNumOperands() == 0) {
-      func.emitError() << "the function has no output to put a loss on";
-      return signalPassFailure();
-    }
-    Value output = ret.getOperand(0);
-    auto outputType = cast<RankedTensorType>(output.getType());
-    if (!isa<FloatType>(outputType.getElementType()) ||
-        outputType.getRank() < 1) {
-      func.emitError() << "the loss needs float logits of rank >= 1, got "
-                       << outputType;
-      return signalPassFailure();
-    }
-
-    OpBuilder b(ret);
-    Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());
-    Value loss;
-    if (kind == "softmax-cross-entropy") {
-      int64_t rank = outputType.getRank();
-      int64_t axis = classAxis < 0 ? classAxis + rank : classAxis;
-      if (rank < 2 || axis < 1 || axis >= rank) {
-        func.emitError() << "class-axis " << classAxis
-                         << " must name a non-batch dim of the logits "
-                         << outputType;
-        return signalPassFailure();
-      }
-      // ONNX wants the classes in dim 1: [N, C, d1, ...].
-      Value scores = output;
-      if (axis != 1) {
-        SmallVector<int64_t> perm = {0, axis};
-        for (int64_t d = 1; d < rank; ++d)
-          if (d != axis)
-            perm.push_back(d);
-        scores = onnx::TransposeOp::create(b, loc, output,
-                                           b.getDenseI64ArrayAttr(perm));
-      }
-      SmallVector<int64_t> labelShape(outputType.getShape());
-      labelShape.erase(labelShape.begin() + axis);
-      auto labelsType = RankedTensorType::get(labelShape, b.getI64Type());
-      Value labels = addLabels(func, labelsType, loc);
-      loss = onnx::SoftmaxCrossEntropyLossOp::create(b, loc, scores, labels,
-                                                     Value(), IntegerAttr(),
-                                                     b.getStringAttr("mean"))
-                 .getOutput();
-    } else if (kind == "mse") {
-      Value target = addLabels(func, outputType, loc);
-      Value diff = onnx::SubOp::create(b, loc, output, target);
-      Value square = onnx::MulOp::create(b, loc, diff, diff);
-      loss = onnx::ReduceMeanOp::create(b, loc, square, DenseI64ArrayAttr(),
-                                        b.getI64IntegerAttr(0));
-    } else {
-      func.emitError() << "unknown loss kind '" << kind
-                       << "' (expected softmax-cross-entropy or mse)";
-      return signalPassFailure();
-    }
-
-    // The loss becomes result 0; the model's outputs follow.
-    SmallVector<Value> results = {loss};
-    llvm::append_range(results, ret.getOperands());
-    SmallVector<DictionaryAttr> resultAttrs = {
-        b.getDictionaryAttr(pp::pipeline::getLossResultAttr(&getContext()))};
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      resultAttrs.push_back(func.getResultAttrDict(i));
-    ret->setOperands(results);
-    func.setFunctionType(
-        b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
-    func.setAllResultAttrs(resultAttrs);
-  }
-
-  /// Appends the `labels` argument the loss compares the output with.
-  Value addLabels(func::FuncOp func, Type type, Location loc) {
-    Builder b(func.getContext());
-    unsigned index = func.getNumArguments();
-    if (failed(func.insertArgument(index, type,
-                                   b.getDictionaryAttr(b.getNamedAttr(
-                                       "onnx.name", b.getStringAttr("labels"))),
-                                   loc)))
-      return nullptr;
-    return func.getArgument(index);
-  }
-};
+/// Appends the `labels` argument the loss compares the output with.
+Value addLabels(func::FuncOp func, Type type, Location loc) {
+  Builder b(func.getContext());
+  unsigned index = func.getNumArguments();
+  if (failed(func.insertArgument(index, type,
+                                 b.getDictionaryAttr(b.getNamedAttr(
+                                     "onnx.name", b.getStringAttr("labels"))),
+                                 loc)))
+    return nullptr;
+  return func.getArgument(index);
+}
 
 } // namespace
+
+LogicalResult pp::train::addLoss(ModuleOp module,
+                                 const pp::AddLossPassOptions &options) {
+  auto func =
+      pp::pipeline::lookupFunction(module, options.funcName, "to train");
+  if (!func)
+    return failure();
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  // A model that computes its own loss keeps it.
+  for (auto [i, value] : llvm::enumerate(ret.getOperands())) {
+    if (value.getDefiningOp<onnx::SoftmaxCrossEntropyLossOp>() &&
+        cast<RankedTensorType>(value.getType()).getRank() == 0) {
+      pp::pipeline::setLossResult(func, i);
+      return success();
+    }
+  }
+  if (ret.getNumOperands() == 0) {
+    func.emitError() << "the function has no output to put a loss on";
+    return failure();
+  }
+  Value output = ret.getOperand(0);
+  auto outputType = cast<RankedTensorType>(output.getType());
+  if (!isa<FloatType>(outputType.getElementType()) ||
+      outputType.getRank() < 1) {
+    func.emitError() << "the loss needs float logits of rank >= 1, got "
+                     << outputType;
+    return failure();
+  }
+
+  OpBuilder b(ret);
+  Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());
+  Value loss;
+  if (options.kind == "softmax-cross-entropy") {
+    int64_t rank = outputType.getRank();
+    int64_t axis =
+        options.classAxis < 0 ? options.classAxis + rank : options.classAxis;
+    if (rank < 2 || axis < 1 || axis >= rank) {
+      func.emitError() << "class-axis " << options.classAxis
+                       << " must name a non-batch dim of the logits "
+                       << outputType;
+      return failure();
+    }
+    // ONNX wants the classes in dim 1: [N, C, d1, ...].
+    Value scores = output;
+    if (axis != 1) {
+      SmallVector<int64_t> perm = {0, axis};
+      for (int64_t d = 1; d < rank; ++d)
+        if (d != axis)
+          perm.push_back(d);
+      scores = onnx::TransposeOp::create(b, loc, output,
+                                         b.getDenseI64ArrayAttr(perm));
+    }
+    SmallVector<int64_t> labelShape(outputType.getShape());
+    labelShape.erase(labelShape.begin() + axis);
+    auto labelsType = RankedTensorType::get(labelShape, b.getI64Type());
+    Value labels = addLabels(func, labelsType, loc);
+    loss = onnx::SoftmaxCrossEntropyLossOp::create(b, loc, scores, labels,
+                                                   Value(), IntegerAttr(),
+                                                   b.getStringAttr("mean"))
+               .getOutput();
+  } else if (options.kind == "mse") {
+    Value target = addLabels(func, outputType, loc);
+    Value diff = onnx::SubOp::create(b, loc, output, target);
+    Value square = onnx::MulOp::create(b, loc, diff, diff);
+    loss = onnx::ReduceMeanOp::create(b, loc, square, DenseI64ArrayAttr(),
+                                      b.getI64IntegerAttr(0));
+  } else {
+    func.emitError() << "unknown loss kind '" << options.kind
+                     << "' (expected softmax-cross-entropy or mse)";
+    return failure();
+  }
+
+  // The loss becomes result 0; the model's outputs follow.
+  SmallVector<Value> results = {loss};
+  llvm::append_range(results, ret.getOperands());
+  SmallVector<DictionaryAttr> resultAttrs = {b.getDictionaryAttr(
+      pp::pipeline::getLossResultAttr(module.getContext()))};
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    resultAttrs.push_back(func.getResultAttrDict(i));
+  ret->setOperands(results);
+  func.setFunctionType(
+      b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
+  func.setAllResultAttrs(resultAttrs);
+  return success();
+}

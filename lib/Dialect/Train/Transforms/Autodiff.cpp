@@ -2,7 +2,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
-#include "pp/Dialect/Train/Transforms/Passes.h"
+#include "pp/Dialect/Train/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -10,11 +10,6 @@
 #include "mlir/Transforms/RegionUtils.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/SetVector.h"
-
-namespace pp {
-#define GEN_PASS_DEF_AUTODIFFPASS
-#include "pp/Dialect/Train/Transforms/Passes.h.inc"
-} // namespace pp
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -36,171 +31,166 @@ bool isFloat(Value v) {
   return isa<FloatType>(getElementTypeOrSelf(v.getType()));
 }
 
-struct AutodiffPass : public pp::impl::AutodiffPassBase<AutodiffPass> {
-  using Base::Base;
-
-  void runOnOperation() override {
-    ModuleOp module = getOperation();
-    auto func = module.lookupSymbol<func::FuncOp>(funcName);
-    if (!func) {
-      module.emitError() << "no function @" << funcName << " to differentiate";
-      return signalPassFailure();
-    }
-    Block &body = func.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
-    std::optional<unsigned> lossIndex;
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      if (pp::pipeline::isLossResult(func, i))
-        lossIndex = i;
-    if (!lossIndex) {
-      func.emitError() << "no result is marked pp.loss: run --pp-add-loss "
-                          "first";
-      return signalPassFailure();
-    }
-    Value loss = ret.getOperand(*lossIndex);
-    if (cast<RankedTensorType>(loss.getType()).getRank() != 0 ||
-        !isFloat(loss)) {
-      func.emitError() << "the loss must be a float scalar, got "
-                       << loss.getType();
-      return signalPassFailure();
-    }
-
-    // Trainable parameters, in the order the function reads them.
-    llvm::MapVector<StringAttr, SmallVector<Value>> paramReads;
-    SymbolTable symbols(module);
-    for (auto read : body.getOps<onnx::GlobalReadOp>()) {
-      auto global = symbols.lookup<onnx::GlobalOp>(read.getGlobal());
-      if (global && global.getKind() == onnx::kTrainable)
-        paramReads[global.getSymNameAttr()].push_back(read.getValue());
-    }
-    if (paramReads.empty()) {
-      func.emitError() << "the function reads no trainable global";
-      return signalPassFailure();
-    }
-
-    // Values that depend on a parameter (only those need adjoints).
-    llvm::DenseSet<Value> active;
-    for (auto &[name, reads] : paramReads)
-      active.insert(reads.begin(), reads.end());
-    for (Operation &op : body.without_terminator()) {
-      if (llvm::any_of(op.getOperands(),
-                       [&](Value v) { return active.contains(v); }))
-        for (Value result : op.getResults())
-          if (isFloat(result))
-            active.insert(result);
-    }
-
-    OpBuilder b(ret);
-    llvm::DenseMap<Value, Value> grads;
-    auto accumulate = [&](Value value, Value grad, Location loc) {
-      auto [it, inserted] = grads.try_emplace(value, grad);
-      if (!inserted)
-        it->second = onnx::AddOp::create(b, loc, it->second, grad);
-    };
-    Location lossLoc = loss.getLoc();
-    auto one = DenseElementsAttr::get(
-        cast<RankedTensorType>(loss.getType()),
-        b.getFloatAttr(getElementTypeOrSelf(loss.getType()), 1.0));
-    auto seed = onnx::ConstantOp::create(b, lossLoc, one);
-    // Marks where the backward begins; the stage splitter scales it by the
-    // number of micro-batches.
-    pp::pipeline::setLossSeed(seed);
-    grads[loss] = seed;
-
-    // Backward ops inherit the pipeline stage of the forward op they
-    // differentiate, so a partitioned model stays partitioned.
-    StageListener listener;
-    b.setListener(&listener);
-
-    SmallVector<Operation *> ops;
-    for (Operation &op : body.without_terminator())
-      ops.push_back(&op);
-    for (Operation *op : llvm::reverse(ops)) {
-      SmallVector<Value> resultGrads;
-      bool anyGrad = false;
-      for (Value result : op->getResults()) {
-        Value g = grads.lookup(result);
-        resultGrads.push_back(g);
-        anyGrad |= static_cast<bool>(g);
-      }
-      bool needsGrad = llvm::any_of(
-          op->getOperands(), [&](Value v) { return active.contains(v); });
-      if (!anyGrad || !needsGrad)
-        continue;
-      auto gradOp = dyn_cast<train::GradientOpInterface>(op);
-      if (!gradOp) {
-        op->emitError() << "no gradient rule for '" << op->getName()
-                        << "', which lies between a parameter and the loss";
-        return signalPassFailure();
-      }
-      SmallVector<Value> operandGrads;
-      listener.stage = pp::pipeline::getStage(op);
-      if (failed(gradOp.buildGradient(b, resultGrads, operandGrads)))
-        return signalPassFailure();
-      for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
-        if (grad && active.contains(operand))
-          accumulate(operand, grad, grad.getLoc());
-    }
-    // Sums over the reads of a tied weight run where the last read's
-    // gradient is made (the earliest stage).
-    b.setListener(nullptr);
-
-    // One gradient per global: reads of a tied weight sum.
-    SmallVector<Value> results(ret.getOperands());
-    SmallVector<DictionaryAttr> resultAttrs;
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      resultAttrs.push_back(func.getResultAttrDict(i));
-    for (auto &[name, reads] : paramReads) {
-      Value total;
-      for (Value read : reads) {
-        Value g = grads.lookup(read);
-        if (!g)
-          continue;
-        total = total ? onnx::AddOp::create(b, g.getLoc(), total, g).getC() : g;
-      }
-      if (!total) {
-        // A parameter that does not reach the loss has a zero gradient.
-        auto type = cast<RankedTensorType>(reads.front().getType());
-        total = onnx::ConstantOp::create(
-            b, lossLoc,
-            DenseElementsAttr::get(type,
-                                   b.getFloatAttr(type.getElementType(), 0.0)));
-      }
-      results.push_back(total);
-      resultAttrs.push_back(b.getDictionaryAttr(
-          pp::pipeline::getGradOfResultAttr(FlatSymbolRefAttr::get(name))));
-    }
-
-    // Training-mode BatchNorm updates its running statistics (state).
-    for (auto bn : body.getOps<onnx::BatchNormalizationOp>()) {
-      if (!bn.getTrainingMode())
-        continue;
-      for (auto [input, updated] :
-           {std::pair<Value, Value>{bn.getInputMean(), bn.getRunningMean()},
-            {bn.getInputVar(), bn.getRunningVar()}}) {
-        auto read = input.getDefiningOp<onnx::GlobalReadOp>();
-        auto global =
-            read ? symbols.lookup<onnx::GlobalOp>(read.getGlobal()) : nullptr;
-        if (global && global.getKind() == onnx::kState)
-          train::GlobalWriteOp::create(b, bn.getLoc(), read.getGlobalAttr(),
-                                       updated);
-      }
-    }
-
-    ret->setOperands(results);
-    func.setFunctionType(
-        b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
-    func.setAllResultAttrs(resultAttrs);
-
-    // Rules build adjoints of every operand; drop those nothing needs (e.g.
-    // the input gradient of the first layer).
-    SmallVector<Operation *> all;
-    for (Operation &op : body.without_terminator())
-      all.push_back(&op);
-    for (Operation *op : llvm::reverse(all))
-      if (isOpTriviallyDead(op))
-        op->erase();
-  }
-};
-
 } // namespace
+
+LogicalResult pp::train::differentiate(ModuleOp module,
+                                       const pp::AutodiffPassOptions &options) {
+  auto func = pp::pipeline::lookupFunction(module, options.funcName,
+                                           "to differentiate");
+  if (!func)
+    return failure();
+  Block &body = func.getBody().front();
+  auto ret = cast<func::ReturnOp>(body.getTerminator());
+  std::optional<unsigned> lossIndex;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (pp::pipeline::isLossResult(func, i))
+      lossIndex = i;
+  if (!lossIndex) {
+    func.emitError() << "no result is marked pp.loss: run --pp-add-loss "
+                        "first";
+    return failure();
+  }
+  Value loss = ret.getOperand(*lossIndex);
+  if (cast<RankedTensorType>(loss.getType()).getRank() != 0 || !isFloat(loss)) {
+    func.emitError() << "the loss must be a float scalar, got "
+                     << loss.getType();
+    return failure();
+  }
+
+  // Trainable parameters, in the order the function reads them.
+  llvm::MapVector<StringAttr, SmallVector<Value>> paramReads;
+  SymbolTable symbols(module);
+  for (auto read : body.getOps<onnx::GlobalReadOp>()) {
+    auto global = symbols.lookup<onnx::GlobalOp>(read.getGlobal());
+    if (global && global.getKind() == onnx::kTrainable)
+      paramReads[global.getSymNameAttr()].push_back(read.getValue());
+  }
+  if (paramReads.empty()) {
+    func.emitError() << "the function reads no trainable global";
+    return failure();
+  }
+
+  // Values that depend on a parameter (only those need adjoints).
+  llvm::DenseSet<Value> active;
+  for (auto &[name, reads] : paramReads)
+    active.insert(reads.begin(), reads.end());
+  for (Operation &op : body.without_terminator()) {
+    if (llvm::any_of(op.getOperands(),
+                     [&](Value v) { return active.contains(v); }))
+      for (Value result : op.getResults())
+        if (isFloat(result))
+          active.insert(result);
+  }
+
+  OpBuilder b(ret);
+  llvm::DenseMap<Value, Value> grads;
+  auto accumulate = [&](Value value, Value grad, Location loc) {
+    auto [it, inserted] = grads.try_emplace(value, grad);
+    if (!inserted)
+      it->second = onnx::AddOp::create(b, loc, it->second, grad);
+  };
+  Location lossLoc = loss.getLoc();
+  auto one = DenseElementsAttr::get(
+      cast<RankedTensorType>(loss.getType()),
+      b.getFloatAttr(getElementTypeOrSelf(loss.getType()), 1.0));
+  auto seed = onnx::ConstantOp::create(b, lossLoc, one);
+  // Marks where the backward begins; the stage splitter scales it by the
+  // number of micro-batches.
+  pp::pipeline::setLossSeed(seed);
+  grads[loss] = seed;
+
+  // Backward ops inherit the pipeline stage of the forward op they
+  // differentiate, so a partitioned model stays partitioned.
+  StageListener listener;
+  b.setListener(&listener);
+
+  SmallVector<Operation *> ops;
+  for (Operation &op : body.without_terminator())
+    ops.push_back(&op);
+  for (Operation *op : llvm::reverse(ops)) {
+    SmallVector<Value> resultGrads;
+    bool anyGrad = false;
+    for (Value result : op->getResults()) {
+      Value g = grads.lookup(result);
+      resultGrads.push_back(g);
+      anyGrad |= static_cast<bool>(g);
+    }
+    bool needsGrad = llvm::any_of(op->getOperands(),
+                                  [&](Value v) { return active.contains(v); });
+    if (!anyGrad || !needsGrad)
+      continue;
+    auto gradOp = dyn_cast<train::GradientOpInterface>(op);
+    if (!gradOp) {
+      op->emitError() << "no gradient rule for '" << op->getName()
+                      << "', which lies between a parameter and the loss";
+      return failure();
+    }
+    SmallVector<Value> operandGrads;
+    listener.stage = pp::pipeline::getStage(op);
+    if (failed(gradOp.buildGradient(b, resultGrads, operandGrads)))
+      return failure();
+    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
+      if (grad && active.contains(operand))
+        accumulate(operand, grad, grad.getLoc());
+  }
+  // Sums over the reads of a tied weight run where the last read's
+  // gradient is made (the earliest stage).
+  b.setListener(nullptr);
+
+  // One gradient per global: reads of a tied weight sum.
+  SmallVector<Value> results(ret.getOperands());
+  SmallVector<DictionaryAttr> resultAttrs;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    resultAttrs.push_back(func.getResultAttrDict(i));
+  for (auto &[name, reads] : paramReads) {
+    Value total;
+    for (Value read : reads) {
+      Value g = grads.lookup(read);
+      if (!g)
+        continue;
+      total = total ? onnx::AddOp::create(b, g.getLoc(), total, g).getC() : g;
+    }
+    if (!total) {
+      // A parameter that does not reach the loss has a zero gradient.
+      auto type = cast<RankedTensorType>(reads.front().getType());
+      total = onnx::ConstantOp::create(
+          b, lossLoc,
+          DenseElementsAttr::get(type,
+                                 b.getFloatAttr(type.getElementType(), 0.0)));
+    }
+    results.push_back(total);
+    resultAttrs.push_back(b.getDictionaryAttr(
+        pp::pipeline::getGradOfResultAttr(FlatSymbolRefAttr::get(name))));
+  }
+
+  // Training-mode BatchNorm updates its running statistics (state).
+  for (auto bn : body.getOps<onnx::BatchNormalizationOp>()) {
+    if (!bn.getTrainingMode())
+      continue;
+    for (auto [input, updated] :
+         {std::pair<Value, Value>{bn.getInputMean(), bn.getRunningMean()},
+          {bn.getInputVar(), bn.getRunningVar()}}) {
+      auto read = input.getDefiningOp<onnx::GlobalReadOp>();
+      auto global =
+          read ? symbols.lookup<onnx::GlobalOp>(read.getGlobal()) : nullptr;
+      if (global && global.getKind() == onnx::kState)
+        train::GlobalWriteOp::create(b, bn.getLoc(), read.getGlobalAttr(),
+                                     updated);
+    }
+  }
+
+  ret->setOperands(results);
+  func.setFunctionType(
+      b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
+  func.setAllResultAttrs(resultAttrs);
+
+  // Rules build adjoints of every operand; drop those nothing needs (e.g.
+  // the input gradient of the first layer).
+  SmallVector<Operation *> all;
+  for (Operation &op : body.without_terminator())
+    all.push_back(&op);
+  for (Operation *op : llvm::reverse(all))
+    if (isOpTriviallyDead(op))
+      op->erase();
+  return success();
+}

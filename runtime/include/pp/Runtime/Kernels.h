@@ -28,6 +28,7 @@
 #define PP_RUNTIME_KERNELS_H
 
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -88,39 +89,44 @@ struct Context {
 //===----------------------------------------------------------------------===//
 
 enum class UnaryKind : int {
-#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad) Enumerator,
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad, Fused, FusedGrad) Enumerator,
 #include "pp/Runtime/UnaryKinds.def"
 };
 
-/// "Relu", "LeakyRelu", ... (UnaryKinds.def).
-constexpr const char *toString(UnaryKind kind) {
-  switch (kind) {
-#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
-  case UnaryKind::Enumerator:                                                  \
-    return Name;
+/// What UnaryKinds.def says of a kind.
+struct UnaryKindInfo {
+  const char *name;      // "Relu", "LeakyRelu", ...
+  bool hasUnaryGrad;     // train.unary_grad takes it
+  const char *fused;     // its element function in Fused.h, or ""
+  const char *fusedGrad; // its gradient's element function, or ""
+};
+
+inline constexpr UnaryKindInfo kUnaryKinds[] = {
+#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad, Fused, FusedGrad)           \
+  {Name, UnaryGrad, Fused, FusedGrad},
 #include "pp/Runtime/UnaryKinds.def"
-  }
-  return "?";
+};
+
+constexpr const UnaryKindInfo &getInfo(UnaryKind kind) {
+  return kUnaryKinds[static_cast<int>(kind)];
+}
+constexpr const char *toString(UnaryKind kind) { return getInfo(kind).name; }
+constexpr bool hasUnaryGrad(UnaryKind kind) {
+  return getInfo(kind).hasUnaryGrad;
+}
+constexpr const char *fusedFunction(UnaryKind kind) {
+  return getInfo(kind).fused;
+}
+constexpr const char *fusedGradFunction(UnaryKind kind) {
+  return getInfo(kind).fusedGrad;
 }
 
 /// The kind named `name`, if any.
 inline std::optional<UnaryKind> parseUnaryKind(std::string_view name) {
-#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
-  if (name == Name)                                                            \
-    return UnaryKind::Enumerator;
-#include "pp/Runtime/UnaryKinds.def"
+  for (int i = 0; i < static_cast<int>(std::size(kUnaryKinds)); ++i)
+    if (name == kUnaryKinds[i].name)
+      return static_cast<UnaryKind>(i);
   return std::nullopt;
-}
-
-/// Whether train.unary_grad takes `kind` (UnaryKinds.def).
-constexpr bool hasUnaryGrad(UnaryKind kind) {
-  switch (kind) {
-#define PP_UNARY_KIND(Enumerator, Name, UnaryGrad)                             \
-  case UnaryKind::Enumerator:                                                  \
-    return UnaryGrad;
-#include "pp/Runtime/UnaryKinds.def"
-  }
-  return false;
 }
 
 /// y = f(x); `alpha` is LeakyRelu's slope. x and y have one shape and dtype.

@@ -88,10 +88,10 @@ onnx.global "state" @v : tensor<8xf32> = dense<0.5> : tensor<8xf32>
 // f64 works like f32. Attributes and locations stay on the fused ops.
 // CHECK-LABEL: func.func @backward
 // CHECK: pp.fused %{{.*}}, %{{.*}}, %{{.*}} : (tensor<2x3xf64>, tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
-// CHECK: train.unary_grad "Relu" {{.*}} {pp.stage = 1 : i64}
+// CHECK: train.unary_grad <Relu> {{.*}} {pp.stage = 1 : i64}
 // CHECK-NEXT: onnx.Div
 func.func @backward(%x: tensor<2x3xf64>, %y: tensor<2x3xf64>, %dy: tensor<2x3xf64>) -> tensor<2x3xf64> {
-  %g = train.unary_grad "Relu" %x, %y, %dy {pp.stage = 1 : i64} : tensor<2x3xf64>
+  %g = train.unary_grad <Relu> %x, %y, %dy {pp.stage = 1 : i64} : tensor<2x3xf64>
   %d = onnx.Div %g, %x : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
   return %d : tensor<2x3xf64>
 }

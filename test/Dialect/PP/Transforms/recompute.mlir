@@ -65,11 +65,11 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // FULL-NEXT: %[[T2:.*]] = onnx.Tanh %[[O2]] {pp.recompute, pp.stage = 1 : i64}
 // FULL-NEXT: %{{.*}}, %[[LOGP2:.*]] = onnx.SoftmaxCrossEntropyLoss %[[T2]], %arg1 {pp.recompute, pp.stage = 1 : i64}
 // FULL-NEXT: %[[DT:.*]] = train.softmax_cross_entropy_grad %[[SEED]], %[[LOGP2]], %arg1
-// FULL-NEXT: %[[DO:.*]] = train.unary_grad "Tanh" %[[O2]], %[[T2]], %[[DT]]
+// FULL-NEXT: %[[DO:.*]] = train.unary_grad <Tanh> %[[O2]], %[[T2]], %[[DT]]
 // FULL: onnx.Transpose %[[R]] {{.*}}pp.stage = 1 : i64
 // FULL: %[[H2:.*]] = onnx.MatMul %arg0, %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: %[[R2:.*]] = onnx.Relu %[[H2]] {pp.recompute, pp.stage = 0 : i64}
-// FULL-NEXT: train.unary_grad "Relu" %[[H2]], %[[R2]], %{{.*}} {pp.stage = 0 : i64}
+// FULL-NEXT: train.unary_grad <Relu> %[[H2]], %[[R2]], %{{.*}} {pp.stage = 0 : i64}
 // FULL: return %[[LOSS]]
 
 // Selective: only the memory-bound Relu and Tanh.
@@ -79,9 +79,9 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // SEL: pp.loss_seed
 // SEL-NOT: onnx.MatMul {{.*}}pp.recompute
 // SEL: %[[T2:.*]] = onnx.Tanh %[[O]] {pp.recompute, pp.stage = 1 : i64}
-// SEL-NEXT: train.unary_grad "Tanh" %[[O]], %[[T2]]
+// SEL-NEXT: train.unary_grad <Tanh> %[[O]], %[[T2]]
 // SEL: %[[R2:.*]] = onnx.Relu %[[H]] {pp.recompute, pp.stage = 0 : i64}
-// SEL-NEXT: train.unary_grad "Relu" %[[H]], %[[R2]]
+// SEL-NEXT: train.unary_grad <Relu> %[[H]], %[[R2]]
 // SEL-NOT: pp.recompute
 // SEL: return
 
@@ -95,7 +95,7 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // TIGHT-NOT: pp.recompute, pp.stage = 1
 // TIGHT: %[[H2:.*]] = onnx.MatMul %arg0, %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // TIGHT-NEXT: %[[R2:.*]] = onnx.Relu %[[H2]] {pp.recompute, pp.stage = 0 : i64}
-// TIGHT-NEXT: train.unary_grad "Relu" %[[H2]], %[[R2]]
+// TIGHT-NEXT: train.unary_grad <Relu> %[[H2]], %[[R2]]
 // TIGHT: return
 
 // -----
@@ -124,7 +124,7 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // FULL: %[[G2:.*]] = onnx.Gelu %[[D]] {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: onnx.MatMul %[[G2]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // FULL-NOT: onnx.Dropout
-// FULL: train.unary_grad "GeluErf" %[[D]], %[[G2]]
+// FULL: train.unary_grad <GeluErf> %[[D]], %[[G2]]
 // FULL-NEXT: train.dropout_grad %{{.*}}, %[[MASK]]
 // FULL-NOT: onnx.Dropout
 // FULL: return
@@ -179,7 +179,7 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // SEL-NEXT: onnx.Transpose %[[SC2]]
 // SEL-NOT: onnx.MatMul {{.*}}pp.recompute
 // SEL: train.softmax_grad %[[SM2]]
-// SEL: train.unary_grad "Tanh" %[[M]], %[[S2]]
+// SEL: train.unary_grad <Tanh> %[[M]], %[[S2]]
 // SEL: return
 
 // -----
@@ -207,7 +207,7 @@ func.func @main(%x: tensor<4x2x3x3xf32>) -> (tensor<f32> {pp.loss}) {
 // FULL: %[[Y2:.*]], %{{.*}}, %{{.*}} = onnx.BatchNormalization %arg0, {{.*}} {pp.recompute, pp.stage = 0 : i64, training_mode = 1 : i64}
 // FULL-NEXT: %[[R2:.*]] = onnx.Relu %[[Y2]] {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: onnx.Mul %{{.*}}, %[[R2]]
-// FULL: train.unary_grad "Relu" %[[Y2]], %[[R2]]
+// FULL: train.unary_grad <Relu> %[[Y2]], %[[R2]]
 // FULL: train.global_write @mean, %[[RM]]
 // FULL: train.global_write @var, %[[RV]]
 
@@ -216,7 +216,7 @@ func.func @main(%x: tensor<4x2x3x3xf32>) -> (tensor<f32> {pp.loss}) {
 // SEL: pp.loss_seed
 // SEL-NOT: onnx.BatchNormalization
 // SEL: %[[R2:.*]] = onnx.Relu %[[Y]] {pp.recompute, pp.stage = 0 : i64}
-// SEL: train.unary_grad "Relu" %[[Y]], %[[R2]]
+// SEL: train.unary_grad <Relu> %[[Y]], %[[R2]]
 
 //--- errors.mlir
 
@@ -247,7 +247,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 4, num
     %dr = onnx.MatMul %do, %w2t {pp.stage = 1 : i64} : (tensor<8x4xf32>, tensor<4x16xf32>) -> tensor<8x16xf32>
     %rt = onnx.Transpose %r {perm = array<i64: 1, 0>, pp.stage = 1 : i64} : (tensor<8x16xf32>) -> tensor<16x8xf32>
     %dw2 = onnx.MatMul %rt, %do {pp.stage = 1 : i64} : (tensor<16x8xf32>, tensor<8x4xf32>) -> tensor<16x4xf32>
-    %dh = train.unary_grad "Relu" %h, %r, %dr {pp.stage = 0 : i64} : tensor<8x16xf32>
+    %dh = train.unary_grad <Relu> %h, %r, %dr {pp.stage = 0 : i64} : tensor<8x16xf32>
     %xt = onnx.Transpose %x {perm = array<i64: 1, 0>, pp.stage = 0 : i64} : (tensor<8x16xf32>) -> tensor<16x8xf32>
     %dw1 = onnx.MatMul %xt, %dh {pp.stage = 0 : i64} : (tensor<16x8xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
     return %loss, %dw1, %dw2 : tensor<f32>, tensor<16x16xf32>, tensor<16x4xf32>

@@ -44,6 +44,11 @@ class ONNX_UnaryKernel<string kind>
                    "kUnaryKind = ::pp::rt::UnaryKind::" # kind # ";">;
 // Runs a unary kernel chosen by its attributes (it defines getUnaryKind).
 def ONNX_AttributeUnaryKernel : ONNX_OpTrait<"UnaryKernel">;
+// A binary op that a pp.fused kernel computes with the element function
+// `fn` of pp/Runtime/Fused.h.
+class ONNX_FusibleBinary<string fn>
+    : ONNX_OpTrait<"FusibleBinary", "static constexpr const char "
+                   "*kFusedFunction = \"" # fn # "\";">;
 
 def ONNX_KernelFactsOpInterface : OpInterface<"KernelFactsOpInterface"> {
   let description = [{
@@ -73,6 +78,16 @@ def ONNX_KernelFactsOpInterface : OpInterface<"KernelFactsOpInterface"> {
                     "element of the operands only.",
       "bool", "isElementwise", (ins), [{}], [{
         return ConcreteOp::template hasTrait<::mlir::OpTrait::Elementwise>();
+      }]>,
+    InterfaceMethod<"The element function of pp/Runtime/Fused.h that "
+                    "computes the op inside a pp.fused kernel; empty if "
+                    "the op cannot be fused.",
+      "::llvm::StringRef", "getFusedElementFunction", (ins), [{}], [{
+        if constexpr (ConcreteOp::template hasTrait<
+                          ::pp::onnx::OpTrait::FusibleBinary>())
+          return ConcreteOp::kFusedFunction;
+        std::optional<::pp::rt::UnaryKind> kind = $_op.getUnaryKind();
+        return kind ? ::pp::rt::fusedFunction(*kind) : "";
       }]>,
   ];
 }

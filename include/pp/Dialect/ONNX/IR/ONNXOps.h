@@ -70,6 +70,9 @@ class MemoryBound
 template <typename ConcreteType>
 class UnaryKernel
     : public mlir::OpTrait::TraitBase<ConcreteType, UnaryKernel> {};
+template <typename ConcreteType>
+class FusibleBinary
+    : public mlir::OpTrait::TraitBase<ConcreteType, FusibleBinary> {};
 } // namespace pp::onnx::OpTrait
 
 namespace pp::onnx::detail {

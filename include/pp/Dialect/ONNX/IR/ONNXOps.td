@@ -216,16 +216,20 @@ def ONNX_DropoutOp : ONNX_Op<"Dropout", [AttrSizedOperandSegments]> {
 // Broadcasting binary ops and Where.
 //===----------------------------------------------------------------------===//
 
-def ONNX_AddOp : ONNX_BroadcastOp<"Add", ONNX_NumericTensor, ONNX_NumericTensor> {
+def ONNX_AddOp : ONNX_BroadcastOp<"Add", ONNX_NumericTensor, ONNX_NumericTensor,
+    "nullptr", [ONNX_FusibleBinary<"add">]> {
   let hasFolder = 1;
 }
-def ONNX_SubOp : ONNX_BroadcastOp<"Sub", ONNX_NumericTensor, ONNX_NumericTensor> {
+def ONNX_SubOp : ONNX_BroadcastOp<"Sub", ONNX_NumericTensor, ONNX_NumericTensor,
+    "nullptr", [ONNX_FusibleBinary<"sub">]> {
   let hasFolder = 1;
 }
-def ONNX_MulOp : ONNX_BroadcastOp<"Mul", ONNX_NumericTensor, ONNX_NumericTensor> {
+def ONNX_MulOp : ONNX_BroadcastOp<"Mul", ONNX_NumericTensor, ONNX_NumericTensor,
+    "nullptr", [ONNX_FusibleBinary<"mul">]> {
   let hasFolder = 1;
 }
-def ONNX_DivOp : ONNX_BroadcastOp<"Div", ONNX_NumericTensor, ONNX_NumericTensor> {
+def ONNX_DivOp : ONNX_BroadcastOp<"Div", ONNX_NumericTensor, ONNX_NumericTensor,
+    "nullptr", [ONNX_FusibleBinary<"div">]> {
   let hasFolder = 1;
 }
 def ONNX_PowOp : ONNX_Op<"Pow", [Pure]> {

@@ -6,6 +6,7 @@
 #include "pp/Schedule/Schedule.h"
 
 #include "mlir/Bytecode/BytecodeOpInterface.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
@@ -29,6 +30,11 @@ namespace pp::pipeline {
 /// The one pp.schedule of `module`; otherwise null after an error at the
 /// module that says `user` needs one.
 ScheduleOp lookupSchedule(mlir::ModuleOp module, llvm::StringRef user);
+
+/// The function `name` of `module` that a pass works on; otherwise null
+/// after an error at the module ("no function @name " + `purpose`).
+mlir::func::FuncOp lookupFunction(mlir::ModuleOp module, llvm::StringRef name,
+                                  llvm::StringRef purpose);
 
 /// `op` in the schedule library's form (pp/Schedule/Schedule.h), for the
 /// simulator and the memory plan.
@@ -84,7 +90,8 @@ void setPlannedPeakBytes(mlir::ModuleOp module, llvm::ArrayRef<int64_t> bytes);
 /// pp.output_names), set by --pp-split-stages.
 mlir::ArrayAttr getInputNames(mlir::ModuleOp module);
 mlir::ArrayAttr getOutputNames(mlir::ModuleOp module);
-void setInputOutputNames(mlir::ModuleOp module, llvm::ArrayRef<mlir::Attribute> inputs,
+void setInputOutputNames(mlir::ModuleOp module,
+                         llvm::ArrayRef<mlir::Attribute> inputs,
                          llvm::ArrayRef<mlir::Attribute> outputs);
 
 /// Argument and result attributes of functions: the micro-batch index of a

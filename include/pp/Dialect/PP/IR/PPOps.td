@@ -164,7 +164,8 @@ def PP_FusedOp : PP_Op<"fused", [IsolatedFromAbove, SingleBlock,
   let extraClassDeclaration = [{
     /// The scalar function of pp/Runtime/Fused.h (`pp::rt::fused::<name>`)
     /// that computes `op` inside a fused kernel; empty when `op` cannot be
-    /// fused. The one table of fusible ops.
+    /// fused: what its KernelFactsOpInterface says (UnaryKinds.def and the
+    /// onnx ops' ODS).
     static ::llvm::StringRef getElementFunction(::mlir::Operation *op);
     /// The value the body yields.
     ::mlir::Value getYieldedValue();

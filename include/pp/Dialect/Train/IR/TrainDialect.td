@@ -16,6 +16,7 @@ def Train_Dialect : Dialect {
   }];
   let cppNamespace = "::pp::train";
   let dependentDialects = ["::pp::onnx::ONNXDialect"];
+  let useDefaultAttributePrinterParser = 1;
 }
 
 #endif // PP_DIALECT_TRAIN_IR_TRAINDIALECT_TD

@@ -11,6 +11,9 @@
 
 #include "pp/Dialect/Train/IR/TrainOpsDialect.h.inc"
 
+#define GET_ATTRDEF_CLASSES
+#include "pp/Dialect/Train/IR/TrainAttrs.h.inc"
+
 #include "pp/Dialect/Train/IR/TrainInterfaces.h.inc"
 
 #define GET_OP_CLASSES

@@ -2,7 +2,9 @@
 #ifndef PP_DIALECT_TRAIN_IR_TRAINOPS_TD
 #define PP_DIALECT_TRAIN_IR_TRAINOPS_TD
 
+include "pp/Dialect/Train/IR/TrainAttrs.td"
 include "pp/Dialect/Train/IR/TrainDialect.td"
+include "pp/Dialect/ONNX/IR/ONNXInterfaces.td"
 include "pp/Dialect/Train/IR/TrainInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
@@ -36,18 +38,20 @@ def Train_GlobalWriteOp : Train_Op<"global_write",
 }
 
 def Train_UnaryGradOp : Train_GradOp<"unary_grad",
-    [AllTypesMatch<["x", "y", "dy", "dx"]>]> {
+    [AllTypesMatch<["x", "y", "dy", "dx"]>, Elementwise,
+     DeclareOpInterfaceMethods<ONNX_KernelFactsOpInterface,
+                               ["getFusedElementFunction"]>]> {
   let summary = "dx = dy * f'(x) for an elementwise unary op f";
   let description = [{
-    `kind` names f as the kernel library does: Relu, LeakyRelu (with
-    `alpha`), Sigmoid, Tanh, Erf, GeluErf, GeluTanh, Sqrt, Exp, Log, Abs,
-    Reciprocal. `y` is f(x).
+    `kind` names f as the kernel library does (pp/Runtime/UnaryKinds.def):
+    Relu, LeakyRelu (with `alpha`), Sigmoid, Tanh, Erf, GeluErf, GeluTanh,
+    Sqrt, Exp, Log, Abs, Reciprocal. `y` is f(x).
 
     ```mlir
-    %dx = train.unary_grad "Relu" %x, %y, %dy : tensor<4xf32>
+    %dx = train.unary_grad <Relu> %x, %y, %dy : tensor<4xf32>
     ```
   }];
-  let arguments = (ins StrAttr:$kind, Train_FloatTensor:$x, Train_FloatTensor:$y,
+  let arguments = (ins Train_UnaryKindAttr:$kind, Train_FloatTensor:$x, Train_FloatTensor:$y,
                        Train_FloatTensor:$dy, DefaultValuedAttr<F32Attr, "0.0">:$alpha);
   let results = (outs Train_FloatTensor:$dx);
   let assemblyFormat = "$kind $x `,` $y `,` $dy attr-dict `:` type($dx)";

@@ -1,0 +1,49 @@
+//===- Transforms.h - Pipeline planning as functions ------------*- C++ -*-===//
+//
+// What each planning pass does, as a function over a module that tests and
+// tools can call without a pass manager. The passes of Passes.td are thin
+// adapters over these; the options are the passes' own (Passes.h.inc).
+// Each reports its errors on the module and returns failure.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_DIALECT_PP_TRANSFORMS_TRANSFORMS_H
+#define PP_DIALECT_PP_TRANSFORMS_TRANSFORMS_H
+
+#include "pp/Dialect/PP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+
+namespace pp::pipeline {
+
+/// --pp-partition: a stage for every forward op of the training step.
+mlir::LogicalResult partitionStages(mlir::ModuleOp module,
+                                    const PartitionPassOptions &options);
+
+/// --pp-recompute: forward ops cloned into the backward, by policy.
+mlir::LogicalResult planRecomputation(mlir::ModuleOp module,
+                                      const RecomputePassOptions &options);
+
+/// --pp-split-stages: one function per stage and phase, with send/recv.
+mlir::LogicalResult splitStages(mlir::ModuleOp module,
+                                const SplitStagesPassOptions &options);
+
+/// --pp-materialize-schedule: the per-device action lists as a pp.schedule.
+mlir::LogicalResult
+materializeSchedule(mlir::ModuleOp module,
+                    const MaterializeSchedulePassOptions &options);
+
+/// --pp-fuse-elementwise: trees of elementwise ops into pp.fused kernels.
+void fuseElementwise(mlir::func::FuncOp func);
+
+/// --pp-memory-plan: arena offsets and the planned peak of each device.
+mlir::LogicalResult planStageMemory(mlir::ModuleOp module,
+                                    const MemoryPlanPassOptions &options);
+
+/// --pp-plan-report: the simulated plan as text, plan.json and timelines.
+mlir::LogicalResult writePlanReport(mlir::ModuleOp module,
+                                    const PlanReportPassOptions &options);
+
+} // namespace pp::pipeline
+
+#endif // PP_DIALECT_PP_TRANSFORMS_TRANSFORMS_H

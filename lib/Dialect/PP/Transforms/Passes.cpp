@@ -1,0 +1,109 @@
+//===- Passes.cpp - Planning passes over Transforms.h -----------*- C++ -*-===//
+//
+// Each pass hands its options to the function of Transforms.h that does
+// the work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/PP/Transforms/Transforms.h"
+#include "pp/Support/PassAdapter.h"
+
+namespace pp {
+#define GEN_PASS_DEF_PARTITIONPASS
+#define GEN_PASS_DEF_RECOMPUTEPASS
+#define GEN_PASS_DEF_SPLITSTAGESPASS
+#define GEN_PASS_DEF_MATERIALIZESCHEDULEPASS
+#define GEN_PASS_DEF_FUSEELEMENTWISEPASS
+#define GEN_PASS_DEF_MEMORYPLANPASS
+#define GEN_PASS_DEF_PLANREPORTPASS
+#include "pp/Dialect/PP/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+using pp::PassAdapter;
+namespace pipeline = pp::pipeline;
+
+namespace {
+
+struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::partitionStages(module,
+                                     {.funcName = funcName,
+                                      .clusterSpec = clusterSpec,
+                                      .schedule = schedule,
+                                      .chunks = chunks,
+                                      .microBatches = microBatches,
+                                      .optimizer = optimizer,
+                                      .profileFile = profileFile,
+                                      .recompute = recompute,
+                                      .pins = pins,
+                                      .splitAfter = splitAfter,
+                                      .tryDeviceOrders = tryDeviceOrders,
+                                      .reportFile = reportFile});
+  }
+};
+
+struct RecomputePass : PassAdapter<RecomputePass, pp::impl::RecomputePassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::planRecomputation(module,
+                                       {.funcName = funcName,
+                                        .policy = policy,
+                                        .clusterSpec = clusterSpec,
+                                        .schedule = schedule,
+                                        .microBatches = microBatches,
+                                        .activationBudget = activationBudget,
+                                        .reportFile = reportFile});
+  }
+};
+
+struct SplitStagesPass
+    : PassAdapter<SplitStagesPass, pp::impl::SplitStagesPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::splitStages(module, {.funcName = funcName,
+                                          .microBatches = microBatches,
+                                          .splitBackward = splitBackward});
+  }
+};
+
+struct MaterializeSchedulePass
+    : PassAdapter<MaterializeSchedulePass,
+                  pp::impl::MaterializeSchedulePassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::materializeSchedule(module,
+                                         {.kind = kind, .chunks = chunks});
+  }
+};
+
+struct FuseElementwisePass
+    : PassAdapter<FuseElementwisePass, pp::impl::FuseElementwisePassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(func::FuncOp func) {
+    pipeline::fuseElementwise(func);
+    return success();
+  }
+};
+
+struct MemoryPlanPass
+    : PassAdapter<MemoryPlanPass, pp::impl::MemoryPlanPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::planStageMemory(module, {.reportFile = reportFile});
+  }
+};
+
+struct PlanReportPass
+    : PassAdapter<PlanReportPass, pp::impl::PlanReportPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::writePlanReport(module, {.clusterSpec = clusterSpec,
+                                              .profileFile = profileFile,
+                                              .summaryFile = summaryFile,
+                                              .outputDir = outputDir});
+  }
+};
+
+} // namespace

@@ -1,0 +1,55 @@
+//===- Passes.cpp - Training-step passes over Transforms.h ------*- C++ -*-===//
+//
+// Each pass hands its options to the function of Transforms.h that does
+// the work.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/Train/Transforms/Transforms.h"
+#include "pp/Support/PassAdapter.h"
+
+namespace pp {
+#define GEN_PASS_DEF_ADDLOSSPASS
+#define GEN_PASS_DEF_AUTODIFFPASS
+#define GEN_PASS_DEF_OPTIMIZERPASS
+#include "pp/Dialect/Train/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+using pp::PassAdapter;
+namespace train = pp::train;
+
+namespace {
+
+struct AddLossPass : PassAdapter<AddLossPass, pp::impl::AddLossPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return train::addLoss(
+        module, {.funcName = funcName, .kind = kind, .classAxis = classAxis});
+  }
+};
+
+struct AutodiffPass : PassAdapter<AutodiffPass, pp::impl::AutodiffPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return train::differentiate(module, {.funcName = funcName});
+  }
+};
+
+struct OptimizerPass : PassAdapter<OptimizerPass, pp::impl::OptimizerPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return train::applyOptimizer(module, {.funcName = funcName,
+                                          .kind = kind,
+                                          .lr = lr,
+                                          .momentum = momentum,
+                                          .dampening = dampening,
+                                          .nesterov = nesterov,
+                                          .weightDecay = weightDecay,
+                                          .beta1 = beta1,
+                                          .beta2 = beta2,
+                                          .epsilon = epsilon});
+  }
+};
+
+} // namespace
