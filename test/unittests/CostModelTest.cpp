@@ -33,7 +33,7 @@ func.func @main(%x: tensor<8x32xf32>) -> tensor<8x16xf32> {
 )mlir";
 
 struct Fixture : public ::testing::Test {
-  Fixture() : context(makeRegistry()) {}
+  Fixture() : context(makeRegistry()) { context.loadAllAvailableDialects(); }
   static DialectRegistry makeRegistry() {
     DialectRegistry registry;
     registry.insert<pp::onnx::ONNXDialect, pp::train::TrainDialect,
