@@ -470,6 +470,38 @@ def crash_checks(mpi_ranks):
         steps.append(step)
     print("resumed %d of %d killed runs with the uninterrupted losses "
           "(from steps %s; %.1f s)" % (resumed, CRASH_RUNS, steps, seconds))
+    if not mpi_ranks:
+        random_time_kills(rng)
+
+
+def random_time_kills(rng, runs=5, steps=60):
+    """SIGKILLs a --local run with a checkpoint every step (whose time goes
+    mostly to writing them) at a random time after its first commit; each
+    must resume with the uninterrupted losses."""
+    common = ["--local", "--data", "data", "--steps", str(steps), "--seed",
+              "3", "--checkpoint-every", "1"]
+    full = step_losses(run_ok(common + ["--checkpoint", "ck-full"]))
+    latest = os.path.join(WORK, "ck", "latest")
+    resumed = []
+    for i in range(runs):
+        shutil.rmtree(os.path.join(WORK, "ck"), ignore_errors=True)
+        proc = subprocess.Popen(toy_command(common + ["--checkpoint", "ck"]),
+                                cwd=WORK, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        while not os.path.exists(latest) and proc.poll() is None:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.3))
+        proc.kill()
+        killed = proc.wait() == -9
+        out = run_ok(common + ["--checkpoint", "ck", "--resume", "ck"])
+        path, step = resumed_step(out)
+        expect(step is not None and step_losses(out) == full[step:],
+               "killed at a random time, resumed from %s: the losses differ"
+               % path, out)
+        resumed.append((step, killed))
+    print("random-time kills: resumed %d of %d with the uninterrupted losses "
+          "(from steps %s)" % (len(resumed), runs,
+                               [s for s, k in resumed if k]))
 
 
 def check_checkpoint_crash():
