@@ -527,10 +527,13 @@ bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
     }
     std::string latest = dir + "/latest", text, why;
     int64_t committed = -1;
-    if (!readRegularFile(latest, text, why))
+    if (steps.empty()) {
+      // Nothing to choose from (the error below).
+    } else if (!readRegularFile(latest, text, why)) {
       skip("no committed checkpoint (" + why + "): trying every step-<k>");
-    else if ((committed = stepOfName(text.substr(0, text.find('\n')))) < 0)
+    } else if ((committed = stepOfName(text.substr(0, text.find('\n')))) < 0) {
       skip("'" + latest + "' is corrupt: trying every step-<k>");
+    }
     for (int64_t k : steps) {
       std::string stepDir = checkpointStepDir(dir, k);
       if (committed >= 0 && k > committed)

@@ -19,7 +19,8 @@
 //
 // PP_TEST_CRASH_AT=<rank>:<n> (tests only) SIGKILLs the process at rank
 // <rank>'s n-th checkpoint file operation (counted from 1: mkdir, open,
-// each of two write halves, fsync, rename, directory fsync, unlink);
+// each of two write halves, fsync, rename, directory fsync, and unlink and
+// rmdir when old checkpoints are removed);
 // PP_TEST_CRASH_AT=trace prints every operation to stderr instead.
 //
 //===----------------------------------------------------------------------===//
