@@ -7,7 +7,8 @@ emit-dir=), builds it, and
   2. trains it again with --checkpoint-every, and `kill -9`s the process of
      rank 1 from outside once step --kill-after has been printed: the job
      must exit non-zero within 30 s with a message naming rank 1;
-  3. resumes from the last checkpoint (--resume) to --steps: every step it
+  3. resumes from the last checkpoint (--resume) to --steps: it must name
+     the checkpoint it takes (checkpoint/step-<k>), and every step it
      prints must have the reference loss, to the printed digit.
 Prints what happened and exits non-zero when any of it fails.
 """
@@ -133,10 +134,17 @@ def main():
 
     resumed = run(mpirun + [f"--resume={checkpoint}"])
     losses = step_losses(resumed)
+    took = re.search(r"^resuming from checkpoint '(.*)' \(step (\d+)\)$",
+                     resumed, re.M)
+    print("took " + (f"{os.path.relpath(took.group(1), args.work)} "
+                     f"(step {took.group(2)})" if took else "(none named)"))
     if not losses:
         failures.append("the resumed run printed no step")
     else:
         first = min(losses)
+        if not took or int(took.group(2)) != first - 1:
+            failures.append("the resumed run does not name the checkpoint "
+                            f"of step {first - 1}")
         same = all(losses[s] == reference[s] for s in losses)
         print(f"resumed at step {first}: steps {first}..{max(losses)} "
               f"{'equal' if same else 'DIFFER FROM'} the uninterrupted run")

@@ -4,6 +4,11 @@
 
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <ctime>
 #include <thread>
 
 using namespace pp::rt;
@@ -74,6 +79,44 @@ TEST(InProcessComm, ReceiveTimesOutNamingThePeer) {
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message.find("no message from rank 0 (tag 9)"), std::string::npos)
       << s.message;
+}
+
+// An infinite timeout waits (blocked, not spinning) until the peers come:
+// the waiters of the all-reduce and of a receive use no CPU meanwhile, and
+// both finish once rank 1 arrives 300 ms later.
+TEST(InProcessComm, InfiniteTimeoutBlocksWithoutSpinning) {
+  auto group = createInProcessGroup(2);
+  std::atomic<bool> done{false};
+  std::thread watchdog([&] {
+    for (int i = 0; i < 200 && !done; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    if (!done) {
+      std::fprintf(stderr, "FAIL: a wait with an infinite timeout hangs\n");
+      std::_Exit(1);
+    }
+  });
+  std::clock_t cpuStart = std::clock();
+  onRanks(2, [&](int r) {
+    group[r]->timeoutSeconds = INFINITY;
+    std::vector<float> v{1.0f};
+    Tensor t = view(v);
+    if (r == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    Status s = group[r]->allReduceSum(t);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(v[0], 2.0f);
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      ASSERT_TRUE(group[1]->send(t, 0, 3).ok());
+    } else {
+      Status received = group[0]->recv(t, 1, 3);
+      ASSERT_TRUE(received.ok()) << received.message;
+    }
+  });
+  double cpuSeconds = double(std::clock() - cpuStart) / CLOCKS_PER_SEC;
+  done = true;
+  watchdog.join();
+  EXPECT_LT(cpuSeconds, 0.2) << "the waiting rank spun";
 }
 
 TEST(InProcessComm, SizeMismatchIsAnError) {

@@ -26,6 +26,7 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/OpParams.h"
+#include "pp/Runtime/Checksum.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -357,7 +358,8 @@ private:
 };
 
 void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
-                        const pp::EmitProgramOptions &options) {
+                        const pp::EmitProgramOptions &options,
+                        uint32_t codeHash) {
   MLIRContext *context = b.getContext();
   Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
   auto fn = emitc::FuncOp::create(b, loc, "makeProgram",
@@ -376,6 +378,11 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   set.set("dataFile", "std::string", quote(options.dataFileName));
   set.set("onnxFile", "std::string", quote(options.onnxFileName));
+  // The identity the driver checks the data file and checkpoints against.
+  set.set("dataHash", "uint32_t",
+          std::to_string(pp::rt::crc32c(0, table.dataBytes.data(),
+                                        table.dataBytes.size())));
+  set.set("codeHash", "uint32_t", std::to_string(codeHash));
   set.set("deviceNames", "std::vector<std::string>",
           listOf(ArrayRef(table.deviceNames),
                  [](const std::string &name) { return quote(name); }));
@@ -477,6 +484,13 @@ pp::emitc_lowering::buildProgram(ModuleOp module, ProgramTable &table,
       return module.emitError()
              << "a stage function may not be named '" << name << "'";
 
+  // The stage code (all that is left), as MLIR text: its CRC-32C is the
+  // program's code identity.
+  std::string code;
+  llvm::raw_string_ostream codeStream(code);
+  module.print(codeStream);
+  uint32_t codeHash = pp::rt::crc32c(0, code.data(), code.size());
+
   Location loc = module.getLoc();
   OpBuilder b(module.getContext());
   b.setInsertionPointToStart(module.getBody());
@@ -488,7 +502,7 @@ pp::emitc_lowering::buildProgram(ModuleOp module, ProgramTable &table,
                            /*isStandardInclude=*/false);
   emitc::IncludeOp::create(b, loc, "limits", /*isStandardInclude=*/true);
   b.setInsertionPointToEnd(module.getBody());
-  buildTableFunction(b, loc, table, options);
+  buildTableFunction(b, loc, table, options, codeHash);
   buildMain(b, loc);
   return success();
 }

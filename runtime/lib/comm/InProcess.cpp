@@ -66,8 +66,7 @@ public:
   Status recv(Tensor &value, int peer, int tag) override {
     auto key = std::make_tuple(peer, rank_, tag);
     std::unique_lock<std::mutex> lock(box_->mutex);
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(timeoutSeconds);
+    auto deadline = this->deadline();
     while (true) {
       if (box_->aborted)
         return Status::error("recv: the job was aborted: " + box_->abortReason);
@@ -122,8 +121,7 @@ public:
       ++box_->generation;
       box_->changed.notify_all();
     } else {
-      auto deadline = std::chrono::steady_clock::now() +
-                      std::chrono::duration<double>(timeoutSeconds);
+      auto deadline = this->deadline();
       while (box_->generation == generation && !box_->aborted)
         if (box_->changed.wait_until(lock, deadline) == std::cv_status::timeout)
           return Status::error("allReduceSum: rank " + std::to_string(rank_) +

@@ -57,8 +57,7 @@ public:
 
   Status recv(Tensor &value, int peer, int tag) override {
     // Probe first: a message of the wrong size is reported, not truncated.
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(timeoutSeconds);
+    auto deadline = this->deadline();
     MPI_Status status;
     int arrived = 0;
     while (true) {

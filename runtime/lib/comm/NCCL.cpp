@@ -104,8 +104,7 @@ private:
 
   /// Waits for the stream, giving up after the timeout.
   Status wait(const std::string &what) {
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::duration<double>(timeoutSeconds);
+    auto deadline = this->deadline();
     while (true) {
       cudaError_t e = cudaStreamQuery(stream_);
       if (e == cudaSuccess)

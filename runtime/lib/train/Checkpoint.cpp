@@ -6,6 +6,11 @@
 // counter, global count and per global its id, name, dtype, rank, dims,
 // byte count and bytes.
 //
+// MANIFEST: text lines "pp-checkpoint 2", "model <name>", "identity
+// <Job::identity>", "steps <k>", "devices <n>", "stages <n>", "seed <s>",
+// one "file rank<r>.ckpt <bytes> <crc32c hex>" per rank, and last
+// "crc32c <hex>" of every line before it. latest: "step-<k>\n".
+//
 // A rank's state goes in as it is between steps: the backend copies of its
 // stages' globals and their seed counters (the Dropout masks continue).
 //
@@ -13,13 +18,21 @@
 
 #include "Checkpoint.h"
 #include "Job.h"
+#include "Util.h"
 
+#include "pp/Runtime/Checksum.h"
 #include "pp/Runtime/Memory.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <dirent.h>
+#include <fcntl.h>
+#include <map>
+#include <mutex>
 #include <sstream>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,79 +92,265 @@ struct Reader {
   }
 };
 
-/// Writes `bytes` to `path` through `path.tmp`, flushed to disk, then
-/// renamed over `path`.
-bool writeAtomically(const std::string &path, const std::string &bytes,
-                     std::string &error) {
-  std::string tmp = path + ".tmp";
-  FILE *file = std::fopen(tmp.c_str(), "wb");
-  if (!file) {
-    error = "cannot write '" + tmp + "': " + std::strerror(errno);
-    return false;
+/// PP_TEST_CRASH_AT (see Checkpoint.h): called before each file operation
+/// of a checkpoint.
+void crashPoint(int rank, const char *op, const std::string &path) {
+  static const std::string spec = [] {
+    const char *value = std::getenv("PP_TEST_CRASH_AT");
+    return std::string(value ? value : "");
+  }();
+  if (spec.empty())
+    return;
+  static std::mutex mutex;
+  static std::map<int, int64_t> counts;
+  int64_t n;
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    n = ++counts[rank];
   }
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  ok = std::fflush(file) == 0 && ok;
-  ok = fsync(fileno(file)) == 0 && ok;
-  ok = std::fclose(file) == 0 && ok;
-  if (!ok) {
-    error = "cannot write '" + tmp + "': " + std::strerror(errno);
-    return false;
+  std::string where = "checkpoint operation " + std::to_string(rank) + ":" +
+                      std::to_string(n) + " " + op + " '" + path + "'";
+  if (spec == "trace") {
+    std::fprintf(stderr, "%s\n", where.c_str());
+    return;
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    error = "cannot rename '" + tmp + "' to '" + path +
-            "': " + std::strerror(errno);
-    return false;
+  if (spec == std::to_string(rank) + ":" + std::to_string(n)) {
+    std::fprintf(stderr, "PP_TEST_CRASH_AT: killed at %s\n", where.c_str());
+    std::fflush(stderr);
+    std::raise(SIGKILL);
   }
-  return true;
 }
 
-bool readWhole(const std::string &path, std::string &bytes,
-               std::string &error) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    error = "cannot read '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  std::ostringstream text;
-  text << in.rdbuf();
-  bytes = text.str();
-  return true;
-}
-
-} // namespace
-
-std::string pp::rt::train::rankCheckpointPath(const std::string &dir,
-                                              int rank) {
-  return dir + "/rank" + std::to_string(rank) + ".ckpt";
-}
-
-bool pp::rt::train::makeDirectories(const std::string &path,
-                                    std::string &error) {
-  std::string prefix;
-  size_t pos = 0;
-  while (pos <= path.size()) {
-    size_t slash = path.find('/', pos);
-    prefix = path.substr(0, slash);
-    pos = slash == std::string::npos ? path.size() + 1 : slash + 1;
-    if (prefix.empty())
+bool writeAll(int fd, const char *data, size_t size) {
+  while (size > 0) {
+    ssize_t n = write(fd, data, size);
+    if (n < 0 && errno == EINTR)
       continue;
-    if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
-      error =
-          "cannot create directory '" + prefix + "': " + std::strerror(errno);
+    if (n <= 0)
+      return false;
+    data += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool syncDirectory(int rank, const std::string &dir, std::string &error) {
+  crashPoint(rank, "fsync", dir);
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  bool ok = fd >= 0 && fsync(fd) == 0;
+  if (!ok)
+    error = withErrno("cannot sync directory '" + dir + "'");
+  if (fd >= 0)
+    close(fd);
+  return ok;
+}
+
+/// Writes `bytes` to `dir`/`name` through `name`.tmp (in two halves, so a
+/// crash can tear it), fsynced, renamed over `name`, `dir` fsynced.
+bool writeDurably(int rank, const std::string &dir, const std::string &name,
+                  const std::string &bytes, std::string &error) {
+  std::string path = dir + "/" + name, tmp = path + ".tmp";
+  crashPoint(rank, "open", tmp);
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  if (fd < 0) {
+    error = withErrno("cannot write '" + tmp + "'");
+    return false;
+  }
+  size_t half = bytes.size() / 2;
+  crashPoint(rank, "write", tmp);
+  bool ok = writeAll(fd, bytes.data(), half);
+  crashPoint(rank, "write", tmp);
+  ok = ok && writeAll(fd, bytes.data() + half, bytes.size() - half);
+  crashPoint(rank, "fsync", tmp);
+  ok = ok && fsync(fd) == 0;
+  ok = close(fd) == 0 && ok;
+  if (!ok) {
+    error = withErrno("cannot write '" + tmp + "'");
+    unlink(tmp.c_str());
+    return false;
+  }
+  crashPoint(rank, "rename", path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = withErrno("cannot rename '" + tmp + "' to '" + path + "'");
+    return false;
+  }
+  return syncDirectory(rank, dir, error);
+}
+
+uint32_t crcOf(const std::string &bytes) {
+  return crc32c(0, bytes.data(), bytes.size());
+}
+
+const char kManifest[] = "MANIFEST";
+
+/// k of a directory entry named "step-<k>"; -1 for any other name.
+int64_t stepOfName(const std::string &name) {
+  if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 23 ||
+      name.find_first_not_of("0123456789", 5) != std::string::npos)
+    return -1;
+  return std::atoll(name.c_str() + 5);
+}
+
+/// The steps of the step-<k> directories of `dir`, newest first.
+bool listSteps(const std::string &dir, std::vector<int64_t> &steps,
+               std::string &error) {
+  DIR *d = opendir(dir.c_str());
+  if (!d) {
+    error = withErrno("cannot read directory '" + dir + "'");
+    return false;
+  }
+  while (dirent *entry = readdir(d))
+    if (int64_t k = stepOfName(entry->d_name); k >= 0)
+      steps.push_back(k);
+  closedir(d);
+  std::sort(steps.rbegin(), steps.rend());
+  return true;
+}
+
+/// Removes checkpoint directory `path`: its manifest first, so that a crash
+/// midway leaves no directory that looks complete.
+bool removeCheckpoint(const std::string &path, std::string &error) {
+  std::vector<std::string> names;
+  if (DIR *d = opendir(path.c_str())) {
+    while (dirent *entry = readdir(d))
+      if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
+        names.push_back(entry->d_name);
+    closedir(d);
+  }
+  std::stable_partition(names.begin(), names.end(),
+                        [](const std::string &n) { return n == kManifest; });
+  for (const std::string &name : names) {
+    std::string file = path + "/" + name;
+    crashPoint(0, "unlink", file);
+    if (unlink(file.c_str()) != 0 && errno != ENOENT) {
+      error = withErrno("cannot remove the old checkpoint file '" + file + "'");
       return false;
     }
   }
-  struct stat info;
-  if (stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
-    error = "'" + path + "' is not a directory";
+  crashPoint(0, "rmdir", path);
+  if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
+    error = withErrno("cannot remove the old checkpoint '" + path + "'");
     return false;
   }
   return true;
 }
 
-bool pp::rt::train::writeRankCheckpoint(const std::string &dir,
-                                        const RankCheckpoint &ckpt,
-                                        std::string &error) {
+std::string encodeManifest(const CheckpointManifest &m) {
+  std::string text = "pp-checkpoint 2\n";
+  text += "model " + m.modelName + "\n";
+  text += "identity " + m.identity + "\n";
+  text += "steps " + std::to_string(m.completedSteps) + "\n";
+  text += "devices " + std::to_string(m.numDevices) + "\n";
+  text += "stages " + std::to_string(m.numStages) + "\n";
+  text += "seed " + std::to_string(m.seed) + "\n";
+  for (const CheckpointFile &f : m.files)
+    text += "file " + f.name + " " + std::to_string(f.size) + " " +
+            hex32(f.crc) + "\n";
+  return text + "crc32c " + hex32(crcOf(text)) + "\n";
+}
+
+/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
+bool readManifest(const std::string &path, CheckpointManifest &m,
+                  std::string &why) {
+  std::string text;
+  if (!readRegularFile(path, text, why))
+    return false;
+  size_t last =
+      text.size() < 2 ? std::string::npos : text.rfind('\n', text.size() - 2);
+  std::string body = text.substr(0, last + 1);
+  if (last == std::string::npos || text.back() != '\n' ||
+      text.compare(last + 1, std::string::npos,
+                   "crc32c " + hex32(crcOf(body)) + "\n") != 0) {
+    why = "'" + path + "' fails its CRC-32C check (torn or corrupt)";
+    return false;
+  }
+  std::istringstream in(body);
+  std::string line;
+  bool versioned = false, hasSteps = false;
+  while (std::getline(in, line)) {
+    size_t space = line.find(' ');
+    std::string key = line.substr(0, space);
+    std::string value =
+        space == std::string::npos ? "" : line.substr(space + 1);
+    if (key == "pp-checkpoint") {
+      versioned = value == "2";
+    } else if (key == "model") {
+      m.modelName = value;
+    } else if (key == "identity") {
+      m.identity = value;
+    } else if (key == "steps") {
+      m.completedSteps = std::atoll(value.c_str());
+      hasSteps = true;
+    } else if (key == "devices") {
+      m.numDevices = std::atoll(value.c_str());
+    } else if (key == "stages") {
+      m.numStages = std::atoll(value.c_str());
+    } else if (key == "seed") {
+      m.seed = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (key == "file") {
+      CheckpointFile &f = m.files.emplace_back();
+      std::istringstream fields(value);
+      std::string crc;
+      fields >> f.name >> f.size >> crc;
+      f.crc = static_cast<uint32_t>(std::strtoul(crc.c_str(), nullptr, 16));
+    }
+  }
+  if (!versioned || !hasSteps) {
+    why = "'" + path + "' is not a checkpoint manifest of this driver";
+    return false;
+  }
+  return true;
+}
+
+/// Reads `path` and checks it against its manifest entry `file`.
+bool readCheckedFile(const std::string &path, const CheckpointFile &file,
+                     std::string &bytes, std::string &why) {
+  if (!readRegularFile(path, bytes, why))
+    return false;
+  if (static_cast<int64_t>(bytes.size()) != file.size)
+    why = "'" + path + "' has " + std::to_string(bytes.size()) +
+          " bytes, its manifest says " + std::to_string(file.size) + " (torn)";
+  else if (crcOf(bytes) != file.crc)
+    why = "'" + path + "' fails its CRC-32C check (corrupt)";
+  else
+    return true;
+  return false;
+}
+
+/// Whether `stepDir` holds a complete checkpoint of this job; `why` says
+/// what is wrong with it.
+bool verifyCheckpoint(const Job &job, const std::string &stepDir,
+                      CheckpointManifest &m, std::string &why) {
+  if (!readManifest(stepDir + "/" + kManifest, m, why))
+    return false;
+  if (m.identity != job.identity || m.modelName != job.program.modelName) {
+    why = "written by another program ('" + m.modelName + "', identity " +
+          m.identity + "; this is '" + job.program.modelName + "', identity " +
+          job.identity + ")";
+    return false;
+  }
+  if (m.numDevices != job.numDevices ||
+      static_cast<int>(m.files.size()) != job.numDevices) {
+    why = "its manifest lists " + std::to_string(m.files.size()) +
+          " rank files, the program runs on " + std::to_string(job.numDevices) +
+          " devices";
+    return false;
+  }
+  std::string bytes;
+  for (int r = 0; r < job.numDevices; ++r) {
+    if (m.files[r].name != rankCheckpointName(r)) {
+      why = "its manifest lists '" + m.files[r].name + "' for rank " +
+            std::to_string(r);
+      return false;
+    }
+    if (!readCheckedFile(stepDir + "/" + m.files[r].name, m.files[r], bytes,
+                         why))
+      return false;
+  }
+  return true;
+}
+
+std::string encodeRankCheckpoint(const RankCheckpoint &ckpt) {
   Writer w;
   w.raw(kMagic, sizeof(kMagic));
   w.str(ckpt.modelName);
@@ -177,16 +376,11 @@ bool pp::rt::train::writeRankCheckpoint(const std::string &dir,
       w.raw(global.value.bytes.data(), global.value.bytes.size());
     }
   }
-  return writeAtomically(rankCheckpointPath(dir, static_cast<int>(ckpt.rank)),
-                         w.bytes, error);
+  return w.bytes;
 }
 
-bool pp::rt::train::readRankCheckpoint(const std::string &path,
-                                       RankCheckpoint &ckpt,
-                                       std::string &error) {
-  std::string bytes;
-  if (!readWhole(path, bytes, error))
-    return false;
+bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
+                          RankCheckpoint &ckpt, std::string &error) {
   if (bytes.size() < sizeof(kMagic) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     error = "'" + path + "' is not a checkpoint of this driver";
@@ -232,90 +426,156 @@ bool pp::rt::train::readRankCheckpoint(const std::string &path,
   return true;
 }
 
-bool pp::rt::train::writeCheckpointMeta(const std::string &dir,
-                                        const CheckpointMeta &meta,
-                                        std::string &error) {
-  std::string text = "pp-checkpoint 1\n";
-  text += "model " + meta.modelName + "\n";
-  text += "steps " + std::to_string(meta.completedSteps) + "\n";
-  text += "devices " + std::to_string(meta.numDevices) + "\n";
-  text += "stages " + std::to_string(meta.numStages) + "\n";
-  text += "seed " + std::to_string(meta.seed) + "\n";
-  return writeAtomically(dir + "/meta", text, error);
+} // namespace
+
+std::string pp::rt::train::rankCheckpointName(int64_t rank) {
+  return "rank" + std::to_string(rank) + ".ckpt";
 }
 
-bool pp::rt::train::readCheckpointMeta(const std::string &dir,
-                                       CheckpointMeta &meta,
-                                       std::string &error) {
-  std::string path = dir + "/meta", text;
-  if (!readWhole(path, text, error)) {
-    error += " (no complete checkpoint in '" + dir + "')";
-    return false;
+std::string pp::rt::train::checkpointStepDir(const std::string &dir,
+                                             int64_t step) {
+  return dir + "/step-" + std::to_string(step);
+}
+
+bool pp::rt::train::makeDirectories(const std::string &path,
+                                    std::string &error) {
+  std::string prefix;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    prefix = path.substr(0, slash);
+    pos = slash == std::string::npos ? path.size() + 1 : slash + 1;
+    if (prefix.empty())
+      continue;
+    if (mkdir(prefix.c_str(), 0777) != 0 && errno != EEXIST) {
+      error =
+          "cannot create directory '" + prefix + "': " + std::strerror(errno);
+      return false;
+    }
   }
-  std::istringstream in(text);
-  std::string line;
-  bool versioned = false, hasSteps = false;
-  while (std::getline(in, line)) {
-    size_t space = line.find(' ');
-    std::string key = line.substr(0, space);
-    std::string value =
-        space == std::string::npos ? "" : line.substr(space + 1);
-    if (key == "pp-checkpoint")
-      versioned = value == "1";
-    else if (key == "model")
-      meta.modelName = value;
-    else if (key == "steps")
-      meta.completedSteps = std::atoll(value.c_str()), hasSteps = true;
-    else if (key == "devices")
-      meta.numDevices = std::atoll(value.c_str());
-    else if (key == "stages")
-      meta.numStages = std::atoll(value.c_str());
-    else if (key == "seed")
-      meta.seed = std::strtoull(value.c_str(), nullptr, 10);
-  }
-  if (!versioned || !hasSteps) {
-    error = "'" + path + "' is not a checkpoint description";
+  struct stat info;
+  if (stat(path.c_str(), &info) != 0 || !S_ISDIR(info.st_mode)) {
+    error = "'" + path + "' is not a directory";
     return false;
   }
   return true;
+}
+
+//===----------------------------------------------------------------------===//
+// Writing and choosing checkpoints
+//===----------------------------------------------------------------------===//
+
+bool pp::rt::train::writeRankCheckpoint(const std::string &stepDir,
+                                        const RankCheckpoint &ckpt,
+                                        CheckpointFile &file,
+                                        std::string &error) {
+  int rank = static_cast<int>(ckpt.rank);
+  std::string bytes = encodeRankCheckpoint(ckpt);
+  file = {rankCheckpointName(rank), static_cast<int64_t>(bytes.size()),
+          crcOf(bytes)};
+  crashPoint(rank, "mkdir", stepDir);
+  if (!makeDirectories(stepDir, error))
+    return false;
+  // A manifest left in `stepDir` by an interrupted run describes other files.
+  std::string stale = stepDir + "/" + kManifest;
+  if (rank == 0 && unlink(stale.c_str()) != 0 && errno != ENOENT) {
+    error = withErrno("cannot remove '" + stale + "'");
+    return false;
+  }
+  return writeDurably(rank, stepDir, file.name, bytes, error);
+}
+
+bool pp::rt::train::commitCheckpoint(const std::string &dir,
+                                     const CheckpointManifest &manifest,
+                                     int64_t keep, std::string &error) {
+  int64_t step = manifest.completedSteps;
+  std::string stepDir = checkpointStepDir(dir, step);
+  std::vector<int64_t> steps;
+  if (!writeDurably(0, stepDir, kManifest, encodeManifest(manifest), error) ||
+      !writeDurably(0, dir, "latest", "step-" + std::to_string(step) + "\n",
+                    error) ||
+      !listSteps(dir, steps, error))
+    return false;
+  int64_t kept = 0;
+  for (int64_t k : steps) {
+    if (k <= step && kept < keep) {
+      ++kept;
+      continue;
+    }
+    if (!removeCheckpoint(checkpointStepDir(dir, k), error))
+      return false;
+  }
+  return true;
+}
+
+bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
+  const std::string &dir = job.options.resumeDir;
+  bool printer = environmentRank() == 0;
+  auto skip = [&](const std::string &message) {
+    if (printer)
+      std::fprintf(stderr, "warning: --resume: %s\n", message.c_str());
+  };
+  // DIR itself, when it is one checkpoint; else its step-<k>, newest first.
+  std::vector<std::string> candidates;
+  if (fileExists(dir + "/" + kManifest)) {
+    candidates.push_back(dir);
+  } else {
+    std::vector<int64_t> steps;
+    if (!listSteps(dir, steps, error)) {
+      error = "--resume: " + error;
+      return false;
+    }
+    std::string latest = dir + "/latest", text, why;
+    int64_t committed = -1;
+    if (steps.empty()) {
+      // Nothing to choose from (the error below).
+    } else if (!readRegularFile(latest, text, why)) {
+      skip("no committed checkpoint (" + why + "): trying every step-<k>");
+    } else if ((committed = stepOfName(text.substr(0, text.find('\n')))) < 0) {
+      skip("'" + latest + "' is corrupt: trying every step-<k>");
+    }
+    for (int64_t k : steps) {
+      std::string stepDir = checkpointStepDir(dir, k);
+      if (committed >= 0 && k > committed)
+        skip("skipping checkpoint '" + stepDir + "': not committed ('" +
+             latest + "' names step-" + std::to_string(committed) + ")");
+      else
+        candidates.push_back(stepDir);
+    }
+  }
+  for (const std::string &stepDir : candidates) {
+    CheckpointManifest manifest;
+    std::string why;
+    if (!verifyCheckpoint(job, stepDir, manifest, why)) {
+      skip("skipping checkpoint '" + stepDir + "': " + why);
+      continue;
+    }
+    const TrainOptions &options = job.options;
+    if (options.seedGiven && options.seed != manifest.seed) {
+      error = "--resume: --seed " + std::to_string(options.seed) +
+              " differs from the checkpoint's seed " +
+              std::to_string(manifest.seed) + " (omit --seed to keep it)";
+      return false;
+    }
+    if (printer) {
+      std::printf("resuming from checkpoint '%s' (step %lld)\n",
+                  stepDir.c_str(),
+                  static_cast<long long>(manifest.completedSteps));
+      std::fflush(stdout);
+    }
+    job.resume = std::move(manifest);
+    job.resumeDir = stepDir;
+    return true;
+  }
+  error = "--resume: no complete checkpoint in '" + dir + "'" +
+          (candidates.empty() ? " (no step-<k> directory)"
+                              : " (each one is skipped above)");
+  return false;
 }
 
 //===----------------------------------------------------------------------===//
 // A rank's training state in a checkpoint
 //===----------------------------------------------------------------------===//
-
-bool pp::rt::train::readResumeMeta(const Job &job, CheckpointMeta &meta,
-                                   std::string &error) {
-  const ProgramInfo &p = job.program;
-  const TrainOptions &options = job.options;
-  if (!readCheckpointMeta(options.resumeDir, meta, error)) {
-    error = "--resume: " + error;
-    return false;
-  }
-  auto mismatch = [&](const std::string &what, const std::string &theirs,
-                      const std::string &ours) {
-    error = "--resume: the checkpoint in '" + options.resumeDir +
-            "' was written by a program with " + what + " " + theirs +
-            ", this one has " + ours;
-    return false;
-  };
-  if (meta.modelName != p.modelName)
-    return mismatch("model", "'" + meta.modelName + "'",
-                    "'" + p.modelName + "'");
-  if (meta.numDevices != job.numDevices)
-    return mismatch("devices", std::to_string(meta.numDevices),
-                    std::to_string(job.numDevices));
-  if (meta.numStages != job.numStages)
-    return mismatch("stages", std::to_string(meta.numStages),
-                    std::to_string(job.numStages));
-  if (options.seedGiven && options.seed != meta.seed) {
-    error = "--resume: --seed " + std::to_string(options.seed) +
-            " differs from the checkpoint's seed " + std::to_string(meta.seed) +
-            " (omit --seed to keep it)";
-    return false;
-  }
-  return true;
-}
 
 RankCheckpoint pp::rt::train::captureRankCheckpoint(const Job &job, int rank,
                                                     const StageMap &stages,
@@ -350,9 +610,11 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                                           StageMap &stages,
                                           std::string &error) {
   const ProgramInfo &p = job.program;
-  std::string path = rankCheckpointPath(job.options.resumeDir, rank);
+  const CheckpointFile &file = job.resume.files[rank];
+  std::string path = job.resumeDir + "/" + file.name, bytes;
   RankCheckpoint ckpt;
-  if (!readRankCheckpoint(path, ckpt, error)) {
+  if (!readCheckedFile(path, file, bytes, error) ||
+      !decodeRankCheckpoint(path, bytes, ckpt, error)) {
     error = "--resume: " + error;
     return false;
   }
@@ -374,7 +636,7 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
     return fail("holds rank " + std::to_string(ckpt.rank));
   if (ckpt.completedSteps != job.resume.completedSteps)
     return fail("is at step " + std::to_string(ckpt.completedSteps) +
-                ", the checkpoint's meta at step " +
+                ", its manifest at step " +
                 std::to_string(job.resume.completedSteps) +
                 " (an interrupted checkpoint?)");
   if (ckpt.stages.size() != stages.size())

@@ -1,13 +1,27 @@
 //===- Checkpoint.h - Checkpoint files of the training driver ---*- C++ -*-===//
 //
-// A checkpoint directory holds one file per rank, rank<r>.ckpt (the globals
-// of every stage the rank runs, each stage's Dropout seed counter and the
-// completed step count), and `meta`, written by rank 0 once every rank has
-// finished its file. Both are written to a .tmp file and renamed, so a crash
-// leaves the previous checkpoint whole.
+// A checkpoint directory DIR holds one directory per checkpoint,
+// DIR/step-<k>/ (k: the completed steps), and DIR/latest naming the newest
+// committed one ("step-<k>"). A checkpoint is written as:
+//   1. every rank writes DIR/step-<k>/rank<r>.ckpt (the globals of every
+//      stage it runs, each stage's Dropout seed counter, the completed step
+//      count) through a .tmp file, fsynced, renamed, the directory fsynced;
+//   2. once every rank has (an all-reduce, which also hands rank 0 each
+//      file's size and CRC-32C), rank 0 writes DIR/step-<k>/MANIFEST (the
+//      program's identity, the step, each file's size and CRC-32C, and its
+//      own CRC-32C) the same way;
+//   3. rank 0 commits it by renaming DIR/latest.tmp over DIR/latest, then
+//      removes all but the --keep-checkpoints newest checkpoints.
+// A crash at any point leaves the previous committed checkpoint whole.
+// --resume DIR takes the newest step-<k> not newer than the one `latest`
+// names whose manifest, identity and files all verify; each one it skips is
+// reported by name.
 //
-// Below the file formats: what a rank's stages put into a checkpoint and
-// take back from it under --resume.
+// PP_TEST_CRASH_AT=<rank>:<n> (tests only) SIGKILLs the process at rank
+// <rank>'s n-th checkpoint file operation (counted from 1: mkdir, open,
+// each of two write halves, fsync, rename, directory fsync, and unlink and
+// rmdir when old checkpoints are removed);
+// PP_TEST_CRASH_AT=trace prints every operation to stderr instead.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PP_RUNTIME_TRAIN_CHECKPOINT_H
@@ -45,24 +59,31 @@ struct RankCheckpoint {
   std::vector<CheckpointStage> stages;
 };
 
-struct CheckpointMeta {
+/// A file of a checkpoint as its manifest lists it.
+struct CheckpointFile {
+  std::string name;
+  int64_t size = 0;
+  uint32_t crc = 0;
+};
+
+/// DIR/step-<k>/MANIFEST.
+struct CheckpointManifest {
   std::string modelName;
+  /// Job::identity of the program that wrote it.
+  std::string identity;
   int64_t completedSteps = 0;
   int64_t numDevices = 0;
   int64_t numStages = 0;
   uint64_t seed = 0;
+  /// rank<r>.ckpt, in rank order.
+  std::vector<CheckpointFile> files;
 };
 
-std::string rankCheckpointPath(const std::string &dir, int rank);
+/// rank<r>.ckpt.
+std::string rankCheckpointName(int64_t rank);
 
-bool writeRankCheckpoint(const std::string &dir, const RankCheckpoint &ckpt,
-                         std::string &error);
-bool readRankCheckpoint(const std::string &path, RankCheckpoint &ckpt,
-                        std::string &error);
-bool writeCheckpointMeta(const std::string &dir, const CheckpointMeta &meta,
-                         std::string &error);
-bool readCheckpointMeta(const std::string &dir, CheckpointMeta &meta,
-                        std::string &error);
+/// DIR/step-<k>.
+std::string checkpointStepDir(const std::string &dir, int64_t step);
 
 /// mkdir -p.
 bool makeDirectories(const std::string &path, std::string &error);
@@ -73,9 +94,10 @@ bool makeDirectories(const std::string &path, std::string &error);
 
 struct Job;
 
-/// --resume DIR: reads DIR/meta into `meta` and checks that a program like
-/// this one (model, devices, stages) wrote it, with the --seed given.
-bool readResumeMeta(const Job &job, CheckpointMeta &meta, std::string &error);
+/// --resume DIR: chooses the checkpoint (see above) into job.resume and
+/// job.resumeDir, printing which on stdout and each one skipped, and why, on
+/// stderr (from rank 0); checks that the --seed given agrees with it.
+bool selectResumeCheckpoint(Job &job, std::string &error);
 
 /// What `rank` saves after `completedSteps` steps: the globals of each of
 /// its stages (copied from the backend) and their Dropout seed counters.
@@ -83,8 +105,20 @@ RankCheckpoint captureRankCheckpoint(const Job &job, int rank,
                                      const StageMap &stages,
                                      int64_t completedSteps);
 
-/// --resume: loads `rank`'s file of the checkpoint into `stages` (globals
-/// and seed counters), once it matches the job and the checkpoint's meta.
+/// Step 1: writes `ckpt` as rank<r>.ckpt of checkpoint directory `stepDir`
+/// and describes it in `file`.
+bool writeRankCheckpoint(const std::string &stepDir, const RankCheckpoint &ckpt,
+                         CheckpointFile &file, std::string &error);
+
+/// Steps 2 and 3 (rank 0, once every rank's file is written): the manifest,
+/// the commit, and the removal of all but the `keep` newest checkpoints of
+/// `dir` (a newer one than this, of an interrupted or an earlier run, too).
+bool commitCheckpoint(const std::string &dir,
+                      const CheckpointManifest &manifest, int64_t keep,
+                      std::string &error);
+
+/// --resume: loads `rank`'s file of the chosen checkpoint into `stages`
+/// (globals and seed counters), once it matches the job and the manifest.
 bool restoreRankCheckpoint(const Job &job, int rank, StageMap &stages,
                            std::string &error);
 

@@ -6,11 +6,62 @@
 #include "SaveONNX.h"
 #include "Util.h"
 
-#include <cstdio>
 #include <set>
+#include <unistd.h>
 
 using namespace pp::rt;
 using namespace pp::rt::train;
+
+namespace {
+
+/// --save-onnx: the program's source model is there.
+bool checkSource(const Job &job, std::string &error) {
+  const ProgramInfo &p = job.program;
+  if (p.onnxFile.empty())
+    error = "--save-onnx: the program was not compiled from an ONNX model";
+  else if (std::string source = resolveNextTo(job.exeDir, p.onnxFile);
+           !fileExists(source))
+    error = "--save-onnx: the source model '" + source + "' is missing";
+  else
+    return true;
+  return false;
+}
+
+/// DIR of --`option` exists (created) and can be written.
+bool checkDirectory(const char *option, const std::string &dir,
+                    std::string &error) {
+  bool ok = makeDirectories(dir, error);
+  if (ok && access(dir.c_str(), W_OK | X_OK) != 0) {
+    error = withErrno("cannot write into '" + dir + "'");
+    ok = false;
+  }
+  if (!ok)
+    error = std::string("--") + option + ": " + error;
+  return ok;
+}
+
+} // namespace
+
+bool pp::rt::train::checkOutputs(const Job &job, int rank, std::string &error) {
+  const TrainOptions &options = job.options;
+  if (options.checkpointEvery > 0 &&
+      !checkDirectory("checkpoint", options.checkpointDir, error))
+    return false;
+  if (rank != 0)
+    return true;
+  if (!options.dumpGlobals.empty() &&
+      !checkDirectory("dump-globals", options.dumpGlobals, error))
+    return false;
+  if (!options.saveOnnx.empty()) {
+    if (!checkSource(job, error))
+      return false;
+    if (!checkWritablePath(options.saveOnnx, error)) {
+      error = "--save-onnx: " + error;
+      return false;
+    }
+  }
+  return true;
+}
 
 bool pp::rt::train::dumpGlobals(const std::string &dir,
                                 const NamedTensors &values,
@@ -27,16 +78,7 @@ bool pp::rt::train::dumpGlobals(const std::string &dir,
                   error);
     index += values[i].first + "\t" + stem + ".npy\n";
   }
-  if (ok) {
-    std::string path = dir + "/globals.txt";
-    FILE *file = std::fopen(path.c_str(), "w");
-    ok = file &&
-         std::fwrite(index.data(), 1, index.size(), file) == index.size();
-    if (file)
-      ok = std::fclose(file) == 0 && ok;
-    if (!ok)
-      error = "cannot write '" + path + "'";
-  }
+  ok = ok && writeWholeFile(dir + "/globals.txt", index, error);
   if (!ok)
     error = "--dump-globals: " + error;
   return ok;
@@ -55,14 +97,14 @@ bool pp::rt::train::saveONNX(const Job &job, const NamedTensors &values,
         trainable = g.trainable;
     required.push_back(trainable);
   }
-  std::string source = resolveNextTo(job.exeDir, p.onnxFile);
-  if (p.onnxFile.empty()) {
-    error = "--save-onnx: the program was not compiled from an ONNX model";
+  std::string source = resolveNextTo(job.exeDir, p.onnxFile), bytes;
+  if (!checkSource(job, error))
+    return false;
+  if (!saveTrainedONNX(source, values, required, bytes, error))
+    return false;
+  if (!writeWholeFile(job.options.saveOnnx, bytes, error)) {
+    error = "--save-onnx: " + error;
     return false;
   }
-  if (!fileExists(source)) {
-    error = "--save-onnx: the source model '" + source + "' is missing";
-    return false;
-  }
-  return saveTrainedONNX(source, job.options.saveOnnx, values, required, error);
+  return true;
 }

@@ -21,6 +21,11 @@ struct Job;
 /// Globals by name, in the program's order.
 using NamedTensors = std::vector<std::pair<std::string, HostTensor>>;
 
+/// Before training: whether what `rank` writes can be written: the
+/// --checkpoint directory (created) and, on rank 0, --dump-globals
+/// (created), --save-onnx (and its source model).
+bool checkOutputs(const Job &job, int rank, std::string &error);
+
 /// --dump-globals DIR: DIR/<stem>.npy per value and DIR/globals.txt (name,
 /// tab, file), as pp-interpret --dump-globals writes them.
 bool dumpGlobals(const std::string &dir, const NamedTensors &values,

@@ -9,6 +9,7 @@
 #include "Job.h"
 #include "Util.h"
 
+#include "pp/Runtime/Checksum.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Memory.h"
 
@@ -19,6 +20,7 @@
 #include <fcntl.h>
 #include <random>
 #include <sys/stat.h>
+#include <type_traits>
 #include <unistd.h>
 
 using namespace pp::rt;
@@ -90,6 +92,61 @@ void fillRandom(HostTensor &t, int64_t bound, std::mt19937_64 &rng) {
   }
 }
 
+/// The CRC-32C of every field of `p` but the function pointers.
+uint32_t tableHash(const ProgramInfo &p) {
+  std::string t;
+  auto add = [&](auto... values) {
+    ((
+         t +=
+         [](const auto &v) {
+           if constexpr (std::is_convertible_v<decltype(v), std::string>)
+             return std::string(v);
+           else
+             return std::to_string(static_cast<int64_t>(v));
+         }(values),
+         t += '\0'),
+     ...);
+  };
+  auto shape = [&](const std::vector<int64_t> &dims) {
+    add(dims.size());
+    for (int64_t d : dims)
+      add(d);
+  };
+  add(p.modelName, p.scheduleKind, p.numStages, p.microBatches, p.codeHash,
+      p.dataFile, p.onnxFile);
+  for (const std::string &name : p.deviceNames)
+    add(name);
+  for (const GlobalInfo &g : p.globals) {
+    add(g.name, g.dtype, g.trainable, g.dataOffset, g.ownerStage);
+    shape(g.shape);
+  }
+  for (const ConstantInfo &c : p.constants) {
+    add(c.dtype, c.dataOffset);
+    shape(c.shape);
+  }
+  for (const InputInfo &in : p.inputs) {
+    add(in.name, in.dtype, in.randomBound);
+    shape(in.shape);
+  }
+  for (const OutputInfo &out : p.outputs) {
+    add(out.name, out.combine, out.dtype);
+    shape(out.shape);
+  }
+  for (const FunctionInfo &f : p.functions)
+    add(f.name, f.stage, f.phase, f.arenaBytes);
+  for (const std::vector<int> &ids : p.stageGlobals) {
+    add(ids.size());
+    for (int id : ids)
+      add(id);
+  }
+  for (const std::vector<ActionInfo> &actions : p.schedule) {
+    add(actions.size());
+    for (const ActionInfo &a : actions)
+      add(a.kind, a.function, a.stage, a.microBatch);
+  }
+  return crc32c(0, t.data(), t.size());
+}
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
@@ -105,6 +162,13 @@ int pp::rt::train::environmentRank() {
 
 bool pp::rt::train::launchedByMPI() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+}
+
+int pp::rt::train::environmentSize() {
+  for (const char *name : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE"})
+    if (const char *value = std::getenv(name))
+      return std::atoi(value);
+  return 1;
 }
 
 int pp::rt::train::localRank(int rank) {
@@ -269,7 +333,7 @@ bool Job::load(std::string &error) {
   // inputs are drawn from the seed).
   seed = options.seed;
   if (!options.resumeDir.empty()) {
-    if (!readResumeMeta(*this, resume, error))
+    if (!selectResumeCheckpoint(*this, error))
       return false;
     seed = resume.seed;
     resuming = true;
@@ -279,6 +343,7 @@ bool Job::load(std::string &error) {
 
 bool Job::openDataFile(std::string &error) {
   const ProgramInfo &p = program;
+  uint32_t dataCrc = 0;
   // The data file: --data-file as given, else next to the executable.
   dataPath = !options.dataFile.empty() ? options.dataFile
                                        : resolveNextTo(exeDir, p.dataFile);
@@ -288,15 +353,10 @@ bool Job::openDataFile(std::string &error) {
       error = "the program names no data file: pass --data-file PATH";
       return false;
     }
-    dataFd = open(dataPath.c_str(), O_RDONLY | O_CLOEXEC);
-    if (dataFd < 0) {
-      error = "cannot open the data file '" + dataPath +
-              "': " + std::strerror(errno);
+    int64_t size = 0;
+    dataFd = openRegularFile(dataPath, size, error, "the data file");
+    if (dataFd < 0)
       return false;
-    }
-    struct stat info;
-    fstat(dataFd, &info);
-    int64_t size = info.st_size;
     auto check = [&](const std::string &what, DType dtype,
                      const std::vector<int64_t> &shape, int64_t offset) {
       int64_t bytes = numelOf(shape) * dtypeSize(dtype);
@@ -316,7 +376,24 @@ bool Job::openDataFile(std::string &error) {
       if (!check("constant " + std::to_string(i), p.constants[i].dtype,
                  p.constants[i].shape, p.constants[i].dataOffset))
         return false;
+    std::vector<char> chunk(1 << 20);
+    for (int64_t at = 0; at < size;) {
+      int64_t n = std::min<int64_t>(size - at, chunk.size());
+      std::string what = "its CRC-32C";
+      if (!readData(at, n, chunk.data(), what, error))
+        return false;
+      dataCrc = crc32c(dataCrc, chunk.data(), static_cast<size_t>(n));
+      at += n;
+    }
+    if (p.dataHash != 0 && dataCrc != p.dataHash) {
+      error = "the data file '" + dataPath + "' is not the one of program '" +
+              p.modelName + "' (its CRC-32C is " + hex32(dataCrc) +
+              ", the program's data file has " + hex32(p.dataHash) +
+              "): a data file of another program?";
+      return false;
+    }
   }
+  identity = hex32(tableHash(p)) + " " + hex32(dataCrc);
   return true;
 }
 

@@ -32,6 +32,9 @@ int environmentRank();
 /// Whether mpirun started this process (Open MPI or a PMI launcher).
 bool launchedByMPI();
 
+/// The number of processes mpirun started (1 without mpirun).
+int environmentSize();
+
 /// The node-local rank (which GPU a rank of a multi-GPU node uses).
 int localRank(int rank);
 
@@ -76,9 +79,16 @@ struct Job {
   int lossIndex = -1; // into `reported`
   int64_t samplesPerStep = 0;
 
+  /// What checkpoints record of the program and check under --resume: the
+  /// CRC-32C of its table (every field but the function pointers, with
+  /// ProgramInfo::codeHash) and of its data file, in hex.
+  std::string identity;
+
   uint64_t seed = 0;
   bool resuming = false;
-  CheckpointMeta resume;
+  /// --resume: the manifest and directory of the chosen checkpoint.
+  CheckpointManifest resume;
+  std::string resumeDir;
 
   /// Constants uploaded once per backend device.
   std::mutex constantsMutex;
@@ -91,8 +101,9 @@ struct Job {
   /// Checks the program's tables (schedule, stages, globals, inputs) and
   /// derives the device layout and the reported outputs from them.
   bool validateProgram(std::string &error);
-  /// Opens the data file, reads the checkpoint's meta under --resume and
-  /// loads the step inputs (--data files, else one random batch).
+  /// Opens the data file (checking it against ProgramInfo::dataHash), sets
+  /// the identity, chooses the checkpoint under --resume and loads the step
+  /// inputs (--data files, else one random batch).
   bool load(std::string &error);
   /// Reads `bytes` at `offset` of the data file; `what` names the value in
   /// the error.
@@ -105,7 +116,8 @@ struct Job {
   int64_t firstStep() const { return resuming ? resume.completedSteps : 0; }
 
 private:
-  /// Opens the data file and checks that every global and constant fits.
+  /// Opens the data file, checks its CRC-32C and that every global and
+  /// constant fits; sets `identity`.
   bool openDataFile(std::string &error);
   /// The step inputs: the --data files, else one batch drawn from `seed`.
   bool loadInputs(std::string &error);

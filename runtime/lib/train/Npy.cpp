@@ -7,10 +7,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "HostTensor.h"
+#include "Util.h"
 
-#include <cerrno>
 #include <cstring>
-#include <fstream>
 
 using namespace pp::rt;
 using namespace pp::rt::train;
@@ -105,15 +104,9 @@ bool pp::rt::train::readNpy(const std::string &path, HostTensor &out,
     error = "'" + path + "': " + message;
     return false;
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
-    return fail(std::string("cannot read: ") + std::strerror(errno));
-  in.seekg(0, std::ios::end);
-  std::string bytes(static_cast<size_t>(in.tellg()), '\0');
-  in.seekg(0);
-  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-  if (!in)
-    return fail("read error");
+  std::string bytes;
+  if (!readRegularFile(path, bytes, error))
+    return false;
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return fail("not a .npy file (no \\x93NUMPY magic)");
   auto byteAt = [&](size_t i) { return size_t(uint8_t(bytes[i])); };
@@ -210,20 +203,11 @@ bool pp::rt::train::writeNpy(const std::string &path, DType dtype,
   int64_t count = 1;
   for (int64_t d : shape)
     count *= d;
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) {
-    error = "cannot write '" + path + "': " + std::strerror(errno);
-    return false;
-  }
-  out.write("\x93NUMPY\x01\x00", 8);
-  char len[2] = {char(header.size() & 0xff), char(header.size() >> 8)};
-  out.write(len, 2);
-  out << header;
-  out.write(static_cast<const char *>(data), count * dtypeSize(dtype));
-  out.close();
-  if (!out) {
-    error = "cannot write '" + path + "'";
-    return false;
-  }
-  return true;
+  std::string bytes("\x93NUMPY\x01\x00", 8);
+  bytes += char(header.size() & 0xff);
+  bytes += char(header.size() >> 8);
+  bytes += header;
+  bytes.append(static_cast<const char *>(data),
+               static_cast<size_t>(count * dtypeSize(dtype)));
+  return writeWholeFile(path, bytes, error);
 }

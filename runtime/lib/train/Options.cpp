@@ -8,6 +8,7 @@
 #include "Options.h"
 
 #include <cerrno>
+#include <cmath>
 #include <cstdlib>
 
 using namespace pp::rt::train;
@@ -37,14 +38,19 @@ const OptionSpec kOptions[] = {
     {"log", "FILE",
      "per-step log: CSV when FILE ends in .csv, else JSON lines"},
     {"checkpoint-every", "N", "write a checkpoint every N steps"},
-    {"checkpoint", "DIR", "checkpoint directory (default ./checkpoint)"},
-    {"resume", "DIR", "continue from the checkpoint in DIR"},
+    {"checkpoint", "DIR",
+     "checkpoint directory (default ./checkpoint): DIR/step-<k>/, DIR/latest"},
+    {"keep-checkpoints", "K",
+     "keep the K newest checkpoints, remove the older (default 2)"},
+    {"resume", "DIR",
+     "continue from the newest complete, verified checkpoint in DIR"},
     {"save-onnx", "OUT.onnx",
      "write the source model with the trained weights"},
     {"dump-globals", "DIR",
      "write every global to DIR/<name>.npy and DIR/globals.txt"},
     {"data-file", "PATH", "initial values of globals and constants"},
-    {"timeout", "S", "seconds a receive waits for a peer (default 60)"},
+    {"timeout", "S",
+     "seconds a receive waits for a peer (default 60, at most 1e6)"},
     {"help", nullptr, "print this help"},
 };
 
@@ -186,6 +192,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       if (!parseInt(value, number) || number < 1)
         return badValue("a positive integer");
       options.checkpointEvery = number;
+    } else if (name == "keep-checkpoints") {
+      if (!parseInt(value, number) || number < 1 || number > 1000000)
+        return badValue("a positive integer");
+      options.keepCheckpoints = number;
     } else if (name == "checkpoint") {
       options.checkpointDir = value;
     } else if (name == "resume") {
@@ -198,8 +208,9 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       options.dataFile = value;
     } else if (name == "timeout") {
       double seconds;
-      if (!parseDouble(value, seconds) || !(seconds > 0))
-        return badValue("a positive number of seconds");
+      if (!parseDouble(value, seconds) || !std::isfinite(seconds) ||
+          !(seconds > 0) || seconds > kMaxTimeout)
+        return badValue("a finite, positive number of seconds, at most 1e6");
       options.timeout = seconds;
     } else if (name == "help") {
       options.help = true;

@@ -10,6 +10,9 @@
 
 namespace pp::rt::train {
 
+/// The longest --timeout (about 11.6 days).
+constexpr double kMaxTimeout = 1e6;
+
 struct TrainOptions {
   bool local = false;
   int64_t steps = 10;
@@ -25,10 +28,13 @@ struct TrainOptions {
   std::string logFile;
   int64_t checkpointEvery = 0;
   std::string checkpointDir = "checkpoint";
+  /// How many of the newest checkpoints are kept (the older are removed).
+  int64_t keepCheckpoints = 2;
   std::string resumeDir;
   std::string saveOnnx;
   std::string dumpGlobals;
   std::string dataFile;
+  /// Receive timeout in seconds: finite, positive, at most kMaxTimeout.
   double timeout = 60;
   bool help = false;
 };

@@ -129,6 +129,8 @@ bool Rank::setup(std::string &error) {
     return false;
   }
   hasKernelContext = true;
+  if (!checkOutputs(job, rank, error))
+    return false;
   arenaBytes = job.deviceArena[rank];
   arena = allocateBuffer(arenaBytes);
   if (!arena) {
@@ -180,8 +182,8 @@ bool Rank::runAction(const ActionInfo &action) {
   auto where = [&] {
     return "error: rank " + std::to_string(rank) + " (device " + deviceName() +
            "), stage " + std::to_string(action.stage) + ", micro-batch " +
-           std::to_string(action.microBatch) + ", " + kinds::toString(action.kind) + " " +
-           f.name + ": ";
+           std::to_string(action.microBatch) + ", " +
+           kinds::toString(action.kind) + " " + f.name + ": ";
   };
   std::string stepNote = " (step " + std::to_string(step + 1) + ")";
   double start = nowSeconds();
@@ -203,24 +205,40 @@ bool Rank::runAction(const ActionInfo &action) {
 }
 
 bool Rank::writeCheckpoint() {
-  const ProgramInfo &p = job.program;
   const std::string &dir = job.options.checkpointDir;
+  int64_t completed = step + 1;
   std::string error;
-  bool ok = makeDirectories(dir, error) &&
-            writeRankCheckpoint(
-                dir, captureRankCheckpoint(job, rank, stages, step + 1), error);
-  // Rank 0 describes the checkpoint once every rank has written its part.
+  CheckpointFile file;
+  bool ok = writeRankCheckpoint(
+      checkpointStepDir(dir, completed),
+      captureRankCheckpoint(job, rank, stages, completed), file, error);
   if (!agree(ok, "--checkpoint: rank " + std::to_string(rank) + ": " + error))
     return false;
-  if (rank == 0) {
-    CheckpointMeta meta{p.modelName, step + 1, job.numDevices, job.numStages,
-                        job.seed};
-    if (!writeCheckpointMeta(dir, meta, error)) {
-      report("error: --checkpoint: " + error);
-      return false;
-    }
+  // Every rank's file is on disk: rank 0 learns their sizes and CRCs (exact
+  // in doubles), writes the manifest and commits.
+  std::vector<double> files(2 * static_cast<size_t>(comm.size()), 0.0);
+  files[2 * rank] = static_cast<double>(file.size);
+  files[2 * rank + 1] = file.crc;
+  if (Status s = allReduce(files); !s.ok()) {
+    abortJob("error: rank " + std::to_string(rank) +
+             ": --checkpoint: " + s.message);
+    return false;
   }
-  return true;
+  if (rank == 0) {
+    CheckpointManifest manifest;
+    manifest.modelName = job.program.modelName;
+    manifest.identity = job.identity;
+    manifest.completedSteps = completed;
+    manifest.numDevices = job.numDevices;
+    manifest.numStages = job.numStages;
+    manifest.seed = job.seed;
+    for (int r = 0; r < comm.size(); ++r)
+      manifest.files.push_back({rankCheckpointName(r),
+                                static_cast<int64_t>(files[2 * r]),
+                                static_cast<uint32_t>(files[2 * r + 1])});
+    ok = commitCheckpoint(dir, manifest, job.options.keepCheckpoints, error);
+  }
+  return agree(ok, "--checkpoint: " + error);
 }
 
 bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
@@ -297,9 +315,13 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   double eta = elapsed / static_cast<double>(stepsDone) *
                static_cast<double>(job.options.steps - (step + 1));
   printProgress(job, step, values, samplesPerSecond, eta);
-  if (log.isOpen())
-    log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
-              samplesPerSecond, stepSeconds * 1e3, &stats[3 * k]);
+  std::string error;
+  if (log.isOpen() &&
+      !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
+                 samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], error)) {
+    abortJob("error: " + error);
+    return false;
+  }
   return true;
 }
 
@@ -334,6 +356,10 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
       ok = writeCheckpoint();
   }
   seconds = nowSeconds() - loopStart;
+  if (ok && !log.close(error)) {
+    abortJob("error: " + error);
+    return false;
+  }
   return ok;
 }
 

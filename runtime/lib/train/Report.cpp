@@ -41,28 +41,45 @@ StepLog::~StepLog() {
     std::fclose(file_);
 }
 
+bool StepLog::close(std::string &error) {
+  FILE *file = file_;
+  file_ = nullptr;
+  if (!file || std::fclose(file) == 0)
+    return true;
+  error = withErrno("--log: cannot write '" + path_ + "'");
+  return false;
+}
+
 bool StepLog::open(const std::string &path, int64_t numStages, bool resuming,
                    std::string &error) {
   numStages_ = numStages;
+  path_ = path;
   csv_ = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
   // A resumed run continues the log of the run it resumes.
   bool append = resuming && fileExists(path);
   file_ = std::fopen(path.c_str(), append ? "a" : "w");
   if (!file_) {
-    error = "--log: cannot write '" + path + "': " + std::strerror(errno);
+    error = withErrno("--log: cannot write '" + path + "'");
     return false;
   }
-  if (csv_ && !append) {
-    std::fprintf(file_, "step,loss,samples_per_s,step_ms");
-    for (int64_t s = 0; s < numStages; ++s)
-      std::fprintf(file_, ",busy_ms_stage%lld", static_cast<long long>(s));
-    std::fprintf(file_, "\n");
+  if (!csv_ || append)
+    return true;
+  std::string header = "step,loss,samples_per_s,step_ms";
+  for (int64_t s = 0; s < numStages; ++s)
+    header += ",busy_ms_stage" + std::to_string(s);
+  return writeRow(header, error);
+}
+
+bool StepLog::writeRow(const std::string &row, std::string &error) {
+  if (std::fprintf(file_, "%s\n", row.c_str()) < 0 || std::fflush(file_) != 0) {
+    error = withErrno("--log: cannot write '" + path_ + "'");
+    return false;
   }
   return true;
 }
 
-void StepLog::write(int64_t step, double loss, double samplesPerSecond,
-                    double stepMs, const double *busyMs) {
+bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
+                    double stepMs, const double *busyMs, std::string &error) {
   std::string row;
   if (csv_) {
     row = std::to_string(step + 1) + "," + jsonNumber(loss) + "," +
@@ -78,8 +95,7 @@ void StepLog::write(int64_t step, double loss, double samplesPerSecond,
       row += (s ? "," : "") + jsonNumber(busyMs[s]);
     row += "]}";
   }
-  std::fprintf(file_, "%s\n", row.c_str());
-  std::fflush(file_);
+  return writeRow(row, error);
 }
 
 void pp::rt::train::printProgress(const Job &job, int64_t step,

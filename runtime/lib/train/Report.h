@@ -32,12 +32,18 @@ public:
   bool isOpen() const { return file_ != nullptr; }
   /// Writes and flushes the row of step index `step` (logged from 1): the
   /// loss (NaN: none), samples/s, the step's time and the busy time of each
-  /// of the `numStages` stages, in ms.
-  void write(int64_t step, double loss, double samplesPerSecond, double stepMs,
-             const double *busyMs);
+  /// of the `numStages` stages, in ms. False with `error` naming the file
+  /// when the row cannot be written (a full disk).
+  bool write(int64_t step, double loss, double samplesPerSecond, double stepMs,
+             const double *busyMs, std::string &error);
+  /// Closes the file; false with `error` when the last rows do not reach it.
+  bool close(std::string &error);
 
 private:
+  bool writeRow(const std::string &row, std::string &error);
+
   FILE *file_ = nullptr;
+  std::string path_;
   bool csv_ = false;
   int64_t numStages_ = 0;
 };

@@ -58,9 +58,9 @@ std::string dimsString(const std::vector<int64_t> &shape) {
 } // namespace
 
 bool pp::rt::train::saveTrainedONNX(
-    const std::string &source, const std::string &dest,
+    const std::string &source,
     const std::vector<std::pair<std::string, HostTensor>> &values,
-    const std::vector<bool> &required, std::string &error) {
+    const std::vector<bool> &required, std::string &bytes, std::string &error) {
   onnx::ModelProto model;
   {
     std::ifstream in(source, std::ios::binary);
@@ -112,14 +112,8 @@ bool pp::rt::train::saveTrainedONNX(
     init.set_raw_data(value.bytes.data(), value.bytes.size());
   }
 
-  std::ofstream out(dest, std::ios::binary | std::ios::trunc);
-  if (!out || !model.SerializeToOstream(&out)) {
-    error = "--save-onnx: cannot write '" + dest + "'";
-    return false;
-  }
-  out.close();
-  if (!out) {
-    error = "--save-onnx: cannot write '" + dest + "'";
+  if (!model.SerializeToString(&bytes)) {
+    error = "--save-onnx: cannot serialize the model of '" + source + "'";
     return false;
   }
   return true;

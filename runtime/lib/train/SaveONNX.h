@@ -10,17 +10,17 @@
 
 namespace pp::rt::train {
 
-/// Copies the model at `source` to `dest` with the initializers named in
-/// `values` replaced (raw_data, other data fields cleared). Only float
+/// The model at `source`, serialized into `bytes`, with the initializers
+/// named in `values` replaced (raw_data, other data fields cleared). Only float
 /// dtypes; false with `error` naming the initializer on a shape / dtype
 /// mismatch, or when a `required` value (a trainable weight) has no
 /// initializer. Other values without one (optimizer state, the step
 /// counter) are skipped; BatchNorm running statistics have one and are
 /// saved, so the model deploys as trained.
 bool saveTrainedONNX(
-    const std::string &source, const std::string &dest,
+    const std::string &source,
     const std::vector<std::pair<std::string, HostTensor>> &values,
-    const std::vector<bool> &required, std::string &error);
+    const std::vector<bool> &required, std::string &bytes, std::string &error);
 
 } // namespace pp::rt::train
 

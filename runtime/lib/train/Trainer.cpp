@@ -57,6 +57,16 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
     return 0;
   }
 
+  if (options.local && launchedByMPI() && environmentSize() > 1) {
+    if (printer)
+      std::fprintf(stderr,
+                   "%s: error: --local runs every device as a thread of one "
+                   "process, but mpirun started %d processes: run it without "
+                   "mpirun, or without --local\n",
+                   programName.c_str(), environmentSize());
+    return 2;
+  }
+
   Job job(program, options);
   job.exeDir = executableDir(argc > 0 ? argv[0] : nullptr);
   if (!job.validateProgram(error)) {

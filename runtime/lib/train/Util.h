@@ -29,6 +29,36 @@ int64_t numelOf(const std::vector<int64_t> &shape);
 /// Whether `path` names a regular file.
 bool fileExists(const std::string &path);
 
+/// The largest file the driver reads (data file, .npy inputs, checkpoint
+/// files): 1 TiB.
+constexpr int64_t kMaxInputFileBytes = int64_t(1) << 40;
+
+/// Opens `path` for reading, once it is a regular file of at most
+/// kMaxInputFileBytes (a FIFO, a device or a directory is refused, so that
+/// no read blocks or never ends); sets `size`. -1 with `error` naming the
+/// file (as `what` 'path', e.g. "the data file 'x'") and the cause.
+int openRegularFile(const std::string &path, int64_t &size, std::string &error,
+                    const std::string &what = "");
+
+/// The whole of `path`, opened by openRegularFile.
+bool readRegularFile(const std::string &path, std::string &bytes,
+                     std::string &error);
+
+/// Writes `bytes` to `path` (created or truncated), checking every write
+/// and the close: a full disk is an error naming the file.
+bool writeWholeFile(const std::string &path, const std::string &bytes,
+                    std::string &error);
+
+/// Whether `path` can be written, before training: it is not a directory,
+/// and its directory exists and is writable.
+bool checkWritablePath(const std::string &path, std::string &error);
+
+/// `value` as 8 hex digits.
+std::string hex32(uint32_t value);
+
+/// "<message>: <strerror(errno)>".
+std::string withErrno(const std::string &message);
+
 /// `path` taken relative to `dir` (the executable's directory); empty and
 /// absolute paths are returned as given.
 std::string resolveNextTo(const std::string &dir, const std::string &path);

@@ -14,10 +14,13 @@
 // Gemm a wrongly shaped weight; PP_TOY_NAN=1 makes the loss NaN;
 // PP_TOY_SLEEP=S makes stage 1 sleep S seconds in its first forward;
 // PP_TOY_KILL=1 makes stage 1 SIGKILL itself during step 4;
-// PP_TOY_NO_DROPOUT=1 sets Dropout's ratio to 0.
+// PP_TOY_NO_DROPOUT=1 sets Dropout's ratio to 0; PP_TOY_OTHER_PROGRAM=1
+// makes another program (one arena size differs), whose checkpoints and
+// data file identity differ from the toy's.
 //
 //===----------------------------------------------------------------------===//
 
+#include "pp/Runtime/Checksum.h"
 #include "pp/Runtime/Generated.h"
 #include "pp/Runtime/Memory.h"
 
@@ -224,8 +227,8 @@ const ProgramInfo program = {
 };
 
 /// The initial values at the offsets of `program`.
-int writeToyData(const std::string &dir) {
-  std::vector<char> bytes(300, 0);
+std::string toyData() {
+  std::string bytes(300, '\0');
   auto put = [&](int64_t offset, const void *data, size_t size) {
     std::memcpy(bytes.data() + offset, data, size);
   };
@@ -241,6 +244,11 @@ int writeToyData(const std::string &dir) {
   int64_t one = 1;
   put(288, &scale, 4);
   put(292, &one, 8);
+  return bytes;
+}
+
+int writeToyData(const std::string &dir) {
+  std::string bytes = toyData();
   std::string path = dir + "/" + program.dataFile;
   FILE *file = std::fopen(path.c_str(), "wb");
   if (!file ||
@@ -256,5 +264,11 @@ int writeToyData(const std::string &dir) {
 int main(int argc, char **argv) {
   if (argc == 3 && std::string(argv[1]) == "--write-toy-data")
     return writeToyData(argv[2]);
-  return trainMain(program, argc, argv);
+  // The data file's CRC, as the code generator records it.
+  ProgramInfo toy = program;
+  std::string data = toyData();
+  toy.dataHash = crc32c(0, data.data(), data.size());
+  if (envFlag("PP_TOY_OTHER_PROGRAM"))
+    toy.functions[0].arenaBytes += 256;
+  return trainMain(toy, argc, argv);
 }

@@ -46,15 +46,24 @@ def toy_command(args, mpi_ranks=0, env=None, toy=None):
     return command + [toy] + args
 
 
-def run(args, mpi_ranks=0, env=None, timeout=50, toy=None):
-    """Runs the toy; returns (status, stdout, stderr, seconds)."""
+def run(args, mpi_ranks=0, env=None, timeout=50, toy=None, file_limit=None):
+    """Runs the toy; returns (status, stdout, stderr, seconds). With
+    `file_limit`, no file it writes may grow past that many bytes (a full
+    disk: writes fail with EFBIG)."""
     command = toy_command(args, mpi_ranks, env, toy)
     full_env = dict(os.environ)
     full_env.update(env or {})
+
+    def limit_files():
+        import resource
+        import signal
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_limit, file_limit))
     start = time.time()
     try:
         done = subprocess.run(command, cwd=WORK, env=full_env,
-                              capture_output=True, text=True, timeout=timeout)
+                              capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=limit_files if file_limit else None)
     except subprocess.TimeoutExpired as e:
         out = (e.stdout or b"")
         out = out.decode() if isinstance(out, bytes) else out
@@ -223,10 +232,14 @@ def resume_checks(mpi_ranks):
                                        "2", "--checkpoint", "ck-full"] +
                               common))
     expect(len(full) == 6, "expected 6 steps")
-    meta = open(os.path.join(WORK, "ck-full", "meta")).read()
-    expect("steps 6" in meta, "meta after 6 steps: " + meta)
+    latest = open(os.path.join(WORK, "ck-full", "latest")).read()
+    expect(latest == "step-6\n", "latest after 6 steps: %r" % latest)
+    # The two newest checkpoints are kept (--keep-checkpoints 2).
     files = sorted(os.listdir(os.path.join(WORK, "ck-full")))
-    expect(files == ["meta", "rank0.ckpt", "rank1.ckpt"],
+    expect(files == ["latest", "step-4", "step-6"],
+           "checkpoint directory: %s" % files)
+    files = sorted(os.listdir(os.path.join(WORK, "ck-full", "step-6")))
+    expect(files == ["MANIFEST", "rank0.ckpt", "rank1.ckpt"],
            "checkpoint files: %s" % files)
 
     # Stopped after 2 steps, then resumed to 6. Under mpirun this crosses
@@ -242,6 +255,8 @@ def resume_checks(mpi_ranks):
         "--steps", "6", "--resume", "ck", "--data", "data", "--log",
         "log.csv"]
     out = run_ok(second_args, **launch)
+    expect("resuming from checkpoint 'ck/step-2' (step 2)" in out,
+           "the resumed run does not say which checkpoint it took", out)
     second = step_losses(out)
     expect(agree(second, full[2:]),
            "the resumed run differs:\n  resumed %s\n  full    %s" %
@@ -275,8 +290,10 @@ def check_resume_mpi():
     resume_checks(2)
 
 
-def expect_error(args, patterns, status=1, mpi_ranks=0, env=None):
-    code, out, err, _ = run(args, mpi_ranks=mpi_ranks, env=env)
+def expect_error(args, patterns, status=1, mpi_ranks=0, env=None,
+                 file_limit=None):
+    code, out, err, _ = run(args, mpi_ranks=mpi_ranks, env=env, timeout=20,
+                            file_limit=file_limit)
     expect(code == status if status else code != 0,
            "expected exit status %s, got %d" % (status or "non-zero", code),
            out + err)
@@ -307,7 +324,7 @@ def check_bad_inputs():
     expect_error(["--local", "--data", "y=bad/label.npy"],
                  [r"no input 'y' \(inputs: 'x', 'label'\)"])
     expect_error(["--local", "--data", "x=bad/missing.npy"] + lbl,
-                 [r"input 'x'.*'bad/missing\.npy': cannot read"])
+                 [r"input 'x'.*cannot read 'bad/missing\.npy'"])
     expect_error(["--local"] + lbl, [r"no data for input 'x'"])
     expect_error(["--bogus"], [r"unknown option '--bogus'; valid options: "
                                r"--local, --steps"], status=2)
@@ -317,19 +334,16 @@ def check_bad_inputs():
     expect_error(["--lr", "0"], [r"--lr: the learning rate must be "
                                  r"positive"], status=2)
     expect_error(["--local", "--data-file", "no/such.data"],
-                 [r"cannot open the data file 'no/such\.data'"])
+                 [r"cannot read the data file 'no/such\.data': No such file"])
     open(os.path.join(WORK, "short.data"), "wb").write(b"\0" * 100)
     expect_error(["--local", "--data-file", "short.data"],
                  [r"'short\.data' \(100 bytes\) has no room for global 'W1'"])
     os.makedirs(os.path.join(WORK, "empty"))
     expect_error(["--local", "--resume", "empty"],
-                 [r"--resume: cannot read 'empty/meta'"])
-    run_ok(["--local", "--steps", "2", "--checkpoint-every", "1",
-            "--checkpoint", "ck"])
-    with open(os.path.join(WORK, "ck", "rank1.ckpt"), "r+b") as f:
-        f.truncate(50)
-    expect_error(["--local", "--resume", "ck"],
-                 [r"'ck/rank1\.ckpt' is truncated or corrupt"])
+                 [r"--resume: no complete checkpoint in 'empty' \(no "
+                  r"step-<k> directory\)"])
+    expect_error(["--local", "--resume", "no/such"],
+                 [r"--resume: cannot read directory 'no/such'"])
     if ARGS.mpirun:
         expect_error(["--steps", "2"], [r"the program runs on 2 devices: "
                                         r"launch it with mpirun -np 2 \(this "
@@ -380,6 +394,279 @@ def check_killed_rank():
     expect(len(step_losses(out)) >= 3, "rank 1 died before step 4", out + err)
 
 
+# --- crash-safe checkpoints ---------------------------------------------------
+
+CRASH_RUNS = 20
+
+
+def checkpoint_operations(err):
+    """Per rank, the checkpoint file operations PP_TEST_CRASH_AT=trace
+    printed, in order."""
+    ops = {}
+    for rank, n, what in re.findall(r"^checkpoint operation (\d+):(\d+) "
+                                    r"(.*)$", err, re.M):
+        ops.setdefault(int(rank), []).append(what)
+    return ops
+
+
+def resumed_step(out):
+    m = re.search(r"^resuming from checkpoint '(\S+)' \(step (\d+)\)$", out,
+                  re.M)
+    return (m.group(1), int(m.group(2))) if m else (None, None)
+
+
+def crash_checks(mpi_ranks):
+    """SIGKILLs rank 0 or 1 (the whole process under --local) at CRASH_RUNS
+    checkpoint file operations drawn with a fixed seed (PP_TEST_CRASH_AT),
+    from the second checkpoint on; every interrupted run must resume from a
+    complete checkpoint with the losses of the uninterrupted run (exact: the
+    same launcher)."""
+    import random
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    launch = ([], {"mpi_ranks": mpi_ranks}) if mpi_ranks else (["--local"],
+                                                                {})
+    common = launch[0] + ["--data", "data", "--steps", "6",
+                          "--checkpoint-every", "1", "--checkpoint", "ck"]
+    status, out, err, _ = run(common + ["--seed", "3"],
+                              env={"PP_TEST_CRASH_AT": "trace"}, **launch[1])
+    expect(status == 0, "the uninterrupted run failed", out + err)
+    full = step_losses(out)
+    ops = checkpoint_operations(err)
+    expect(len(full) == 6 and sorted(ops) == [0, 1],
+           "expected 6 steps and the operations of ranks 0 and 1", out + err)
+    # The operations of the first checkpoint: up to the first of step 2.
+    first = {r: next(i for i, what in enumerate(ops[r]) if "step-2" in what)
+             for r in ops}
+    rng = random.Random(20240611 + mpi_ranks)
+    resumed, steps, seconds = 0, [], 0.0
+    for i in range(CRASH_RUNS):
+        shutil.rmtree(os.path.join(WORK, "ck"), ignore_errors=True)
+        rank = rng.randrange(2)
+        n = rng.randint(first[rank] + 1, len(ops[rank]))
+        point = "%d:%d" % (rank, n)
+        status, out, err, t = run(common + ["--seed", "3"],
+                                  env={"PP_TEST_CRASH_AT": point},
+                                  **launch[1])
+        seconds += t
+        expect(status != 0, "the run killed at %s (%s) exited 0" %
+               (point, ops[rank][n - 1]), out + err)
+        if not mpi_ranks:
+            expect("PP_TEST_CRASH_AT: killed at checkpoint operation %s " %
+                   point in err, "not killed at %s" % point, out + err)
+        # Resumed, it writes its checkpoints over what the crash left.
+        status, out, err, t = run(common + ["--resume", "ck"], **launch[1])
+        seconds += t
+        path, step = resumed_step(out)
+        expect(status == 0 and step is not None,
+               "killed at %s (%s): the resumed run failed" %
+               (point, ops[rank][n - 1]), out + err)
+        expect(step_losses(out) == full[step:],
+               "killed at %s (%s), resumed from %s: the losses differ:\n  %s"
+               "\n  %s" % (point, ops[rank][n - 1], path, step_losses(out),
+                           full[step:]), out + err)
+        expect(open(os.path.join(WORK, "ck", "latest")).read() ==
+               "step-6\n", "the resumed run did not commit step 6")
+        resumed += 1
+        steps.append(step)
+    print("resumed %d of %d killed runs with the uninterrupted losses "
+          "(from steps %s; %.1f s)" % (resumed, CRASH_RUNS, steps, seconds))
+    if not mpi_ranks:
+        random_time_kills(rng)
+
+
+def random_time_kills(rng, runs=5, steps=60):
+    """SIGKILLs a --local run with a checkpoint every step (whose time goes
+    mostly to writing them) at a random time after its first commit; each
+    must resume with the uninterrupted losses."""
+    common = ["--local", "--data", "data", "--steps", str(steps), "--seed",
+              "3", "--checkpoint-every", "1"]
+    full = step_losses(run_ok(common + ["--checkpoint", "ck-full"]))
+    latest = os.path.join(WORK, "ck", "latest")
+    resumed = []
+    for i in range(runs):
+        shutil.rmtree(os.path.join(WORK, "ck"), ignore_errors=True)
+        proc = subprocess.Popen(toy_command(common + ["--checkpoint", "ck"]),
+                                cwd=WORK, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        while not os.path.exists(latest) and proc.poll() is None:
+            time.sleep(0.002)
+        time.sleep(rng.uniform(0, 0.3))
+        proc.kill()
+        killed = proc.wait() == -9
+        out = run_ok(common + ["--checkpoint", "ck", "--resume", "ck"])
+        path, step = resumed_step(out)
+        expect(step is not None and step_losses(out) == full[step:],
+               "killed at a random time, resumed from %s: the losses differ"
+               % path, out)
+        resumed.append((step, killed))
+    print("random-time kills: resumed %d of %d with the uninterrupted losses "
+          "(from steps %s)" % (len(resumed), runs,
+                               [s for s, k in resumed if k]))
+
+
+def check_checkpoint_crash():
+    crash_checks(0)
+
+
+def check_checkpoint_crash_mpi():
+    crash_checks(2)
+
+
+def flip_byte(path, offset):
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        byte = f.read(1)
+        f.seek(offset)
+        f.write(bytes([byte[0] ^ 0x01]))
+
+
+def check_checkpoint_corrupt():
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data"]
+    full = step_losses(run_ok(common + ["--steps", "6", "--seed", "3"]))
+    run_ok(common + ["--steps", "4", "--seed", "3", "--checkpoint-every", "2",
+                     "--checkpoint", "ck"])
+    shutil.copytree(os.path.join(WORK, "ck"), os.path.join(WORK, "ck-good"))
+
+    def resume(expected_step, patterns, env=None):
+        status, out, err, _ = run(common + ["--steps", "6", "--resume", "ck"],
+                                  env=env)
+        for pattern in patterns:
+            expect(re.search(pattern, err), "no match for /%s/" % pattern,
+                   out + err)
+        expect(status == 0 and resumed_step(out) ==
+               ("ck/step-%d" % expected_step, expected_step),
+               "did not resume from step %d" % expected_step, out + err)
+        expect(step_losses(out) == full[expected_step:],
+               "the losses after step %d differ" % expected_step, out + err)
+
+    # One flipped byte of a rank file, then of a manifest: named, skipped,
+    # the previous checkpoint taken.
+    flip_byte(os.path.join(WORK, "ck", "step-4", "rank1.ckpt"), 100)
+    resume(2, [r"warning: --resume: skipping checkpoint 'ck/step-4': "
+               r"'ck/step-4/rank1\.ckpt' fails its CRC-32C check"])
+    shutil.rmtree(os.path.join(WORK, "ck"))
+    shutil.copytree(os.path.join(WORK, "ck-good"), os.path.join(WORK, "ck"))
+    flip_byte(os.path.join(WORK, "ck", "step-4", "MANIFEST"), 20)
+    resume(2, [r"skipping checkpoint 'ck/step-4': 'ck/step-4/MANIFEST' "
+               r"fails its CRC-32C check"])
+    # A missing file (a torn checkpoint), a newer uncommitted one, a
+    # corrupt latest.
+    shutil.rmtree(os.path.join(WORK, "ck"))
+    shutil.copytree(os.path.join(WORK, "ck-good"), os.path.join(WORK, "ck"))
+    os.remove(os.path.join(WORK, "ck", "step-4", "rank0.ckpt"))
+    resume(2, [r"skipping checkpoint 'ck/step-4': cannot read "
+               r"'ck/step-4/rank0\.ckpt'"])
+    shutil.rmtree(os.path.join(WORK, "ck"))
+    shutil.copytree(os.path.join(WORK, "ck-good"), os.path.join(WORK, "ck"))
+    open(os.path.join(WORK, "ck", "latest"), "w").write("step-2\n")
+    resume(2, [r"skipping checkpoint 'ck/step-4': not committed "
+               r"\('ck/latest' names step-2\)"])
+    open(os.path.join(WORK, "ck", "latest"), "w").write("stwp-4\n")
+    resume(4, [r"'ck/latest' is corrupt: trying every step-<k>"])
+    # A checkpoint of another program is skipped by name; with none left,
+    # nothing resumes.
+    expect_error(common + ["--steps", "6", "--resume", "ck"],
+                 [r"skipping checkpoint 'ck/step-4': written by another "
+                  r"program \('toy', identity \w+ \w+; this is 'toy', "
+                  r"identity \w+ \w+\)",
+                  r"skipping checkpoint 'ck/step-2': written by another",
+                  r"--resume: no complete checkpoint in 'ck'"],
+                 env={"PP_TOY_OTHER_PROGRAM": "1"})
+    # --resume DIR/step-<k> takes that one.
+    out = run_ok(common + ["--steps", "6", "--resume", "ck/step-2"])
+    expect(resumed_step(out) == ("ck/step-2", 2) and
+           step_losses(out) == full[2:], "--resume ck/step-2", out)
+    # The data file of another program (or a changed one) is rejected.
+    data = os.path.join(os.path.dirname(ARGS.toy), "pp-rt-train-toy.data")
+    shutil.copy(data, os.path.join(WORK, "other.data"))
+    flip_byte(os.path.join(WORK, "other.data"), 10)
+    expect_error(["--local", "--data-file", "other.data"],
+                 [r"the data file 'other\.data' is not the one of program "
+                  r"'toy' \(its CRC-32C is \w+, the program's data file has "
+                  r"\w+\)"])
+    # --keep-checkpoints K keeps the K newest.
+    run_ok(common + ["--steps", "5", "--checkpoint-every", "1",
+                     "--checkpoint", "keep", "--keep-checkpoints", "3"])
+    expect(sorted(os.listdir(os.path.join(WORK, "keep"))) ==
+           ["latest", "step-3", "step-4", "step-5"],
+           "--keep-checkpoints 3: %s" % os.listdir(os.path.join(WORK, "keep")))
+    for bad in ("0", "-1", "x"):
+        expect_error(["--keep-checkpoints", bad],
+                     [r"--keep-checkpoints: expected a positive integer"],
+                     status=2)
+
+
+# --- files and options the driver must refuse or report ----------------------
+
+
+def check_io_errors():
+    np.save(os.path.join(WORK, "label.npy"), np.zeros((8, 3), np.float32))
+    lbl = ["--data", "label=label.npy"]
+    # Inputs: only regular files (no directory, FIFO or device: no hang, no
+    # endless read), with the limit stated.
+    os.makedirs(os.path.join(WORK, "adir"))
+    os.makedirs(os.path.join(WORK, "ddir", "x.npy"))
+    os.mkfifo(os.path.join(WORK, "fifo"))
+    regular = r"not a regular file \(only regular files of at most 1 TiB"
+    expect_error(["--local", "--data", "x=adir"] + lbl,
+                 [r"--data for input 'x': cannot read 'adir': it is a "
+                  r"directory"])
+    expect_error(["--local", "--data", "ddir"],
+                 [r"cannot read 'ddir/x\.npy': it is a directory"])
+    expect_error(["--local", "--data", "x=fifo"] + lbl,
+                 [r"cannot read 'fifo': " + regular])
+    expect_error(["--local", "--data", "x=/dev/zero"] + lbl,
+                 [r"cannot read '/dev/zero': " + regular])
+    expect_error(["--local", "--data-file", "fifo"],
+                 [r"cannot read the data file 'fifo': " + regular])
+    expect_error(["--local", "--data-file", "/dev/zero"],
+                 [r"cannot read the data file '/dev/zero': " + regular])
+    expect_error(["--local", "--data-file", "adir"],
+                 [r"cannot read the data file 'adir': it is a directory"])
+    # Every write is checked: a full disk is an error naming the file.
+    for log in ("/dev/full", "full.csv"):
+        out = expect_error(["--local", "--steps", "3", "--log", log],
+                           [r"error: --log: cannot write '%s': (No space "
+                            r"left on device|File too large)" % log],
+                           file_limit=120 if log == "full.csv" else None)
+    out = expect_error(["--local", "--steps", "3", "--checkpoint-every", "1",
+                        "--checkpoint", "fullck"],
+                       [r"--checkpoint: rank \d: cannot write "
+                        r"'fullck/step-1/rank\d\.ckpt\.tmp': File too large"],
+                       file_limit=200)
+    expect(not os.path.exists(os.path.join(WORK, "fullck", "latest")),
+           "a failed checkpoint was committed")
+    expect_error(["--local", "--steps", "1", "--dump-globals", "fulldump"],
+                 [r"--dump-globals: cannot write 'fulldump/W0\.npy': File "
+                  r"too large"], file_limit=100)
+    # Output paths are checked before the first step.
+    open(os.path.join(WORK, "afile"), "w").write("x")
+    for args, pattern in (
+            (["--dump-globals", "afile/dump"],
+             r"--dump-globals: 'afile/dump' is not a directory|--dump-globals"
+             r": cannot create directory 'afile/dump'"),
+            (["--checkpoint-every", "1", "--checkpoint", "afile/ck"],
+             r"--checkpoint: cannot create directory 'afile/ck'"),
+            (["--log", "no/such/train.csv"],
+             r"--log: cannot write 'no/such/train\.csv'")):
+        out = expect_error(["--local", "--steps", "2"] + args, [pattern])
+        expect(not step_losses(out), "trained before reporting %s" % args,
+               out)
+    # --timeout: finite, positive; an infinite one would livelock --local.
+    for bad in ("inf", "nan", "-1", "0", "1e300"):
+        expect_error(["--local", "--timeout", bad],
+                     [r"--timeout: expected a finite, positive number of "
+                      r"seconds, at most 1e6, got '%s'" % bad], status=2)
+    # --local under an mpirun of more than one process.
+    if ARGS.mpirun:
+        out = expect_error(["--local", "--steps", "2"],
+                           [r"error: --local runs every device as a thread "
+                            r"of one process, but mpirun started 2 processes"],
+                           status=None, mpi_ranks=2)
+        expect(not step_losses(out), "mpirun -np 2 --local trained", out)
+
+
 def write_toy_model(path, w0, w1):
     import onnx
     from onnx import TensorProto, helper, numpy_helper
@@ -424,6 +711,20 @@ def save_checks(mpi_ranks):
            "a shape mismatch is not reported", out + err)
 
     write_toy_model(model, w0, w1)
+    code, out, err, _ = run(launch[0] + ["--steps", "1", "--save-onnx",
+                                         "no/such/out.onnx"], toy=toy,
+                            **launch[1])
+    expect(code != 0 and re.search(r"--save-onnx: cannot write 'no/such/"
+                                   r"out\.onnx': its directory 'no/such' does "
+                                   r"not exist", err) and
+           not step_losses(out),
+           "an unwritable --save-onnx is not reported before training",
+           out + err)
+    code, out, err, _ = run(launch[0] + ["--steps", "1", "--save-onnx",
+                                         "/dev/full"], toy=toy, **launch[1])
+    expect(code != 0 and re.search(r"--save-onnx: cannot write '/dev/full': "
+                                   r"No space left on device", err),
+           "a full disk under --save-onnx is not reported", out + err)
     out = run_ok(launch[0] + ["--steps", "3", "--save-onnx", "out.onnx",
                               "--dump-globals", "dump"], toy=toy, **launch[1])
     index = open(os.path.join(WORK, "dump", "globals.txt")).read()
@@ -475,6 +776,10 @@ CHECKS = {
     "nan": check_nan,
     "timeout": check_timeout,
     "killed-rank": check_killed_rank,
+    "checkpoint-crash": check_checkpoint_crash,
+    "checkpoint-crash-mpi": check_checkpoint_crash_mpi,
+    "checkpoint-corrupt": check_checkpoint_corrupt,
+    "io-errors": check_io_errors,
     "save": check_save,
     "save-mpi": check_save_mpi,
 }

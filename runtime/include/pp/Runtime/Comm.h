@@ -19,6 +19,9 @@
 
 #include "pp/Runtime/Kernels.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <memory>
 #include <string>
 #include <vector>
@@ -48,6 +51,19 @@ public:
 
   /// Seconds a receive waits before it reports the peer as lost.
   double timeoutSeconds = 60;
+
+  /// The steady-clock time a wait that starts now gives up at: an integer
+  /// time point (a double one would make `wait_until` return at once, so a
+  /// waiter would spin), `timeoutSeconds` capped at 10^9 s (31 years; also
+  /// what an infinite, NaN or negative timeout waits).
+  std::chrono::steady_clock::time_point deadline() const {
+    double seconds = timeoutSeconds > 0 && std::isfinite(timeoutSeconds)
+                         ? std::min(timeoutSeconds, 1e9)
+                         : 1e9;
+    return std::chrono::steady_clock::now() +
+           std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+               std::chrono::duration<double>(seconds));
+  }
 };
 
 /// `size` communicators whose ranks are threads of this process; rank i is

@@ -188,6 +188,12 @@ struct ProgramInfo {
   std::string dataFile;
   /// The source model, for --save-onnx (empty when it was not ONNX).
   std::string onnxFile;
+  /// CRC-32C (Checksum.h) of the data file the program was generated with,
+  /// checked when the driver opens it; 0: not checked.
+  uint32_t dataHash = 0;
+  /// CRC-32C of the generated stage code (0: unknown); with the table and
+  /// the data file it makes the identity that checkpoints record.
+  uint32_t codeHash = 0;
 };
 
 /// The training executable's main: see docs/cli.md for the options.
