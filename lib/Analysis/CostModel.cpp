@@ -3,6 +3,7 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Support/InputLimits.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -163,7 +164,7 @@ ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    fileName + ": " + message);
   };
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> parsed = pp::limits::parseBoundedJSON(text);
   if (!parsed)
     return error("invalid JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object *kinds = parsed->getAsObject();
@@ -236,10 +237,11 @@ llvm::Expected<std::unique_ptr<pp::CostModel>>
 pp::createCostModel(llvm::StringRef profileFile) {
   if (profileFile.empty())
     return std::make_unique<pp::AnalyticCostModel>();
-  auto buffer = llvm::MemoryBuffer::getFile(profileFile);
+  auto buffer = pp::limits::readRegularFile(
+      profileFile, pp::limits::kMaxProfileFileBytes, "profile",
+      /*isText=*/true);
   if (!buffer)
-    return llvm::createStringError("cannot read profile '" + profileFile +
-                                   "': " + buffer.getError().message());
+    return buffer.takeError();
   auto profiled =
       pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
   if (!profiled)

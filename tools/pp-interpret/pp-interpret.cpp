@@ -247,7 +247,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module;
   if (isONNX) {
     pp::ONNXImportOptions options;
-    options.batchSize = batchSize;
+    if (batchSize.getNumOccurrences())
+      options.batchSize = batchSize;
     module = pp::importONNXFile(inputFile, &context, options);
   } else {
     module =
