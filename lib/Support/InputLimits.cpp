@@ -61,11 +61,18 @@ Expected<json::Value> pp::limits::parseBoundedJSON(StringRef text,
     if (c == '"') {
       inString = true;
     } else if (c == '[' || c == '{') {
-      if (++depth > maxDepth)
+      if (++depth > maxDepth) {
+        // Where, as llvm::json reports its errors.
+        StringRef before = text.take_front(i);
+        size_t line = before.count('\n') + 1;
+        size_t column = i - (before.rfind('\n') + 1) + 1;
         return createStringError(inconvertibleErrorCode(),
-                                 "[offset " + Twine(i) +
-                                     "]: arrays and objects nest deeper than " +
-                                     "the limit of " + Twine(maxDepth));
+                                 "[" + Twine(line) + ":" + Twine(column) +
+                                     ", byte=" + Twine(i) +
+                                     "]: arrays and objects nest deeper "
+                                     "than the limit of " +
+                                     Twine(maxDepth));
+      }
     } else if ((c == ']' || c == '}') && depth > 0) {
       --depth;
     }

@@ -3,9 +3,9 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/Transforms/Passes.h"
 #include "pp/Partition/Partitioner.h"
 #include "pp/Schedule/Schedule.h"
-#include "pp/Dialect/PP/Transforms/Passes.h"
 
 #include "ReportFile.h"
 
@@ -108,6 +108,16 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
         for (unsigned i = 0; i < numPhysical; ++i)
           worker.push_back(worker[i]);
     }
+    // Before the per-pair link tables below, which take seconds for
+    // thousands of devices.
+    for (const auto &worker : workers)
+      if (worker.size() > partition::kMaxPartitionDevices) {
+        module.emitError() << "pp-partition: " << worker.size()
+                           << " stages (devices x chunks) in one pipeline: "
+                           << "the partitioner supports at most "
+                           << partition::kMaxPartitionDevices;
+        return signalPassFailure();
+      }
     std::vector<int> pipeline = workers.front();
 
     // Nodes: every op but constants and weight reads (whose bytes belong to
@@ -331,13 +341,12 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
     SmallVector<Attribute> order;
     for (unsigned d : result->deviceOrder)
       order.push_back(b.getStringAttr(devices.devices[d].name));
-    pipeline::setPlan(
-        module, pipeline::PlanAttr::get(
-                    &getContext(), *scheduleKind,
-                    microBatches, chunks,
-                    static_cast<int64_t>(result->deviceOrder.size()),
-                    b.getArrayAttr(order), /*dataParallel=*/1,
-                    /*tensorParallel=*/1));
+    pipeline::setPlan(module,
+                      pipeline::PlanAttr::get(
+                          &getContext(), *scheduleKind, microBatches, chunks,
+                          static_cast<int64_t>(result->deviceOrder.size()),
+                          b.getArrayAttr(order), /*dataParallel=*/1,
+                          /*tensorParallel=*/1));
 
     if (!reportFile.empty()) {
       std::string error;

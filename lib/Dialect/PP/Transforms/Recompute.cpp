@@ -15,10 +15,11 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
-#include "pp/Schedule/Schedule.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Dialect/PP/Transforms/Passes.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Schedule/Schedule.h"
+#include "pp/Support/OptionChecks.h"
 
 #include "ReportFile.h"
 
@@ -432,6 +433,22 @@ void RecomputePass::runOnOperation() {
     module.emitError() << "pp-recompute: micro-batches must be >= 1";
     return signalPassFailure();
   }
+  // Unset (empty) means what the device's memory leaves.
+  std::optional<int64_t> budgetOption;
+  if (!activationBudget.empty()) {
+    std::optional<std::string> error =
+        activationBudget.size() > 1
+            ? std::optional<std::string>(
+                  "activation-budget: one value, got " +
+                  std::to_string(activationBudget.size()))
+            : pp::checkOptionValue("activation-budget", activationBudget[0],
+                                   pp::OptionRange::nonNegative());
+    if (error) {
+      module.emitError() << "pp-recompute: " << *error;
+      return signalPassFailure();
+    }
+    budgetOption = activationBudget[0];
+  }
   std::optional<pp::cluster::Cluster> cluster;
   if (!clusterSpec.empty()) {
     auto parsed = pp::cluster::parseClusterSpec(clusterSpec);
@@ -533,8 +550,8 @@ void RecomputePass::runOnOperation() {
       // A device's memory (or activation budget) is shared equally by the
       // stages it runs (interleaved chunks).
       int64_t sharing = stagesOnDevice[deviceOf[s]];
-      int64_t budget = activationBudget >= 0
-                           ? activationBudget / sharing
+      int64_t budget = budgetOption
+                           ? *budgetOption / sharing
                            : device.memoryBytes / sharing - weightBytes(s);
       report.budget = budget;
       auto fits = [&](int64_t kept) {

@@ -3,6 +3,7 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Dialect/Train/Transforms/Passes.h"
+#include "pp/Support/OptionChecks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -50,11 +51,25 @@ struct OptimizerPass : public pp::impl::OptimizerPassBase<OptimizerPass> {
                        << "' (expected sgd, adam or adamw)";
       return signalPassFailure();
     }
-    if (lr <= 0 || momentum < 0 || weightDecay < 0 ||
-        (nesterov && (momentum == 0 || dampening != 0))) {
-      func.emitError() << "invalid optimizer settings: lr > 0, momentum >= 0, "
-                          "weight-decay >= 0 and Nesterov needs momentum and "
-                          "zero dampening";
+    // PyTorch's ranges (lr > 0 as before); NaN and infinity never.
+    using pp::OptionRange;
+    std::pair<StringRef, std::pair<float, OptionRange>> checks[] = {
+        {"lr", {lr, OptionRange::positive()}},
+        {"momentum", {momentum, OptionRange::nonNegative()}},
+        {"dampening", {dampening, OptionRange::unit()}},
+        {"weight-decay", {weightDecay, OptionRange::nonNegative()}},
+        {"beta1", {beta1, OptionRange::unitOpen()}},
+        {"beta2", {beta2, OptionRange::unitOpen()}},
+        {"epsilon", {epsilon, OptionRange::nonNegative()}}};
+    for (const auto &[name, check] : checks)
+      if (std::optional<std::string> error =
+              pp::checkOptionValue(name, check.first, check.second)) {
+        func.emitError() << "invalid optimizer option " << *error;
+        return signalPassFailure();
+      }
+    if (nesterov && (momentum == 0 || dampening != 0)) {
+      func.emitError() << "invalid optimizer options: nesterov needs "
+                          "momentum > 0 and dampening=0";
       return signalPassFailure();
     }
     auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
@@ -64,9 +79,8 @@ struct OptimizerPass : public pp::impl::OptimizerPassBase<OptimizerPass> {
 
     // The 1-based step number, kept across calls in @pp.step.
     auto stepType = RankedTensorType::get({}, b.getI64Type());
-    FlatSymbolRefAttr stepSym =
-        stateGlobal(module, moduleBuilder, pp::pipeline::kStepCounterGlobal,
-                    stepType, loc);
+    FlatSymbolRefAttr stepSym = stateGlobal(
+        module, moduleBuilder, pp::pipeline::kStepCounterGlobal, stepType, loc);
     Value step = onnx::AddOp::create(
         b, loc, onnx::GlobalReadOp::create(b, loc, stepType, stepSym),
         onnx::ConstantOp::create(
