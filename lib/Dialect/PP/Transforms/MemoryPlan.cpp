@@ -51,7 +51,7 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
     ModuleOp module = getOperation();
     pipeline::ScheduleOp schedule =
         pipeline::lookupSchedule(module, "pp-memory-plan");
-    if (!schedule)
+    if (!schedule || failed(pp::verifyPlannableSizes(module, "pp-memory-plan")))
       return signalPassFailure();
 
     // Stages of each device, and the most micro-batches each stage holds
@@ -108,7 +108,7 @@ struct MemoryPlanPass : public pp::impl::MemoryPlanPassBase<MemoryPlanPass> {
           memory.stash +=
               pp::getTensorBytes(stash.getValue().getType()) *
               (*stage < static_cast<int64_t>(inflight.size()) ? inflight[*stage]
-                                                               : 0);
+                                                              : 0);
       });
     }
 

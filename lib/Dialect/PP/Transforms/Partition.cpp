@@ -45,6 +45,8 @@ struct PartitionPass : public pp::impl::PartitionPassBase<PartitionPass> {
       module.emitError() << "pp-partition needs cluster=<spec or .json>";
       return signalPassFailure();
     }
+    if (failed(pp::verifyPlannableSizes(module, "pp-partition")))
+      return signalPassFailure();
     auto cluster = pp::cluster::parseClusterSpec(clusterSpec);
     if (!cluster) {
       module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
