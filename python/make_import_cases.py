@@ -326,6 +326,64 @@ def missing_external_data():
     return external_model("no_such_weights.bin", 0)
 
 
+def external_escape():
+    # A location that climbs out of the model's directory.
+    return external_model("../" * 32 + "etc/passwd", 0)
+
+
+# Written by main() next to the cases: a symlink to a file outside the
+# model's directory and a FIFO (reading it would block forever).
+EXTERNAL_SYMLINK = "escape_link.bin"
+EXTERNAL_FIFO = "weights_fifo.bin"
+
+
+def external_symlink():
+    return external_model(EXTERNAL_SYMLINK, 0)
+
+
+def external_fifo():
+    return external_model(EXTERNAL_FIFO, 0)
+
+
+def opset1():
+    # Opset 1: ONNX's version converter has no adapter for its Split (and
+    # fails with an internal assertion); the importer rejects it first.
+    m = old_opset()
+    m.opset_import[0].version = 1
+    return m
+
+
+def opset5_softmax():
+    # Opset 5: the converter's Softmax adapter needs a shape that shape
+    # inference does not find for Relu-1 (consumed_inputs); it fails on an
+    # internal assertion, reported without libonnx's assertion text.
+    m = old_opset_inferred()
+    m.opset_import[0].version = 5
+    return m
+
+
+def opset12_missing_output():
+    # Opset 12 is upgraded by the version converter, which crashes on a
+    # graph output that no node computes: checked before it runs.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 3])], [tensor("Z", FLOAT, [2, 3])],
+                 opset=12)
+
+
+def huge_input():
+    # A graph input of 2^40 x 4 floats (16 TiB): over the tensor limits.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2 ** 40, 4])],
+                 [tensor("Y", FLOAT, [2 ** 40, 4])])
+
+
+def overflowing_input():
+    # Dims whose product overflows int64.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2 ** 40, 2 ** 40])],
+                 [tensor("Y", FLOAT, [2 ** 40, 2 ** 40])])
+
+
 # --------------------------------------------------------------------------
 # Known importer bugs: what should happen is an error; the lit tests do not
 # use these cases yet.
@@ -517,6 +575,14 @@ CASES = {
     "missing_external_data": missing_external_data,
     "external_data_offset": external_data_offset,
     "constant_value_string": constant_value_string,
+    "external_escape": external_escape,
+    "external_symlink": external_symlink,
+    "external_fifo": external_fifo,
+    "opset1": opset1,
+    "opset5_softmax": opset5_softmax,
+    "opset12_missing_output": opset12_missing_output,
+    "huge_input": huge_input,
+    "overflowing_input": overflowing_input,
     # semantics
     "old_opset": old_opset,
     "old_opset_inferred": old_opset_inferred,
@@ -553,6 +619,12 @@ def main():
             f.write(m.SerializeToString())
     with open(os.path.join(args.out, EXTERNAL_DATA_FILE), "wb") as f:
         f.write(farange([4, 4]).tobytes())
+    for name in (EXTERNAL_SYMLINK, EXTERNAL_FIFO):
+        path = os.path.join(args.out, name)
+        if os.path.lexists(path):
+            os.remove(path)
+    os.symlink("/etc/passwd", os.path.join(args.out, EXTERNAL_SYMLINK))
+    os.mkfifo(os.path.join(args.out, EXTERNAL_FIFO))
     # A text file with an .onnx name and an empty file.
     with open(os.path.join(args.out, "text.onnx"), "w") as f:
         f.write("this is not an ONNX model, just some text\n")

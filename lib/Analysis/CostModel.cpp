@@ -3,6 +3,8 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Support/InputLimits.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -14,12 +16,53 @@ using namespace mlir;
 
 namespace pp {
 
-int64_t getTensorBytes(Type type) {
+std::optional<int64_t> getCheckedTensorBytes(Type type) {
   auto shaped = dyn_cast<ShapedType>(type);
   if (!shaped || !shaped.hasStaticShape())
     return 0;
-  int64_t bits = shaped.getElementType().getIntOrFloatBitWidth();
-  return shaped.getNumElements() * std::max<int64_t>(1, bits / 8);
+  int64_t bits = shaped.getElementType().isIntOrFloat()
+                     ? shaped.getElementType().getIntOrFloatBitWidth()
+                     : 64;
+  std::optional<int64_t> bytes = std::max<int64_t>(1, bits / 8);
+  for (int64_t d : shaped.getShape())
+    if (bytes)
+      bytes = llvm::checkedMul(*bytes, d);
+  if (!bytes || *bytes > limits::kMaxTensorBytes)
+    return std::nullopt;
+  return bytes;
+}
+
+int64_t getTensorBytes(Type type) {
+  std::optional<int64_t> bytes = getCheckedTensorBytes(type);
+  assert(bytes && "tensor too large: run verifyPlannableSizes first");
+  return bytes.value_or(limits::kMaxTensorBytes);
+}
+
+LogicalResult verifyPlannableSizes(Operation *root, StringRef pass) {
+  auto check = [&](Operation *op, Type type) {
+    if (getCheckedTensorBytes(type))
+      return success();
+    return op->emitError() << pass << ": a value of type " << type
+                           << " has more than the limit of "
+                           << limits::kMaxTensorBytes
+                           << " bytes: too large to plan",
+           failure();
+  };
+  WalkResult result = root->walk([&](Operation *op) {
+    for (Type type : op->getResultTypes())
+      if (failed(check(op, type)))
+        return WalkResult::interrupt();
+    for (Region &region : op->getRegions())
+      for (Block &block : region)
+        for (BlockArgument arg : block.getArguments())
+          if (failed(check(op, arg.getType())))
+            return WalkResult::interrupt();
+    if (auto global = dyn_cast<onnx::GlobalOp>(op))
+      if (failed(check(op, global.getType())))
+        return WalkResult::interrupt();
+    return WalkResult::advance();
+  });
+  return failure(result.wasInterrupted());
 }
 
 std::string getOpName(Operation *op) {
@@ -163,7 +206,7 @@ ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
     return llvm::createStringError(llvm::inconvertibleErrorCode(),
                                    fileName + ": " + message);
   };
-  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(text);
+  llvm::Expected<llvm::json::Value> parsed = pp::limits::parseBoundedJSON(text);
   if (!parsed)
     return error("invalid JSON: " + llvm::toString(parsed.takeError()));
   const llvm::json::Object *kinds = parsed->getAsObject();
@@ -236,10 +279,11 @@ llvm::Expected<std::unique_ptr<pp::CostModel>>
 pp::createCostModel(llvm::StringRef profileFile) {
   if (profileFile.empty())
     return std::make_unique<pp::AnalyticCostModel>();
-  auto buffer = llvm::MemoryBuffer::getFile(profileFile);
+  auto buffer = pp::limits::readRegularFile(
+      profileFile, pp::limits::kMaxProfileFileBytes, "profile",
+      /*isText=*/true);
   if (!buffer)
-    return llvm::createStringError("cannot read profile '" + profileFile +
-                                   "': " + buffer.getError().message());
+    return buffer.takeError();
   auto profiled =
       pp::ProfiledCostModel::fromJSON((*buffer)->getBuffer(), profileFile);
   if (!profiled)

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Cluster/Cluster.h"
+#include "pp/Support/InputLimits.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -909,7 +910,7 @@ Expected<double> parseQuantity(StringRef text, Quantity kind) {
 }
 
 Expected<Cluster> parseClusterJSON(StringRef text, StringRef fileName) {
-  Expected<json::Value> root = json::parse(text);
+  Expected<json::Value> root = pp::limits::parseBoundedJSON(text);
   if (!root)
     return makeError((fileName.empty() ? "" : fileName + ": ") +
                      "invalid JSON " + toString(root.takeError()));
@@ -919,11 +920,11 @@ Expected<Cluster> parseClusterJSON(StringRef text, StringRef fileName) {
 Expected<Cluster> parseClusterSpec(StringRef spec, bool sameNode) {
   StringRef trimmed = spec.trim();
   if (trimmed.ends_with_insensitive(".json")) {
-    ErrorOr<std::unique_ptr<MemoryBuffer>> buffer =
-        MemoryBuffer::getFile(trimmed, /*IsText=*/true);
+    Expected<std::unique_ptr<MemoryBuffer>> buffer =
+        pp::limits::readRegularFile(trimmed, pp::limits::kMaxClusterFileBytes,
+                                    "cluster file", /*isText=*/true);
     if (!buffer)
-      return makeError("cannot read cluster file '" + trimmed +
-                       "': " + buffer.getError().message());
+      return buffer.takeError();
     return parseClusterJSON((*buffer)->getBuffer(), trimmed);
   }
 

@@ -10,6 +10,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Runtime/Half.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -17,6 +18,7 @@
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
@@ -30,6 +32,20 @@ namespace rt = pp::rt;
 //===----------------------------------------------------------------------===//
 // Tensor
 //===----------------------------------------------------------------------===//
+
+std::optional<std::string>
+pp::interp::checkAllocation(rt::DType dtype, ArrayRef<int64_t> shape) {
+  std::optional<int64_t> bytes = rt::dtypeSize(dtype);
+  for (int64_t d : shape)
+    if (bytes)
+      bytes = d < 0 ? std::nullopt : llvm::checkedMul(*bytes, d);
+  if (bytes && *bytes <= pp::limits::kMaxInterpreterTensorBytes)
+    return std::nullopt;
+  return "a tensor of " +
+         (bytes ? std::to_string(*bytes) + " bytes" : "more than 2^63 bytes") +
+         " exceeds the interpreter's limit of " +
+         std::to_string(pp::limits::kMaxInterpreterTensorBytes) + " bytes";
+}
 
 Tensor::Tensor(rt::DType dtype, ArrayRef<int64_t> shape) {
   view_.dtype = dtype;
@@ -391,6 +407,8 @@ FailureOr<Tensor> Interpreter::allocate(Operation *op, Type type) {
     return op->emitError() << "the interpreter does not support values of "
                               "type "
                            << type;
+  if (std::optional<std::string> error = checkAllocation(dtype, shape))
+    return op->emitError() << "cannot allocate " << type << ": " << *error;
   return Tensor(dtype, shape);
 }
 

@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Interpreter/Npy.h"
+#include "pp/Support/InputLimits.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
@@ -182,11 +183,10 @@ llvm::Expected<Tensor> pp::interp::parseNpy(StringRef bytes) {
 }
 
 llvm::Expected<Tensor> pp::interp::readNpy(StringRef path) {
-  auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
+  auto buffer =
+      pp::limits::readRegularFile(path, pp::limits::kMaxNpyFileBytes, ".npy");
   if (!buffer)
-    return llvm::createStringError(buffer.getError(),
-                                   "cannot read '" + path +
-                                       "': " + buffer.getError().message());
+    return buffer.takeError();
   auto tensor = parseNpy((*buffer)->getBuffer());
   if (!tensor)
     return llvm::createStringError(

@@ -146,9 +146,9 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
   m.k = devices.size();
   if (m.k == 0)
     return partitionError("no devices to partition over");
-  if (m.k > 64)
-    return partitionError(
-        llvm::formatv("{0} devices: at most 64 supported", m.k));
+  if (m.k > kMaxPartitionDevices)
+    return partitionError(llvm::formatv("{0} devices: at most {1} supported",
+                                        m.k, kMaxPartitionDevices));
   if (options.microBatches == 0)
     return partitionError("microBatches must be at least 1");
   if (options.schedule == PipelineSchedule::Custom && !options.inflight)

@@ -26,9 +26,10 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   pm.addPass(createAddLossPass(options.addLossOptions(func)));
   std::optional<schedule::ScheduleKind> kind =
       schedule::parseScheduleKind(options.schedule);
-  unsigned chunks = options.chunks;
-  if (chunks == 0)
-    chunks = kind == schedule::ScheduleKind::Interleaved1F1B ? 2 : 1;
+  // An explicit chunks=0 goes on to --pp-partition, which rejects it.
+  unsigned chunks = options.chunks.hasValue() ? options.chunks
+                    : kind == schedule::ScheduleKind::Interleaved1F1B ? 2
+                                                                      : 1;
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
@@ -47,7 +48,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   RecomputePassOptions recompute;
   recompute.policy = options.recompute;
   recompute.clusterSpec = options.cluster;
-  recompute.activationBudget = options.activationBudget;
+  if (options.activationBudget.hasValue())
+    recompute.activationBudget = {options.activationBudget};
   if (options.recompute != "none")
     recompute.reportFile = options.report;
   pm.addPass(createRecomputePass(recompute));

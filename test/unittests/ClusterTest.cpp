@@ -6,6 +6,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Cluster/Cluster.h"
+#include "pp/Support/InputLimits.h"
+
+#include "llvm/ADT/ScopeExit.h"
 
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FileUtilities.h"
@@ -17,6 +20,8 @@
 
 #include <algorithm>
 #include <cmath>
+
+#include <sys/stat.h>
 
 using namespace pp::cluster;
 
@@ -700,6 +705,49 @@ TEST(ClusterJSON, UnknownKindListsPresets) {
                    "memory_bandwidth"),
             std::string::npos)
       << e;
+}
+
+TEST(ClusterJSON, NestingDepthIsBounded) {
+  // llvm::json's parser recurses per level: without a bound this overflows
+  // the stack (or takes minutes) before any cluster field is looked at.
+  std::string deep = std::string(1 << 20, '[') + std::string(1 << 20, ']');
+  std::string e = jsonError(deep);
+  EXPECT_EQ(e, "test.json: invalid JSON [1:65, byte=64]: arrays and objects "
+               "nest deeper than the limit of 64")
+      << e;
+  // Brackets inside strings do not count; 64 levels are within the limit.
+  std::string ok = R"({"nodes": [{"devices": [{"kind": "T4", "name": "[[[[", )"
+                   R"("count": 1}]}], "x": )" +
+                   std::string(63, '[') + std::string(63, ']') + "}";
+  e = jsonError(ok);
+  EXPECT_EQ(e.find("nest deeper"), std::string::npos) << e;
+}
+
+TEST(ClusterSpec, ReadsOnlyRegularFilesOfBoundedSize) {
+  llvm::SmallString<128> dir;
+  ASSERT_FALSE(llvm::sys::fs::createUniqueDirectory("clusters", dir));
+  llvm::scope_exit removeDir([&] { llvm::sys::fs::remove_directories(dir); });
+  // A FIFO would block the reader; /dev/zero would be read forever.
+  std::string fifo = (dir + "/fifo.json").str();
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  EXPECT_EQ(errorOf(parseClusterSpec(fifo)),
+            "cannot read cluster file '" + fifo + "': not a regular file");
+  std::string zero = (dir + "/zero.json").str();
+  ASSERT_FALSE(llvm::sys::fs::create_link("/dev/zero", zero));
+  EXPECT_EQ(errorOf(parseClusterSpec(zero)),
+            "cannot read cluster file '" + zero + "': not a regular file");
+  std::string big = (dir + "/big.json").str();
+  {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(big, ec);
+    ASSERT_FALSE(ec);
+    os << std::string(pp::limits::kMaxClusterFileBytes + 1, ' ');
+  }
+  EXPECT_EQ(errorOf(parseClusterSpec(big)),
+            "cannot read cluster file '" + big +
+                "': " + std::to_string(pp::limits::kMaxClusterFileBytes + 1) +
+                " bytes exceed the limit of " +
+                std::to_string(pp::limits::kMaxClusterFileBytes) + " bytes");
 }
 
 TEST(ClusterJSON, SyntaxErrorsNameTheFile) {

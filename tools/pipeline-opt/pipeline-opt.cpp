@@ -48,7 +48,8 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
     return success();
   });
   pp::ONNXImportOptions options;
-  options.batchSize = batchSize;
+  if (batchSize.getNumOccurrences())
+    options.batchSize = batchSize;
   options.frozenPattern = frozenParams;
   OwningOpRef<ModuleOp> module =
       pp::importONNXFile(fileName, &context, options);

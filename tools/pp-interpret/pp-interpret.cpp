@@ -247,7 +247,8 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> module;
   if (isONNX) {
     pp::ONNXImportOptions options;
-    options.batchSize = batchSize;
+    if (batchSize.getNumOccurrences())
+      options.batchSize = batchSize;
     module = pp::importONNXFile(inputFile, &context, options);
   } else {
     module =
@@ -323,6 +324,10 @@ int main(int argc, char **argv) {
     if (!dtype)
       return fail("input '" + argNames[i] + "' has unsupported type " +
                   llvm::formatv("{0}", argTypes[i]).str());
+    if (std::optional<std::string> error =
+            checkAllocation(*dtype, type.getShape()))
+      return fail("input '" + argNames[i] + "' (" +
+                  llvm::formatv("{0}", type).str() + "): " + *error);
     if (!args[i]) {
       if (!randomInputs)
         return fail("no value for input '" + argNames[i] + "' (" +

@@ -38,6 +38,14 @@ struct OpWork {
 
 /// Bytes of a statically shaped tensor type (0 otherwise).
 int64_t getTensorBytes(mlir::Type type);
+/// Bytes of a static shaped type, or std::nullopt when they overflow int64
+/// or exceed limits::kMaxTensorBytes.
+std::optional<int64_t> getCheckedTensorBytes(mlir::Type type);
+/// Fails, with an error at the op, when a value under `root` is too large
+/// to plan (getCheckedTensorBytes), so the planners' sums of bytes, FLOPs
+/// and times cannot overflow.
+mlir::LogicalResult verifyPlannableSizes(mlir::Operation *root,
+                                         llvm::StringRef pass);
 
 /// The forward values that the backward (as the GradientOpInterface rules
 /// build it) reads: found by building each op's backward in place and

@@ -32,12 +32,20 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+#include <optional>
 #include <vector>
 
 namespace pp::interp {
 
 /// An owning dense row-major tensor. Copies share the buffer; `detach` gives
 /// a private buffer before an in-place update (copy-on-write).
+/// Why the interpreter will not allocate a `dtype` tensor of `shape` (its
+/// bytes overflow int64 or exceed limits::kMaxInterpreterTensorBytes), or
+/// std::nullopt.
+std::optional<std::string> checkAllocation(rt::DType dtype,
+                                           llvm::ArrayRef<int64_t> shape);
+
 class Tensor {
 public:
   /// An empty rank-0 f32 tensor without storage (a placeholder).

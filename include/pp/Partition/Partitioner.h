@@ -123,6 +123,9 @@ struct PartitionGraph {
   size_t size() const { return nodes.size(); }
 };
 
+/// Devices (stages) of one pipeline the partitioner handles.
+constexpr unsigned kMaxPartitionDevices = 64;
+
 /// One accelerator.
 struct PartitionDevice {
   std::string name;

@@ -23,8 +23,7 @@ namespace pp {
 /// same name and default.
 template <typename Derived>
 struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
-  template <typename T>
-  using Option = mlir::detail::PassOptions::Option<T>;
+  template <typename T> using Option = mlir::detail::PassOptions::Option<T>;
 
   Option<std::string> loss{*this, "loss",
                            llvm::cl::desc("Loss: softmax-cross-entropy or mse"),
@@ -93,13 +92,14 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<std::string> schedule{
       *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
       llvm::cl::init("1f1b")};
-  Option<unsigned> microBatches{
-      *this, "microbatches", llvm::cl::desc("Micro-batches per step"),
-      llvm::cl::init(pipeline::kDefaultMicroBatches)};
+  Option<unsigned> microBatches{*this, "microbatches",
+                                llvm::cl::desc("Micro-batches per step"),
+                                llvm::cl::init(pipeline::kDefaultMicroBatches)};
+  /// Unset: 2 for interleaved, else 1.
   Option<unsigned> chunks{
       *this, "chunks",
-      llvm::cl::desc("Model chunks per device (interleaved; default 2)"),
-      llvm::cl::init(0)};
+      llvm::cl::desc("Model chunks per device (default: 2 for interleaved, "
+                     "else 1)")};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("Activation recomputation: none, full, selective, auto"),
@@ -119,8 +119,7 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<int64_t> activationBudget{
       *this, "activation-budget",
       llvm::cl::desc("recompute=auto: activation bytes per device (default: "
-                     "what the device's memory leaves)"),
-      llvm::cl::init(-1)};
+                     "what the device's memory leaves)")};
   Option<std::string> emitDir{
       *this, "emit-dir",
       llvm::cl::desc("Write the training program (program.cpp, data, "

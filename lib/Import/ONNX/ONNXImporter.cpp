@@ -11,6 +11,7 @@
 
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -22,6 +23,7 @@
 #include "llvm/ADT/ScopeExit.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -40,12 +42,39 @@ namespace {
 
 constexpr int64_t kMinOpset = 13;
 constexpr int64_t kMaxOpset = 17;
+
+/// ONNX's version converter, asked before it runs whether it can upgrade an
+/// op: it fails on an internal assertion where an adapter is missing.
+class UpgradeChecker
+    : public onnxpb::version_conversion::DefaultVersionConverter {
+public:
+  /// The first version in (from, to] at which `opType` changed and the
+  /// converter has no adapter to, if any.
+  std::optional<int64_t> missingAdapter(const std::string &opType, int64_t from,
+                                        int64_t to) const {
+    auto schemas = all_schemas.find(opType);
+    if (schemas == all_schemas.end())
+      return std::nullopt;
+    auto versions = schemas->second.find("");
+    if (versions == schemas->second.end())
+      return std::nullopt;
+    auto opAdapters = adapters.find(opType);
+    for (auto it = versions->second.upper_bound(from);
+         it != versions->second.end() && it->first <= to; ++it) {
+      if (opAdapters == adapters.end())
+        return it->first;
+      auto fromMap =
+          opAdapters->second.find("$" + std::to_string(it->first - 1));
+      if (fromMap == opAdapters->second.end() ||
+          !fromMap->second.count("$" + std::to_string(it->first)))
+        return it->first;
+    }
+    return std::nullopt;
+  }
+};
 /// Constant initializers up to this size become inline `onnx.Constant`s
 /// (so shape sub-graphs can fold); larger ones become globals.
 constexpr int64_t kMaxInlineConstantElements = 4096;
-/// Bound on the elements of one tensor (2^40 floats = 4 TiB), so that sizes
-/// computed from malformed dims cannot overflow.
-constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 
 class Importer {
 public:
@@ -60,6 +89,8 @@ private:
     return emitError(FileLineColLoc::get(ctx, fileName, 0, 0));
   }
   Location nodeLoc(const onnxpb::NodeProto &node, int index);
+  llvm::Expected<std::string> externalDataPath(StringRef location);
+  LogicalResult checkGraphOutputs(const onnxpb::GraphProto &graph);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -85,11 +116,37 @@ private:
   int64_t opset = 0;
   std::string producer;
   ModuleOp module;
+  /// Whether --batch-size fixed some graph input's symbolic batch dim.
+  bool usedBatchSize = false;
   /// ONNX value name -> SSA value.
   llvm::StringMap<Value> values;
 };
 
 } // namespace
+
+/// Bytes of one element as MLIR stores it (i1 as one byte).
+static size_t storageBytes(Type element) {
+  return std::max<size_t>(1, element.getIntOrFloatBitWidth() / 8);
+}
+
+/// Why a tensor of `shape` and `element` type is too large to import (its
+/// element count or bytes overflow int64 or exceed the limits), or "".
+static std::string tensorSizeError(ArrayRef<int64_t> shape, Type element) {
+  using namespace pp::limits;
+  std::optional<int64_t> count = 1;
+  for (int64_t d : shape)
+    if (count && d >= 0)
+      count = llvm::checkedMul(*count, d);
+  if (!count || *count > kMaxTensorElements)
+    return "more than the limit of " + std::to_string(kMaxTensorElements) +
+           " elements";
+  std::optional<int64_t> bytes =
+      llvm::checkedMul(*count, int64_t(storageBytes(element)));
+  if (!bytes || *bytes > kMaxTensorBytes)
+    return "more than the limit of " + std::to_string(kMaxTensorBytes) +
+           " bytes";
+  return "";
+}
 
 /// "STRING (8)": the ONNX name of a TensorProto data type code.
 static std::string dataTypeName(int dataType) {
@@ -103,6 +160,37 @@ Location Importer::nodeLoc(const onnxpb::NodeProto &node, int index) {
   Location file = FileLineColLoc::get(ctx, fileName, index + 1, 0);
   return NameLoc::get(StringAttr::get(ctx, nodeName(node, index)),
                       NameLoc::get(StringAttr::get(ctx, node.op_type()), file));
+}
+
+/// The real path of an external data file, which must lie inside the model's
+/// directory once symlinks and ".." are resolved.
+llvm::Expected<std::string> Importer::externalDataPath(StringRef location) {
+  auto fail = [](const Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
+  };
+  if (location.empty())
+    return fail("external data has no location");
+  if (llvm::sys::path::is_absolute(location))
+    return fail("external data location '" + location +
+                "' is absolute; it must be relative to the model's directory");
+  SmallString<256> dir(llvm::sys::path::parent_path(fileName));
+  if (dir.empty())
+    dir = ".";
+  SmallString<256> realDir, path(dir), realPath;
+  llvm::sys::path::append(path, location);
+  if (std::error_code ec = llvm::sys::fs::real_path(dir, realDir))
+    return fail("cannot resolve the model's directory '" + dir +
+                "': " + ec.message());
+  if (std::error_code ec = llvm::sys::fs::real_path(path, realPath))
+    return fail("cannot read external data file '" + path +
+                "': " + ec.message());
+  StringRef inside = realPath;
+  if (!inside.consume_front(realDir) || inside.empty() ||
+      !llvm::sys::path::is_separator(inside.front()))
+    return fail("external data location '" + location + "' resolves to '" +
+                realPath + "', outside the model's directory '" + realDir +
+                "'");
+  return std::string(realPath);
 }
 
 std::string Importer::nodeName(const onnxpb::NodeProto &node, int index) {
@@ -138,8 +226,9 @@ Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
       continue;
     }
     std::string symbol = dim.has_dim_param() ? dim.dim_param() : "?";
-    if (i == 0 && options.batchSize > 0) {
-      shape.push_back(options.batchSize);
+    if (i == 0 && options.batchSize) {
+      shape.push_back(*options.batchSize);
+      usedBatchSize = true;
       continue;
     }
     auto diag = fileError()
@@ -149,6 +238,12 @@ Importer::importValueType(const onnxpb::ValueInfoProto &info, StringRef what) {
       diag << "; pass --batch-size=N to fix the batch size";
     return failure();
   }
+  std::string tooLarge = tensorSizeError(shape, element);
+  if (!tooLarge.empty())
+    return fileError() << what << " '" << info.name() << "' of shape "
+                       << RankedTensorType::get(shape, element) << " has "
+                       << tooLarge,
+           failure();
   return RankedTensorType::get(shape, element);
 }
 
@@ -162,25 +257,18 @@ Importer::tensorType(const onnxpb::TensorProto &tensor, StringRef what) {
                        << dataTypeName(tensor.data_type()),
            failure();
   SmallVector<int64_t> shape;
-  int64_t count = 1;
   for (int64_t d : tensor.dims()) {
     if (d < 0)
       return fileError() << what << " '" << tensor.name()
                          << "' has a negative dim " << d,
              failure();
-    if (d != 0 && count > kMaxTensorElements / d)
-      return fileError() << what << " '" << tensor.name() << "' has more than "
-                         << kMaxTensorElements << " elements",
-             failure();
-    count *= d;
     shape.push_back(d);
   }
+  std::string tooLarge = tensorSizeError(shape, element);
+  if (!tooLarge.empty())
+    return fileError() << what << " '" << tensor.name() << "' has " << tooLarge,
+           failure();
   return RankedTensorType::get(shape, element);
-}
-
-/// Bytes of one element as MLIR stores it (i1 as one byte).
-static size_t storageBytes(Type element) {
-  return std::max<size_t>(1, element.getIntOrFloatBitWidth() / 8);
 }
 
 FailureOr<std::vector<char>>
@@ -202,18 +290,24 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
     for (const auto &entry : tensor.external_data()) {
       if (entry.key() == "location")
         location = entry.value();
-      else if (entry.key() == "offset")
-        offset = std::atoll(entry.value().c_str());
-      else if (entry.key() == "length")
-        length = std::atoll(entry.value().c_str());
+      else if ((entry.key() == "offset" || entry.key() == "length") &&
+               StringRef(entry.value())
+                   .getAsInteger(10, entry.key() == "offset" ? offset : length))
+        return fileError() << what << " '" << tensor.name()
+                           << "': external data " << entry.key() << " '"
+                           << entry.value() << "' is not an integer",
+               failure();
     }
-    SmallString<256> path(llvm::sys::path::parent_path(fileName));
-    llvm::sys::path::append(path, location);
-    auto buffer = llvm::MemoryBuffer::getFile(path, /*IsText=*/false);
-    if (location.empty() || !buffer)
+    llvm::Expected<std::string> path = externalDataPath(location);
+    if (!path)
       return fileError() << what << " '" << tensor.name()
-                         << "': cannot read external data file '" << path
-                         << "'",
+                         << "': " << llvm::toString(path.takeError()),
+             failure();
+    auto buffer = pp::limits::readRegularFile(
+        *path, pp::limits::kMaxExternalDataFileBytes, "external data file");
+    if (!buffer)
+      return fileError() << what << " '" << tensor.name()
+                         << "': " << llvm::toString(buffer.takeError()),
              failure();
     size_t want = length >= 0 ? size_t(length) : byteCount;
     size_t available = (*buffer)->getBufferSize();
@@ -221,7 +315,7 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
         want > available - size_t(offset))
       return fileError() << what << " '" << tensor.name()
                          << "': external data (offset " << offset << ", length "
-                         << length << ") in '" << path << "' (" << available
+                         << length << ") in '" << *path << "' (" << available
                          << " bytes) does not hold the " << byteCount
                          << " bytes of shape " << type,
              failure();
@@ -590,16 +684,41 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   Operation *op = builder.create(state);
   if (failed(verify(op, /*verifyRecursively=*/false)))
     return emitError(loc) << "type mismatch in " << where, failure();
-  for (Type type : resultTypes)
-    if (!cast<ShapedType>(type).hasStaticShape())
+  for (Type type : resultTypes) {
+    auto shaped = cast<ShapedType>(type);
+    if (!shaped.hasStaticShape())
       return emitError(loc) << "unresolvable dynamic shape: " << where
                             << " computes " << type,
              failure();
+    std::string tooLarge =
+        tensorSizeError(shaped.getShape(), shaped.getElementType());
+    if (!tooLarge.empty())
+      return emitError(loc)
+                 << where << " computes " << type << ", which has " << tooLarge,
+             failure();
+  }
 
   SmallVector<Value> results = foldOrKeep(op);
   for (int i = 0; i < node.output_size(); ++i)
     if (!node.output(i).empty())
       values[node.output(i)] = results[i];
+  return success();
+}
+
+LogicalResult Importer::checkGraphOutputs(const onnxpb::GraphProto &graph) {
+  llvm::StringSet<> defined;
+  for (const auto &input : graph.input())
+    defined.insert(input.name());
+  for (const auto &init : graph.initializer())
+    defined.insert(init.name());
+  for (const auto &node : graph.node())
+    for (const std::string &output : node.output())
+      defined.insert(output);
+  for (const auto &output : graph.output())
+    if (!defined.contains(output.name()))
+      return fileError() << "missing output: graph output '" << output.name()
+                         << "' is not computed by any node",
+             failure();
   return success();
 }
 
@@ -613,6 +732,14 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     return fileError() << "opset " << opset << " is newer than the supported "
                        << kMinOpset << "-" << kMaxOpset,
            nullptr;
+  if (options.batchSize && *options.batchSize <= 0)
+    return fileError() << "--batch-size=" << *options.batchSize
+                       << " must be positive",
+           nullptr;
+  // Before ONNX's checker and version converter: the converter crashes on a
+  // graph output that nothing computes.
+  if (failed(checkGraphOutputs(model.graph())))
+    return nullptr;
   try {
     // The checker resolves external data against the model's directory only
     // when it reads the model from its path.
@@ -625,10 +752,43 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     else
       onnxpb::checker::check_model(model);
     if (opset < kMinOpset) {
+      UpgradeChecker checker;
+      for (int i = 0; i < model.graph().node_size(); ++i) {
+        const onnxpb::NodeProto &node = model.graph().node(i);
+        if (!node.domain().empty() && node.domain() != "ai.onnx")
+          continue;
+        if (std::optional<int64_t> version =
+                checker.missingAdapter(node.op_type(), opset, kMinOpset))
+          return emitError(nodeLoc(node, i))
+                     << "cannot upgrade node '" << nodeName(node, i) << "' ("
+                     << node.op_type() << ") from opset " << opset << " to "
+                     << kMinOpset << ": ONNX's version converter has no "
+                     << "adapter for " << node.op_type() << " from opset "
+                     << *version - 1 << " to " << *version
+                     << "; re-export the model with opset " << kMinOpset << "-"
+                     << kMaxOpset,
+                 nullptr;
+      }
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
-      onnxpb::shape_inference::InferShapes(model);
-      model = onnxpb::version_conversion::ConvertVersion(model, kMinOpset);
+      try {
+        onnxpb::shape_inference::InferShapes(model);
+        model = onnxpb::version_conversion::ConvertVersion(model, kMinOpset);
+      } catch (const std::exception &e) {
+        InFlightDiagnostic diag =
+            fileError() << "cannot upgrade the model from opset " << opset
+                        << " to " << kMinOpset
+                        << " (ONNX's version converter failed); re-export "
+                           "it with opset "
+                        << kMinOpset << "-" << kMaxOpset;
+        // Not libonnx's "file:line: function: Assertion `...` failed:".
+        StringRef reason = e.what();
+        size_t failed = reason.find("failed: ");
+        if (failed != StringRef::npos)
+          reason = reason.drop_front(failed + strlen("failed: "));
+        diag.attachNote() << "the converter reported: " << reason.trim();
+        return nullptr;
+      }
       opset = kMinOpset;
     }
   } catch (const std::exception &e) {
@@ -658,6 +818,19 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     argTypes.push_back(*type);
     argNames.push_back(input.name());
   }
+  // A static batch that differs from --batch-size would silently win.
+  if (options.batchSize && !usedBatchSize) {
+    for (auto [type, name] : llvm::zip(argTypes, argNames)) {
+      auto shaped = cast<RankedTensorType>(type);
+      if (shaped.getRank() > 0 && shaped.getDimSize(0) != *options.batchSize)
+        return fileError() << "--batch-size=" << *options.batchSize
+                           << " does not apply: the model's batch is static "
+                           << "(graph input '" << name << "' is " << shaped
+                           << "); drop --batch-size or re-export the model "
+                           << "with a symbolic batch dim",
+               nullptr;
+    }
+  }
 
   builder.setInsertionPointToEnd(module.getBody());
   auto func = func::FuncOp::create(builder, moduleLoc, "main",
@@ -677,11 +850,9 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (const auto &output : graph.output()) {
+    // checkGraphOutputs saw that something defines it.
     auto it = values.find(output.name());
-    if (it == values.end())
-      return fileError() << "missing output: graph output '" << output.name()
-                         << "' is not computed by any node",
-             nullptr;
+    assert(it != values.end() && "graph output not imported");
     auto declared = output.type().tensor_type();
     Type element =
         pp::onnx::getElementTypeForONNXDataType(ctx, declared.elem_type());
@@ -770,10 +941,11 @@ OwningOpRef<ModuleOp> pp::importONNXModel(StringRef bytes, StringRef fileName,
 OwningOpRef<ModuleOp> pp::importONNXFile(StringRef fileName,
                                          MLIRContext *context,
                                          const ONNXImportOptions &options) {
-  auto buffer = llvm::MemoryBuffer::getFile(fileName, /*IsText=*/false);
+  auto buffer = pp::limits::readRegularFile(
+      fileName, pp::limits::kMaxModelFileBytes, "model");
   if (!buffer) {
     emitError(FileLineColLoc::get(context, fileName, 0, 0))
-        << "cannot open '" << fileName << "': " << buffer.getError().message();
+        << llvm::toString(buffer.takeError());
     return nullptr;
   }
   return importONNXModel((*buffer)->getBuffer(), fileName, context, options);

@@ -7,13 +7,14 @@
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/StringRef.h"
 
+#include <optional>
 #include <string>
 
 namespace pp {
 
 struct ONNXImportOptions {
-  /// Value for a symbolic leading (batch) dim of graph inputs; 0 = none.
-  int64_t batchSize = 0;
+  /// Value for a symbolic leading (batch) dim of graph inputs, if any.
+  std::optional<int64_t> batchSize;
   /// Float initializers whose names match this regex are imported as
   /// constants instead of trainable parameters.
   std::string frozenPattern;

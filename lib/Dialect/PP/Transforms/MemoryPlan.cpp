@@ -46,7 +46,7 @@ pp::pipeline::planStageMemory(ModuleOp module,
                               const pp::MemoryPlanPassOptions &options) {
   pipeline::ScheduleOp schedule =
       pipeline::lookupSchedule(module, "pp-memory-plan");
-  if (!schedule)
+  if (!schedule || failed(pp::verifyPlannableSizes(module, "pp-memory-plan")))
     return failure();
 
   // Stages of each device, and the most micro-batches each stage holds

@@ -37,6 +37,8 @@ pp::pipeline::partitionStages(ModuleOp module,
     module.emitError() << "pp-partition needs cluster=<spec or .json>";
     return failure();
   }
+  if (failed(pp::verifyPlannableSizes(module, "pp-partition")))
+    return failure();
   auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
   if (!cluster) {
     module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
@@ -100,6 +102,16 @@ pp::pipeline::partitionStages(ModuleOp module,
       for (unsigned i = 0; i < numPhysical; ++i)
         worker.push_back(worker[i]);
   }
+  // Before the per-pair link tables below, which take seconds for
+  // thousands of devices.
+  for (const auto &worker : workers)
+    if (worker.size() > partition::kMaxPartitionDevices) {
+      module.emitError() << "pp-partition: " << worker.size()
+                         << " stages (devices x chunks) in one pipeline: "
+                         << "the partitioner supports at most "
+                         << partition::kMaxPartitionDevices;
+      return failure();
+    }
   std::vector<int> pipeline = workers.front();
 
   // Nodes: every op but constants and weight reads (whose bytes belong to

@@ -47,14 +47,14 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
 struct RecomputePass : PassAdapter<RecomputePass, pp::impl::RecomputePassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return pipeline::planRecomputation(module,
-                                       {.funcName = funcName,
-                                        .policy = policy,
-                                        .clusterSpec = clusterSpec,
-                                        .schedule = schedule,
-                                        .microBatches = microBatches,
-                                        .activationBudget = activationBudget,
-                                        .reportFile = reportFile});
+    return pipeline::planRecomputation(
+        module, {.funcName = funcName,
+                 .policy = policy,
+                 .clusterSpec = clusterSpec,
+                 .schedule = schedule,
+                 .microBatches = microBatches,
+                 .activationBudget = llvm::to_vector(activationBudget),
+                 .reportFile = reportFile});
   }
 };
 

@@ -16,6 +16,7 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Support/OptionChecks.h"
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Schedule/Schedule.h"
@@ -424,6 +425,23 @@ pp::pipeline::planRecomputation(ModuleOp module,
     module.emitError() << "pp-recompute: micro-batches must be >= 1";
     return failure();
   }
+  // Unset (empty) means what the device's memory leaves.
+  std::optional<int64_t> budgetOption;
+  if (!options.activationBudget.empty()) {
+    std::optional<std::string> error =
+        options.activationBudget.size() > 1
+            ? std::optional<std::string>(
+                  "activation-budget: one value, got " +
+                  std::to_string(options.activationBudget.size()))
+            : pp::checkOptionValue("activation-budget",
+                                   options.activationBudget[0],
+                                   pp::OptionRange::nonNegative());
+    if (error) {
+      module.emitError() << "pp-recompute: " << *error;
+      return failure();
+    }
+    budgetOption = options.activationBudget[0];
+  }
   std::optional<pp::cluster::Cluster> cluster;
   if (!options.clusterSpec.empty()) {
     auto parsed = pp::cluster::parseClusterSpec(options.clusterSpec);
@@ -525,8 +543,8 @@ pp::pipeline::planRecomputation(ModuleOp module,
       // A device's memory (or activation budget) is shared equally by the
       // stages it runs (interleaved chunks).
       int64_t sharing = stagesOnDevice[deviceOf[s]];
-      int64_t budget = options.activationBudget >= 0
-                           ? options.activationBudget / sharing
+      int64_t budget = budgetOption
+                           ? *budgetOption / sharing
                            : device.memoryBytes / sharing - weightBytes(s);
       report.budget = budget;
       auto fits = [&](int64_t kept) {

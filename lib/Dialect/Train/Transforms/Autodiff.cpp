@@ -40,6 +40,21 @@ LogicalResult pp::train::differentiate(ModuleOp module,
   if (!func)
     return failure();
   Block &body = func.getBody().front();
+  // Differentiating a training step again would add its gradients twice.
+  bool hasGradients =
+      llvm::any_of(llvm::seq(func.getNumResults()), [&](unsigned i) {
+        return bool(pp::pipeline::getGradOf(func, i));
+      });
+  if (hasGradients || llvm::any_of(body, [](Operation &op) {
+        return isa<train::TrainDialect>(op.getDialect());
+      })) {
+    func.emitError() << "@" << options.funcName
+                     << " is already differentiated ("
+                     << (hasGradients ? "it returns gradients"
+                                      : "it holds backward or optimizer ops")
+                     << "): run --pp-autodiff once";
+    return failure();
+  }
   auto ret = cast<func::ReturnOp>(body.getTerminator());
   std::optional<unsigned> lossIndex;
   for (unsigned i = 0; i < func.getNumResults(); ++i)

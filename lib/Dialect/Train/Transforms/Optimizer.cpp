@@ -2,6 +2,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Support/OptionChecks.h"
 #include "pp/Dialect/Train/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -43,11 +44,25 @@ pp::train::applyOptimizer(ModuleOp module,
                      << "' (expected sgd, adam or adamw)";
     return failure();
   }
-  if (options.lr <= 0 || options.momentum < 0 || options.weightDecay < 0 ||
-      (options.nesterov && (options.momentum == 0 || options.dampening != 0))) {
-    func.emitError() << "invalid optimizer settings: lr > 0, momentum >= 0, "
-                        "weight-decay >= 0 and Nesterov needs momentum and "
-                        "zero dampening";
+  // PyTorch's ranges (lr > 0 as before); NaN and infinity never.
+  using pp::OptionRange;
+  std::pair<StringRef, std::pair<float, OptionRange>> checks[] = {
+      {"lr", {options.lr, OptionRange::positive()}},
+      {"momentum", {options.momentum, OptionRange::nonNegative()}},
+      {"dampening", {options.dampening, OptionRange::unit()}},
+      {"weight-decay", {options.weightDecay, OptionRange::nonNegative()}},
+      {"beta1", {options.beta1, OptionRange::unitOpen()}},
+      {"beta2", {options.beta2, OptionRange::unitOpen()}},
+      {"epsilon", {options.epsilon, OptionRange::nonNegative()}}};
+  for (const auto &[name, check] : checks)
+    if (std::optional<std::string> error =
+            pp::checkOptionValue(name, check.first, check.second)) {
+      func.emitError() << "invalid optimizer option " << *error;
+      return failure();
+    }
+  if (options.nesterov && (options.momentum == 0 || options.dampening != 0)) {
+    func.emitError() << "invalid optimizer options: nesterov needs "
+                        "momentum > 0 and dampening=0";
     return failure();
   }
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());

@@ -91,3 +91,15 @@ func.func @main(%x: tensor<4xf32>) -> (tensor<f32> {pp.loss}) {
 func.func @main(%x: tensor<4xf32>) -> tensor<4xf32> {
   return %x : tensor<4xf32>
 }
+
+// -----
+
+// A training step that already has gradients is not differentiated again
+// (that would add every gradient twice).
+onnx.global "trainable" @w2 : tensor<3x4xf32>
+// expected-error @+1 {{@main is already differentiated (it returns gradients): run --pp-autodiff once}}
+func.func @main(%x: tensor<8x4xf32>) -> (tensor<f32> {pp.loss}, tensor<3x4xf32> {pp.grad_of = @w2}) {
+  %w = onnx.global_read @w2 : tensor<3x4xf32>
+  %l = onnx.ReduceSum %w {keepdims = 0 : i64} : (tensor<3x4xf32>) -> tensor<f32>
+  return %l, %w : tensor<f32>, tensor<3x4xf32>
+}

@@ -103,9 +103,9 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
            "1f1b)">,
     Option<"microBatches", "microbatches", "unsigned", "0",
            "Micro-batches per step (0: the plan's, else 8)">,
-    Option<"activationBudget", "activation-budget", "int64_t", "-1",
-           "Activation bytes per device for auto (-1: device memory minus "
-           "weights, gradients and optimizer state)">,
+    ListOption<"activationBudget", "activation-budget", "int64_t",
+               "Activation bytes per device for auto, one value >= 0 (unset: "
+               "device memory minus weights, gradients and optimizer state)">,
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a per-stage summary here ('-' for stdout)">,
   ];

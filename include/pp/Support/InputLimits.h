@@ -1,0 +1,63 @@
+//===- InputLimits.h - Limits on what the tools read ------------*- C++ -*-===//
+//
+// Every bound the tools put on their inputs (file sizes, JSON nesting,
+// tensor sizes), in one place, and the helpers that enforce them: reading a
+// file that must be a regular file of bounded size (a FIFO or a device such
+// as /dev/zero is never read), and parsing JSON of bounded nesting depth
+// (llvm::json's parser is recursive).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_SUPPORT_INPUTLIMITS_H
+#define PP_SUPPORT_INPUTLIMITS_H
+
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace pp::limits {
+
+constexpr uint64_t kMiB = uint64_t(1) << 20;
+constexpr uint64_t kGiB = uint64_t(1) << 30;
+
+/// An .onnx model: protobuf parses at most 2 GiB - 1 (larger models keep
+/// their weights as external data).
+constexpr uint64_t kMaxModelFileBytes = 2 * kGiB - 1;
+/// An .mlir or MLIR bytecode input.
+constexpr uint64_t kMaxMLIRFileBytes = 16 * kGiB;
+/// One external-data file of an ONNX model.
+constexpr uint64_t kMaxExternalDataFileBytes = 256 * kGiB;
+/// A cluster description (.json).
+constexpr uint64_t kMaxClusterFileBytes = 16 * kMiB;
+/// A measured per-op profile (.json).
+constexpr uint64_t kMaxProfileFileBytes = 256 * kMiB;
+/// A .npy input of pp-interpret.
+constexpr uint64_t kMaxNpyFileBytes = 64 * kGiB;
+/// Nesting depth of arrays and objects in a JSON input.
+constexpr unsigned kMaxJSONNesting = 64;
+
+/// Elements of one tensor the importer accepts (2^40).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
+/// Bytes of one tensor the importer accepts (1 TiB).
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+/// Bytes of one tensor the reference interpreter allocates (64 GiB).
+constexpr int64_t kMaxInterpreterTensorBytes = int64_t(64) << 30;
+
+/// Reads `path`, which must be a regular file (after symlinks) of at most
+/// `maxBytes` bytes. `what` names the file in errors ("cluster file").
+llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>>
+readRegularFile(llvm::StringRef path, uint64_t maxBytes, llvm::StringRef what,
+                bool isText = false);
+
+/// Parses JSON whose arrays and objects nest at most `maxDepth` deep; the
+/// depth is checked before llvm::json's recursive parser runs.
+llvm::Expected<llvm::json::Value>
+parseBoundedJSON(llvm::StringRef text, unsigned maxDepth = kMaxJSONNesting);
+
+} // namespace pp::limits
+
+#endif // PP_SUPPORT_INPUTLIMITS_H
