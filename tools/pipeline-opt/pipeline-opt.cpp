@@ -38,6 +38,12 @@ static llvm::cl::opt<std::string> frozenParams(
     llvm::cl::desc("Regex of float initializer names to import as constants "
                    "instead of trainable parameters"),
     llvm::cl::init(""), llvm::cl::cat(importCategory));
+static llvm::cl::opt<std::string> trainableParams(
+    "trainable",
+    llvm::cl::desc("Regex of float initializer names to train whatever the "
+                   "model's metadata or their values say (--frozen-params "
+                   "wins)"),
+    llvm::cl::init(""), llvm::cl::cat(importCategory));
 
 /// Imports an .onnx file and returns it as MLIR bytecode for MlirOptMain.
 static std::unique_ptr<llvm::MemoryBuffer>
@@ -51,6 +57,7 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
   if (batchSize.getNumOccurrences())
     options.batchSize = batchSize;
   options.frozenPattern = frozenParams;
+  options.trainablePattern = trainableParams;
   OwningOpRef<ModuleOp> module =
       pp::importONNXFile(fileName, &context, options);
   if (!module)

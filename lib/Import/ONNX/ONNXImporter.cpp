@@ -25,9 +25,13 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Regex.h"
+
+#include <cmath>
+#include <cstring>
 
 #include <onnx/checker.h>
 #include <onnx/defs/schema.h>
@@ -103,6 +107,9 @@ private:
   FailureOr<ElementsAttr> denseAttr(const onnxpb::TensorProto &tensor,
                                     StringRef what);
   LogicalResult importInitializers(const onnxpb::GraphProto &graph);
+  LogicalResult readTrainableMetadata(const onnxpb::ModelProto &model);
+  std::optional<std::string> frozenReason(StringRef name, RankedTensorType type,
+                                          ArrayRef<char> bytes);
   LogicalResult importNode(const onnxpb::NodeProto &node, int index);
   LogicalResult importConstantNode(const onnxpb::NodeProto &node, Location loc);
   FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
@@ -115,6 +122,10 @@ private:
   const pp::ONNXImportOptions &options;
   int64_t opset = 0;
   std::string producer;
+  // Which float initializers are trained (see frozenReason).
+  std::optional<llvm::Regex> frozenRegex, trainableRegex;
+  std::optional<llvm::StringSet<>> metadataTrainable;
+  llvm::StringSet<> metadataBuffers;
   ModuleOp module;
   /// Whether --batch-size fixed some graph input's symbolic batch dim.
   bool usedBatchSize = false;
@@ -398,12 +409,17 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
     if (node.op_type() == "BatchNormalization")
       for (int i = 3; i < std::min(node.input_size(), 5); ++i)
         stateNames.insert(node.input(i));
-  std::optional<llvm::Regex> frozen;
-  if (!options.frozenPattern.empty()) {
-    frozen.emplace(options.frozenPattern);
+  for (auto [regex, pattern, flag] :
+       {std::tuple(&frozenRegex, &options.frozenPattern, "--frozen-params"),
+        std::tuple(&trainableRegex, &options.trainablePattern,
+                   "--trainable")}) {
+    if (pattern->empty())
+      continue;
+    regex->emplace(*pattern);
     std::string regexError;
-    if (!frozen->isValid(regexError))
-      return fileError() << "invalid --frozen-params regex: " << regexError,
+    if (!(*regex)->isValid(regexError))
+      return fileError() << "invalid " << flag << " regex '" << *pattern
+                         << "': " << regexError,
              failure();
   }
 
@@ -420,15 +436,25 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
       return failure();
     Location loc = NameLoc::get(StringAttr::get(ctx, init.name()),
                                 FileLineColLoc::get(ctx, fileName, 0, 0));
-    bool isFloat = isa<FloatType>(type->getElementType());
+    // Float tensors of more than one element are parameters unless
+    // frozenReason says otherwise; frozen ones stay globals (named in the
+    // plan's summary).
+    bool parameterShaped = isa<FloatType>(type->getElementType()) &&
+                           type->getRank() > 0 && type->getNumElements() > 1;
     StringRef kind = pp::onnx::kConstant;
-    if (stateNames.contains(init.name()))
+    FailureOr<std::vector<char>> bytes = failure();
+    std::optional<std::string> frozen;
+    if (stateNames.contains(init.name())) {
       kind = pp::onnx::kState;
-    else if (isFloat && type->getRank() > 0 && type->getNumElements() > 1 &&
-             !(frozen && frozen->match(init.name())))
-      kind = pp::onnx::kTrainable;
+    } else if (parameterShaped) {
+      bytes = tensorBytes(init, *type, "initializer");
+      if (failed(bytes))
+        return failure();
+      frozen = frozenReason(init.name(), *type, *bytes);
+      kind = frozen ? pp::onnx::kConstant : pp::onnx::kTrainable;
+    }
 
-    if (kind == pp::onnx::kConstant &&
+    if (kind == pp::onnx::kConstant && !frozen &&
         type->getNumElements() <= kMaxInlineConstantElements) {
       auto attr = denseAttr(init, "initializer");
       if (failed(attr))
@@ -436,7 +462,8 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
       values[init.name()] = pp::onnx::ConstantOp::create(builder, loc, *attr);
       continue;
     }
-    auto bytes = tensorBytes(init, *type, "initializer");
+    if (failed(bytes))
+      bytes = tensorBytes(init, *type, "initializer");
     if (failed(bytes))
       return failure();
     size_t align = storageBytes(type->getElementType());
@@ -444,10 +471,113 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
         ArrayRef<char>(*bytes), align);
     auto value =
         DenseResourceElementsAttr::get(*type, init.name(), std::move(blob));
-    pp::onnx::GlobalOp::create(moduleBuilder, loc, init.name(), kind, *type,
-                               cast<ElementsAttr>(value));
+    auto global =
+        pp::onnx::GlobalOp::create(moduleBuilder, loc, init.name(), kind, *type,
+                                   cast<ElementsAttr>(value));
+    if (frozen)
+      global->setAttr(pp::onnx::kFrozenReasonAttr,
+                      builder.getStringAttr(*frozen));
     values[init.name()] = pp::onnx::GlobalReadOp::create(
         builder, loc, *type, FlatSymbolRefAttr::get(ctx, init.name()));
+  }
+  return success();
+}
+
+/// Whether every element of a float tensor is finite, and whether the
+/// elements are integers of at least two values (a mask or an index table,
+/// never a freshly initialised weight: zero or one-filled ones have one).
+static std::pair<bool, bool> scanFloats(RankedTensorType type,
+                                        ArrayRef<char> bytes) {
+  bool finite = true, integral = true;
+  std::optional<double> first;
+  bool distinct = false;
+  auto visit = [&](double v) {
+    if (!std::isfinite(v)) {
+      finite = false;
+      return;
+    }
+    if (v != std::nearbyint(v))
+      integral = false;
+    if (!first)
+      first = v;
+    else if (v != *first)
+      distinct = true;
+  };
+  Type element = type.getElementType();
+  int64_t n = type.getNumElements();
+  if (element.isF32() || element.isF64()) {
+    for (int64_t i = 0; i < n && finite; ++i) {
+      if (element.isF32()) {
+        float v;
+        std::memcpy(&v, bytes.data() + 4 * i, 4);
+        visit(v);
+      } else {
+        double v;
+        std::memcpy(&v, bytes.data() + 8 * i, 8);
+        visit(v);
+      }
+    }
+  } else {
+    auto attr = DenseElementsAttr::getFromRawBuffer(type, bytes);
+    for (const APFloat &v : attr.getValues<APFloat>()) {
+      visit(v.convertToDouble());
+      if (!finite)
+        break;
+    }
+  }
+  return {finite, integral && distinct};
+}
+
+std::optional<std::string> Importer::frozenReason(StringRef name,
+                                                  RankedTensorType type,
+                                                  ArrayRef<char> bytes) {
+  if (frozenRegex && frozenRegex->match(name))
+    return "matches --frozen-params";
+  if (trainableRegex && trainableRegex->match(name))
+    return std::nullopt;
+  if (metadataTrainable) {
+    if (metadataTrainable->contains(name))
+      return std::nullopt;
+    return metadataBuffers.contains(name)
+               ? "a buffer of the PyTorch module"
+               : std::string("no trainable parameter in the model's ") +
+                     pp::kTrainableMetadataKey;
+  }
+  auto [finite, integral] = scanFloats(type, bytes);
+  if (!finite)
+    return "holds non-finite values (a mask)";
+  if (integral)
+    return "holds integers only (a mask or an index table)";
+  return std::nullopt;
+}
+
+LogicalResult Importer::readTrainableMetadata(const onnxpb::ModelProto &model) {
+  for (const auto &prop : model.metadata_props()) {
+    bool trainable = prop.key() == pp::kTrainableMetadataKey;
+    if (!trainable && prop.key() != pp::kBuffersMetadataKey)
+      continue;
+    llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(prop.value());
+    const llvm::json::Array *names = parsed ? parsed->getAsArray() : nullptr;
+    if (!parsed)
+      llvm::consumeError(parsed.takeError());
+    llvm::StringSet<> set;
+    for (const llvm::json::Value &entry :
+         names ? *names : llvm::json::Array()) {
+      std::optional<StringRef> entryName = entry.getAsString();
+      if (!entryName) {
+        names = nullptr;
+        break;
+      }
+      set.insert(*entryName);
+    }
+    if (!names)
+      return fileError() << "metadata '" << prop.key()
+                         << "' is not a JSON array of initializer names",
+             failure();
+    if (trainable)
+      metadataTrainable = std::move(set);
+    else
+      metadataBuffers = std::move(set);
   }
   return success();
 }
@@ -796,6 +926,8 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   }
 
   producer = model.producer_name();
+  if (failed(readTrainableMetadata(model)))
+    return nullptr;
   const onnxpb::GraphProto &graph = model.graph();
   Location moduleLoc = FileLineColLoc::get(ctx, fileName, 0, 0);
   OwningOpRef<ModuleOp> owned = ModuleOp::create(moduleLoc);

@@ -18,7 +18,17 @@ struct ONNXImportOptions {
   /// Float initializers whose names match this regex are imported as
   /// constants instead of trainable parameters.
   std::string frozenPattern;
+  /// Float initializers whose names match this regex are trained, whatever
+  /// the model's metadata or their values say (--frozen-params wins).
+  std::string trainablePattern;
 };
+
+/// Model metadata (metadata_props) keys that python/pp_export_torch.py
+/// writes: JSON arrays of initializer names. When `pp.trainable` is present,
+/// exactly the float initializers it names are trained (PyTorch's
+/// parameters with requires_grad); `pp.buffers` names the module's buffers.
+inline constexpr const char *kTrainableMetadataKey = "pp.trainable";
+inline constexpr const char *kBuffersMetadataKey = "pp.buffers";
 
 /// Registers the dialects the importer creates ops of.
 void registerONNXImportDialects(mlir::DialectRegistry &registry);

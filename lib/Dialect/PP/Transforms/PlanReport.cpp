@@ -58,6 +58,44 @@ bool isBookkeeping(Operation *op) {
          op->getDialect()->getNamespace() == "pp";
 }
 
+/// How many initializers are trained and frozen (constant globals; small
+/// constants are inlined and not counted), naming the frozen float ones with
+/// the importer's reasons: a buffer trained by mistake shows here.
+void writeTrainableSet(ModuleOp module, llvm::raw_ostream &os) {
+  int64_t trained = 0, trainedElements = 0, frozen = 0;
+  SmallVector<std::string> frozenFloats;
+  for (auto global : module.getOps<onnx::GlobalOp>()) {
+    auto type = cast<RankedTensorType>(global.getType());
+    if (global.getKind() == onnx::kTrainable) {
+      ++trained;
+      trainedElements += type.getNumElements();
+      continue;
+    }
+    if (global.getKind() != onnx::kConstant)
+      continue; // optimizer and BatchNorm state
+    ++frozen;
+    if (!isa<FloatType>(type.getElementType()))
+      continue;
+    std::string entry = global.getSymName().str();
+    if (auto reason =
+            global->getAttrOfType<StringAttr>(onnx::kFrozenReasonAttr))
+      entry += " (" + reason.getValue().str() + ")";
+    frozenFloats.push_back(std::move(entry));
+  }
+  os << llvm::formatv("parameters: {0} trained ({1} elements), {2} frozen "
+                      "({3} of them floats)",
+                      trained, trainedElements, frozen, frozenFloats.size());
+  constexpr size_t kListed = 8;
+  for (auto [i, entry] : llvm::enumerate(frozenFloats)) {
+    if (i == kListed) {
+      os << llvm::formatv("; +{0} more", frozenFloats.size() - kListed);
+      break;
+    }
+    os << (i ? "; " : ": ") << entry;
+  }
+  os << "\n";
+}
+
 } // namespace
 
 LogicalResult
@@ -282,6 +320,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         "samples/s\n",
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond);
+    writeTrainableSet(module, os);
     out->keep();
   }
 

@@ -56,20 +56,23 @@ struct SliceBounds {
 inline constexpr llvm::StringLiteral kTrainable = "trainable";
 inline constexpr llvm::StringLiteral kState = "state";
 inline constexpr llvm::StringLiteral kConstant = "constant";
+/// On an `onnx.global "constant"` that the importer froze although it is
+/// shaped like a parameter: why (a string attribute).
+inline constexpr llvm::StringLiteral kFrozenReasonAttr = "onnx.frozen";
 
 } // namespace pp::onnx
 
 namespace pp::onnx::OpTrait {
 /// Marker traits of KernelFactsOpInterface (ONNXInterfaces.td).
 template <typename ConcreteType>
-class Contraction
-    : public mlir::OpTrait::TraitBase<ConcreteType, Contraction> {};
+class Contraction : public mlir::OpTrait::TraitBase<ConcreteType, Contraction> {
+};
 template <typename ConcreteType>
-class MemoryBound
-    : public mlir::OpTrait::TraitBase<ConcreteType, MemoryBound> {};
+class MemoryBound : public mlir::OpTrait::TraitBase<ConcreteType, MemoryBound> {
+};
 template <typename ConcreteType>
-class UnaryKernel
-    : public mlir::OpTrait::TraitBase<ConcreteType, UnaryKernel> {};
+class UnaryKernel : public mlir::OpTrait::TraitBase<ConcreteType, UnaryKernel> {
+};
 template <typename ConcreteType>
 class FusibleBinary
     : public mlir::OpTrait::TraitBase<ConcreteType, FusibleBinary> {};
@@ -82,8 +85,7 @@ template <typename T>
 struct HasStaticUnaryKind<T, std::void_t<decltype(T::kUnaryKind)>>
     : std::true_type {};
 /// The kUnaryKind ONNX_UnaryKernel<kind> declares on the op, if any.
-template <typename ConcreteOp>
-std::optional<rt::UnaryKind> staticUnaryKind() {
+template <typename ConcreteOp> std::optional<rt::UnaryKind> staticUnaryKind() {
   if constexpr (HasStaticUnaryKind<ConcreteOp>::value)
     return ConcreteOp::kUnaryKind;
   else
