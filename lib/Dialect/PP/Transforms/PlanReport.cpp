@@ -58,6 +58,62 @@ bool isBookkeeping(Operation *op) {
          op->getDialect()->getNamespace() == "pp";
 }
 
+/// Says, with the numbers, when pipelining gains little on this cluster or
+/// the stages are unequal: what a user would otherwise read from a 99/3 op
+/// split without a word.
+void explainPlan(llvm::raw_ostream &os, ArrayRef<StageInfo> stages,
+                 const sched::SimulationInput &input, int64_t microBatches,
+                 double iterationTime) {
+  int numStages = stages.size();
+  if (numStages < 2 || iterationTime <= 0)
+    return;
+  // Compute per micro-batch of each stage, and the whole step run back to
+  // back on the stages' own devices.
+  std::vector<double> compute;
+  double serial = 0;
+  for (const StageInfo &info : stages) {
+    compute.push_back(info.costs.forward + info.costs.backward);
+    serial += compute.back() * microBatches + info.costs.optimizer;
+  }
+  auto [minIt, maxIt] = std::minmax_element(compute.begin(), compute.end());
+  double speedup = serial / iterationTime;
+  // The slowest forward transfer between consecutive stages.
+  double transfer = 0;
+  int64_t transferBytes = 0;
+  for (int s = 0; s + 1 < numStages; ++s) {
+    int from = stages[s].device, to = stages[s + 1].device;
+    if (from == to)
+      continue;
+    double bandwidth = input.bandwidth[from][to];
+    double t =
+        input.latency[from][to] +
+        (bandwidth > 0 ? stages[s].costs.activationBytes / bandwidth : 0);
+    if (t > transfer) {
+      transfer = t;
+      transferBytes = stages[s].costs.activationBytes;
+    }
+  }
+  if (speedup < 1.2)
+    os << llvm::formatv(
+        "note: pipelining gains little here ({0:f2}x): {1} stages take "
+        "{2:f1} us per step against {3:f1} us of compute back to back; per "
+        "micro-batch a stage computes {4:f1}..{5:f1} us and the slowest "
+        "transfer between stages takes {6:f1} us ({7} B): fewer devices, "
+        "more micro-batches or a larger batch would pay better\n",
+        speedup, numStages, iterationTime * 1e6, serial * 1e6, *minIt * 1e6,
+        *maxIt * 1e6, transfer * 1e6, transferBytes);
+  double mean = 0;
+  for (double c : compute)
+    mean += c / numStages;
+  if (mean > 0 && *maxIt > 1.5 * mean)
+    os << llvm::formatv(
+        "note: stages are unequal: stage {0} computes {1:f1} us per "
+        "micro-batch, {2:f1}x the mean {3:f1} us (stage {4}: {5:f1} us); the "
+        "slowest stage sets the pace\n",
+        maxIt - compute.begin(), *maxIt * 1e6, *maxIt / mean, mean * 1e6,
+        minIt - compute.begin(), *minIt * 1e6);
+}
+
 /// How many initializers are trained and frozen (constant globals; small
 /// constants are inlined and not counted), naming the frozen float ones with
 /// the importer's reasons: a buffer trained by mistake shows here.
@@ -320,6 +376,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         "samples/s\n",
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond);
+    explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
     out->keep();
   }
