@@ -48,17 +48,34 @@ LogicalResult verifyPlannableSizes(Operation *root, StringRef pass) {
                            << " bytes: too large to plan",
            failure();
   };
+  // The sum of every value's bytes, so that the planners' sums of them
+  // cannot overflow (pp/Support/InputLimits.h).
+  int64_t total = 0;
+  auto add = [&](Operation *op, Type type) {
+    if (failed(check(op, type)))
+      return failure();
+    std::optional<int64_t> sum =
+        llvm::checkedAdd(total, getCheckedTensorBytes(type).value_or(0));
+    if (sum && *sum <= limits::kMaxPlannedBytes) {
+      total = *sum;
+      return success();
+    }
+    return op->emitError() << pass << ": the module's values and globals "
+                           << "exceed " << limits::kMaxPlannedBytes
+                           << " bytes in all: too large to plan",
+           failure();
+  };
   WalkResult result = root->walk([&](Operation *op) {
     for (Type type : op->getResultTypes())
-      if (failed(check(op, type)))
+      if (failed(add(op, type)))
         return WalkResult::interrupt();
     for (Region &region : op->getRegions())
       for (Block &block : region)
         for (BlockArgument arg : block.getArguments())
-          if (failed(check(op, arg.getType())))
+          if (failed(add(op, arg.getType())))
             return WalkResult::interrupt();
     if (auto global = dyn_cast<onnx::GlobalOp>(op))
-      if (failed(check(op, global.getType())))
+      if (failed(add(op, global.getType())))
         return WalkResult::interrupt();
     return WalkResult::advance();
   });

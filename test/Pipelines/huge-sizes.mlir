@@ -10,3 +10,4 @@ func.func @main(%x: tensor<4611686018427387904x4xf32>) -> tensor<461168601842738
   %a = onnx.MatMul %x, %w : (tensor<4611686018427387904x4xf32>, tensor<4x4xf32>) -> tensor<4611686018427387904x4xf32>
   return %a : tensor<4611686018427387904x4xf32>
 }
+

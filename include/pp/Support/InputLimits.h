@@ -46,6 +46,12 @@ constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
 /// Bytes of one tensor the reference interpreter allocates (64 GiB).
 constexpr int64_t kMaxInterpreterTensorBytes = int64_t(64) << 30;
+/// Bytes of all values and globals of a module the planners size (16 TiB),
+/// and micro-batches per step (2^16): with these, every byte count the cost
+/// model, partitioner, recompute and memory plan form (sums over values,
+/// times micro-batches in flight, times 64 stages) stays below 2^63.
+constexpr int64_t kMaxPlannedBytes = int64_t(1) << 44;
+constexpr int64_t kMaxMicroBatches = int64_t(1) << 16;
 
 /// Reads `path`, which must be a regular file (after symlinks) of at most
 /// `maxBytes` bytes. `what` names the file in errors ("cluster file").

@@ -6,6 +6,7 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Partition/Partitioner.h"
 #include "pp/Schedule/Schedule.h"
+#include "pp/Support/InputLimits.h"
 
 #include "ReportFile.h"
 
@@ -66,6 +67,9 @@ pp::pipeline::partitionStages(ModuleOp module,
               options.schedule + "'";
   else if (options.microBatches == 0)
     invalid = "microbatches must be > 0";
+  else if (options.microBatches > pp::limits::kMaxMicroBatches)
+    invalid = "microbatches must be at most " +
+              std::to_string(pp::limits::kMaxMicroBatches);
   else if (options.chunks == 0 ||
            (options.chunks > 1 &&
             scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B))

@@ -16,6 +16,7 @@
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -594,8 +595,9 @@ pp::pipeline::splitStages(ModuleOp module,
   if (!step)
     return failure();
   int64_t m = pipeline::resolveMicroBatches(module, options.microBatches);
-  if (m < 1) {
-    module.emitError() << "micro-batches must be >= 1";
+  if (m < 1 || m > pp::limits::kMaxMicroBatches) {
+    module.emitError() << "micro-batches must be in 1.."
+                       << pp::limits::kMaxMicroBatches << ", got " << m;
     return failure();
   }
   Splitter splitter(module, step, m, options.splitBackward);
