@@ -10,13 +10,13 @@
 // ORDER-NEXT: pp.action optimizer_step @stage0_update
 // ORDER-NEXT: pp.action optimizer_step @stage2_update
 // ORDER-LABEL: pp.device 1
-// ORDER: pp.action optimizer_step @stage1_update
-// ORDER-NEXT: pp.action optimizer_step @stage3_update
+// ORDER: pp.action optimizer_step @stage3_update
+// ORDER-NEXT: pp.action optimizer_step @stage1_update
 // The hand-made schedule of the same module in the built order deadlocks.
 // STUCK: error: the schedule deadlocks: every device left waits in a pp.recv for a message that no device can send
 // STUCK: note: device 0 is stuck at action 16, optimizer_step(stage 2): its pp.recv from stage 0 (tag 7, micro-batch 0) waits; its pp.send is in @stage0_update, which optimizer_step(stage 0) (action 17) on device 0 runs after the receiver: the schedule runs the receiver first
 // STUCK-NOT: note: device 1
-module attributes {pp.plan = #pp.plan<schedule = "interleaved", micro_batches = 4, chunks = 2, num_stages = 4, stage_devices = ["a", "b"]>} {
+module attributes {pp.plan = #pp.plan<schedule = "interleaved", micro_batches = 4, chunks = 2, num_stages = 4, stage_devices = ["a", "b", "a", "b"]>} {
   func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} { return }
   func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} { return }
   func.func @stage0_update() attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<update>} {
