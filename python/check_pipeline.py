@@ -11,6 +11,9 @@ devices so every stage gets work), runs the pipeline on the same data with
 pp-interpret (one thread per device) and compares the loss of every step and
 every final global (weights, optimizer and BatchNorm state).
 
+--shared NAME prints, per configuration, the stages that read global NAME
+and their devices (a weight two layers share).
+
 --reference one-stage compares with the same program on one device instead
 (for BatchNorm models, whose statistics are per micro-batch by definition).
 
@@ -20,6 +23,7 @@ prints one line per configuration and exits non-zero on a mismatch.
 import argparse
 import json
 import os
+import re
 import sys
 
 import numpy as np
@@ -92,6 +96,20 @@ def unsplit_step(pipeline_opt, whole_dir, work, optimizer):
     return mlir
 
 
+def stages_reading(mlir, name):
+    """The stages whose functions read global `name` in `mlir`."""
+    stages, stage = set(), None
+    func = re.compile(r"func\.func @stage(\d+)_")
+    read = re.compile(r'onnx\.global_read @"?' + re.escape(name) + r'"?\s')
+    with open(mlir) as f:
+        for line in f:
+            if (match := func.search(line)):
+                stage = int(match.group(1))
+            elif stage is not None and read.search(line):
+                stages.add(stage)
+    return sorted(stages)
+
+
 def losses_of(out):
     return [float(line.split()[3]) for line in out.splitlines()
             if line.startswith("step ")]
@@ -113,6 +131,9 @@ def main():
                         help="comma-separated schedule:devices:recompute")
     parser.add_argument("--reference", choices=["unsplit", "one-stage"],
                         default="unsplit")
+    parser.add_argument("--shared", default="",
+                        help="a global read by several layers: print the "
+                             "stages (and their devices) that read it")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -130,6 +151,11 @@ def main():
                                 os.path.join(micro_dir, "model.onnx"),
                                 args.work, name, schedule, devices, recompute,
                                 m, optimizer)
+        if args.shared:
+            stages = stages_reading(mlir, args.shared)
+            print(f"{args.model} {name}: {args.shared} read by stages "
+                  f"{', '.join(map(str, stages))} on devices "
+                  f"{', '.join(str(s % devices) for s in stages)}")
         return train_on_interpreter(args.pp_interpret, mlir, args.steps,
                          os.path.join(args.work, name + ".globals"), data)
 

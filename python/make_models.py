@@ -33,6 +33,12 @@ of ONNX operators:
                exactly `context` tokens, so reshapes use Python ints and the
                graph has no shape arithmetic. Static int64 input "tokens"
                [4, 16], output logits [4, 16, 64].
+  tied         Linear(16,64)-ReLU, four Linear(64,64)-ReLU hidden layers of
+               which the first and the third are one module (one initializer
+               read by two Gemms, as torch's export also makes of equal-valued
+               weights), Linear(64,10). Pipelined with 2 chunks per device,
+               the two reads land on stages s and s + p of one device. Static
+               input "input" [8, 16].
 
 All exports use opset 17, TrainingMode.TRAINING (so BatchNorm/Dropout appear in
 their training form), no constant folding, and output name "logits". Every
@@ -169,12 +175,33 @@ def make_gpt(n_layer=2):
     return TinyGPT(n_layer=n_layer), tokens, "tokens", None
 
 
+class TiedMLP(nn.Module):
+    def __init__(self, width=64):
+        super().__init__()
+        self.inp = nn.Linear(16, width)
+        shared = nn.Linear(width, width)
+        self.hidden = nn.ModuleList(
+            [shared, nn.Linear(width, width), shared, nn.Linear(width, width)])
+        self.head = nn.Linear(width, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.inp(x))
+        for layer in self.hidden:
+            x = torch.relu(layer(x))
+        return self.head(x)
+
+
+def make_tied():
+    return TiedMLP(), torch.randn(8, 16), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
     "vgg11": make_vgg11,
     "transformer": make_transformer,
     "gpt": make_gpt,
+    "tied": make_tied,
 }
 
 

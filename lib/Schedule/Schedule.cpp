@@ -177,6 +177,73 @@ static void appendStepActions(Schedule &s,
   }
 }
 
+bool pp::schedule::orderStepActions(
+    Schedule &schedule, const std::vector<std::pair<int, int>> &before,
+    std::string &error) {
+  bool ok = true;
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    std::vector<Action> &list = schedule.actions[d];
+    // The stages of the device's per-step actions, in their built order.
+    std::vector<size_t> positions;
+    std::vector<int> stages;
+    for (size_t i = 0; i < list.size(); ++i) {
+      if (!isPerStep(list[i].kind))
+        continue;
+      positions.push_back(i);
+      if (std::find(stages.begin(), stages.end(), list[i].stage) ==
+          stages.end())
+        stages.push_back(list[i].stage);
+    }
+    auto onDevice = [&](int stage) {
+      return std::find(stages.begin(), stages.end(), stage) != stages.end();
+    };
+    // Repeatedly take the first stage in built order whose predecessors on
+    // this device are all placed.
+    std::vector<int> order;
+    std::vector<bool> placed(stages.size(), false);
+    while (order.size() < stages.size()) {
+      bool progress = false;
+      for (size_t i = 0; i < stages.size() && !progress; ++i) {
+        if (placed[i])
+          continue;
+        bool ready = true;
+        for (auto [a, b] : before)
+          if (b == stages[i] && a != b && onDevice(a) &&
+              std::find(order.begin(), order.end(), a) == order.end())
+            ready = false;
+        if (ready) {
+          placed[i] = true;
+          order.push_back(stages[i]);
+          progress = true;
+        }
+      }
+      if (!progress)
+        break;
+    }
+    if (order.size() < stages.size()) {
+      std::string cycle;
+      for (size_t i = 0; i < stages.size(); ++i)
+        if (!placed[i])
+          cycle += (cycle.empty() ? "" : ", ") + std::to_string(stages[i]);
+      if (ok)
+        error = "the per-step actions of stages " + cycle + " on device " +
+                std::to_string(d) +
+                " wait for each other's messages: no order runs every "
+                "sender first";
+      ok = false;
+      continue;
+    }
+    std::vector<Action> reordered;
+    for (int stage : order)
+      for (size_t i : positions)
+        if (list[i].stage == stage)
+          reordered.push_back(list[i]);
+    for (size_t k = 0; k < positions.size(); ++k)
+      list[positions[k]] = reordered[k];
+  }
+  return ok;
+}
+
 bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
                                  int microBatches, int chunksPerDevice,
                                  Schedule &out, std::string &error,

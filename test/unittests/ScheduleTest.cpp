@@ -315,6 +315,28 @@ TEST(BuildSchedule, GradReduceBeforeOptimizerStep) {
   EXPECT_TRUE(found);
 }
 
+TEST(OrderStepActions, SenderFirstOnItsDevice) {
+  std::vector<bool> reduce = {true, false, false, true};
+  Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 2, &reduce);
+  std::string error;
+  // Stage 0 sends stage 2 a new weight (both on device 0); stage 1 sends
+  // stage 0 one (another device: no order needed).
+  ASSERT_TRUE(orderStepActions(s, {{0, 2}, {1, 0}}, error)) << error;
+  std::vector<Action> tail0(s.actions[0].end() - 3, s.actions[0].end());
+  EXPECT_EQ(compact(tail0), "R0 O0 O2");
+  std::vector<Action> tail1(s.actions[1].end() - 3, s.actions[1].end());
+  EXPECT_EQ(compact(tail1), "R3 O3 O1");
+  EXPECT_TRUE(validateSchedule(s, error)) << error;
+  // A cycle on one device has no order: reported, the order left as built.
+  Schedule cyclic = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);
+  EXPECT_FALSE(orderStepActions(cyclic, {{0, 2}, {2, 0}}, error));
+  EXPECT_EQ(error, "the per-step actions of stages 2, 0 on device 0 wait for "
+                   "each other's messages: no order runs every sender first");
+  std::vector<Action> kept(cyclic.actions[0].end() - 2,
+                           cyclic.actions[0].end());
+  EXPECT_EQ(compact(kept), "O2 O0");
+}
+
 //===----------------------------------------------------------------------===//
 // Validation and simulation of every schedule
 //===----------------------------------------------------------------------===//

@@ -44,7 +44,9 @@
 //                min(p, m) of them: the peak of 1F1B (stage 0), now on every
 //                stage.
 // Every device then ends with, for each stage it holds (in the order their
-// last backward ran), an optional GradReduce(s) and one OptimizerStep(s).
+// last backward ran), an optional GradReduce(s) and one OptimizerStep(s);
+// orderStepActions moves a stage's ahead of another's on the same device
+// when its update sends the other's update a message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -58,6 +60,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace pp::schedule {
@@ -134,6 +137,20 @@ struct Schedule {
 bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,
                    const std::vector<bool> *gradReduceStages = nullptr);
+
+/// Reorders the per-step actions (GradReduce, OptimizerStep) of every
+/// device so that for each pair (a, b) of `before` whose stages share a
+/// device, stage a's come before stage b's, keeping the built order
+/// otherwise (a stable topological sort; the actions keep their positions in
+/// the list, only which stage's action sits there changes). A pair says that
+/// stage a's per-step function sends stage b's a message: the new value of a
+/// weight both read, from the stage that updates it. Pairs across devices
+/// need no order (messages between devices wait). Returns false, leaving
+/// the device's order as built, and names the stages in `error` when the
+/// pairs of one device form a cycle.
+bool orderStepActions(Schedule &schedule,
+                      const std::vector<std::pair<int, int>> &before,
+                      std::string &error);
 
 /// Per stage, the most micro-batches whose stash it holds at once in its
 /// device's order: a forward opens one, the backward that ends it (the

@@ -3,7 +3,10 @@
 // Builds a schedule (pp/Schedule/Schedule.h) for the split module's stages
 // and writes it as a `pp.schedule` op: one `pp.device` per device holding
 // its `pp.action`s in order, each naming the stage function it runs, its
-// micro-batch and the weight version it reads.
+// micro-batch and the weight version it reads. A device's per-step actions
+// run a stage whose update sends another's a message first, and the result
+// is checked against the stage functions' message order
+// (verifyScheduleMessageOrder) before anything reads it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -15,6 +18,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <map>
+#include <tuple>
 
 using namespace mlir;
 namespace pipeline = pp::pipeline;
@@ -86,6 +90,35 @@ LogicalResult pp::pipeline::materializeSchedule(
     return failure();
   }
 
+  // A stage's update may send another's a message (the new value of a
+  // weight both read, from the stage that updates it). Between stages of
+  // one device the sender must run first: a recv there waits for its own
+  // device.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, sched::Phase> sendPhase;
+  for (auto &[key, func] : functions)
+    func.walk([&, &key = key](pipeline::SendOp send) {
+      sendPhase[{key.first, static_cast<int64_t>(send.getPeer()),
+                 static_cast<int64_t>(send.getTag())}] = key.second;
+    });
+  std::vector<std::pair<int, int>> updateFirst;
+  for (auto &[key, func] : functions) {
+    if (key.second != sched::Phase::Update)
+      continue;
+    func.walk([&, &key = key](pipeline::RecvOp recv) {
+      auto from = static_cast<int64_t>(recv.getPeer());
+      auto it = sendPhase.find(
+          {from, key.first, static_cast<int64_t>(recv.getTag())});
+      if (it != sendPhase.end() && it->second == sched::Phase::Update)
+        updateFirst.push_back(
+            {static_cast<int>(from), static_cast<int>(key.first)});
+    });
+  }
+  if (!sched::orderStepActions(schedule, updateFirst, error)) {
+    module.emitError() << "cannot order the " << kindName
+                       << " schedule's updates: " << error;
+    return failure();
+  }
+
   // The schedule's kind and chunks become the plan's.
   plan = plan.withSchedule(scheduleKind).withChunks(v);
   pipeline::setPlan(module, plan);
@@ -137,5 +170,7 @@ LogicalResult pp::pipeline::materializeSchedule(
         return failure();
     }
   }
-  return success();
+  // Never a schedule the interpreter or a generated program would deadlock
+  // on.
+  return pipeline::verifyScheduleMessageOrder(module);
 }

@@ -13,6 +13,7 @@ namespace pp {
 #define GEN_PASS_DEF_RECOMPUTEPASS
 #define GEN_PASS_DEF_SPLITSTAGESPASS
 #define GEN_PASS_DEF_MATERIALIZESCHEDULEPASS
+#define GEN_PASS_DEF_VERIFYSCHEDULEPASS
 #define GEN_PASS_DEF_FUSEELEMENTWISEPASS
 #define GEN_PASS_DEF_MEMORYPLANPASS
 #define GEN_PASS_DEF_PLANREPORTPASS
@@ -75,6 +76,14 @@ struct MaterializeSchedulePass
   LogicalResult run(ModuleOp module) {
     return pipeline::materializeSchedule(module,
                                          {.kind = kind, .chunks = chunks});
+  }
+};
+
+struct VerifySchedulePass
+    : PassAdapter<VerifySchedulePass, pp::impl::VerifySchedulePassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return pipeline::verifyScheduleMessageOrder(module);
   }
 };
 

@@ -149,7 +149,11 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
     writes it as a `pp.schedule` op: per device, the ordered forward,
     backward (or backward_input / backward_weight), gradient-reduction and
     optimizer-step actions, each with its stage function, micro-batch and
-    weight version.
+    weight version. Per-step actions of one device are ordered so that a
+    stage whose update sends another stage's update a message (a weight
+    both read, from the stage that updates it) runs first; the result is
+    checked as `--pp-verify-schedule` does, and a schedule that would
+    deadlock on its messages fails with the stuck actions.
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
@@ -159,6 +163,26 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
            "plan's)">,
   ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
+}
+
+def VerifySchedulePass : Pass<"pp-verify-schedule", "mlir::ModuleOp"> {
+  let summary = "Check that a scheduled pipeline's message order cannot deadlock";
+  let description = [{
+    Runs the `pp.schedule` of a split module by the pipelined
+    interpreter's rule, without its kernels: each device takes its actions
+    in order and each action the `pp.send`, `pp.recv`, `pp.stash`,
+    `pp.unstash`, `pp.accumulate` and `pp.accumulated` ops of its stage
+    function in program order; a send never waits, a recv waits for its
+    message (sender stage, receiver stage, tag, micro-batch) from any
+    device, and an unstash or a gradient sum must find what an earlier
+    action of its device kept. Fails when every device left waits, with
+    one note per stuck device: its action (kind, stage, micro-batch), the
+    recv it waits in and where the matching send is (later on the same
+    device, on another stuck device, or nowhere); also when an unstash or
+    sum comes first or a message is never received. `--pp-schedule` ends
+    with this check, so `--pp-compile` never emits a schedule that its
+    interpreter or generated program would deadlock on.
+  }];
 }
 
 def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {

@@ -33,6 +33,12 @@ mlir::LogicalResult
 materializeSchedule(mlir::ModuleOp module,
                     const MaterializeSchedulePassOptions &options);
 
+/// --pp-verify-schedule (and the end of --pp-schedule): runs every device's
+/// actions by the pipelined interpreter's rule for messages, stashes and
+/// gradient sums, without kernels; fails with the stuck actions (device,
+/// action, the recv and where its send is) when the order would deadlock.
+mlir::LogicalResult verifyScheduleMessageOrder(mlir::ModuleOp module);
+
 /// --pp-fuse-elementwise: trees of elementwise ops into pp.fused kernels.
 void fuseElementwise(mlir::func::FuncOp func);
 
