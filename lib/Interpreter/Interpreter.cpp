@@ -9,20 +9,18 @@
 #include "FusedHandler.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Runtime/Half.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
-#include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <chrono>
-#include <cstring>
 #include <unordered_map>
 
 using namespace mlir;
@@ -30,7 +28,7 @@ using namespace pp::interp;
 namespace rt = pp::rt;
 
 //===----------------------------------------------------------------------===//
-// Tensor
+// Tensor limits and descriptions
 //===----------------------------------------------------------------------===//
 
 std::optional<std::string>
@@ -47,186 +45,11 @@ pp::interp::checkAllocation(rt::DType dtype, ArrayRef<int64_t> shape) {
          std::to_string(pp::limits::kMaxInterpreterTensorBytes) + " bytes";
 }
 
-Tensor::Tensor(rt::DType dtype, ArrayRef<int64_t> shape) {
-  view_.dtype = dtype;
-  view_.shape.assign(shape.begin(), shape.end());
-  // Whole 8-byte words keep every dtype aligned; zero-filled by `()`.
-  size_t words = (static_cast<size_t>(view_.bytes()) + 7) / 8;
-  storage_ =
-      std::shared_ptr<uint64_t[]>(new uint64_t[std::max<size_t>(words, 1)]());
-  view_.data = storage_.get();
-}
-
-Tensor Tensor::fromBytes(rt::DType dtype, ArrayRef<int64_t> shape,
-                         const void *bytes) {
-  Tensor t(dtype, shape);
-  if (t.bytes() > 0)
-    std::memcpy(t.data(), bytes, t.bytes());
-  return t;
-}
-
-Tensor Tensor::clone() const {
-  if (!storage_)
-    return *this;
-  return fromBytes(dtype(), shape(), data());
-}
-
-Tensor Tensor::reshaped(ArrayRef<int64_t> shape) const {
-  Tensor t = *this;
-  t.view_.shape.assign(shape.begin(), shape.end());
-  assert(t.numel() == numel() && "reshape changes the element count");
-  return t;
-}
-
-void Tensor::detach() {
-  if (isShared())
-    *this = clone();
-}
-
-double Tensor::getDouble(int64_t i) const {
-  switch (dtype()) {
-  case rt::DType::F32:
-    return as<float>()[i];
-  case rt::DType::F64:
-    return as<double>()[i];
-  case rt::DType::F16:
-    return rt::halfToFloat(as<uint16_t>()[i]);
-  case rt::DType::BF16:
-    return rt::bfloat16ToFloat(as<uint16_t>()[i]);
-  case rt::DType::U64:
-    return static_cast<double>(as<uint64_t>()[i]);
-  default:
-    return static_cast<double>(getInt(i));
-  }
-}
-
-int64_t Tensor::getInt(int64_t i) const {
-  switch (dtype()) {
-  case rt::DType::F32:
-    return static_cast<int64_t>(as<float>()[i]);
-  case rt::DType::F64:
-    return static_cast<int64_t>(as<double>()[i]);
-  case rt::DType::I64:
-    return as<int64_t>()[i];
-  case rt::DType::I32:
-    return as<int32_t>()[i];
-  case rt::DType::I8:
-    return as<int8_t>()[i];
-  case rt::DType::U8:
-    return as<uint8_t>()[i];
-  case rt::DType::Bool:
-    return as<uint8_t>()[i] != 0;
-  case rt::DType::U32:
-    return as<uint32_t>()[i];
-  case rt::DType::U64:
-    // Wraps beyond INT64_MAX.
-    return static_cast<int64_t>(as<uint64_t>()[i]);
-  case rt::DType::F16:
-  case rt::DType::BF16:
-    return static_cast<int64_t>(getDouble(i));
-  }
-  return 0;
-}
-
-std::vector<int64_t> Tensor::toInts() const {
-  std::vector<int64_t> values;
-  values.reserve(numel());
-  for (int64_t i = 0, e = numel(); i < e; ++i)
-    values.push_back(getInt(i));
-  return values;
-}
-
-std::optional<rt::DType> pp::interp::getDType(Type elementType) {
-  if (elementType.isF32())
-    return rt::DType::F32;
-  if (elementType.isF64())
-    return rt::DType::F64;
-  if (elementType.isF16())
-    return rt::DType::F16;
-  if (elementType.isBF16())
-    return rt::DType::BF16;
-  auto integer = dyn_cast<IntegerType>(elementType);
-  if (!integer)
-    return std::nullopt;
-  switch (integer.getWidth()) {
-  case 1:
-    return rt::DType::Bool;
-  case 8:
-    return integer.isUnsigned() ? rt::DType::U8 : rt::DType::I8;
-  case 32:
-    return integer.isUnsigned() ? rt::DType::U32 : rt::DType::I32;
-  case 64:
-    return integer.isUnsigned() ? rt::DType::U64 : rt::DType::I64;
-  default:
-    return std::nullopt;
-  }
-}
-
 std::string pp::interp::describe(const Tensor &tensor) {
   std::string s = "tensor<";
   for (int64_t d : tensor.shape())
     s += std::to_string(d) + "x";
   return s + rt::dtypeName(tensor.dtype()) + ">";
-}
-
-FailureOr<Tensor> pp::interp::decodeElements(Location loc, ElementsAttr value) {
-  auto type = cast<ShapedType>(value.getType());
-  std::optional<rt::DType> dtype = getDType(type.getElementType());
-  if (!dtype || !type.hasStaticShape())
-    return emitError(loc) << "the interpreter does not support constants of "
-                             "type "
-                          << type,
-           failure();
-  Tensor tensor(*dtype, type.getShape());
-  size_t bytes = tensor.bytes();
-  auto *out = static_cast<char *>(tensor.data());
-
-  if (auto dense = dyn_cast<DenseElementsAttr>(value)) {
-    // Bools are bit-packed in MLIR's storage: go through the element values.
-    if (*dtype == rt::DType::Bool) {
-      int64_t i = 0;
-      for (bool b : dense.getValues<bool>())
-        out[i++] = b;
-      return tensor;
-    }
-    ArrayRef<char> raw = dense.getRawData();
-    size_t width = rt::dtypeSize(*dtype);
-    if (dense.isSplat()) {
-      if (raw.size() < width)
-        return emitError(loc) << "malformed splat constant", failure();
-      for (size_t offset = 0; offset < bytes; offset += width)
-        std::memcpy(out + offset, raw.data(), width);
-      return tensor;
-    }
-    if (raw.size() != bytes)
-      return emitError(loc) << "constant holds " << raw.size()
-                            << " bytes, expected " << bytes << " for " << type,
-             failure();
-    std::memcpy(out, raw.data(), bytes);
-    return tensor;
-  }
-
-  if (auto resource = dyn_cast<DenseResourceElementsAttr>(value)) {
-    const AsmResourceBlob *blob = resource.getRawHandle().getBlob();
-    if (!blob)
-      return emitError(loc)
-                 << "the data of resource '" << resource.getRawHandle().getKey()
-                 << "' is not available (elided from the IR?)",
-             failure();
-    ArrayRef<char> data = blob->getData();
-    if (data.size() != bytes)
-      return emitError(loc) << "resource '" << resource.getRawHandle().getKey()
-                            << "' holds " << data.size() << " bytes, expected "
-                            << bytes << " for " << type,
-             failure();
-    std::memcpy(out, data.data(), bytes);
-    if (*dtype == rt::DType::Bool)
-      for (size_t i = 0; i < bytes; ++i)
-        out[i] = out[i] != 0;
-    return tensor;
-  }
-  return emitError(loc) << "the interpreter cannot read constant " << value,
-         failure();
 }
 
 //===----------------------------------------------------------------------===//
@@ -288,12 +111,13 @@ LogicalResult Interpreter::initialize() {
     auto type = cast<RankedTensorType>(global.getType());
     Tensor value;
     if (auto init = global.getInitialValueAttr()) {
-      auto decoded = decodeElements(global.getLoc(), init);
+      auto decoded = pp::onnx::decodeElements(global.getLoc(), init);
       if (failed(decoded))
         return failure();
       value = std::move(*decoded);
     } else {
-      std::optional<rt::DType> dtype = getDType(type.getElementType());
+      std::optional<rt::DType> dtype =
+          pp::onnx::getDType(type.getElementType());
       if (!dtype)
         return global.emitError()
                << "the interpreter does not support globals of type " << type;
@@ -377,7 +201,7 @@ static LogicalResult expectedLayout(Type type, rt::DType &dtype,
   auto ranked = dyn_cast<RankedTensorType>(type);
   if (!ranked || !ranked.hasStaticShape())
     return failure();
-  std::optional<rt::DType> d = getDType(ranked.getElementType());
+  std::optional<rt::DType> d = pp::onnx::getDType(ranked.getElementType());
   if (!d)
     return failure();
   dtype = *d;
@@ -436,7 +260,7 @@ FailureOr<const Tensor *> Interpreter::getConstant(Operation *op,
   auto elements = dyn_cast<ElementsAttr>(value);
   if (!elements)
     return op->emitError() << "expected an elements attribute, got " << value;
-  auto decoded = decodeElements(op->getLoc(), elements);
+  auto decoded = pp::onnx::decodeElements(op->getLoc(), elements);
   if (failed(decoded))
     return failure();
   return &constants_.try_emplace(value, std::move(*decoded)).first->second;

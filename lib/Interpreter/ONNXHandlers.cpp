@@ -10,8 +10,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Interpreter/Interpreter.h"
-#include "pp/Interpreter/OpParams.h"
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
@@ -98,7 +98,8 @@ template <typename... Ops> void addUnaryKernels(Interpreter &interp) {
 template <typename OpTy> void addSoftmax(Interpreter &interp, bool logarithm) {
   on<OpTy>(interp, [logarithm](Interpreter &in, OpTy op) -> LogicalResult {
     const Tensor &x = in.lookup(op.getInput());
-    auto axis = normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
+    auto axis =
+        onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
     if (failed(axis))
       return failure();
     return withResult(in, op, "softmax", [&](rt::Tensor &y) {
@@ -264,7 +265,7 @@ void registerCompute(Interpreter &interp) {
         const Tensor *b = in.lookupOptional(op.getB());
         if (w.rank() < 3)
           return op.emitError() << "Conv weights must have rank >= 3";
-        auto params = windowParams(
+        auto params = onnx::windowParams(
             op, x.shape(), resultShape(op), w.shape().drop_front(2),
             op.getAutoPad(), op.getPads(), op.getStrides(), op.getDilations());
         if (failed(params))
@@ -279,7 +280,7 @@ void registerCompute(Interpreter &interp) {
   on<onnx::MaxPoolOp>(
       interp, [](Interpreter &in, onnx::MaxPoolOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getX());
-        auto params = windowParams(
+        auto params = onnx::windowParams(
             op, x.shape(), resultShape(op), op.getKernelShape(),
             op.getAutoPad(), op.getPads(), op.getStrides(), op.getDilations());
         if (failed(params))
@@ -319,9 +320,9 @@ void registerCompute(Interpreter &interp) {
   on<onnx::AveragePoolOp>(
       interp, [](Interpreter &in, onnx::AveragePoolOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getX());
-        auto params = windowParams(op, x.shape(), resultShape(op),
-                                   op.getKernelShape(), op.getAutoPad(),
-                                   op.getPads(), op.getStrides(), std::nullopt);
+        auto params = onnx::windowParams(
+            op, x.shape(), resultShape(op), op.getKernelShape(),
+            op.getAutoPad(), op.getPads(), op.getStrides(), std::nullopt);
         if (failed(params))
           return failure();
         return withResult(in, op, "avgPool", [&](rt::Tensor &y) {
@@ -381,8 +382,8 @@ void registerCompute(Interpreter &interp) {
       [](Interpreter &in, onnx::LayerNormalizationOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getX());
         const Tensor *bias = in.lookupOptional(op.getB());
-        auto axis =
-            normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
+        auto axis = onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        x.rank());
         if (failed(axis))
           return failure();
         auto y = in.allocResult(op, op.getY());
@@ -401,7 +402,7 @@ void registerCompute(Interpreter &interp) {
                          "layerNorm")))
           return failure();
         Type statElement = getElementTypeOrSelf(op.getMean().getType());
-        std::optional<rt::DType> statType = getDType(statElement);
+        std::optional<rt::DType> statType = onnx::getDType(statElement);
         if (!statType)
           return op.emitError()
                  << "unsupported statistics type " << statElement;
@@ -444,7 +445,7 @@ void registerCompute(Interpreter &interp) {
         ArrayRef<int64_t> requested = all;
         if (auto axes = op.getAxes(); axes && !axes->empty())
           requested = *axes;
-        auto axes = normalizeAxes(op, requested, x.rank());
+        auto axes = onnx::normalizeAxes(op, requested, x.rank());
         if (failed(axes))
           return failure();
         return withResult(in, op, "reduce", [&](rt::Tensor &y) {
@@ -466,7 +467,7 @@ void registerCompute(Interpreter &interp) {
           requested.resize(x.rank());
           std::iota(requested.begin(), requested.end(), 0);
         }
-        auto axes = normalizeAxes(op, requested, x.rank());
+        auto axes = onnx::normalizeAxes(op, requested, x.rank());
         if (failed(axes))
           return failure();
         return withResult(in, op, "reduce", [&](rt::Tensor &y) {
@@ -605,7 +606,7 @@ void registerMovement(Interpreter &interp) {
         std::vector<bool> drop(x.rank(), false);
         if (Value axesValue = op.getAxes()) {
           auto axes =
-              normalizeAxes(op, in.lookup(axesValue).toInts(), x.rank());
+              onnx::normalizeAxes(op, in.lookup(axesValue).toInts(), x.rank());
           if (failed(axes))
             return failure();
           for (int64_t a : *axes)
@@ -632,7 +633,7 @@ void registerMovement(Interpreter &interp) {
         const Tensor &x = in.lookup(op.getData());
         std::vector<int64_t> requested = in.lookup(op.getAxes()).toInts();
         int64_t rank = x.rank() + requested.size();
-        auto axes = normalizeAxes(op, requested, rank);
+        auto axes = onnx::normalizeAxes(op, requested, rank);
         if (failed(axes))
           return failure();
         if (axes->size() != requested.size())
@@ -686,8 +687,8 @@ void registerMovement(Interpreter &interp) {
         std::vector<const rt::Tensor *> inputs;
         for (Value v : op.getInputs())
           inputs.push_back(&in.lookup(v).view());
-        auto axis = normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
-                                  resultShape(op).size());
+        auto axis = onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        resultShape(op).size());
         if (failed(axis))
           return failure();
         return withResult(in, op, "concat", [&](rt::Tensor &y) {
@@ -698,8 +699,8 @@ void registerMovement(Interpreter &interp) {
   on<onnx::SplitOp>(
       interp, [](Interpreter &in, onnx::SplitOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getInput());
-        auto axis =
-            normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
+        auto axis = onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        x.rank());
         if (failed(axis))
           return failure();
         int64_t dim = x.shape()[*axis];
@@ -754,8 +755,8 @@ void registerMovement(Interpreter &interp) {
         else
           steps.assign(starts.size(), 1);
         std::vector<int64_t> first, step, shape;
-        if (failed(sliceParams(op, x.shape(), starts, ends, axes, steps,
-                               first, step, shape)))
+        if (failed(onnx::sliceParams(op, x.shape(), starts, ends, axes, steps,
+                                     first, step, shape)))
           return failure();
         if (failed(expectResultShape(op, shape)))
           return failure();
@@ -767,8 +768,8 @@ void registerMovement(Interpreter &interp) {
   on<onnx::GatherOp>(
       interp, [](Interpreter &in, onnx::GatherOp op) -> LogicalResult {
         const Tensor &data = in.lookup(op.getData());
-        auto axis =
-            normalizeAxis(op, static_cast<int64_t>(op.getAxis()), data.rank());
+        auto axis = onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        data.rank());
         if (failed(axis))
           return failure();
         return withResult(in, op, "gather", [&](rt::Tensor &y) {

@@ -14,12 +14,12 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
-#include "pp/Interpreter/OpParams.h"
 #include "pp/Interpreter/PipelineRunner.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
@@ -106,7 +106,7 @@ static std::string nameOf(DictionaryAttr attrs, StringRef prefix,
 /// Exclusive upper bound for random values of integer argument `arg`: the
 /// size of the dim it indexes (Gather indices, loss labels), 10 otherwise.
 static int64_t integerBound(Value arg) {
-  int64_t bound = pp::interp::indexBound(arg);
+  int64_t bound = pp::onnx::indexBound(arg);
   return bound ? bound : 10;
 }
 
@@ -318,9 +318,10 @@ int main(int argc, char **argv) {
   std::vector<Tensor> argValues;
   for (unsigned i = 0; i < numArgs; ++i) {
     auto type = dyn_cast<RankedTensorType>(argTypes[i]);
-    std::optional<rt::DType> dtype = type && type.hasStaticShape()
-                                         ? getDType(type.getElementType())
-                                         : std::nullopt;
+    std::optional<rt::DType> dtype =
+        type && type.hasStaticShape()
+            ? pp::onnx::getDType(type.getElementType())
+            : std::nullopt;
     if (!dtype)
       return fail("input '" + argNames[i] + "' has unsupported type " +
                   llvm::formatv("{0}", argTypes[i]).str());

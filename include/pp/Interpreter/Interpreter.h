@@ -19,6 +19,7 @@
 #ifndef PP_INTERPRETER_INTERPRETER_H
 #define PP_INTERPRETER_INTERPRETER_H
 
+#include "pp/Dialect/ONNX/Utils/HostTensor.h"
 #include "pp/Runtime/Kernels.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -33,77 +34,20 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <optional>
 #include <vector>
 
 namespace pp::interp {
 
-/// An owning dense row-major tensor. Copies share the buffer; `detach` gives
-/// a private buffer before an in-place update (copy-on-write).
+/// The interpreter's values: owning host tensors, copy-on-write (see
+/// pp/Dialect/ONNX/Utils/HostTensor.h).
+using Tensor = onnx::HostTensor;
+
 /// Why the interpreter will not allocate a `dtype` tensor of `shape` (its
 /// bytes overflow int64 or exceed limits::kMaxInterpreterTensorBytes), or
 /// std::nullopt.
 std::optional<std::string> checkAllocation(rt::DType dtype,
                                            llvm::ArrayRef<int64_t> shape);
 
-class Tensor {
-public:
-  /// An empty rank-0 f32 tensor without storage (a placeholder).
-  Tensor() = default;
-  /// A zero-filled tensor.
-  Tensor(rt::DType dtype, llvm::ArrayRef<int64_t> shape);
-
-  /// A tensor holding a copy of `bytes` (which must be `dtype`/`shape`-sized).
-  static Tensor fromBytes(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
-                          const void *bytes);
-  template <typename T>
-  static Tensor fromValues(rt::DType dtype, llvm::ArrayRef<int64_t> shape,
-                           llvm::ArrayRef<T> values) {
-    return fromBytes(dtype, shape, values.data());
-  }
-
-  rt::DType dtype() const { return view_.dtype; }
-  llvm::ArrayRef<int64_t> shape() const { return view_.shape; }
-  int64_t rank() const { return view_.rank(); }
-  int64_t numel() const { return view_.numel(); }
-  int64_t bytes() const { return view_.bytes(); }
-  bool hasStorage() const { return storage_ != nullptr; }
-
-  void *data() { return view_.data; }
-  const void *data() const { return view_.data; }
-  template <typename T> T *as() { return static_cast<T *>(view_.data); }
-  template <typename T> const T *as() const {
-    return static_cast<const T *>(view_.data);
-  }
-
-  /// The non-owning kernel view of this tensor.
-  rt::Tensor &view() { return view_; }
-  const rt::Tensor &view() const { return view_; }
-
-  /// A deep copy.
-  Tensor clone() const;
-  /// The same buffer seen with another shape of as many elements.
-  Tensor reshaped(llvm::ArrayRef<int64_t> shape) const;
-  /// Whether another Tensor shares this buffer.
-  bool isShared() const { return storage_ && storage_.use_count() > 1; }
-  /// Makes the buffer private (copies it when shared).
-  void detach();
-
-  /// Element i converted to double / int64 (any dtype).
-  double getDouble(int64_t i) const;
-  int64_t getInt(int64_t i) const;
-  /// All elements as int64 (for shape-like operands).
-  std::vector<int64_t> toInts() const;
-
-private:
-  std::shared_ptr<uint64_t[]> storage_;
-  rt::Tensor view_;
-};
-
-/// The runtime dtype of an MLIR element type (f32, f64, f16, bf16; i1 ->
-/// Bool; ui8, ui32, ui64 -> U8, U32, U64; other i8, i32, i64 -> I8, I32,
-/// I64); nullopt for types the kernels do not support.
-std::optional<rt::DType> getDType(mlir::Type elementType);
 /// "tensor<2x3xf32>"-style description for messages.
 std::string describe(const Tensor &tensor);
 
@@ -244,11 +188,6 @@ private:
   uint64_t seedCounter_ = 0;
   llvm::StringMap<OpProfile> profile_;
 };
-
-/// Decodes an elements attribute (dense, splat or dense resource) into a
-/// tensor; emits an error at `loc` when unsupported or unreadable.
-mlir::FailureOr<Tensor> decodeElements(mlir::Location loc,
-                                       mlir::ElementsAttr value);
 
 /// Registers the handlers of the onnx dialect's ops (Interpreter's
 /// constructor calls it).

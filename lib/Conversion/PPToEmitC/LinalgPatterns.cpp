@@ -2,15 +2,15 @@
 //
 // MatMul, Gemm and Conv become calls of the runtime's contraction kernels,
 // pooling ops of the window kernels (window geometry from
-// pp/Interpreter/OpParams.h, as the interpreter computes it), global pools
-// and ReduceMean / ReduceSum of `reduce`.
+// pp/Dialect/ONNX/Utils/KernelParams.h, as the interpreter computes it), global
+// pools and ReduceMean / ReduceSum of `reduce`.
 //
 //===----------------------------------------------------------------------===//
 
 #include "PPToEmitCCommon.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Interpreter/OpParams.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 
 #include <numeric>
 
@@ -65,7 +65,7 @@ public:
     ArrayRef<int64_t> w = shapeOf(op.getW());
     if (w.size() < 3)
       return op.emitError() << "Conv weights must have rank >= 3";
-    auto params = pp::interp::windowParams(
+    auto params = pp::onnx::windowParams(
         op, shapeOf(op.getX()), shapeOf(op.getY()), w.drop_front(2),
         op.getAutoPad(), op.getPads(), op.getStrides(), op.getDilations());
     if (failed(params))
@@ -95,7 +95,7 @@ public:
       return op.emitError() << "code generation pools float tensors only";
     if (op.getStorageOrder() != 0)
       return op.emitError() << "code generation supports storage_order 0 only";
-    auto params = pp::interp::windowParams(
+    auto params = pp::onnx::windowParams(
         op, shapeOf(op.getX()), shapeOf(op.getY()), op.getKernelShape(),
         op.getAutoPad(), op.getPads(), op.getStrides(), op.getDilations());
     SmallVector<Value> out;
@@ -117,7 +117,7 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(onnx::AveragePoolOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto params = pp::interp::windowParams(
+    auto params = pp::onnx::windowParams(
         op, shapeOf(op.getX()), shapeOf(op.getY()), op.getKernelShape(),
         op.getAutoPad(), op.getPads(), op.getStrides(), std::nullopt);
     if (failed(params))
@@ -161,7 +161,7 @@ public:
     ArrayRef<int64_t> requested = all;
     if (auto axes = op.getAxes(); axes && !axes->empty())
       requested = *axes;
-    auto axes = pp::interp::normalizeAxes(op, requested, rank);
+    auto axes = pp::onnx::normalizeAxes(op, requested, rank);
     if (failed(axes))
       return failure();
     return emitReduce(emit, adaptor.getData(), rt::ReduceKind::Mean, *axes);
@@ -187,7 +187,7 @@ public:
       requested.resize(rank);
       std::iota(requested.begin(), requested.end(), 0);
     }
-    auto axes = pp::interp::normalizeAxes(op, requested, rank);
+    auto axes = pp::onnx::normalizeAxes(op, requested, rank);
     if (failed(axes))
       return failure();
     return emitReduce(emit, adaptor.getData(), rt::ReduceKind::Sum, *axes);

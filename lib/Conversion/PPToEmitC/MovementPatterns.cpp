@@ -10,8 +10,8 @@
 #include "PPToEmitCCommon.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Interpreter/Interpreter.h"
-#include "pp/Interpreter/OpParams.h"
+#include "pp/Dialect/ONNX/Utils/HostTensor.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 
 #include <numeric>
 
@@ -104,7 +104,7 @@ public:
       return failure();
     std::string fill = "0.0";
     if (op.getValueAttr()) {
-      auto value = pp::interp::decodeElements(
+      auto value = pp::onnx::decodeElements(
           op.getLoc(), cast<ElementsAttr>(op.getValueAttr()));
       if (failed(value))
         return failure();
@@ -180,8 +180,8 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(onnx::SplitOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto axis = pp::interp::normalizeAxis(
-        op, static_cast<int64_t>(op.getAxis()), shapeOf(op.getInput()).size());
+    auto axis = pp::onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        shapeOf(op.getInput()).size());
     SmallVector<Value> out;
     if (failed(axis) || failed(emit.results(out)))
       return failure();
@@ -230,8 +230,8 @@ public:
       steps.assign(starts->size(), 1);
     }
     std::vector<int64_t> first, step, shape;
-    if (failed(pp::interp::sliceParams(op, x, *starts, *ends, axes, steps,
-                                       first, step, shape)))
+    if (failed(pp::onnx::sliceParams(op, x, *starts, *ends, axes, steps, first,
+                                     step, shape)))
       return failure();
     if (ArrayRef<int64_t>(shape) != shapeOf(op.getResult()))
       return op.emitError() << "Slice parameters do not give the result "

@@ -8,7 +8,7 @@
 #include "PPToEmitCCommon.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Interpreter/OpParams.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 
 using namespace mlir;
 using namespace pp::emitc_lowering;
@@ -64,8 +64,8 @@ public:
         getElementTypeOrSelf(op.getX().getType()))
       return op.emitError() << "code generation keeps LayerNormalization "
                                "statistics in the input's type";
-    auto axis = pp::interp::normalizeAxis(
-        op, static_cast<int64_t>(op.getAxis()), shapeOf(op.getX()).size());
+    auto axis = pp::onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
+                                        shapeOf(op.getX()).size());
     SmallVector<Value> out;
     if (failed(axis) || failed(emit.results(out)))
       return failure();

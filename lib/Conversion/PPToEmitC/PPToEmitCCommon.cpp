@@ -8,9 +8,9 @@
 #include "PPToEmitCCommon.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/ONNX/Utils/HostTensor.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
-#include "pp/Interpreter/Interpreter.h"
-#include "pp/Interpreter/OpParams.h"
 
 #include "mlir/IR/BuiltinOps.h"
 
@@ -125,7 +125,7 @@ ArrayRef<int64_t> pp::emitc_lowering::shapeOf(Value value) {
 
 FailureOr<rt::DType> pp::emitc_lowering::dtypeOf(Operation *op, Type type) {
   Type element = getElementTypeOrSelf(type);
-  std::optional<rt::DType> dtype = pp::interp::getDType(element);
+  std::optional<rt::DType> dtype = pp::onnx::getDType(element);
   if (!dtype)
     return op->emitError() << "code generation does not support element type "
                            << element;
@@ -314,7 +314,7 @@ FailureOr<std::vector<double>> OpEmitter::constantValues(Value original) {
     return op->emitError()
            << "code generation needs a constant operand here (static "
               "shapes); it is computed at run time";
-  auto decoded = pp::interp::decodeElements(
+  auto decoded = pp::onnx::decodeElements(
       constant.getLoc(), cast<ElementsAttr>(constant.getValue()));
   if (failed(decoded))
     return failure();
@@ -368,7 +368,7 @@ void pp::emitc_lowering::emitCopy(OpEmitter &emit, Value from, Value to) {
 
 FailureOr<std::pair<int64_t, Value>>
 pp::emitc_lowering::axisAndResult(OpEmitter &emit, int64_t axis, int64_t rank) {
-  auto normalized = pp::interp::normalizeAxis(emit.getOp(), axis, rank);
+  auto normalized = pp::onnx::normalizeAxis(emit.getOp(), axis, rank);
   if (failed(normalized))
     return failure();
   auto out = emit.result();

@@ -22,10 +22,10 @@
 #include "PPToEmitCCommon.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/ONNX/Utils/HostTensor.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
-#include "pp/Interpreter/Interpreter.h"
-#include "pp/Interpreter/OpParams.h"
 #include "pp/Runtime/Checksum.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -60,7 +60,7 @@ int64_t randomBound(ModuleOp module, int64_t index) {
   module.walk([&](pipeline::InputOp input) {
     if (static_cast<int64_t>(input.getIndex()) != index)
       return;
-    int64_t dim = pp::interp::indexBound(input.getValue());
+    int64_t dim = pp::onnx::indexBound(input.getValue());
     if (dim > 0)
       bound = bound ? std::min(bound, dim) : dim;
   });
@@ -73,9 +73,9 @@ LogicalResult collectGlobals(ModuleOp module, ProgramTable &table) {
     if (failed(dtype))
       return failure();
     auto type = cast<RankedTensorType>(global.getType());
-    pp::interp::Tensor value(*dtype, type.getShape());
+    pp::onnx::HostTensor value(*dtype, type.getShape());
     if (auto init = global.getInitialValueAttr()) {
-      auto decoded = pp::interp::decodeElements(global.getLoc(), init);
+      auto decoded = pp::onnx::decodeElements(global.getLoc(), init);
       if (failed(decoded))
         return failure();
       value = std::move(*decoded);
@@ -294,7 +294,7 @@ LogicalResult resolveIds(ModuleOp module, ProgramTable &table) {
       } else if (auto value = dyn_cast<ElementsAttr>(arg)) {
         auto [it, inserted] = constantIds.try_emplace(value, 0);
         if (inserted) {
-          auto decoded = pp::interp::decodeElements(call.getLoc(), value);
+          auto decoded = pp::onnx::decodeElements(call.getLoc(), value);
           if (failed(decoded)) {
             result = failure();
             return;

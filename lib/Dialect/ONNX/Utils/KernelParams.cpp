@@ -1,14 +1,15 @@
-//===- OpParams.cpp - Kernel parameters from onnx op attributes ----------===//
+//===- KernelParams.cpp - Kernel parameters from onnx op attributes ------===//
 //
 // Shared by the interpreter's handlers and the code generator, so both
 // derive windows, axes and slices from an op the same way.
 //
 //===----------------------------------------------------------------------===//
 
-#include "pp/Interpreter/OpParams.h"
+#include "pp/Dialect/ONNX/Utils/KernelParams.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
+#include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/STLExtras.h"
 
 #include <algorithm>
@@ -16,7 +17,34 @@
 using namespace mlir;
 namespace rt = pp::rt;
 
-namespace pp::interp {
+namespace pp::onnx {
+
+/// The runtime dtype of an MLIR element type.
+std::optional<rt::DType> getDType(Type elementType) {
+  if (elementType.isF32())
+    return rt::DType::F32;
+  if (elementType.isF64())
+    return rt::DType::F64;
+  if (elementType.isF16())
+    return rt::DType::F16;
+  if (elementType.isBF16())
+    return rt::DType::BF16;
+  auto integer = dyn_cast<IntegerType>(elementType);
+  if (!integer)
+    return std::nullopt;
+  switch (integer.getWidth()) {
+  case 1:
+    return rt::DType::Bool;
+  case 8:
+    return integer.isUnsigned() ? rt::DType::U8 : rt::DType::I8;
+  case 32:
+    return integer.isUnsigned() ? rt::DType::U32 : rt::DType::I32;
+  case 64:
+    return integer.isUnsigned() ? rt::DType::U64 : rt::DType::I64;
+  default:
+    return std::nullopt;
+  }
+}
 
 /// A possibly negative axis normalised against `rank`.
 FailureOr<int64_t> normalizeAxis(Operation *op, int64_t axis, int64_t rank) {
@@ -135,7 +163,7 @@ int64_t indexBound(Value arg) {
   };
   for (OpOperand &use : arg.getUses()) {
     Operation *user = use.getOwner();
-    if (auto gather = dyn_cast<onnx::GatherOp>(user)) {
+    if (auto gather = dyn_cast<GatherOp>(user)) {
       if (use.getOperandNumber() != 1)
         continue;
       auto type = gather.getData().getType();
@@ -144,7 +172,7 @@ int64_t indexBound(Value arg) {
         axis += type.getRank();
       if (axis >= 0 && axis < type.getRank())
         tighten(type.getDimSize(axis));
-    } else if (auto loss = dyn_cast<onnx::SoftmaxCrossEntropyLossOp>(user)) {
+    } else if (auto loss = dyn_cast<SoftmaxCrossEntropyLossOp>(user)) {
       if (use.getOperandNumber() == 1)
         tighten(loss.getScores().getType().getDimSize(1));
     }
@@ -152,4 +180,4 @@ int64_t indexBound(Value arg) {
   return bound;
 }
 
-} // namespace pp::interp
+} // namespace pp::onnx

@@ -1,23 +1,29 @@
-//===- OpParams.h - Kernel parameters from onnx op attributes ---*- C++ -*-===//
+//===- KernelParams.h - Kernel parameters from onnx op attributes -*- C++ -*-//
 //
 // How an onnx op's attributes (and constant shape operands) become the
 // arguments of the runtime kernels. The interpreter and the code generator
 // both call these, so they cannot disagree on a window or a slice.
 //
 //===----------------------------------------------------------------------===//
-#ifndef PP_INTERPRETER_OPPARAMS_H
-#define PP_INTERPRETER_OPPARAMS_H
+#ifndef PP_DIALECT_ONNX_UTILS_KERNELPARAMS_H
+#define PP_DIALECT_ONNX_UTILS_KERNELPARAMS_H
 
 #include "pp/Runtime/Kernels.h"
 
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/Types.h"
 #include "mlir/IR/Value.h"
 #include "mlir/Support/LLVM.h"
 
 #include <optional>
 #include <vector>
 
-namespace pp::interp {
+namespace pp::onnx {
+
+/// The runtime dtype of an MLIR element type (f32, f64, f16, bf16; i1 ->
+/// Bool; ui8, ui32, ui64 -> U8, U32, U64; other i8, i32, i64 -> I8, I32,
+/// I64); nullopt for types the kernels do not support.
+std::optional<rt::DType> getDType(mlir::Type elementType);
 
 /// A possibly negative axis normalised against `rank`.
 mlir::FailureOr<int64_t> normalizeAxis(mlir::Operation *op, int64_t axis,
@@ -50,6 +56,6 @@ sliceParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
 /// it, so they are valid indices.
 int64_t indexBound(mlir::Value arg);
 
-} // namespace pp::interp
+} // namespace pp::onnx
 
-#endif // PP_INTERPRETER_OPPARAMS_H
+#endif // PP_DIALECT_ONNX_UTILS_KERNELPARAMS_H
