@@ -249,12 +249,11 @@ std::string encodeManifest(const CheckpointManifest &m) {
   return text + "crc32c " + hex32(crcOf(text)) + "\n";
 }
 
-/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
-bool readManifest(const std::string &path, CheckpointManifest &m,
-                  std::string &why) {
-  std::string text;
-  if (!readRegularFile(path, text, why))
-    return false;
+} // namespace
+
+bool pp::rt::train::parseManifest(const std::string &path,
+                                  const std::string &text,
+                                  CheckpointManifest &m, std::string &why) {
   size_t last =
       text.size() < 2 ? std::string::npos : text.rfind('\n', text.size() - 2);
   std::string body = text.substr(0, last + 1);
@@ -300,6 +299,15 @@ bool readManifest(const std::string &path, CheckpointManifest &m,
     return false;
   }
   return true;
+}
+
+namespace {
+
+/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
+bool readManifest(const std::string &path, CheckpointManifest &m,
+                  std::string &why) {
+  std::string text;
+  return readRegularFile(path, text, why) && parseManifest(path, text, m, why);
 }
 
 /// Reads `path` and checks it against its manifest entry `file`.
@@ -379,8 +387,12 @@ std::string encodeRankCheckpoint(const RankCheckpoint &ckpt) {
   return w.bytes;
 }
 
-bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
-                          RankCheckpoint &ckpt, std::string &error) {
+} // namespace
+
+bool pp::rt::train::decodeRankCheckpoint(const std::string &path,
+                                         const std::string &bytes,
+                                         RankCheckpoint &ckpt,
+                                         std::string &error) {
   if (bytes.size() < sizeof(kMagic) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     error = "'" + path + "' is not a checkpoint of this driver";
@@ -425,8 +437,6 @@ bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
   }
   return true;
 }
-
-} // namespace
 
 std::string pp::rt::train::rankCheckpointName(int64_t rank) {
   return "rank" + std::to_string(rank) + ".ckpt";
