@@ -2,7 +2,9 @@
 //
 // Feeds the bytes to pp::importONNXModel as a ModelProto; a module that
 // comes back must verify. The file name points into a directory that does
-// not exist, so external-data lookups find nothing. Half of the mutations
+// not exist, so external-data lookups find nothing. One MLIRContext serves
+// 1000 inputs (loading the dialects per input would cost most of the time);
+// the module is destroyed after each. Half of the mutations
 // are structure-aware (LLVMFuzzerCustomMutator): the input is parsed as a
 // ModelProto, one dim, attribute, node input, opset or initializer is
 // perturbed, and the model serialized again; the rest are libFuzzer's byte
@@ -20,6 +22,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -28,12 +31,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     pp::registerONNXImportDialects(*r);
     return r;
   }();
-  mlir::MLIRContext context(*registry, mlir::MLIRContext::Threading::DISABLED);
-  context.getDiagEngine().registerHandler(
-      [](mlir::Diagnostic &) { return mlir::success(); });
+  static std::unique_ptr<mlir::MLIRContext> context;
+  static int uses = 0;
+  if (!context || ++uses == 1000) {
+    uses = 0;
+    context = std::make_unique<mlir::MLIRContext>(
+        *registry, mlir::MLIRContext::Threading::DISABLED);
+    context->loadAllAvailableDialects();
+    context->getDiagEngine().registerHandler(
+        [](mlir::Diagnostic &) { return mlir::success(); });
+  }
   llvm::StringRef bytes(reinterpret_cast<const char *>(data), size);
   mlir::OwningOpRef<mlir::ModuleOp> module = pp::importONNXModel(
-      bytes, "/nonexistent-pp-fuzz/model.onnx", &context, {});
+      bytes, "/nonexistent-pp-fuzz/model.onnx", context.get(), {});
   if (module && mlir::failed(mlir::verify(*module)))
     std::abort(); // the importer handed on IR that does not verify
   return 0;
