@@ -663,7 +663,11 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                   std::to_string(saved.globals.size()) + " globals, expected " +
                   std::to_string(state.globals.size()));
     for (const CheckpointGlobal &g : saved.globals) {
-      auto found = state.globals.find(static_cast<int>(g.id));
+      // The id indexes the program's globals only once it is in range (an
+      // id of 2^32 + k must not find global k).
+      bool known = g.id >= 0 && g.id < static_cast<int64_t>(p.globals.size());
+      auto found = known ? state.globals.find(static_cast<int>(g.id))
+                         : state.globals.end();
       if (found == state.globals.end() || p.globals[g.id].name != g.name)
         return fail("stage " + std::to_string(saved.stage) + " holds global '" +
                     g.name + "', which this program's stage does not have");
