@@ -33,8 +33,11 @@ status=0
 for n in "${names[@]}"; do
   work=$out/work/$n artifacts=$out/artifacts/$n log=$out/$n.log
   mkdir -p "$work" "$artifacts"
+  # -close_fd_mask=2: the harnesses' own stderr (every rejected option or
+  # model explains itself) is dropped; libFuzzer's and the sanitizers'
+  # reports still reach the log.
   args=(-max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048
-        -print_final_stats=1 -artifact_prefix="$artifacts/")
+        -close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$artifacts/")
   [ -n "${FUZZ_RUNS:-}" ] && args+=(-runs="$FUZZ_RUNS")
   [ -f "$root/fuzz/$n.dict" ] && args+=(-dict="$root/fuzz/$n.dict")
   echo "fuzz: $n for ${seconds}s ($log)"
