@@ -62,7 +62,7 @@ int64_t pickInt(std::minstd_rand &rng, int64_t old) {
   case 0:
     return special[rng() % (sizeof(special) / sizeof(special[0]))];
   case 1:
-    return old + int64_t(rng() % 5) - 2;
+    return int64_t(uint64_t(old) + rng() % 5 - 2); // wraps, no UB
   default:
     return int64_t(rng() % 17) - 4;
   }
