@@ -53,14 +53,14 @@ for n in "${names[@]}"; do
   secs=${done_secs:-$secs}
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | awk '{s+=$1} END {print s+0}')
   rate=$(( secs > 0 ? execs / secs : execs ))
-  last=$(grep -E '^#[0-9]+' "$log" | tail -1 || true)
+  last=$(grep -aE '^#[0-9]+' "$log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   ft=$(sed -n 's/.* ft: \([0-9]*\).*/\1/p' <<<"$last")
   result=ok
   if [ $rc -ne 0 ]; then
     result="FAILED (rc $rc)"
     status=1
-    grep -E 'ERROR: |SUMMARY: |runtime error|Test unit written' "$log" | head -5 >&2 || true
+    grep -aE 'ERROR: |SUMMARY: |runtime error|Test unit written' "$log" | head -5 >&2 || true
   fi
   printf '%-14s %10s %8s %8s %6s %6s  %s\n' "$n" "$execs" "$secs" "$rate" \
     "${cov:-?}" "${ft:-?}" "$result" >> "$summary"
