@@ -6,6 +6,7 @@ PKGS=(
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev
   ninja-build cmake g++ ccache
+  clang-22 libclang-rt-22-dev
   python3-onnx python3-torch python3-torchvision python3-numpy
 )
 missing=()

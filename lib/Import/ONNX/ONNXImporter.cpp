@@ -899,6 +899,23 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
                      << kMaxOpset,
                  nullptr;
       }
+      // ONNX's shape inference divides by conv/pool strides and dilations
+      // (a zero is SIGFPE, not an exception): check them first.
+      for (int i = 0; i < model.graph().node_size(); ++i) {
+        const onnxpb::NodeProto &node = model.graph().node(i);
+        for (const onnxpb::AttributeProto &attr : node.attribute()) {
+          if (attr.name() != "strides" && attr.name() != "dilations" &&
+              attr.name() != "kernel_shape")
+            continue;
+          for (int64_t v : attr.ints())
+            if (v <= 0)
+              return emitError(nodeLoc(node, i))
+                         << "node '" << nodeName(node, i) << "' ("
+                         << node.op_type() << "): attribute '" << attr.name()
+                         << "' must be positive, got " << v,
+                     nullptr;
+        }
+      }
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
       try {

@@ -249,12 +249,11 @@ std::string encodeManifest(const CheckpointManifest &m) {
   return text + "crc32c " + hex32(crcOf(text)) + "\n";
 }
 
-/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
-bool readManifest(const std::string &path, CheckpointManifest &m,
-                  std::string &why) {
-  std::string text;
-  if (!readRegularFile(path, text, why))
-    return false;
+} // namespace
+
+bool pp::rt::train::parseManifest(const std::string &path,
+                                  const std::string &text,
+                                  CheckpointManifest &m, std::string &why) {
   size_t last =
       text.size() < 2 ? std::string::npos : text.rfind('\n', text.size() - 2);
   std::string body = text.substr(0, last + 1);
@@ -300,6 +299,15 @@ bool readManifest(const std::string &path, CheckpointManifest &m,
     return false;
   }
   return true;
+}
+
+namespace {
+
+/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
+bool readManifest(const std::string &path, CheckpointManifest &m,
+                  std::string &why) {
+  std::string text;
+  return readRegularFile(path, text, why) && parseManifest(path, text, m, why);
 }
 
 /// Reads `path` and checks it against its manifest entry `file`.
@@ -379,8 +387,12 @@ std::string encodeRankCheckpoint(const RankCheckpoint &ckpt) {
   return w.bytes;
 }
 
-bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
-                          RankCheckpoint &ckpt, std::string &error) {
+} // namespace
+
+bool pp::rt::train::decodeRankCheckpoint(const std::string &path,
+                                         const std::string &bytes,
+                                         RankCheckpoint &ckpt,
+                                         std::string &error) {
   if (bytes.size() < sizeof(kMagic) ||
       std::memcmp(bytes.data(), kMagic, sizeof(kMagic)) != 0) {
     error = "'" + path + "' is not a checkpoint of this driver";
@@ -425,8 +437,6 @@ bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
   }
   return true;
 }
-
-} // namespace
 
 std::string pp::rt::train::rankCheckpointName(int64_t rank) {
   return "rank" + std::to_string(rank) + ".ckpt";
@@ -653,7 +663,11 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                   std::to_string(saved.globals.size()) + " globals, expected " +
                   std::to_string(state.globals.size()));
     for (const CheckpointGlobal &g : saved.globals) {
-      auto found = state.globals.find(static_cast<int>(g.id));
+      // The id indexes the program's globals only once it is in range (an
+      // id of 2^32 + k must not find global k).
+      bool known = g.id >= 0 && g.id < static_cast<int64_t>(p.globals.size());
+      auto found = known ? state.globals.find(static_cast<int>(g.id))
+                         : state.globals.end();
       if (found == state.globals.end() || p.globals[g.id].name != g.name)
         return fail("stage " + std::to_string(saved.stage) + " holds global '" +
                     g.name + "', which this program's stage does not have");

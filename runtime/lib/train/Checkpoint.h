@@ -79,6 +79,17 @@ struct CheckpointManifest {
   std::vector<CheckpointFile> files;
 };
 
+/// The bytes of a MANIFEST (`path` names it in messages): checks its CRC-32C
+/// line and reads its fields; false with `why` saying what is wrong.
+bool parseManifest(const std::string &path, const std::string &text,
+                   CheckpointManifest &manifest, std::string &why);
+
+/// The bytes of a rank<r>.ckpt (`path` names it in messages); false with
+/// `error` when it is not one, truncated or corrupt. The caller checks the
+/// fields against the program.
+bool decodeRankCheckpoint(const std::string &path, const std::string &bytes,
+                          RankCheckpoint &ckpt, std::string &error);
+
 /// rank<r>.ckpt.
 std::string rankCheckpointName(int64_t rank);
 

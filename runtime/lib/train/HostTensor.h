@@ -36,6 +36,9 @@ std::string describe(DType dtype, const std::vector<int64_t> &shape);
 /// u8, u32, u64, bool; 2-byte void as bf16); false with `error` naming the
 /// file otherwise.
 bool readNpy(const std::string &path, HostTensor &out, std::string &error);
+/// readNpy of the file's bytes (`path` names it in errors).
+bool parseNpy(const std::string &path, const std::string &bytes,
+              HostTensor &out, std::string &error);
 /// Writes `bytes` (dtype, shape) as a version 1.0 .npy file.
 bool writeNpy(const std::string &path, DType dtype,
               const std::vector<int64_t> &shape, const void *bytes,

@@ -100,13 +100,17 @@ std::string dictValue(const std::string &header, const std::string &key) {
 
 bool pp::rt::train::readNpy(const std::string &path, HostTensor &out,
                             std::string &error) {
+  std::string bytes;
+  return readRegularFile(path, bytes, error) &&
+         parseNpy(path, bytes, out, error);
+}
+
+bool pp::rt::train::parseNpy(const std::string &path, const std::string &bytes,
+                             HostTensor &out, std::string &error) {
   auto fail = [&](const std::string &message) {
     error = "'" + path + "': " + message;
     return false;
   };
-  std::string bytes;
-  if (!readRegularFile(path, bytes, error))
-    return false;
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0)
     return fail("not a .npy file (no \\x93NUMPY magic)");
   auto byteAt = [&](size_t i) { return size_t(uint8_t(bytes[i])); };
