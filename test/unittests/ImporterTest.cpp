@@ -124,13 +124,14 @@ TEST(ONNXImporter, FrozenParametersBecomeConstants) {
   OwningOpRef<ModuleOp> module =
       importModel(context, makeLinearModel(2, false), options);
   ASSERT_TRUE(module);
-  // A small frozen tensor is inlined as a constant, not kept as a global.
-  EXPECT_FALSE(module->lookupSymbol("W"));
-  int constants = 0;
-  module->walk([&](pp::onnx::ConstantOp op) {
-    constants += pp::onnx::getNumElements(op.getValue().getType()) == 6;
-  });
-  EXPECT_EQ(constants, 1);
+  // A frozen tensor stays a constant global that says why (the plan's
+  // summary names it), however small.
+  auto weight = module->lookupSymbol<pp::onnx::GlobalOp>("W");
+  ASSERT_TRUE(weight);
+  EXPECT_EQ(weight.getKind(), pp::onnx::kConstant);
+  auto reason = weight->getAttrOfType<StringAttr>(pp::onnx::kFrozenReasonAttr);
+  ASSERT_TRUE(reason);
+  EXPECT_EQ(reason.getValue(), "matches --frozen-params");
   auto bias = module->lookupSymbol<pp::onnx::GlobalOp>("B");
   ASSERT_TRUE(bias);
   EXPECT_EQ(bias.getKind(), pp::onnx::kTrainable);
