@@ -28,7 +28,7 @@ namespace pp::onnx {
 /// a private buffer before an in-place update (copy-on-write).
 class HostTensor {
 public:
-  /// An empty rank-0 f32 tensor without storage (a placeholder).
+  /// A rank-0 f32 tensor without storage, until a value is assigned.
   HostTensor() = default;
   /// A zero-filled tensor.
   HostTensor(rt::DType dtype, llvm::ArrayRef<int64_t> shape);
