@@ -54,12 +54,12 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
     recompute.reportFile = options.report;
   pm.addPass(createRecomputePass(recompute));
   SplitStagesPassOptions split;
-  split.microBatches = options.microBatches;
+  split.microBatches = {static_cast<int64_t>(options.microBatches)};
   split.splitBackward = kind && schedule::usesSplitBackward(*kind);
   pm.addPass(createSplitStagesPass(split));
   MaterializeSchedulePassOptions materialize;
   materialize.kind = options.schedule;
-  materialize.chunks = chunks;
+  materialize.chunks = {static_cast<int64_t>(chunks)};
   pm.addPass(createMaterializeSchedulePass(materialize));
   // Fused kernels first: the memory plan is the one code generation uses.
   if (options.fuseElementwise)

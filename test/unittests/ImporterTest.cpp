@@ -90,7 +90,7 @@ TEST(ONNXImporter, ImportsStaticModelWithTrainableGlobals) {
   auto weight = module->lookupSymbol<pp::onnx::GlobalOp>("W");
   ASSERT_TRUE(weight);
   EXPECT_EQ(weight.getKind(), pp::onnx::kTrainable);
-  int64_t flops = 0;
+  double flops = 0;
   module->walk(
       [&](pp::onnx::CostOpInterface op) { flops += op.getForwardFlops(); });
   // MatMul 2*4*2*3 + Add 8 + Relu 8.

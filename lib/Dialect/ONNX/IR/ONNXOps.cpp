@@ -408,8 +408,9 @@ LogicalResult MatMulOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t MatMulOp::getForwardFlops() {
-  int64_t k = getA().getType().getShape().back();
+double MatMulOp::getForwardFlops() {
+  // In double: products of static sizes can pass int64's range.
+  double k = getA().getType().getShape().back();
   return 2 * k * getNumElements(getY().getType());
 }
 
@@ -442,9 +443,9 @@ LogicalResult GemmOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t GemmOp::getForwardFlops() {
+double GemmOp::getForwardFlops() {
   auto a = getA().getType();
-  int64_t k = a.getDimSize(getTransA() ? 0 : 1);
+  double k = a.getDimSize(getTransA() ? 0 : 1);
   return 2 * k * getNumElements(getY().getType());
 }
 
@@ -529,9 +530,10 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
-int64_t ConvOp::getForwardFlops() {
+double ConvOp::getForwardFlops() {
   auto w = getW().getType();
-  int64_t perOutput = 2 * getNumElements(w) / w.getDimSize(0);
+  double perOutput =
+      2.0 * static_cast<double>(getNumElements(w) / w.getDimSize(0));
   return perOutput * getNumElements(getY().getType());
 }
 
@@ -612,8 +614,8 @@ LogicalResult MaxPoolOp::inferReturnTypes(MLIRContext *context,
   inferred.push_back(y.clone(IntegerType::get(context, 64)));
   return success();
 }
-int64_t MaxPoolOp::getForwardFlops() {
-  int64_t window = 1;
+double MaxPoolOp::getForwardFlops() {
+  double window = 1;
   for (int64_t k : getKernelShape())
     window *= k;
   return window * getNumElements(getY().getType());
@@ -625,8 +627,8 @@ LogicalResult AveragePoolOp::inferReturnTypes(MLIRContext *context,
                                               SmallVectorImpl<Type> &inferred) {
   return inferPool<AveragePoolOp>(location, adaptor, inferred, std::nullopt);
 }
-int64_t AveragePoolOp::getForwardFlops() {
-  int64_t window = 1;
+double AveragePoolOp::getForwardFlops() {
+  double window = 1;
   for (int64_t k : getKernelShape())
     window *= k;
   return window * getNumElements(getY().getType());
@@ -647,16 +649,16 @@ LogicalResult GlobalAveragePoolOp::inferReturnTypes(
     SmallVectorImpl<Type> &inferred) {
   return inferGlobalPool(location, adaptor.getX(), inferred);
 }
-int64_t GlobalAveragePoolOp::getForwardFlops() {
-  return getNumElements(getX().getType());
+double GlobalAveragePoolOp::getForwardFlops() {
+  return static_cast<double>(getNumElements(getX().getType()));
 }
 LogicalResult GlobalMaxPoolOp::inferReturnTypes(
     MLIRContext *, std::optional<Location> location, Adaptor adaptor,
     SmallVectorImpl<Type> &inferred) {
   return inferGlobalPool(location, adaptor.getX(), inferred);
 }
-int64_t GlobalMaxPoolOp::getForwardFlops() {
-  return getNumElements(getX().getType());
+double GlobalMaxPoolOp::getForwardFlops() {
+  return static_cast<double>(getNumElements(getX().getType()));
 }
 
 LogicalResult SoftmaxCrossEntropyLossOp::inferReturnTypes(
@@ -1047,7 +1049,8 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
   if (failed(target))
     return failure();
   SmallVector<int64_t> shape;
-  if (!mlir::OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape))
+  if (!mlir::OpTrait::util::getBroadcastedShape(type.getShape(), *target,
+                                                shape))
     return error(location, "Expand shape is not broadcast-compatible");
   inferred.push_back(type.clone(shape));
   return success();

@@ -7,21 +7,23 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/Support/FormatVariadic.h"
+#include "llvm/Support/MathExtras.h"
 #include "llvm/Support/ToolOutputFile.h"
 
 using namespace mlir;
 
 namespace {
 
+/// Sums saturate: a module of many huge globals passes int64's range.
 struct GlobalTotals {
-  int64_t tensors = 0, elements = 0, bytes = 0;
+  uint64_t tensors = 0, elements = 0, bytes = 0;
 };
 
 /// Prints `value` with a metric suffix (12.3M).
 std::string humanize(double value) {
-  const char *suffixes[] = {"", "K", "M", "G", "T", "P"};
+  const char *suffixes[] = {"", "K", "M", "G", "T", "P", "E", "Z"};
   int i = 0;
-  while (value >= 1000 && i < 5) {
+  while (value >= 1000 && i < 7) {
     value /= 1000;
     ++i;
   }
@@ -41,18 +43,23 @@ pp::onnx::writeModelSummary(ModuleOp module,
     auto type = cast<RankedTensorType>(global.getType());
     GlobalTotals &totals = globals[global.getKind()];
     ++totals.tensors;
-    totals.elements += type.getNumElements();
-    totals.bytes += type.getNumElements() *
-                    std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    uint64_t elements = type.getNumElements();
+    totals.elements = llvm::SaturatingAdd(totals.elements, elements);
+    totals.bytes = llvm::SaturatingAdd(
+        totals.bytes, llvm::SaturatingMultiply(
+                          elements, std::max<uint64_t>(
+                                        1, type.getElementTypeBitWidth() / 8)));
   }
 
-  std::map<std::string, std::pair<int64_t, int64_t>> opCounts;
-  int64_t totalOps = 0, totalFlops = 0;
+  // FLOPs in double: a sum over large ops can pass int64's range.
+  std::map<std::string, std::pair<int64_t, double>> opCounts;
+  int64_t totalOps = 0;
+  double totalFlops = 0;
   module.walk([&](pp::onnx::CostOpInterface op) {
     if (isa<pp::onnx::ConstantOp>(op))
       return;
     auto &entry = opCounts[op->getName().getStringRef().str()];
-    int64_t flops = op.getForwardFlops();
+    double flops = op.getForwardFlops();
     ++entry.first;
     entry.second += flops;
     ++totalOps;

@@ -2,6 +2,7 @@
 
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -49,12 +50,25 @@ PlanAttr pp::pipeline::getPlan(ModuleOp module) {
 void pp::pipeline::setPlan(ModuleOp module, PlanAttr plan) {
   module->setAttr(Names::PlanAttrHelper::getNameStr(), plan);
 }
-int64_t pp::pipeline::resolveMicroBatches(ModuleOp module, int64_t option) {
-  if (option != 0)
-    return option;
-  if (PlanAttr plan = getPlan(module))
-    return plan.getMicroBatches();
-  return kDefaultMicroBatches;
+FailureOr<int64_t> pp::pipeline::resolveMicroBatches(ModuleOp module,
+                                                     ArrayRef<int64_t> option,
+                                                     StringRef passName) {
+  if (option.size() > 1) {
+    module.emitError() << passName << ": microbatches takes one value, got "
+                       << option.size();
+    return failure();
+  }
+  if (option.empty()) {
+    if (PlanAttr plan = getPlan(module))
+      return plan.getMicroBatches();
+    return kDefaultMicroBatches;
+  }
+  if (option[0] < 1 || option[0] > pp::limits::kMaxMicroBatches) {
+    module.emitError() << passName << ": microbatches must be in 1.."
+                       << pp::limits::kMaxMicroBatches << ", got " << option[0];
+    return failure();
+  }
+  return option[0];
 }
 
 std::optional<int64_t> pp::pipeline::getStage(Operation *op) {

@@ -49,9 +49,17 @@ LogicalResult pp::pipeline::materializeSchedule(
   }
   StringRef kindName = sched::toString(scheduleKind);
   int64_t numStages = plan.getNumStages();
-  int64_t v = options.chunks != 0 ? static_cast<int64_t>(options.chunks)
-                                  : plan.getChunks();
-  if (v < 1 || numStages % v != 0) {
+  if (options.chunks.size() > 1) {
+    module.emitError() << "pp-schedule: chunks takes one value, got "
+                       << options.chunks.size();
+    return failure();
+  }
+  int64_t v = options.chunks.empty() ? plan.getChunks() : options.chunks[0];
+  if (v < 1) {
+    module.emitError() << "pp-schedule: chunks must be >= 1, got " << v;
+    return failure();
+  }
+  if (numStages % v != 0) {
     module.emitError() << numStages << " stages do not split into " << v
                        << " chunks per device";
     return failure();

@@ -53,7 +53,7 @@ struct RecomputePass : PassAdapter<RecomputePass, pp::impl::RecomputePassBase> {
                  .policy = policy,
                  .clusterSpec = clusterSpec,
                  .schedule = schedule,
-                 .microBatches = microBatches,
+                 .microBatches = llvm::to_vector(microBatches),
                  .activationBudget = llvm::to_vector(activationBudget),
                  .reportFile = reportFile});
   }
@@ -63,9 +63,10 @@ struct SplitStagesPass
     : PassAdapter<SplitStagesPass, pp::impl::SplitStagesPassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return pipeline::splitStages(module, {.funcName = funcName,
-                                          .microBatches = microBatches,
-                                          .splitBackward = splitBackward});
+    return pipeline::splitStages(module,
+                                 {.funcName = funcName,
+                                  .microBatches = llvm::to_vector(microBatches),
+                                  .splitBackward = splitBackward});
   }
 };
 
@@ -74,8 +75,8 @@ struct MaterializeSchedulePass
                   pp::impl::MaterializeSchedulePassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return pipeline::materializeSchedule(module,
-                                         {.kind = kind, .chunks = chunks});
+    return pipeline::materializeSchedule(
+        module, {.kind = kind, .chunks = llvm::to_vector(chunks)});
   }
 };
 

@@ -16,10 +16,10 @@
 #include "pp/Analysis/CostModel.h"
 #include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
-#include "pp/Support/OptionChecks.h"
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Schedule/Schedule.h"
+#include "pp/Support/OptionChecks.h"
 
 #include "ReportFile.h"
 
@@ -420,11 +420,11 @@ pp::pipeline::planRecomputation(ModuleOp module,
     }
     kind = *parsed;
   }
-  int64_t m = pipeline::resolveMicroBatches(module, options.microBatches);
-  if (m < 1) {
-    module.emitError() << "pp-recompute: micro-batches must be >= 1";
+  FailureOr<int64_t> resolved = pipeline::resolveMicroBatches(
+      module, options.microBatches, "pp-recompute");
+  if (failed(resolved))
     return failure();
-  }
+  int64_t m = *resolved;
   // Unset (empty) means what the device's memory leaves.
   std::optional<int64_t> budgetOption;
   if (!options.activationBudget.empty()) {

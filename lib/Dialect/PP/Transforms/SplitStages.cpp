@@ -594,13 +594,11 @@ pp::pipeline::splitStages(ModuleOp module,
   auto step = pipeline::lookupFunction(module, options.funcName, "to split");
   if (!step)
     return failure();
-  int64_t m = pipeline::resolveMicroBatches(module, options.microBatches);
-  if (m < 1 || m > pp::limits::kMaxMicroBatches) {
-    module.emitError() << "micro-batches must be in 1.."
-                       << pp::limits::kMaxMicroBatches << ", got " << m;
+  FailureOr<int64_t> m = pipeline::resolveMicroBatches(
+      module, options.microBatches, "pp-split-stages");
+  if (failed(m))
     return failure();
-  }
-  Splitter splitter(module, step, m, options.splitBackward);
+  Splitter splitter(module, step, *m, options.splitBackward);
   if (failed(splitter.run()))
     return failure();
   return success();

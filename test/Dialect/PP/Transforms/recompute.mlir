@@ -5,6 +5,8 @@
 // RUN: pipeline-opt %t/policies.mlir -split-input-file --pp-autodiff --pp-optimizer --pp-recompute="policy=auto cluster=2xH100 report=-" | FileCheck %s --check-prefix=FIT
 // RUN: pipeline-opt %t/policies.mlir -split-input-file --pp-autodiff --pp-optimizer --pp-recompute="policy=auto cluster=2xH100 activation-budget=1000 report=-" | FileCheck %s --check-prefix=TIGHT
 // RUN: pipeline-opt %t/errors.mlir -split-input-file --pp-recompute="policy=auto cluster=2xH100 activation-budget=16" -verify-diagnostics
+// RUN: not pipeline-opt %t/policies.mlir -split-input-file --pp-autodiff --pp-optimizer --pp-recompute="microbatches=0" 2>&1 | FileCheck %s --check-prefix=MB0
+// MB0: pp-recompute: microbatches must be in 1..65536, got 0
 
 // End to end on two test models: the recomputed steps split into stage
 // programs and get a schedule; the clones land in the backward functions.

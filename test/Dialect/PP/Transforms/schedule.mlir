@@ -4,6 +4,8 @@
 // RUN: not pipeline-opt %s --pp-schedule="kind=zb-h1" 2>&1 | FileCheck %s --check-prefix=ZB
 // RUN: not pipeline-opt %s --pp-schedule="kind=interleaved chunks=3" 2>&1 | FileCheck %s --check-prefix=CHUNKS
 // RUN: not pipeline-opt %s --pp-schedule="kind=zigzag" 2>&1 | FileCheck %s --check-prefix=KIND
+// RUN: not pipeline-opt %s --pp-schedule="kind=1f1b chunks=0" 2>&1 | FileCheck %s --check-prefix=CHUNKS0
+// RUN: not pipeline-opt %s --pp-schedule="kind=1f1b chunks=1,2" 2>&1 | FileCheck %s --check-prefix=CHUNKS2
 
 // Four stage programs with 4 micro-batches: on 4 devices (1F1B, GPipe) or
 // on 2 devices with 2 chunks each (interleaved: device 0 holds stages 0, 2).
@@ -58,4 +60,8 @@ module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4, num_
 
 // ZB: schedule zb-h1 runs input and weight gradients apart: split with --pp-split-stages="split-backward=true"
 // CHUNKS: 4 stages do not split into 3 chunks per device
+
+// No sentinel: an explicit 0 is an error, not "the plan's".
+// CHUNKS0: pp-schedule: chunks must be >= 1, got 0
+// CHUNKS2: pp-schedule: chunks takes one value, got 2
 // KIND: unknown schedule 'zigzag' (gpipe, 1f1b, interleaved, zb-h1)

@@ -1,5 +1,8 @@
 // RUN: pipeline-opt %s -split-input-file --pp-autodiff --pp-optimizer --pp-split-stages="microbatches=4" -verify-diagnostics | FileCheck %s
 // RUN: pipeline-opt %s -split-input-file --pp-autodiff --pp-optimizer --pp-split-stages="microbatches=4 split-backward=true" -verify-diagnostics | FileCheck %s --check-prefix=ZB
+// No sentinel: microbatches=0 is an error, not "the plan's".
+// RUN: not pipeline-opt %s -split-input-file --pp-autodiff --pp-optimizer --pp-split-stages="microbatches=0" 2>&1 | FileCheck %s --check-prefix=MB0
+// MB0: pp-split-stages: microbatches must be in 1..65536, got 0
 
 // Two Gemm layers on two stages. Stage 0 sends its activation forward and
 // gets the gradient back; each stage stashes what its backward reads, sums

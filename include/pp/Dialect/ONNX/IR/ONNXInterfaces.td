@@ -14,11 +14,11 @@ def ONNX_CostOpInterface : OpInterface<"CostOpInterface"> {
   let cppNamespace = "::pp::onnx";
   let methods = [
     InterfaceMethod<"Floating-point operations of one forward evaluation.",
-      "int64_t", "getForwardFlops", (ins), [{}], [{
+      "double", "getForwardFlops", (ins), [{}], [{
         if ($_op->getNumResults() == 0)
           return 0;
         auto type = ::llvm::dyn_cast<::mlir::ShapedType>($_op->getResult(0).getType());
-        return type && type.hasStaticShape() ? type.getNumElements() : 0;
+        return type && type.hasStaticShape() ? static_cast<double>(type.getNumElements()) : 0.0;
       }]>,
   ];
 }

@@ -135,7 +135,7 @@ def ONNX_NotOp : ONNX_UnaryKernelOp<"Not", ONNX_BoolTensor, "Not">;
 def ONNX_IdentityOp : ONNX_SameTypeOp<"Identity", ONNX_Tensor,
                                       [Elementwise, ONNX_MemoryBound]> {
   let hasFolder = 1;
-  let extraClassDeclaration = [{ int64_t getForwardFlops() { return 0; } }];
+  let extraClassDeclaration = [{ double getForwardFlops() { return 0; } }];
 }
 
 def ONNX_LeakyReluOp : ONNX_UnaryKernelOp<"LeakyRelu", ONNX_FloatTensor, "LeakyRelu",
@@ -163,7 +163,7 @@ def ONNX_SoftmaxOp : ONNX_SameTypeOp<"Softmax", ONNX_FloatTensor, [ONNX_MemoryBo
   let results = (outs ONNX_FloatTensor:$output);
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
+    double getForwardFlops() { return 5.0 * ::pp::onnx::getNumElements(getOutput().getType()); }
   }];
 }
 def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor, [ONNX_MemoryBound]> {
@@ -171,7 +171,7 @@ def ONNX_LogSoftmaxOp : ONNX_SameTypeOp<"LogSoftmax", ONNX_FloatTensor, [ONNX_Me
   let results = (outs ONNX_FloatTensor:$output);
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 5 * ::pp::onnx::getNumElements(getOutput().getType()); }
+    double getForwardFlops() { return 5.0 * ::pp::onnx::getNumElements(getOutput().getType()); }
   }];
 }
 def ONNX_ClipOp : ONNX_SameTypeOp<"Clip", ONNX_NumericTensor,
@@ -283,7 +283,7 @@ def ONNX_MatMulOp : ONNX_Op<"MatMul", [Pure, ONNX_Contraction]> {
   }];
   let arguments = (ins ONNX_NumericTensor:$A, ONNX_NumericTensor:$B);
   let results = (outs ONNX_NumericTensor:$Y);
-  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+  let extraClassDeclaration = [{ double getForwardFlops(); }];
 }
 def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure, ONNX_Contraction]> {
   let summary = "ONNX Gemm: alpha * op(A) * op(B) + beta * C";
@@ -296,7 +296,7 @@ def ONNX_GemmOp : ONNX_Op<"Gemm", [Pure, ONNX_Contraction]> {
                        DefaultValuedAttr<F32Attr, "1.0">:$alpha, DefaultValuedAttr<F32Attr, "1.0">:$beta,
                        DefaultValuedAttr<I64Attr, "0">:$transA, DefaultValuedAttr<I64Attr, "0">:$transB);
   let results = (outs ONNX_NumericTensor:$Y);
-  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+  let extraClassDeclaration = [{ double getForwardFlops(); }];
 }
 def ONNX_ConvOp : ONNX_Op<"Conv", [Pure, ONNX_Contraction]> {
   let summary = "ONNX Conv (N-d, grouped, dilated, padded)";
@@ -313,7 +313,7 @@ def ONNX_ConvOp : ONNX_Op<"Conv", [Pure, ONNX_Contraction]> {
                        OptionalAttr<DenseI64ArrayAttr>:$pads,
                        OptionalAttr<DenseI64ArrayAttr>:$strides);
   let results = (outs ONNX_FloatTensor:$Y);
-  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+  let extraClassDeclaration = [{ double getForwardFlops(); }];
 }
 def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
   let summary = "ONNX BatchNormalization; running statistics results are always present";
@@ -337,7 +337,7 @@ def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
   let results = (outs ONNX_FloatTensor:$Y, ONNX_FloatTensor:$running_mean,
                       ONNX_FloatTensor:$running_var);
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 4 * ::pp::onnx::getNumElements(getY().getType()); }
+    double getForwardFlops() { return 4.0 * ::pp::onnx::getNumElements(getY().getType()); }
   }];
 }
 def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", [Pure]> {
@@ -353,7 +353,7 @@ def ONNX_LayerNormalizationOp : ONNX_Op<"LayerNormalization", [Pure]> {
                        DefaultValuedAttr<I64Attr, "1">:$stash_type);
   let results = (outs ONNX_FloatTensor:$Y, ONNX_FloatTensor:$Mean, ONNX_FloatTensor:$InvStdDev);
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 8 * ::pp::onnx::getNumElements(getY().getType()); }
+    double getForwardFlops() { return 8.0 * ::pp::onnx::getNumElements(getY().getType()); }
   }];
 }
 
@@ -365,7 +365,7 @@ class ONNX_PoolOp<string mnemonic> : ONNX_Op<mnemonic, [Pure]> {
     ```
   }];
   let results = (outs ONNX_FloatTensor:$Y);
-  let extraClassDeclaration = [{ int64_t getForwardFlops(); }];
+  let extraClassDeclaration = [{ double getForwardFlops(); }];
 }
 def ONNX_MaxPoolOp : ONNX_PoolOp<"MaxPool"> {
   let summary = "ONNX MaxPool; the Indices result (flat argmax) is always present";
@@ -408,7 +408,7 @@ def ONNX_SoftmaxCrossEntropyLossOp : ONNX_Op<"SoftmaxCrossEntropyLoss", [Pure]> 
                        DefaultValuedAttr<StrAttr, "\"mean\"">:$reduction);
   let results = (outs ONNX_FloatTensor:$output, ONNX_FloatTensor:$log_prob);
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 6 * ::pp::onnx::getNumElements(getScores().getType()); }
+    double getForwardFlops() { return 6.0 * ::pp::onnx::getNumElements(getScores().getType()); }
   }];
 }
 
@@ -427,7 +427,7 @@ def ONNX_ReduceMeanOp : ONNX_Op<"ReduceMean", [Pure]> {
                        DefaultValuedAttr<I64Attr, "1">:$keepdims);
   let results = (outs ONNX_NumericTensor:$reduced);
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return ::pp::onnx::getNumElements(getData().getType()); }
+    double getForwardFlops() { return static_cast<double>(::pp::onnx::getNumElements(getData().getType())); }
   }];
 }
 def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
@@ -442,7 +442,7 @@ def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
                        DefaultValuedAttr<I64Attr, "0">:$noop_with_empty_axes);
   let results = (outs ONNX_NumericTensor:$reduced);
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return ::pp::onnx::getNumElements(getData().getType()); }
+    double getForwardFlops() { return static_cast<double>(::pp::onnx::getNumElements(getData().getType())); }
   }];
 }
 
@@ -453,7 +453,7 @@ def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
 class ONNX_MoveOp<string mnemonic, list<Trait> traits = []>
     : ONNX_Op<mnemonic, !listconcat(traits, [Pure])> {
   let summary = "ONNX " # mnemonic;
-  let extraClassDeclaration = [{ int64_t getForwardFlops() { return 0; } }];
+  let extraClassDeclaration = [{ double getForwardFlops() { return 0; } }];
 }
 
 def ONNX_ConstantOp : ONNX_MoveOp<"Constant", [ConstantLike]> {
@@ -547,7 +547,7 @@ def ONNX_SliceOp : ONNX_MoveOp<"Slice", [AttrSizedOperandSegments]> {
   }];
   let hasFolder = 1;
   let extraClassDeclaration = [{
-    int64_t getForwardFlops() { return 0; }
+    double getForwardFlops() { return 0; }
     /// The resolved slice per dim (fails when an operand is not constant).
     ::mlir::FailureOr<::pp::onnx::SliceBounds> getBounds();
   }];

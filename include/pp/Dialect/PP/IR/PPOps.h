@@ -55,8 +55,12 @@ void setPlan(mlir::ModuleOp module, PlanAttr plan);
 
 /// Micro-batches per step when neither an option nor a plan says.
 constexpr int64_t kDefaultMicroBatches = 8;
-/// `option` when non-zero, else the plan's micro-batches, else the default.
-int64_t resolveMicroBatches(mlir::ModuleOp module, int64_t option);
+/// A pass's `microbatches` option: unset (empty) means the plan's
+/// micro-batches, else the default; a set value must be one count in
+/// 1..kMaxMicroBatches. Fails with an error on `module` naming `passName`.
+mlir::FailureOr<int64_t> resolveMicroBatches(mlir::ModuleOp module,
+                                             llvm::ArrayRef<int64_t> option,
+                                             llvm::StringRef passName);
 
 /// The pipeline stage of an op or stage function (pp.stage).
 std::optional<int64_t> getStage(mlir::Operation *op);

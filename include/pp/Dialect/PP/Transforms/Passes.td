@@ -101,8 +101,9 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
     Option<"schedule", "schedule", "std::string", "\"\"",
            "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's, else "
            "1f1b)">,
-    Option<"microBatches", "microbatches", "unsigned", "0",
-           "Micro-batches per step (0: the plan's, else 8)">,
+    ListOption<"microBatches", "microbatches", "int64_t",
+               "Micro-batches per step, one value in 1..65536 (unset: the "
+               "plan's, else 8)">,
     ListOption<"activationBudget", "activation-budget", "int64_t",
                "Activation bytes per device for auto, one value >= 0 (unset: "
                "device memory minus weights, gradients and optimizer state)">,
@@ -132,8 +133,9 @@ def SplitStagesPass : Pass<"pp-split-stages", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
-    Option<"microBatches", "microbatches", "unsigned", "0",
-           "Micro-batches per step (0: the plan's, else 8)">,
+    ListOption<"microBatches", "microbatches", "int64_t",
+               "Micro-batches per step, one value in 1..65536 (unset: the "
+               "plan's, else 8)">,
     Option<"splitBackward", "split-backward", "bool", "false",
            "Split each backward into input and weight gradients (zero bubble)">,
   ];
@@ -158,9 +160,9 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
            "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's)">,
-    Option<"chunks", "chunks", "int64_t", "0",
-           "Stages (model chunks) per device; interleaved needs >= 2 (0: the "
-           "plan's)">,
+    ListOption<"chunks", "chunks", "int64_t",
+               "Stages (model chunks) per device, one value >= 1; interleaved "
+               "needs >= 2 (unset: the plan's)">,
   ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
