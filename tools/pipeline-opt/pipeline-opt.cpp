@@ -11,6 +11,7 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/InitAllPasses.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
@@ -108,13 +109,24 @@ int main(int argc, char **argv) {
     input = importToBuffer(inputFile, registry);
     if (!input)
       return 1;
-  } else {
+  } else if (inputFile == "-") {
     std::string errorMessage;
     input = openInputFile(inputFile, &errorMessage);
     if (!input) {
       llvm::errs() << errorMessage << "\n";
       return 1;
     }
+  } else {
+    // A named input must be a regular file of bounded size: /dev/zero or a
+    // FIFO would be read forever.
+    auto read = pp::limits::readRegularFile(
+        inputFile, pp::limits::kMaxMLIRFileBytes, "input file",
+        /*isText=*/true);
+    if (!read) {
+      llvm::errs() << "error: " << llvm::toString(read.takeError()) << "\n";
+      return 1;
+    }
+    input = std::move(*read);
   }
   std::string errorMessage;
   auto output = openOutputFile(outputFile, &errorMessage);

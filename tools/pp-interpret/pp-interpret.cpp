@@ -23,6 +23,7 @@
 #include "pp/Interpreter/PipelineRunner.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -251,8 +252,17 @@ int main(int argc, char **argv) {
       options.batchSize = batchSize;
     module = pp::importONNXFile(inputFile, &context, options);
   } else {
-    module =
-        parseSourceFile<ModuleOp>(inputFile, sourceMgr, ParserConfig(&context));
+    // A regular file of bounded size: /dev/zero or a FIFO would be read
+    // forever.
+    auto read = pp::limits::readRegularFile(
+        inputFile, pp::limits::kMaxMLIRFileBytes, "input file",
+        /*isText=*/true);
+    if (!read) {
+      llvm::errs() << "error: " << llvm::toString(read.takeError()) << "\n";
+      return 1;
+    }
+    sourceMgr.AddNewSourceBuffer(std::move(*read), llvm::SMLoc());
+    module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
   }
   if (!module)
     return 1;
