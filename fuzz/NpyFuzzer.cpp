@@ -2,7 +2,8 @@
 //
 // Feeds the bytes to pp::rt::train::parseNpy (what readNpy does with a
 // file's contents: --data inputs). An array that parses must hold exactly
-// the bytes its dtype and shape describe.
+// the bytes its dtype and shape describe. The parser is pp/Runtime/Npy.h's,
+// which pp-interpret's .npy inputs go through too.
 //
 //===----------------------------------------------------------------------===//
 
