@@ -1,0 +1,334 @@
+#!/usr/bin/env python3
+"""Sweeps torchvision's classification models through the whole toolchain.
+
+For each model (torchvision.models.get_model(name, weights=None,
+num_classes=10), dropout and stochastic depth off, a small input): export at
+opset 17 in training mode with pp_export_torch.export, train 3 SGD steps in
+PyTorch from the exported weights as the reference, then
+
+  import   pipeline-opt model.onnx
+  step     --pp-add-loss --pp-autodiff --pp-optimizer, 3 steps on pp-interpret
+  plan     --pp-compile for 2 devices (1F1B, 1 micro-batch, emit-dir=)
+  build    the emitted program, with CMake against the runtime
+  train    3 steps of the 2-stage program (--local)
+
+and compares the losses of `step` and `train` with PyTorch's (relative error
+`--rtol`, float32 sums in another order). The first stage that fails gives
+the model's reason. Prints one line per model and, with --table, writes the
+Markdown table of docs/torchvision.md.
+
+    torchvision_sweep.py --work /tmp/sweep [--models a,b | --all] [--table F]
+
+By default one model per family (the smallest); --all takes every model
+torchvision lists (some need many GiB and hours on a CPU).
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import warnings
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+# One per family, the smallest.
+DEFAULT_MODELS = [
+    "alexnet", "convnext_tiny", "densenet121", "efficientnet_b0",
+    "efficientnet_v2_s", "googlenet", "inception_v3", "maxvit_t",
+    "mnasnet0_5", "mobilenet_v2", "mobilenet_v3_small", "regnet_x_400mf",
+    "regnet_y_400mf", "resnet18", "resnext50_32x4d", "shufflenet_v2_x0_5",
+    "squeezenet1_1", "swin_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
+]
+# Models whose input size is fixed or has a lower bound above the default.
+IMAGE_SIZE = {"inception_v3": 96, "maxvit_t": 224}
+MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": True},
+                "googlenet": {"aux_logits": False, "init_weights": True}}
+STAGES = ["export", "import", "step", "plan", "build", "train"]
+
+
+class StageFailed(Exception):
+    def __init__(self, stage, reason):
+        super().__init__(f"{stage}: {reason}")
+        self.stage, self.reason = stage, reason
+
+
+def first_error(text):
+    """The line of a tool's output that says why it failed."""
+    lines = [l.strip() for l in text.splitlines() if l.strip()]
+    for line in lines:
+        if "error:" in line or "Error" in line or "MISMATCH" in line:
+            return line[:300]
+    return (lines[-1] if lines else "no output")[:300]
+
+
+def run(stage, cmd, timeout, env=None):
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True,
+                              timeout=timeout, env=env)
+    except subprocess.TimeoutExpired:
+        raise StageFailed(stage, f"timed out after {timeout} s")
+    if proc.returncode != 0:
+        raise StageFailed(stage, f"exit {proc.returncode}: "
+                          + first_error(proc.stderr + "\n" + proc.stdout))
+    return proc.stdout
+
+
+def losses_of(text):
+    return [float(line.split()[3]) for line in text.splitlines()
+            if line.startswith("step ")]
+
+
+def relative_error(ours, theirs):
+    if len(ours) != len(theirs):
+        return float("inf")
+    return max(abs(a - b) / max(abs(b), 1e-12) for a, b in zip(ours, theirs))
+
+
+def export_model(name, work, batch, lr, steps):
+    """Exports `name`, trains it `steps` steps in torch; returns a dict of
+    facts (params, image size, torch losses)."""
+    import onnx
+    import torch
+    import torch.nn as nn
+    import torchvision
+    from onnx import numpy_helper
+    from pp_export_torch import export
+
+    torch.manual_seed(0)
+    model = torchvision.models.get_model(name, weights=None, num_classes=10,
+                                         **MODEL_KWARGS.get(name, {}))
+    for module in model.modules():
+        if isinstance(module, nn.Dropout):
+            module.p = 0.0
+        if isinstance(module, torchvision.ops.StochasticDepth):
+            module.p = 0.0
+        if isinstance(module, nn.MultiheadAttention):
+            module.dropout = 0.0
+    model.train()
+    size = IMAGE_SIZE.get(name, 224 if name.startswith("vit") else 64)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batch, 3, size, size)).astype(np.float32)
+    y = rng.integers(0, 10, size=(batch,), dtype=np.int64)
+    path = os.path.join(work, "model.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        export(model, (torch.from_numpy(x),), path, input_names=["input"],
+               output_names=["logits"])
+    # Exporting ran a forward pass (BatchNorm statistics moved): start
+    # torch from the exported state, as pipeline-opt does.
+    initializers = {t.name: numpy_helper.to_array(t)
+                    for t in onnx.load(path).graph.initializer}
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            if key in initializers:
+                value.copy_(torch.from_numpy(initializers[key].copy()))
+    np.save(os.path.join(work, "input.npy"), x)
+    np.save(os.path.join(work, "labels.npy"), y)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for _ in range(steps):
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(torch.from_numpy(x)),
+                                           torch.from_numpy(y))
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    params = sum(p.numel() for p in model.parameters())
+    return {"params": params, "image": size, "torch": losses}
+
+
+def sweep_one(name, args):
+    work = os.path.join(args.work, name)
+    os.makedirs(work, exist_ok=True)
+    row = {"model": name, "passed": [], "times": {}}
+    onnx_path = os.path.join(work, "model.onnx")
+    x, y = (os.path.join(work, f) for f in ("input.npy", "labels.npy"))
+    started = time.time()
+
+    def timed(stage, fn):
+        t0 = time.time()
+        result = fn()
+        row["times"][stage] = time.time() - t0
+        row["passed"].append(stage)
+        return result
+
+    try:
+        # Each export runs in its own process: a model that crashes torch
+        # (or eats the memory) does not end the sweep.
+        def do_export():
+            out = run("export", [sys.executable, __file__, "--export-one",
+                                 name, "--work", work,
+                                 "--batch", str(args.batch),
+                                 "--lr", str(args.lr),
+                                 "--steps", str(args.steps)], args.timeout)
+            return json.loads(out.strip().splitlines()[-1])
+        row.update(timed("export", do_export))
+
+        timed("import", lambda: run("import", [
+            args.pipeline_opt, onnx_path, "-o",
+            os.path.join(work, "import.mlir")], args.timeout))
+
+        def do_step():
+            step = os.path.join(work, "train.mlir")
+            run("step", [args.pipeline_opt, onnx_path, "--pp-add-loss",
+                         "--pp-autodiff",
+                         f"--pp-optimizer=kind=sgd lr={args.lr}", "-o", step],
+                args.timeout)
+            out = run("step", [args.pp_interpret, step,
+                               f"--steps={args.steps}", f"--input=input={x}",
+                               f"--input=labels={y}"], args.timeout)
+            row["step_error"] = relative_error(losses_of(out), row["torch"])
+            if row["step_error"] > args.rtol:
+                raise StageFailed("step", f"losses {losses_of(out)} against "
+                                  f"torch {row['torch']}")
+        timed("step", do_step)
+
+        program = os.path.join(work, "program")
+        plan = os.path.join(work, "plan.mlir")
+        report = os.path.join(work, "plan.txt")
+
+        def do_plan():
+            run("plan", [args.pipeline_opt, onnx_path,
+                         f"--pp-compile=cluster={args.cluster} schedule=1f1b "
+                         f"microbatches=1 lr={args.lr} report={report} "
+                         f"emit-dir={program}", "-o", plan], args.timeout)
+            text = open(report).read()
+            split = re.findall(r"^stage \d+: \S+\s+(\d+) ops", text,
+                               re.MULTILINE)
+            row["split"] = "/".join(split)
+        timed("plan", do_plan)
+
+        build = os.path.join(program, "build")
+
+        def do_build():
+            run("build", ["cmake", "-S", program, "-B", build, "-G", "Ninja",
+                          "-DCMAKE_BUILD_TYPE=Release"], args.timeout)
+            run("build", ["cmake", "--build", build], args.timeout)
+        timed("build", do_build)
+
+        def do_train():
+            names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                              open(plan).read()).group(1)
+            names = [n.strip().strip('"') for n in names.split(",")]
+            data = [f"--data={n}={f}" for n, f in zip(names, (x, y))]
+            log = os.path.join(work, "train.jsonl")
+            if os.path.exists(log):
+                os.remove(log)
+            run("train", [os.path.join(build, "train"), "--local",
+                          f"--steps={args.steps}", f"--log={log}"] + data,
+                args.timeout)
+            losses = [json.loads(line)["loss"] for line in open(log)]
+            row["train_error"] = relative_error(losses, row["torch"])
+            if row["train_error"] > args.rtol:
+                raise StageFailed("train", f"losses {losses} against torch "
+                                  f"{row['torch']}")
+        timed("train", do_train)
+    except StageFailed as failure:
+        row["failed"], row["reason"] = failure.stage, failure.reason
+    row["seconds"] = time.time() - started
+    return row
+
+
+def describe(row):
+    if "failed" in row:
+        return f"FAILED at {row['failed']}: {row['reason']}"
+    return (f"ok; split {row.get('split', '?')} ops; loss error step "
+            f"{row['step_error']:.1e}, 2-stage program "
+            f"{row['train_error']:.1e}")
+
+
+def write_table(rows, path, args):
+    lines = [
+        "<!-- Written by python/torchvision_sweep.py; do not edit. -->",
+        "# torchvision models through pipeline-opt",
+        "",
+        f"torch {args.torch_version}, torchvision {args.tv_version}, "
+        f"opset 17, training mode, 10 classes, batch {args.batch}, "
+        f"{args.steps} SGD steps at lr {args.lr}, cluster `{args.cluster}` "
+        "(2 stages, 1F1B, one micro-batch). A stage passes when it runs and "
+        f"its losses are within a relative {args.rtol:g} of PyTorch's.",
+        "Stages: export (torch.onnx.export via python/pp_export_torch.py), "
+        "import, step (pp-interpret, unsplit), plan (--pp-compile), "
+        "build (the emitted program), train (the 2-stage program, --local).",
+        "",
+        "| model | params | image | result | ops per stage | loss error "
+        "(step / 2-stage) | build s | reason |",
+        "|---|---:|---:|---|---|---|---:|---|",
+    ]
+    for row in rows:
+        ok = "failed" not in row
+        result = "trains" if ok else f"fails at {row['failed']}"
+        errors = "/".join(f"{row[k]:.1e}" for k in ("step_error",
+                                                     "train_error")
+                          if k in row) or "-"
+        reason = "" if ok else row["reason"].replace("|", "\\|")
+        lines.append(
+            f"| {row['model']} | {row.get('params', 0) / 1e6:.1f}M | "
+            f"{row.get('image', '-')} | {result} | {row.get('split', '-')} | "
+            f"{errors} | {row['times'].get('build', 0):.0f} | {reason} |")
+    with open(path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--models", default="")
+    parser.add_argument("--all", action="store_true")
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--pp-interpret", default="pp-interpret")
+    parser.add_argument("--cluster", default="2xT4")
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.01)
+    parser.add_argument("--rtol", type=float, default=1e-3)
+    parser.add_argument("--timeout", type=int, default=3600,
+                        help="seconds per command")
+    parser.add_argument("--table", help="write the Markdown table here")
+    parser.add_argument("--results", help="JSON lines of earlier runs to "
+                        "keep (rerun only --models)")
+    parser.add_argument("--export-one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    if args.export_one:
+        facts = export_model(args.export_one, args.work, args.batch, args.lr,
+                             args.steps)
+        print(json.dumps(facts))
+        return 0
+
+    import torch
+    import torchvision
+    args.torch_version = torch.__version__
+    args.tv_version = torchvision.__version__
+    if args.all:
+        names = torchvision.models.list_models(module=torchvision.models)
+    elif args.models:
+        names = args.models.split(",")
+    else:
+        names = DEFAULT_MODELS
+    results = os.path.join(args.work, "results.jsonl")
+    rows = {}
+    if args.results and os.path.exists(args.results):
+        for line in open(args.results):
+            row = json.loads(line)
+            rows[row["model"]] = row
+    for name in names:
+        row = sweep_one(name, args)
+        rows[name] = row
+        print(f"{name}: {describe(row)} ({row['seconds']:.0f} s)",
+              flush=True)
+        with open(results, "a") as f:
+            f.write(json.dumps(row) + "\n")
+    if args.table:
+        ordered = [rows[n] for n in sorted(rows)]
+        write_table(ordered, args.table, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
