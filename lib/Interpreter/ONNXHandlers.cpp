@@ -78,14 +78,15 @@ FailureOr<Tensor> castTo(Interpreter &in, Operation *op, const Tensor &x,
 //===----------------------------------------------------------------------===//
 
 /// Every op whose ODS definition names a unary kernel (ONNX_UnaryKernel)
-/// runs it: the kind and alpha come from its KernelFactsOpInterface.
+/// runs it: the kind, alpha and beta come from its KernelFactsOpInterface.
 template <typename OpTy> void addUnaryKernel(Interpreter &interp) {
   if constexpr (OpTy::template hasTrait<onnx::OpTrait::UnaryKernel>())
     on<OpTy>(interp, [](Interpreter &in, OpTy op) -> LogicalResult {
       auto facts = cast<onnx::KernelFactsOpInterface>(op.getOperation());
       return withResult(in, op, "unary", [&](rt::Tensor &y) {
         return rt::unary(in.kernelContext(), *facts.getUnaryKind(),
-                         in.operand(op, 0).view(), y, facts.getUnaryAlpha());
+                         in.operand(op, 0).view(), y, facts.getUnaryAlpha(),
+                         facts.getUnaryBeta());
       });
     });
 }

@@ -76,11 +76,12 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
       interp, [](Interpreter &in, train::UnaryGradOp op) -> LogicalResult {
         rt::UnaryKind kind = op.getKind();
         float alpha = op.getAlpha().convertToFloat();
+        float beta = op.getBeta().convertToFloat();
         return withResults(in, op, "unaryGrad", [&](std::vector<Tensor> &r) {
-          return rt::unaryGrad(in.kernelContext(), kind,
-                               in.operand(op, 0).view(),
-                               in.operand(op, 1).view(),
-                               in.operand(op, 2).view(), r[0].view(), alpha);
+          return rt::unaryGrad(
+              in.kernelContext(), kind, in.operand(op, 0).view(),
+              in.operand(op, 1).view(), in.operand(op, 2).view(), r[0].view(),
+              alpha, beta);
         });
       });
 

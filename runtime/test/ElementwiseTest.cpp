@@ -67,6 +67,10 @@ double reference(UnaryKind kind, double x, double alpha) {
     return std::floor(x);
   case UnaryKind::Ceil:
     return std::ceil(x);
+  case UnaryKind::HardSigmoid: // beta 0, as unary64 passes it
+    return std::max(0.0, std::min(1.0, alpha * x));
+  case UnaryKind::HardSwish:
+    return x * std::max(0.0, std::min(1.0, x / 6 + 0.5));
   case UnaryKind::Not:
     break;
   }
@@ -74,12 +78,12 @@ double reference(UnaryKind kind, double x, double alpha) {
 }
 
 const UnaryKind kFloatKinds[] = {
-    UnaryKind::Identity, UnaryKind::Relu,       UnaryKind::LeakyRelu,
-    UnaryKind::Sigmoid,  UnaryKind::Tanh,       UnaryKind::Erf,
-    UnaryKind::GeluErf,  UnaryKind::GeluTanh,   UnaryKind::Sqrt,
-    UnaryKind::Exp,      UnaryKind::Log,        UnaryKind::Neg,
-    UnaryKind::Abs,      UnaryKind::Reciprocal, UnaryKind::Floor,
-    UnaryKind::Ceil};
+    UnaryKind::Identity, UnaryKind::Relu,        UnaryKind::LeakyRelu,
+    UnaryKind::Sigmoid,  UnaryKind::Tanh,        UnaryKind::Erf,
+    UnaryKind::GeluErf,  UnaryKind::GeluTanh,    UnaryKind::Sqrt,
+    UnaryKind::Exp,      UnaryKind::Log,         UnaryKind::Neg,
+    UnaryKind::Abs,      UnaryKind::Reciprocal,  UnaryKind::Floor,
+    UnaryKind::Ceil,     UnaryKind::HardSigmoid, UnaryKind::HardSwish};
 
 bool positiveDomain(UnaryKind kind) {
   return kind == UnaryKind::Sqrt || kind == UnaryKind::Log ||
@@ -104,6 +108,23 @@ TEST(Unary, HandValues) {
   EXPECT_NEAR(unary64(UnaryKind::GeluTanh, {1})[0], 0.8411919906082768, 1e-15);
   EXPECT_NEAR(unary64(UnaryKind::GeluErf, {-1})[0], -0.15865525393145707,
               1e-15);
+  // HardSigmoid with ONNX's defaults (alpha 0.2, beta 0.5) and HardSwish.
+  {
+    Context ctx;
+    Owned<double> in({4}, {-5, 0, 1, 5});
+    Owned<double> out({4});
+    ASSERT_TRUE(
+        unary(ctx, UnaryKind::HardSigmoid, in.t, out.t, 0.2f, 0.5f).ok());
+    EXPECT_EQ(out[0], 0);
+    EXPECT_DOUBLE_EQ(out[1], 0.5);
+    EXPECT_DOUBLE_EQ(out[2], double(0.2f) + 0.5);
+    EXPECT_EQ(out[3], 1);
+  }
+  y = unary64(UnaryKind::HardSwish, {-4, -1, 1, 4});
+  EXPECT_EQ(y[0], -0.0);
+  EXPECT_DOUBLE_EQ(y[1], -1.0 * 2 / 6);
+  EXPECT_DOUBLE_EQ(y[2], 1.0 * 4 / 6);
+  EXPECT_EQ(y[3], 4);
   y = unary64(UnaryKind::Floor, {-1.5, 1.5, 2});
   EXPECT_EQ(y, (std::vector<double>{-2, 1, 2}));
   y = unary64(UnaryKind::Ceil, {-1.5, 1.5, 2});
@@ -222,6 +243,22 @@ TEST(UnaryGrad, KinksFollowPyTorch) {
   EXPECT_EQ(dx.values, (std::vector<double>{1, 1, 2}));
   ASSERT_TRUE(unaryGrad(ctx, UnaryKind::Abs, x.t, none, dy.t, dx.t).ok());
   EXPECT_EQ(dx.values, (std::vector<double>{-2, 0, 2}));
+  // HardSwish at its kinks as torch's hardswish_backward: x = -3 takes the
+  // middle piece (x / 3 + 1/2), x = 3 too.
+  Owned<double> hx({5}, {-4, -3, 0, 3, 4});
+  Owned<double> hdy({5}, {2, 2, 2, 2, 2});
+  Owned<double> hdx({5});
+  ASSERT_TRUE(
+      unaryGrad(ctx, UnaryKind::HardSwish, hx.t, none, hdy.t, hdx.t).ok());
+  EXPECT_EQ(hdx.values, (std::vector<double>{0, -1, 1, 3, 2}));
+  // HardSigmoid (torch's alpha 1/6, beta 1/2): zero where clamped.
+  ASSERT_TRUE(unaryGrad(ctx, UnaryKind::HardSigmoid, hx.t, none, hdy.t, hdx.t,
+                        1.f / 6, 0.5f)
+                  .ok());
+  EXPECT_EQ(hdx.values[0], 0);
+  EXPECT_EQ(hdx.values[1], 0);
+  EXPECT_DOUBLE_EQ(hdx.values[2], 2 * double(1.f / 6));
+  EXPECT_EQ(hdx.values[4], 0);
   for (UnaryKind kind : {UnaryKind::Floor, UnaryKind::Ceil}) {
     dx.values = {9, 9, 9};
     ASSERT_TRUE(unaryGrad(ctx, kind, x.t, none, dy.t, dx.t).ok());

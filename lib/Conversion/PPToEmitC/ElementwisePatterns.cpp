@@ -29,8 +29,9 @@ namespace {
 
 struct UnaryKernel {
   rt::UnaryKind kind;
-  /// LeakyRelu's slope; 0 otherwise.
+  /// LeakyRelu's slope, HardSigmoid's alpha and beta; 0 otherwise.
   float alpha = 0.f;
+  float beta = 0.f;
 };
 
 /// The runtime unary kernel of each onnx op that runs one.
@@ -42,7 +43,7 @@ std::optional<UnaryKernel> getUnaryKernel(Operation *op) {
   std::optional<rt::UnaryKind> kind = facts.getUnaryKind();
   if (!kind)
     return std::nullopt;
-  return UnaryKernel{*kind, facts.getUnaryAlpha()};
+  return UnaryKernel{*kind, facts.getUnaryAlpha(), facts.getUnaryBeta()};
 }
 
 /// The runtime binary kernel of each onnx op that runs one.
@@ -85,8 +86,10 @@ public:
     a.lit(enumLiteral("UnaryKind", static_cast<int>(kernel.kind)))
         .value(operands[0])
         .value(*y);
-    if (kernel.alpha != 0.f)
+    if (kernel.alpha != 0.f || kernel.beta != 0.f)
       a.f32(kernel.alpha);
+    if (kernel.beta != 0.f)
+      a.f32(kernel.beta);
     emit.kernel("pp::rt::unary", a);
     return success();
   }

@@ -144,6 +144,8 @@ public:
         .value(adaptor.getDy())
         .value(*out)
         .f32(op.getAlpha().convertToDouble());
+    if (op.getBeta().convertToDouble() != 0)
+      a.f32(op.getBeta().convertToDouble());
     emit.kernel("pp::rt::unaryGrad", a);
     return success();
   }

@@ -110,8 +110,8 @@ void mapBroadcast3(const Context &ctx, const Tensor &a, const Tensor &b,
 
 template <typename T>
 Status unaryFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
-                  Tensor &y, float alphaF) {
-  const T alpha = static_cast<T>(alphaF);
+                  Tensor &y, float alphaF, float betaF) {
+  const T alpha = static_cast<T>(alphaF), beta = static_cast<T>(betaF);
   auto run = [&](auto f) {
     mapFlat<T, T>(ctx, x, y, f);
     return Status::success();
@@ -158,6 +158,15 @@ Status unaryFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
     return run([](T v) { return std::floor(v); });
   case UnaryKind::Ceil:
     return run([](T v) { return std::ceil(v); });
+  case UnaryKind::HardSigmoid:
+    return run([alpha, beta](T v) {
+      return std::max(T(0), std::min(T(1), alpha * v + beta));
+    });
+  case UnaryKind::HardSwish:
+    // As torch's hardswish: x * relu6(x + 3) / 6.
+    return run([](T v) {
+      return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6);
+    });
   case UnaryKind::Identity:
   case UnaryKind::Not:
     break;
@@ -190,8 +199,8 @@ Status unaryInt(const Context &ctx, UnaryKind kind, const Tensor &x,
 template <typename T>
 Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
                       const Tensor &y, const Tensor &dy, Tensor &dx,
-                      float alphaF) {
-  const T alpha = static_cast<T>(alphaF);
+                      float alphaF, float betaF) {
+  const T alpha = static_cast<T>(alphaF), beta = static_cast<T>(betaF);
   const T *px = x.as<const T>();
   const T *py = y.as<const T>();
   const T *pdy = dy.as<const T>();
@@ -215,6 +224,20 @@ Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
         [&](int64_t i) { return px[i] > T(0) ? pdy[i] : alpha * pdy[i]; });
   case UnaryKind::Sigmoid:
     return run([&](int64_t i) { return pdy[i] * py[i] * (T(1) - py[i]); });
+  case UnaryKind::HardSigmoid:
+    // Zero where the output is clamped (torch: outside -3 < x < 3).
+    return run([&](int64_t i) {
+      T t = alpha * px[i] + beta;
+      return t > T(0) && t < T(1) ? alpha * pdy[i] : T(0);
+    });
+  case UnaryKind::HardSwish:
+    // As torch's hardswish_backward.
+    return run([&](int64_t i) {
+      T v = px[i];
+      return v < T(-3)   ? T(0)
+             : v <= T(3) ? pdy[i] * (v / T(3) + T(0.5))
+                         : pdy[i];
+    });
   case UnaryKind::Tanh:
     return run([&](int64_t i) { return pdy[i] * (T(1) - py[i] * py[i]); });
   case UnaryKind::Erf:
@@ -444,7 +467,7 @@ To castElement(From v, bool fromBool, bool toBool) {
 //===----------------------------------------------------------------------===//
 
 Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
-             float alpha) {
+             float alpha, float beta) {
   std::string what = std::string("unary ") + unaryName(kind);
   if (Status s = expectValid(x, (what + " x").c_str()); !s.ok())
     return s;
@@ -469,9 +492,9 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
   }
   switch (x.dtype) {
   case DType::F32:
-    return unaryFloat<float>(ctx, kind, x, y, alpha);
+    return unaryFloat<float>(ctx, kind, x, y, alpha, beta);
   case DType::F64:
-    return unaryFloat<double>(ctx, kind, x, y, alpha);
+    return unaryFloat<double>(ctx, kind, x, y, alpha, beta);
   case DType::I64:
     return unaryInt<int64_t>(ctx, kind, x, y);
   case DType::I32:
@@ -484,7 +507,7 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
 }
 
 Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
-                 const Tensor &dy, Tensor &dx, float alpha) {
+                 const Tensor &dy, Tensor &dx, float alpha, float beta) {
   std::string what = std::string("unaryGrad ") + unaryName(kind);
   if (Status s = expectValid(dy, (what + " dy").c_str()); !s.ok())
     return s;
@@ -514,8 +537,8 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   if (dy.numel() == 0)
     return Status::success();
   if (dy.dtype == DType::F32)
-    return unaryGradFloat<float>(ctx, kind, x, y, dy, dx, alpha);
-  return unaryGradFloat<double>(ctx, kind, x, y, dy, dx, alpha);
+    return unaryGradFloat<float>(ctx, kind, x, y, dy, dx, alpha, beta);
+  return unaryGradFloat<double>(ctx, kind, x, y, dy, dx, alpha, beta);
 }
 
 Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,

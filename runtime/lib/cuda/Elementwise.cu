@@ -54,8 +54,20 @@ Status flatIndex(const std::string &what, int64_t n, StridedIndex<N> &index) {
 //===----------------------------------------------------------------------===//
 
 template <typename T>
-__device__ __forceinline__ T unaryFloatOp(UnaryKind kind, T v, T alpha) {
+__device__ __forceinline__ T unaryFloatOp(UnaryKind kind, T v, T alpha,
+                                          T beta) {
   switch (kind) {
+  // std::max and std::min as the CPU backend calls them (same NaN result).
+  case UnaryKind::HardSigmoid: {
+    T t = alpha * v + beta;
+    T upper = t < T(1) ? t : T(1);
+    return T(0) < upper ? upper : T(0);
+  }
+  case UnaryKind::HardSwish: { // as torch: x * relu6(x + 3) / 6
+    T shifted = v + T(3);
+    T lower = shifted < T(0) ? T(0) : shifted;
+    return v * (T(6) < lower ? T(6) : lower) / T(6);
+  }
   case UnaryKind::Relu:
     return v < T(0) ? T(0) : v; // keeps NaN, as torch.relu
   case UnaryKind::LeakyRelu:
@@ -102,9 +114,9 @@ template <typename T> struct UnaryFloatOp {
   const T *x;
   T *y;
   UnaryKind kind;
-  T alpha;
+  T alpha, beta;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    y[i] = unaryFloatOp(kind, x[i], alpha);
+    y[i] = unaryFloatOp(kind, x[i], alpha, beta);
   }
 };
 
@@ -139,8 +151,14 @@ template <typename T> struct UnaryIntOp {
 
 template <typename T>
 __device__ __forceinline__ T unaryGradOp(UnaryKind kind, T x, T y, T dy,
-                                         T alpha) {
+                                         T alpha, T beta) {
   switch (kind) {
+  case UnaryKind::HardSigmoid: {
+    T t = alpha * x + beta;
+    return t > T(0) && t < T(1) ? alpha * dy : T(0);
+  }
+  case UnaryKind::HardSwish: // as torch's hardswish_backward
+    return x < T(-3) ? T(0) : x <= T(3) ? dy * (x / T(3) + T(0.5)) : dy;
   case UnaryKind::Identity:
     return dy;
   case UnaryKind::Relu:
@@ -188,11 +206,11 @@ template <typename T> struct UnaryGradOp {
   const T *dy;
   T *dx;
   UnaryKind kind;
-  T alpha;
+  T alpha, beta;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
     T xv = x ? x[i] : T(0);
     T yv = y ? y[i] : T(0);
-    dx[i] = unaryGradOp(kind, xv, yv, dy[i], alpha);
+    dx[i] = unaryGradOp(kind, xv, yv, dy[i], alpha, beta);
   }
 };
 
@@ -527,7 +545,7 @@ Status checkDivision(const std::string &what, cudaStream_t stream,
 //===----------------------------------------------------------------------===//
 
 Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
-             float alpha) {
+             float alpha, float beta) {
   std::string what = std::string("unary ") + unaryName(kind);
   PP_RT_TRY(expectValid(x, (what + " x").c_str()));
   PP_RT_TRY(expectDType(y, x.dtype, (what + " y").c_str()));
@@ -556,11 +574,11 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
   case DType::F32:
     return launchMap(
         what, stream, n, index,
-        UnaryFloatOp<float>{x.as<float>(), y.as<float>(), kind, alpha});
+        UnaryFloatOp<float>{x.as<float>(), y.as<float>(), kind, alpha, beta});
   case DType::F64:
     return launchMap(what, stream, n, index,
                      UnaryFloatOp<double>{x.as<double>(), y.as<double>(), kind,
-                                          double(alpha)});
+                                          double(alpha), double(beta)});
   case DType::I64:
     if (intKind)
       return launchMap(
@@ -586,7 +604,7 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
 }
 
 Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
-                 const Tensor &dy, Tensor &dx, float alpha) {
+                 const Tensor &dy, Tensor &dx, float alpha, float beta) {
   std::string what = std::string("unaryGrad ") + unaryName(kind);
   PP_RT_TRY(expectValid(dy, (what + " dy").c_str()));
   PP_RT_TRY(expectDType(dx, dy.dtype, (what + " dx").c_str()));
@@ -616,7 +634,8 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
                       dy.as<T>(),
                       dx.as<T>(),
                       kind,
-                      T(alpha)};
+                      T(alpha),
+                      T(beta)};
     return launchMap(what, stream, n, index, op);
   });
 }

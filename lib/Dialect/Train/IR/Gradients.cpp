@@ -137,12 +137,13 @@ using Grads = SmallVectorImpl<Value>;
 
 /// Ops whose adjoint is a train.unary_grad of one kernel kind.
 LogicalResult unaryRule(Operation *op, rt::UnaryKind kind, float alpha,
-                        OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
+                        float beta, OpBuilder &b, ArrayRef<Value> dys,
+                        Grads &dxs) {
   GradBuilder g(b, op);
   Value x = op->getOperand(0), y = op->getResult(0);
   dxs.push_back(train::UnaryGradOp::create(
       b, g.loc, x.getType(), train::UnaryKindAttr::get(b.getContext(), kind), x,
-      y, dys[0], b.getF32FloatAttr(alpha)));
+      y, dys[0], b.getF32FloatAttr(alpha), b.getF32FloatAttr(beta)));
   return success();
 }
 
@@ -156,7 +157,8 @@ rule(OpTy op, OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
   std::optional<rt::UnaryKind> kind = facts.getUnaryKind();
   if (!kind || !rt::hasUnaryGrad(*kind))
     return op.emitOpError("has no gradient rule");
-  return unaryRule(op, *kind, facts.getUnaryAlpha(), b, dys, dxs);
+  return unaryRule(op, *kind, facts.getUnaryAlpha(), facts.getUnaryBeta(), b,
+                   dys, dxs);
 }
 
 LogicalResult rule(onnx::IdentityOp op, OpBuilder &b, ArrayRef<Value> dys,
@@ -653,18 +655,18 @@ template <typename... OpTys> void attach(MLIRContext *ctx) {
 
 void pp::train::registerONNXGradients(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, onnx::ONNXDialect *) {
-    attach<onnx::ReluOp, onnx::LeakyReluOp, onnx::SigmoidOp, onnx::TanhOp,
-           onnx::ErfOp, onnx::GeluOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
-           onnx::AbsOp, onnx::ReciprocalOp, onnx::IdentityOp, onnx::NegOp,
-           onnx::SoftmaxOp, onnx::LogSoftmaxOp, onnx::ClipOp, onnx::CastOp,
-           onnx::DropoutOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
-           onnx::PowOp, onnx::WhereOp, onnx::MatMulOp, onnx::GemmOp,
-           onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
-           onnx::GlobalAveragePoolOp, onnx::BatchNormalizationOp,
-           onnx::LayerNormalizationOp, onnx::SoftmaxCrossEntropyLossOp,
-           onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReshapeOp,
-           onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
-           onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp, onnx::SplitOp,
-           onnx::SliceOp, onnx::GatherOp>(ctx);
+    attach<onnx::ReluOp, onnx::LeakyReluOp, onnx::SigmoidOp,
+           onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::TanhOp, onnx::ErfOp,
+           onnx::GeluOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::AbsOp,
+           onnx::ReciprocalOp, onnx::IdentityOp, onnx::NegOp, onnx::SoftmaxOp,
+           onnx::LogSoftmaxOp, onnx::ClipOp, onnx::CastOp, onnx::DropoutOp,
+           onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
+           onnx::WhereOp, onnx::MatMulOp, onnx::GemmOp, onnx::ConvOp,
+           onnx::MaxPoolOp, onnx::AveragePoolOp, onnx::GlobalAveragePoolOp,
+           onnx::BatchNormalizationOp, onnx::LayerNormalizationOp,
+           onnx::SoftmaxCrossEntropyLossOp, onnx::ReduceMeanOp,
+           onnx::ReduceSumOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+           onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
+           onnx::SplitOp, onnx::SliceOp, onnx::GatherOp>(ctx);
   });
 }

@@ -129,14 +129,16 @@ inline std::optional<UnaryKind> parseUnaryKind(std::string_view name) {
   return std::nullopt;
 }
 
-/// y = f(x); `alpha` is LeakyRelu's slope. x and y have one shape and dtype.
+/// y = f(x); `alpha` is LeakyRelu's slope, `alpha` and `beta` HardSigmoid's
+/// max(0, min(1, alpha * x + beta)). x and y have one shape and dtype.
 Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
-             float alpha = 0.f);
+             float alpha = 0.f, float beta = 0.f);
 
 /// dx = dy * f'(x) for the differentiable unary kinds (all but Floor, Ceil,
 /// Not, whose gradient is zero). `y` is f(x) (used where cheaper).
 Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
-                 const Tensor &dy, Tensor &dx, float alpha = 0.f);
+                 const Tensor &dy, Tensor &dx, float alpha = 0.f,
+                 float beta = 0.f);
 
 enum class BinaryKind : int {
   Add,

@@ -62,8 +62,11 @@ def ONNX_KernelFactsOpInterface : OpInterface<"KernelFactsOpInterface"> {
       "std::optional<::pp::rt::UnaryKind>", "getUnaryKind", (ins), [{}], [{
         return ::pp::onnx::detail::staticUnaryKind<ConcreteOp>();
       }]>,
-    InterfaceMethod<"The unary kernel's alpha (LeakyRelu's slope; else 0).",
+    InterfaceMethod<"The unary kernel's alpha (LeakyRelu's slope, "
+                    "HardSigmoid's; else 0).",
       "float", "getUnaryAlpha", (ins), [{}], [{ return 0.f; }]>,
+    InterfaceMethod<"The unary kernel's beta (HardSigmoid's offset; else 0).",
+      "float", "getUnaryBeta", (ins), [{}], [{ return 0.f; }]>,
     InterfaceMethod<"Whether the backward computes an input and a weight "
                     "gradient of the forward's size each.",
       "bool", "isContraction", (ins), [{}], [{

@@ -145,6 +145,21 @@ def ONNX_LeakyReluOp : ONNX_UnaryKernelOp<"LeakyRelu", ONNX_FloatTensor, "LeakyR
     float getUnaryAlpha() { return getAlpha().convertToFloat(); }
   }];
 }
+// max(0, min(1, alpha * x + beta)); torch's hardsigmoid exports as
+// alpha = 1/6, beta = 0.5.
+def ONNX_HardSigmoidOp : ONNX_UnaryKernelOp<"HardSigmoid", ONNX_FloatTensor,
+                                            "HardSigmoid", [ONNX_MemoryBound]> {
+  let arguments = (ins ONNX_FloatTensor:$X,
+                       DefaultValuedAttr<F32Attr, "0.2">:$alpha,
+                       DefaultValuedAttr<F32Attr, "0.5">:$beta);
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+    float getUnaryBeta() { return getBeta().convertToFloat(); }
+  }];
+}
+// x * max(0, min(1, x / 6 + 1 / 2)), computed as torch's hardswish.
+def ONNX_HardSwishOp : ONNX_UnaryKernelOp<"HardSwish", ONNX_FloatTensor,
+                                          "HardSwish", [ONNX_MemoryBound]>;
 def ONNX_GeluOp : ONNX_SameTypeOp<"Gelu", ONNX_FloatTensor,
                                   [Elementwise, ONNX_AttributeUnaryKernel,
                                    ONNX_MemoryBound]> {

@@ -44,15 +44,17 @@ def Train_UnaryGradOp : Train_GradOp<"unary_grad",
   let summary = "dx = dy * f'(x) for an elementwise unary op f";
   let description = [{
     `kind` names f as the kernel library does (pp/Runtime/UnaryKinds.def):
-    Relu, LeakyRelu (with `alpha`), Sigmoid, Tanh, Erf, GeluErf, GeluTanh,
-    Sqrt, Exp, Log, Abs, Reciprocal. `y` is f(x).
+    Relu, LeakyRelu (with `alpha`), Sigmoid, HardSigmoid (with `alpha` and
+    `beta`), HardSwish, Tanh, Erf, GeluErf, GeluTanh, Sqrt, Exp, Log, Abs,
+    Reciprocal. `y` is f(x).
 
     ```mlir
     %dx = train.unary_grad <Relu> %x, %y, %dy : tensor<4xf32>
     ```
   }];
   let arguments = (ins Train_UnaryKindAttr:$kind, Train_FloatTensor:$x, Train_FloatTensor:$y,
-                       Train_FloatTensor:$dy, DefaultValuedAttr<F32Attr, "0.0">:$alpha);
+                       Train_FloatTensor:$dy, DefaultValuedAttr<F32Attr, "0.0">:$alpha,
+                       DefaultValuedAttr<F32Attr, "0.0">:$beta);
   let results = (outs Train_FloatTensor:$dx);
   let assemblyFormat = "$kind $x `,` $y `,` $dy attr-dict `:` type($dx)";
   let hasVerifier = 1;
