@@ -58,3 +58,21 @@ func.func @pads(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x5x4
   %z = onnx.Pad %x, %crop {mode = "edge"} : (tensor<1x2x4x4xf32>, tensor<8xi64>) -> tensor<1x2x5x4xf32>
   return %y, %z : tensor<1x2x4x4xf32>, tensor<1x2x5x4xf32>
 }
+
+// torch's pads: a [rank, 2] table reversed along dim 0 (a 2-D Slice with
+// step -1), transposed and flattened.
+// CHECK-LABEL: func.func @torch_pads
+func.func @torch_pads() -> tensor<8xi64> {
+  // CHECK-NEXT: %[[P:.*]] = onnx.Constant dense<[0, 0, 2, 1, 0, 0, 1, 0]> : tensor<8xi64>
+  // CHECK-NEXT: return %[[P]]
+  %table = onnx.Constant dense<[[1, 0], [2, 1], [0, 0], [0, 0]]> : tensor<4x2xi64>
+  %st = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %en = onnx.Constant dense<[-9223372036854775807]> : tensor<1xi64>
+  %ax = onnx.Constant dense<[0]> : tensor<1xi64>
+  %sp = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %rev = onnx.Slice %table, %st, %en axes %ax steps %sp : (tensor<4x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x2xi64>
+  %t = onnx.Transpose %rev {perm = array<i64: 1, 0>} : (tensor<4x2xi64>) -> tensor<2x4xi64>
+  %shape = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %flat = onnx.Reshape %t, %shape : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
+  return %flat : tensor<8xi64>
+}

@@ -1500,18 +1500,31 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  // Any rank: torch computes Pad's pads by reversing a [rank, 2] table.
   auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
-  if (!input || input.getType().getRank() != 1 ||
-      input.getNumElements() > kMaxFoldElements)
+  if (!input || input.getNumElements() > kMaxFoldElements)
     return {};
   auto bounds = computeSlice(std::nullopt, Adaptor(*this));
   if (failed(bounds))
     return {};
   auto values = llvm::to_vector(input.getValues<Attribute>());
+  auto type = cast<ShapedType>(getType());
+  ArrayRef<int64_t> inShape = input.getType().getShape();
+  int64_t rank = inShape.size();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * inShape[d + 1];
   SmallVector<Attribute> result;
-  for (int64_t i = 0; i < bounds->sizes[0]; ++i)
-    result.push_back(values[bounds->starts[0] + i * bounds->steps[0]]);
-  return DenseElementsAttr::get(cast<ShapedType>(getType()), result);
+  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i) {
+    int64_t rem = i, offset = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t index = rem % bounds->sizes[d];
+      rem /= bounds->sizes[d];
+      offset += (bounds->starts[d] + index * bounds->steps[d]) * strides[d];
+    }
+    result.push_back(values[offset]);
+  }
+  return DenseElementsAttr::get(type, result);
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *,
