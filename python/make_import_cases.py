@@ -19,6 +19,9 @@ as DIR/<name>.half.onnx (truncated-model tests).
 Cases under "Known importer bugs" reproduce problems the importer does not
 handle yet; the lit tests do not use them.
 
+TORCH_CASES (a ViT's class token) are exported from PyTorch: slower, so they
+are written only when --cases names them.
+
 Usage:
   /usr/bin/python3 python/make_import_cases.py --out DIR [--cases a,b,...]
       [--half-of FILE...]
