@@ -13,6 +13,8 @@ the loss of every step and every final global (weights, optimizer and
 BatchNorm state). Its --save-onnx model must re-import (pipeline-opt) and
 hold the trained weights. With --cuda, the first configuration's program is
 also built for the CUDA backend (nvcc, sm_80 and sm_90): compiled, not run.
+With --dtype float64 the model and data are float64 (torch keeps
+LayerNormalization statistics in float32 there: stash_type 1).
 
 A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
 prints one line per configuration and exits non-zero on a mismatch.
@@ -92,6 +94,9 @@ def main():
                         help="also compile the first program with nvcc")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--dtype", choices=["float32", "float64"],
+                        default="float32",
+                        help="precision of the model and data")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     # GEMM rounding depends on OpenBLAS's thread count; the programs run
@@ -100,7 +105,7 @@ def main():
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m)
+        args.model, args.work, args.micro_batch, m, args.dtype)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]

@@ -5,7 +5,8 @@ ONNX's own test cases (onnx_conformance.py) cover float tensors of common
 shapes; this script covers the rest of what the interpreter and the kernels
 promise: every dtype an op accepts (integer and bool elementwise ops, casts
 between all dtypes, data movement on every dtype), shape operands read at run
-time (Reshape, Slice with negative steps, Expand, Split, Squeeze), rank-1
+time (Reshape, Slice with negative steps, Expand, Split, Squeeze), Pad in
+every mode (with cropping, a constant of each dtype, axes), rank-1
 MatMul operands, Gemm bias shapes, convolutions and pooling in 1-3 spatial
 dims with groups, dilations, padding and ceil mode.
 
@@ -333,6 +334,54 @@ def check_movement(c):
             [], [np.zeros(2, np.float32)])
 
 
+def numpy_pad(x, pads, mode, value=0):
+    """ONNX Pad: numpy.pad by the positive pads, then a crop by the negative
+    ones."""
+    rank = x.ndim
+    widths = [(max(pads[d], 0), max(pads[d + rank], 0)) for d in range(rank)]
+    kwargs = {"constant_values": value} if mode == "constant" else {}
+    y = np.pad(x, widths, mode=mode, **kwargs)
+    crop = tuple(slice(-min(pads[d], 0), y.shape[d] + min(pads[d + rank], 0))
+                 for d in range(rank))
+    return y[crop]
+
+
+def check_pad(c):
+    scalar = {np.bool_: "true"}
+    for dt in MLIR_TYPES:
+        x = c.rand((2, 3, 4), dt)
+        value = scalar.get(dt, "7" if np.issubdtype(dt, np.integer) else "2.5")
+        fill = {"true": True, "7": 7, "2.5": 2.5}[value]
+        for mode, pads in [("constant", [0, 1, 2, 1, 0, 3]),
+                           ("constant", [-1, 2, -1, 1, 0, -2]),
+                           ("reflect", [1, 2, 3, 0, 2, 3]),
+                           ("reflect", [0, -1, 5, 1, 1, -2]),
+                           ("edge", [1, 0, 2, 2, 3, 1]),
+                           ("edge", [0, 2, -3, 0, -1, 1])]:
+            ref = numpy_pad(x, pads, mode, fill)
+            operand = "value %v " if mode == "constant" else ""
+            types = f"{ty(x)}, tensor<6xi64>" + (
+                f", {tensor_type((), dt)}" if mode == "constant" else "")
+            c.check(f"Pad {mode} {dt.__name__} {pads}",
+                    const_i64("pads", pads) +
+                    f"  %v = onnx.Constant dense<{value}> : {tensor_type((), dt)}\n"
+                    f"  %r0 = onnx.Pad %a0, %pads {operand}{{mode = \"{mode}\"}} : "
+                    f"({types}) -> {ty(ref)}", [x], [ref])
+    # Opset 18's axes: pads of the named (possibly negative) axes only.
+    x = c.rand((2, 3, 4), np.float32)
+    ref = numpy_pad(x, [0, 0, 2, 0, 0, 1], "reflect")
+    c.check("Pad axes",
+            const_i64("pads", [2, 0, 1, 0]) + const_i64("axes", [-1, 1]) +
+            f"  %r0 = onnx.Pad %a0, %pads axes %axes {{mode = \"reflect\"}} : "
+            f"({ty(x)}, tensor<4xi64>, tensor<2xi64>) -> {ty(ref)}", [x], [ref])
+    # Default: constant 0.
+    ref = numpy_pad(x, [1, 0, 0, 0, 0, 1], "constant")
+    c.check("Pad default",
+            const_i64("pads", [1, 0, 0, 0, 0, 1]) +
+            f"  %r0 = onnx.Pad %a0, %pads : ({ty(x)}, tensor<6xi64>) -> {ty(ref)}",
+            [x], [ref])
+
+
 def check_normalization(c):
     for dt in FLOATS:
         x = c.rand((2, 3, 4), dt)
@@ -462,7 +511,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="pp-op-checks-") as work_dir:
         c = Checker(args.pp_interpret, work_dir)
         for group in [check_elementwise, check_contractions, check_reductions,
-                      check_movement, check_normalization, check_windows]:
+                      check_movement, check_pad, check_normalization,
+                      check_windows]:
             group(c)
     for name, problem in c.failures:
         print(f"FAIL {name}: {problem}")

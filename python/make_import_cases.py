@@ -19,6 +19,9 @@ as DIR/<name>.half.onnx (truncated-model tests).
 Cases under "Known importer bugs" reproduce problems the importer does not
 handle yet; the lit tests do not use them.
 
+TORCH_CASES (a ViT's class token) are exported from PyTorch: slower, so they
+are written only when --cases names them.
+
 Usage:
   /usr/bin/python3 python/make_import_cases.py --out DIR [--cases a,b,...]
       [--half-of FILE...]
@@ -543,6 +546,148 @@ def locations():
     return model(nodes, [tensor("X", FLOAT, [2, 3])], [tensor("Y", FLOAT, [2, 3])])
 
 
+def pad_dynamic_pads():
+    # Pad's pads as a graph input: the result shape is unknown.
+    nodes = [helper.make_node("Pad", ["X", "P"], ["Y"], name="pad")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3]), tensor("P", INT64, [4])],
+                 [tensor("Y", FLOAT, [3, 5])])
+
+
+def pad_bad_mode():
+    nodes = [helper.make_node("Pad", ["X", "pads"], ["Y"], name="pad",
+                              mode="wrap")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 5])],
+                 [const("pads", np.array([0, 1, 0, 1], np.int64))])
+
+
+def pad_overcrop():
+    # Cropping 2 + 2 of a dim of 3.
+    nodes = [helper.make_node("Pad", ["X", "pads"], ["Y"], name="pad")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 1])],
+                 [const("pads", np.array([0, -2, 0, -2], np.int64))])
+
+
+def tile_dynamic_repeats():
+    nodes = [helper.make_node("Tile", ["X", "R"], ["Y"], name="tile")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3]), tensor("R", INT64, [2])],
+                 [tensor("Y", FLOAT, [4, 6])])
+
+
+def pad_modes():
+    # One Pad per mode; the constant one crops a dim and pads by 0.5.
+    nodes = [
+        helper.make_node("Pad", ["X", "pads_c", "half"], ["C"], name="pad_c"),
+        helper.make_node("Pad", ["X", "pads_r"], ["R"], name="pad_r",
+                         mode="reflect"),
+        helper.make_node("Pad", ["X", "pads_e"], ["E"], name="pad_e",
+                         mode="edge"),
+    ]
+    inits = [const("pads_c", np.array([0, 0, 1, -1, 0, 0, 1, 2], np.int64)),
+             const("pads_r", np.array([0, 0, 2, 1, 0, 0, 1, 2], np.int64)),
+             const("pads_e", np.array([0, 0, 3, 0, 0, 0, 0, 3], np.int64)),
+             const("half", np.array(0.5, np.float32))]
+    return model(nodes, [tensor("X", FLOAT, [1, 2, 4, 4])],
+                 [tensor("C", FLOAT, [1, 2, 6, 5]),
+                  tensor("R", FLOAT, [1, 2, 7, 7]),
+                  tensor("E", FLOAT, [1, 2, 7, 7])], inits)
+
+
+def pad_zero():
+    # torchvision's DenseNet: an all-zero Pad in front of an AveragePool.
+    nodes = [
+        helper.make_node("Pad", ["X", "pads"], ["P"], name="pad",
+                         mode="constant"),
+        helper.make_node("AveragePool", ["P"], ["Y"], name="pool",
+                         kernel_shape=[2, 2], strides=[2, 2]),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [1, 2, 4, 4])],
+                 [tensor("Y", FLOAT, [1, 2, 2, 2])],
+                 [const("pads", np.zeros(8, np.int64))])
+
+
+def pad_opset2():
+    # Opset 2's Pad: pads and value are attributes; the version converter
+    # makes them inputs.
+    nodes = [helper.make_node("Pad", ["X"], ["Y"], name="pad", mode="edge",
+                              pads=[1, 0, 0, 2])]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [3, 5])], opset=2)
+
+
+def tile():
+    nodes = [helper.make_node("Tile", ["X", "repeats"], ["Y"], name="tile")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [6, 6])],
+                 [const("repeats", np.array([3, 2], np.int64))])
+
+
+def shape_ops():
+    # Range, Size, Cast, Where and Equal of shape data feed ConstantOfShape,
+    # Expand and Reshape: all fold, so the results are static.
+    nodes = [
+        helper.make_node("Size", ["X"], ["n"], name="size"),  # 12
+        helper.make_node("Div", ["n", "four"], ["n4"], name="div"),  # 3
+        helper.make_node("Range", ["zero", "n4", "one"], ["r"],
+                         name="range"),  # [0, 1, 2]
+        helper.make_node("Cast", ["r"], ["rf"], name="cast", to=FLOAT),
+        helper.make_node("Shape", ["X"], ["shape"], name="shape"),  # [3, 4]
+        helper.make_node("Equal", ["shape", "three"], ["is3"], name="equal"),
+        helper.make_node("Where", ["is3", "minus_one", "shape"], ["target"],
+                         name="where"),  # [-1, 4]
+        helper.make_node("Reshape", ["X", "target"], ["R"], name="reshape"),
+        helper.make_node("Unsqueeze", ["rf", "axes1"], ["col"],
+                         name="unsqueeze"),  # [3, 1]
+        helper.make_node("Expand", ["col", "shape"], ["E"], name="expand"),
+        helper.make_node("Add", ["R", "E"], ["S"], name="add"),
+        helper.make_node("ConstantOfShape", ["shape"], ["Z"],
+                         name="zeros"),
+        helper.make_node("Add", ["S", "Z"], ["Y"], name="add_zeros"),
+    ]
+    inits = [const("four", np.array(4, np.int64)),
+             const("zero", np.array(0, np.int64)),
+             const("one", np.array(1, np.int64)),
+             const("three", np.array(3, np.int64)),
+             const("minus_one", np.array(-1, np.int64)),
+             const("axes1", np.array([1], np.int64))]
+    return model(nodes, [tensor("X", FLOAT, [3, 4])],
+                 [tensor("Y", FLOAT, [3, 4])], inits)
+
+
+def vit_cls_token():
+    # A Vision Transformer's class token, exported from torch:
+    # cls_token.expand(x.shape[0], -1, -1) makes Expand's shape from the
+    # batch dim (Shape -> Gather -> Unsqueeze -> Concat, then torch's
+    # Where(Equal(shape, -1), 1, shape)).
+    import io
+    import warnings
+
+    import onnx
+    import torch
+
+    class ClassToken(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            # Not whole numbers: a trained parameter (see --frozen-params).
+            self.cls_token = torch.nn.Parameter(
+                torch.arange(8, dtype=torch.float32).reshape(1, 1, 8) * 0.5 +
+                0.25)
+
+        def forward(self, x):
+            cls = self.cls_token.expand(x.shape[0], -1, -1)
+            return torch.cat([cls, x], 1) * 2.0
+
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(ClassToken(), torch.zeros(3, 4, 8), buffer,
+                          input_names=["x"], output_names=["y"],
+                          opset_version=17, do_constant_folding=False,
+                          dynamic_axes={"x": {0: "N"}, "y": {0: "N"}})
+    return onnx.load_from_string(buffer.getvalue())
+
+
 CASES = {
     # errors
     "unsupported_op": unsupported_op,
@@ -583,6 +728,10 @@ CASES = {
     "opset12_missing_output": opset12_missing_output,
     "huge_input": huge_input,
     "overflowing_input": overflowing_input,
+    "pad_dynamic_pads": pad_dynamic_pads,
+    "pad_bad_mode": pad_bad_mode,
+    "pad_overcrop": pad_overcrop,
+    "tile_dynamic_repeats": tile_dynamic_repeats,
     # semantics
     "old_opset": old_opset,
     "old_opset_inferred": old_opset_inferred,
@@ -591,6 +740,11 @@ CASES = {
     "initializers": initializers,
     "shape_subgraph": shape_subgraph,
     "locations": locations,
+    "pad_modes": pad_modes,
+    "pad_zero": pad_zero,
+    "pad_opset2": pad_opset2,
+    "tile": tile,
+    "shape_ops": shape_ops,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,
     "bug_overflowing_dims": bug_overflowing_dims,
@@ -599,22 +753,29 @@ CASES = {
 }
 
 
+# Cases exported from PyTorch (slower: written only when --cases names them).
+TORCH_CASES = {
+    "vit_cls_token": vit_cls_token,
+}
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--cases", default="",
-                        help="comma-separated subset of: " + ",".join(CASES))
+                        help="comma-separated subset of: " +
+                        ",".join(list(CASES) + list(TORCH_CASES)))
     parser.add_argument("--half-of", nargs="+", default=[], metavar="FILE",
                         help="also write FILE cut to half its size as "
                              "OUT/<name>.half.onnx")
     args = parser.parse_args()
     names = [n for n in args.cases.split(",") if n] or list(CASES)
-    unknown = [n for n in names if n not in CASES]
+    unknown = [n for n in names if n not in CASES and n not in TORCH_CASES]
     if unknown:
         parser.error("unknown case(s): " + ", ".join(unknown))
     os.makedirs(args.out, exist_ok=True)
     for name in names:
-        m = CASES[name]()
+        m = CASES[name]() if name in CASES else TORCH_CASES[name]()
         with open(os.path.join(args.out, name + ".onnx"), "wb") as f:
             f.write(m.SerializeToString())
     with open(os.path.join(args.out, EXTERNAL_DATA_FILE), "wb") as f:

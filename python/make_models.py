@@ -33,6 +33,9 @@ of ONNX operators:
                exactly `context` tokens, so reshapes use Python ints and the
                graph has no shape arithmetic. Static int64 input "tokens"
                [4, 16], output logits [4, 16, 64].
+  padnet       Two Conv2d behind reflect and replicate (edge) padding and a
+               constant 0.5 border, then Linear: Pad in every mode. Static
+               input "input" [8, 3, 8, 8].
   tied         Linear(16,64)-ReLU, four Linear(64,64)-ReLU hidden layers of
                which the first and the third are one module (one initializer
                read by two Gemms, as torch's export also makes of equal-valued
@@ -195,6 +198,29 @@ def make_tied():
     return TiedMLP(), torch.randn(8, 16), "input", None
 
 
+class PadNet(nn.Module):
+    """Convolutions behind each padding mode: reflect, replicate (ONNX
+    edge) with uneven pads, and a constant 0.5 border."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3)
+        self.conv2 = nn.Conv2d(4, 4, 3)
+        self.fc = nn.Linear(4 * 11 * 9, 10)
+
+    def forward(self, x):
+        x = torch.relu(self.conv1(nn.functional.pad(x, (1, 1, 1, 1),
+                                                    mode="reflect")))
+        x = torch.relu(self.conv2(nn.functional.pad(x, (1, 0, 2, 1),
+                                                    mode="replicate")))
+        x = nn.functional.pad(x, (1, 1, 1, 1), value=0.5)
+        return self.fc(torch.flatten(x, 1))
+
+
+def make_padnet():
+    return PadNet(), torch.randn(8, 3, 8, 8), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -202,6 +228,7 @@ MODELS = {
     "transformer": make_transformer,
     "gpt": make_gpt,
     "tied": make_tied,
+    "padnet": make_padnet,
 }
 
 

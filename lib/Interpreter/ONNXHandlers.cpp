@@ -387,32 +387,20 @@ void registerCompute(Interpreter &interp) {
                                         x.rank());
         if (failed(axis))
           return failure();
+        // The kernel writes the statistics in their own float type
+        // (stash_type 1: float32 whatever x's type).
         auto y = in.allocResult(op, op.getY());
-        if (failed(y))
+        auto mean = in.allocResult(op, op.getMean());
+        auto invStd = in.allocResult(op, op.getInvStdDev());
+        if (failed(y) || failed(mean) || failed(invStd))
           return failure();
-        // The kernel keeps statistics in x's dtype; stash_type may ask for f32.
-        Tensor mean(x.dtype(), resultShape(op, 1));
-        Tensor invStd(x.dtype(), resultShape(op, 1));
-        if (failed(
-                in.check(op,
-                         rt::layerNorm(in.kernelContext(), x.view(),
-                                       in.lookup(op.getScale()).view(),
-                                       bias ? &bias->view() : nullptr, *axis,
-                                       op.getEpsilon().convertToFloat(),
-                                       y->view(), mean.view(), invStd.view()),
-                         "layerNorm")))
-          return failure();
-        Type statElement = getElementTypeOrSelf(op.getMean().getType());
-        std::optional<rt::DType> statType = onnx::getDType(statElement);
-        if (!statType)
-          return op.emitError()
-                 << "unsupported statistics type " << statElement;
-        auto meanOut = castTo(in, op, mean, *statType);
-        auto invStdOut = castTo(in, op, invStd, *statType);
-        if (failed(meanOut) || failed(invStdOut) ||
-            failed(in.setResult(op, op.getMean(), *meanOut)))
-          return failure();
-        return in.setResult(op, op.getInvStdDev(), *invStdOut);
+        return in.check(op,
+                        rt::layerNorm(in.kernelContext(), x.view(),
+                                      in.lookup(op.getScale()).view(),
+                                      bias ? &bias->view() : nullptr, *axis,
+                                      op.getEpsilon().convertToFloat(),
+                                      y->view(), mean->view(), invStd->view()),
+                        "layerNorm");
       });
 
   addSoftmax<onnx::SoftmaxOp>(interp, /*logarithm=*/false);
@@ -765,6 +753,25 @@ void registerMovement(Interpreter &interp) {
           return rt::slice(in.kernelContext(), x.view(), first, step, y);
         });
       });
+
+  on<onnx::PadOp>(interp, [](Interpreter &in, onnx::PadOp op) -> LogicalResult {
+    const Tensor &x = in.lookup(op.getData());
+    std::vector<int64_t> pads = in.lookup(op.getPads()).toInts(), axes;
+    if (Value v = op.getAxes())
+      axes = in.lookup(v).toInts();
+    double value = 0.0;
+    if (Value v = op.getConstantValue())
+      value = in.lookup(v).getDouble(0);
+    auto mode = op.getPadMode();
+    std::vector<int64_t> resolved, shape;
+    if (failed(mode) ||
+        failed(onnx::padParams(op, x.shape(), pads, axes, resolved, shape)) ||
+        failed(expectResultShape(op, shape)))
+      return failure();
+    return withResult(in, op, "pad", [&](rt::Tensor &y) {
+      return rt::pad(in.kernelContext(), x.view(), resolved, *mode, value, y);
+    });
+  });
 
   on<onnx::GatherOp>(
       interp, [](Interpreter &in, onnx::GatherOp op) -> LogicalResult {

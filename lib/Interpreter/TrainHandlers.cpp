@@ -195,6 +195,17 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
         });
       });
 
+  on<train::PadGradOp>(
+      interp, [](Interpreter &in, train::PadGradOp op) -> LogicalResult {
+        auto mode = op.getPadMode();
+        if (failed(mode))
+          return failure();
+        return withResults(in, op, "padGrad", [&](std::vector<Tensor> &r) {
+          return rt::padGrad(in.kernelContext(), in.operand(op, 0).view(),
+                             toVector(op.getPads()), *mode, r[0].view());
+        });
+      });
+
   on<train::GatherGradOp>(
       interp, [](Interpreter &in, train::GatherGradOp op) -> LogicalResult {
         int64_t rank =

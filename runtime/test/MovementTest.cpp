@@ -1,7 +1,8 @@
 //===- MovementTest.cpp - Tests of the data movement CPU kernels ----------===//
 //
-// Values against naive index arithmetic, adjoint identities of sliceGrad and
-// gatherGrad, and error statuses (bad perms, out-of-range indices).
+// Values against naive index arithmetic and numpy.pad, adjoint identities of
+// sliceGrad, padGrad and gatherGrad, and error statuses (bad perms,
+// out-of-range indices).
 //
 //===----------------------------------------------------------------------===//
 
@@ -146,6 +147,72 @@ TEST(SliceGrad, ValuesAndAdjoint) {
   ASSERT_TRUE(slice(ctx, x.t, starts, steps, sx.t).ok());
   ASSERT_TRUE(sliceGrad(ctx, g.t, starts, steps, gx.t).ok());
   EXPECT_NEAR(dot(sx.values, g.values), dot(x.values, gx.values), 1e-12);
+}
+
+//===----------------------------------------------------------------------===//
+// Pad
+//===----------------------------------------------------------------------===//
+
+TEST(Pad, ModesMatchNumpy) {
+  Context ctx;
+  Owned<float> x({2, 3}, {1, 2, 3, 4, 5, 6});
+  Owned<float> y({4, 7});
+  // numpy.pad(x, ((1, 1), (2, 2)), mode)
+  ASSERT_TRUE(pad(ctx, x.t, {1, 2, 1, 2}, PadMode::Constant, 9.0, y.t).ok());
+  EXPECT_EQ(y.values, (std::vector<float>{9, 9, 9, 9, 9, 9, 9, //
+                                          9, 9, 1, 2, 3, 9, 9, //
+                                          9, 9, 4, 5, 6, 9, 9, //
+                                          9, 9, 9, 9, 9, 9, 9}));
+  ASSERT_TRUE(pad(ctx, x.t, {1, 2, 1, 2}, PadMode::Reflect, 0.0, y.t).ok());
+  EXPECT_EQ(y.values, (std::vector<float>{6, 5, 4, 5, 6, 5, 4, //
+                                          3, 2, 1, 2, 3, 2, 1, //
+                                          6, 5, 4, 5, 6, 5, 4, //
+                                          3, 2, 1, 2, 3, 2, 1}));
+  ASSERT_TRUE(pad(ctx, x.t, {1, 2, 1, 2}, PadMode::Edge, 0.0, y.t).ok());
+  EXPECT_EQ(y.values, (std::vector<float>{1, 1, 1, 2, 3, 3, 3, //
+                                          1, 1, 1, 2, 3, 3, 3, //
+                                          4, 4, 4, 5, 6, 6, 6, //
+                                          4, 4, 4, 5, 6, 6, 6}));
+  // Negative pads crop: x[:, 1:] padded by one 0 row on top.
+  Owned<float> cropped({3, 2});
+  ASSERT_TRUE(
+      pad(ctx, x.t, {1, -1, 0, 0}, PadMode::Constant, 0.0, cropped.t).ok());
+  EXPECT_EQ(cropped.values, (std::vector<float>{0, 0, 2, 3, 5, 6}));
+  // Reflect wider than the dim repeats the mirror images (numpy's rule).
+  Owned<int64_t> v({3}, {1, 2, 3}), wide({9});
+  ASSERT_TRUE(pad(ctx, v.t, {3, 3}, PadMode::Reflect, 0.0, wide.t).ok());
+  EXPECT_EQ(wide.values, (std::vector<int64_t>{2, 3, 2, 1, 2, 3, 2, 1, 2}));
+}
+
+TEST(PadGrad, AdjointOfEveryMode) {
+  Context ctx;
+  ctx.numThreads = 3;
+  const std::vector<int64_t> pads = {0, 2, -1, 1, 3, 0, 2, 1};
+  Owned<double> x = random<double>({2, 3, 4, 5}, 3);
+  Owned<double> g = random<double>({5, 5, 5, 7}, 4);
+  for (PadMode mode : {PadMode::Constant, PadMode::Reflect, PadMode::Edge}) {
+    // <pad(x), g> == <x, padGrad(g)> (the constant is 0: pad is linear).
+    Owned<double> px({5, 5, 5, 7}), gx({2, 3, 4, 5});
+    ASSERT_TRUE(pad(ctx, x.t, pads, mode, 0.0, px.t).ok());
+    ASSERT_TRUE(padGrad(ctx, g.t, pads, mode, gx.t).ok());
+    EXPECT_NEAR(dot(px.values, g.values), dot(x.values, gx.values), 1e-12)
+        << static_cast<int>(mode);
+  }
+}
+
+TEST(Pad, Errors) {
+  Context ctx;
+  Owned<float> x({2, 3}), y({4, 5}), empty({0, 3}), e({2, 3});
+  EXPECT_TRUE(pad(ctx, x.t, {1, 1, 1, 1}, PadMode::Constant, 0, y.t).ok());
+  Status s = pad(ctx, x.t, {1, 1, 1, 0}, PadMode::Constant, 0, y.t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("pad: dim 1"), std::string::npos) << s.message;
+  EXPECT_FALSE(pad(ctx, x.t, {1, 1}, PadMode::Constant, 0, y.t).ok());
+  EXPECT_FALSE(pad(ctx, empty.t, {1, 0, 0, 0}, PadMode::Edge, 0, e.t).ok());
+  EXPECT_TRUE(pad(ctx, empty.t, {1, 0, 1, 0}, PadMode::Constant, 0, e.t).ok());
+  Owned<int64_t> ints({2, 3}), intsOut({4, 5});
+  EXPECT_FALSE(
+      padGrad(ctx, ints.t, {-1, -1, -1, -1}, PadMode::Edge, intsOut.t).ok());
 }
 
 //===----------------------------------------------------------------------===//

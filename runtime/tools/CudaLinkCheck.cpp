@@ -53,6 +53,8 @@ int main(int argc, char **) {
                              addressOf(&transpose),
                              addressOf(&slice),
                              addressOf(&sliceGrad),
+                             addressOf(&pad),
+                             addressOf(&padGrad),
                              addressOf(&concat),
                              addressOf(&split),
                              addressOf(&gather),

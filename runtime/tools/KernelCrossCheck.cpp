@@ -289,6 +289,24 @@ std::vector<Case> cases() {
            record(n, "dtable", *dt);
          }
        }},
+      {"pad_and_grad",
+       [](const std::string &n) {
+         // Each mode with a crop; reflect wider than a dim.
+         const std::vector<int64_t> pads = {0, 1, 5, -1, 0, -1, 2, 3};
+         auto x = random({2, 3, 4, 5}, 41), dy = random({2, 3, 11, 7}, 42);
+         const std::pair<PadMode, const char *> modes[] = {
+             {PadMode::Constant, "constant"},
+             {PadMode::Reflect, "reflect"},
+             {PadMode::Edge, "edge"}};
+         for (auto [mode, name] : modes) {
+           auto y = zeros({2, 3, 11, 7}), dx = zeros({2, 3, 4, 5});
+           if (ok(n, pad(ctx, x->tensor, pads, mode, 1.5, y->tensor)) &&
+               ok(n, padGrad(ctx, dy->tensor, pads, mode, dx->tensor))) {
+             record(n, std::string("y_") + name, *y);
+             record(n, std::string("dx_") + name, *dx);
+           }
+         }
+       }},
       {"softmax_cross_entropy",
        [](const std::string &n) {
          auto s = random({8, 10}, 35, -3, 3),

@@ -10,9 +10,9 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Dialect/Train/Transforms/Passes.h"
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/TrainHandlers.h"
-#include "pp/Dialect/Train/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/MLIRContext.h"
@@ -306,6 +306,33 @@ std::vector<GradCase> cases() {
        "  %y = onnx.Expand %x, %shape : (tensor<3x1xf64>, tensor<3xi64>) -> "
        "tensor<2x3x4xf64>",
        {2, 3, 4}},
+      {"PadConstant",
+       {{"x", {2, 3, 4}}},
+       "  %pads = onnx.Constant dense<[0, 1, 2, 1, 0, 3]> : tensor<6xi64>\n"
+       "  %v = onnx.Constant dense<1.5> : tensor<f64>\n"
+       "  %y = onnx.Pad %x, %pads value %v : (tensor<2x3x4xf64>, "
+       "tensor<6xi64>, tensor<f64>) -> tensor<3x4x9xf64>",
+       {3, 4, 9}},
+      {"PadConstantCropping",
+       {{"x", {2, 3, 4}}},
+       "  %pads = onnx.Constant dense<[1, -1, 0, 0, 2, -2]> : tensor<6xi64>\n"
+       "  %y = onnx.Pad %x, %pads : (tensor<2x3x4xf64>, tensor<6xi64>) -> "
+       "tensor<3x4x2xf64>",
+       {3, 4, 2}},
+      {"PadReflect",
+       {{"x", {1, 2, 3, 4}}},
+       "  %pads = onnx.Constant dense<[0, 0, 2, 3, 0, 0, 3, -1]> : "
+       "tensor<8xi64>\n"
+       "  %y = onnx.Pad %x, %pads {mode = \"reflect\"} : (tensor<1x2x3x4xf64>, "
+       "tensor<8xi64>) -> tensor<1x2x8x6xf64>",
+       {1, 2, 8, 6}},
+      {"PadEdge",
+       {{"x", {2, 3, 4}}},
+       "  %pads = onnx.Constant dense<[2, 1]> : tensor<2xi64>\n"
+       "  %axes = onnx.Constant dense<[-1]> : tensor<1xi64>\n"
+       "  %y = onnx.Pad %x, %pads axes %axes {mode = \"edge\"} : "
+       "(tensor<2x3x4xf64>, tensor<2xi64>, tensor<1xi64>) -> tensor<2x3x7xf64>",
+       {2, 3, 7}},
       {"Concat",
        {x, {"b", {2, 2}}},
        "  %y = onnx.Concat %x, %b {axis = 1 : i64} : (tensor<2x3xf64>, "

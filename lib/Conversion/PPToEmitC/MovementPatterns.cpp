@@ -2,7 +2,7 @@
 //
 // Global reads and constants become StageContext calls (named by symbol and
 // by value until the program numbers them); reshape-like ops copy into
-// their own buffer; Transpose, Expand, Concat, Split, Slice, Gather and
+// their own buffer; Transpose, Expand, Concat, Split, Slice, Pad, Gather and
 // ConstantOfShape become one call each of their runtime kernels.
 //
 //===----------------------------------------------------------------------===//
@@ -249,6 +249,42 @@ public:
   }
 };
 
+/// The C++ enumerator of a pad mode.
+std::string padModeLiteral(rt::PadMode mode) {
+  switch (mode) {
+  case rt::PadMode::Constant:
+    return "pp::rt::PadMode::Constant";
+  case rt::PadMode::Reflect:
+    return "pp::rt::PadMode::Reflect";
+  case rt::PadMode::Edge:
+    return "pp::rt::PadMode::Edge";
+  }
+  return "";
+}
+
+class PadLowering : public StageOpLowering<onnx::PadOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(onnx::PadOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto pads = op.getResolvedPads();
+    auto mode = op.getPadMode();
+    if (failed(pads) || failed(mode))
+      return failure();
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getData())
+        .lit(intVector(*pads))
+        .lit(padModeLiteral(*mode))
+        .lit(floatLiteral(op.getPadValue(), /*isDouble=*/true))
+        .value(*out);
+    emit.kernel("pp::rt::pad", a);
+    return success();
+  }
+};
+
 class GatherLowering : public StageOpLowering<onnx::GatherOp> {
 public:
   using StageOpLowering::StageOpLowering;
@@ -279,7 +315,7 @@ void pp::emitc_lowering::populateMovementPatterns(
            ReshapeLowering<onnx::FlattenOp>, ReshapeLowering<onnx::ReshapeOp>,
            ReshapeLowering<onnx::SqueezeOp>, ReshapeLowering<onnx::UnsqueezeOp>,
            TransposeLowering, ConcatLowering, SplitLowering, SliceLowering,
-           GatherLowering>(typeConverter, patterns.getContext());
+           PadLowering, GatherLowering>(typeConverter, patterns.getContext());
   patterns.add<KernelCallLowering<onnx::ExpandOp>>(
       typeConverter, patterns.getContext(), "pp::rt::expand", 1);
 }

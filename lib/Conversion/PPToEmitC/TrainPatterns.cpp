@@ -283,6 +283,28 @@ public:
   }
 };
 
+class PadGradLowering : public StageOpLowering<train::PadGradOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::PadGradOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto mode = op.getPadMode();
+    auto out = emit.result();
+    if (failed(mode) || failed(out))
+      return failure();
+    static constexpr const char *kModes[] = {"pp::rt::PadMode::Constant",
+                                             "pp::rt::PadMode::Reflect",
+                                             "pp::rt::PadMode::Edge"};
+    CallArgs a = emit.args();
+    a.value(adaptor.getOperands()[0])
+        .lit(intVector(op.getPads()))
+        .lit(kModes[static_cast<int>(*mode)])
+        .value(*out);
+    emit.kernel("pp::rt::padGrad", a);
+    return success();
+  }
+};
+
 class SliceGradLowering : public StageOpLowering<train::SliceGradOp> {
 public:
   using StageOpLowering::StageOpLowering;
@@ -367,12 +389,11 @@ public:
 void pp::emitc_lowering::populateTrainPatterns(
     const TypeConverter &typeConverter, RewritePatternSet &patterns) {
   MLIRContext *context = patterns.getContext();
-  patterns
-      .add<GlobalWriteLowering, SGDLowering, AdamLowering, UnaryGradLowering,
-           SoftmaxGradLowering, LayerNormGradLowering, BatchNormGradLowering,
-           AvgPoolGradLowering, SliceGradLowering, GatherGradLowering,
-           DropoutGradLowering, SoftmaxCrossEntropyGradLowering>(typeConverter,
-                                                                 context);
+  patterns.add<GlobalWriteLowering, SGDLowering, AdamLowering,
+               UnaryGradLowering, SoftmaxGradLowering, LayerNormGradLowering,
+               BatchNormGradLowering, AvgPoolGradLowering, SliceGradLowering,
+               PadGradLowering, GatherGradLowering, DropoutGradLowering,
+               SoftmaxCrossEntropyGradLowering>(typeConverter, context);
   patterns.add<KernelCallLowering<train::ReduceSumToOp>>(
       typeConverter, context, "pp::rt::reduceSumTo", 1);
   patterns.add<KernelCallLowering<train::MaxPoolGradOp>>(

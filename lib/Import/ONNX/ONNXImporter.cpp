@@ -112,6 +112,8 @@ private:
                                           ArrayRef<char> bytes);
   LogicalResult importNode(const onnxpb::NodeProto &node, int index);
   LogicalResult importConstantNode(const onnxpb::NodeProto &node, Location loc);
+  LogicalResult importTileNode(const onnxpb::NodeProto &node, Location loc,
+                               StringRef where);
   FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
                                         Location loc, StringRef where);
   SmallVector<Value> foldOrKeep(Operation *op);
@@ -653,6 +655,87 @@ LogicalResult Importer::importConstantNode(const onnxpb::NodeProto &node,
   return success();
 }
 
+/// Tile as Reshape -> Expand -> Reshape: x [d0, d1, ...] viewed as
+/// [1, d0, 1, d1, ...], broadcast to [r0, d0, r1, d1, ...] and flattened to
+/// [r0 * d0, r1 * d1, ...]. Its gradient is then Expand's (a sum over the
+/// repeats).
+LogicalResult Importer::importTileNode(const onnxpb::NodeProto &node,
+                                       Location loc, StringRef where) {
+  if (node.input_size() != 2 || node.output_size() != 1)
+    return emitError(loc) << where << " needs 2 inputs and 1 output", failure();
+  Value inputs[2];
+  for (int i = 0; i < 2; ++i) {
+    auto it = values.find(node.input(i));
+    if (it == values.end())
+      return emitError(loc)
+                 << "missing input: " << where << " reads '" << node.input(i)
+                 << "', which no graph input, initializer or "
+                    "earlier node defines",
+             failure();
+    inputs[i] = it->second;
+  }
+  auto type = dyn_cast<RankedTensorType>(inputs[0].getType());
+  auto repeats = pp::onnx::getConstantInts(inputs[1]);
+  if (!type || !repeats)
+    return emitError(loc) << where << ": 'repeats' is not a constant: the "
+                          << "result shape cannot be made static",
+           failure();
+  if (static_cast<int64_t>(repeats->size()) != type.getRank() ||
+      type.getRank() == 0)
+    return emitError(loc) << where << ": 'repeats' has " << repeats->size()
+                          << " entries for an input of rank " << type.getRank(),
+           failure();
+  SmallVector<int64_t> spread, expanded, tiled;
+  for (auto [dim, repeat] : llvm::zip(type.getShape(), *repeats)) {
+    if (repeat < 0)
+      return emitError(loc) << where << ": repeats must not be negative",
+             failure();
+    spread.append({1, dim});
+    expanded.append({repeat, dim});
+    tiled.push_back(repeat * dim);
+  }
+  auto shapeConstant = [&](ArrayRef<int64_t> shape) -> Value {
+    auto shapeType =
+        RankedTensorType::get({int64_t(shape.size())}, builder.getI64Type());
+    return pp::onnx::ConstantOp::create(
+        builder, loc, DenseIntElementsAttr::get(shapeType, shape));
+  };
+  auto reshape = [&](Value x, ArrayRef<int64_t> shape) {
+    return foldOrKeep(pp::onnx::ReshapeOp::create(builder, loc, x,
+                                                  shapeConstant(shape),
+                                                  builder.getI64IntegerAttr(0)))
+        .front();
+  };
+  Value view = reshape(inputs[0], spread);
+  Value broadcast = foldOrKeep(pp::onnx::ExpandOp::create(
+                                   builder, loc, view, shapeConstant(expanded)))
+                        .front();
+  if (!node.output(0).empty())
+    values[node.output(0)] = reshape(broadcast, tiled);
+  return success();
+}
+
+/// Neg of a small constant (ONNX's expanded functions negate shape data,
+/// e.g. LayerNormalization's reduced-axes count). TODO: NegOp::fold.
+static Attribute foldNeg(Attribute operand) {
+  auto dense = dyn_cast_if_present<DenseElementsAttr>(operand);
+  if (!dense || dense.getNumElements() > kMaxInlineConstantElements)
+    return {};
+  Type element = dense.getElementType();
+  if (isa<FloatType>(element)) {
+    SmallVector<APFloat> values;
+    for (APFloat v : dense.getValues<APFloat>())
+      values.push_back(neg(v));
+    return DenseElementsAttr::get(dense.getType(), values);
+  }
+  if (!element.isSignlessInteger() || element.isInteger(1))
+    return {};
+  SmallVector<APInt> values;
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(-v);
+  return DenseElementsAttr::get(dense.getType(), values);
+}
+
 SmallVector<Value> Importer::foldOrKeep(Operation *op) {
   SmallVector<Attribute> constants;
   for (Value operand : op->getOperands()) {
@@ -660,6 +743,14 @@ SmallVector<Value> Importer::foldOrKeep(Operation *op) {
     matchPattern(operand, m_Constant(&attr));
     constants.push_back(attr);
   }
+  if (isa<pp::onnx::NegOp>(op))
+    if (Attribute folded = foldNeg(constants.front())) {
+      Value result = pp::onnx::ConstantOp::create(builder, op->getLoc(),
+                                                  cast<ElementsAttr>(folded))
+                         .getResult();
+      op->erase();
+      return {result};
+    }
   SmallVector<OpFoldResult> folded;
   if (isa<pp::onnx::ConstantOp>(op) || failed(op->fold(constants, folded)) ||
       folded.empty())
@@ -691,6 +782,8 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
            failure();
   if (node.op_type() == "Constant")
     return importConstantNode(node, loc);
+  if (node.op_type() == "Tile")
+    return importTileNode(node, loc, where);
 
   std::string opName = "onnx." + node.op_type();
   std::optional<RegisteredOperationName> registered =
@@ -761,6 +854,9 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
                             << " inputs, at most " << formals << " allowed",
              failure();
     segments.resize(formals, 0);
+    // Opset 18's Pad axes: the op has the input before the importer's opsets.
+    if (node.op_type() == "Pad")
+      segments.resize(4, 0);
     attrs.set("operandSegmentSizes", builder.getDenseI32ArrayAttr(segments));
   }
   // PyTorch's BatchNorm updates the running variance with the unbiased batch

@@ -298,6 +298,39 @@ Status checkSlice(const Tensor &x, const std::vector<int64_t> &starts,
   return slicePlan("slice", x.shape, y.shape, starts, steps, base, strides);
 }
 
+Status checkPad(const char *what, const Tensor &x, const Tensor &y,
+                const std::vector<int64_t> &pads, PadMode mode) {
+  std::string op = what;
+  PP_RT_TRY(expectValid(x, (op + " x").c_str()));
+  PP_RT_TRY(expectDType(y, x.dtype, (op + " y").c_str()));
+  PP_RT_TRY(expectValid(y, (op + " y").c_str()));
+  if (mode != PadMode::Constant && mode != PadMode::Reflect &&
+      mode != PadMode::Edge)
+    return Status::error(op + ": unknown mode " +
+                         std::to_string(static_cast<int>(mode)));
+  size_t rank = x.shape.size();
+  if (pads.size() != 2 * rank || y.shape.size() != rank)
+    return Status::error(op + ": expected " + std::to_string(2 * rank) +
+                         " pads and rank " + std::to_string(rank) +
+                         " results, got " + std::to_string(pads.size()) +
+                         " and " + std::to_string(y.shape.size()));
+  for (size_t d = 0; d < rank; ++d) {
+    int64_t begin = pads[d], end = pads[d + rank];
+    int64_t size = x.shape[d] + begin + end;
+    if (size < 0 || size != y.shape[d])
+      return Status::error(op + ": dim " + std::to_string(d) + " of size " +
+                           std::to_string(x.shape[d]) + " padded by [" +
+                           std::to_string(begin) + ", " + std::to_string(end) +
+                           "] is " + std::to_string(size) + ", y has " +
+                           std::to_string(y.shape[d]));
+    if (mode != PadMode::Constant && x.shape[d] == 0 && size > 0)
+      return Status::error(op + ": cannot " +
+                           (mode == PadMode::Reflect ? "reflect" : "edge-pad") +
+                           " the empty dim " + std::to_string(d));
+  }
+  return Status::success();
+}
+
 Status checkSliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
                       const std::vector<int64_t> &steps, const Tensor &dx,
                       int64_t &base, std::vector<int64_t> &strides) {

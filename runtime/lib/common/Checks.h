@@ -12,6 +12,7 @@
 #ifndef PP_RUNTIME_COMMON_CHECKS_H
 #define PP_RUNTIME_COMMON_CHECKS_H
 
+#include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <array>
@@ -167,6 +168,31 @@ Status checkSlice(const Tensor &x, const std::vector<int64_t> &starts,
 Status checkSliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
                       const std::vector<int64_t> &steps, const Tensor &dx,
                       int64_t &base, std::vector<int64_t> &strides);
+/// The argument checks of pad (`full` is x, `part` y) and padGrad (`full`
+/// is dy, `part` dx): ranks, y = x + begin + end, and a non-empty source dim
+/// wherever Reflect or Edge pads.
+Status checkPad(const char *what, const Tensor &x, const Tensor &y,
+                const std::vector<int64_t> &pads, PadMode mode);
+
+/// The index of x that index o of a padded dim reads (Kernels.h: pad), or
+/// -1 for the constant. `n` is x's size of the dim.
+PP_RT_HOST_DEVICE inline int64_t padSource(int64_t o, int64_t begin, int64_t n,
+                                           PadMode mode) {
+  int64_t s = o - begin;
+  if (s >= 0 && s < n)
+    return s;
+  if (mode == PadMode::Constant || n == 0)
+    return -1;
+  if (mode == PadMode::Edge || n == 1)
+    return s < 0 ? 0 : n - 1;
+  // Reflect: the mirror images repeat with period 2 (n - 1).
+  int64_t period = 2 * (n - 1);
+  s %= period;
+  if (s < 0)
+    s += period;
+  return s < n ? s : period - s;
+}
+
 /// The argument checks of concat / split; `a` is the normalised axis.
 Status checkConcat(const std::vector<const Tensor *> &inputs, int64_t axis,
                    const Tensor &y, int64_t &a);

@@ -1,8 +1,8 @@
 //===- Movement.cpp - Data movement CPU kernels -----------------*- C++ -*-===//
 //
-// Transpose, slice and its adjoint, concat, split, gather and its adjoint,
-// and copy. Kernels that only move elements work on any dtype through an
-// unsigned type of the element's size.
+// Transpose, slice and its adjoint, pad and its adjoint, concat, split, gather
+// and its adjoint, and copy. Kernels that only move elements work on any dtype
+// through an unsigned type of the element's size.
 //
 //===----------------------------------------------------------------------===//
 
@@ -316,6 +316,120 @@ Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
           std::max<int64_t>(1, kGrain / std::max<int64_t>(1, outer * count)),
           [&](int64_t b, int64_t e) { body(0, outer, b, e); });
   });
+  return Status::success();
+}
+
+namespace {
+
+/// Per dim of a padded tensor, the source index in x of every output index
+/// (-1 for the constant).
+std::vector<std::vector<int64_t>> padSources(const std::vector<int64_t> &x,
+                                             const std::vector<int64_t> &y,
+                                             const std::vector<int64_t> &pads,
+                                             PadMode mode) {
+  size_t rank = x.size();
+  std::vector<std::vector<int64_t>> sources(rank);
+  for (size_t d = 0; d < rank; ++d)
+    for (int64_t o = 0; o < y[d]; ++o)
+      sources[d].push_back(padSource(o, pads[d], x[d], mode));
+  return sources;
+}
+
+/// Calls body(yRow, xRow) for each row (all dims but the last) of y, with
+/// xRow the offset of x's row it reads or -1 for a constant row.
+template <typename Fn>
+void forEachPadRow(const std::vector<int64_t> &yShape,
+                   const std::vector<int64_t> &xShape,
+                   const std::vector<std::vector<int64_t>> &sources,
+                   int64_t beginRow, int64_t endRow, Fn &&body) {
+  int64_t rank = static_cast<int64_t>(yShape.size());
+  std::vector<int64_t> xStrides = stridesOf(xShape);
+  for (int64_t row = beginRow; row < endRow; ++row) {
+    int64_t rem = row, xRow = 0;
+    for (int64_t d = rank - 2; d >= 0; --d) {
+      int64_t o = rem % yShape[d];
+      rem /= yShape[d];
+      int64_t s = sources[d][o];
+      if (s < 0 || xRow < 0)
+        xRow = -1;
+      else
+        xRow += s * xStrides[d];
+    }
+    body(row, xRow);
+  }
+}
+
+} // namespace
+
+Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
+           PadMode mode, double value, Tensor &y) {
+  PP_RT_TRY(checkPad("pad", x, y, pads, mode));
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  if (y.rank() == 0)
+    return copy(ctx, x, y);
+  // The constant as one element of y's dtype.
+  uint64_t fillBits = 0;
+  Tensor one{&fillBits, y.dtype, {1}};
+  writeDouble(one, 0, value);
+  auto sources = padSources(x.shape, y.shape, pads, mode);
+  int64_t inner = y.shape.back();
+  const std::vector<int64_t> &innerSources = sources.back();
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    const T *px = x.as<const T>();
+    T *py = y.as<T>();
+    T fill;
+    std::memcpy(&fill, &fillBits, sizeof(T));
+    int64_t rows = n / inner;
+    parallelFor(ctx, rows, std::max<int64_t>(1, kGrain / inner),
+                [&](int64_t begin, int64_t end) {
+                  forEachPadRow(y.shape, x.shape, sources, begin, end,
+                                [&](int64_t row, int64_t xRow) {
+                                  T *out = py + row * inner;
+                                  if (xRow < 0) {
+                                    std::fill(out, out + inner, fill);
+                                    return;
+                                  }
+                                  for (int64_t o = 0; o < inner; ++o) {
+                                    int64_t s = innerSources[o];
+                                    out[o] = s < 0 ? fill : px[xRow + s];
+                                  }
+                                });
+                });
+    return Status::success();
+  });
+}
+
+Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
+               PadMode mode, Tensor &dx) {
+  PP_RT_TRY(checkPad("padGrad", dx, dy, pads, mode));
+  if (dx.numel() > 0)
+    std::memset(dx.data, 0, dx.bytes());
+  int64_t n = dy.numel();
+  if (n == 0)
+    return Status::success();
+  if (dy.rank() == 0)
+    return copy(ctx, dy, dx);
+  auto sources = padSources(dx.shape, dy.shape, pads, mode);
+  int64_t inner = dy.shape.back();
+  const std::vector<int64_t> &innerSources = sources.back();
+  // Reflected and replicated positions share a source: one thread scatters.
+  PP_RT_FLOAT_DISPATCH(dy.dtype, "padGrad", {
+    const T *pdy = dy.as<const T>();
+    T *pdx = dx.as<T>();
+    forEachPadRow(dy.shape, dx.shape, sources, 0, n / inner,
+                  [&](int64_t row, int64_t xRow) {
+                    if (xRow < 0)
+                      return;
+                    const T *in = pdy + row * inner;
+                    for (int64_t o = 0; o < inner; ++o)
+                      if (int64_t s = innerSources[o]; s >= 0)
+                        pdx[xRow + s] += in[o];
+                  });
+  });
+  (void)ctx;
   return Status::success();
 }
 

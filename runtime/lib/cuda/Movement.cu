@@ -1,15 +1,17 @@
 //===- Movement.cu - Data movement CUDA kernels ---------------------------===//
 //
-// Transpose, slice and its adjoint, concat, split, gather and its adjoint,
-// and copy. Kernels that only move elements work on any dtype through an
-// unsigned type of the element's size. Transposes that swap the innermost
-// dim go through shared-memory tiles so reads and writes both coalesce;
-// concat and split are strided 2-D copies. Gather indices are checked on
-// the device; a bad one is reported after a stream synchronisation.
+// Transpose, slice and its adjoint, pad and its adjoint, concat, split, gather
+// and its adjoint, and copy. Kernels that only move elements work on any dtype
+// through an unsigned type of the element's size. Transposes that swap the
+// innermost dim go through shared-memory tiles so reads and writes both
+// coalesce; concat and split are strided 2-D copies. Gather indices are checked
+// on the device; a bad one is reported after a stream synchronisation.
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.cuh"
+
+#include <cstring>
 
 namespace pp::rt {
 
@@ -332,6 +334,158 @@ Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
         total, count, inner, size, flag);
     PP_CUDA_LAUNCHED(what);
     return checkIndices(what, stream, flag, indices, size);
+  });
+}
+
+namespace {
+
+/// The geometry of a pad, passed to the kernels by value.
+struct PadIndex {
+  int rank = 0;
+  PadMode mode = PadMode::Constant;
+  int64_t y[kMaxRank] = {};
+  int64_t x[kMaxRank] = {};
+  int64_t xStrides[kMaxRank] = {};
+  int64_t begin[kMaxRank] = {};
+
+  /// The offset in x that flat index i of y reads, or -1.
+  __device__ int64_t source(int64_t i) const {
+    int64_t offset = 0;
+    bool constant = false;
+    for (int d = rank - 1; d >= 0; --d) {
+      int64_t o = i % y[d];
+      i /= y[d];
+      int64_t s = padSource(o, begin[d], x[d], mode);
+      constant |= s < 0;
+      offset += s * xStrides[d];
+    }
+    return constant ? -1 : offset;
+  }
+};
+
+Status makePadIndex(const char *what, const std::vector<int64_t> &x,
+                    const std::vector<int64_t> &y,
+                    const std::vector<int64_t> &pads, PadMode mode,
+                    PadIndex &index) {
+  if (x.size() > static_cast<size_t>(kMaxRank))
+    return Status::error(std::string(what) + ": more than " +
+                         std::to_string(kMaxRank) +
+                         " dims are not supported by the CUDA backend");
+  std::vector<int64_t> strides = stridesOf(x);
+  index.rank = static_cast<int>(x.size());
+  index.mode = mode;
+  for (size_t d = 0; d < x.size(); ++d) {
+    index.y[d] = y[d];
+    index.x[d] = x[d];
+    index.xStrides[d] = strides[d];
+    index.begin[d] = pads[d];
+  }
+  return Status::success();
+}
+
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    padKernel(const T *x, T *y, T fill, int64_t n, PadIndex index) {
+  PP_GRID_STRIDE(i, n) {
+    int64_t s = index.source(i);
+    y[i] = s < 0 ? fill : x[s];
+  }
+}
+
+// Reflected and replicated positions share a source: atomics.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    padGradKernel(const T *dy, T *dx, int64_t n, PadIndex index) {
+  PP_GRID_STRIDE(i, n) {
+    int64_t s = index.source(i);
+    if (s >= 0)
+      atomicAdd(dx + s, dy[i]);
+  }
+}
+
+/// `value` as the bits of one element of `dtype`, converted as fill does.
+uint64_t elementBits(DType dtype, double value) {
+  uint64_t bits = 0;
+  auto store = [&](auto v) { std::memcpy(&bits, &v, sizeof(v)); };
+  switch (dtype) {
+  case DType::F32:
+    store(static_cast<float>(value));
+    break;
+  case DType::F64:
+    store(value);
+    break;
+  case DType::I64:
+    store(convertDouble<int64_t>(value));
+    break;
+  case DType::I32:
+    store(convertDouble<int32_t>(value));
+    break;
+  case DType::I8:
+    store(convertDouble<int8_t>(value));
+    break;
+  case DType::U8:
+    store(convertDouble<uint8_t>(value));
+    break;
+  case DType::Bool:
+    store(static_cast<uint8_t>(value != 0));
+    break;
+  case DType::F16:
+    store(doubleToHalf(value));
+    break;
+  case DType::BF16:
+    store(doubleToBFloat16(value));
+    break;
+  case DType::U32:
+    store(convertDouble<uint32_t>(value));
+    break;
+  case DType::U64:
+    store(convertDouble<uint64_t>(value));
+    break;
+  }
+  return bits;
+}
+
+} // namespace
+
+Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
+           PadMode mode, double value, Tensor &y) {
+  const char *what = "pad";
+  PP_RT_TRY(checkPad(what, x, y, pads, mode));
+  int64_t n = y.numel();
+  if (n == 0)
+    return Status::success();
+  PadIndex index;
+  PP_RT_TRY(makePadIndex(what, x.shape, y.shape, pads, mode, index));
+  uint64_t bits = elementBits(y.dtype, value);
+  cudaStream_t stream = streamOf(ctx);
+  return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T fill;
+    std::memcpy(&fill, &bits, sizeof(T));
+    padKernel<T><<<gridFor(n), kThreads, 0, stream>>>(x.as<T>(), y.as<T>(),
+                                                      fill, n, index);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  });
+}
+
+Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
+               PadMode mode, Tensor &dx) {
+  const char *what = "padGrad";
+  PP_RT_TRY(checkPad(what, dx, dy, pads, mode));
+  cudaStream_t stream = streamOf(ctx);
+  return visitFloat(dy.dtype, what, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    PP_RT_TRY(zeroTensor(what, dx, stream));
+    int64_t n = dy.numel();
+    if (n == 0)
+      return Status::success();
+    PadIndex index;
+    PP_RT_TRY(makePadIndex(what, dx.shape, dy.shape, pads, mode, index));
+    padGradKernel<T>
+        <<<gridFor(n), kThreads, 0, stream>>>(dy.as<T>(), dx.as<T>(), n, index);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
   });
 }
 

@@ -39,6 +39,9 @@
 // CHECK: call_opaque "pp::rt::split"(%{{.*}}, %[[X]], %[[O]]) {args = [0 : index, 1 : index, #emitc.opaque<"1">, 2 : index]}
 // CHECK: call_opaque "pp::rt::slice"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 1}">, #emitc.opaque<"std::vector<int64_t>{1, 2}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::gather"(%{{.*}}, %[[X]], %[[I]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">, 3 : index]}
+// Pad: begin then end counts of every dim, the mode, the constant.
+// CHECK: call_opaque "pp::rt::pad"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 1, -1}">, #emitc.opaque<"pp::rt::PadMode::Constant">, #emitc.opaque<"1.5{{.*}}">, 2 : index]}
+// CHECK: call_opaque "pp::rt::pad"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 0, 3}">, #emitc.opaque<"pp::rt::PadMode::Reflect">, #emitc.opaque<"0{{.*}}">, 2 : index]}
 
 // The table lists the globals and each distinct constant with its place in
 // the data file.
@@ -79,6 +82,12 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %sp = onnx.Constant dense<[2]> : tensor<1xi64>
     %s = onnx.Slice %x, %st, %en axes %ax steps %sp : (tensor<4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x3xf32>
     %g = onnx.Gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
+    %pads = onnx.Constant dense<[0, 2, 1, -1]> : tensor<4xi64>
+    %pv = onnx.Constant dense<1.5> : tensor<f32>
+    %p = onnx.Pad %x, %pads value %pv : (tensor<4x8xf32>, tensor<4xi64>, tensor<f32>) -> tensor<5x9xf32>
+    %rpads = onnx.Constant dense<[2, 3]> : tensor<2xi64>
+    %raxes = onnx.Constant dense<[1]> : tensor<1xi64>
+    %r = onnx.Pad %x, %rpads axes %raxes {mode = "reflect"} : (tensor<4x8xf32>, tensor<2xi64>, tensor<1xi64>) -> tensor<4x13xf32>
     return
   }
   onnx.global "trainable" @w : tensor<2x3xf32> = dense<0.5> : tensor<2x3xf32>

@@ -21,6 +21,11 @@
 
 // CHECK-LABEL: emitc.func @layer_norm(
 // CHECK: call_opaque "pp::rt::layerNorm"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"1">, #emitc.opaque<"9.999999747e-06f">, 3 : index, 4 : index, 5 : index]}
+// float64 data with stash_type 1: the statistics are float32 views.
+// CHECK: %[[Y64:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F64">, #emitc.opaque<"{4, 8}">]}
+// CHECK: %[[M32:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F32">, #emitc.opaque<"{4, 1}">]}
+// CHECK: %[[I32:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F32">, #emitc.opaque<"{4, 1}">]}
+// CHECK: call_opaque "pp::rt::layerNorm"({{.*}}, %[[Y64]], %[[M32]], %[[I32]])
 
 // CHECK-LABEL: emitc.func @softmax_loss(
 // CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
@@ -47,6 +52,9 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>
     %s = onnx.global_read @ls : tensor<8xf32>
     %y, %mean, %inv = onnx.LayerNormalization %x, %s {axis = -1 : i64} : (tensor<4x8xf32>, tensor<8xf32>) -> (tensor<4x8xf32>, tensor<4x1xf32>, tensor<4x1xf32>)
+    %x64 = onnx.global_read @x64 : tensor<4x8xf64>
+    %s64 = onnx.global_read @ls64 : tensor<8xf64>
+    %y64, %mean32, %inv32 = onnx.LayerNormalization %x64, %s64 {axis = -1 : i64, stash_type = 1 : i64} : (tensor<4x8xf64>, tensor<8xf64>) -> (tensor<4x8xf64>, tensor<4x1xf32>, tensor<4x1xf32>)
     return
   }
   func.func @softmax_loss(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
@@ -63,6 +71,8 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
   onnx.global "state" @m : tensor<3xf32> = dense<0.0> : tensor<3xf32>
   onnx.global "state" @v : tensor<3xf32> = dense<1.0> : tensor<3xf32>
   onnx.global "trainable" @ls : tensor<8xf32> = dense<1.0> : tensor<8xf32>
+  onnx.global "trainable" @ls64 : tensor<8xf64> = dense<1.0> : tensor<8xf64>
+  onnx.global "trainable" @x64 : tensor<4x8xf64> = dense<0.5> : tensor<4x8xf64>
   pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
       pp.action forward @batch_norm {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}

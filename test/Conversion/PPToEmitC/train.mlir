@@ -36,6 +36,7 @@
 // CHECK: call_opaque "pp::rt::dropoutGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"5.000000000e-01f">, 3 : index]}
 // CHECK: call_opaque "pp::rt::sliceGrad"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 1}">, #emitc.opaque<"std::vector<int64_t>{1, 2}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::gatherGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">, 3 : index]}
+// CHECK: call_opaque "pp::rt::padGrad"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 1, -1}">, #emitc.opaque<"pp::rt::PadMode::Reflect">, 2 : index]}
 // CHECK: call_opaque "pp::rt::gen::accumulate"(%{{.*}}, %[[DB]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
 
 // batch_norm_grad recomputes the batch statistics into scratch first.
@@ -91,6 +92,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %dd = train.dropout_grad %ds, %mask {ratio = 0.5 : f32} : tensor<4x8xf32>, tensor<4x8xi1>
     %dsl = train.slice_grad %dd {starts = array<i64: 0, 1>, steps = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<4x16xf32>
     %dg = train.gather_grad %dsl, %i {axis = -2 : i64} : (tensor<4x16xf32>, tensor<3xi64>) -> tensor<5x16xf32>
+    %dp = train.pad_grad %dsl {mode = "reflect", pads = array<i64: 0, 2, 1, -1>} : (tensor<4x16xf32>) -> tensor<3x15xf32>
     pp.accumulate %db {slot = 0 : i64} : tensor<8xf32>
     return
   }

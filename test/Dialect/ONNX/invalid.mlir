@@ -208,3 +208,73 @@ func.func @read_wrong_type() -> tensor<3xf32> {
   %0 = onnx.global_read @w : tensor<3xf32>
   return %0 : tensor<3xf32>
 }
+
+// -----
+
+func.func @pad_dynamic_pads(%x: tensor<2x3xf32>, %p: tensor<4xi64>) -> tensor<3x4xf32> {
+  // expected-error @+2 {{Pad 'pads' is not a constant: the result shape cannot be made static}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<3x4xf32>
+  return %0 : tensor<3x4xf32>
+}
+
+// -----
+
+func.func @pad_mode(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %p = onnx.Constant dense<[0, 1, 0, 1]> : tensor<4xi64>
+  // expected-error @+2 {{Pad mode 'wrap' is not supported (constant, reflect, edge)}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p {mode = "wrap"} : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @pad_overcrop(%x: tensor<2x3xf32>) -> tensor<2x0xf32> {
+  %p = onnx.Constant dense<[0, -2, 0, -2]> : tensor<4xi64>
+  // expected-error @+2 {{Pad crops dim 1 of size 3 by more than its size}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p : (tensor<2x3xf32>, tensor<4xi64>) -> tensor<2x0xf32>
+  return %0 : tensor<2x0xf32>
+}
+
+// -----
+
+func.func @pad_count(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %p = onnx.Constant dense<[1, 1]> : tensor<2xi64>
+  // expected-error @+2 {{Pad has 2 pads for 2 axes; it needs two per axis}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p : (tensor<2x3xf32>, tensor<2xi64>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @pad_value_type(%x: tensor<2x3xf32>) -> tensor<2x5xf32> {
+  %p = onnx.Constant dense<[0, 1, 0, 1]> : tensor<4xi64>
+  %v = onnx.Constant dense<1> : tensor<i64>
+  // expected-error @+2 {{Pad constant_value must be one element of the data's element type}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p value %v : (tensor<2x3xf32>, tensor<4xi64>, tensor<i64>) -> tensor<2x5xf32>
+  return %0 : tensor<2x5xf32>
+}
+
+// -----
+
+func.func @pad_edge_empty(%x: tensor<2x0xf32>) -> tensor<2x2xf32> {
+  %p = onnx.Constant dense<[0, 1, 0, 1]> : tensor<4xi64>
+  // expected-error @+2 {{Pad cannot edge-pad the empty dim 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Pad %x, %p {mode = "edge"} : (tensor<2x0xf32>, tensor<4xi64>) -> tensor<2x2xf32>
+  return %0 : tensor<2x2xf32>
+}
+
+// -----
+
+func.func @range_dynamic(%n: tensor<i64>) -> tensor<3xi64> {
+  %z = onnx.Constant dense<0> : tensor<i64>
+  // expected-error @+2 {{Range 'limit' is not a constant: the result shape cannot be made static}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Range %z, %n, %z : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}

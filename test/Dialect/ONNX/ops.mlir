@@ -147,6 +147,21 @@ func.func @movement(%x: tensor<2x3x4xf32>, %idx: tensor<5xi64>) -> (tensor<4x6xf
   %10 = onnx.Shape %9 : (tensor<2x2x4xf32>) -> tensor<3xi64>
   // CHECK: onnx.ConstantOfShape {{.*}} -> tensor<2x2x1xf32>
   %11 = onnx.ConstantOfShape %eshape {value = dense<1.0> : tensor<1xf32>} : (tensor<3xi64>) -> tensor<2x2x1xf32>
+  %pads = onnx.Constant dense<[0, 1, -1, 0, 2, 1]> : tensor<6xi64>
+  %pv = onnx.Constant dense<2.5> : tensor<f32>
+  // CHECK: onnx.Pad %{{.*}}, %{{.*}} value %{{.*}} : (tensor<2x3x4xf32>, tensor<6xi64>, tensor<f32>) -> tensor<2x6x4xf32>
+  %12 = onnx.Pad %x, %pads value %pv : (tensor<2x3x4xf32>, tensor<6xi64>, tensor<f32>) -> tensor<2x6x4xf32>
+  %ppads = onnx.Constant dense<[3, 1]> : tensor<2xi64>
+  %paxes = onnx.Constant dense<[-1]> : tensor<1xi64>
+  // CHECK: onnx.Pad %{{.*}}, %{{.*}} axes %{{.*}} {mode = "reflect"} : (tensor<2x3x4xf32>, tensor<2xi64>, tensor<1xi64>) -> tensor<2x3x8xf32>
+  %13 = onnx.Pad %x, %ppads axes %paxes {mode = "reflect"} : (tensor<2x3x4xf32>, tensor<2xi64>, tensor<1xi64>) -> tensor<2x3x8xf32>
+  // CHECK: onnx.Range {{.*}} -> tensor<3xi64>
+  %r0 = onnx.Constant dense<5> : tensor<i64>
+  %r1 = onnx.Constant dense<-1> : tensor<i64>
+  %r2 = onnx.Constant dense<-2> : tensor<i64>
+  %14 = onnx.Range %r0, %r1, %r2 : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  // CHECK: onnx.Size {{.*}} -> tensor<i64>
+  %15 = onnx.Size %x : (tensor<2x3x4xf32>) -> tensor<i64>
   return %0, %8, %5#0, %9 : tensor<4x6xf32>, tensor<2x5x4xf32>, tensor<2x1x4xf32>, tensor<2x2x4xf32>
 }
 

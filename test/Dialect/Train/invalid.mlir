@@ -47,3 +47,19 @@ func.func @sgd_momentum_without_buffer(%p: tensor<4xf32>, %s: tensor<i64>) -> te
   %0 = train.sgd %p, %p, %s {lr = 0.1 : f32, momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
+
+// -----
+
+func.func @pad_grad_shape(%dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{dim 1 of dx padded by [1, 0] is not dy's 4}}
+  %0 = train.pad_grad %dy {mode = "reflect", pads = array<i64: 0, 1, 0, 0>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}
+
+// -----
+
+func.func @pad_grad_mode(%dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
+  // expected-error @+1 {{mode must be 'constant', 'reflect' or 'edge', got 'wrap'}}
+  %0 = train.pad_grad %dy {mode = "wrap", pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  return %0 : tensor<2x4xf32>
+}

@@ -13,6 +13,8 @@ func.func @grads(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>, %m: tensor<2x4xi1>, 
   %3 = train.dropout_grad %dy, %m {ratio = 0.5 : f32} : tensor<2x4xf32>, tensor<2x4xi1>
   // CHECK: train.slice_grad {{.*}} -> tensor<2x6xf32>
   %4 = train.slice_grad %dy {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x6xf32>
+  // CHECK: train.pad_grad {{.*}} {mode = "edge", pads = array<i64: 0, 1, 0, -1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
+  %pg = train.pad_grad %dy {mode = "edge", pads = array<i64: 0, 1, 0, -1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   // CHECK: train.gather_grad
   %5 = train.gather_grad %x, %idx {axis = 0 : i64} : (tensor<2x4xf32>, tensor<3xi64>) -> tensor<2x4xf32>
   %w = onnx.global_read @w : tensor<4xf32>

@@ -16,11 +16,13 @@
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <array>
 #include <cmath>
 #include <numeric>
 
 using namespace mlir;
 using namespace pp::onnx;
+namespace rt = pp::rt;
 
 #include "pp/Dialect/ONNX/IR/ONNXInterfaces.cpp.inc"
 #include "pp/Dialect/ONNX/IR/ONNXOpsDialect.cpp.inc"
@@ -293,6 +295,77 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
         x.divide(y, APFloat::rmNearestTiesToEven);
         return x;
       });
+}
+
+/// The elements of a small constant broadcast (numpy rules) to `type`.
+static std::optional<SmallVector<Attribute>>
+broadcastElements(Attribute attr, ShapedType type) {
+  auto dense = dyn_cast_if_present<DenseElementsAttr>(attr);
+  if (!dense || !type.hasStaticShape() ||
+      type.getNumElements() > kMaxFoldElements)
+    return std::nullopt;
+  ArrayRef<int64_t> in = dense.getType().getShape(), out = type.getShape();
+  if (in.size() > out.size())
+    return std::nullopt;
+  size_t offset = out.size() - in.size();
+  SmallVector<int64_t> strides(out.size(), 0);
+  int64_t stride = 1;
+  for (int64_t d = static_cast<int64_t>(in.size()) - 1; d >= 0; --d) {
+    if (in[d] != 1) {
+      if (in[d] != out[d + offset])
+        return std::nullopt;
+      strides[d + offset] = stride;
+    }
+    stride *= in[d];
+  }
+  auto values = llvm::to_vector(dense.getValues<Attribute>());
+  SmallVector<Attribute> result;
+  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i) {
+    int64_t rem = i, source = 0;
+    for (int64_t d = static_cast<int64_t>(out.size()) - 1; d >= 0; --d) {
+      source += (rem % out[d]) * strides[d];
+      rem /= out[d];
+    }
+    result.push_back(values[source]);
+  }
+  return result;
+}
+
+OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
+  // Exported shape sub-graphs test dims against -1 (Expand's "keep").
+  auto type = cast<ShapedType>(getType());
+  auto lhs = broadcastElements(adaptor.getA(), type);
+  auto rhs = broadcastElements(adaptor.getB(), type);
+  if (!lhs || !rhs)
+    return {};
+  SmallVector<bool> result;
+  for (auto [a, b] : llvm::zip(*lhs, *rhs)) {
+    if (auto x = dyn_cast<FloatAttr>(a))
+      result.push_back(x.getValue().compare(cast<FloatAttr>(b).getValue()) ==
+                       APFloat::cmpEqual);
+    else if (auto x = dyn_cast<IntegerAttr>(a))
+      result.push_back(x.getValue() == cast<IntegerAttr>(b).getValue());
+    else
+      return {};
+  }
+  return DenseElementsAttr::get(type, result);
+}
+
+OpFoldResult WhereOp::fold(FoldAdaptor adaptor) {
+  auto type = cast<ShapedType>(getType());
+  auto cond = broadcastElements(adaptor.getCondition(), type);
+  auto x = broadcastElements(adaptor.getX(), type);
+  auto y = broadcastElements(adaptor.getY(), type);
+  if (!cond || !x || !y)
+    return {};
+  SmallVector<Attribute> result;
+  for (auto [c, a, b] : llvm::zip(*cond, *x, *y)) {
+    auto flag = dyn_cast<IntegerAttr>(c);
+    if (!flag)
+      return {};
+    result.push_back(flag.getValue().isZero() ? b : a);
+  }
+  return DenseElementsAttr::get(type, result);
 }
 
 LogicalResult GeluOp::verify() {
@@ -1056,6 +1129,217 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+static FailureOr<rt::PadMode> parsePadMode(std::optional<Location> location,
+                                           StringRef mode) {
+  if (mode == "constant")
+    return rt::PadMode::Constant;
+  if (mode == "reflect")
+    return rt::PadMode::Reflect;
+  if (mode == "edge")
+    return rt::PadMode::Edge;
+  return error(location, "Pad mode '" + mode +
+                             "' is not supported (constant, reflect, edge)");
+}
+
+/// Begin then end counts of every dim of a Pad, from its constant pads and
+/// axes, checked against the data shape.
+static FailureOr<SmallVector<int64_t>>
+computePads(std::optional<Location> location, PadOp::Adaptor adaptor) {
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  auto mode = parsePadMode(location, adaptor.getMode());
+  auto pads = requireConstantShape(location, adaptor.getPads(), "Pad", "pads");
+  if (failed(mode) || failed(pads))
+    return failure();
+  SmallVector<int64_t> axes;
+  if (Value v = adaptor.getAxes()) {
+    auto a = requireConstantShape(location, v, "Pad", "axes");
+    if (failed(a))
+      return failure();
+    axes = *a;
+  } else {
+    axes = llvm::to_vector(llvm::seq<int64_t>(0, rank));
+  }
+  if (static_cast<int64_t>(pads->size()) !=
+      2 * static_cast<int64_t>(axes.size()))
+    return error(location, "Pad has " + Twine(pads->size()) + " pads for " +
+                               Twine(axes.size()) +
+                               " axes; it needs two per axis");
+  if (Value v = adaptor.getConstantValue()) {
+    auto valueType = cast<RankedTensorType>(v.getType());
+    if (valueType.getNumElements() != 1 ||
+        valueType.getElementType() != type.getElementType())
+      return error(location, "Pad constant_value must be one element of the "
+                             "data's element type");
+    if (!matchPattern(v, m_Constant()))
+      return error(location, "Pad 'constant_value' is not a constant");
+  }
+  SmallVector<int64_t> resolved(2 * rank, 0);
+  SmallVector<bool> seen(rank, false);
+  for (auto [i, axis] : llvm::enumerate(axes)) {
+    auto a = normalizeAxis(location, axis, rank, "Pad axis");
+    if (failed(a))
+      return failure();
+    if (seen[*a])
+      return error(location, "Pad axes repeat " + Twine(axis));
+    seen[*a] = true;
+    resolved[*a] = (*pads)[i];
+    resolved[*a + rank] = (*pads)[i + axes.size()];
+  }
+  for (int64_t d = 0; d < rank; ++d) {
+    int64_t dim = type.getDimSize(d),
+            size = dim + resolved[d] + resolved[d + rank];
+    if (size < 0)
+      return error(location, "Pad crops dim " + Twine(d) + " of size " +
+                                 Twine(dim) + " by more than its size");
+    if (*mode != rt::PadMode::Constant && dim == 0 && size > 0)
+      return error(location, "Pad cannot " + adaptor.getMode() +
+                                 "-pad the empty dim " + Twine(d));
+  }
+  return resolved;
+}
+
+LogicalResult PadOp::inferReturnTypes(MLIRContext *,
+                                      std::optional<Location> location,
+                                      Adaptor adaptor,
+                                      SmallVectorImpl<Type> &inferred) {
+  auto pads = computePads(location, adaptor);
+  if (failed(pads))
+    return failure();
+  auto type = cast<RankedTensorType>(adaptor.getData().getType());
+  int64_t rank = type.getRank();
+  SmallVector<int64_t> shape(type.getShape());
+  for (int64_t d = 0; d < rank; ++d)
+    shape[d] += (*pads)[d] + (*pads)[d + rank];
+  inferred.push_back(type.clone(shape));
+  return success();
+}
+
+FailureOr<SmallVector<int64_t>> PadOp::getResolvedPads() {
+  return computePads(getLoc(), Adaptor(*this));
+}
+
+FailureOr<rt::PadMode> PadOp::getPadMode() {
+  return parsePadMode(getLoc(), getMode());
+}
+
+double PadOp::getPadValue() {
+  DenseElementsAttr value;
+  if (!getConstantValue() ||
+      !matchPattern(getConstantValue(), m_Constant(&value)))
+    return 0.0;
+  Attribute element = *value.value_begin<Attribute>();
+  if (auto f = dyn_cast<FloatAttr>(element))
+    return f.getValueAsDouble();
+  if (auto i = dyn_cast<IntegerAttr>(element))
+    return i.getType().isUnsignedInteger() || i.getType().isInteger(1)
+               ? double(i.getValue().getZExtValue())
+               : double(i.getValue().getSExtValue());
+  return 0.0;
+}
+
+OpFoldResult PadOp::fold(FoldAdaptor) {
+  // torchvision's DenseNet pads by zeros in front of its average pools.
+  if (getData().getType() == getType()) {
+    auto pads = computePads(std::nullopt, Adaptor(*this));
+    if (succeeded(pads) &&
+        llvm::all_of(*pads, [](int64_t p) { return p == 0; }))
+      return getData();
+  }
+  return {};
+}
+
+OpFoldResult ExpandOp::fold(FoldAdaptor adaptor) {
+  auto type = cast<ShapedType>(getType());
+  if (getInput().getType() == type)
+    return getInput();
+  auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getInput());
+  if (input && input.isSplat())
+    return input.resizeSplat(type);
+  auto values = broadcastElements(input, type);
+  if (!values)
+    return {};
+  return DenseElementsAttr::get(type, *values);
+}
+
+OpFoldResult SizeOp::fold(FoldAdaptor) {
+  auto data = cast<ShapedType>(getData().getType());
+  if (!data.hasStaticShape())
+    return {};
+  return DenseElementsAttr::get(cast<ShapedType>(getType()),
+                                ArrayRef<int64_t>{data.getNumElements()});
+}
+
+/// Range's scalars as doubles (exact for the shape-sized integers it makes).
+static FailureOr<std::array<double, 3>>
+rangeOperands(std::optional<Location> location, RangeOp::Adaptor adaptor) {
+  std::array<double, 3> values;
+  Value operands[] = {adaptor.getStart(), adaptor.getLimit(),
+                      adaptor.getDelta()};
+  const char *names[] = {"start", "limit", "delta"};
+  Type element = getElementTypeOrSelf(operands[0].getType());
+  for (int i = 0; i < 3; ++i) {
+    DenseElementsAttr dense;
+    auto type = cast<RankedTensorType>(operands[i].getType());
+    if (type.getNumElements() != 1 || type.getElementType() != element)
+      return error(location, "Range " + Twine(names[i]) +
+                                 " must be one element of start's type");
+    if (!matchPattern(operands[i], m_Constant(&dense)))
+      return error(location, "Range '" + Twine(names[i]) +
+                                 "' is not a constant: the result shape "
+                                 "cannot be made static");
+    Attribute v = *dense.value_begin<Attribute>();
+    if (auto f = dyn_cast<FloatAttr>(v))
+      values[i] = f.getValueAsDouble();
+    else
+      values[i] = double(cast<IntegerAttr>(v).getValue().getSExtValue());
+  }
+  if (values[2] == 0)
+    return error(location, "Range delta must not be 0");
+  return values;
+}
+
+static int64_t rangeCount(const std::array<double, 3> &v) {
+  return std::max<int64_t>(
+      0, static_cast<int64_t>(std::ceil((v[1] - v[0]) / v[2])));
+}
+
+LogicalResult RangeOp::inferReturnTypes(MLIRContext *,
+                                        std::optional<Location> location,
+                                        Adaptor adaptor,
+                                        SmallVectorImpl<Type> &inferred) {
+  auto values = rangeOperands(location, adaptor);
+  if (failed(values))
+    return failure();
+  int64_t count = rangeCount(*values);
+  if (count > kMaxFoldElements)
+    return error(location, "Range of " + Twine(count) +
+                               " elements: more than the " +
+                               Twine(kMaxFoldElements) + " that fold");
+  inferred.push_back(RankedTensorType::get(
+      {count}, getElementTypeOrSelf(adaptor.getStart().getType())));
+  return success();
+}
+
+OpFoldResult RangeOp::fold(FoldAdaptor) {
+  auto values = rangeOperands(std::nullopt, Adaptor(*this));
+  if (failed(values))
+    return {};
+  auto type = cast<ShapedType>(getType());
+  Type element = type.getElementType();
+  SmallVector<Attribute> result;
+  auto [start, limit, delta] = *values;
+  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i) {
+    double v = start + double(i) * delta;
+    if (isa<FloatType>(element))
+      result.push_back(FloatAttr::get(element, v));
+    else
+      result.push_back(IntegerAttr::get(element, static_cast<int64_t>(v)));
+  }
+  (void)limit;
+  return DenseElementsAttr::get(type, result);
+}
+
 LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
                                          std::optional<Location> location,
                                          Adaptor adaptor,
@@ -1218,18 +1502,31 @@ LogicalResult SliceOp::inferReturnTypes(MLIRContext *,
 }
 
 OpFoldResult SliceOp::fold(FoldAdaptor adaptor) {
+  // Any rank: torch computes Pad's pads by reversing a [rank, 2] table.
   auto input = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
-  if (!input || input.getType().getRank() != 1 ||
-      input.getNumElements() > kMaxFoldElements)
+  if (!input || input.getNumElements() > kMaxFoldElements)
     return {};
   auto bounds = computeSlice(std::nullopt, Adaptor(*this));
   if (failed(bounds))
     return {};
   auto values = llvm::to_vector(input.getValues<Attribute>());
+  auto type = cast<ShapedType>(getType());
+  ArrayRef<int64_t> inShape = input.getType().getShape();
+  int64_t rank = inShape.size();
+  SmallVector<int64_t> strides(rank, 1);
+  for (int64_t d = rank - 2; d >= 0; --d)
+    strides[d] = strides[d + 1] * inShape[d + 1];
   SmallVector<Attribute> result;
-  for (int64_t i = 0; i < bounds->sizes[0]; ++i)
-    result.push_back(values[bounds->starts[0] + i * bounds->steps[0]]);
-  return DenseElementsAttr::get(cast<ShapedType>(getType()), result);
+  for (int64_t i = 0, n = type.getNumElements(); i < n; ++i) {
+    int64_t rem = i, offset = 0;
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      int64_t index = rem % bounds->sizes[d];
+      rem /= bounds->sizes[d];
+      offset += (bounds->starts[d] + index * bounds->steps[d]) * strides[d];
+    }
+    result.push_back(values[offset]);
+  }
+  return DenseElementsAttr::get(type, result);
 }
 
 LogicalResult GatherOp::inferReturnTypes(MLIRContext *,

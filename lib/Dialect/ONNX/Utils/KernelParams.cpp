@@ -111,6 +111,37 @@ windowParams(Operation *op, ArrayRef<int64_t> xShape, ArrayRef<int64_t> yShape,
   return p;
 }
 
+LogicalResult padParams(Operation *op, ArrayRef<int64_t> xShape,
+                        ArrayRef<int64_t> pads, ArrayRef<int64_t> axes,
+                        std::vector<int64_t> &resolved,
+                        std::vector<int64_t> &shape) {
+  int64_t rank = xShape.size();
+  std::vector<int64_t> all;
+  if (axes.empty())
+    for (int64_t d = 0; d < rank; ++d)
+      all.push_back(d);
+  else
+    all.assign(axes.begin(), axes.end());
+  if (pads.size() != 2 * all.size())
+    return op->emitError() << "Pad has " << pads.size() << " pads for "
+                           << all.size() << " axes";
+  resolved.assign(2 * rank, 0);
+  for (size_t i = 0; i < all.size(); ++i) {
+    auto axis = normalizeAxis(op, all[i], rank);
+    if (failed(axis))
+      return failure();
+    resolved[*axis] = pads[i];
+    resolved[*axis + rank] = pads[i + all.size()];
+  }
+  shape.assign(xShape.begin(), xShape.end());
+  for (int64_t d = 0; d < rank; ++d) {
+    shape[d] += resolved[d] + resolved[d + rank];
+    if (shape[d] < 0)
+      return op->emitError() << "Pad crops dim " << d << " below size 0";
+  }
+  return success();
+}
+
 LogicalResult sliceParams(Operation *op, ArrayRef<int64_t> xShape,
                           ArrayRef<int64_t> starts, ArrayRef<int64_t> ends,
                           ArrayRef<int64_t> axes, ArrayRef<int64_t> steps,

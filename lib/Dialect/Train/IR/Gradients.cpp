@@ -623,6 +623,42 @@ LogicalResult rule(onnx::SliceOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult rule(onnx::PadOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  GradBuilder g(b, op);
+  auto pads = op.getResolvedPads();
+  auto mode = op.getPadMode();
+  if (failed(pads) || failed(mode))
+    return failure();
+  if (!isFloatTensor(op.getData())) {
+    dxs.append(op->getNumOperands(), nullptr);
+    return success();
+  }
+  auto type = g.typeOf(op.getData());
+  int64_t rank = type.getRank();
+  bool grows = llvm::all_of(*pads, [](int64_t p) { return p >= 0; });
+  if (*mode == rt::PadMode::Constant && grows) {
+    // The padding is constant: dx is the slice of dy that read x.
+    SmallVector<int64_t> starts, ends, axes;
+    for (int64_t d = 0; d < rank; ++d) {
+      if ((*pads)[d] == 0 && (*pads)[d + rank] == 0)
+        continue;
+      starts.push_back((*pads)[d]);
+      ends.push_back((*pads)[d] + type.getDimSize(d));
+      axes.push_back(d);
+    }
+    dxs.push_back(onnx::SliceOp::create(b, g.loc, dys[0], g.i64s(starts),
+                                        g.i64s(ends), g.i64s(axes), Value()));
+  } else {
+    // Reflected and replicated (or cropped) positions: scatter-add.
+    dxs.push_back(train::PadGradOp::create(b, g.loc, type, dys[0],
+                                           b.getDenseI64ArrayAttr(*pads),
+                                           op.getModeAttr()));
+  }
+  dxs.append(op->getNumOperands() - 1, nullptr);
+  return success();
+}
+
 LogicalResult rule(onnx::GatherOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   if (!isFloatTensor(op.getData()))
@@ -667,6 +703,6 @@ void pp::train::registerONNXGradients(DialectRegistry &registry) {
            onnx::SoftmaxCrossEntropyLossOp, onnx::ReduceMeanOp,
            onnx::ReduceSumOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
            onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
-           onnx::SplitOp, onnx::SliceOp, onnx::GatherOp>(ctx);
+           onnx::SplitOp, onnx::SliceOp, onnx::PadOp, onnx::GatherOp>(ctx);
   });
 }

@@ -6,8 +6,8 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/IR/OpImplementation.h"
-#include "llvm/ADT/TypeSwitch.h"
 #include "llvm/ADT/StringSwitch.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace pp::train;
@@ -116,6 +116,38 @@ LogicalResult SliceGradOp::verify() {
          last >= dx.getDimSize(d)))
       return emitOpError("slice of dim ") << d << " is out of bounds";
   }
+  return success();
+}
+
+FailureOr<pp::rt::PadMode> PadGradOp::getPadMode() {
+  StringRef mode = getMode();
+  if (mode == "constant")
+    return pp::rt::PadMode::Constant;
+  if (mode == "reflect")
+    return pp::rt::PadMode::Reflect;
+  if (mode == "edge")
+    return pp::rt::PadMode::Edge;
+  return emitOpError("mode must be 'constant', 'reflect' or 'edge', got '")
+         << mode << "'";
+}
+
+LogicalResult PadGradOp::verify() {
+  auto dy = cast<RankedTensorType>(getDy().getType());
+  auto dx = cast<RankedTensorType>(getDx().getType());
+  if (failed(getPadMode()))
+    return failure();
+  if (dy.getElementType() != dx.getElementType())
+    return emitOpError("dy and dx differ in element type");
+  int64_t rank = dx.getRank();
+  if (dy.getRank() != rank ||
+      static_cast<int64_t>(getPads().size()) != 2 * rank)
+    return emitOpError("pads need two entries per dim of rank ") << rank;
+  for (int64_t d = 0; d < rank; ++d)
+    if (dx.getDimSize(d) + getPads()[d] + getPads()[d + rank] !=
+        dy.getDimSize(d))
+      return emitOpError("dim ")
+             << d << " of dx padded by [" << getPads()[d] << ", "
+             << getPads()[d + rank] << "] is not dy's " << dy.getDimSize(d);
   return success();
 }
 

@@ -302,6 +302,21 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
 /// The adjoint of gather: ddata = 0, then ddata[..., idx, ...] += dy.
 Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata);
+/// ONNX Pad modes.
+enum class PadMode : int { Constant = 0, Reflect = 1, Edge = 2 };
+/// ONNX Pad. `pads` holds x's rank begin counts, then as many end counts;
+/// negative ones crop. y has x's shape plus begin + end per dim, and y[o]
+/// reads x at o - begin per dim; a position outside x takes `value`
+/// (Constant, converted as `fill` does), its mirror image without repeating
+/// the border (Reflect, numpy's "reflect", repeatedly for wide pads) or the
+/// nearest border element (Edge). Reflect and Edge cannot pad an empty dim.
+/// Any dtype.
+Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
+           PadMode mode, double value, Tensor &y);
+/// The adjoint of pad: dx = 0, then dx[source(o)] += dy[o] for every o that
+/// reads x (F32, F64).
+Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
+               PadMode mode, Tensor &dx);
 /// Copies bytes (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
 Status copy(Context &ctx, const Tensor &x, Tensor &y);
 

@@ -262,7 +262,9 @@ def ONNX_PowOp : ONNX_Op<"Pow", [Pure]> {
   }];
 }
 def ONNX_EqualOp : ONNX_BroadcastOp<"Equal", ONNX_Tensor, ONNX_BoolTensor,
-    "::mlir::IntegerType::get(context, 1)">;
+    "::mlir::IntegerType::get(context, 1)"> {
+  let hasFolder = 1;
+}
 def ONNX_LessOp : ONNX_BroadcastOp<"Less", ONNX_NumericTensor, ONNX_BoolTensor,
     "::mlir::IntegerType::get(context, 1)">;
 def ONNX_GreaterOp : ONNX_BroadcastOp<"Greater", ONNX_NumericTensor, ONNX_BoolTensor,
@@ -283,6 +285,7 @@ def ONNX_WhereOp : ONNX_Op<"Where", [Pure, AllElementTypesMatch<["X", "Y", "outp
     return ::pp::onnx::inferBroadcast(location, adaptor.getOperands(),
         ::mlir::getElementTypeOrSelf(adaptor.getX().getType()), inferred);
   }];
+  let hasFolder = 1;
 }
 
 //===----------------------------------------------------------------------===//
@@ -502,6 +505,27 @@ def ONNX_ShapeOp : ONNX_MoveOp<"Shape"> {
   let results = (outs ONNX_I64Tensor:$shape);
   let hasFolder = 1;
 }
+def ONNX_SizeOp : ONNX_MoveOp<"Size"> {
+  let description = "The static element count as an i64 scalar; folds to a constant.";
+  let arguments = (ins ONNX_Tensor:$data);
+  let results = (outs ONNX_I64Tensor:$size);
+  let hasFolder = 1;
+  let inferBody = [{
+    inferred.push_back(::mlir::RankedTensorType::get({}, ::mlir::IntegerType::get(context, 64)));
+    return ::mlir::success();
+  }];
+}
+def ONNX_RangeOp : ONNX_MoveOp<"Range"> {
+  let description = [{
+    `start`, `start + delta`, ... below `limit` (above it for a negative
+    delta). The scalar operands must be constants (the count is the result
+    shape); it folds to a constant.
+  }];
+  let arguments = (ins ONNX_NumericTensor:$start, ONNX_NumericTensor:$limit,
+                       ONNX_NumericTensor:$delta);
+  let results = (outs ONNX_NumericTensor:$output);
+  let hasFolder = 1;
+}
 def ONNX_FlattenOp : ONNX_MoveOp<"Flatten", [ONNX_MemoryBound]> {
   let description = "Reshapes to 2-D, splitting the dims at `axis`.";
   let arguments = (ins ONNX_Tensor:$input, DefaultValuedAttr<I64Attr, "1">:$axis);
@@ -536,6 +560,39 @@ def ONNX_ExpandOp : ONNX_MoveOp<"Expand"> {
   let description = "Broadcasts to a constant shape.";
   let arguments = (ins ONNX_Tensor:$input, ONNX_I64Tensor:$shape);
   let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+}
+def ONNX_PadOp : ONNX_MoveOp<"Pad", [AttrSizedOperandSegments, ONNX_MemoryBound]> {
+  let summary = "ONNX Pad (opset 11+ form: pads, constant_value and axes are inputs)";
+  let description = [{
+    Pads (or, with negative pads, crops) every dim by the constant `pads`
+    (begin counts, then end counts, of each dim in `axes`, default all);
+    `mode` is `constant` (with the scalar `constant_value`, default 0),
+    `reflect` or `edge`. The operands other than `data` must be constants.
+
+    ```mlir
+    %y = onnx.Pad %x, %pads {mode = "reflect"} : (tensor<1x2x4x4xf32>, tensor<8xi64>) -> tensor<1x2x6x6xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_I64Tensor:$pads,
+                       Optional<ONNX_Tensor>:$constant_value,
+                       Optional<ONNX_IndexTensor>:$axes,
+                       DefaultValuedAttr<StrAttr, "\"constant\"">:$mode);
+  let results = (outs ONNX_Tensor:$output);
+  let assemblyFormat = [{
+    $data `,` $pads (`value` $constant_value^)? (`axes` $axes^)? attr-dict `:` functional-type(operands, results)
+  }];
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    int64_t getForwardFlops() { return 0; }
+    /// Begin counts then end counts of every dim (fails, with an error at
+    /// the op, when an operand is not constant or out of range).
+    ::mlir::FailureOr<::llvm::SmallVector<int64_t>> getResolvedPads();
+    /// The runtime mode (fails for an unknown `mode`).
+    ::mlir::FailureOr<::pp::rt::PadMode> getPadMode();
+    /// The constant a `constant` pad writes (0 when absent).
+    double getPadValue();
+  }];
 }
 def ONNX_ConcatOp : ONNX_MoveOp<"Concat"> {
   let description = "Concatenates along `axis`.";

@@ -51,6 +51,13 @@ sliceParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
             std::vector<int64_t> &first, std::vector<int64_t> &step,
             std::vector<int64_t> &shape);
 
+/// ONNX Pad: the begin then end counts of every dim of x from the pads of
+/// `axes` (every dim when empty), and the result shape.
+mlir::LogicalResult
+padParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
+          llvm::ArrayRef<int64_t> pads, llvm::ArrayRef<int64_t> axes,
+          std::vector<int64_t> &resolved, std::vector<int64_t> &shape);
+
 /// The smallest size of a dim that the integer value `arg` indexes (Gather
 /// indices, loss labels); 0 when it indexes none. Random inputs draw below
 /// it, so they are valid indices.

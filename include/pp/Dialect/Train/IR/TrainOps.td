@@ -183,6 +183,26 @@ def Train_SliceGradOp : Train_WindowGradOp<"slice_grad"> {
   let hasVerifier = 1;
 }
 
+def Train_PadGradOp : Train_WindowGradOp<"pad_grad"> {
+  let summary = "Adjoint of Pad: scatter-adds dy into zeros where the pad read x";
+  let description = [{
+    Each element of `dy` is added to the element of `dx` that the forward
+    pad read for it (`pads`: begin counts then end counts of every dim;
+    `mode`: `constant`, `reflect` or `edge`, as onnx.Pad).
+
+    ```mlir
+    %dx = train.pad_grad %dy {mode = "reflect", pads = array<i64: 0, 0, 1, 1, 0, 0, 1, 1>} : (tensor<1x2x6x6xf32>) -> tensor<1x2x4x4xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$dy, DenseI64ArrayAttr:$pads, StrAttr:$mode);
+  let results = (outs Train_FloatTensor:$dx);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The runtime mode (fails for an unknown `mode`).
+    ::mlir::FailureOr<::pp::rt::PadMode> getPadMode();
+  }];
+}
+
 def Train_GatherGradOp : Train_WindowGradOp<"gather_grad"> {
   let summary = "Adjoint of Gather: scatter-adds dy into zeros at the indices";
   let description = [{

@@ -1,0 +1,78 @@
+// RUN: pipeline-opt %s --canonicalize | FileCheck %s
+
+// The folders that make exported shape sub-graphs static (the importer
+// folds each op as it creates it; --canonicalize runs the same folders).
+
+// torch's Expand target: Where(Equal(shape, -1), 1, shape). (Expand's
+// verifier needs a constant shape, so the target is returned.)
+// CHECK-LABEL: func.func @expand_shape
+func.func @expand_shape() -> tensor<3xi64> {
+  // CHECK-NEXT: %[[SHAPE:.*]] = onnx.Constant dense<[3, 1, 1]> : tensor<3xi64>
+  // CHECK-NEXT: return %[[SHAPE]]
+  %shape = onnx.Constant dense<[3, -1, -1]> : tensor<3xi64>
+  %ones = onnx.Constant dense<1> : tensor<3xi64>
+  %minus = onnx.Constant dense<-1> : tensor<i64>
+  %m = onnx.Mul %ones, %minus : (tensor<3xi64>, tensor<i64>) -> tensor<3xi64>
+  %eq = onnx.Equal %shape, %m : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi1>
+  %target = onnx.Where %eq, %ones, %shape : (tensor<3xi1>, tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  return %target : tensor<3xi64>
+}
+
+// CHECK-LABEL: func.func @constants
+func.func @constants(%x: tensor<2x3x4xf32>) -> (tensor<i64>, tensor<3xi64>, tensor<4xf32>, tensor<2x3xi64>, tensor<2xi1>) {
+  // CHECK-DAG: onnx.Constant dense<24> : tensor<i64>
+  // CHECK-DAG: onnx.Constant dense<[5, 3, 1]> : tensor<3xi64>
+  // CHECK-DAG: onnx.Constant dense<[1.000000e+00, 1.500000e+00, 2.000000e+00, 2.500000e+00]> : tensor<4xf32>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[1, 2, 3], [1, 2, 3]]> : tensor<2x3xi64>
+  // CHECK-DAG: onnx.Constant dense<[false, true]> : tensor<2xi1>
+  // CHECK-NOT: onnx.Size
+  // CHECK-NOT: onnx.Range
+  // CHECK-NOT: onnx.Expand
+  // CHECK-NOT: onnx.Equal
+  %size = onnx.Size %x : (tensor<2x3x4xf32>) -> tensor<i64>
+  %s = onnx.Constant dense<5> : tensor<i64>
+  %l = onnx.Constant dense<0> : tensor<i64>
+  %d = onnx.Constant dense<-2> : tensor<i64>
+  %r = onnx.Range %s, %l, %d : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
+  %fs = onnx.Constant dense<1.0> : tensor<f32>
+  %fl = onnx.Constant dense<2.6> : tensor<f32>
+  %fd = onnx.Constant dense<0.5> : tensor<f32>
+  %rf = onnx.Range %fs, %fl, %fd : (tensor<f32>, tensor<f32>, tensor<f32>) -> tensor<4xf32>
+  %row = onnx.Constant dense<[1, 2, 3]> : tensor<3xi64>
+  %shape = onnx.Constant dense<[2, 3]> : tensor<2xi64>
+  %e = onnx.Expand %row, %shape : (tensor<3xi64>, tensor<2xi64>) -> tensor<2x3xi64>
+  %a = onnx.Constant dense<[1.0, 2.0]> : tensor<2xf32>
+  %b = onnx.Constant dense<2.0> : tensor<f32>
+  %eq = onnx.Equal %a, %b : (tensor<2xf32>, tensor<f32>) -> tensor<2xi1>
+  return %size, %r, %rf, %e, %eq : tensor<i64>, tensor<3xi64>, tensor<4xf32>, tensor<2x3xi64>, tensor<2xi1>
+}
+
+// An all-zero Pad (torchvision's DenseNet) is the identity; others stay.
+// CHECK-LABEL: func.func @pads
+func.func @pads(%x: tensor<1x2x4x4xf32>) -> (tensor<1x2x4x4xf32>, tensor<1x2x5x4xf32>) {
+  // CHECK: %[[P:.*]] = onnx.Pad %arg0
+  // CHECK-NEXT: return %arg0, %[[P]]
+  %zeros = onnx.Constant dense<0> : tensor<8xi64>
+  %y = onnx.Pad %x, %zeros : (tensor<1x2x4x4xf32>, tensor<8xi64>) -> tensor<1x2x4x4xf32>
+  %crop = onnx.Constant dense<[0, 0, 2, 0, 0, 0, -1, 0]> : tensor<8xi64>
+  %z = onnx.Pad %x, %crop {mode = "edge"} : (tensor<1x2x4x4xf32>, tensor<8xi64>) -> tensor<1x2x5x4xf32>
+  return %y, %z : tensor<1x2x4x4xf32>, tensor<1x2x5x4xf32>
+}
+
+// torch's pads: a [rank, 2] table reversed along dim 0 (a 2-D Slice with
+// step -1), transposed and flattened.
+// CHECK-LABEL: func.func @torch_pads
+func.func @torch_pads() -> tensor<8xi64> {
+  // CHECK-NEXT: %[[P:.*]] = onnx.Constant dense<[0, 0, 2, 1, 0, 0, 1, 0]> : tensor<8xi64>
+  // CHECK-NEXT: return %[[P]]
+  %table = onnx.Constant dense<[[1, 0], [2, 1], [0, 0], [0, 0]]> : tensor<4x2xi64>
+  %st = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %en = onnx.Constant dense<[-9223372036854775807]> : tensor<1xi64>
+  %ax = onnx.Constant dense<[0]> : tensor<1xi64>
+  %sp = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %rev = onnx.Slice %table, %st, %en axes %ax steps %sp : (tensor<4x2xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x2xi64>
+  %t = onnx.Transpose %rev {perm = array<i64: 1, 0>} : (tensor<4x2xi64>) -> tensor<2x4xi64>
+  %shape = onnx.Constant dense<[-1]> : tensor<1xi64>
+  %flat = onnx.Reshape %t, %shape : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
+  return %flat : tensor<8xi64>
+}
