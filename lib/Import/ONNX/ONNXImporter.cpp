@@ -732,7 +732,9 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   for (StringAttr name : registered->getAttributeNames())
     inherent.insert(name.getValue());
   for (const auto &attr : node.attribute()) {
-    if (!inherent.contains(attr.name()))
+    // `stream` is the importer's own (assignDropoutStreams), not ONNX's.
+    if (!inherent.contains(attr.name()) ||
+        (node.op_type() == "Dropout" && attr.name() == "stream"))
       return emitError(loc) << where << ": attribute '" << attr.name()
                             << "' is not supported",
              failure();
@@ -995,6 +997,9 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   for (int i = 0; i < graph.node_size(); ++i)
     if (failed(importNode(graph.node(i), i)))
       return nullptr;
+  // Dropout streams in node order: the same model at another batch size
+  // (or split another way later) numbers its Dropouts alike.
+  pp::onnx::assignDropoutStreams(func);
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;

@@ -363,6 +363,18 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(type, result);
 }
 
+void pp::onnx::assignDropoutStreams(Operation *root) {
+  int64_t next = 0;
+  root->walk([&](DropoutOp op) {
+    if (std::optional<int64_t> stream = op.getStream())
+      next = std::max(next, *stream + 1);
+  });
+  root->walk([&](DropoutOp op) {
+    if (!op.getStream())
+      op.setStreamAttr(Builder(op).getI64IntegerAttr(next++));
+  });
+}
+
 LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
                                           std::optional<Location> location,
                                           Adaptor adaptor,
@@ -1047,7 +1059,8 @@ LogicalResult ExpandOp::inferReturnTypes(MLIRContext *,
   if (failed(target))
     return failure();
   SmallVector<int64_t> shape;
-  if (!mlir::OpTrait::util::getBroadcastedShape(type.getShape(), *target, shape))
+  if (!mlir::OpTrait::util::getBroadcastedShape(type.getShape(), *target,
+                                                shape))
     return error(location, "Expand shape is not broadcast-compatible");
   inferred.push_back(type.clone(shape));
   return success();
