@@ -63,9 +63,12 @@ def export_micro_and_whole(model, work, micro_batch, microbatches,
              "--batch", str(batch), "--dtype", dtype] +
             (["--dropout"] if dropout else []))
         dirs.append(out)
-    if dropout and dropout_count(os.path.join(dirs[0], "model.onnx")) == 0:
-        sys.exit(f"{model}: --dropout, but the export has no Dropout in "
-                 "training mode with a non-zero ratio")
+    if dropout:
+        count = dropout_count(os.path.join(dirs[0], "model.onnx"))
+        if count == 0:
+            sys.exit(f"{model}: --dropout, but the export has no Dropout in "
+                     "training mode with a non-zero ratio")
+        print(f"{model}: {count} Dropout ops in training mode")
     return dirs
 
 
@@ -178,10 +181,6 @@ def main():
 
     micro_dir, whole_dir = export_micro_and_whole(
         args.model, args.work, args.micro_batch, m, args.dtype, args.dropout)
-    if args.dropout:
-        print(f"{args.model}: "
-              f"{dropout_count(os.path.join(micro_dir, 'model.onnx'))} "
-              "Dropout ops in training mode")
     data = [f"--input=arg0={os.path.join(whole_dir, 'input.npy')}",
             f"--input=arg1={os.path.join(whole_dir, 'labels.npy')}"]
     optimizer = f"lr={args.lr} momentum={args.momentum}"
