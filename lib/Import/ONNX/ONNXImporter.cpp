@@ -732,9 +732,7 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   for (StringAttr name : registered->getAttributeNames())
     inherent.insert(name.getValue());
   for (const auto &attr : node.attribute()) {
-    // `stream` is the importer's own (assignDropoutStreams), not ONNX's.
-    if (!inherent.contains(attr.name()) ||
-        (node.op_type() == "Dropout" && attr.name() == "stream"))
+    if (!inherent.contains(attr.name()))
       return emitError(loc) << where << ": attribute '" << attr.name()
                             << "' is not supported",
              failure();
@@ -998,7 +996,8 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     if (failed(importNode(graph.node(i), i)))
       return nullptr;
   // Dropout streams in node order: the same model at another batch size
-  // (or split another way later) numbers its Dropouts alike.
+  // (or split another way later) numbers its Dropouts alike. (ONNX's checker
+  // has already rejected a node that sets `stream` itself.)
   pp::onnx::assignDropoutStreams(func);
 
   SmallVector<Value> results;
