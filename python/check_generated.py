@@ -1,7 +1,7 @@
 """End-to-end check of generated training programs.
 
-For one test model: exports it (dropout off, same weights) at the
-micro-batch size and at the whole mini-batch, and, for every configuration
+For one test model: exports it (dropout off unless --dropout, same weights)
+at the micro-batch size and at the whole mini-batch, and, for every configuration
 "schedule:devices:recompute:launch" (launch local = one process, a thread
 per device; mpi = mpirun, a rank per device), compiles it with
 --pp-compile ... emit-dir=, builds the generated program (CMake + Ninja),
@@ -92,6 +92,8 @@ def main():
                         default="unsplit")
     parser.add_argument("--cuda", action="store_true",
                         help="also compile the first program with nvcc")
+    parser.add_argument("--dropout", action="store_true",
+                        help="keep the model's Dropout (training mode)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     parser.add_argument("--dtype", choices=["float32", "float64"],
@@ -105,7 +107,8 @@ def main():
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m, args.dtype)
+        args.model, args.work, args.micro_batch, m, args.dtype,
+        dropout=args.dropout)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]

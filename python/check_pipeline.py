@@ -1,7 +1,7 @@
 """Checks that split, scheduled pipelines train exactly like the unsplit step.
 
-For one test model: exports it (dropout off, same weights) at the micro-batch
-size and at the whole mini-batch (micro-batch x m) with torch_reference.py,
+For one test model: exports it (dropout off unless --dropout, same weights)
+at the micro-batch size and at the whole mini-batch (micro-batch x m) with torch_reference.py,
 builds the reference training step from the whole-batch model
 (--pp-training-step) and runs it with pp-interpret; then, for every
 configuration "schedule:devices:recompute" (recompute none, full,
@@ -16,6 +16,10 @@ and their devices (a weight two layers share).
 
 --reference one-stage compares with the same program on one device instead
 (for BatchNorm models, whose statistics are per micro-batch by definition).
+
+--dropout keeps the model's Dropout in training mode: masks follow the op,
+the step and the element's place in the whole mini-batch (docs/cli.md), so
+the pipeline must still train like the unsplit step.
 
 A tensor passes when max|split - reference| <= rtol * max|reference| + atol;
 prints one line per configuration and exits non-zero on a mismatch.
@@ -45,19 +49,52 @@ def cluster_file(work, devices):
 
 
 def export_micro_and_whole(model, work, micro_batch, microbatches,
-                           dtype="float32"):
-    """Exports `model` (dropout off, same weights) at the micro-batch size
-    and at the whole mini-batch into work/micro and work/whole; returns both
-    directories (model.onnx, input.npy, labels.npy in each)."""
+                           dtype="float32", dropout=False):
+    """Exports `model` (same weights; dropout off unless `dropout`) at the
+    micro-batch size and at the whole mini-batch into work/micro and
+    work/whole; returns both directories (model.onnx, input.npy, labels.npy
+    in each)."""
     dirs = []
     for name, batch in (("micro", micro_batch),
                         ("whole", micro_batch * microbatches)):
         out = os.path.join(work, name)
         run([sys.executable, os.path.join(HERE, "torch_reference.py"),
              "--model", model, "--out", out, "--steps", "0",
-             "--batch", str(batch), "--dtype", dtype])
+             "--batch", str(batch), "--dtype", dtype] +
+            (["--dropout"] if dropout else []))
         dirs.append(out)
+    if dropout:
+        count = dropout_count(os.path.join(dirs[0], "model.onnx"))
+        if count == 0:
+            sys.exit(f"{model}: --dropout, but the export has no Dropout in "
+                     "training mode with a non-zero ratio")
+        print(f"{model}: {count} Dropout ops in training mode")
     return dirs
+
+
+def dropout_count(path):
+    """The Dropout nodes of an ONNX model that drop something: a constant
+    ratio above 0 and training mode on."""
+    import onnx
+    from onnx import numpy_helper
+    graph = onnx.load(path).graph
+    consts = {}
+    for node in graph.node:
+        if node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    consts[node.output[0]] = numpy_helper.to_array(attr.t)
+    for init in graph.initializer:
+        consts[init.name] = numpy_helper.to_array(init)
+    count = 0
+    for node in graph.node:
+        if node.op_type != "Dropout" or len(node.input) < 3:
+            continue
+        ratio, mode = consts.get(node.input[1]), consts.get(node.input[2])
+        if ratio is not None and mode is not None and float(ratio) > 0 \
+                and bool(mode):
+            count += 1
+    return count
 
 
 def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
@@ -134,6 +171,8 @@ def main():
     parser.add_argument("--shared", default="",
                         help="a global read by several layers: print the "
                              "stages (and their devices) that read it")
+    parser.add_argument("--dropout", action="store_true",
+                        help="keep the model's Dropout (training mode)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -141,7 +180,7 @@ def main():
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m, args.dtype)
+        args.model, args.work, args.micro_batch, m, args.dtype, args.dropout)
     data = [f"--input=arg0={os.path.join(whole_dir, 'input.npy')}",
             f"--input=arg1={os.path.join(whole_dir, 'labels.npy')}"]
     optimizer = f"lr={args.lr} momentum={args.momentum}"

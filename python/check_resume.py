@@ -64,12 +64,16 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--every", type=int, default=2)
     parser.add_argument("--kill-after", type=int, default=3)
+    parser.add_argument("--dropout", action="store_true",
+                        help="keep the model's Dropout (training mode): the "
+                        "resumed steps must draw the masks of the "
+                        "uninterrupted run")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m)
+        args.model, args.work, args.micro_batch, m, dropout=args.dropout)
     program = os.path.join(args.work, "program")
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),

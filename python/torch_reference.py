@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Trains a test model for a few SGD steps in PyTorch (CPU) as a reference.
 
-Builds one model of make_models.py (same seed), turns dropout off, exports it
-to ONNX with static shapes (training mode, so BatchNorm uses batch
+Builds one model of make_models.py (same seed), turns dropout off (unless
+--dropout), exports it to ONNX with static shapes (training mode, so BatchNorm uses batch
 statistics), loads the exported initializers back into the torch model so both
 sides start from identical weights, then runs `--steps` steps of
 torch.optim.SGD (or Adam / AdamW) on fixed random data with mean cross-entropy loss.
@@ -61,6 +61,10 @@ def main():
                         help="precision of the model and data")
     parser.add_argument("--batch", type=int, default=0,
                         help="batch size (default: the model's example)")
+    parser.add_argument("--dropout", action="store_true",
+                        help="keep the model's Dropout (training mode) in the "
+                        "export; torch's masks are not ours, so its losses "
+                        "are no reference then")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
@@ -72,7 +76,8 @@ def main():
         # A bigger batch keeps BatchNorm over 1x1 feature maps well
         # conditioned (two values per channel amplify float32 rounding).
         example = example[:1].expand(args.batch, *example.shape[1:]).clone()
-    disable_dropout(model)
+    if not args.dropout:
+        disable_dropout(model)
     model.train()
     if args.dtype == "float64":
         model = model.double()

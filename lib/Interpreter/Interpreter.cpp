@@ -10,6 +10,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/ONNX/Utils/KernelParams.h"
+#include "pp/Runtime/DropoutHash.h"
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -95,7 +96,6 @@ static void registerFuncHandlers(Interpreter &interp) {
 Interpreter::Interpreter(ModuleOp module, InterpreterOptions options)
     : module_(module), options_(options) {
   kernelContext_.numThreads = std::max(1, options.numThreads);
-  setSeed(options.seed);
   registerFuncHandlers(*this);
   registerONNXHandlers(*this);
   registerFusedHandlers(*this,
@@ -170,17 +170,15 @@ bool Interpreter::hasHandler(StringRef opName) const {
   return handlers_.count(opName);
 }
 
-void Interpreter::setSeed(uint64_t seed) {
-  seed_ = seed;
-  seedCounter_ = 0;
+void Interpreter::setRandomPosition(int64_t step, int64_t microBatch) {
+  randomStep_ = std::max<int64_t>(step, 0);
+  randomMicroBatch_ = std::max<int64_t>(microBatch, 0);
 }
 
-uint64_t Interpreter::nextSeed() {
-  // splitmix64 of (seed, counter): successive ops get unrelated streams.
-  uint64_t z = seed_ + 0x9e3779b97f4a7c15ULL * ++seedCounter_;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+uint64_t Interpreter::dropoutSeed(uint64_t stream) const {
+  // The runtime's StageState::dropoutSeed computes the same.
+  return rt::dropouthash::streamSeed(options_.seed, stream,
+                                     static_cast<uint64_t>(randomStep_));
 }
 
 const Tensor &Interpreter::lookup(Value value) const {

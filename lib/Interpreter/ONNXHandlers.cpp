@@ -202,19 +202,23 @@ void registerElementwise(Interpreter &interp) {
         bool training = false;
         if (Value t = op.getTrainingMode())
           training = in.lookup(t).getInt(0) != 0;
-        // Every execution draws from the sequence, so masks do not depend on
-        // which other Dropouts ran in training mode.
-        uint64_t drawn = in.nextSeed();
-        uint64_t seed =
-            op.getSeed() ? static_cast<uint64_t>(*op.getSeed()) : drawn;
+        // The mask follows the op (its stream), the step and the element's
+        // position in the whole mini-batch, never the stage or the order of
+        // execution (DropoutHash.h).
+        uint64_t seed = op.getSeed() ? static_cast<uint64_t>(*op.getSeed())
+                                     : in.dropoutSeed(static_cast<uint64_t>(
+                                           op.getStream().value_or(0)));
+        const Tensor &x = in.lookup(op.getData());
+        uint64_t offset = static_cast<uint64_t>(in.getRandomMicroBatch()) *
+                          static_cast<uint64_t>(x.numel());
         auto y = in.allocResult(op, op.getOutput());
         auto mask = in.allocResult(op, op.getMask());
         if (failed(y) || failed(mask))
           return failure();
         return in.check(op,
-                        rt::dropout(in.kernelContext(),
-                                    in.lookup(op.getData()).view(), ratio,
-                                    training, seed, y->view(), mask->view()),
+                        rt::dropout(in.kernelContext(), x.view(), ratio,
+                                    training, seed, offset, y->view(),
+                                    mask->view()),
                         "dropout");
       });
 }

@@ -117,8 +117,8 @@ int64_t stageOf(Operation *op) {
 }
 
 std::string describeAction(pipeline::ActionOp action) {
-  std::string text =
-      std::string(pp::kinds::toString(action.getKindValue())) + "(stage " + std::to_string(action.getStage());
+  std::string text = std::string(pp::kinds::toString(action.getKindValue())) +
+                     "(stage " + std::to_string(action.getStage());
   if (action.getMicroBatchAttr().getInt() >= 0)
     text += ", mb " + std::to_string(action.getMicroBatchAttr().getInt());
   return text + ")";
@@ -151,6 +151,8 @@ struct PipelineRunner::Impl {
   std::mutex outputMutex;
   llvm::StringMap<int> globalOwner;
   std::vector<std::string> globalNames;
+  /// Steps run so far (the Dropout masks' step).
+  int64_t step = 0;
 
   void registerHandlers(Interpreter &interp, int deviceIndex);
 };
@@ -355,7 +357,8 @@ LogicalResult PipelineRunner::initialize() {
   for (int64_t s = 0; s < numStages; ++s) {
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
-    options.seed = impl_->options.seed + static_cast<uint64_t>(s);
+    // One seed for all stages: Dropout masks follow the op, not the stage.
+    options.seed = impl_->options.seed;
     options.profile = impl_->options.profile;
     auto interp = std::make_unique<Interpreter>(module, options);
     registerTrainHandlers(*interp);
@@ -424,6 +427,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
         args.push_back(Tensor::fromValues<int64_t>(
             rt::DType::I64, {}, {action.getMicroBatchAttr().getInt()}));
       Interpreter &interp = *impl.stages[action.getStageAttr().getInt()];
+      interp.setRandomPosition(impl.step, action.getMicroBatchAttr().getInt());
       if (failed(interp.run(*action.getCallee(), args))) {
         device.failed = true;
         impl.mailbox.abort();
@@ -449,6 +453,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
   for (auto &device : impl.devices)
     if (device.failed)
       return failure();
+  ++impl.step;
   for (auto &device : impl.devices)
     if (!device.stash.empty())
       return module.emitError() << "the step left " << device.stash.size()

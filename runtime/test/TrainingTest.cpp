@@ -35,11 +35,11 @@ struct Mask {
 
 template <typename T>
 void runDropout(Buf<T> &x, float ratio, bool training, uint64_t seed, Buf<T> &y,
-                Mask &mask, int threads = 1) {
+                Mask &mask, int threads = 1, uint64_t offset = 0) {
   Context ctx;
   ctx.numThreads = threads;
   Tensor xt = x.t(), yt = y.t(), mt = mask.t();
-  Status s = dropout(ctx, xt, ratio, training, seed, yt, mt);
+  Status s = dropout(ctx, xt, ratio, training, seed, offset, yt, mt);
   ASSERT_TRUE(s.ok()) << s.message;
 }
 
@@ -63,6 +63,32 @@ TEST(Dropout, MaskDependsOnlyOnSeedAndIndex) {
   runDropout(small, 0.25f, true, 7, ysmall, msmall);
   for (size_t i = 0; i < msmall.v.size(); ++i)
     ASSERT_EQ(msmall.v[i], mbig.v[i]) << i;
+}
+
+TEST(Dropout, OffsetSelectsASliceOfTheWholeMask) {
+  // Four micro-batches of 250 with offsets m * 250 draw the mask of the
+  // whole batch of 1000, slice by slice.
+  Buf<float> whole = randomBuf<float>({4, 250}), ywhole({4, 250});
+  Mask mwhole({4, 250});
+  runDropout(whole, 0.5f, true, 99, ywhole, mwhole);
+  for (int m = 0; m < 4; ++m) {
+    Buf<float> part({1, 250}), ypart({1, 250});
+    for (int i = 0; i < 250; ++i)
+      part.v[i] = whole.v[m * 250 + i];
+    Mask mpart({1, 250});
+    runDropout(part, 0.5f, true, 99, ypart, mpart, 2, uint64_t(m) * 250);
+    for (int i = 0; i < 250; ++i) {
+      ASSERT_EQ(mpart.v[i], mwhole.v[m * 250 + i]) << m << " " << i;
+      ASSERT_EQ(ypart.v[i], ywhole.v[m * 250 + i]) << m << " " << i;
+    }
+  }
+  // Without the offsets the micro-batches would share one mask.
+  Buf<float> part({1, 250}), ypart({1, 250});
+  Mask mpart({1, 250});
+  runDropout(part, 0.5f, true, 99, ypart, mpart);
+  EXPECT_NE(
+      std::vector<uint8_t>(mwhole.v.begin() + 250, mwhole.v.begin() + 500),
+      mpart.v);
 }
 
 template <typename T> void checkKeepRate(float ratio) {
@@ -142,19 +168,19 @@ TEST(Dropout, Errors) {
   Buf<float> x({4}), y({4}), y5({5});
   Mask m({4});
   Tensor xt = x.t(), yt = y.t(), mt = m.t(), y5t = y5.t();
-  Status s = dropout(ctx, xt, -0.1f, true, 0, yt, mt);
+  Status s = dropout(ctx, xt, -0.1f, true, 0, 0, yt, mt);
   EXPECT_NE(s.message.find("dropout: ratio must lie in [0, 1]"),
             std::string::npos)
       << s.message;
-  EXPECT_FALSE(dropout(ctx, xt, 1.5f, true, 0, yt, mt).ok());
-  EXPECT_FALSE(dropout(ctx, xt, NAN, true, 0, yt, mt).ok());
-  s = dropout(ctx, xt, 0.5f, true, 0, y5t, mt);
+  EXPECT_FALSE(dropout(ctx, xt, 1.5f, true, 0, 0, yt, mt).ok());
+  EXPECT_FALSE(dropout(ctx, xt, NAN, true, 0, 0, yt, mt).ok());
+  s = dropout(ctx, xt, 0.5f, true, 0, 0, y5t, mt);
   EXPECT_NE(s.message.find("dropout: y: expected shape [4], got [5]"),
             std::string::npos)
       << s.message;
   Buf<float> fm({4});
   Tensor fmt = fm.t();
-  s = dropout(ctx, xt, 0.5f, true, 0, yt, fmt);
+  s = dropout(ctx, xt, 0.5f, true, 0, 0, yt, fmt);
   EXPECT_NE(s.message.find("dropout: mask: expected dtype bool, got f32"),
             std::string::npos)
       << s.message;

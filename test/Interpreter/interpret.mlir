@@ -77,6 +77,23 @@ func.func @dropout() -> tensor<64xf32> {
   return %y : tensor<64xf32>
 }
 
+// Without a seed attribute the mask follows --seed and the op's stream:
+// another stream or another --seed draws another mask, the same stream the
+// same one (whatever the op's place in the function).
+// RUN: pp-interpret %s --func=dropout_streams --seed=1 --output-dir=%t/s1
+// RUN: pp-interpret %s --func=dropout_streams --seed=2 --output-dir=%t/s2
+// RUN: %python3 -c "import numpy as np; l = lambda d, i: np.load('%t/' + d + '/output_' + str(i) + '.npy'); print(np.array_equal(l('s1', 0), l('s1', 2)), np.array_equal(l('s1', 0), l('s1', 1)), np.array_equal(l('s1', 0), l('s2', 0)), sorted(set(l('s1', 0).tolist())))" | FileCheck %s --check-prefix=STREAMS
+// STREAMS: True False False [0.0, 2.0]
+func.func @dropout_streams() -> (tensor<64xf32>, tensor<64xf32>, tensor<64xf32>) {
+  %x = onnx.Constant dense<1.0> : tensor<64xf32>
+  %ratio = onnx.Constant dense<0.5> : tensor<f32>
+  %train = onnx.Constant dense<true> : tensor<i1>
+  %a, %ma = onnx.Dropout %x ratio %ratio training_mode %train {stream = 0 : i64} : (tensor<64xf32>, tensor<f32>, tensor<i1>) -> (tensor<64xf32>, tensor<64xi1>)
+  %b, %mb = onnx.Dropout %x ratio %ratio training_mode %train {stream = 1 : i64} : (tensor<64xf32>, tensor<f32>, tensor<i1>) -> (tensor<64xf32>, tensor<64xi1>)
+  %c, %mc = onnx.Dropout %x ratio %ratio training_mode %train {stream = 0 : i64} : (tensor<64xf32>, tensor<f32>, tensor<i1>) -> (tensor<64xf32>, tensor<64xi1>)
+  return %a, %b, %c : tensor<64xf32>, tensor<64xf32>, tensor<64xf32>
+}
+
 // 16-bit floats and unsigned integers: constants, .npy output and input.
 // RUN: pp-interpret %s --func=dtypes --print --output-dir=%t/dt | FileCheck %s --check-prefix=DTYPES
 // DTYPES: output 0 "h": tensor<3xf16> finite

@@ -372,6 +372,7 @@ int main(int argc, char **argv) {
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {
     auto start = std::chrono::steady_clock::now();
+    interp.setRandomPosition(step - 1, 0);
     outputs = pipelined ? runner->runStep(argValues)
                         : interp.run(funcName, argValues);
     if (failed(outputs))

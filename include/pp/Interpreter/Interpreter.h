@@ -54,7 +54,8 @@ std::string describe(const Tensor &tensor);
 struct InterpreterOptions {
   /// Threads the CPU kernels may use.
   int numThreads = 1;
-  /// Base seed of the Dropout masks of ops without a `seed` attribute.
+  /// Run seed of the Dropout masks of ops without a `seed` attribute
+  /// (mixed with the op's `stream` and the step: DropoutHash.h).
   uint64_t seed = 0;
   /// Accumulate the time spent in each op kind (see getProfile).
   bool profile = false;
@@ -154,10 +155,15 @@ public:
   /// InterpreterOptions::profile).
   std::vector<OpProfile> getProfile() const;
 
-  /// Restarts the Dropout seed sequence at `seed`.
-  void setSeed(uint64_t seed);
-  /// The next seed of the sequence (for random ops without a seed attribute).
-  uint64_t nextSeed();
+  /// Where the next runs draw their Dropout masks: training step `step`
+  /// (from 0) and, within it, micro-batch `microBatch` (0 when the run
+  /// takes the whole mini-batch). Both start at 0; a caller that runs
+  /// several steps sets them before each run.
+  void setRandomPosition(int64_t step, int64_t microBatch);
+  /// The mask seed of Dropout stream `stream` at the current step.
+  uint64_t dropoutSeed(uint64_t stream) const;
+  /// The micro-batch set by setRandomPosition.
+  int64_t getRandomMicroBatch() const { return randomMicroBatch_; }
 
   /// A decoded constant attribute, cached per attribute.
   mlir::FailureOr<const Tensor *> getConstant(mlir::Operation *op,
@@ -184,8 +190,8 @@ private:
   Frame *frame_ = nullptr;
   int callDepth_ = 0;
 
-  uint64_t seed_ = 0;
-  uint64_t seedCounter_ = 0;
+  int64_t randomStep_ = 0;
+  int64_t randomMicroBatch_ = 0;
   llvm::StringMap<OpProfile> profile_;
 };
 

@@ -160,10 +160,20 @@ public:
         return failure();
       training = v->front() != 0;
     }
-    // Every execution draws a seed, as the interpreter does.
-    CallArgs s = emit.ctxArgs();
-    Value drawn = emit.call("pp::rt::gen::nextSeed", s,
-                            opaqueType(emit.getContext(), "uint64_t"));
+    // The interpreter's seed and offset: (run seed, stream, step) unless
+    // the op fixes its seed, and the micro-batch's place in the mini-batch.
+    Type u64 = opaqueType(emit.getContext(), "uint64_t");
+    Value seed;
+    if (!op.getSeed()) {
+      CallArgs s = emit.ctxArgs();
+      s.lit(std::to_string(static_cast<uint64_t>(op.getStream().value_or(0))) +
+            "ull");
+      seed = emit.call("pp::rt::gen::dropoutSeed", s, u64);
+    }
+    CallArgs o = emit.args();
+    o.value(emit.getMicroBatch())
+        .integer(pp::onnx::getNumElements(op.getData().getType()));
+    Value offset = emit.call("pp::rt::gen::dropoutOffset", o, u64);
     SmallVector<Value> out;
     if (failed(emit.results(out)))
       return failure();
@@ -172,8 +182,8 @@ public:
     if (op.getSeed())
       a.lit(std::to_string(static_cast<uint64_t>(*op.getSeed())) + "ull");
     else
-      a.value(drawn);
-    a.value(out[0]).value(out[1]);
+      a.value(seed);
+    a.value(offset).value(out[0]).value(out[1]);
     emit.kernel("pp::rt::dropout", a);
     return success();
   }

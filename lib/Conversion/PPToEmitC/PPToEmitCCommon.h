@@ -111,6 +111,8 @@ public:
   mlir::Value getStageContext() const { return ctx; }
   /// The kernels' context (`pp::rt::Context&`) of the function.
   mlir::Value getKernels() const { return kernels; }
+  /// Its `int64_t microBatch` argument (-1 in per-step functions).
+  mlir::Value getMicroBatch() const { return mb; }
 
   /// A call of `callee`; its result when `result` is given.
   mlir::Value call(llvm::StringRef callee, CallArgs &args,

@@ -1091,6 +1091,10 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   for (int i = 0; i < graph.node_size(); ++i)
     if (failed(importNode(graph.node(i), i)))
       return nullptr;
+  // Dropout streams in node order: the same model at another batch size
+  // (or split another way later) numbers its Dropouts alike. (ONNX's checker
+  // has already rejected a node that sets `stream` itself.)
+  pp::onnx::assignDropoutStreams(func);
 
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;

@@ -24,8 +24,8 @@ constexpr int64_t elementGrain = int64_t(1) << 15;
 // Dropout
 //===----------------------------------------------------------------------===//
 
-// The mask is a pure function of (seed, i), shared with the CUDA backend
-// through DropoutHash.h, so every backend and every run agree.
+// The mask is a pure function of (seed, offset + i), shared with the CUDA
+// backend through DropoutHash.h, so every backend and every run agree.
 using dropouthash::keepElement;
 using dropouthash::keepScale;
 using dropouthash::keepThreshold;
@@ -65,7 +65,7 @@ Status labelError(const std::string &what, const Tensor &labels, int64_t i,
 } // namespace
 
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
-               uint64_t seed, Tensor &y, Tensor &mask) {
+               uint64_t seed, uint64_t offset, Tensor &y, Tensor &mask) {
   PP_RT_TRY(checkDropout(x, ratio, y, mask));
   uint8_t *md = mask.as<uint8_t>();
   int64_t count = x.numel();
@@ -85,7 +85,7 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
     T s = T(scale);
     parallelFor(ctx, count, elementGrain, [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
-        bool keep = keepElement(seed, uint64_t(i), threshold);
+        bool keep = keepElement(seed, offset + uint64_t(i), threshold);
         md[i] = keep;
         yd[i] = keep ? xd[i] * s : T(0);
       }

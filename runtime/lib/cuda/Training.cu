@@ -28,9 +28,9 @@ namespace {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, uint64_t seed,
-                  uint64_t threshold, T scale) {
+                  uint64_t offset, uint64_t threshold, T scale) {
   PP_GRID_STRIDE(i, n) {
-    bool keep = dropouthash::keepElement(seed, uint64_t(i), threshold);
+    bool keep = dropouthash::keepElement(seed, offset + uint64_t(i), threshold);
     mask[i] = keep;
     y[i] = keep ? x[i] * scale : T(0);
   }
@@ -283,7 +283,7 @@ __global__ void __launch_bounds__(kThreads)
 } // namespace
 
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
-               uint64_t seed, Tensor &y, Tensor &mask) {
+               uint64_t seed, uint64_t offset, Tensor &y, Tensor &mask) {
   const char *what = "dropout";
   PP_RT_TRY(checkDropout(x, ratio, y, mask));
   int64_t n = x.numel();
@@ -303,7 +303,8 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
   return visitFloat(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dropoutKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
-        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, seed, threshold, T(scale));
+        x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, seed, offset, threshold,
+        T(scale));
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });

@@ -2,9 +2,9 @@
 //
 // rank<r>.ckpt: the magic "PPCKPT01", then little-endian fields (strings as
 // a u64 length and bytes): model name, stages, devices, globals, rank,
-// seed, completed steps, stage count, and per stage its index, seed
-// counter, global count and per global its id, name, dtype, rank, dims,
-// byte count and bytes.
+// seed, completed steps, stage count, and per stage its index, a reserved
+// u64 (0; it was a Dropout seed counter, read and ignored), global count
+// and per global its id, name, dtype, rank, dims, byte count and bytes.
 //
 // MANIFEST: text lines "pp-checkpoint 2", "model <name>", "identity
 // <Job::identity>", "steps <k>", "devices <n>", "stages <n>", "seed <s>",
@@ -12,7 +12,8 @@
 // "crc32c <hex>" of every line before it. latest: "step-<k>\n".
 //
 // A rank's state goes in as it is between steps: the backend copies of its
-// stages' globals and their seed counters (the Dropout masks continue).
+// stages' globals. Dropout masks need nothing more: they follow from the
+// seed and the step (docs/cli.md), both in the checkpoint.
 //
 //===----------------------------------------------------------------------===//
 
@@ -371,7 +372,7 @@ std::string encodeRankCheckpoint(const RankCheckpoint &ckpt) {
   w.u64(ckpt.stages.size());
   for (const CheckpointStage &stage : ckpt.stages) {
     w.i64(stage.stage);
-    w.u64(stage.seedCounter);
+    w.u64(0); // reserved
     w.u64(stage.globals.size());
     for (const CheckpointGlobal &global : stage.globals) {
       w.i64(global.id);
@@ -411,7 +412,7 @@ bool pp::rt::train::decodeRankCheckpoint(const std::string &path,
   for (uint64_t s = 0; r.ok && s < numStages; ++s) {
     CheckpointStage &stage = ckpt.stages.emplace_back();
     stage.stage = r.i64();
-    stage.seedCounter = r.u64();
+    (void)r.u64(); // reserved
     uint64_t numGlobals = r.u64();
     for (uint64_t g = 0; r.ok && g < numGlobals; ++g) {
       CheckpointGlobal &global = stage.globals.emplace_back();
@@ -602,7 +603,6 @@ RankCheckpoint pp::rt::train::captureRankCheckpoint(const Job &job, int rank,
   for (auto &[s, state] : stages) {
     CheckpointStage &saved = ckpt.stages.emplace_back();
     saved.stage = s;
-    saved.seedCounter = state->seedCounter;
     for (auto &[id, t] : state->globals) {
       CheckpointGlobal &g = saved.globals.emplace_back();
       g.id = id;
@@ -679,7 +679,6 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                     ", the program's is " + describe(t.dtype, t.shape));
       copyToBuffer(t.data, g.value.bytes.data(), t.bytes());
     }
-    state.seedCounter = saved.seedCounter;
   }
   return true;
 }

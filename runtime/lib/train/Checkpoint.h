@@ -4,8 +4,8 @@
 // DIR/step-<k>/ (k: the completed steps), and DIR/latest naming the newest
 // committed one ("step-<k>"). A checkpoint is written as:
 //   1. every rank writes DIR/step-<k>/rank<r>.ckpt (the globals of every
-//      stage it runs, each stage's Dropout seed counter, the completed step
-//      count) through a .tmp file, fsynced, renamed, the directory fsynced;
+//      stage it runs, the completed step count) through a .tmp file, fsynced,
+//      renamed, the directory fsynced;
 //   2. once every rank has (an all-reduce, which also hands rank 0 each
 //      file's size and CRC-32C), rank 0 writes DIR/step-<k>/MANIFEST (the
 //      program's identity, the step, each file's size and CRC-32C, and its
@@ -44,7 +44,6 @@ struct CheckpointGlobal {
 
 struct CheckpointStage {
   int64_t stage;
-  uint64_t seedCounter;
   std::vector<CheckpointGlobal> globals;
 };
 
@@ -111,7 +110,7 @@ struct Job;
 bool selectResumeCheckpoint(Job &job, std::string &error);
 
 /// What `rank` saves after `completedSteps` steps: the globals of each of
-/// its stages (copied from the backend) and their Dropout seed counters.
+/// its stages (copied from the backend).
 RankCheckpoint captureRankCheckpoint(const Job &job, int rank,
                                      const StageMap &stages,
                                      int64_t completedSteps);
@@ -129,7 +128,7 @@ bool commitCheckpoint(const std::string &dir,
                       std::string &error);
 
 /// --resume: loads `rank`'s file of the chosen checkpoint into `stages`
-/// (globals and seed counters), once it matches the job and the manifest.
+/// (its globals), once it matches the job and the manifest.
 bool restoreRankCheckpoint(const Job &job, int rank, StageMap &stages,
                            std::string &error);
 

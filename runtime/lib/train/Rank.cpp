@@ -142,7 +142,7 @@ bool Rank::setup(std::string &error) {
   if (!constants)
     return false;
   for (int64_t s : job.deviceStages[rank])
-    stages[s] = std::make_unique<StageState>(*this, s, job.seed + s);
+    stages[s] = std::make_unique<StageState>(*this, s, job.seed);
   if (!loadGlobals(error))
     return false;
   if (job.resuming && !restoreRankCheckpoint(job, rank, stages, error))

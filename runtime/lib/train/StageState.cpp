@@ -4,7 +4,7 @@
 // Interpreter/PipelineRunner.cpp): stashes keyed by (stage, slot,
 // micro-batch) and dropped when unstashed, gradient sums started by a copy
 // of the first value, one copy of the globals per stage, and Dropout seeds
-// drawn per stage from (seed + stage, counter).
+// from (run seed, the op's stream, step), whatever the stage.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +13,7 @@
 #include "Rank.h"
 #include "Util.h"
 
+#include "pp/Runtime/DropoutHash.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Memory.h"
 
@@ -278,8 +279,8 @@ void StageState::unstash(int slot, int64_t microBatch, Tensor &dst) {
   stashed.erase(it);
 }
 
-void StageState::takeInto(const char *op, const std::string &what,
-                          Tensor &held, Tensor &dst) {
+void StageState::takeInto(const char *op, const std::string &what, Tensor &held,
+                          Tensor &dst) {
   expectLayout(op, what, dst, held.dtype, held.shape);
   sync(op);
   copyBuffer(dst.data, held.data, dst.bytes());
@@ -316,13 +317,11 @@ void StageState::accumulated(int slot, Tensor &dst) {
   sums.erase(it);
 }
 
-uint64_t StageState::nextSeed() {
-  // Interpreter::nextSeed: splitmix64 of (seed, counter); the counter runs
-  // on across steps.
-  uint64_t z = stageSeed + 0x9e3779b97f4a7c15ULL * ++seedCounter;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
+uint64_t StageState::dropoutSeed(uint64_t stream) {
+  // Rank::step counts from 0 and goes on after --resume, so resumed runs
+  // draw the masks of uninterrupted ones.
+  return dropouthash::streamSeed(runSeed, stream,
+                                 static_cast<uint64_t>(rank_.step));
 }
 
 float StageState::learningRate(float compiled) {

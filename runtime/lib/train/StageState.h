@@ -51,7 +51,7 @@ private:
 class StageState final : public StageContext {
 public:
   StageState(Rank &rank, int64_t stage, uint64_t seed)
-      : rank_(rank), stage(stage), stageSeed(seed) {}
+      : rank_(rank), stage(stage), runSeed(seed) {}
   ~StageState() override;
 
   Context &kernels() override;
@@ -68,14 +68,14 @@ public:
   void unstash(int slot, int64_t microBatch, Tensor &dst) override;
   void accumulate(int slot, const Tensor &value) override;
   void accumulated(int slot, Tensor &dst) override;
-  uint64_t nextSeed() override;
+  uint64_t dropoutSeed(uint64_t stream) override;
   float learningRate(float compiled) override;
 
   Rank &rank_;
   int64_t stage;
-  uint64_t stageSeed;
-  /// Seeds drawn so far (saved in checkpoints: it runs on across steps).
-  uint64_t seedCounter = 0;
+  /// The run's --seed (the same on every stage: masks follow the op, not
+  /// the stage).
+  uint64_t runSeed;
   /// This stage's copy of each global it holds (backend buffers).
   std::map<int, Tensor> globals;
   /// Stashed values by (slot, micro-batch), pool buffers.

@@ -9,7 +9,7 @@
 // outputs combined by mean / sum, stashes keyed by (stage, slot,
 // micro-batch) and dropped when unstashed, gradient sums started by a copy
 // of the first value, one copy of the globals per stage, and Dropout seeds
-// drawn per stage from (seed + stage, counter).
+// from (seed, the op's stream, step), whatever the stage.
 //
 // The parts: Job (what the ranks of a process share), Rank (one device's
 // step loop), StageState (the StageContext), Checkpoint, Report (progress,

@@ -59,7 +59,8 @@ void stage0_forward(StageContext &ctx, int64_t mb) {
   Tensor v4 = gen::view(ctx, 512, DType::F32, {2, 5});
   Tensor v5 = gen::view(ctx, 768, DType::Bool, {2, 5});
   Status s6 =
-      dropout(ctx.kernels(), v2, dropoutRatio(), true, ctx.nextSeed(), v4, v5);
+      dropout(ctx.kernels(), v2, dropoutRatio(), true, gen::dropoutSeed(ctx, 0),
+              gen::dropoutOffset(mb, 10), v4, v5);
   gen::check(ctx, s6, "onnx.Dropout '/0/Dropout'");
   ctx.send(1, 0, mb, v4);
   ctx.stash(0, mb, v0);

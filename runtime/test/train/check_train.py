@@ -540,7 +540,7 @@ def forge_first_global_id(step_dir, rank, add):
     pos = 8
     (n,) = struct.unpack_from("<Q", data, pos)      # model name
     pos += 8 + n + 6 * 8 + 8                          # 6 fields, stage count
-    pos += 8 + 8 + 8                                  # stage, seed counter, globals
+    pos += 8 + 8 + 8                                  # stage, reserved, globals
     (gid,) = struct.unpack_from("<q", data, pos)
     struct.pack_into("<q", data, pos, gid + add)
     open(path, "wb").write(bytes(data))

@@ -35,13 +35,17 @@
 // CHECK: call_opaque "pp::rt::gen::view"{{.*}}#emitc.opaque<"pp::rt::DType::F64">
 // CHECK: call_opaque "pp::rt::cast"
 
-// Dropout: ratio and training mode are constants; each run draws a seed
-// unless the op has one.
+// Dropout: ratio and training mode are constants; the seed is the step's
+// seed of the op's stream unless the op has one, and the offset places the
+// micro-batch's 32 elements in the mini-batch.
 // CHECK-LABEL: emitc.func @dropout(
-// CHECK: %[[SEED:.*]] = call_opaque "pp::rt::gen::nextSeed"
-// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[SEED]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, 2 : index, 3 : index, 4 : index]}
-// CHECK: call_opaque "pp::rt::gen::nextSeed"
-// CHECK: call_opaque "pp::rt::dropout"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, #emitc.opaque<"7ull">, 2 : index, 3 : index]}
+// CHECK-SAME: %[[CTX:[^:]*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:[^:]*]]: i64)
+// CHECK: %[[SEED:.*]] = call_opaque "pp::rt::gen::dropoutSeed"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"3ull">]}
+// CHECK: %[[OFF:.*]] = call_opaque "pp::rt::gen::dropoutOffset"(%[[MB]]) {args = [0 : index, #emitc.opaque<"32">]}
+// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[SEED]], %[[OFF]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, 2 : index, 3 : index, 4 : index, 5 : index]}
+// CHECK-NOT: gen::dropoutSeed
+// CHECK: %[[OFF2:.*]] = call_opaque "pp::rt::gen::dropoutOffset"(%[[MB]])
+// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[OFF2]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, #emitc.opaque<"7ull">, 2 : index, 3 : index, 4 : index]}
 
 // pp.fused: out[i] = f(x[i mod 32], b[i mod 8]) before its stage function,
 // run over the 32 elements of the result.
@@ -103,7 +107,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %x = pp.input %mb {index = 0 : i64} : tensor<4x8xf32>
     %r = onnx.Constant dense<0.25> : tensor<f32>
     %t = onnx.Constant dense<true> : tensor<i1>
-    %y, %m = onnx.Dropout %x ratio %r training_mode %t : (tensor<4x8xf32>, tensor<f32>, tensor<i1>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
+    %y, %m = onnx.Dropout %x ratio %r training_mode %t {stream = 3 : i64} : (tensor<4x8xf32>, tensor<f32>, tensor<i1>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
     %z, %n = onnx.Dropout %x ratio %r training_mode %t {seed = 7 : i64} : (tensor<4x8xf32>, tensor<f32>, tensor<i1>) -> (tensor<4x8xf32>, tensor<4x8xi1>)
     return
   }

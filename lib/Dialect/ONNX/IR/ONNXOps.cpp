@@ -436,6 +436,18 @@ OpFoldResult CastOp::fold(FoldAdaptor adaptor) {
   return DenseElementsAttr::get(type, result);
 }
 
+void pp::onnx::assignDropoutStreams(Operation *root) {
+  int64_t next = 0;
+  root->walk([&](DropoutOp op) {
+    if (std::optional<int64_t> stream = op.getStream())
+      next = std::max(next, *stream + 1);
+  });
+  root->walk([&](DropoutOp op) {
+    if (!op.getStream())
+      op.setStreamAttr(Builder(op).getI64IntegerAttr(next++));
+  });
+}
+
 LogicalResult DropoutOp::inferReturnTypes(MLIRContext *context,
                                           std::optional<Location> location,
                                           Adaptor adaptor,

@@ -71,6 +71,9 @@ LogicalResult pp::train::differentiate(ModuleOp module,
                      << loss.getType();
     return failure();
   }
+  // Hand-written steps get Dropout streams here, before split-stages
+  // spreads the ops over stage functions.
+  onnx::assignDropoutStreams(func);
 
   // Trainable parameters, in the order the function reads them.
   llvm::MapVector<StringAttr, SmallVector<Value>> paramReads;

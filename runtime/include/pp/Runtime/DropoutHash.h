@@ -1,13 +1,20 @@
 //===- DropoutHash.h - Counter-based dropout mask ---------------*- C++ -*-===//
 //
-// The dropout mask of Kernels.h is a pure function of (seed, element index)
-// so that every backend and every run agree bit for bit. This header holds
-// that function once, for host code and (under nvcc) device code alike:
+// The dropout mask of Kernels.h is a pure function of (seed, element
+// position) so that every backend and every run agree bit for bit. This
+// header holds that function once, for host code and (under nvcc) device
+// code alike: element i of a call with `offset` is at position p = offset + i,
 //
-//   keep(i) = (splitmix64(seed ^ (i * 0x9E3779B97F4A7C15)) >> 11)
+//   keep(p) = (splitmix64(seed ^ (p * 0x9E3779B97F4A7C15)) >> 11)
 //             < floor((1 - (double)ratio) * 2^53)
 //
 // and kept elements are scaled by 1 / (1 - ratio) (0 when ratio is 1).
+//
+// The seed of a Dropout op without an ONNX `seed` is streamSeed(run seed,
+// the op's `stream`, step), and the offset of micro-batch m is m * numel, so
+// a mask depends on the op, the step and the element's position in the whole
+// mini-batch only: not on the stages, the schedule or the micro-batch count
+// (docs/cli.md, "Dropout masks").
 //
 //===----------------------------------------------------------------------===//
 
@@ -41,10 +48,18 @@ PP_RT_HOST_DEVICE inline uint64_t keepThreshold(float ratio) {
   return static_cast<uint64_t>(keep * 9007199254740992.0); // 2^53
 }
 
-/// Whether element `i` survives dropout under `seed`.
-PP_RT_HOST_DEVICE inline bool keepElement(uint64_t seed, uint64_t i,
+/// Whether the element at position `p` survives dropout under `seed`.
+PP_RT_HOST_DEVICE inline bool keepElement(uint64_t seed, uint64_t p,
                                           uint64_t threshold) {
-  return (splitmix64(seed ^ (i * 0x9E3779B97F4A7C15ull)) >> 11) < threshold;
+  return (splitmix64(seed ^ (p * 0x9E3779B97F4A7C15ull)) >> 11) < threshold;
+}
+
+/// The mask seed of Dropout stream `stream` at (0-based) training step
+/// `step` of a run seeded with `runSeed`: chained splitmix64, so nearby
+/// triples give unrelated masks.
+PP_RT_HOST_DEVICE inline uint64_t streamSeed(uint64_t runSeed, uint64_t stream,
+                                             uint64_t step) {
+  return splitmix64(splitmix64(splitmix64(runSeed) + stream) + step);
 }
 
 /// 1 / (1 - ratio); 0 when everything is dropped (ratio 1), so outputs are

@@ -99,7 +99,14 @@ inline void accumulate(StageContext &ctx, int slot, const Tensor &value) {
 inline void accumulated(StageContext &ctx, int slot, Tensor &dst) {
   ctx.accumulated(slot, dst);
 }
-inline uint64_t nextSeed(StageContext &ctx) { return ctx.nextSeed(); }
+inline uint64_t dropoutSeed(StageContext &ctx, uint64_t stream) {
+  return ctx.dropoutSeed(stream);
+}
+/// The position in the whole mini-batch's tensor of the first element of
+/// micro-batch `mb`'s `numel` elements (Kernels.h's dropout offset).
+inline uint64_t dropoutOffset(int64_t mb, int64_t numel) {
+  return mb > 0 ? uint64_t(mb) * uint64_t(numel) : 0;
+}
 inline float learningRate(StageContext &ctx, float compiled) {
   return ctx.learningRate(compiled);
 }

@@ -20,7 +20,8 @@
 // - Kernels validate what they read from their arguments and report misuse
 //   by returning a Status; they never abort.
 // - Randomness (Dropout) is counter based: the mask of element i depends only
-//   on (seed, i), so every backend and every run produce the same mask.
+//   on (seed, offset + i), so every backend and every run produce the same
+//   mask (DropoutHash.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -326,8 +327,11 @@ Status copy(Context &ctx, const Tensor &x, Tensor &y);
 
 /// Dropout with keep probability 1 - ratio and scaling 1 / (1 - ratio);
 /// mask (Bool) is true where kept. training == false copies x, mask = true.
+/// Element i draws the value of position offset + i under `seed`, so a
+/// micro-batch m of n elements with offset m * n draws its slice of the
+/// whole mini-batch's mask.
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
-               uint64_t seed, Tensor &y, Tensor &mask);
+               uint64_t seed, uint64_t offset, Tensor &y, Tensor &mask);
 Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
                    float ratio, Tensor &dx);
 

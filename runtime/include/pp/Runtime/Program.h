@@ -66,9 +66,10 @@ public:
   /// The learning rate an optimizer step uses: the one compiled in, unless
   /// the run overrides it (--lr).
   virtual float learningRate(float compiled) { return compiled; }
-  /// The next random seed of this stage (Dropout masks): splitmix64 of
-  /// (stage seed, counter), as the reference interpreter draws them.
-  virtual uint64_t nextSeed() = 0;
+  /// The mask seed of Dropout stream `stream` (the op's `stream` attribute)
+  /// at the running step: dropouthash::streamSeed(run seed, stream, step),
+  /// the same on every stage and rank, as the reference interpreter has it.
+  virtual uint64_t dropoutSeed(uint64_t stream) = 0;
   /// Throws StageError naming the op (and the driver adds rank, stage and
   /// micro-batch).
   [[noreturn]] virtual void fail(const char *op, const std::string &message);

@@ -103,3 +103,24 @@ func.func @main(%x: tensor<8x4xf32>) -> (tensor<f32> {pp.loss}, tensor<3x4xf32> 
   %l = onnx.ReduceSum %w {keepdims = 0 : i64} : (tensor<3x4xf32>) -> tensor<f32>
   return %l, %w : tensor<f32>, tensor<3x4xf32>
 }
+
+// -----
+
+// Dropouts without a stream get the next free ones, in order, so their
+// masks are fixed before split-stages spreads them over stages.
+onnx.global "trainable" @wd : tensor<2x4xf32>
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @wd : tensor<2x4xf32>
+  %h = onnx.Mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %r = onnx.Constant dense<0.5> : tensor<f32>
+  %t = onnx.Constant dense<true> : tensor<i1>
+  // CHECK: onnx.Dropout {{.*}} {stream = 6 : i64}
+  // CHECK: onnx.Dropout {{.*}} {stream = 5 : i64}
+  // CHECK: onnx.Dropout {{.*}} {seed = 3 : i64, stream = 7 : i64}
+  %a, %ma = onnx.Dropout %h ratio %r training_mode %t : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %b, %mb = onnx.Dropout %a ratio %r training_mode %t {stream = 5 : i64} : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %c, %mc = onnx.Dropout %b ratio %r training_mode %t {seed = 3 : i64} : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %loss = onnx.ReduceSum %c {keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}

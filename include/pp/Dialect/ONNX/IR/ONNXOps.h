@@ -60,6 +60,12 @@ inline constexpr llvm::StringLiteral kConstant = "constant";
 /// shaped like a parameter: why (a string attribute).
 inline constexpr llvm::StringLiteral kFrozenReasonAttr = "onnx.frozen";
 
+/// Gives every `onnx.Dropout` under `root` without a `stream` the next free
+/// one (after the largest present), in walk order. The importer and
+/// --pp-autodiff call it, so streams exist before partitioning and follow
+/// the ops through split-stages (docs/cli.md, "Dropout masks").
+void assignDropoutStreams(mlir::Operation *root);
+
 } // namespace pp::onnx
 
 namespace pp::onnx::OpTrait {

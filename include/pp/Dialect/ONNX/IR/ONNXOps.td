@@ -213,14 +213,20 @@ def ONNX_DropoutOp : ONNX_Op<"Dropout", [AttrSizedOperandSegments]> {
   let summary = "ONNX Dropout; the mask result is always present";
   let description = [{
     In training mode zeroes elements with probability `ratio` and scales the
-    rest by 1/(1-ratio); `seed` fixes the random stream.
+    rest by 1/(1-ratio). The mask seed is the ONNX `seed` when given (the
+    same mask every step), else a mix of the run's seed, the op's `stream`
+    (its identity, numbered by the importer and --pp-autodiff; absent
+    means 0) and the step. Element i of micro-batch m of a micro-batch of
+    n elements draws position m * n + i of the whole mini-batch's mask, so
+    masks do not depend on stages, schedules or micro-batch counts.
 
     ```mlir
-    %y, %mask = onnx.Dropout %x ratio %r training_mode %t : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, tensor<4xi1>)
+    %y, %mask = onnx.Dropout %x ratio %r training_mode %t {stream = 0 : i64} : (tensor<4xf32>, tensor<f32>, tensor<i1>) -> (tensor<4xf32>, tensor<4xi1>)
     ```
   }];
   let arguments = (ins ONNX_FloatTensor:$data, Optional<ONNX_FloatTensor>:$ratio,
-                       Optional<ONNX_BoolTensor>:$training_mode, OptionalAttr<I64Attr>:$seed);
+                       Optional<ONNX_BoolTensor>:$training_mode, OptionalAttr<I64Attr>:$seed,
+                       OptionalAttr<I64Attr>:$stream);
   let results = (outs ONNX_FloatTensor:$output, ONNX_BoolTensor:$mask);
   let assemblyFormat = [{
     $data (`ratio` $ratio^)? (`training_mode` $training_mode^)? attr-dict `:` functional-type(operands, results)

@@ -35,6 +35,8 @@ def AutodiffPass : Pass<"pp-autodiff", "mlir::ModuleOp"> {
     gradients become extra results marked `pp.grad_of = @global`. Training
     BatchNorm's running statistics are written back to their state globals.
     Backward ops carry `loc(fused<"backward">[<forward op's location>])`.
+    Dropouts without a `stream` get the next free ones (their masks follow
+    the op, not the stage it lands on).
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Function to differentiate">,
