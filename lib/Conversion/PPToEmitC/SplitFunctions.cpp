@@ -179,7 +179,11 @@ int64_t pp::splitFunctions(ModuleOp module, int64_t maxOps) {
   SymbolTable symbols(module);
   int64_t split = 0;
   for (auto fn : llvm::to_vector(module.getOps<emitc::FuncOp>())) {
+    // Functions with specifiers (the static table, inline fused kernels)
+    // stay whole: a part has external linkage.
+    ArrayAttr specifiers = fn.getSpecifiersAttr();
     if (maxOps <= 0 || fn.isExternal() || !fn.getBody().hasOneBlock() ||
+        (specifiers && !specifiers.empty()) ||
         fn.getFunctionType().getNumResults() != 0 || countOps(fn) <= maxOps)
       continue;
     if (splitFunction(fn, maxOps, symbols) > 1)

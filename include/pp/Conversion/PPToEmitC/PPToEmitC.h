@@ -71,7 +71,7 @@ lowerPipelineToEmitC(mlir::ModuleOp module, const EmitProgramOptions &options,
                      std::string &dataBytes);
 
 /// Cuts every emitc.func of `module` with more than `maxOps` ops (nested
-/// ones counted; no results) into functions of about `maxOps` ops each,
+/// ones counted; no results, no specifiers) into functions of about `maxOps` ops each,
 /// `<name>_part<N>`, that it calls in order (SplitFunctions.cpp): the C++
 /// compiler's time grows faster than the size of a function. Returns the
 /// number of functions split; `maxOps` <= 0 splits none.
