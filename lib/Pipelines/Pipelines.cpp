@@ -74,6 +74,9 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   if (!options.emitDir.empty()) {
     EmitProgramPassOptions emit;
     emit.outputDir = options.emitDir;
+    emit.maxFunctionOps = options.emitFunctionOps;
+    emit.maxTuBytes = options.emitTuBytes;
+    emit.summaryFile = options.report;
     pm.addPass(createEmitProgramPass(emit));
   }
 }

@@ -63,8 +63,8 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
       pp::importONNXFile(fileName, &context, options);
   if (!module)
     return nullptr;
-  // --pp-emit-program copies the model next to the generated program, for
-  // its --save-onnx.
+  // --pp-emit-program puts the model next to the generated program (a hard
+  // link, else a copy), for its --save-onnx.
   SmallString<256> absolute(fileName);
   llvm::sys::fs::make_absolute(absolute);
   (*module)->setAttr("onnx.source_file",

@@ -124,6 +124,16 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       *this, "emit-dir",
       llvm::cl::desc("Write the training program (program.cpp, data, "
                      "CMakeLists.txt) here (--pp-emit-program)")};
+  Option<int64_t> emitFunctionOps{
+      *this, "emit-function-ops",
+      llvm::cl::desc("emit-dir: ops of a generated function before it is "
+                     "cut into parts (--pp-emit-program max-function-ops)"),
+      llvm::cl::init(400)};
+  Option<int64_t> emitTuBytes{
+      *this, "emit-tu-bytes",
+      llvm::cl::desc("emit-dir: bytes of C++ per translation unit "
+                     "(--pp-emit-program max-tu-bytes)"),
+      llvm::cl::init(65536)};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "

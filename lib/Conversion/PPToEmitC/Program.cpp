@@ -378,6 +378,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   set.set("dataFile", "std::string", quote(options.dataFileName));
   set.set("onnxFile", "std::string", quote(options.onnxFileName));
+  if (!options.onnxFileName.empty())
+    set.set("onnxHash", "uint32_t", std::to_string(options.onnxHash));
   // The identity the driver checks the data file and checkpoints against.
   set.set("dataHash", "uint32_t",
           std::to_string(pp::rt::crc32c(0, table.dataBytes.data(),

@@ -6,6 +6,8 @@
 #include "SaveONNX.h"
 #include "Util.h"
 
+#include "pp/Runtime/Checksum.h"
+
 #include <set>
 #include <unistd.h>
 
@@ -22,6 +24,15 @@ bool checkSource(const Job &job, std::string &error) {
   else if (std::string source = resolveNextTo(job.exeDir, p.onnxFile);
            !fileExists(source))
     error = "--save-onnx: the source model '" + source + "' is missing";
+  else if (std::string bytes;
+           p.onnxHash != 0 && !readRegularFile(source, bytes, error))
+    error = "--save-onnx: " + error;
+  else if (uint32_t crc = crc32c(0, bytes.data(), bytes.size());
+           p.onnxHash != 0 && crc != p.onnxHash)
+    error = "--save-onnx: the source model '" + source +
+            "' is not the one the program was compiled from (its CRC-32C is " +
+            hex32(crc) + ", the program's model has " + hex32(p.onnxHash) +
+            "): was it overwritten? Compile the program again";
   else
     return true;
   return false;

@@ -36,6 +36,8 @@ struct EmitProgramOptions {
   /// File names the generated program looks for next to its executable.
   std::string dataFileName = "program.data";
   std::string onnxFileName;
+  /// CRC-32C of that file (ProgramInfo::onnxHash).
+  uint32_t onnxHash = 0;
 };
 
 /// Converts ranked tensors to the runtime's tensor view, `pp::rt::Tensor`
@@ -67,6 +69,13 @@ mlir::LogicalResult convertPipelineToEmitC(mlir::ModuleOp module,
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 lowerPipelineToEmitC(mlir::ModuleOp module, const EmitProgramOptions &options,
                      std::string &dataBytes);
+
+/// Cuts every emitc.func of `module` with more than `maxOps` ops (nested
+/// ones counted; no results, no specifiers) into functions of about `maxOps` ops each,
+/// `<name>_part<N>`, that it calls in order (SplitFunctions.cpp): the C++
+/// compiler's time grows faster than the size of a function. Returns the
+/// number of functions split; `maxOps` <= 0 splits none.
+int64_t splitFunctions(mlir::ModuleOp module, int64_t maxOps);
 
 /// Writes `bytes` to `path`; a failure is an error at `anchor` naming the
 /// file.

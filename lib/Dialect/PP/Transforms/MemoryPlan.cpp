@@ -22,7 +22,7 @@
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 
-#include "ReportFile.h"
+#include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/StringSet.h"

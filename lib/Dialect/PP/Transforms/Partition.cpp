@@ -8,7 +8,7 @@
 #include "pp/Schedule/Schedule.h"
 #include "pp/Support/InputLimits.h"
 
-#include "ReportFile.h"
+#include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

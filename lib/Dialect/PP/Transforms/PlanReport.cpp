@@ -17,7 +17,7 @@
 #include "pp/Schedule/Simulator.h"
 #include "pp/Schedule/Timeline.h"
 
-#include "ReportFile.h"
+#include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"

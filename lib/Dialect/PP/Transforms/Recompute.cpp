@@ -21,7 +21,7 @@
 #include "pp/Schedule/Schedule.h"
 #include "pp/Support/OptionChecks.h"
 
-#include "ReportFile.h"
+#include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"

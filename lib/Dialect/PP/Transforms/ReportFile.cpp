@@ -1,6 +1,6 @@
 //===- ReportFile.cpp - Text reports of the passes --------------*- C++ -*-===//
 
-#include "ReportFile.h"
+#include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"

@@ -195,6 +195,10 @@ struct ProgramInfo {
   /// CRC-32C of the generated stage code (0: unknown); with the table and
   /// the data file it makes the identity that checkpoints record.
   uint32_t codeHash = 0;
+  /// CRC-32C of the source model (0: not checked): --save-onnx refuses a
+  /// model file that changed since (the program directory's model.onnx may
+  /// be a hard link to the file the user exported).
+  uint32_t onnxHash = 0;
 };
 
 /// The training executable's main: see docs/cli.md for the options.
