@@ -332,6 +332,8 @@ def main():
     parser.add_argument("--table", help="write the Markdown table here")
     parser.add_argument("--results", help="JSON lines of earlier runs to "
                         "keep (rerun only --models)")
+    parser.add_argument("--table-only", action="store_true",
+                        help="write --table from --results, run nothing")
     parser.add_argument("--export-one", help=argparse.SUPPRESS)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
@@ -357,7 +359,7 @@ def main():
         for line in open(args.results):
             row = json.loads(line)
             rows[row["model"]] = row
-    for name in names:
+    for name in [] if args.table_only else names:
         row = sweep_one(name, args)
         rows[name] = row
         print(f"{name}: {describe(row)} ({row['seconds']:.0f} s)",
