@@ -51,7 +51,8 @@ DEFAULT_MODELS = [
     "squeezenet1_1", "swin_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
 ]
 # Models whose input size is fixed or has a lower bound above the default.
-IMAGE_SIZE = {"inception_v3": 96, "maxvit_t": 224}
+# alexnet: its adaptive pool to 6x6 exports only as the identity (224).
+IMAGE_SIZE = {"inception_v3": 96, "maxvit_t": 224, "alexnet": 224}
 MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": True},
                 "googlenet": {"aux_logits": False, "init_weights": True}}
 STAGES = ["export", "import", "step", "plan", "build", "train"]
@@ -246,11 +247,9 @@ def sweep_one(name, args):
             losses = [json.loads(line)["loss"] for line in open(log)]
             row["train_errors"] = judge("train", losses, row["torch"],
                                         "torch", args)
-            unsplit = relative_errors(losses, row["step_losses"])
-            row["train_vs_step"] = max(unsplit)
-            if not row["train_vs_step"] <= args.rtol_trained:
-                raise StageFailed("train", f"losses {losses} against the "
-                                  f"unsplit step's {row['step_losses']}")
+            # Steps 1 and 2 as against torch; the third is reported.
+            row["train_vs_step"] = judge("train", losses, row["step_losses"],
+                                         "the unsplit step", args)
         timed("train", do_train)
     except StageFailed as failure:
         row["failed"], row["reason"] = failure.stage, failure.reason
@@ -281,8 +280,8 @@ def write_table(rows, path, args):
         f"{args.steps} SGD steps at lr {args.lr}, cluster `{args.cluster}` "
         "(2 stages, 1F1B, one micro-batch). A stage passes when it runs and "
         f"its first loss is within a relative {args.rtol:g} of PyTorch's, "
-        f"its second within {args.rtol_trained:g} (and the 2-stage "
-        "program's within that of the unsplit step); the third step's error "
+        f"its second within {args.rtol_trained:g} (the 2-stage program's "
+        "also against the unsplit step's); the third step's error "
         "is shown, not judged (float32 rounding that a batch of 2 through "
         "BatchNorm amplifies).",
         "Stages: export (torch.onnx.export via python/pp_export_torch.py), "
