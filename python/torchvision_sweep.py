@@ -51,8 +51,12 @@ DEFAULT_MODELS = [
     "squeezenet1_1", "swin_t", "vgg11_bn", "vit_b_32", "wide_resnet50_2",
 ]
 # Models whose input size is fixed or has a lower bound above the default.
-# alexnet: its adaptive pool to 6x6 exports only as the identity (224).
-IMAGE_SIZE = {"inception_v3": 96, "maxvit_t": 224, "alexnet": 224}
+# alexnet, vgg: their adaptive pools (to 6x6, 7x7) export only as the
+# identity, at 224.
+IMAGE_SIZE = {"inception_v3": 96, "maxvit_t": 224, "alexnet": 224,
+              **{name: 224 for name in ("vgg11", "vgg11_bn", "vgg13",
+                                        "vgg13_bn", "vgg16", "vgg16_bn",
+                                        "vgg19", "vgg19_bn")}}
 MODEL_KWARGS = {"inception_v3": {"aux_logits": False, "init_weights": True},
                 "googlenet": {"aux_logits": False, "init_weights": True}}
 STAGES = ["export", "import", "step", "plan", "build", "train"]
@@ -283,7 +287,10 @@ def write_table(rows, path, args):
         f"its second within {args.rtol_trained:g} (the 2-stage program's "
         "also against the unsplit step's); the third step's error "
         "is shown, not judged (float32 rounding that a batch of 2 through "
-        "BatchNorm amplifies).",
+        "BatchNorm amplifies). A float32 failure at step 2 of a deep "
+        "BatchNorm network can be that amplification too (BatchNorm over "
+        "2x2 maps of 2 samples): `--dtype float64` separates it from a "
+        "wrong gradient.",
         "Stages: export (torch.onnx.export via python/pp_export_torch.py), "
         "import, step (pp-interpret, unsplit), plan (--pp-compile), "
         "build (the emitted program), train (the 2-stage program, --local).",
