@@ -715,27 +715,6 @@ LogicalResult Importer::importTileNode(const onnxpb::NodeProto &node,
   return success();
 }
 
-/// Neg of a small constant (ONNX's expanded functions negate shape data,
-/// e.g. LayerNormalization's reduced-axes count). TODO: NegOp::fold.
-static Attribute foldNeg(Attribute operand) {
-  auto dense = dyn_cast_if_present<DenseElementsAttr>(operand);
-  if (!dense || dense.getNumElements() > kMaxInlineConstantElements)
-    return {};
-  Type element = dense.getElementType();
-  if (isa<FloatType>(element)) {
-    SmallVector<APFloat> values;
-    for (APFloat v : dense.getValues<APFloat>())
-      values.push_back(neg(v));
-    return DenseElementsAttr::get(dense.getType(), values);
-  }
-  if (!element.isSignlessInteger() || element.isInteger(1))
-    return {};
-  SmallVector<APInt> values;
-  for (const APInt &v : dense.getValues<APInt>())
-    values.push_back(-v);
-  return DenseElementsAttr::get(dense.getType(), values);
-}
-
 SmallVector<Value> Importer::foldOrKeep(Operation *op) {
   SmallVector<Attribute> constants;
   for (Value operand : op->getOperands()) {
@@ -743,14 +722,6 @@ SmallVector<Value> Importer::foldOrKeep(Operation *op) {
     matchPattern(operand, m_Constant(&attr));
     constants.push_back(attr);
   }
-  if (isa<pp::onnx::NegOp>(op))
-    if (Attribute folded = foldNeg(constants.front())) {
-      Value result = pp::onnx::ConstantOp::create(builder, op->getLoc(),
-                                                  cast<ElementsAttr>(folded))
-                         .getResult();
-      op->erase();
-      return {result};
-    }
   SmallVector<OpFoldResult> folded;
   if (isa<pp::onnx::ConstantOp>(op) || failed(op->fold(constants, folded)) ||
       folded.empty())

@@ -76,3 +76,18 @@ func.func @torch_pads() -> tensor<8xi64> {
   %flat = onnx.Reshape %t, %shape : (tensor<2x4xi64>, tensor<1xi64>) -> tensor<8xi64>
   return %flat : tensor<8xi64>
 }
+
+// Neg of small constants (ONNX's expanded LayerNormalization negates its
+// reduced-axes count); a non-constant Neg stays.
+// CHECK-LABEL: func.func @neg
+func.func @neg(%x: tensor<2xf32>) -> (tensor<2xi64>, tensor<2xf32>, tensor<2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<[-2, 3]> : tensor<2xi64>
+  // CHECK-DAG: onnx.Constant dense<[-1.500000e+00, 0.000000e+00]> : tensor<2xf32>
+  // CHECK-DAG: onnx.Neg %{{.*}} : (tensor<2xf32>) -> tensor<2xf32>
+  %i = onnx.Constant dense<[2, -3]> : tensor<2xi64>
+  %f = onnx.Constant dense<[1.5, -0.0]> : tensor<2xf32>
+  %ni = onnx.Neg %i : (tensor<2xi64>) -> tensor<2xi64>
+  %nf = onnx.Neg %f : (tensor<2xf32>) -> tensor<2xf32>
+  %nx = onnx.Neg %x : (tensor<2xf32>) -> tensor<2xf32>
+  return %ni, %nf, %nx : tensor<2xi64>, tensor<2xf32>, tensor<2xf32>
+}

@@ -331,6 +331,25 @@ broadcastElements(Attribute attr, ShapedType type) {
   return result;
 }
 
+OpFoldResult NegOp::fold(FoldAdaptor adaptor) {
+  auto dense = dyn_cast_if_present<DenseElementsAttr>(adaptor.getX());
+  if (!dense || dense.getNumElements() > kMaxFoldElements)
+    return {};
+  Type element = dense.getElementType();
+  if (isa<FloatType>(element)) {
+    SmallVector<APFloat> values;
+    for (APFloat v : dense.getValues<APFloat>())
+      values.push_back(neg(v));
+    return DenseElementsAttr::get(dense.getType(), values);
+  }
+  if (!element.isSignlessInteger() || element.isInteger(1))
+    return {};
+  SmallVector<APInt> values;
+  for (const APInt &v : dense.getValues<APInt>())
+    values.push_back(-v);
+  return DenseElementsAttr::get(dense.getType(), values);
+}
+
 OpFoldResult EqualOp::fold(FoldAdaptor adaptor) {
   // Exported shape sub-graphs test dims against -1 (Expand's "keep").
   auto type = cast<ShapedType>(getType());

@@ -129,7 +129,11 @@ def ONNX_LogOp : ONNX_UnaryKernelOp<"Log", ONNX_FloatTensor, "Log", [ONNX_Memory
 def ONNX_ReciprocalOp : ONNX_UnaryKernelOp<"Reciprocal", ONNX_FloatTensor, "Reciprocal", [ONNX_MemoryBound]>;
 def ONNX_FloorOp : ONNX_UnaryKernelOp<"Floor", ONNX_FloatTensor, "Floor">;
 def ONNX_CeilOp : ONNX_UnaryKernelOp<"Ceil", ONNX_FloatTensor, "Ceil">;
-def ONNX_NegOp : ONNX_UnaryKernelOp<"Neg", ONNX_NumericTensor, "Neg", [ONNX_MemoryBound]>;
+def ONNX_NegOp : ONNX_UnaryKernelOp<"Neg", ONNX_NumericTensor, "Neg", [ONNX_MemoryBound]> {
+  // ONNX's expanded functions negate shape data (LayerNormalization's
+  // reduced-axes count).
+  let hasFolder = 1;
+}
 def ONNX_AbsOp : ONNX_UnaryKernelOp<"Abs", ONNX_NumericTensor, "Abs", [ONNX_MemoryBound]>;
 def ONNX_NotOp : ONNX_UnaryKernelOp<"Not", ONNX_BoolTensor, "Not">;
 def ONNX_IdentityOp : ONNX_SameTypeOp<"Identity", ONNX_Tensor,
