@@ -78,7 +78,8 @@ def main():
         compare(name, np.load(os.path.join(work, "ours", index[name])),
                 final[name])
     print(f"{args.model}: {len(final.files)} tensors and {len(ours)} losses, "
-          f"worst relative error {compare.worst:.2e}; losses ours {ours} "
+          f"worst relative error {compare.worst:.2e} ({compare.worst_name}); "
+          f"losses ours {ours} "
           f"torch {list(theirs)}")
     for failure in failures:
         print("MISMATCH", failure)

@@ -24,6 +24,7 @@ class Comparison:
         self.rtol, self.atol = rtol, atol
         self.failures = []
         self.worst = 0.0
+        self.worst_name = None
 
     def __call__(self, name, ours, reference):
         a = np.asarray(ours, np.float64)
@@ -33,7 +34,9 @@ class Comparison:
             return
         err = float(np.max(np.abs(a - b))) if a.size else 0.0
         scale = float(np.max(np.abs(b))) if b.size else 0.0
-        self.worst = max(self.worst, err / max(scale, 1e-30))
+        relative = err / max(scale, 1e-30)
+        if relative >= self.worst:
+            self.worst, self.worst_name = relative, name
         if err > self.rtol * scale + self.atol:
             self.failures.append(f"{name}: max abs error {err:.3g} "
                                  f"(max |reference| {scale:.3g})")

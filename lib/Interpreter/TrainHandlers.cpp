@@ -254,9 +254,9 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
         rt::Status status = rt::sgdStep(
             in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
             buffer ? &buffer->view() : nullptr, step,
-            op.getLr().convertToFloat(), op.getMomentum().convertToFloat(),
-            op.getDampening().convertToFloat(),
-            op.getWeightDecay().convertToFloat(), op.getNesterov());
+            op.getLr().convertToDouble(), op.getMomentum().convertToDouble(),
+            op.getDampening().convertToDouble(),
+            op.getWeightDecay().convertToDouble(), op.getNesterov());
         if (failed(in.check(op, status, "sgdStep")) ||
             failed(in.setResult(op, op.getNewParam(), param)))
           return failure();
@@ -273,10 +273,10 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
         int64_t step = in.lookup(op.getStep()).getInt(0);
         rt::Status status = rt::adamStep(
             in.kernelContext(), param.view(), in.lookup(op.getGrad()).view(),
-            m.view(), v.view(), step, op.getLr().convertToFloat(),
-            op.getBeta1().convertToFloat(), op.getBeta2().convertToFloat(),
-            op.getEpsilon().convertToFloat(),
-            op.getWeightDecay().convertToFloat(), op.getDecoupled());
+            m.view(), v.view(), step, op.getLr().convertToDouble(),
+            op.getBeta1().convertToDouble(), op.getBeta2().convertToDouble(),
+            op.getEpsilon().convertToDouble(),
+            op.getWeightDecay().convertToDouble(), op.getDecoupled());
         if (failed(in.check(op, status, "adamStep")))
           return failure();
         if (failed(in.setResult(op, op.getNewParam(), param)) ||

@@ -380,10 +380,14 @@ int main(int argc, char **argv) {
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
-    if (lossIndex)
+    if (lossIndex) {
+      // Enough digits to round-trip the loss's own type.
+      const auto &loss = (*outputs)[*lossIndex];
+      const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
       llvm::outs() << "step " << step << " loss "
-                   << llvm::format("%.9g", (*outputs)[*lossIndex].getDouble(0))
+                   << llvm::format(format, loss.getDouble(0))
                    << " time_ms " << llvm::format("%.3f", ms) << "\n";
+    }
   }
 
   if (profile) {

@@ -34,23 +34,23 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
   Option<std::string> optimizer{*this, "optimizer",
                                 llvm::cl::desc("sgd, adam or adamw"),
                                 llvm::cl::init("sgd")};
-  Option<float> lr{*this, "lr", llvm::cl::desc("Learning rate"),
-                   llvm::cl::init(0.01f)};
-  Option<float> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
-                         llvm::cl::init(0.0f)};
-  Option<float> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
-                          llvm::cl::init(0.0f)};
+  Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
+                    llvm::cl::init(0.01)};
+  Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
+                          llvm::cl::init(0.0)};
+  Option<double> dampening{*this, "dampening", llvm::cl::desc("SGD dampening"),
+                           llvm::cl::init(0.0)};
   Option<bool> nesterov{*this, "nesterov", llvm::cl::desc("Nesterov momentum"),
                         llvm::cl::init(false)};
-  Option<float> weightDecay{*this, "weight-decay",
-                            llvm::cl::desc("Weight decay"),
-                            llvm::cl::init(0.0f)};
-  Option<float> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
-                      llvm::cl::init(0.9f)};
-  Option<float> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"),
-                      llvm::cl::init(0.999f)};
-  Option<float> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
-                        llvm::cl::init(1e-8f)};
+  Option<double> weightDecay{*this, "weight-decay",
+                             llvm::cl::desc("Weight decay"),
+                             llvm::cl::init(0.0)};
+  Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
+                       llvm::cl::init(0.9)};
+  Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"),
+                       llvm::cl::init(0.999)};
+  Option<double> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
+                         llvm::cl::init(1e-8)};
 
   /// The options of --pp-add-loss for `funcName`.
   AddLossPassOptions addLossOptions(llvm::StringRef funcName) const {

@@ -40,6 +40,10 @@ constexpr uint64_t kMaxNpyFileBytes = 64 * kGiB;
 /// Nesting depth of arrays and objects in a JSON input.
 constexpr unsigned kMaxJSONNesting = 64;
 
+/// Rank of one tensor the importer accepts: also the longest shape operand
+/// (of Expand, Reshape, Tile, ConstantOfShape) whose values are not known
+/// before ONNX's shape inference makes a tensor of that rank.
+constexpr int64_t kMaxRank = 64;
 /// Elements of one tensor the importer accepts (2^40).
 constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 /// Bytes of one tensor the importer accepts (1 TiB).

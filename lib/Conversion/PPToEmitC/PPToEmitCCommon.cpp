@@ -279,8 +279,8 @@ Value OpEmitter::scratch(rt::DType dtype, ArrayRef<int64_t> shape,
 
 Value OpEmitter::learningRate(double compiled) {
   CallArgs a = ctxArgs();
-  a.f32(compiled);
-  return call("pp::rt::gen::learningRate", a, rewriter.getF32Type());
+  a.f64(compiled);
+  return call("pp::rt::gen::learningRate", a, rewriter.getF64Type());
 }
 
 Value OpEmitter::i64(int64_t value) {

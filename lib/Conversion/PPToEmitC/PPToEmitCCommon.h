@@ -88,6 +88,7 @@ struct CallArgs {
   CallArgs &integer(int64_t v) { return lit(std::to_string(v)); }
   CallArgs &flag(bool v) { return lit(v ? "true" : "false"); }
   CallArgs &f32(double v) { return lit(floatLiteral(v)); }
+  CallArgs &f64(double v) { return lit(floatLiteral(v, /*isDouble=*/true)); }
 };
 
 /// Emits the code of one op of a stage function being lowered, before the

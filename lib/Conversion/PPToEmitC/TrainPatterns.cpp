@@ -90,9 +90,9 @@ public:
       a.lit("nullptr");
     a.value(step)
         .value(emit.learningRate(op.getLr().convertToDouble()))
-        .f32(op.getMomentum().convertToDouble())
-        .f32(op.getDampening().convertToDouble())
-        .f32(op.getWeightDecay().convertToDouble())
+        .f64(op.getMomentum().convertToDouble())
+        .f64(op.getDampening().convertToDouble())
+        .f64(op.getWeightDecay().convertToDouble())
         .flag(op.getNesterov());
     emit.kernel("pp::rt::sgdStep", a);
     return success();
@@ -119,10 +119,10 @@ public:
         .value(*v)
         .value(step)
         .value(emit.learningRate(op.getLr().convertToDouble()))
-        .f32(op.getBeta1().convertToDouble())
-        .f32(op.getBeta2().convertToDouble())
-        .f32(op.getEpsilon().convertToDouble())
-        .f32(op.getWeightDecay().convertToDouble())
+        .f64(op.getBeta1().convertToDouble())
+        .f64(op.getBeta2().convertToDouble())
+        .f64(op.getEpsilon().convertToDouble())
+        .f64(op.getWeightDecay().convertToDouble())
         .flag(op.getDecoupled());
     emit.kernel("pp::rt::adamStep", a);
     return success();

@@ -76,6 +76,14 @@ public:
     return std::nullopt;
   }
 };
+
+/// Building ONNX's converter copies every op schema, which costs more than
+/// importing a small old-opset model: one serves the process.
+const UpgradeChecker &upgradeChecker() {
+  static const UpgradeChecker checker;
+  return checker;
+}
+
 /// Constant initializers up to this size become inline `onnx.Constant`s
 /// (so shape sub-graphs can fold); larger ones become globals.
 constexpr int64_t kMaxInlineConstantElements = 4096;
@@ -95,6 +103,7 @@ private:
   Location nodeLoc(const onnxpb::NodeProto &node, int index);
   llvm::Expected<std::string> externalDataPath(StringRef location);
   LogicalResult checkGraphOutputs(const onnxpb::GraphProto &graph);
+  LogicalResult checkShapeOperandLengths(const onnxpb::GraphProto &graph);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -553,6 +562,45 @@ std::optional<std::string> Importer::frozenReason(StringRef name,
   return std::nullopt;
 }
 
+LogicalResult
+Importer::checkShapeOperandLengths(const onnxpb::GraphProto &graph) {
+  // The declared length of every 1-D value: graph inputs, value_info and
+  // initializers (whose dims the checker has matched with their data).
+  llvm::StringMap<int64_t> lengths;
+  auto declare = [&](const onnxpb::ValueInfoProto &info) {
+    if (!info.type().has_tensor_type())
+      return;
+    const auto &shape = info.type().tensor_type().shape();
+    if (shape.dim_size() == 1 && shape.dim(0).has_dim_value())
+      lengths[info.name()] = shape.dim(0).dim_value();
+  };
+  for (const auto &info : graph.input())
+    declare(info);
+  for (const auto &info : graph.value_info())
+    declare(info);
+  for (const auto &tensor : graph.initializer())
+    if (tensor.dims_size() == 1)
+      lengths[tensor.name()] = tensor.dims(0);
+  static const std::pair<StringRef, int> shapeOperands[] = {
+      {"Expand", 1}, {"Reshape", 1}, {"Tile", 1}, {"ConstantOfShape", 0}};
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnxpb::NodeProto &node = graph.node(i);
+    for (auto [opType, operand] : shapeOperands) {
+      if (node.op_type() != opType || node.input_size() <= operand)
+        continue;
+      auto it = lengths.find(node.input(operand));
+      if (it == lengths.end() || it->second <= pp::limits::kMaxRank)
+        continue;
+      return emitError(nodeLoc(node, i))
+             << "node '" << nodeName(node, i) << "' (" << node.op_type()
+             << "): its shape operand '" << node.input(operand) << "' declares "
+             << it->second << " elements, a rank above the limit of "
+             << pp::limits::kMaxRank;
+    }
+  }
+  return success();
+}
+
 LogicalResult Importer::readTrainableMetadata(const onnxpb::ModelProto &model) {
   for (const auto &prop : model.metadata_props()) {
     bool trainable = prop.key() == pp::kTrainableMetadataKey;
@@ -949,7 +997,7 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     else
       onnxpb::checker::check_model(model);
     if (opset < kMinOpset) {
-      UpgradeChecker checker;
+      const UpgradeChecker &checker = upgradeChecker();
       for (int i = 0; i < model.graph().node_size(); ++i) {
         const onnxpb::NodeProto &node = model.graph().node(i);
         if (!node.domain().empty() && node.domain() != "ai.onnx")
@@ -983,11 +1031,17 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
                      nullptr;
         }
       }
+      // ONNX's shape inference gives Expand (...) an output of as many dims
+      // as its unknown shape operand declares elements: 2^63 of them is a
+      // hang, not an error.
+      if (failed(checkShapeOperandLengths(model.graph())))
+        return nullptr;
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
       try {
         onnxpb::shape_inference::InferShapes(model);
-        model = onnxpb::version_conversion::ConvertVersion(model, kMinOpset);
+        model = checker.convert_version(model, onnxpb::OpSetID(opset),
+                                        onnxpb::OpSetID(kMinOpset));
       } catch (const std::exception &e) {
         InFlightDiagnostic diag =
             fileError() << "cannot upgrade the model from opset " << opset

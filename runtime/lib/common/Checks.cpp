@@ -918,20 +918,20 @@ Status checkSoftmaxCrossEntropyGrad(const Tensor &dloss, const Tensor &logProb,
 //===----------------------------------------------------------------------===//
 
 Status checkSgdStep(const Tensor &param, const Tensor &grad,
-                    const Tensor *momentumBuffer, float momentum,
-                    float dampening, bool nesterov) {
+                    const Tensor *momentumBuffer, double momentum,
+                    double dampening, bool nesterov) {
   PP_RT_TRY(expectValid(param, "sgdStep: param"));
   if (!isFloat(param.dtype))
     return Status::error(std::string("sgdStep: unsupported dtype ") +
                          dtypeName(param.dtype));
   PP_RT_TRY(expectLike(grad, param, "sgdStep: grad"));
-  if (momentum != 0.f) {
+  if (momentum != 0.0) {
     if (!momentumBuffer)
       return Status::error("sgdStep: momentum " + std::to_string(momentum) +
                            " needs a momentum buffer");
     PP_RT_TRY(expectLike(*momentumBuffer, param, "sgdStep: momentumBuffer"));
   }
-  if (nesterov && (momentum <= 0.f || dampening != 0.f))
+  if (nesterov && (momentum <= 0.0 || dampening != 0.0))
     return Status::error("sgdStep: Nesterov momentum requires a momentum > 0 "
                          "and zero dampening, got momentum " +
                          std::to_string(momentum) + ", dampening " +

@@ -363,8 +363,8 @@ Status checkSoftmaxCrossEntropyGrad(const Tensor &dloss, const Tensor &logProb,
 
 /// The argument checks of sgdStep and adamStep (Kernels.h).
 Status checkSgdStep(const Tensor &param, const Tensor &grad,
-                    const Tensor *momentumBuffer, float momentum,
-                    float dampening, bool nesterov);
+                    const Tensor *momentumBuffer, double momentum,
+                    double dampening, bool nesterov);
 Status checkAdamStep(const Tensor &param, const Tensor &grad, const Tensor &m,
                      const Tensor &v, int64_t step);
 

@@ -230,8 +230,8 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 }
 
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
-               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
-               float dampening, float weightDecay, bool nesterov) {
+               Tensor *momentumBuffer, int64_t step, double lr, double momentum,
+               double dampening, double weightDecay, bool nesterov) {
   PP_RT_TRY(
       checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
   // torch initialises the buffer with the first gradient: step counts from 1.
@@ -239,10 +239,11 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
   PP_RT_FLOAT_DISPATCH(param.dtype, "sgdStep", {
     T *p = param.as<T>();
     const T *g = grad.as<T>();
-    T *buf = momentum != 0.f ? momentumBuffer->as<T>() : nullptr;
+    T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
     T lrT = T(lr);
     T mu = T(momentum);
-    T damp = T(1) - T(dampening);
+    // torch computes 1 - dampening and 1 - lr * wd in double, then rounds.
+    T damp = T(1.0 - dampening);
     T wd = T(weightDecay);
     parallelFor(ctx, param.numel(), elementGrain,
                 [&](int64_t begin, int64_t end) {
@@ -262,13 +263,13 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
 }
 
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
-                Tensor &v, int64_t step, float lr, float beta1, float beta2,
-                float epsilon, float weightDecay, bool decoupled) {
+                Tensor &v, int64_t step, double lr, double beta1, double beta2,
+                double epsilon, double weightDecay, bool decoupled) {
   PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
   // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
   // beta2^t) + eps, p -= step_size * m / denom.
-  double bc1 = 1.0 - std::pow(double(beta1), double(step));
-  double bc2Sqrt = std::sqrt(1.0 - std::pow(double(beta2), double(step)));
+  double bc1 = 1.0 - std::pow(beta1, double(step));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(beta2, double(step)));
   PP_RT_FLOAT_DISPATCH(param.dtype, "adamStep", {
     T *p = param.as<T>();
     T *md = m.as<T>();
@@ -278,9 +279,9 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     T b2 = T(beta2);
     T eps = T(epsilon);
     T wd = T(weightDecay);
-    T stepSize = T(double(lr) / bc1);
+    T stepSize = T(lr / bc1);
     T bc2 = T(bc2Sqrt);
-    T decay = T(1) - T(lr) * wd;
+    T decay = T(1.0 - lr * weightDecay);
     parallelFor(ctx, param.numel(), elementGrain,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t i = begin; i < end; ++i) {

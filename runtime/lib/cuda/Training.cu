@@ -432,8 +432,8 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 }
 
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
-               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
-               float dampening, float weightDecay, bool nesterov) {
+               Tensor *momentumBuffer, int64_t step, double lr, double momentum,
+               double dampening, double weightDecay, bool nesterov) {
   const char *what = "sgdStep";
   PP_RT_TRY(
       checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
@@ -445,18 +445,18 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
   cudaStream_t stream = streamOf(ctx);
   return visitFloat(param.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T *buf = momentum != 0.f ? momentumBuffer->as<T>() : nullptr;
+    T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
     sgdKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), grad.as<T>(), buf, n, first, T(lr), T(momentum),
-        T(1) - T(dampening), T(weightDecay), nesterov);
+        T(1.0 - dampening), T(weightDecay), nesterov);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
 }
 
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
-                Tensor &v, int64_t step, float lr, float beta1, float beta2,
-                float epsilon, float weightDecay, bool decoupled) {
+                Tensor &v, int64_t step, double lr, double beta1, double beta2,
+                double epsilon, double weightDecay, bool decoupled) {
   const char *what = "adamStep";
   PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
   int64_t n = param.numel();
@@ -464,16 +464,16 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     return Status::success();
   // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
   // beta2^t) + eps, p -= step_size * m / denom.
-  double bc1 = 1.0 - std::pow(double(beta1), double(step));
-  double bc2Sqrt = std::sqrt(1.0 - std::pow(double(beta2), double(step)));
+  double bc1 = 1.0 - std::pow(beta1, double(step));
+  double bc2Sqrt = std::sqrt(1.0 - std::pow(beta2, double(step)));
   cudaStream_t stream = streamOf(ctx);
   return visitFloat(param.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     T wd = T(weightDecay);
     adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1),
-        T(beta2), T(epsilon), wd, T(double(lr) / bc1), T(bc2Sqrt),
-        T(1) - T(lr) * wd, decoupled);
+        T(beta2), T(epsilon), wd, T(lr / bc1), T(bc2Sqrt),
+        T(1.0 - lr * weightDecay), decoupled);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });

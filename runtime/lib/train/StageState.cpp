@@ -324,7 +324,7 @@ uint64_t StageState::dropoutSeed(uint64_t stream) {
                                  static_cast<uint64_t>(rank_.step));
 }
 
-float StageState::learningRate(float compiled) {
+double StageState::learningRate(double compiled) {
   const auto &lr = rank_.job.options.lr;
-  return lr ? static_cast<float>(*lr) : compiled;
+  return lr ? *lr : compiled;
 }

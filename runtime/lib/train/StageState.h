@@ -69,7 +69,7 @@ public:
   void accumulate(int slot, const Tensor &value) override;
   void accumulated(int slot, Tensor &dst) override;
   uint64_t dropoutSeed(uint64_t stream) override;
-  float learningRate(float compiled) override;
+  double learningRate(double compiled) override;
 
   Rank &rank_;
   int64_t stage;

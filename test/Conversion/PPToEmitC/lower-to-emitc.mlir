@@ -106,7 +106,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 2, num
     %step = onnx.global_read @pp.step : tensor<i64>
     %w = onnx.global_read @w : tensor<8x8xf32>
     %g = pp.accumulated {slot = 0 : i64} : tensor<8x8xf32>
-    %new = train.sgd %w, %g, %step {lr = 0.1 : f32} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<i64>) -> tensor<8x8xf32>
+    %new = train.sgd %w, %g, %step {lr = 0.1 : f64} : (tensor<8x8xf32>, tensor<8x8xf32>, tensor<i64>) -> tensor<8x8xf32>
     train.global_write @w, %new : tensor<8x8xf32>
     return
   }

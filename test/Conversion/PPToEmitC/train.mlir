@@ -18,15 +18,15 @@
 // CHECK: call_opaque "pp::rt::copy"(%[[K]], %[[BUF]], %[[NB]])
 // CHECK: %[[NBP:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[NB]])
 // CHECK: %[[N:.*]] = call_opaque "pp::rt::gen::readInt"(%[[STEP]])
-// CHECK: %[[LR:.*]] = call_opaque "pp::rt::gen::learningRate"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"1.000000015e-01f">]}
-// CHECK: %[[S:.*]] = call_opaque "pp::rt::sgdStep"(%[[K]], %[[NW]], %[[G]], %[[NBP]], %[[N]], %[[LR]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"8.999999762e-01f">, #emitc.opaque<"0.000000000e+00f">, #emitc.opaque<"0.000000000e+00f">, #emitc.opaque<"true">]}
+// CHECK: %[[LR:.*]] = call_opaque "pp::rt::gen::learningRate"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"1.0000000000000001e-01">]}
+// CHECK: %[[S:.*]] = call_opaque "pp::rt::sgdStep"(%[[K]], %[[NW]], %[[G]], %[[NBP]], %[[N]], %[[LR]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.0000000000000002e-01">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"true">]}
 // CHECK: call_opaque "pp::rt::gen::check"(%[[CTX]], %[[S]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22train.sgd\22">]}
 // CHECK: call_opaque "pp::rt::gen::writeGlobal"(%[[CTX]], %[[NW]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
 // CHECK: call_opaque "pp::rt::gen::writeGlobal"(%[[CTX]], %[[NB]]) {args = [0 : index, #emitc.opaque<"1">, 1 : index]}
 
 // CHECK-LABEL: emitc.func @adam(
 // CHECK-COUNT-3: call_opaque "pp::rt::copy"
-// CHECK: call_opaque "pp::rt::adamStep"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, 6 : index, #emitc.opaque<"8.999999762e-01f">, #emitc.opaque<"9.990000129e-01f">, #emitc.opaque<"9.999999939e-09f">, #emitc.opaque<"9.999999776e-03f">, #emitc.opaque<"true">]}
+// CHECK: call_opaque "pp::rt::adamStep"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, 6 : index, #emitc.opaque<"9.0000000000000002e-01">, #emitc.opaque<"9.9900000000000000e-01">, #emitc.opaque<"1.0000000000000000e-08">, #emitc.opaque<"1.0000000000000000e-02">, #emitc.opaque<"true">]}
 
 // CHECK-LABEL: emitc.func @grads(
 // CHECK: call_opaque "pp::rt::unaryGrad"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(4)">, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"0.000000000e+00f">]}
@@ -67,7 +67,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %w = onnx.global_read @w : tensor<8xf32>
     %buf = onnx.global_read @w.momentum : tensor<8xf32>
     %g = pp.accumulated {slot = 0 : i64} : tensor<8xf32>
-    %nw, %nbuf = train.sgd %w, %g, %step momentum_buffer %buf {lr = 0.1 : f32, momentum = 0.9 : f32, nesterov = true} : (tensor<8xf32>, tensor<8xf32>, tensor<i64>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+    %nw, %nbuf = train.sgd %w, %g, %step momentum_buffer %buf {lr = 0.1 : f64, momentum = 0.9 : f64, nesterov = true} : (tensor<8xf32>, tensor<8xf32>, tensor<i64>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
     train.global_write @w, %nw : tensor<8xf32>
     train.global_write @w.momentum, %nbuf : tensor<8xf32>
     return
@@ -78,7 +78,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %m = onnx.global_read @w.m : tensor<8xf32>
     %v = onnx.global_read @w.v : tensor<8xf32>
     %g = pp.accumulated {slot = 0 : i64} : tensor<8xf32>
-    %nw, %nm, %nv = train.adam %w, %g, %m, %v, %step {lr = 0.001 : f32, decoupled = true, weight_decay = 0.01 : f32} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
+    %nw, %nm, %nv = train.adam %w, %g, %m, %v, %step {lr = 0.001 : f64, decoupled = true, weight_decay = 0.01 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
     train.global_write @w, %nw : tensor<8xf32>
     return
   }

@@ -44,7 +44,7 @@ func.func @write_constant(%x: tensor<4xf32>) {
 
 func.func @sgd_momentum_without_buffer(%p: tensor<4xf32>, %s: tensor<i64>) -> tensor<4xf32> {
   // expected-error @+1 {{a momentum buffer is required exactly when momentum is non-zero}}
-  %0 = train.sgd %p, %p, %s {lr = 0.1 : f32, momentum = 0.9 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
+  %0 = train.sgd %p, %p, %s {lr = 0.1 : f64, momentum = 0.9 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> tensor<4xf32>
   return %0 : tensor<4xf32>
 }
 

@@ -155,7 +155,7 @@ LogicalResult SGDOp::verify() {
   bool hasBuffer = static_cast<bool>(getMomentumBuffer());
   if (hasBuffer != static_cast<bool>(getNewMomentumBuffer()))
     return emitOpError("a momentum buffer operand needs a buffer result");
-  if (hasBuffer != (getMomentum().convertToFloat() != 0.f))
+  if (hasBuffer != (getMomentum().convertToDouble() != 0.0))
     return emitOpError("a momentum buffer is required exactly when momentum "
                        "is non-zero");
   if (getNesterov() && !hasBuffer)

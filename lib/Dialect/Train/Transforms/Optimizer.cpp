@@ -106,9 +106,9 @@ pp::train::applyOptimizer(ModuleOp module,
       }
       auto sgd = train::SGDOp::create(
           b, loc, type, buffer ? Type(type) : Type(), param, grad, step, buffer,
-          b.getF32FloatAttr(options.lr), b.getF32FloatAttr(options.momentum),
-          b.getF32FloatAttr(options.dampening),
-          b.getF32FloatAttr(options.weightDecay),
+          b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.momentum),
+          b.getF64FloatAttr(options.dampening),
+          b.getF64FloatAttr(options.weightDecay),
           b.getBoolAttr(options.nesterov));
       newParam = sgd.getNewParam();
       if (buffer)
@@ -123,9 +123,9 @@ pp::train::applyOptimizer(ModuleOp module,
       Value v = onnx::GlobalReadOp::create(b, loc, type, vSym);
       auto adam = train::AdamOp::create(
           b, loc, type, type, type, param, grad, m, v, step,
-          b.getF32FloatAttr(options.lr), b.getF32FloatAttr(options.beta1),
-          b.getF32FloatAttr(options.beta2), b.getF32FloatAttr(options.epsilon),
-          b.getF32FloatAttr(options.weightDecay),
+          b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.beta1),
+          b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
+          b.getF64FloatAttr(options.weightDecay),
           b.getBoolAttr(options.kind == "adamw"));
       newParam = adam.getNewParam();
       train::GlobalWriteOp::create(b, loc, mSym, adam.getNewM());

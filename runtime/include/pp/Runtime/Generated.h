@@ -107,7 +107,7 @@ inline uint64_t dropoutSeed(StageContext &ctx, uint64_t stream) {
 inline uint64_t dropoutOffset(int64_t mb, int64_t numel) {
   return mb > 0 ? uint64_t(mb) * uint64_t(numel) : 0;
 }
-inline float learningRate(StageContext &ctx, float compiled) {
+inline double learningRate(StageContext &ctx, double compiled) {
   return ctx.learningRate(compiled);
 }
 

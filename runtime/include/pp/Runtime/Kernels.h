@@ -354,13 +354,13 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 /// buf = momentum * buf + (1 - dampening) * g (buf = g on the first step),
 /// g = nesterov ? g + momentum * buf : buf; p -= lr * g.
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
-               Tensor *momentumBuffer, int64_t step, float lr, float momentum,
-               float dampening, float weightDecay, bool nesterov);
+               Tensor *momentumBuffer, int64_t step, double lr, double momentum,
+               double dampening, double weightDecay, bool nesterov);
 /// Adam / AdamW as torch.optim: `step` counts from 1; decoupled selects
 /// AdamW's weight decay (p *= 1 - lr * wd) over Adam's L2 term.
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
-                Tensor &v, int64_t step, float lr, float beta1, float beta2,
-                float epsilon, float weightDecay, bool decoupled);
+                Tensor &v, int64_t step, double lr, double beta1, double beta2,
+                double epsilon, double weightDecay, bool decoupled);
 
 } // namespace pp::rt
 

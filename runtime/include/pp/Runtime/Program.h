@@ -65,7 +65,7 @@ public:
   virtual void accumulated(int slot, Tensor &dst) = 0;
   /// The learning rate an optimizer step uses: the one compiled in, unless
   /// the run overrides it (--lr).
-  virtual float learningRate(float compiled) { return compiled; }
+  virtual double learningRate(double compiled) { return compiled; }
   /// The mask seed of Dropout stream `stream` (the op's `stream` attribute)
   /// at the running step: dropouthash::streamSeed(run seed, stream, step),
   /// the same on every stage and rank, as the reference interpreter has it.

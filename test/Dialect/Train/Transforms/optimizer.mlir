@@ -9,7 +9,7 @@ onnx.global "trainable" @w : tensor<3xf32>
 // SGD: train.global_write @pp.step, %[[STEP]]
 // SGD: %[[W:.*]] = onnx.global_read @w
 // SGD: %[[BUF:.*]] = onnx.global_read @w.momentum
-// SGD: %[[NEW:.*]], %[[NEWBUF:.*]] = train.sgd %[[W]], %arg1, %[[STEP]] momentum_buffer %[[BUF]] {lr = 1.000000e-01 : f32, momentum = 0.899999976 : f32, nesterov = true, weight_decay = 0.00999999977 : f32}
+// SGD: %[[NEW:.*]], %[[NEWBUF:.*]] = train.sgd %[[W]], %arg1, %[[STEP]] momentum_buffer %[[BUF]] {lr = 1.000000e-01 : f64, momentum = 9.000000e-01 : f64, nesterov = true, weight_decay = 1.000000e-02 : f64}
 // SGD: train.global_write @w.momentum, %[[NEWBUF]]
 // SGD: train.global_write @w, %[[NEW]]
 // SGD: return %arg0 : tensor<f32>
@@ -18,7 +18,7 @@ onnx.global "trainable" @w : tensor<3xf32>
 // ADAMW-LABEL: func.func @main
 // ADAMW: %[[M:.*]] = onnx.global_read @w.adam_m
 // ADAMW: %[[V:.*]] = onnx.global_read @w.adam_v
-// ADAMW: %[[P:.*]], %[[M1:.*]], %[[V1:.*]] = train.adam %{{.*}}, %arg1, %[[M]], %[[V]], %{{.*}} {decoupled = true, lr = 1.000000e-03 : f32}
+// ADAMW: %[[P:.*]], %[[M1:.*]], %[[V1:.*]] = train.adam %{{.*}}, %arg1, %[[M]], %[[V]], %{{.*}} {decoupled = true, lr = 1.000000e-03 : f64}
 // ADAMW-DAG: train.global_write @w.adam_m, %[[M1]]
 // ADAMW-DAG: train.global_write @w.adam_v, %[[V1]]
 // ADAMW-DAG: train.global_write @w, %[[P]]

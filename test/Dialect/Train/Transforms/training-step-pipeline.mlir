@@ -5,7 +5,7 @@ onnx.global "trainable" @w : tensor<3x4xf32>
 // CHECK-LABEL: func.func @main
 // CHECK-SAME: %{{[^:]*}}: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32>)
 // CHECK: train.softmax_cross_entropy_grad
-// CHECK: train.adam {{.*}} {decoupled = true, lr = 1.000000e-03 : f32, weight_decay = 0.00999999977 : f32}
+// CHECK: train.adam {{.*}} {decoupled = true, lr = 1.000000e-03 : f64, weight_decay = 1.000000e-02 : f64}
 // CHECK: train.global_write @w,
 func.func @main(%x: tensor<8x4xf32>) -> tensor<8x3xf32> {
   %w = onnx.global_read @w : tensor<3x4xf32>

@@ -251,14 +251,14 @@ def Train_SGDOp : Train_Op<"sgd", [Pure, AllTypesMatch<["param", "grad", "new_pa
     with the first gradient). Without momentum there is no buffer.
 
     ```mlir
-    %p1, %buf1 = train.sgd %p, %g, %step momentum_buffer %buf {lr = 1.0e-01 : f32, momentum = 9.0e-01 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
+    %p1, %buf1 = train.sgd %p, %g, %step momentum_buffer %buf {lr = 1.0e-01 : f64, momentum = 9.0e-01 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<i64>, tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>)
     ```
   }];
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad,
                        RankedTensorOf<[I64]>:$step, Optional<Train_FloatTensor>:$momentum_buffer,
-                       F32Attr:$lr, DefaultValuedAttr<F32Attr, "0.0">:$momentum,
-                       DefaultValuedAttr<F32Attr, "0.0">:$dampening,
-                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
+                       F64Attr:$lr, DefaultValuedAttr<F64Attr, "0.0">:$momentum,
+                       DefaultValuedAttr<F64Attr, "0.0">:$dampening,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<BoolAttr, "false">:$nesterov);
   let results = (outs Train_FloatTensor:$new_param, Optional<Train_FloatTensor>:$new_momentum_buffer);
   let assemblyFormat = [{
@@ -271,15 +271,15 @@ def Train_AdamOp : Train_Op<"adam", [Pure, AllTypesMatch<["param", "grad", "m", 
   let summary = "One torch.optim.Adam / AdamW step";
   let description = [{
     ```mlir
-    %p1, %m1, %v1 = train.adam %p, %g, %m, %v, %step {lr = 1.0e-03 : f32} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
+    %p1, %m1, %v1 = train.adam %p, %g, %m, %v, %step {lr = 1.0e-03 : f64} : (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<i64>) -> (tensor<4xf32>, tensor<4xf32>, tensor<4xf32>)
     ```
   }];
   let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$grad, Train_FloatTensor:$m,
-                       Train_FloatTensor:$v, RankedTensorOf<[I64]>:$step, F32Attr:$lr,
-                       DefaultValuedAttr<F32Attr, "0.9">:$beta1,
-                       DefaultValuedAttr<F32Attr, "0.999">:$beta2,
-                       DefaultValuedAttr<F32Attr, "1.0e-08">:$epsilon,
-                       DefaultValuedAttr<F32Attr, "0.0">:$weight_decay,
+                       Train_FloatTensor:$v, RankedTensorOf<[I64]>:$step, F64Attr:$lr,
+                       DefaultValuedAttr<F64Attr, "0.9">:$beta1,
+                       DefaultValuedAttr<F64Attr, "0.999">:$beta2,
+                       DefaultValuedAttr<F64Attr, "1.0e-08">:$epsilon,
+                       DefaultValuedAttr<F64Attr, "0.0">:$weight_decay,
                        DefaultValuedAttr<BoolAttr, "false">:$decoupled);
   let results = (outs Train_FloatTensor:$new_param, Train_FloatTensor:$new_m, Train_FloatTensor:$new_v);
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";

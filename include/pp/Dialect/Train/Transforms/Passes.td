@@ -55,14 +55,14 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training-step function">,
     Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
-    Option<"lr", "lr", "float", "0.01f", "Learning rate">,
-    Option<"momentum", "momentum", "float", "0.0f", "SGD momentum">,
-    Option<"dampening", "dampening", "float", "0.0f", "SGD dampening">,
+    Option<"lr", "lr", "double", "0.01", "Learning rate">,
+    Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
+    Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
-    Option<"weightDecay", "weight-decay", "float", "0.0f", "Weight decay">,
-    Option<"beta1", "beta1", "float", "0.9f", "Adam beta1">,
-    Option<"beta2", "beta2", "float", "0.999f", "Adam beta2">,
-    Option<"epsilon", "epsilon", "float", "1e-8f", "Adam epsilon">,
+    Option<"weightDecay", "weight-decay", "double", "0.0", "Weight decay">,
+    Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
+    Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
+    Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
