@@ -14,6 +14,10 @@ every final global (weights, optimizer and BatchNorm state).
 --shared NAME prints, per configuration, the stages that read global NAME
 and their devices (a weight two layers share).
 
+--dp N trains N data-parallel replicas of each pipeline (--pp-compile dp=N,
+N x devices devices): the whole mini-batch is then micro-batch x m x N and
+replica r takes its r-th part; it must still train like the unsplit step.
+
 --reference one-stage compares with the same program on one device instead
 (for BatchNorm models, whose statistics are per micro-batch by definition).
 
@@ -98,7 +102,7 @@ def dropout_count(path):
 
 
 def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
-                     recompute, microbatches, optimizer, extra=""):
+                     recompute, microbatches, optimizer, extra="", dp=1):
     """`pipeline-opt model --pp-compile=...` into work/name.mlir on a
     compute-bound cluster of `devices`; recompute is none, full, selective
     or auto@BYTES (automatic under that activation budget). Full and auto
@@ -108,8 +112,10 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
     policy, _, budget = recompute.partition("@")
     if budget:
         extra += f" activation-budget={budget}"
+    if dp > 1:
+        extra += f" dp={dp}"
     run([pipeline_opt, model,
-         f"--pp-compile=cluster={cluster_file(work, devices)} "
+         f"--pp-compile=cluster={cluster_file(work, devices * dp)} "
          f"schedule={schedule} microbatches={microbatches} "
          f"recompute={policy} {optimizer}{extra}", "-o", mlir])
     if policy in ("full", "auto") and "pp.recompute" not in open(mlir).read():
@@ -173,6 +179,8 @@ def main():
                              "stages (and their devices) that read it")
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode)")
+    parser.add_argument("--dp", type=int, default=1,
+                        help="data-parallel replicas of every pipeline")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -180,16 +188,18 @@ def main():
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m, args.dtype, args.dropout)
+        args.model, args.work, args.micro_batch, m * args.dp, args.dtype,
+        args.dropout)
     data = [f"--input=arg0={os.path.join(whole_dir, 'input.npy')}",
             f"--input=arg1={os.path.join(whole_dir, 'labels.npy')}"]
     optimizer = f"lr={args.lr} momentum={args.momentum}"
 
-    def pipelined(name, schedule, devices, recompute):
+    def pipelined(name, schedule, devices, recompute, dp=args.dp):
         mlir = compile_pipeline(args.pipeline_opt,
                                 os.path.join(micro_dir, "model.onnx"),
                                 args.work, name, schedule, devices, recompute,
-                                m, optimizer)
+                                m if dp == args.dp else m * args.dp,
+                                optimizer, dp=dp)
         if args.shared:
             stages = stages_reading(mlir, args.shared)
             print(f"{args.model} {name}: {args.shared} read by stages "
@@ -204,12 +214,16 @@ def main():
             args.pp_interpret, mlir, args.steps,
             os.path.join(args.work, "reference.globals"), data)
     else:
-        ref_losses, ref_globals = pipelined("reference", "1f1b", 1, "none")
+        # One device, no replicas: the same m x dp micro-batches in a row.
+        ref_losses, ref_globals = pipelined("reference", "1f1b", 1, "none",
+                                            dp=1)
 
     failed = False
     for config in args.configs.split(","):
         schedule, devices, recompute = config.split(":")
         name = f"{schedule}-{devices}-{recompute}"
+        if args.dp > 1:
+            name += f"-dp{args.dp}"
         losses, final = pipelined(name, schedule, int(devices), recompute)
         check = Comparison(args.rtol, args.atol)
         failures = check.failures

@@ -358,8 +358,8 @@ def opset1():
 
 def opset5_softmax():
     # Opset 5: the converter's Softmax adapter needs a shape that shape
-    # inference does not find for Relu-1 (consumed_inputs); it fails on an
-    # internal assertion, reported without libonnx's assertion text.
+    # inference does not find for Relu-1 (consumed_inputs); the importer
+    # names the input before the converter fails on an internal assertion.
     m = old_opset_inferred()
     m.opset_import[0].version = 5
     return m

@@ -30,6 +30,7 @@ public:
   void reset(int devices) {
     std::lock_guard<std::mutex> lock(mutex_);
     messages_.clear();
+    reductions_.clear();
     running_ = devices;
     waiting_.assign(devices, std::string());
     waitingFor_.assign(devices, Key());
@@ -70,6 +71,70 @@ public:
     --running_;
     checkDeadlockLocked();
   }
+
+  using Slots = std::map<int64_t, Tensor>;
+  /// The grad_reduce of `stage`: replica `replica` of `replicas` gives its
+  /// accumulated gradients and waits for the sum over all replicas (added
+  /// in replica order, so every replica gets the same bits). nullopt when
+  /// the step aborted; `error` is set when the replicas' slots differ.
+  std::optional<Slots> allReduce(int64_t stage, int replica, int replicas,
+                                 Slots mine, int device, std::string waitsFor,
+                                 std::string &error) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    Reduction &reduction = reductions_[stage];
+    if (reduction.parts.empty())
+      reduction.parts.resize(replicas);
+    reduction.parts[replica] = std::move(mine);
+    if (++reduction.given == replicas) {
+      reduction.sum = std::move(reduction.parts[0]);
+      for (int r = 1; r < replicas && reduction.error.empty(); ++r) {
+        Slots &part = reduction.parts[r];
+        if (part.size() != reduction.sum.size())
+          reduction.error = "replicas accumulated different gradient slots";
+        for (auto &[slot, value] : part) {
+          auto it = reduction.sum.find(slot);
+          if (it == reduction.sum.end() ||
+              it->second.numel() != value.numel() ||
+              it->second.dtype() != value.dtype()) {
+            reduction.error = "replica " + std::to_string(r) +
+                              " has no matching slot " + std::to_string(slot);
+            break;
+          }
+          Tensor &sum = it->second;
+          if (sum.dtype() == pp::rt::DType::F32)
+            for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+              sum.as<float>()[i] += value.as<float>()[i];
+          else
+            for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+              sum.as<double>()[i] += value.as<double>()[i];
+        }
+      }
+      reduction.parts.clear();
+      reduction.ready = true;
+      cv_.notify_all();
+    } else {
+      waiting_[device] = std::move(waitsFor);
+      waitingFor_[device] = Key(-1, stage, -1, -1);
+      ++numWaiting_;
+      while (!aborted_ && !reduction.ready) {
+        checkDeadlockLocked();
+        if (aborted_)
+          break;
+        cv_.wait(lock);
+      }
+      --numWaiting_;
+      waiting_[device].clear();
+      if (!reduction.ready)
+        return std::nullopt;
+    }
+    error = reduction.error;
+    Slots result;
+    for (auto &[slot, value] : reduction.sum)
+      result[slot] = value.clone();
+    if (++reduction.taken == replicas)
+      reductions_.erase(stage);
+    return result;
+  }
   void abort() {
     std::lock_guard<std::mutex> lock(mutex_);
     aborted_ = true;
@@ -91,18 +156,36 @@ private:
     if (!aborted_ && running_ > 0 && numWaiting_ == running_) {
       // Everybody still running waits. A waiter whose message has arrived
       // (but who has not woken yet) will go on; otherwise nothing can come.
-      for (auto [device, what] : llvm::enumerate(waiting_))
-        if (!what.empty() && messages_.count(waitingFor_[device]))
+      for (auto [device, what] : llvm::enumerate(waiting_)) {
+        if (what.empty())
+          continue;
+        const Key &key = waitingFor_[device];
+        if (messages_.count(key))
           return;
+        if (std::get<0>(key) == -1) { // a grad_reduce whose sum is ready
+          auto it = reductions_.find(std::get<1>(key));
+          if (it != reductions_.end() && it->second.ready)
+            return;
+        }
+      }
       deadlock_ = true;
       aborted_ = true;
       cv_.notify_all();
     }
   }
 
+  struct Reduction {
+    std::vector<Slots> parts;
+    Slots sum;
+    std::string error;
+    int given = 0, taken = 0;
+    bool ready = false;
+  };
+
   std::mutex mutex_;
   std::condition_variable cv_;
   std::map<Key, Tensor> messages_;
+  std::map<int64_t, Reduction> reductions_;
   int running_ = 0;
   int numWaiting_ = 0;
   std::vector<std::string> waiting_;
@@ -138,10 +221,16 @@ struct PipelineRunner::Impl {
 
   ModuleOp module;
   PipelineRunOptions options;
+  /// Data-parallel replicas of the pipeline (pp.plan's data_parallel):
+  /// replica r runs device d as devices[r * p + d] and stage s on
+  /// stages[r * S + s], on the global micro-batches r * m .. r * m + m - 1.
+  int64_t replicas = 1;
+  int64_t devicesPerReplica = 1;
+  int64_t stagesPerReplica = 1;
   std::vector<Device> devices;
-  /// One interpreter per stage: a stage owns its copy of the globals (the
-  /// step counter, say, advances once per stage even when a device holds
-  /// several stages).
+  /// One interpreter per stage (and replica): a stage owns its copy of the
+  /// globals (the step counter, say, advances once per stage even when a
+  /// device holds several stages).
   std::vector<std::unique_ptr<Interpreter>> stages;
   Mailbox mailbox;
   // Step data: [input][micro-batch] and [output][micro-batch].
@@ -155,7 +244,39 @@ struct PipelineRunner::Impl {
   int64_t step = 0;
 
   void registerHandlers(Interpreter &interp, int deviceIndex);
+  /// Runs grad_reduce(stage) on device `d` of `replica`: its accumulated
+  /// sums of the stage become the sums over every replica.
+  LogicalResult gradReduce(int d, int64_t replica, int64_t stage);
 };
+
+LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t replica,
+                                               int64_t stage) {
+  auto &sums = devices[d].sums;
+  Mailbox::Slots mine;
+  for (auto it = sums.begin(); it != sums.end();) {
+    if (it->first.first == stage) {
+      mine[it->first.second] = std::move(it->second);
+      it = sums.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  std::string error;
+  std::optional<Mailbox::Slots> total = mailbox.allReduce(
+      stage, static_cast<int>(replica), static_cast<int>(replicas),
+      std::move(mine), d,
+      "in " + devices[d].current + " waits for the other replicas", error);
+  if (!total) {
+    devices[d].failed = true;
+    return failure(); // the step aborted (reported once by runStep)
+  }
+  if (!error.empty())
+    return module.emitError()
+           << "grad_reduce of stage " << stage << ": " << error;
+  for (auto &[slot, value] : *total)
+    sums[{stage, slot}] = std::move(value);
+  return success();
+}
 
 void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
                                             int deviceIndex) {
@@ -258,10 +379,15 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       pipeline::SendOp::getOperationName(),
-      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this, deviceIndex, microBatchOf](Interpreter &in,
+                                        Operation *op) -> LogicalResult {
         auto send = cast<pipeline::SendOp>(op);
         int64_t mb = microBatchOf(in, send.getMicroBatch());
-        mailbox.send({stageOf(op), static_cast<int64_t>(send.getPeer()),
+        // Stages are numbered per replica: a per-step message (micro-batch
+        // 0) of replica 0 must not meet replica 1's.
+        int64_t base = deviceIndex / devicesPerReplica * stagesPerReplica;
+        mailbox.send({base + stageOf(op),
+                      base + static_cast<int64_t>(send.getPeer()),
                       static_cast<int64_t>(send.getTag()), mb},
                      in.lookup(send.getValue()));
         return success();
@@ -277,10 +403,11 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
             "in {0} waits for pp.recv from stage {1} (tag {2}, micro-batch "
             "{3})",
             devices[deviceIndex].current, recv.getPeer(), recv.getTag(), mb);
-        auto value =
-            mailbox.receive({static_cast<int64_t>(recv.getPeer()), stage,
-                             static_cast<int64_t>(recv.getTag()), mb},
-                            deviceIndex, waitsFor);
+        int64_t base = deviceIndex / devicesPerReplica * stagesPerReplica;
+        auto value = mailbox.receive(
+            {base + static_cast<int64_t>(recv.getPeer()), base + stage,
+             static_cast<int64_t>(recv.getTag()), mb},
+            deviceIndex, waitsFor);
         if (!value) {
           devices[deviceIndex].failed = true;
           return failure(); // reported once by runStep
@@ -304,6 +431,8 @@ LogicalResult PipelineRunner::initialize() {
   if (!schedule)
     return failure();
   microBatches_ = schedule.getPlan().getMicroBatches();
+  dataParallel_ = schedule.getPlan().getDataParallel();
+  impl_->replicas = dataParallel_;
 
   // Step inputs: whole mini-batches of what pp.input reads.
   ArrayAttr inputNames = pipeline::getInputNames(module);
@@ -322,7 +451,7 @@ LogicalResult PipelineRunner::initialize() {
     }
     auto type = cast<RankedTensorType>(input.getValue().getType());
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] *= microBatches_;
+    shape[0] *= microBatches_ * dataParallel_;
     auto whole = RankedTensorType::get(shape, type.getElementType());
     if (inputs_[index].type && inputs_[index].type != whole) {
       input.emitError() << "reads input " << index << " as " << type
@@ -349,12 +478,17 @@ LogicalResult PipelineRunner::initialize() {
   // Devices and their actions.
   numDevices_ =
       static_cast<int64_t>(schedule.getBody().front().getOperations().size());
-  impl_->devices.resize(numDevices_);
-  for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
-    for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
-      impl_->devices[device.getIndex()].actions.push_back(action);
+  impl_->devicesPerReplica = numDevices_;
+  impl_->devices.resize(numDevices_ * dataParallel_);
+  for (int64_t r = 0; r < dataParallel_; ++r)
+    for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
+      for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
+        impl_->devices[r * numDevices_ + device.getIndex()].actions.push_back(
+            action);
   int64_t numStages = schedule.getPlan().getNumStages();
-  for (int64_t s = 0; s < numStages; ++s) {
+  impl_->stagesPerReplica = numStages;
+  for (int64_t g = 0; g < numStages * dataParallel_; ++g) {
+    int64_t r = g / numStages, s = g % numStages;
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
     // One seed for all stages: Dropout masks follow the op, not the stage.
@@ -362,7 +496,8 @@ LogicalResult PipelineRunner::initialize() {
     options.profile = impl_->options.profile;
     auto interp = std::make_unique<Interpreter>(module, options);
     registerTrainHandlers(*interp);
-    impl_->registerHandlers(*interp, static_cast<int>(s % numDevices_));
+    impl_->registerHandlers(
+        *interp, static_cast<int>(r * numDevices_ + s % numDevices_));
     if (failed(interp->initialize()))
       return failure();
     impl_->stages.push_back(std::move(interp));
@@ -395,39 +530,62 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
   if (inputs.size() != inputs_.size())
     return module.emitError() << "the step takes " << inputs_.size()
                               << " inputs, got " << inputs.size();
+  // Every replica's micro-batches, in replica order.
+  int64_t totalMicroBatches = microBatches_ * dataParallel_;
   impl.microInputs.assign(inputs.size(), {});
   for (auto [i, input] : llvm::enumerate(inputs)) {
     auto type = inputs_[i].type;
-    if (input.shape() != type.getShape())
-      return module.emitError()
-             << "input '" << inputs_[i].name << "' must be " << type << " ("
-             << microBatches_ << " micro-batches), got " << describe(input);
+    if (input.shape() != type.getShape()) {
+      auto diag = module.emitError()
+                  << "input '" << inputs_[i].name << "' must be " << type
+                  << " (" << microBatches_ << " micro-batches";
+      if (dataParallel_ > 1)
+        diag << " x " << dataParallel_ << " data-parallel replicas";
+      return diag << "), got " << describe(input);
+    }
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] /= microBatches_;
-    int64_t chunk = input.bytes() / microBatches_;
-    for (int64_t mb = 0; mb < microBatches_; ++mb)
+    shape[0] /= totalMicroBatches;
+    int64_t chunk = input.bytes() / totalMicroBatches;
+    for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
       impl.microInputs[i].push_back(Tensor::fromBytes(
           input.dtype(), shape,
           static_cast<const char *>(input.data()) + mb * chunk));
   }
   impl.microOutputs.assign(outputNames_.size(),
-                           std::vector<Tensor>(microBatches_));
+                           std::vector<Tensor>(totalMicroBatches));
   impl.combine.assign(outputNames_.size(), std::string());
-  impl.mailbox.reset(static_cast<int>(numDevices_));
+  impl.mailbox.reset(static_cast<int>(impl.devices.size()));
 
   auto runDevice = [&](int d) {
     auto &device = impl.devices[d];
     device.failed = false;
+    int64_t replica = d / numDevices_;
     for (pipeline::ActionOp action : device.actions) {
       device.current = describeAction(action);
+      if (dataParallel_ > 1)
+        device.current += " of replica " + std::to_string(replica);
+      int64_t stage = action.getStageAttr().getInt();
+      if (action.getKindValue() == pp::kinds::ActionKind::GradReduce) {
+        if (failed(impl.gradReduce(d, replica, stage))) {
+          device.failed = true;
+          impl.mailbox.abort();
+          break;
+        }
+        continue;
+      }
       if (!action.getCallee())
         continue; // a reduction with nothing to reduce
+      // Replica r's micro-batch j is the global micro-batch r m + j: the
+      // slice of the inputs it reads, and its Dropout masks.
+      int64_t mb = action.getMicroBatchAttr().getInt();
+      if (mb >= 0)
+        mb += replica * microBatches_;
       std::vector<Tensor> args;
-      if (action.getMicroBatchAttr().getInt() >= 0)
-        args.push_back(Tensor::fromValues<int64_t>(
-            rt::DType::I64, {}, {action.getMicroBatchAttr().getInt()}));
-      Interpreter &interp = *impl.stages[action.getStageAttr().getInt()];
-      interp.setRandomPosition(impl.step, action.getMicroBatchAttr().getInt());
+      if (mb >= 0)
+        args.push_back(Tensor::fromValues<int64_t>(rt::DType::I64, {}, {mb}));
+      Interpreter &interp =
+          *impl.stages[replica * impl.stagesPerReplica + stage];
+      interp.setRandomPosition(impl.step, mb);
       if (failed(interp.run(*action.getCallee(), args))) {
         device.failed = true;
         impl.mailbox.abort();
@@ -437,7 +595,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     impl.mailbox.finished();
   };
   std::vector<std::thread> threads;
-  for (int d = 1; d < numDevices_; ++d)
+  for (int d = 1; d < static_cast<int>(impl.devices.size()); ++d)
     threads.emplace_back(runDevice, d);
   runDevice(0);
   for (auto &thread : threads)
@@ -470,7 +628,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     const std::string &how = impl.combine[index];
     if (how == "concat") {
       SmallVector<int64_t> shape(parts.front().shape());
-      shape[0] *= microBatches_;
+      shape[0] *= totalMicroBatches;
       Tensor whole(parts.front().dtype(), shape);
       int64_t chunk = parts.front().bytes();
       for (auto [mb, part] : llvm::enumerate(parts))
@@ -485,7 +643,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       for (const Tensor &part : parts)
         total += part.getDouble(i);
       if (how == "mean")
-        total /= static_cast<double>(microBatches_);
+        total /= static_cast<double>(totalMicroBatches);
       if (result.dtype() == rt::DType::F32)
         result.as<float>()[i] = static_cast<float>(total);
       else if (result.dtype() == rt::DType::F64)

@@ -34,6 +34,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
+  partition.dataParallel = options.dataParallel;
   partition.chunks = chunks;
   // What the partitioner needs of the optimizer: its state per weight.
   partition.optimizer = options.optimizer == "sgd"

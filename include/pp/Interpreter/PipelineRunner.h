@@ -8,6 +8,11 @@
 // When every running device waits for a message nobody can send any more,
 // the step fails with a deadlock report naming each device's stuck action.
 //
+// With pp.plan's data_parallel = N > 1 it runs N replicas of the pipeline
+// (N x devices threads), replica r on micro-batches r m .. r m + m - 1 of
+// the global mini-batch; a `grad_reduce` action sums a stage's accumulated
+// gradients over the replicas.
+//
 // This is the semantic reference for split programs: a synchronous schedule
 // must give what the unsplit training step gives.
 //
@@ -58,8 +63,12 @@ public:
   }
   /// Index of the loss among the outputs, if the step has one.
   std::optional<unsigned> getLossIndex() const { return lossIndex_; }
+  /// Micro-batches per replica, devices per replica, and the replicas
+  /// (data-parallel degree): a step takes getMicroBatches() *
+  /// getDataParallel() micro-batches.
   int64_t getMicroBatches() const { return microBatches_; }
   int64_t getNumDevices() const { return numDevices_; }
+  int64_t getDataParallel() const { return dataParallel_; }
 
   /// Runs one step on whole-mini-batch inputs; returns the outputs combined
   /// over micro-batches (mean/sum/concat as `pp.output` says).
@@ -81,6 +90,7 @@ private:
   std::optional<unsigned> lossIndex_;
   int64_t microBatches_ = 1;
   int64_t numDevices_ = 1;
+  int64_t dataParallel_ = 1;
 };
 
 } // namespace pp::interp

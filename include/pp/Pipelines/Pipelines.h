@@ -95,6 +95,11 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<unsigned> microBatches{*this, "microbatches",
                                 llvm::cl::desc("Micro-batches per step"),
                                 llvm::cl::init(pipeline::kDefaultMicroBatches)};
+  Option<unsigned> dataParallel{
+      *this, "dp",
+      llvm::cl::desc("Replicas of the pipeline in synchronous data parallel "
+                     "(--pp-partition's data-parallel)"),
+      llvm::cl::init(1)};
   /// Unset: 2 for interleaved, else 1.
   Option<unsigned> chunks{
       *this, "chunks",

@@ -165,6 +165,12 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
   table.modelName = graphName ? graphName.str() : "model";
   pipeline::PlanAttr plan = schedule.getPlan();
+  if (plan.getDataParallel() > 1)
+    return schedule.emitError()
+           << "code generation for data_parallel = "
+           << plan.getDataParallel()
+           << " is not built yet: train the plan with pp-interpret, or "
+              "compile it with dp=1";
   table.scheduleKind = plan.getSchedule();
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();

@@ -104,6 +104,8 @@ private:
   llvm::Expected<std::string> externalDataPath(StringRef location);
   LogicalResult checkGraphOutputs(const onnxpb::GraphProto &graph);
   LogicalResult checkShapeOperandLengths(const onnxpb::GraphProto &graph);
+  LogicalResult checkInferredShapes(const onnxpb::GraphProto &graph,
+                                    int64_t opset);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -601,6 +603,50 @@ Importer::checkShapeOperandLengths(const onnxpb::GraphProto &graph) {
   return success();
 }
 
+LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
+                                            int64_t opset) {
+  // ONNX's adapters (Gemm 6 to 7, the broadcasting ops, Softmax 12 to 13,
+  // ...) index the inferred dims of their inputs without checking that
+  // there are any.
+  llvm::StringMap<int> rankOf;
+  auto note = [&](const onnxpb::ValueInfoProto &info) {
+    if (info.type().has_tensor_type() && info.type().tensor_type().has_shape())
+      rankOf[info.name()] = info.type().tensor_type().shape().dim_size();
+  };
+  for (const auto &info : graph.input())
+    note(info);
+  for (const auto &info : graph.value_info())
+    note(info);
+  for (const auto &info : graph.output())
+    note(info);
+  for (const auto &tensor : graph.initializer())
+    rankOf[tensor.name()] = tensor.dims_size();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnxpb::NodeProto &node = graph.node(i);
+    // Gemm's adapters read dims 0 and 1 of A and B.
+    for (int operand = 0;
+         node.op_type() == "Gemm" && operand < std::min(2, node.input_size());
+         ++operand) {
+      auto it = rankOf.find(node.input(operand));
+      if (it != rankOf.end() && it->second != 2)
+        return emitError(nodeLoc(node, i))
+               << "node '" << nodeName(node, i) << "' (Gemm): input '"
+               << node.input(operand) << "' has rank " << it->second
+               << "; Gemm takes matrices (rank 2)";
+    }
+    for (const std::string &input : node.input())
+      if (!input.empty() && !rankOf.count(input))
+        return emitError(nodeLoc(node, i))
+               << "cannot upgrade node '" << nodeName(node, i) << "' ("
+               << node.op_type() << ") from opset " << opset << " to "
+               << kMinOpset << ": ONNX's shape inference found no shape for "
+               << "its input '" << input << "', which the version converter "
+               << "needs; re-export the model with opset " << kMinOpset << "-"
+               << kMaxOpset;
+  }
+  return success();
+}
+
 LogicalResult Importer::readTrainableMetadata(const onnxpb::ModelProto &model) {
   for (const auto &prop : model.metadata_props()) {
     bool trainable = prop.key() == pp::kTrainableMetadataKey;
@@ -1040,6 +1086,8 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       // needs inferred shapes for some adapters.
       try {
         onnxpb::shape_inference::InferShapes(model);
+        if (failed(checkInferredShapes(model.graph(), opset)))
+          return nullptr;
         model = checker.convert_version(model, onnxpb::OpSetID(opset),
                                         onnxpb::OpSetID(kMinOpset));
       } catch (const std::exception &e) {

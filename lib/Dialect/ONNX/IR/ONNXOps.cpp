@@ -14,6 +14,7 @@
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/TypeSwitch.h"
+#include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <array>
@@ -573,28 +574,54 @@ inferWindowOutput(std::optional<Location> loc, ArrayRef<int64_t> spatial,
     return error(loc, "strides/dilations need " + Twine(n) +
                           " values and pads " + Twine(2 * n));
   SmallVector<int64_t> out;
+  auto overflow = [&](size_t i) {
+    return error(
+        loc, "spatial dim " + Twine(i) + " (size " + Twine(spatial[i]) +
+                 ", kernel " + Twine(kernel[i]) + ", pads " + Twine(pads[i]) +
+                 "/" + Twine(pads[i + n]) + ", stride " + Twine(strides[i]) +
+                 ", dilation " + Twine(dilations[i]) + ") overflows int64");
+  };
   for (size_t i = 0; i < n; ++i) {
     if (strides[i] <= 0 || dilations[i] <= 0 || kernel[i] <= 0)
       return error(loc, "kernel, strides and dilations must be positive");
-    int64_t effective = dilations[i] * (kernel[i] - 1) + 1;
+    if (pads[i] < 0 || pads[i + n] < 0)
+      return error(loc, "pads must be >= 0");
+    // Attributes come from the model file: every step is overflow-checked.
+    std::optional<int64_t> effective =
+        llvm::checkedMul(dilations[i], kernel[i] - 1);
+    if (effective)
+      effective = llvm::checkedAdd(*effective, int64_t(1));
+    std::optional<int64_t> rounded =
+        llvm::checkedAdd(spatial[i], strides[i] - 1);
+    if (!effective || !rounded)
+      return overflow(i);
     if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
-      out.push_back((spatial[i] + strides[i] - 1) / strides[i]);
+      out.push_back(*rounded / strides[i]);
       continue;
     }
-    int64_t padded =
-        spatial[i] + (autoPad == "VALID" ? 0 : pads[i] + pads[i + n]);
-    int64_t span = padded - effective;
+    std::optional<int64_t> padded = autoPad == "VALID"
+                                        ? std::optional<int64_t>(spatial[i])
+                                        : llvm::checkedAdd(spatial[i], pads[i]);
+    if (padded && autoPad != "VALID")
+      padded = llvm::checkedAdd(*padded, pads[i + n]);
+    if (!padded)
+      return overflow(i);
+    int64_t span = *padded - *effective;
     if (span < 0)
-      return error(loc, "window of size " + Twine(effective) +
+      return error(loc, "window of size " + Twine(*effective) +
                             " exceeds the padded input of size " +
-                            Twine(padded));
-    int64_t size =
-        (ceilMode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) +
-        1;
+                            Twine(*padded));
+    int64_t size = (ceilMode ? span / strides[i] + (span % strides[i] != 0)
+                             : span / strides[i]) +
+                   1;
     // With ceil_mode, a last window that starts inside the right padding is
-    // dropped (as in ONNX's reference and PyTorch).
-    if (ceilMode && (size - 1) * strides[i] >= spatial[i] + pads[i])
-      --size;
+    // dropped (as in ONNX's reference and PyTorch); spatial + left pad <=
+    // padded does not overflow, a start past int64 is past it.
+    if (ceilMode) {
+      std::optional<int64_t> lastStart = llvm::checkedMul(size - 1, strides[i]);
+      if (!lastStart || *lastStart >= spatial[i] + pads[i])
+        --size;
+    }
     out.push_back(size);
   }
   return out;

@@ -65,11 +65,21 @@ LogicalResult pp::pipeline::materializeSchedule(
     return failure();
   }
   int numDevices = static_cast<int>(numStages / v);
+  // Data-parallel replicas all-reduce each stage's accumulated gradients
+  // (a grad_reduce before its update) when the stage has any.
+  std::vector<bool> gradReduceStages(numStages, false);
+  if (plan.getDataParallel() > 1)
+    module.walk([&](pipeline::AccumulateOp accumulate) {
+      auto func = accumulate->getParentOfType<func::FuncOp>();
+      if (std::optional<int64_t> stage = pipeline::getStage(func);
+          stage && *stage >= 0 && *stage < numStages)
+        gradReduceStages[*stage] = true;
+    });
   sched::Schedule schedule;
   std::string error;
-  if (!sched::buildSchedule(scheduleKind, numDevices,
-                            static_cast<int>(plan.getMicroBatches()),
-                            static_cast<int>(v), schedule, error)) {
+  if (!sched::buildSchedule(
+          scheduleKind, numDevices, static_cast<int>(plan.getMicroBatches()),
+          static_cast<int>(v), schedule, error, &gradReduceStages)) {
     module.emitError() << "cannot build a " << kindName
                        << " schedule: " << error;
     return failure();

@@ -93,11 +93,43 @@ pp::pipeline::partitionStages(ModuleOp module,
   // plan; HetPipe's virtual workers run the same model on their own
   // devices), or all devices as one.
   std::vector<std::vector<int>> workers = cluster->virtualWorkers;
-  if (workers.empty()) {
-    workers.emplace_back();
-    for (int i = 0; i < static_cast<int>(cluster->devices.size()); ++i)
-      workers.back().push_back(i);
+  unsigned dataParallel = options.dataParallel;
+  int numDevices = static_cast<int>(cluster->devices.size());
+  if (dataParallel == 0) {
+    module.emitError() << "pp-partition: data-parallel must be >= 1";
+    return failure();
   }
+  if (dataParallel > 1 && !workers.empty() && workers.size() != dataParallel) {
+    module.emitError() << "pp-partition: data-parallel=" << dataParallel
+                       << " but the cluster names " << workers.size()
+                       << " virtual workers";
+    return failure();
+  }
+  if (dataParallel > 1 && workers.empty() &&
+      numDevices % static_cast<int>(dataParallel) != 0) {
+    module.emitError() << "pp-partition: data-parallel=" << dataParallel
+                       << " does not divide the cluster's " << numDevices
+                       << " devices into equal replicas";
+    return failure();
+  }
+  if (workers.empty()) {
+    int perReplica = numDevices / static_cast<int>(dataParallel);
+    for (unsigned r = 0; r < dataParallel; ++r) {
+      workers.emplace_back();
+      for (int i = 0; i < perReplica; ++i)
+        workers.back().push_back(static_cast<int>(r) * perReplica + i);
+    }
+  }
+  // Synchronous data parallelism runs one partition on every replica.
+  if (dataParallel > 1)
+    for (const auto &worker : workers)
+      if (worker.size() != workers.front().size()) {
+        module.emitError()
+            << "pp-partition: data-parallel replicas need as many devices "
+               "each; the virtual workers have "
+            << workers.front().size() << " and " << worker.size();
+        return failure();
+      }
   // Interleaving: chunks x devices stages, stage c on device c mod p; each
   // chunk gets an equal share of its device's memory.
   for (auto &worker : workers) {
@@ -345,7 +377,7 @@ pp::pipeline::partitionStages(ModuleOp module,
       pipeline::PlanAttr::get(module.getContext(), *scheduleKind,
                               options.microBatches, options.chunks,
                               static_cast<int64_t>(result->deviceOrder.size()),
-                              b.getArrayAttr(order), /*dataParallel=*/1,
+                              b.getArrayAttr(order), dataParallel,
                               /*tensorParallel=*/1));
 
   if (!options.reportFile.empty()) {
@@ -361,6 +393,11 @@ pp::pipeline::partitionStages(ModuleOp module,
                         result->deviceOrder.size(), options.schedule,
                         static_cast<unsigned>(options.microBatches),
                         result->granularity);
+    if (dataParallel > 1)
+      os << llvm::formatv("data parallel: {0} replicas of this pipeline "
+                          "(virtual workers), gradients all-reduced per "
+                          "stage\n",
+                          dataParallel);
     std::vector<unsigned> opsPerStage(result->deviceOrder.size(), 0);
     for (unsigned s : result->stageOf)
       ++opsPerStage[s];

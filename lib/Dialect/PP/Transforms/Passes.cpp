@@ -41,6 +41,7 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .pins = pins,
                                       .splitAfter = splitAfter,
                                       .tryDeviceOrders = tryDeviceOrders,
+                                      .dataParallel = dataParallel,
                                       .reportFile = reportFile});
   }
 };

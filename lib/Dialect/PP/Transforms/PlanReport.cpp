@@ -198,6 +198,26 @@ pp::pipeline::writePlanReport(ModuleOp module,
     clusterIndex.push_back(index);
   }
 
+  // Data-parallel replicas, and where replica k runs cluster device c:
+  // --pp-partition's grouping (the virtual workers, else equal groups of
+  // the devices in order).
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  int64_t replicas = plan ? plan.getDataParallel() : 1;
+  auto counterpart = [&](int c, int64_t k) {
+    const auto &workers = cluster->virtualWorkers;
+    if (!workers.empty()) {
+      const auto &first = workers.front();
+      auto it = llvm::find(first, c);
+      if (it == first.end() || k >= static_cast<int64_t>(workers.size()) ||
+          workers[k].size() != first.size())
+        return c;
+      return workers[k][it - first.begin()];
+    }
+    int n = static_cast<int>(cluster->devices.size());
+    int perReplica = n / static_cast<int>(replicas);
+    return static_cast<int>((c + k * perReplica) % n);
+  };
+
   // Cost every stage.
   double stateFactor = 0;
   module.walk([&](Operation *op) {
@@ -286,6 +306,28 @@ pp::pipeline::writePlanReport(ModuleOp module,
         weightBytes += pp::getTensorBytes(global.getType());
     info.costs.staticBytes =
         static_cast<uint64_t>(weightBytes * (2.0 + stateFactor));
+    // Data parallelism: a ring all-reduce of the stage's gradients over its
+    // replicas, 2 (N - 1) steps of 1/N of the bytes each, on the slowest
+    // link from this device to a counterpart.
+    if (replicas > 1 && weightBytes > 0) {
+      double bandwidth = 0, latency = 0;
+      int here = clusterIndex[info.device];
+      for (int64_t k = 1; k < replicas; ++k) {
+        int there = counterpart(here, k);
+        if (there == here)
+          continue;
+        double b = cluster->bandwidth(here, there);
+        if (bandwidth == 0 || (b > 0 && b < bandwidth))
+          bandwidth = b;
+        latency = std::max(latency, cluster->latency(here, there));
+      }
+      double steps = 2.0 * static_cast<double>(replicas - 1);
+      info.costs.gradReduce =
+          steps * latency + (bandwidth > 0
+                                 ? steps * static_cast<double>(weightBytes) /
+                                       static_cast<double>(replicas) / bandwidth
+                                 : 0);
+    }
   }
 
   sched::SimulationInput input;
@@ -321,10 +363,10 @@ pp::pipeline::writePlanReport(ModuleOp module,
     if (input.getIndex() == 0 && type.getRank() > 0)
       microBatchSize = type.getDimSize(0);
   });
-  double samplesPerSecond =
-      result.iterationTime > 0
-          ? microBatchSize * schedule.microBatches / result.iterationTime
-          : 0;
+  double samplesPerSecond = result.iterationTime > 0
+                                ? microBatchSize * schedule.microBatches *
+                                      replicas / result.iterationTime
+                                : 0;
 
   if (!options.summaryFile.empty()) {
     std::string error;
@@ -372,10 +414,20 @@ pp::pipeline::writePlanReport(ModuleOp module,
           pp::formatMegabytes(device.memoryBytes),
           worst > device.memoryBytes ? "  OVER" : "");
     }
+    if (replicas > 1) {
+      os << llvm::formatv("data parallel: {0} replicas of this pipeline; "
+                          "grad_reduce (ring all-reduce) per step:",
+                          replicas);
+      for (int s = 0; s < numStages; ++s)
+        os << llvm::formatv(" stage {0} {1:f3} ms", s,
+                            stages[s].costs.gradReduce * 1e3);
+      os << "\n";
+    }
     os << llvm::formatv("iteration {0:f3} ms, bubble {1:f1}%, {2:f0} "
-                        "samples/s\n",
+                        "samples/s{3}\n",
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
-                        samplesPerSecond);
+                        samplesPerSecond,
+                        replicas > 1 ? " (all replicas)" : "");
     explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
     out->keep();
@@ -446,6 +498,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
           json.attribute("backward_input_seconds", info.costs.backwardInput);
           json.attribute("backward_weight_seconds", info.costs.backwardWeight);
           json.attribute("optimizer_seconds", info.costs.optimizer);
+          json.attribute("grad_reduce_seconds", info.costs.gradReduce);
           json.attribute("stash_bytes_per_micro_batch",
                          static_cast<int64_t>(info.costs.stashBytes));
           json.attribute("static_bytes",
@@ -473,6 +526,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
       json.attribute("iteration_seconds", result.iterationTime);
       json.attribute("bubble_fraction", result.bubbleFraction);
       json.attribute("samples_per_second", samplesPerSecond);
+      json.attribute("data_parallel", replicas);
     });
   });
   planFile << "\n";

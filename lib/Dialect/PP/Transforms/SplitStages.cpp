@@ -450,13 +450,16 @@ LogicalResult Splitter::cloneOp(Operation *op) {
     pipeline::removeStage(clone);
     if (op == seed) {
       pipeline::removeLossSeed(clone);
-      if (!lossIsSum && microBatches > 1) {
-        // The step's loss is the mean over micro-batches.
+      // The step's loss is the mean over the micro-batches of every
+      // data-parallel replica: their gradients are summed.
+      pipeline::PlanAttr plan = pipeline::getPlan(module);
+      int64_t parts = microBatches * (plan ? plan.getDataParallel() : 1);
+      if (!lossIsSum && parts > 1) {
         auto constant = cast<onnx::ConstantOp>(clone);
         auto type = cast<RankedTensorType>(constant.getOutput().getType());
         constant.setValueAttr(DenseElementsAttr::get(
             type, FloatAttr::get(type.getElementType(),
-                                 1.0 / static_cast<double>(microBatches))));
+                                 1.0 / static_cast<double>(parts))));
       }
     }
     for (auto [original, cloned] :

@@ -48,6 +48,11 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "named op, in op order)">,
     Option<"tryDeviceOrders", "try-device-orders", "bool", "true",
            "Also search other orders of the devices (HetPipe)">,
+    Option<"dataParallel", "data-parallel", "unsigned", "1",
+           "Replicas of the pipeline trained in synchronous data parallel: "
+           "the devices split into that many equal groups in order (or the "
+           "cluster's virtual_workers, whose count it must then equal); "
+           "each replica takes 1/N of the mini-batch">,
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a text summary of the plan here ('-' for stdout)">,
   ];
