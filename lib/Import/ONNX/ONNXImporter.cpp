@@ -106,6 +106,8 @@ private:
   LogicalResult checkShapeOperandLengths(const onnxpb::GraphProto &graph);
   LogicalResult checkInferredShapes(const onnxpb::GraphProto &graph,
                                     int64_t opset);
+  LogicalResult checkGemmRanks(const onnxpb::GraphProto &graph,
+                               const llvm::StringMap<int> &rankOf);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -603,11 +605,9 @@ Importer::checkShapeOperandLengths(const onnxpb::GraphProto &graph) {
   return success();
 }
 
-LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
-                                            int64_t opset) {
-  // ONNX's adapters (Gemm 6 to 7, the broadcasting ops, Softmax 12 to 13,
-  // ...) index the inferred dims of their inputs without checking that
-  // there are any.
+/// The ranks of the values whose shapes the graph states: inputs,
+/// value_info (ONNX's shape inference adds there), outputs, initializers.
+static llvm::StringMap<int> knownRanks(const onnxpb::GraphProto &graph) {
   llvm::StringMap<int> rankOf;
   auto note = [&](const onnxpb::ValueInfoProto &info) {
     if (info.type().has_tensor_type() && info.type().tensor_type().has_shape())
@@ -621,12 +621,18 @@ LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
     note(info);
   for (const auto &tensor : graph.initializer())
     rankOf[tensor.name()] = tensor.dims_size();
+  return rankOf;
+}
+
+LogicalResult Importer::checkGemmRanks(const onnxpb::GraphProto &graph,
+                                       const llvm::StringMap<int> &rankOf) {
+  // ONNX's old Gemm shape inference and its 6-to-7 adapter read dims 0 and
+  // 1 of A and B unchecked (a SIGSEGV or a read past a vector).
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnxpb::NodeProto &node = graph.node(i);
-    // Gemm's adapters read dims 0 and 1 of A and B.
-    for (int operand = 0;
-         node.op_type() == "Gemm" && operand < std::min(2, node.input_size());
-         ++operand) {
+    if (node.op_type() != "Gemm")
+      continue;
+    for (int operand = 0; operand < std::min(2, node.input_size()); ++operand) {
       auto it = rankOf.find(node.input(operand));
       if (it != rankOf.end() && it->second != 2)
         return emitError(nodeLoc(node, i))
@@ -634,6 +640,20 @@ LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
                << node.input(operand) << "' has rank " << it->second
                << "; Gemm takes matrices (rank 2)";
     }
+  }
+  return success();
+}
+
+LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
+                                            int64_t opset) {
+  // ONNX's adapters (Gemm 6 to 7, the broadcasting ops, Softmax 12 to 13,
+  // ...) index the inferred dims of their inputs without checking that
+  // there are any.
+  llvm::StringMap<int> rankOf = knownRanks(graph);
+  if (failed(checkGemmRanks(graph, rankOf)))
+    return failure();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnxpb::NodeProto &node = graph.node(i);
     for (const std::string &input : node.input())
       if (!input.empty() && !rankOf.count(input))
         return emitError(nodeLoc(node, i))
@@ -1080,7 +1100,8 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       // ONNX's shape inference gives Expand (...) an output of as many dims
       // as its unknown shape operand declares elements: 2^63 of them is a
       // hang, not an error.
-      if (failed(checkShapeOperandLengths(model.graph())))
+      if (failed(checkShapeOperandLengths(model.graph())) ||
+          failed(checkGemmRanks(model.graph(), knownRanks(model.graph()))))
         return nullptr;
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
