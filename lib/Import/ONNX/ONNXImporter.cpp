@@ -155,10 +155,16 @@ static size_t storageBytes(Type element) {
   return std::max<size_t>(1, element.getIntOrFloatBitWidth() / 8);
 }
 
-/// Why a tensor of `shape` and `element` type is too large to import (its
-/// element count or bytes overflow int64 or exceed the limits), or "".
+/// Why a tensor of `shape` and `element` type is too large to import (a
+/// dim, its element count or bytes overflow int64 or exceed the limits), or
+/// "". A single dim is bounded even when another is 0: ops multiply dims
+/// (Flatten's 2 x 2^63-1).
 static std::string tensorSizeError(ArrayRef<int64_t> shape, Type element) {
   using namespace pp::limits;
+  for (int64_t d : shape)
+    if (d > kMaxTensorElements)
+      return "a dim of " + std::to_string(d) + ", more than the limit of " +
+             std::to_string(kMaxTensorElements);
   std::optional<int64_t> count = 1;
   for (int64_t d : shape)
     if (count && d >= 0)

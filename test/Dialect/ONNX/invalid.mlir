@@ -278,3 +278,14 @@ func.func @range_dynamic(%n: tensor<i64>) -> tensor<3xi64> {
   %0 = onnx.Range %z, %n, %z : (tensor<i64>, tensor<i64>, tensor<i64>) -> tensor<3xi64>
   return %0 : tensor<3xi64>
 }
+
+// -----
+
+// Dims a model declares may multiply past int64 while a 0 dim keeps the
+// tensor empty.
+func.func @flatten_overflow(%x: tensor<0x4294967296x4294967296xf32>) -> tensor<0x0xf32> {
+  // expected-error @+2 {{Flatten of 3 dims overflows int64 at axis 1}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.Flatten %x {axis = 1 : i64} : (tensor<0x4294967296x4294967296xf32>) -> tensor<0x0xf32>
+  return %0 : tensor<0x0xf32>
+}

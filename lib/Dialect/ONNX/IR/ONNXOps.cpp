@@ -973,10 +973,17 @@ LogicalResult FlattenOp::inferReturnTypes(MLIRContext *,
     axis += rank;
   if (axis < 0 || axis > rank)
     return error(location, "Flatten axis out of range");
-  int64_t outer = 1, inner = 1;
-  for (int64_t i = 0; i < rank; ++i)
-    (i < axis ? outer : inner) *= type.getDimSize(i);
-  inferred.push_back(type.clone({outer, inner}));
+  // Products of dims a model declares: overflow-checked (a zero elsewhere
+  // keeps the tensor itself small).
+  std::optional<int64_t> outer = 1, inner = 1;
+  for (int64_t i = 0; i < rank && outer && inner; ++i) {
+    std::optional<int64_t> &part = i < axis ? outer : inner;
+    part = llvm::checkedMul(*part, type.getDimSize(i));
+  }
+  if (!outer || !inner)
+    return error(location, "Flatten of " + Twine(rank) +
+                               " dims overflows int64 at axis " + Twine(axis));
+  inferred.push_back(type.clone({*outer, *inner}));
   return success();
 }
 
