@@ -289,3 +289,4 @@ func.func @flatten_overflow(%x: tensor<0x4294967296x4294967296xf32>) -> tensor<0
   %0 = onnx.Flatten %x {axis = 1 : i64} : (tensor<0x4294967296x4294967296xf32>) -> tensor<0x0xf32>
   return %0 : tensor<0x0xf32>
 }
+

@@ -79,7 +79,7 @@ static LogicalResult error(std::optional<Location> loc, const Twine &message) {
 static FailureOr<int64_t> normalizeAxis(std::optional<Location> loc,
                                         int64_t axis, int64_t rank,
                                         StringRef what = "axis") {
-  if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
+  if (axis < -rank || axis >= rank)
     return error(loc, what + " " + Twine(axis) + " is out of range for rank " +
                           Twine(rank));
   return axis < 0 ? axis + rank : axis;
@@ -1412,11 +1412,13 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
   if (adaptor.getInputs().empty())
     return error(location, "Concat needs at least one input");
   auto first = cast<RankedTensorType>(adaptor.getInputs().front().getType());
+  if (first.getRank() == 0)
+    return error(location, "Concat needs inputs of rank >= 1");
   auto axis = normalizeAxis(location, adaptor.getAxis(), first.getRank());
   if (failed(axis))
     return failure();
   SmallVector<int64_t> shape(first.getShape());
-  shape[*axis] = 0;
+  std::optional<int64_t> total = 0;
   for (Value input : adaptor.getInputs()) {
     auto type = cast<RankedTensorType>(input.getType());
     if (type.getRank() != first.getRank() ||
@@ -1425,8 +1427,12 @@ LogicalResult ConcatOp::inferReturnTypes(MLIRContext *,
     for (int64_t d = 0; d < type.getRank(); ++d)
       if (d != *axis && type.getDimSize(d) != first.getDimSize(d))
         return error(location, "Concat inputs differ in dim " + Twine(d));
-    shape[*axis] += type.getDimSize(*axis);
+    total = llvm::checkedAdd(*total, type.getDimSize(*axis));
+    if (!total)
+      return error(location,
+                   "Concat's dim " + Twine(*axis) + " overflows int64");
   }
+  shape[*axis] = *total;
   inferred.push_back(first.clone(shape));
   return success();
 }
