@@ -21,6 +21,22 @@ namespace pipeline = pp::pipeline;
 
 namespace {
 
+/// sum += value, element-wise, for f32 and f64 gradient sums; false for
+/// other dtypes.
+bool addInto(Tensor &sum, const Tensor &value) {
+  if (value.dtype() == pp::rt::DType::F32) {
+    for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+      sum.as<float>()[i] += value.as<float>()[i];
+    return true;
+  }
+  if (value.dtype() == pp::rt::DType::F64) {
+    for (int64_t i = 0, e = sum.numel(); i < e; ++i)
+      sum.as<double>()[i] += value.as<double>()[i];
+    return true;
+  }
+  return false;
+}
+
 /// Messages between stages: sends never block, receives wait. Tracks how
 /// many devices run and how many wait, to see a deadlock as it happens.
 class Mailbox {
@@ -100,13 +116,7 @@ public:
                               " has no matching slot " + std::to_string(slot);
             break;
           }
-          Tensor &sum = it->second;
-          if (sum.dtype() == pp::rt::DType::F32)
-            for (int64_t i = 0, e = sum.numel(); i < e; ++i)
-              sum.as<float>()[i] += value.as<float>()[i];
-          else
-            for (int64_t i = 0, e = sum.numel(); i < e; ++i)
-              sum.as<double>()[i] += value.as<double>()[i];
+          addInto(it->second, value); // slots were accumulated as f32/f64
         }
       }
       reduction.parts.clear();
@@ -352,16 +362,8 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
           sums[key] = value.clone();
           return success();
         }
-        Tensor &sum = it->second;
-        if (value.dtype() == rt::DType::F32) {
-          for (int64_t i = 0, e = sum.numel(); i < e; ++i)
-            sum.as<float>()[i] += value.as<float>()[i];
-        } else if (value.dtype() == rt::DType::F64) {
-          for (int64_t i = 0, e = sum.numel(); i < e; ++i)
-            sum.as<double>()[i] += value.as<double>()[i];
-        } else {
+        if (!addInto(it->second, value))
           return op->emitError() << "accumulates only f32 and f64 gradients";
-        }
         return success();
       });
   interp.registerHandler(
