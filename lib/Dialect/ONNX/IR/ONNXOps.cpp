@@ -1088,7 +1088,10 @@ LogicalResult ReshapeOp::inferReturnTypes(MLIRContext *,
     }
     if (d < 0)
       return error(location, "Reshape shape has a negative dim " + Twine(d));
-    known *= d;
+    std::optional<int64_t> product = llvm::checkedMul(known, d);
+    if (!product)
+      return error(location, "Reshape shape has more than 2^63 elements");
+    known = *product;
   }
   int64_t total = type.getNumElements();
   if (inferIndex >= 0) {
