@@ -5,11 +5,14 @@ Compiles a test model into a 2-stage 1F1B program (--pp-compile ...
 emit-dir=), builds it, and
   1. trains it --steps steps without interruption (the reference losses);
   2. trains it again with --checkpoint-every, and `kill -9`s the process of
-     rank 1 from outside once step --kill-after has been printed: the job
-     must exit non-zero within 30 s with a message naming rank 1;
+     rank 1 (--kill-rank) from outside once step --kill-after has been
+     printed: the job must exit non-zero within 30 s with a message
+     naming that rank;
   3. resumes from the last checkpoint (--resume) to --steps: it must name
      the checkpoint it takes (checkpoint/step-<k>), and every step it
      prints must have the reference loss, to the printed digit.
+With --dp N the program trains N data-parallel replicas of the pipeline
+(2 N ranks) and --kill-rank picks the rank to kill (default 1).
 Prints what happened and exits non-zero when any of it fails.
 """
 import argparse
@@ -64,6 +67,9 @@ def main():
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--every", type=int, default=2)
     parser.add_argument("--kill-after", type=int, default=3)
+    parser.add_argument("--dp", type=int, default=1,
+                        help="data-parallel replicas of the pipeline")
+    parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode): the "
                         "resumed steps must draw the masks of the "
@@ -73,19 +79,23 @@ def main():
     m = args.microbatches
 
     micro_dir, whole_dir = export_micro_and_whole(
-        args.model, args.work, args.micro_batch, m, dropout=args.dropout)
+        args.model, args.work, args.micro_batch, m * args.dp,
+        dropout=args.dropout)
+    ranks = 2 * args.dp
+    dp = f" dp={args.dp}" if args.dp > 1 else ""
     program = os.path.join(args.work, "program")
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
-         f"--pp-compile=cluster={cluster_file(args.work, 2)} schedule=1f1b "
-         f"microbatches={m} lr=0.05 report= emit-dir={program}", "-o", mlir])
+         f"--pp-compile=cluster={cluster_file(args.work, ranks)} "
+         f"schedule=1f1b microbatches={m} lr=0.05{dp} report= "
+         f"emit-dir={program}", "-o", mlir])
     train = build(program)
     names = re.search(r'pp.input_names = \[([^\]]*)\]',
                       open(mlir).read()).group(1)
     names = [n.strip().strip('"') for n in names.split(",")]
     data = [f"--data={n}={os.path.join(whole_dir, f)}"
             for n, f in zip(names, ["input.npy", "labels.npy"])]
-    mpirun = shlex.split(args.mpirun) + ["-np", "2", train,
+    mpirun = shlex.split(args.mpirun) + ["-np", str(ranks), train,
                                          f"--steps={args.steps}"] + data
     failures = []
 
@@ -109,9 +119,10 @@ def main():
         done.set()
     threading.Thread(target=reader, daemon=True).start()
     done.wait(120)
-    pids = rank_pids(train, 1)
+    victim = args.kill_rank
+    pids = rank_pids(train, victim)
     if proc.poll() is not None or not pids:
-        failures.append("the job ended before rank 1 could be killed")
+        failures.append(f"the job ended before rank {victim} could be killed")
     else:
         for pid in pids:
             os.kill(pid, signal.SIGKILL)
@@ -125,8 +136,8 @@ def main():
         time.sleep(0.2)  # the reader drains the pipe
         text = "".join(output)
         last = max(step_losses(text) or {0: ""})
-        named = re.search(r".*\brank 1\b.*", text)
-        print(f"killed rank 1 after step {last}: the job exited with code "
+        named = re.search(rf".*\brank {victim}\b.*", text)
+        print(f"killed rank {victim} after step {last}: the job exited with code "
               f"{code} after {elapsed:.1f} s")
         print("message: " + (named.group(0).strip() if named else "(none)"))
         if code is None or code == 0:
@@ -134,7 +145,7 @@ def main():
         if elapsed > 30:
             failures.append(f"took {elapsed:.1f} s to stop")
         if not named:
-            failures.append("no message names rank 1")
+            failures.append(f"no message names rank {victim}")
 
     resumed = run(mpirun + [f"--resume={checkpoint}"])
     losses = step_losses(resumed)

@@ -149,6 +149,80 @@ TEST(InProcessComm, AbortWakesEveryWaiter) {
         << errors[r];
 }
 
+// Split as data parallelism uses it: 6 ranks = 2 replicas x 3 devices; the
+// pipelines (color = replica) and the replica groups (color = device) each
+// reduce and message on their own, and a message in one group never meets
+// one with the same ranks and tag in another.
+TEST(InProcessComm, SplitMakesIndependentGroups) {
+  auto world = createInProcessGroup(6);
+  onRanks(6, [&](int r) {
+    int replica = r / 3, device = r % 3;
+    std::string error;
+    auto pipeline = world[r]->split(replica, device, error);
+    ASSERT_TRUE(pipeline) << error;
+    // Key orders the ranks: the replica groups rank by descending replica.
+    auto replicas = world[r]->split(device, -replica, error);
+    ASSERT_TRUE(replicas) << error;
+    EXPECT_EQ(pipeline->size(), 3);
+    EXPECT_EQ(pipeline->rank(), device);
+    EXPECT_EQ(replicas->size(), 2);
+    EXPECT_EQ(replicas->rank(), 1 - replica);
+
+    std::vector<float> v = {float(r), 1.0f};
+    Tensor t = view(v);
+    Status s = replicas->allReduceSum(t);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(v[0], float(2 * device + 3)); // device + (device + 3)
+    EXPECT_EQ(v[1], 2.0f);
+    std::vector<float> w = {float(r)};
+    Tensor u = view(w);
+    s = pipeline->allReduceSum(u);
+    ASSERT_TRUE(s.ok()) << s.message;
+    EXPECT_EQ(w[0], float(9 * replica + 3)); // 3 replica + 0 + 1 + 2, x3
+
+    // Group rank 0 -> 1 under tag 4 in the pipeline and in the world.
+    std::vector<float> msg = {float(100 + r)};
+    Tensor m = view(msg);
+    if (device == 0)
+      ASSERT_TRUE(pipeline->send(m, 1, 4).ok());
+    if (r == 0)
+      ASSERT_TRUE(world[0]->send(m, 1, 4).ok());
+    if (device == 1) {
+      std::vector<float> in(1);
+      Tensor i = view(in);
+      s = pipeline->recv(i, 0, 4);
+      ASSERT_TRUE(s.ok()) << s.message;
+      EXPECT_EQ(in[0], float(100 + 3 * replica));
+      if (r == 1) {
+        s = world[1]->recv(i, 0, 4);
+        ASSERT_TRUE(s.ok()) << s.message;
+        EXPECT_EQ(in[0], 100.0f);
+      }
+    }
+  });
+}
+
+// An abort through the world wakes a waiter in a split group.
+TEST(InProcessComm, AbortWakesSplitGroups) {
+  auto world = createInProcessGroup(2);
+  std::string error;
+  onRanks(2, [&](int r) {
+    std::string splitError;
+    auto group = world[r]->split(0, r, splitError);
+    ASSERT_TRUE(group) << splitError;
+    if (r == 1) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      world[1]->abort("stage 1 failed");
+      return;
+    }
+    std::vector<float> in(1);
+    Tensor t = view(in);
+    error = group->allReduceSum(t).message;
+  });
+  EXPECT_NE(error.find("aborted: rank 1: stage 1 failed"), std::string::npos)
+      << error;
+}
+
 TEST(InProcessComm, SendToItselfOrOutOfRangeIsAnError) {
   auto group = createInProcessGroup(2);
   std::vector<float> out(1);

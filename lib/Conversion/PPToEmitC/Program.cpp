@@ -120,8 +120,10 @@ LogicalResult collectInputsOutputs(ModuleOp module, ProgramTable &table) {
         return;
       }
       std::vector<int64_t> shape(shapeOf(input.getValue()));
+      // The step's input is the global batch: every replica's
+      // micro-batches.
       if (!shape.empty())
-        shape[0] *= table.microBatches;
+        shape[0] *= table.microBatches * table.dataParallel;
       table.inputs[index].dtype = *dtype;
       table.inputs[index].shape = std::move(shape);
     } else if (auto output = dyn_cast<pipeline::OutputOp>(op)) {
@@ -165,15 +167,10 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
   table.modelName = graphName ? graphName.str() : "model";
   pipeline::PlanAttr plan = schedule.getPlan();
-  if (plan.getDataParallel() > 1)
-    return schedule.emitError()
-           << "code generation for data_parallel = "
-           << plan.getDataParallel()
-           << " is not built yet: train the plan with pp-interpret, or "
-              "compile it with dp=1";
   table.scheduleKind = plan.getSchedule();
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();
+  table.dataParallel = plan.getDataParallel();
   if (failed(collectGlobals(module, table)) ||
       failed(collectInputsOutputs(module, table)))
     return failure();
@@ -382,6 +379,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
           pp::kinds::enumeratorName(table.scheduleKind));
   set.set("numStages", "int64_t", std::to_string(table.numStages));
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
+  if (table.dataParallel > 1)
+    set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
   set.set("dataFile", "std::string", quote(options.dataFileName));
   set.set("onnxFile", "std::string", quote(options.onnxFileName));
   if (!options.onnxFileName.empty())

@@ -78,6 +78,8 @@ struct ProgramTable {
   kinds::ScheduleKind scheduleKind;
   int64_t numStages = 0;
   int64_t microBatches = 0;
+  /// Data-parallel replicas of the pipeline (the plan's data_parallel).
+  int64_t dataParallel = 1;
   std::vector<std::string> deviceNames;
   std::vector<int64_t> plannedPeakBytes;
   std::vector<GlobalEntry> globals;

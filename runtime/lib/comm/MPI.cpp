@@ -22,15 +22,21 @@ namespace {
 
 class MPICommunicator : public Communicator {
 public:
-  MPICommunicator() {
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
-    MPI_Comm_size(MPI_COMM_WORLD, &size_);
+  /// `comm` is MPI_COMM_WORLD (finalised with this communicator) or a
+  /// communicator split from it (freed with this one).
+  explicit MPICommunicator(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
   }
   ~MPICommunicator() override {
     completeSends(/*wait=*/true);
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized)
+    if (finalized)
+      return;
+    if (comm_ != MPI_COMM_WORLD)
+      MPI_Comm_free(&comm_);
+    else
       MPI_Finalize();
   }
 
@@ -48,7 +54,7 @@ public:
     if (!p.bytes.empty())
       std::memcpy(p.bytes.data(), value.data, p.bytes.size());
     int rc = MPI_Isend(p.bytes.data(), static_cast<int>(p.bytes.size()),
-                       MPI_BYTE, peer, tag, MPI_COMM_WORLD, &p.request);
+                       MPI_BYTE, peer, tag, comm_, &p.request);
     if (rc != MPI_SUCCESS)
       return Status::error("send: MPI_Isend to rank " + std::to_string(peer) +
                            " failed");
@@ -61,7 +67,7 @@ public:
     MPI_Status status;
     int arrived = 0;
     while (true) {
-      MPI_Iprobe(peer, tag, MPI_COMM_WORLD, &arrived, &status);
+      MPI_Iprobe(peer, tag, comm_, &arrived, &status);
       if (arrived)
         break;
       completeSends(/*wait=*/false);
@@ -77,7 +83,7 @@ public:
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (count != value.bytes()) {
       std::vector<char> discard(static_cast<size_t>(count));
-      MPI_Recv(discard.data(), count, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+      MPI_Recv(discard.data(), count, MPI_BYTE, peer, tag, comm_,
                MPI_STATUS_IGNORE);
       return Status::error("recv: rank " + std::to_string(rank_) +
                            " expected " + std::to_string(value.bytes()) +
@@ -85,7 +91,7 @@ public:
                            " (tag " + std::to_string(tag) + "), got " +
                            std::to_string(count));
     }
-    if (MPI_Recv(value.data, count, MPI_BYTE, peer, tag, MPI_COMM_WORLD,
+    if (MPI_Recv(value.data, count, MPI_BYTE, peer, tag, comm_,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return Status::error("recv: MPI_Recv from rank " + std::to_string(peer) +
                            " failed");
@@ -101,7 +107,7 @@ public:
     else
       return Status::error("allReduceSum: only f32 and f64");
     if (MPI_Allreduce(MPI_IN_PLACE, value.data, static_cast<int>(value.numel()),
-                      type, MPI_SUM, MPI_COMM_WORLD) != MPI_SUCCESS)
+                      type, MPI_SUM, comm_) != MPI_SUCCESS)
       return Status::error("allReduceSum: MPI_Allreduce failed");
     return Status::success();
   }
@@ -110,6 +116,18 @@ public:
     std::fprintf(stderr, "rank %d: %s\n", rank_, reason.c_str());
     std::fflush(stderr);
     MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      std::string &error) override {
+    MPI_Comm created;
+    if (MPI_Comm_split(comm_, color, key, &created) != MPI_SUCCESS) {
+      error = "split: MPI_Comm_split failed";
+      return nullptr;
+    }
+    auto sub = std::make_unique<MPICommunicator>(created);
+    sub->timeoutSeconds = timeoutSeconds;
+    return sub;
   }
 
 private:
@@ -130,6 +148,7 @@ private:
     }
   }
 
+  MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::list<Pending> sends_;
 };
@@ -144,5 +163,5 @@ std::unique_ptr<Communicator> pp::rt::createMPICommunicator(int *argc,
     int provided = 0;
     MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
   }
-  return std::make_unique<MPICommunicator>();
+  return std::make_unique<MPICommunicator>(MPI_COMM_WORLD);
 }

@@ -46,11 +46,16 @@ ncclDataType_t ncclType(DType dtype) {
 
 class NCCLCommunicator : public Communicator {
 public:
-  NCCLCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size)
-      : comm_(comm), stream_(stream), rank_(rank), size_(size) {}
+  /// `world`: the communicator of every rank, which finalises MPI when
+  /// it goes (a split one only destroys its NCCL communicator).
+  NCCLCommunicator(ncclComm_t comm, cudaStream_t stream, int rank, int size,
+                   bool world)
+      : comm_(comm), stream_(stream), rank_(rank), size_(size), world_(world) {}
   ~NCCLCommunicator() override {
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
+    if (!world_)
+      return;
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized)
@@ -95,6 +100,26 @@ public:
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      std::string &error) override {
+    ncclComm_t created;
+    if (ncclResult_t rc = ncclCommSplit(comm_, color, key, &created, nullptr);
+        rc != ncclSuccess) {
+      error =
+          std::string("split: ncclCommSplit failed: ") + ncclGetErrorString(rc);
+      return nullptr;
+    }
+    int rank = 0, size = 1;
+    ncclCommUserRank(created, &rank);
+    ncclCommCount(created, &size);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    auto sub = std::make_unique<NCCLCommunicator>(created, stream, rank, size,
+                                                  /*world=*/false);
+    sub->timeoutSeconds = timeoutSeconds;
+    return sub;
+  }
+
 private:
   Status check(ncclResult_t rc, const std::string &what) {
     if (rc == ncclSuccess)
@@ -130,6 +155,7 @@ private:
   ncclComm_t comm_;
   cudaStream_t stream_;
   int rank_, size_;
+  bool world_;
 };
 
 } // namespace
@@ -165,5 +191,6 @@ std::unique_ptr<Communicator> pp::rt::createNCCLCommunicator(int *argc,
   }
   cudaStream_t stream;
   cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-  return std::make_unique<NCCLCommunicator>(comm, stream, rank, size);
+  return std::make_unique<NCCLCommunicator>(comm, stream, rank, size,
+                                            /*world=*/true);
 }

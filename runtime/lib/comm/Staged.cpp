@@ -57,6 +57,17 @@ public:
 
   void abort(const std::string &reason) override { inner_->abort(reason); }
 
+  std::unique_ptr<Communicator> split(int color, int key,
+                                      std::string &error) override {
+    inner_->timeoutSeconds = timeoutSeconds;
+    std::unique_ptr<Communicator> inner = inner_->split(color, key, error);
+    if (!inner)
+      return nullptr;
+    auto staged = std::make_unique<HostStagedCommunicator>(std::move(inner));
+    staged->timeoutSeconds = timeoutSeconds;
+    return staged;
+  }
+
 private:
   std::unique_ptr<Communicator> inner_;
 };

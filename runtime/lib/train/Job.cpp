@@ -112,8 +112,8 @@ uint32_t tableHash(const ProgramInfo &p) {
     for (int64_t d : dims)
       add(d);
   };
-  add(p.modelName, p.scheduleKind, p.numStages, p.microBatches, p.codeHash,
-      p.dataFile, p.onnxFile);
+  add(p.modelName, p.scheduleKind, p.numStages, p.microBatches, p.dataParallel,
+      p.codeHash, p.dataFile, p.onnxFile);
   for (const std::string &name : p.deviceNames)
     add(name);
   for (const GlobalInfo &g : p.globals) {
@@ -235,6 +235,11 @@ bool Job::validateProgram(std::string &error) {
     return fail("the schedule has no device");
   if (numStages < 1 || microBatches < 1)
     return fail("numStages and microBatches must be positive");
+  replicas = p.dataParallel;
+  if (replicas < 1 || replicas > 4096)
+    return fail("dataParallel " + std::to_string(replicas) +
+                " is not in [1, 4096]");
+  numRanks = numDevices * static_cast<int>(replicas);
   if (static_cast<int64_t>(p.stageGlobals.size()) != numStages)
     return fail("stageGlobals has " + std::to_string(p.stageGlobals.size()) +
                 " entries for " + std::to_string(numStages) + " stages");
@@ -280,10 +285,11 @@ bool Job::validateProgram(std::string &error) {
                     std::to_string(id) + " of " +
                     std::to_string(p.globals.size()));
   for (const InputInfo &input : p.inputs)
-    if (input.shape.empty() || input.shape[0] % microBatches != 0)
+    if (input.shape.empty() || input.shape[0] % (microBatches * replicas) != 0)
       return fail("input '" + input.name + "' " +
                   describe(input.dtype, input.shape) + " does not split into " +
-                  std::to_string(microBatches) + " micro-batches along dim 0");
+                  std::to_string(microBatches * replicas) +
+                  " micro-batches along dim 0");
   for (int d = 0; d < numDevices; ++d) {
     std::string name =
         d < static_cast<int>(p.deviceNames.size()) && !p.deviceNames[d].empty()

@@ -57,8 +57,14 @@ struct Job {
   const ProgramInfo &program;
   TrainOptions options;
   std::string exeDir;
+  /// Devices of one pipeline (the schedule's), its data-parallel replicas
+  /// and the ranks of the job (numDevices * replicas; rank r is device
+  /// r % numDevices of replica r / numDevices).
   int numDevices = 0;
+  int64_t replicas = 1;
+  int numRanks = 0;
   int64_t numStages = 0;
+  /// Per replica and step.
   int64_t microBatches = 1;
   /// stageDevice[s]: the device whose actions run stage s (-1: none).
   std::vector<int> stageDevice;

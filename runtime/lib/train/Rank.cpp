@@ -66,11 +66,11 @@ void Rank::abortJob(const std::string &message) {
     return; // another rank of this process failed first and said why
   std::fprintf(stderr, "%s\n", message.c_str());
   std::fflush(stderr);
-  comm.abort("stopping every rank after the error above");
+  world.abort("stopping every rank after the error above");
 }
 
 void Rank::report(const std::string &message) {
-  if (rank == 0) {
+  if (worldRank == 0) {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
   }
@@ -85,7 +85,7 @@ Status Rank::allReduce(std::vector<double> &values) {
   Status s;
   try {
     copyToBuffer(t.data, values.data(), t.bytes());
-    s = comm.allReduceSum(t);
+    s = world.allReduceSum(t);
     if (s.ok())
       copyFromBuffer(values.data(), t.data, t.bytes());
   } catch (const std::exception &e) {
@@ -96,21 +96,37 @@ Status Rank::allReduce(std::vector<double> &values) {
 }
 
 bool Rank::agree(bool ok, const std::string &error) {
-  std::vector<double> failed(static_cast<size_t>(comm.size()), 0.0);
-  failed[rank] = ok ? 0.0 : 1.0;
+  std::vector<double> failed(static_cast<size_t>(world.size()), 0.0);
+  failed[worldRank] = ok ? 0.0 : 1.0;
   Status s = allReduce(failed);
   if (!s.ok()) {
-    abortJob("error: rank " + std::to_string(rank) + " (device " +
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
              deviceName() + "): " + (ok ? s.message : error));
     return false;
   }
-  for (int r = 0; r < comm.size(); ++r) {
+  for (int r = 0; r < world.size(); ++r) {
     if (failed[r] == 0.0)
       continue;
-    if (r == rank) {
+    if (r == worldRank) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
       std::fflush(stderr);
     }
+    return false;
+  }
+  return true;
+}
+
+bool Rank::splitWorld(std::string &error) {
+  if (job.replicas <= 1)
+    return true;
+  // Collective on every rank, whether or not it loaded the job.
+  std::string splitError;
+  pipelineComm = world.split(static_cast<int>(replica), rank, splitError);
+  if (pipelineComm)
+    replicaComm = world.split(rank, static_cast<int>(replica), splitError);
+  if (!pipelineComm || !replicaComm) {
+    error = "rank " + std::to_string(worldRank) +
+            ": creating the data-parallel groups: " + splitError;
     return false;
   }
   return true;
@@ -122,10 +138,10 @@ bool Rank::setup(std::string &error) {
     error = std::string("no ") + backendName() + " device";
     return false;
   }
-  int device = (job.options.local ? rank : localRank(rank)) % count;
+  int device = (job.options.local ? worldRank : localRank(worldRank)) % count;
   kernels.numThreads = job.options.threads;
   if (Status s = createKernelContext(kernels, device); !s.ok()) {
-    error = "rank " + std::to_string(rank) + ": " + s.message;
+    error = "rank " + std::to_string(worldRank) + ": " + s.message;
     return false;
   }
   hasKernelContext = true;
@@ -134,8 +150,9 @@ bool Rank::setup(std::string &error) {
   arenaBytes = job.deviceArena[rank];
   arena = allocateBuffer(arenaBytes);
   if (!arena) {
-    error = "rank " + std::to_string(rank) + ": out of memory for the arena (" +
-            std::to_string(arenaBytes) + " bytes)";
+    error = "rank " + std::to_string(worldRank) +
+            ": out of memory for the arena (" + std::to_string(arenaBytes) +
+            " bytes)";
     return false;
   }
   constants = job.uploadConstants(device, error);
@@ -160,7 +177,7 @@ bool Rank::loadGlobals(std::string &error) {
       Tensor t{nullptr, g.dtype, g.shape};
       t.data = allocateBuffer(t.bytes());
       if (!t.data) {
-        error = "rank " + std::to_string(rank) +
+        error = "rank " + std::to_string(worldRank) +
                 ": out of memory for global '" + g.name + "'";
         return false;
       }
@@ -179,16 +196,23 @@ bool Rank::loadGlobals(std::string &error) {
 bool Rank::runAction(const ActionInfo &action) {
   const FunctionInfo &f = job.program.functions[action.function];
   StageState &state = *stages[action.stage];
+  // Replica r's micro-batch j is the global micro-batch r m + j: the slice
+  // of the inputs it reads and its Dropout masks, as in the interpreter.
+  int64_t microBatch = action.microBatch >= 0
+                           ? replica * job.microBatches + action.microBatch
+                           : action.microBatch;
   auto where = [&] {
-    return "error: rank " + std::to_string(rank) + " (device " + deviceName() +
-           "), stage " + std::to_string(action.stage) + ", micro-batch " +
-           std::to_string(action.microBatch) + ", " +
+    return "error: rank " + std::to_string(worldRank) + " (device " +
+           deviceName() + "), stage " + std::to_string(action.stage) +
+           ", micro-batch " + std::to_string(microBatch) + ", " +
            kinds::toString(action.kind) + " " + f.name + ": ";
   };
   std::string stepNote = " (step " + std::to_string(step + 1) + ")";
+  state.microBatchBase =
+      action.microBatch >= 0 ? replica * job.microBatches : 0;
   double start = nowSeconds();
   try {
-    f.function(state, action.microBatch);
+    f.function(state, microBatch);
     Status s = synchronizeKernels(kernels);
     if (!s.ok())
       throw StageError("kernels", s.message);
@@ -204,27 +228,81 @@ bool Rank::runAction(const ActionInfo &action) {
   return true;
 }
 
+bool Rank::gradReduce(const ActionInfo &action) {
+  StageState &state = *stages[action.stage];
+  double start = nowSeconds();
+  std::string error;
+  try {
+    // One bucket per dtype, its slots in slot order (the same on every
+    // replica), all-reduced at once.
+    std::map<DType, std::vector<Tensor *>> byType;
+    for (auto &[slot, sum] : state.sums)
+      byType[sum.dtype].push_back(&sum);
+    std::vector<double> counts;
+    for (auto &[dtype, sums] : byType) {
+      int64_t numel = 0;
+      for (Tensor *t : sums)
+        numel += t->numel();
+      Tensor bucket = pool.acquire(dtype, {numel});
+      int64_t offset = 0;
+      for (Tensor *t : sums) {
+        copyBuffer(static_cast<char *>(bucket.data) + offset, t->data,
+                   t->bytes());
+        offset += t->bytes();
+      }
+      Status s = replicaComm->allReduceSum(bucket);
+      if (s.ok()) {
+        offset = 0;
+        for (Tensor *t : sums) {
+          copyBuffer(t->data, static_cast<char *>(bucket.data) + offset,
+                     t->bytes());
+          offset += t->bytes();
+        }
+      }
+      pool.release(bucket);
+      if (!s.ok())
+        throw std::runtime_error(s.message);
+    }
+  } catch (const std::exception &e) {
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+             deviceName() + "), stage " + std::to_string(action.stage) +
+             ", grad_reduce over " + std::to_string(job.replicas) +
+             " replicas: " + e.what() + " (step " + std::to_string(step + 1) +
+             ")");
+    return false;
+  }
+  busyMs[action.stage] += (nowSeconds() - start) * 1e3;
+  return true;
+}
+
 bool Rank::writeCheckpoint() {
   const std::string &dir = job.options.checkpointDir;
   int64_t completed = step + 1;
   std::string error;
   CheckpointFile file;
-  bool ok = writeRankCheckpoint(
-      checkpointStepDir(dir, completed),
-      captureRankCheckpoint(job, rank, stages, completed), file, error);
-  if (!agree(ok, "--checkpoint: rank " + std::to_string(rank) + ": " + error))
+  // The replicas hold the same weights and optimizer state: replica 0
+  // writes the checkpoint, and every replica resumes from it.
+  bool ok =
+      replica != 0 ||
+      writeRankCheckpoint(checkpointStepDir(dir, completed),
+                          captureRankCheckpoint(job, rank, stages, completed),
+                          file, error);
+  if (!agree(ok,
+             "--checkpoint: rank " + std::to_string(worldRank) + ": " + error))
     return false;
   // Every rank's file is on disk: rank 0 learns their sizes and CRCs (exact
   // in doubles), writes the manifest and commits.
-  std::vector<double> files(2 * static_cast<size_t>(comm.size()), 0.0);
-  files[2 * rank] = static_cast<double>(file.size);
-  files[2 * rank + 1] = file.crc;
+  std::vector<double> files(2 * static_cast<size_t>(job.numDevices), 0.0);
+  if (replica == 0) {
+    files[2 * rank] = static_cast<double>(file.size);
+    files[2 * rank + 1] = file.crc;
+  }
   if (Status s = allReduce(files); !s.ok()) {
-    abortJob("error: rank " + std::to_string(rank) +
+    abortJob("error: rank " + std::to_string(worldRank) +
              ": --checkpoint: " + s.message);
     return false;
   }
-  if (rank == 0) {
+  if (worldRank == 0) {
     CheckpointManifest manifest;
     manifest.modelName = job.program.modelName;
     manifest.identity = job.identity;
@@ -232,7 +310,7 @@ bool Rank::writeCheckpoint() {
     manifest.numDevices = job.numDevices;
     manifest.numStages = job.numStages;
     manifest.seed = job.seed;
-    for (int r = 0; r < comm.size(); ++r)
+    for (int r = 0; r < job.numDevices; ++r)
       manifest.files.push_back({rankCheckpointName(r),
                                 static_cast<int64_t>(files[2 * r]),
                                 static_cast<uint32_t>(files[2 * r + 1])});
@@ -246,7 +324,7 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   // A value stashed and never unstashed is a schedule error.
   for (auto &[s, state] : stages)
     if (!state->stashed.empty()) {
-      abortJob("error: rank " + std::to_string(rank) + " (device " +
+      abortJob("error: rank " + std::to_string(worldRank) + " (device " +
                deviceName() + "), stage " + std::to_string(s) + ", step " +
                std::to_string(step + 1) + ": the step left " +
                std::to_string(state->stashed.size()) +
@@ -257,9 +335,10 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   // [partial sum, micro-batches, producing stage + 1] per reported output,
   // then the busy time of every stage.
   size_t k = job.reported.size();
+  int64_t totalMicroBatches = job.microBatches * job.replicas;
   std::vector<double> stats(3 * k + static_cast<size_t>(job.numStages), 0.0);
   for (size_t i = 0; i < k; ++i) {
-    for (int64_t mb = 0; mb < job.microBatches; ++mb)
+    for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
       if (outputSeen[i][mb]) {
         stats[3 * i] += outputParts[i][mb];
         stats[3 * i + 1] += 1;
@@ -267,10 +346,11 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
     if (stats[3 * i + 1] > 0)
       stats[3 * i + 2] = static_cast<double>(outputStage[i] + 1);
   }
+  // Busy time: the mean over the replicas.
   for (int64_t s = 0; s < job.numStages; ++s)
-    stats[3 * k + s] = busyMs[s];
+    stats[3 * k + s] = busyMs[s] / static_cast<double>(job.replicas);
   if (Status s = allReduce(stats); !s.ok()) {
-    abortJob("error: rank " + std::to_string(rank) + " (device " +
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
              deviceName() + "), step " + std::to_string(step + 1) +
              ": gathering the step's outputs: " + s.message);
     return false;
@@ -282,19 +362,19 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   for (size_t i = 0; i < k; ++i) {
     const OutputInfo &info = job.program.outputs[job.reported[i]];
     int64_t stage = static_cast<int64_t>(stats[3 * i + 2]) - 1;
-    if (stats[3 * i + 1] != static_cast<double>(job.microBatches)) {
+    if (stats[3 * i + 1] != static_cast<double>(totalMicroBatches)) {
       report("error: step " + std::to_string(step + 1) + ": output '" +
              info.name + "' was produced for " +
              std::to_string(static_cast<int64_t>(stats[3 * i + 1])) + " of " +
-             std::to_string(job.microBatches) + " micro-batches");
+             std::to_string(totalMicroBatches) + " micro-batches");
       return false;
     }
     double total = stats[3 * i];
     if (info.combine == "mean")
-      total /= static_cast<double>(job.microBatches);
+      total /= static_cast<double>(totalMicroBatches);
     values[i] = roundTo(info.dtype, total);
     if (!std::isfinite(values[i])) {
-      int producer = stage >= 0 ? job.stageDevice[stage] : -1;
+      int producer = stage >= 0 ? job.stageDevice[stage] : -1; // replica 0
       report("error: rank " + std::to_string(producer) + " (device " +
              (producer >= 0 ? job.deviceNames[producer] : "?") + "), stage " +
              std::to_string(stage) + ", step " + std::to_string(step + 1) +
@@ -305,7 +385,7 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   }
   for (int64_t s = 0; s < job.numStages; ++s)
     totalBusyMs[s] += stats[3 * k + s];
-  if (rank != 0)
+  if (worldRank != 0)
     return true;
 
   double samplesPerSecond =
@@ -329,7 +409,7 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
   const TrainOptions &options = job.options;
   StepLog log;
   std::string error;
-  if (rank == 0 && !options.logFile.empty())
+  if (worldRank == 0 && !options.logFile.empty())
     log.open(options.logFile, job.numStages, job.resuming, error);
   if (!agree(error.empty(), error))
     return false;
@@ -339,12 +419,19 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
   bool ok = true;
   for (step = job.firstStep(); ok && step < options.steps; ++step) {
     double start = nowSeconds();
-    outputParts.assign(k, std::vector<double>(job.microBatches, 0.0));
-    outputSeen.assign(k, std::vector<char>(job.microBatches, 0));
+    // Indexed by global micro-batch (every replica's).
+    int64_t totalMicroBatches = job.microBatches * job.replicas;
+    outputParts.assign(k, std::vector<double>(totalMicroBatches, 0.0));
+    outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
     outputStage.assign(k, -1);
     busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
     waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
     for (const ActionInfo &action : job.program.schedule[rank]) {
+      if (action.kind == kinds::ActionKind::GradReduce) {
+        if (job.replicas > 1 && !(ok = gradReduce(action)))
+          break;
+        continue;
+      }
       if (action.function < 0)
         continue; // nothing to run (a reduction with nothing to reduce)
       if (!(ok = runAction(action)))
@@ -398,7 +485,7 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
         const Tensor &t = stages[holder]->globals[static_cast<int>(id)];
         if (rank == 0) {
           copyFromBuffer(host.bytes.data(), t.data, bytes);
-        } else if (Status s = comm.send(t, 0, kDriverTag); !s.ok()) {
+        } else if (Status s = pipeline().send(t, 0, kDriverTag); !s.ok()) {
           error = "sending global '" + g.name + "' to rank 0: " + s.message;
           return false;
         }
@@ -409,7 +496,7 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
         error = "out of memory receiving global '" + g.name + "'";
         return false;
       }
-      Status s = comm.recv(t, from, kDriverTag);
+      Status s = pipeline().recv(t, from, kDriverTag);
       if (s.ok())
         copyFromBuffer(host.bytes.data(), t.data, bytes);
       freeBuffer(t.data);
@@ -428,37 +515,45 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
 bool Rank::finish(int64_t stepsRun, double seconds) {
   const TrainOptions &options = job.options;
   // Busy time and measured memory of every device, for the summary.
+  // Replica 0's (the others run the same work on other micro-batches).
   std::vector<double> totals(2 * static_cast<size_t>(job.numDevices), 0.0);
-  for (int64_t s : job.deviceStages[rank])
-    totals[rank] += totalBusyMs[s];
-  totals[job.numDevices + rank] =
-      static_cast<double>(arenaBytes + globalBytes + pool.allocatedBytes());
+  if (replica == 0) {
+    for (int64_t s : job.deviceStages[rank])
+      totals[rank] += totalBusyMs[s];
+    totals[job.numDevices + rank] =
+        static_cast<double>(arenaBytes + globalBytes + pool.allocatedBytes());
+  }
   if (Status s = allReduce(totals); !s.ok()) {
-    abortJob("error: rank " + std::to_string(rank) + ": " + s.message);
+    abortJob("error: rank " + std::to_string(worldRank) + ": " + s.message);
     return false;
   }
 
+  // Replica 0's globals are the result: the replicas' weights are equal,
+  // and (as DDP's broadcast of buffers has it) its running statistics win.
   bool ok = true;
   std::string error;
-  if (!options.dumpGlobals.empty()) {
+  if (replica != 0) {
+    // Nothing to write.
+  } else if (!options.dumpGlobals.empty()) {
     NamedTensors values;
     ok = gather(/*trainableOnly=*/false, values, error);
-    if (ok && rank == 0)
+    if (ok && worldRank == 0)
       ok = dumpGlobals(options.dumpGlobals, values, error);
   }
-  if (ok && !options.saveOnnx.empty()) {
+  if (ok && replica == 0 && !options.saveOnnx.empty()) {
     NamedTensors values;
     // Every global: BatchNorm running statistics belong in the deployed
     // model too; state without an initializer is skipped.
     ok = gather(/*trainableOnly=*/false, values, error);
-    if (ok && rank == 0)
+    if (ok && worldRank == 0)
       ok = saveONNX(job, values, error);
   }
   if (!ok) {
-    std::string message = "error: rank " + std::to_string(rank) + ": " + error;
+    std::string message =
+        "error: rank " + std::to_string(worldRank) + ": " + error;
     // Rank 0 may wait for this rank's globals: stop it. The others are done
     // when rank 0 fails.
-    if (rank != 0) {
+    if (worldRank != 0) {
       abortJob(message);
     } else {
       std::fprintf(stderr, "%s\n", message.c_str());
@@ -466,16 +561,16 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     }
     return false;
   }
-  if (rank == 0)
+  if (worldRank == 0)
     printSummary(job, stepsRun, seconds, totals);
   return true;
 }
 
 int Rank::run(const std::string &loadError) {
   try {
-    comm.timeoutSeconds = job.options.timeout;
+    world.timeoutSeconds = job.options.timeout;
     std::string error = loadError;
-    bool ok = error.empty() && setup(error);
+    bool ok = splitWorld(error) && error.empty() && setup(error);
     if (!agree(ok, error))
       return 1;
     int64_t stepsRun = 0;
@@ -484,7 +579,7 @@ int Rank::run(const std::string &loadError) {
       return 1;
     return finish(stepsRun, seconds) ? 0 : 1;
   } catch (const std::exception &e) {
-    abortJob("error: rank " + std::to_string(rank) + " (device " +
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
              deviceName() + "): " + e.what());
     return 1;
   }

@@ -28,8 +28,9 @@ class StepLog;
 
 class Rank {
 public:
-  Rank(Job &job, int rank, Communicator &comm)
-      : job(job), rank(rank), comm(comm) {}
+  Rank(Job &job, int worldRank, Communicator &world)
+      : job(job), worldRank(worldRank), rank(worldRank % job.numDevices),
+        replica(worldRank / job.numDevices), world(world) {}
   ~Rank();
 
   /// Sets up, trains and finishes; the process exit status. `loadError`
@@ -37,8 +38,20 @@ public:
   int run(const std::string &loadError = {});
 
   Job &job;
+  /// This rank in the job (what mpirun numbers).
+  const int worldRank;
+  /// The device of the schedule this rank runs, and its data-parallel
+  /// replica (0 without data parallelism).
   const int rank;
-  Communicator &comm;
+  const int64_t replica;
+  /// Every rank of the job: agreement, the step's outputs, checkpoints.
+  Communicator &world;
+  /// This replica's pipeline, ranked by device: stage messages, gathers.
+  Communicator &pipeline() { return pipelineComm ? *pipelineComm : world; }
+  /// The job's rank of device `device` of this replica.
+  int worldRankOf(int device) const {
+    return static_cast<int>(replica) * job.numDevices + device;
+  }
   Context kernels;
   bool hasKernelContext = false;
   void *arena = nullptr;
@@ -47,6 +60,9 @@ public:
   const std::vector<void *> *constants = nullptr;
   StageMap stages;
   BufferPool pool;
+  /// Data parallelism only: the pipeline of this replica, and this
+  /// device's replicas (grad_reduce), split from the world.
+  std::unique_ptr<Communicator> pipelineComm, replicaComm;
   /// Messages between two stages of this rank: (from, to, tag, mb).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
 
@@ -59,9 +75,20 @@ public:
   /// Time each stage waited in receives, left out of its busy time.
   std::vector<double> waitMs;
 
-  const char *deviceName() const { return job.deviceNames[rank].c_str(); }
+  /// The schedule's device name, with the replica under data parallelism
+  /// (the program names replica 0's devices).
+  const char *deviceName() const {
+    if (displayName.empty()) {
+      displayName = job.deviceNames[rank];
+      if (job.replicas > 1)
+        displayName += " of replica " + std::to_string(replica);
+    }
+    return displayName.c_str();
+  }
 
 private:
+  mutable std::string displayName;
+
   /// The kernel context, arena, constants and stages of this rank, with
   /// their globals (initial or resumed).
   bool setup(std::string &error);
@@ -70,8 +97,13 @@ private:
   bool loadGlobals(std::string &error);
   /// Runs the steps from Job::firstStep, logging and checkpointing.
   bool trainSteps(int64_t &stepsRun, double &seconds);
+  /// Splits the world into the pipelines and replica groups.
+  bool splitWorld(std::string &error);
   /// Runs one action of the schedule; false after aborting the job.
   bool runAction(const ActionInfo &action);
+  /// grad_reduce of `stage`: sums its accumulated gradients over the
+  /// replicas, one all-reduce per dtype (a bucket); false after aborting.
+  bool gradReduce(const ActionInfo &action);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
   bool finishStep(double startSeconds, double loopStart, int64_t stepsDone,
                   StepLog &log);

@@ -135,19 +135,21 @@ void StageState::input(int index, int64_t microBatch, Tensor &dst) {
   const Job &job = rank_.job;
   if (index < 0 || index >= static_cast<int>(job.program.inputs.size()))
     fail("pp.input", "no input " + std::to_string(index));
-  if (microBatch < 0 || microBatch >= job.microBatches)
+  // `microBatch` is global: replica r m + j (Rank::runAction).
+  int64_t total = job.microBatches * job.replicas;
+  if (microBatch < 0 || microBatch >= total)
     fail("pp.input", "no micro-batch " + std::to_string(microBatch) +
                          " of input " + std::to_string(index));
   const InputInfo &info = job.program.inputs[index];
   std::vector<int64_t> shape = info.shape;
-  shape[0] /= job.microBatches;
+  shape[0] /= total;
   expectLayout("pp.input", "a micro-batch of input '" + info.name + "'", dst,
                info.dtype, shape);
   sync("pp.input");
   int64_t chunk = dst.bytes();
   int64_t batch = rank_.step % job.numBatches;
-  const char *src = job.inputData[index].bytes.data() +
-                    (batch * job.microBatches + microBatch) * chunk;
+  const char *src =
+      job.inputData[index].bytes.data() + (batch * total + microBatch) * chunk;
   copyToBuffer(dst.data, src, chunk);
 }
 
@@ -155,7 +157,7 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
   const Job &job = rank_.job;
   if (index < 0 || index >= static_cast<int>(job.program.outputs.size()))
     fail("pp.output", "no output " + std::to_string(index));
-  if (microBatch < 0 || microBatch >= job.microBatches)
+  if (microBatch < 0 || microBatch >= job.microBatches * job.replicas)
     fail("pp.output", "output " + std::to_string(index) +
                           " has no slot for micro-batch " +
                           std::to_string(microBatch));
@@ -182,7 +184,10 @@ int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
   if (peerStage < 0 || peerStage >= job.numStages ||
       job.stageDevice[peerStage] < 0)
     fail(op, "no stage " + std::to_string(peerStage) + " runs in this program");
-  if (tag < 0 || microBatch < -1 || microBatch >= job.microBatches)
+  // Messages stay within the replica's pipeline: its own micro-batch
+  // index makes the tag.
+  int64_t local = microBatch >= 0 ? microBatch - microBatchBase : microBatch;
+  if (tag < 0 || local < -1 || local >= job.microBatches)
     fail(op, "bad tag " + std::to_string(tag) + " or micro-batch " +
                  std::to_string(microBatch));
   bool sending = std::strcmp(op, "pp.send") == 0;
@@ -190,7 +195,7 @@ int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
   int64_t to = sending ? peerStage : stage;
   // Unique per (from, to, tag, micro-batch); per-step messages use -1.
   int64_t s = job.numStages, m = job.microBatches + 1;
-  int64_t mpiTag = ((tag * s + from) * s + to) * m + (microBatch + 1);
+  int64_t mpiTag = ((tag * s + from) * s + to) * m + (local + 1);
   if (mpiTag >= kDriverTag)
     fail(op, "message tag " + std::to_string(tag) + " from stage " +
                  std::to_string(from) + " to stage " + std::to_string(to) +
@@ -220,10 +225,11 @@ void StageState::send(int peerStage, int tag, int64_t microBatch,
     }
     return;
   }
-  Status s = rank_.comm.send(value, peer, mpiTag);
+  Status s = rank_.pipeline().send(value, peer, mpiTag);
   if (!s.ok())
     fail("pp.send", "to stage " + std::to_string(peerStage) + " on rank " +
-                        std::to_string(peer) + ": " + s.message);
+                        std::to_string(rank_.worldRankOf(peer)) + ": " +
+                        s.message);
 }
 
 void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
@@ -231,7 +237,7 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   sync("pp.recv");
   int peer = rank_.job.stageDevice[peerStage];
   std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
-                     std::to_string(peer) + " (device " +
+                     std::to_string(rank_.worldRankOf(peer)) + " (device " +
                      rank_.job.deviceNames[peer] + "), tag " +
                      std::to_string(tag) + ", micro-batch " +
                      std::to_string(microBatch);
@@ -252,7 +258,7 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   }
   // Waiting for a peer is not work: busy time leaves it out.
   double start = nowSeconds();
-  Status s = rank_.comm.recv(dst, peer, mpiTag);
+  Status s = rank_.pipeline().recv(dst, peer, mpiTag);
   rank_.waitMs[stage] += (nowSeconds() - start) * 1e3;
   if (!s.ok())
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);

@@ -82,6 +82,10 @@ public:
   std::map<std::pair<int64_t, int64_t>, Tensor> stashed;
   /// Gradient sums by slot, pool buffers.
   std::map<int64_t, Tensor> sums;
+  /// The global index of the running function's replica-local micro-batch
+  /// 0: replica * microBatches for a micro-batch action, 0 for a per-step
+  /// one (whose messages name micro-batch 0 or -1 themselves).
+  int64_t microBatchBase = 0;
 
 private:
   /// Waits for queued kernels; a failure is reported as `op`'s.

@@ -1,6 +1,7 @@
 //===- Trainer.cpp - The training driver of generated programs ------------===//
 //
-// trainMain (Program.h): one rank per device, either threads of this process
+// trainMain (Program.h): one rank per device of each data-parallel replica
+// of the pipeline, either threads of this process
 // (--local, in-process communicator) or processes under mpirun (MPI, or
 // NCCL in the CUDA build). Each rank runs its device's actions in order,
 // every step, on one StageContext per stage it holds. The semantics mirror
@@ -82,14 +83,14 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
       return 1;
     }
-    auto group = createInProcessGroup(job.numDevices);
-    std::vector<int> status(static_cast<size_t>(job.numDevices), 0);
+    auto group = createInProcessGroup(job.numRanks);
+    std::vector<int> status(static_cast<size_t>(job.numRanks), 0);
     auto runRank = [&](int r) {
       Rank rank(job, r, *group[r]);
       status[r] = rank.run();
     };
     std::vector<std::thread> threads;
-    for (int r = 1; r < job.numDevices; ++r)
+    for (int r = 1; r < job.numRanks; ++r)
       threads.emplace_back(runRank, r);
     runRank(0);
     for (std::thread &thread : threads)
@@ -104,12 +105,17 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
-  if (comm->size() != job.numDevices) {
-    if (comm->rank() == 0)
+  if (comm->size() != job.numRanks) {
+    if (comm->rank() == 0) {
+      std::string layout = std::to_string(job.numDevices) + " devices";
+      if (job.replicas > 1)
+        layout +=
+            " x " + std::to_string(job.replicas) + " data-parallel replicas";
       std::fprintf(stderr,
-                   "error: the program runs on %d devices: launch it with "
+                   "error: the program runs on %s: launch it with "
                    "mpirun -np %d (this job has %d ranks), or run --local\n",
-                   job.numDevices, job.numDevices, comm->size());
+                   layout.c_str(), job.numRanks, comm->size());
+    }
     return 1;
   }
   // Every rank loads the files; Rank::run agrees on the outcome, so one

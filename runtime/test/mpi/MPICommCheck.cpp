@@ -2,7 +2,8 @@
 //
 // Run as `mpirun -np N pp-rt-mpi-check`: a ring of point-to-point messages,
 // two ranks sending large messages to each other at once (must not
-// deadlock), a sum all-reduce, and a size mismatch reported as an error.
+// deadlock), a sum all-reduce, a split into pairs (their own all-reduce
+// and messages), and a size mismatch reported as an error.
 // With `--kill-rank R`, rank R kills itself (SIGKILL) after the ring and
 // the others wait for it: mpirun must stop the job.
 //
@@ -14,6 +15,7 @@
 #include <cuda_runtime.h>
 #endif
 
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -137,6 +139,35 @@ int main(int argc, char **argv) {
   float expected = static_cast<float>(size * (size + 1) / 2);
   expect(value[0] == expected && value[3] == expected, "allReduceSum value",
          rank);
+
+  // Split into pairs (color rank / 2, key -rank: reversed): each pair sums
+  // on its own and messages inside it, as data-parallel groups do.
+  std::string error;
+  auto pair = comm->split(rank / 2, -rank, error);
+  expect(pair != nullptr, error.c_str(), rank);
+  if (pair) {
+    int pairSize = std::min(2, size - rank / 2 * 2);
+    expect(pair->size() == pairSize, "split size", rank);
+    expect(pair->rank() == pairSize - 1 - rank % 2, "split rank order", rank);
+    std::vector<float> part(2, static_cast<float>(rank));
+    Tensor partT = view(part);
+    expect(pair->allReduceSum(partT).ok(), "split allReduceSum", rank);
+    syncToHost();
+    float sum = pairSize == 2 ? static_cast<float>(2 * rank - rank % 2 * 2 + 1)
+                              : static_cast<float>(rank);
+    expect(part[0] == sum && part[1] == sum, "split allReduceSum value", rank);
+    if (pairSize == 2) {
+      std::vector<float> note(1, static_cast<float>(rank)), heard(1);
+      Tensor noteT = view(note), heardT = view(heard);
+      int other = 1 - pair->rank();
+      expect(pair->send(noteT, other, 5).ok(), "split send", rank);
+      Status s = pair->recv(heardT, other, 5);
+      expect(s.ok(), s.message.c_str(), rank);
+      syncToHost();
+      expect(heard[0] == static_cast<float>(rank ^ 1), "split payload", rank);
+    }
+  }
+  pair.reset();
 
   // A receive of the wrong size is an error, not a crash (NCCL does not
   // see sizes).

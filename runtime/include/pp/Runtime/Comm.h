@@ -1,8 +1,10 @@
 //===- Comm.h - Transfers between the ranks of a pipeline job ---*- C++ -*-===//
 //
 // One interface for the messages of a pipelined training job: point-to-point
-// sends and receives of tensors (activations, gradients, tied weights) and a
-// sum all-reduce (data-parallel gradients). Backends:
+// sends and receives of tensors (activations, gradients, tied weights), a
+// sum all-reduce (data-parallel gradients) and `split` into sub-groups (the
+// pipeline of each data-parallel replica, the replicas of each device).
+// Backends:
 //   - in-process: the ranks are threads of one process (a single machine, or
 //     one GPU running every stage);
 //   - MPI: one process per rank (`mpirun -np N`, multi-node through the host
@@ -48,6 +50,12 @@ public:
   virtual Status allReduceSum(Tensor &value) = 0;
   /// Stops every rank of the job with `reason` (does not return for MPI).
   virtual void abort(const std::string &reason) = 0;
+  /// Collective over every rank of this communicator (MPI_Comm_split): the
+  /// ranks passing the same `color` form a new communicator, ranked by
+  /// `key` (ties by their rank here). Its abort stops the whole job, and it
+  /// must be destroyed before this one. Null with `error` set on failure.
+  virtual std::unique_ptr<Communicator> split(int color, int key,
+                                              std::string &error) = 0;
 
   /// Seconds a receive waits before it reports the peer as lost.
   double timeoutSeconds = 60;

@@ -171,6 +171,7 @@ struct ProgramInfo {
   std::string modelName;
   kinds::ScheduleKind scheduleKind;
   int64_t numStages;
+  /// Micro-batches per step of each data-parallel replica.
   int64_t microBatches;
   /// Planned bytes per device (pp.planned_peak_bytes), 0 when unknown.
   std::vector<int64_t> plannedPeakBytes;
@@ -199,6 +200,11 @@ struct ProgramInfo {
   /// model file that changed since (the program directory's model.onnx may
   /// be a hard link to the file the user exported).
   uint32_t onnxHash = 0;
+  /// Replicas of the pipeline trained in data parallel: rank r runs device
+  /// r % D of the schedule (D devices) in replica r / D, on the global
+  /// micro-batches replica * microBatches + j, and grad_reduce actions
+  /// sum each stage's gradients over the replicas.
+  int64_t dataParallel = 1;
 };
 
 /// The training executable's main: see docs/cli.md for the options.
