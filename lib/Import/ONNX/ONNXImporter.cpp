@@ -106,8 +106,8 @@ private:
   LogicalResult checkShapeOperandLengths(const onnxpb::GraphProto &graph);
   LogicalResult checkInferredShapes(const onnxpb::GraphProto &graph,
                                     int64_t opset);
-  LogicalResult checkGemmRanks(const onnxpb::GraphProto &graph,
-                               const llvm::StringMap<int> &rankOf);
+  LogicalResult checkOperandRanks(const onnxpb::GraphProto &graph,
+                                  const llvm::StringMap<int> &rankOf);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -630,12 +630,32 @@ static llvm::StringMap<int> knownRanks(const onnxpb::GraphProto &graph) {
   return rankOf;
 }
 
-LogicalResult Importer::checkGemmRanks(const onnxpb::GraphProto &graph,
-                                       const llvm::StringMap<int> &rankOf) {
+LogicalResult Importer::checkOperandRanks(const onnxpb::GraphProto &graph,
+                                          const llvm::StringMap<int> &rankOf) {
   // ONNX's old Gemm shape inference and its 6-to-7 adapter read dims 0 and
-  // 1 of A and B unchecked (a SIGSEGV or a read past a vector).
+  // 1 of A and B unchecked (a SIGSEGV or a read past a vector); its
+  // convolution inference trusts W's rank.
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnxpb::NodeProto &node = graph.node(i);
+    // ONNX's convolution shape inference takes the kernel's spatial dims
+    // from W and indexes X's dims with them: a W of higher rank than X
+    // reads past X's dims (a SIGSEGV).
+    int weight = node.op_type() == "QLinearConv" ? 3
+                 : node.op_type() == "Conv" ||
+                         node.op_type() == "ConvTranspose" ||
+                         node.op_type() == "ConvInteger"
+                     ? 1
+                     : -1;
+    if (weight >= 0 && node.input_size() > weight) {
+      auto x = rankOf.find(node.input(0));
+      auto w = rankOf.find(node.input(weight));
+      if (x != rankOf.end() && w != rankOf.end() && x->second != w->second)
+        return emitError(nodeLoc(node, i))
+               << "node '" << nodeName(node, i) << "' (" << node.op_type()
+               << "): its weight '" << node.input(weight) << "' has rank "
+               << w->second << " but its input '" << node.input(0)
+               << "' has rank " << x->second << " (they must be equal)";
+    }
     if (node.op_type() != "Gemm")
       continue;
     for (int operand = 0; operand < std::min(2, node.input_size()); ++operand) {
@@ -656,7 +676,7 @@ LogicalResult Importer::checkInferredShapes(const onnxpb::GraphProto &graph,
   // ...) index the inferred dims of their inputs without checking that
   // there are any.
   llvm::StringMap<int> rankOf = knownRanks(graph);
-  if (failed(checkGemmRanks(graph, rankOf)))
+  if (failed(checkOperandRanks(graph, rankOf)))
     return failure();
   for (int i = 0; i < graph.node_size(); ++i) {
     const onnxpb::NodeProto &node = graph.node(i);
@@ -1107,7 +1127,7 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       // as its unknown shape operand declares elements: 2^63 of them is a
       // hang, not an error.
       if (failed(checkShapeOperandLengths(model.graph())) ||
-          failed(checkGemmRanks(model.graph(), knownRanks(model.graph()))))
+          failed(checkOperandRanks(model.graph(), knownRanks(model.graph()))))
         return nullptr;
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
