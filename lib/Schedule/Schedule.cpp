@@ -154,7 +154,10 @@ static void buildZBH1(Schedule &s) {
 }
 
 /// Appends the per-step actions: each stage of the device in the order its
-/// last weight gradient is computed, so reductions can start early.
+/// last weight gradient is computed, so updates can start early; a stage's
+/// grad_reduce goes right after its last weight gradient, so the reduction
+/// overlaps the device's remaining backward work (interleaved chunks, the
+/// deferred weight gradients of zero-bubble schedules).
 static void appendStepActions(Schedule &s,
                               const std::vector<bool> *gradReduceStages) {
   for (int d = 0; d < s.numDevices; ++d) {
@@ -169,11 +172,13 @@ static void appendStepActions(Schedule &s,
         lastGrad[list[i].stage] = i;
     std::stable_sort(stages.begin(), stages.end(),
                      [&](int a, int b) { return lastGrad[a] < lastGrad[b]; });
-    for (int stage : stages) {
-      if (gradReduceStages && (*gradReduceStages)[stage])
-        list.push_back({ActionKind::GradReduce, stage, -1});
+    // From the latest position down, so earlier positions stay valid.
+    for (auto it = stages.rbegin(); it != stages.rend(); ++it)
+      if (gradReduceStages && (*gradReduceStages)[*it])
+        list.insert(list.begin() + lastGrad[*it] + 1,
+                    {ActionKind::GradReduce, *it, -1});
+    for (int stage : stages)
       list.push_back({ActionKind::OptimizerStep, stage, -1});
-    }
   }
 }
 
@@ -187,7 +192,8 @@ bool pp::schedule::orderStepActions(
     std::vector<size_t> positions;
     std::vector<int> stages;
     for (size_t i = 0; i < list.size(); ++i) {
-      if (!isPerStep(list[i].kind))
+      // grad_reduce stays after its stage's last weight gradient.
+      if (list[i].kind != ActionKind::OptimizerStep)
         continue;
       positions.push_back(i);
       if (std::find(stages.begin(), stages.end(), list[i].stage) ==

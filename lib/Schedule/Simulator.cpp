@@ -3,7 +3,10 @@
 // A discrete-event simulation: a queue of action ends and transfer ends,
 // processed in time order; after every instant each idle device starts its
 // next action if its dependencies are met. Transfers are timed when they are
-// sent, which is FIFO per link because sends happen in time order.
+// sent, which is FIFO per link because sends happen in time order. A
+// grad_reduce is communication, not compute: it runs on its device's
+// collective channel (one at a time, in schedule order) while the device
+// goes on with its next actions; the stage's optimizer step waits for it.
 //
 //===----------------------------------------------------------------------===//
 
@@ -22,8 +25,9 @@ struct Event {
   double time;
   /// Tie-break: the order events were created in, for determinism.
   uint64_t seq;
-  enum Kind { ActionEnd, TransferEnd } kind;
-  /// Device (ActionEnd) or index into SimulationResult::transfers.
+  enum Kind { ActionEnd, TransferEnd, CollectiveEnd } kind;
+  /// Device (ActionEnd), index into SimulationResult::transfers
+  /// (TransferEnd) or into SimulationResult::actions (CollectiveEnd).
   int index;
 
   bool operator>(const Event &other) const {
@@ -78,6 +82,8 @@ private:
   std::vector<int> scheduledOn;
   std::vector<char> done, delivered;
   std::vector<char> hasGradReduce;
+  /// Per device: when its collective channel (grad_reduce) becomes free.
+  std::vector<double> collectiveFree;
   /// Per directed link (from * p + to): when it becomes free.
   std::vector<double> linkFree;
   /// Per transfer: the slot of its producer.
@@ -163,6 +169,17 @@ void Simulation::tryStart(double now) {
     if (!isReady(d, a, blocker))
       continue;
     const StageCosts &c = input.stages[a.stage];
+    if (a.kind == ActionKind::GradReduce) {
+      // Off the compute stream: the device takes its next action now.
+      double start = std::max(now, collectiveFree[d]);
+      double end = start + c.gradReduce;
+      collectiveFree[d] = end;
+      push(end, Event::CollectiveEnd, static_cast<int>(result.actions.size()));
+      result.actions.push_back({d, a, start, end});
+      ++next[d];
+      --d; // this device again
+      continue;
+    }
     double duration = 0;
     switch (a.kind) {
     case ActionKind::Forward:
@@ -187,8 +204,7 @@ void Simulation::tryStart(double now) {
     case ActionKind::BackwardWeight:
       duration = c.backwardWeight;
       break;
-    case ActionKind::GradReduce:
-      duration = c.gradReduce;
+    case ActionKind::GradReduce: // started above
       break;
     case ActionKind::OptimizerStep:
       duration = c.optimizer;
@@ -304,6 +320,7 @@ void Simulation::run() {
   heldBytes.assign(numSlots, 0);
   heldOn.assign(numSlots, -1);
   hasGradReduce.assign(schedule.numStages(), 0);
+  collectiveFree.assign(p, 0);
   linkFree.assign(static_cast<size_t>(p) * p, 0);
   memory.assign(p, 0);
   result.busy.assign(p, 0);
@@ -331,6 +348,8 @@ void Simulation::run() {
       queue.pop();
       if (event.kind == Event::ActionEnd)
         finishAction(event.index, now);
+      else if (event.kind == Event::CollectiveEnd)
+        done[slotOf(result.actions[event.index].action)] = 1;
       else
         delivered[transferProducer[event.index]] = 1;
     }

@@ -154,11 +154,14 @@ void checkTimings(const Schedule &s, const SimulationInput &input,
 
   for (int d = 0; d < s.numDevices; ++d) {
     ASSERT_EQ(perDevice[d].size(), s.actions[d].size()) << name;
-    double free = 0;
+    // Compute actions run one at a time; a grad_reduce runs on the device's
+    // collective channel, one at a time, and holds up no compute.
+    double free = 0, collectiveFree = 0;
     for (size_t i = 0; i < perDevice[d].size(); ++i) {
       const ActionTiming &t = *perDevice[d][i];
       EXPECT_EQ(t.action, s.actions[d][i]) << name;
-      double ready = free;
+      bool collective = t.action.kind == ActionKind::GradReduce;
+      double ready = collective ? std::max(free, collectiveFree) : free;
       for (const Action &dep :
            dependencies(s, t.action, hasReduce[t.action.stage])) {
         const ActionTiming *producer = timing[key(dep)];
@@ -176,7 +179,15 @@ void checkTimings(const Schedule &s, const SimulationInput &input,
       }
       EXPECT_NEAR(t.start, ready, 1e-9 * (1 + ready))
           << name << ": " << toString(t.action) << " started late";
-      free = t.end;
+      if (collective) {
+        // Reached once the compute before it has ended.
+        collectiveFree = t.end;
+        EXPECT_NEAR(t.end - t.start, input.stages[t.action.stage].gradReduce,
+                    1e-9)
+            << name;
+      } else {
+        free = t.end;
+      }
     }
   }
   EXPECT_GE(r.bubbleFraction, 0) << name;
@@ -281,16 +292,17 @@ TEST(BuildSchedule, ZBH1Order) {
             "F2.0 I2.0 F2.1 I2.1 F2.2 I2.2 W2.0 F2.3 I2.3 W2.1 W2.2 W2.3 O2");
 }
 
-TEST(BuildSchedule, GradReduceBeforeOptimizerStep) {
+TEST(BuildSchedule, GradReduceAfterLastBackward) {
   std::vector<bool> reduce = {true, false, false, true};
   Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 2, &reduce);
   std::string error;
   EXPECT_TRUE(validateSchedule(s, error)) << error;
-  // Device 1 holds stages 1 and 3; stage 3's backwards finish first.
-  std::vector<Action> tail(s.actions[1].end() - 3, s.actions[1].end());
-  EXPECT_EQ(compact(tail), "R3 O3 O1");
-  std::vector<Action> tail0(s.actions[0].end() - 3, s.actions[0].end());
-  EXPECT_EQ(compact(tail0), "O2 R0 O0");
+  // Device 1 holds stages 1 and 3: stage 3's reduction starts after its
+  // last backward, beside stage 1's remaining backwards.
+  EXPECT_EQ(compact(s.actions[1]),
+            "F1.0 F1.1 F3.0 B3.0 F3.1 B3.1 R3 B1.0 B1.1 O3 O1");
+  EXPECT_EQ(compact(s.actions[0]),
+            "F0.0 F0.1 F2.0 F2.1 B2.0 B2.1 B0.0 B0.1 R0 O2 O0");
 
   // The optimizer step waits for the reduction, which takes its time.
   SimulationInput input = uniform(4, 1, 2);
@@ -313,6 +325,19 @@ TEST(BuildSchedule, GradReduceBeforeOptimizerStep) {
       EXPECT_DOUBLE_EQ(t.start, reduceEnd);
     }
   EXPECT_TRUE(found);
+  // Stage 3's reduction overlaps stage 1's backwards on device 1, so the
+  // step ends before a blocking reduction would let it.
+  const ActionTiming *r3 = nullptr, *b10 = nullptr;
+  for (const ActionTiming &t : r.actions) {
+    if (t.action == Action{ActionKind::GradReduce, 3, -1})
+      r3 = &t;
+    if (t.action == Action{ActionKind::Backward, 1, 0})
+      b10 = &t;
+  }
+  ASSERT_TRUE(r3 && b10);
+  EXPECT_LT(r3->start, b10->end);
+  EXPECT_LT(b10->start, r3->end);
+  EXPECT_LT(r.busy[1], r.iterationTime);
 }
 
 TEST(OrderStepActions, SenderFirstOnItsDevice) {
@@ -324,8 +349,8 @@ TEST(OrderStepActions, SenderFirstOnItsDevice) {
   ASSERT_TRUE(orderStepActions(s, {{0, 2}, {1, 0}}, error)) << error;
   std::vector<Action> tail0(s.actions[0].end() - 3, s.actions[0].end());
   EXPECT_EQ(compact(tail0), "R0 O0 O2");
-  std::vector<Action> tail1(s.actions[1].end() - 3, s.actions[1].end());
-  EXPECT_EQ(compact(tail1), "R3 O3 O1");
+  std::vector<Action> tail1(s.actions[1].end() - 5, s.actions[1].end());
+  EXPECT_EQ(compact(tail1), "R3 B1.0 B1.1 O3 O1");
   EXPECT_TRUE(validateSchedule(s, error)) << error;
   // A cycle on one device has no order: reported, the order left as built.
   Schedule cyclic = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);

@@ -43,9 +43,10 @@
 //                bubbles. A stash lives from F until W, so every stage holds
 //                min(p, m) of them: the peak of 1F1B (stage 0), now on every
 //                stage.
-// Every device then ends with, for each stage it holds (in the order their
-// last backward ran), an optional GradReduce(s) and one OptimizerStep(s);
-// orderStepActions moves a stage's ahead of another's on the same device
+// A stage's optional GradReduce(s) follows its last backward (or weight
+// gradient) at once, so the reduction overlaps the device's remaining work.
+// Every device then ends with one OptimizerStep(s) for each stage it holds
+// (in the order their last backward ran); orderStepActions moves a stage's ahead of another's on the same device
 // when its update sends the other's update a message.
 //
 //===----------------------------------------------------------------------===//
@@ -132,7 +133,7 @@ struct Schedule {
 /// micro-batches and `chunksPerDevice` chunks per device (1 except for
 /// interleaved, which needs chunksPerDevice >= 2 and microBatches a multiple
 /// of numDevices). When `gradReduceStages` is given (numStages() entries),
-/// stage s gets a GradReduce before its OptimizerStep iff it is true. On
+/// stage s gets a GradReduce after its last backward iff it is true. On
 /// invalid arguments returns false and sets `error`, naming the parameter.
 bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstring>
 #include <list>
+#include <map>
 #include <thread>
 
 using namespace pp::rt;
@@ -112,6 +113,50 @@ public:
     return Status::success();
   }
 
+  Status startAllReduceSum(Tensor &value, int &request) override {
+    MPI_Datatype type;
+    if (value.dtype == DType::F32)
+      type = MPI_FLOAT;
+    else if (value.dtype == DType::F64)
+      type = MPI_DOUBLE;
+    else
+      return Status::error("allReduceSum: only f32 and f64");
+    MPI_Request handle;
+    if (MPI_Iallreduce(MPI_IN_PLACE, value.data,
+                       static_cast<int>(value.numel()), type, MPI_SUM, comm_,
+                       &handle) != MPI_SUCCESS)
+      return Status::error("allReduceSum: MPI_Iallreduce failed");
+    request = nextRequest_++;
+    reductions_[request] = handle;
+    return Status::success();
+  }
+
+  Status waitAllReduce(int request) override {
+    auto it = reductions_.find(request);
+    if (it == reductions_.end())
+      return Status::error("waitAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    // Polled, so a lost peer is reported after the timeout.
+    auto deadline = this->deadline();
+    while (true) {
+      int finished = 0;
+      if (MPI_Test(&it->second, &finished, MPI_STATUS_IGNORE) != MPI_SUCCESS) {
+        reductions_.erase(it);
+        return Status::error("allReduceSum: MPI_Iallreduce failed");
+      }
+      if (finished)
+        break;
+      completeSends(/*wait=*/false);
+      if (std::chrono::steady_clock::now() > deadline)
+        return Status::error("allReduceSum: rank " + std::to_string(rank_) +
+                             " waited for the other ranks for " +
+                             std::to_string(timeoutSeconds) + " s");
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+    reductions_.erase(it);
+    return Status::success();
+  }
+
   void abort(const std::string &reason) override {
     std::fprintf(stderr, "rank %d: %s\n", rank_, reason.c_str());
     std::fflush(stderr);
@@ -151,6 +196,8 @@ private:
   MPI_Comm comm_;
   int rank_ = 0, size_ = 1;
   std::list<Pending> sends_;
+  std::map<int, MPI_Request> reductions_;
+  int nextRequest_ = 0;
 };
 
 } // namespace

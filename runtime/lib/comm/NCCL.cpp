@@ -93,6 +93,20 @@ public:
     return wait("the all-reduce");
   }
 
+  /// Enqueued on the communicator's stream; waited for by waitAllReduce.
+  Status startAllReduceSum(Tensor &value, int &request) override {
+    request = 0;
+    ncclResult_t rc =
+        ncclAllReduce(value.data, value.data, value.numel(),
+                      ncclType(value.dtype), ncclSum, comm_, stream_);
+    return check(rc, "ncclAllReduce");
+  }
+
+  Status waitAllReduce(int request) override {
+    (void)request;
+    return wait("the all-reduce");
+  }
+
   void abort(const std::string &reason) override {
     std::fprintf(stderr, "rank %d: %s\n", rank_, reason.c_str());
     std::fflush(stderr);

@@ -9,6 +9,7 @@
 #include "pp/Runtime/Comm.h"
 #include "pp/Runtime/Memory.h"
 
+#include <map>
 #include <vector>
 
 namespace pp::rt {
@@ -55,6 +56,34 @@ public:
     return status;
   }
 
+  Status startAllReduceSum(Tensor &value, int &request) override {
+    inner_->timeoutSeconds = timeoutSeconds;
+    Pending pending{std::vector<char>(value.bytes()), value, -1};
+    copyFromBuffer(pending.bytes.data(), value.data, value.bytes());
+    request = nextRequest_++;
+    // The host buffer's address survives the move into the map.
+    auto [it, inserted] = pending_.emplace(request, std::move(pending));
+    Tensor staged{it->second.bytes.data(), value.dtype, value.shape};
+    Status status = inner_->startAllReduceSum(staged, it->second.inner);
+    if (!status.ok())
+      pending_.erase(it);
+    return status;
+  }
+
+  Status waitAllReduce(int request) override {
+    inner_->timeoutSeconds = timeoutSeconds;
+    auto it = pending_.find(request);
+    if (it == pending_.end())
+      return Status::error("waitAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    Status status = inner_->waitAllReduce(it->second.inner);
+    if (status.ok())
+      copyToBuffer(it->second.device.data, it->second.bytes.data(),
+                   it->second.device.bytes());
+    pending_.erase(it);
+    return status;
+  }
+
   void abort(const std::string &reason) override { inner_->abort(reason); }
 
   std::unique_ptr<Communicator> split(int color, int key,
@@ -69,7 +98,16 @@ public:
   }
 
 private:
+  /// A reduction in flight: its host copy, the device tensor it returns
+  /// to, and the inner communicator's request.
+  struct Pending {
+    std::vector<char> bytes;
+    Tensor device;
+    int inner;
+  };
   std::unique_ptr<Communicator> inner_;
+  std::map<int, Pending> pending_;
+  int nextRequest_ = 0;
 };
 
 } // namespace

@@ -52,6 +52,9 @@ Rank::~Rank() {
     for (auto &[slot, t] : state->sums)
       pool.release(t);
   }
+  for (auto &[s, buckets] : reducing)
+    for (Bucket &bucket : buckets)
+      pool.release(bucket.packed);
   stages.clear();
   for (auto &[key, t] : local)
     pool.release(t);
@@ -230,36 +233,27 @@ bool Rank::runAction(const ActionInfo &action) {
 
 bool Rank::gradReduce(const ActionInfo &action) {
   StageState &state = *stages[action.stage];
-  double start = nowSeconds();
-  std::string error;
+  std::vector<Bucket> &buckets = reducing[action.stage];
   try {
     // One bucket per dtype, its slots in slot order (the same on every
-    // replica), all-reduced at once.
+    // replica).
     std::map<DType, std::vector<Tensor *>> byType;
     for (auto &[slot, sum] : state.sums)
       byType[sum.dtype].push_back(&sum);
-    std::vector<double> counts;
     for (auto &[dtype, sums] : byType) {
       int64_t numel = 0;
       for (Tensor *t : sums)
         numel += t->numel();
-      Tensor bucket = pool.acquire(dtype, {numel});
+      Bucket &bucket = buckets.emplace_back();
+      bucket.packed = pool.acquire(dtype, {numel});
+      bucket.slots = sums;
       int64_t offset = 0;
       for (Tensor *t : sums) {
-        copyBuffer(static_cast<char *>(bucket.data) + offset, t->data,
+        copyBuffer(static_cast<char *>(bucket.packed.data) + offset, t->data,
                    t->bytes());
         offset += t->bytes();
       }
-      Status s = replicaComm->allReduceSum(bucket);
-      if (s.ok()) {
-        offset = 0;
-        for (Tensor *t : sums) {
-          copyBuffer(t->data, static_cast<char *>(bucket.data) + offset,
-                     t->bytes());
-          offset += t->bytes();
-        }
-      }
-      pool.release(bucket);
+      Status s = replicaComm->startAllReduceSum(bucket.packed, bucket.request);
       if (!s.ok())
         throw std::runtime_error(s.message);
     }
@@ -271,8 +265,38 @@ bool Rank::gradReduce(const ActionInfo &action) {
              ")");
     return false;
   }
-  busyMs[action.stage] += (nowSeconds() - start) * 1e3;
   return true;
+}
+
+bool Rank::finishGradReduce(int64_t stage) {
+  auto it = reducing.find(stage);
+  if (it == reducing.end())
+    return true;
+  std::string error;
+  for (Bucket &bucket : it->second) {
+    if (error.empty()) {
+      Status s = replicaComm->waitAllReduce(bucket.request);
+      if (s.ok()) {
+        int64_t offset = 0;
+        for (Tensor *t : bucket.slots) {
+          copyBuffer(t->data, static_cast<char *>(bucket.packed.data) + offset,
+                     t->bytes());
+          offset += t->bytes();
+        }
+      } else {
+        error = s.message;
+      }
+    }
+    pool.release(bucket.packed);
+  }
+  reducing.erase(it);
+  if (error.empty())
+    return true;
+  abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+           deviceName() + "), stage " + std::to_string(stage) +
+           ", grad_reduce over " + std::to_string(job.replicas) +
+           " replicas: " + error + " (step " + std::to_string(step + 1) + ")");
+  return false;
 }
 
 bool Rank::writeCheckpoint() {
@@ -321,6 +345,10 @@ bool Rank::writeCheckpoint() {
 
 bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
                       StepLog &log) {
+  // A reduction no optimizer step waited for ends with the step.
+  while (!reducing.empty())
+    if (!finishGradReduce(reducing.begin()->first))
+      return false;
   // A value stashed and never unstashed is a schedule error.
   for (auto &[s, state] : stages)
     if (!state->stashed.empty()) {
@@ -432,6 +460,9 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
           break;
         continue;
       }
+      if (action.kind == kinds::ActionKind::OptimizerStep &&
+          !(ok = finishGradReduce(action.stage)))
+        break;
       if (action.function < 0)
         continue; // nothing to run (a reduction with nothing to reduce)
       if (!(ok = runAction(action)))

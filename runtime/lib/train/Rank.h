@@ -63,6 +63,14 @@ public:
   /// Data parallelism only: the pipeline of this replica, and this
   /// device's replicas (grad_reduce), split from the world.
   std::unique_ptr<Communicator> pipelineComm, replicaComm;
+  /// A grad_reduce bucket in flight: the packed sums, the slots they came
+  /// from (in order) and the communicator's request.
+  struct Bucket {
+    Tensor packed;
+    std::vector<Tensor *> slots;
+    int request = -1;
+  };
+  std::map<int64_t, std::vector<Bucket>> reducing; // by stage
   /// Messages between two stages of this rank: (from, to, tag, mb).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
 
@@ -101,9 +109,13 @@ private:
   bool splitWorld(std::string &error);
   /// Runs one action of the schedule; false after aborting the job.
   bool runAction(const ActionInfo &action);
-  /// grad_reduce of `stage`: sums its accumulated gradients over the
-  /// replicas, one all-reduce per dtype (a bucket); false after aborting.
+  /// grad_reduce of `stage`: starts summing its accumulated gradients over
+  /// the replicas, one all-reduce per dtype (a bucket), which overlaps the
+  /// device's next actions; false after aborting.
   bool gradReduce(const ActionInfo &action);
+  /// Waits for the reductions of `stage` started by gradReduce and puts
+  /// the sums back in its gradient slots (before its optimizer step).
+  bool finishGradReduce(int64_t stage);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
   bool finishStep(double startSeconds, double loopStart, int64_t stepsDone,
                   StepLog &log);

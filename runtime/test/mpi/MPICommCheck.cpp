@@ -169,6 +169,24 @@ int main(int argc, char **argv) {
   }
   pair.reset();
 
+  // A started all-reduce overlaps a ring message, then completes.
+  std::vector<float> started(3, static_cast<float>(rank));
+  Tensor startedT = view(started);
+  int request = -1;
+  expect(comm->startAllReduceSum(startedT, request).ok(), "startAllReduceSum",
+         rank);
+  if (size > 1) {
+    expect(comm->send(outT, next, 8).ok(), "ring send during reduce", rank);
+    Status s = comm->recv(inT, prev, 8);
+    expect(s.ok(), s.message.c_str(), rank);
+  }
+  Status waited = comm->waitAllReduce(request);
+  expect(waited.ok(), waited.message.c_str(), rank);
+  syncToHost();
+  float rankSum = static_cast<float>(size * (size - 1) / 2);
+  expect(started[0] == rankSum && started[2] == rankSum,
+         "startAllReduceSum value", rank);
+
   // A receive of the wrong size is an error, not a crash (NCCL does not
   // see sizes).
   bool checksSizes = std::string(comm->backend()) != "nccl";

@@ -66,7 +66,8 @@ LogicalResult pp::pipeline::materializeSchedule(
   }
   int numDevices = static_cast<int>(numStages / v);
   // Data-parallel replicas all-reduce each stage's accumulated gradients
-  // (a grad_reduce before its update) when the stage has any.
+  // (a grad_reduce after its last backward, which its update waits for)
+  // when the stage has any.
   std::vector<bool> gradReduceStages(numStages, false);
   if (plan.getDataParallel() > 1)
     module.walk([&](pipeline::AccumulateOp accumulate) {

@@ -48,6 +48,19 @@ public:
   /// value := sum over all ranks of value (same dtype and shape everywhere;
   /// F32 or F64).
   virtual Status allReduceSum(Tensor &value) = 0;
+  /// Starts allReduceSum(value) and returns at once where the backend can
+  /// (MPI_Iallreduce, NCCL's stream), so the reduction overlaps the work
+  /// that follows; `value` must stay alive and untouched until
+  /// waitAllReduce(request) has returned. The default reduces at once.
+  virtual Status startAllReduceSum(Tensor &value, int &request) {
+    request = -1;
+    return allReduceSum(value);
+  }
+  /// Waits (within the timeout) for the reduction `request` started.
+  virtual Status waitAllReduce(int request) {
+    (void)request;
+    return Status::success();
+  }
   /// Stops every rank of the job with `reason` (does not return for MPI).
   virtual void abort(const std::string &reason) = 0;
   /// Collective over every rank of this communicator (MPI_Comm_split): the
