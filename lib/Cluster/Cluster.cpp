@@ -1031,4 +1031,74 @@ json::Value toJSON(const Cluster &cluster) {
   return result;
 }
 
+llvm::Expected<std::vector<std::vector<int>>>
+groupVirtualWorkers(const Cluster &cluster, llvm::StringRef policy) {
+  auto fail = [&](const llvm::Twine &message) {
+    return llvm::createStringError(llvm::inconvertibleErrorCode(),
+                                   "virtual-workers=" + policy + ": " +
+                                       message);
+  };
+  std::vector<std::vector<int>> workers;
+  if (policy == "np") {
+    workers.resize(cluster.nodes.size());
+    for (int d = 0; d < cluster.numDevices(); ++d)
+      workers[cluster.devices[d].node].push_back(d);
+    llvm::erase_if(workers, [](const auto &w) { return w.empty(); });
+    return workers;
+  }
+  if (policy != "ed" && policy != "hd")
+    return fail("unknown policy (np, ed, hd or auto)");
+  // Devices by kind, kinds fastest first (ties: first seen).
+  std::vector<std::string> kinds;
+  std::map<std::string, std::vector<int>> byKind;
+  for (int d = 0; d < cluster.numDevices(); ++d) {
+    const std::string &kind = cluster.devices[d].kind;
+    if (!byKind.count(kind))
+      kinds.push_back(kind);
+    byKind[kind].push_back(d);
+  }
+  std::stable_sort(kinds.begin(), kinds.end(),
+                   [&](const auto &a, const auto &b) {
+                     return cluster.devices[byKind[a].front()].peakFlopsF32 >
+                            cluster.devices[byKind[b].front()].peakFlopsF32;
+                   });
+  size_t count = byKind[kinds.front()].size();
+  std::string counts;
+  bool equal = true;
+  for (const std::string &kind : kinds) {
+    counts += (counts.empty() ? "" : ", ") + kind + " " +
+              std::to_string(byKind[kind].size());
+    equal &= byKind[kind].size() == count;
+  }
+  if (!equal)
+    return fail("every device kind needs as many devices (" + counts + ")");
+  if (policy == "ed") {
+    workers.resize(count);
+    for (size_t i = 0; i < count; ++i)
+      for (const std::string &kind : kinds)
+        workers[i].push_back(byKind[kind][i]);
+    return workers;
+  }
+  if (count % 2 != 0)
+    return fail("every device kind needs an even count to split between "
+                "two workers (" +
+                counts + ")");
+  size_t half = count / 2;
+  for (size_t lo = 0, hi = kinds.size() - 1; lo <= hi; ++lo, --hi) {
+    const std::vector<int> &fast = byKind[kinds[lo]];
+    const std::vector<int> &slow = byKind[kinds[hi]];
+    for (size_t part = 0; part < 2; ++part) {
+      std::vector<int> &worker = workers.emplace_back();
+      for (size_t i = 0; i < half; ++i)
+        worker.push_back(fast[part * half + i]);
+      if (lo != hi)
+        for (size_t i = 0; i < half; ++i)
+          worker.push_back(slow[part * half + i]);
+    }
+    if (hi == 0)
+      break;
+  }
+  return workers;
+}
+
 } // namespace pp::cluster

@@ -35,6 +35,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
   partition.dataParallel = options.dataParallel;
+  partition.virtualWorkers = options.virtualWorkers;
   partition.chunks = chunks;
   // What the partitioner needs of the optimizer: its state per weight.
   partition.optimizer = options.optimizer == "sgd"

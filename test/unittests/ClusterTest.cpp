@@ -448,6 +448,71 @@ TEST(ClusterJSON, HetPipeCluster) {
     EXPECT_EQ(c.virtualWorkers[w], (std::vector<int>{w, 4 + w, 8 + w, 12 + w}));
 }
 
+// HetPipe's allocation policies on its testbed's four kinds (one node
+// each, listed slowest-first here to see the fastest-first order):
+// RTX2060 6.45, P4000 5.3, TITANV 14.9, TITANRTX 16.3 TFLOP/s.
+TEST(VirtualWorkers, HetPipePolicies) {
+  auto c = parseClusterSpec("4xRTX2060,4xP4000,4xTITANV,4xTITANRTX");
+  ASSERT_TRUE(static_cast<bool>(c)) << llvm::toString(c.takeError());
+  auto names = [&](const std::vector<std::vector<int>> &workers) {
+    std::vector<std::string> out;
+    for (const auto &w : workers) {
+      std::string line;
+      for (int d : w)
+        line += (line.empty() ? "" : " ") + c->devices[d].name;
+      out.push_back(line);
+    }
+    return out;
+  };
+  auto np = groupVirtualWorkers(*c, "np");
+  ASSERT_TRUE(static_cast<bool>(np));
+  EXPECT_EQ(names(*np)[0], "node0/gpu0 node0/gpu1 node0/gpu2 node0/gpu3");
+  EXPECT_EQ(np->size(), 4u);
+  // ED: one of each kind, TITANRTX (node 3) first, P4000 (node 1) last.
+  auto ed = groupVirtualWorkers(*c, "ed");
+  ASSERT_TRUE(static_cast<bool>(ed));
+  ASSERT_EQ(ed->size(), 4u);
+  EXPECT_EQ(names(*ed)[0], "node3/gpu0 node2/gpu0 node0/gpu0 node1/gpu0");
+  EXPECT_EQ(names(*ed)[3], "node3/gpu3 node2/gpu3 node0/gpu3 node1/gpu3");
+  // HD: TITANRTX with P4000, TITANV with RTX2060, two workers per pair.
+  auto hd = groupVirtualWorkers(*c, "hd");
+  ASSERT_TRUE(static_cast<bool>(hd));
+  std::vector<std::string> expected = {
+      "node3/gpu0 node3/gpu1 node1/gpu0 node1/gpu1",
+      "node3/gpu2 node3/gpu3 node1/gpu2 node1/gpu3",
+      "node2/gpu0 node2/gpu1 node0/gpu0 node0/gpu1",
+      "node2/gpu2 node2/gpu3 node0/gpu2 node0/gpu3"};
+  EXPECT_EQ(names(*hd), expected);
+  // Three kinds: the middle one makes two workers of its own.
+  auto three = parseClusterSpec("2xTITANV,2xP4000,2xRTX2060");
+  ASSERT_TRUE(static_cast<bool>(three));
+  auto hd3 = groupVirtualWorkers(*three, "hd");
+  ASSERT_TRUE(static_cast<bool>(hd3));
+  EXPECT_EQ(hd3->size(), 4u);
+  EXPECT_EQ(hd3->at(2).size(), 1u);
+}
+
+TEST(VirtualWorkers, PolicyErrorsNameTheCounts) {
+  auto c = parseClusterSpec("4xTITANV,2xP4000");
+  ASSERT_TRUE(static_cast<bool>(c));
+  auto ed = groupVirtualWorkers(*c, "ed");
+  ASSERT_FALSE(static_cast<bool>(ed));
+  EXPECT_EQ(llvm::toString(ed.takeError()),
+            "virtual-workers=ed: every device kind needs as many devices "
+            "(TITANV 4, P4000 2)");
+  auto odd = parseClusterSpec("3xTITANV,3xP4000");
+  ASSERT_TRUE(static_cast<bool>(odd));
+  auto hd = groupVirtualWorkers(*odd, "hd");
+  ASSERT_FALSE(static_cast<bool>(hd));
+  EXPECT_EQ(llvm::toString(hd.takeError()),
+            "virtual-workers=hd: every device kind needs an even count to "
+            "split between two workers (TITANV 3, P4000 3)");
+  auto bad = groupVirtualWorkers(*c, "round-robin");
+  ASSERT_FALSE(static_cast<bool>(bad));
+  EXPECT_EQ(llvm::toString(bad.takeError()),
+            "virtual-workers=round-robin: unknown policy (np, ed, hd or auto)");
+}
+
 TEST(ClusterJSON, EveryInputFileParses) {
   for (const char *name : {"hetpipe.json", "dgx-h100x2.json", "mixed.json"}) {
     SCOPED_TRACE(name);

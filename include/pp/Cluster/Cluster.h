@@ -105,6 +105,20 @@ llvm::Expected<Cluster> parseClusterSpec(llvm::StringRef spec,
 /// point at the offending field (e.g. "nodes[0].devices[2].memory_bytes").
 llvm::Expected<Cluster> parseClusterJSON(llvm::StringRef text,
                                          llvm::StringRef fileName);
+/// Virtual workers of `cluster` by one of HetPipe's allocation policies
+/// (device indices per worker, in pipeline order):
+///   - "np": a worker per node, its devices in order (homogeneous inside
+///     when a node holds one kind);
+///   - "ed": each worker one device of every kind, kinds fastest first
+///     (peak F32 FLOP/s); every kind needs as many devices;
+///   - "hd": hybrid: the kinds, fastest first, pair up with the slowest
+///     remaining ones (the middle kind of an odd count stays alone); a
+///     pair's devices form two workers, each half of either kind, fastest
+///     first; every kind needs the same even count.
+/// An error names the policy and the counts that do not fit it.
+llvm::Expected<std::vector<std::vector<int>>>
+groupVirtualWorkers(const Cluster &cluster, llvm::StringRef policy);
+
 /// The cluster as a JSON document that parseClusterJSON reads back to the
 /// same cluster (every field explicit; devices must be ordered by node).
 llvm::json::Value toJSON(const Cluster &cluster);

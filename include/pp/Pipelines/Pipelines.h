@@ -100,6 +100,10 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("Replicas of the pipeline in synchronous data parallel "
                      "(--pp-partition's data-parallel)"),
       llvm::cl::init(1)};
+  Option<std::string> virtualWorkers{
+      *this, "virtual-workers",
+      llvm::cl::desc("Virtual workers by HetPipe's policies: np, ed, hd or "
+                     "auto (--pp-partition's virtual-workers)")};
   /// Unset: 2 for interleaved, else 1.
   Option<unsigned> chunks{
       *this, "chunks",

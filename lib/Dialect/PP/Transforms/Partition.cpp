@@ -95,6 +95,52 @@ pp::pipeline::partitionStages(ModuleOp module,
   std::vector<std::vector<int>> workers = cluster->virtualWorkers;
   unsigned dataParallel = options.dataParallel;
   int numDevices = static_cast<int>(cluster->devices.size());
+  // Virtual workers by policy, unless the cluster file lists its own; auto
+  // keeps every policy that fits and picks once the model is partitioned.
+  StringRef policy = options.virtualWorkers;
+  std::vector<std::pair<std::string, std::vector<std::vector<int>>>> candidates;
+  std::string policyNote;
+  if (!policy.empty() && !workers.empty()) {
+    policyNote = "virtual-workers=" + policy.str() +
+                 " ignored: the cluster file lists its virtual workers";
+  } else if (policy == "auto") {
+    std::string rejected;
+    for (StringRef name : {"np", "ed", "hd"}) {
+      auto grouped = pp::cluster::groupVirtualWorkers(*cluster, name);
+      if (!grouped) {
+        rejected += "; " + llvm::toString(grouped.takeError());
+        continue;
+      }
+      bool sizesEqual = llvm::all_of(*grouped, [&](const auto &w) {
+        return w.size() == grouped->front().size();
+      });
+      if (dataParallel > 1 &&
+          (grouped->size() != dataParallel || !sizesEqual)) {
+        rejected +=
+            "; virtual-workers=" + name.str() + ": " +
+            std::to_string(grouped->size()) +
+            " workers, not data-parallel=" + std::to_string(dataParallel) +
+            " of equal size";
+        continue;
+      }
+      candidates.emplace_back(name.str(), std::move(*grouped));
+    }
+    if (candidates.empty()) {
+      module.emitError() << "pp-partition: virtual-workers=auto: no policy "
+                            "fits the cluster"
+                         << rejected;
+      return failure();
+    }
+    workers = candidates.front().second;
+  } else if (!policy.empty()) {
+    auto grouped = pp::cluster::groupVirtualWorkers(*cluster, policy);
+    if (!grouped) {
+      module.emitError() << "pp-partition: "
+                         << llvm::toString(grouped.takeError());
+      return failure();
+    }
+    workers = std::move(*grouped);
+  }
   if (dataParallel == 0) {
     module.emitError() << "pp-partition: data-parallel must be >= 1";
     return failure();
@@ -132,12 +178,17 @@ pp::pipeline::partitionStages(ModuleOp module,
       }
   // Interleaving: chunks x devices stages, stage c on device c mod p; each
   // chunk gets an equal share of its device's memory.
-  for (auto &worker : workers) {
-    unsigned numPhysical = worker.size();
-    for (unsigned c = 1; c < options.chunks; ++c)
-      for (unsigned i = 0; i < numPhysical; ++i)
-        worker.push_back(worker[i]);
-  }
+  auto addChunks = [&](std::vector<std::vector<int>> &list) {
+    for (auto &worker : list) {
+      unsigned numPhysical = worker.size();
+      for (unsigned c = 1; c < options.chunks; ++c)
+        for (unsigned i = 0; i < numPhysical; ++i)
+          worker.push_back(worker[i]);
+    }
+  };
+  addChunks(workers);
+  for (auto &[name, list] : candidates)
+    addChunks(list);
   // Before the per-pair link tables below, which take seconds for
   // thousands of devices.
   for (const auto &worker : workers)
@@ -297,7 +348,6 @@ pp::pipeline::partitionStages(ModuleOp module,
                                   cluster->latency(worker[a], worker[b]));
     return devices;
   };
-  partition::PartitionDevices devices = makeDevices(pipeline);
   // Reads `pipeline`, which later points at the other virtual workers.
   graph.timeFn = [&](unsigned node, unsigned device) {
     const auto &d = cluster->devices[pipeline[device]];
@@ -311,6 +361,52 @@ pp::pipeline::partitionStages(ModuleOp module,
   // Reordering would break the chunk-to-device rule of interleaving.
   searchOptions.tryDeviceOrders =
       options.tryDeviceOrders && options.chunks == 1;
+
+  // virtual-workers=auto: each policy's workers partitioned on their own;
+  // a worker's step takes about (m + stages - 1) bottlenecks, and the
+  // slowest worker paces synchronous training, so the policy with the most
+  // samples per second wins (ties: np, ed, hd in that order).
+  std::string autoReport;
+  if (candidates.size() > 0) {
+    double bestRate = -1;
+    size_t best = 0;
+    for (auto [index, candidate] : llvm::enumerate(candidates)) {
+      double slowest = 0;
+      bool fits = true;
+      for (const std::vector<int> &worker : candidate.second) {
+        pipeline = worker;
+        auto plan =
+            partition::partition(graph, makeDevices(worker), searchOptions);
+        if (!plan) {
+          llvm::consumeError(plan.takeError());
+          fits = false;
+          break;
+        }
+        fits &= plan->feasible;
+        slowest =
+            std::max(slowest, plan->bottleneck *
+                                  (options.microBatches +
+                                   static_cast<double>(worker.size()) - 1));
+      }
+      double rate = fits && slowest > 0
+                        ? static_cast<double>(candidate.second.size()) / slowest
+                        : 0;
+      autoReport += llvm::formatv(
+          "{0}{1}: {2} workers, slowest step ~{3:f3} ms{4}",
+          autoReport.empty() ? "" : "; ", candidate.first,
+          candidate.second.size(), slowest * 1e3,
+          fits ? "" : " (does not fit)");
+      if (rate > bestRate) {
+        bestRate = rate;
+        best = index;
+      }
+    }
+    workers = candidates[best].second;
+    autoReport = "virtual-workers=auto chose " + candidates[best].first + " (" +
+                 autoReport + ")";
+  }
+  pipeline = workers.front();
+  partition::PartitionDevices devices = makeDevices(pipeline);
 
   auto result = partition::partition(graph, devices, searchOptions);
   if (!result) {
@@ -393,6 +489,13 @@ pp::pipeline::partitionStages(ModuleOp module,
                         result->deviceOrder.size(), options.schedule,
                         static_cast<unsigned>(options.microBatches),
                         result->granularity);
+    if (!policyNote.empty())
+      os << policyNote << "\n";
+    if (!autoReport.empty())
+      os << autoReport << "\n";
+    else if (!policy.empty() && policyNote.empty())
+      os << "virtual-workers=" << policy << ": " << workers.size()
+         << " virtual workers\n";
     if (dataParallel > 1)
       os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                           "(virtual workers), gradients all-reduced per "

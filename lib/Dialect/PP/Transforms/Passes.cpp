@@ -42,6 +42,7 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .splitAfter = splitAfter,
                                       .tryDeviceOrders = tryDeviceOrders,
                                       .dataParallel = dataParallel,
+                                      .virtualWorkers = virtualWorkers,
                                       .reportFile = reportFile});
   }
 };

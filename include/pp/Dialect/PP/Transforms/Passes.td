@@ -53,6 +53,11 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "the devices split into that many equal groups in order (or the "
            "cluster's virtual_workers, whose count it must then equal); "
            "each replica takes 1/N of the mini-batch">,
+    Option<"virtualWorkers", "virtual-workers", "std::string", "\"\"",
+           "Virtual workers by a HetPipe allocation policy: np (a node "
+           "each), ed (one device of every kind each), hd (hybrid: a fast "
+           "and a slow kind each), auto (the one whose slowest worker is "
+           "fastest); the cluster file's virtual_workers win">,
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a text summary of the plan here ('-' for stdout)">,
   ];
