@@ -245,6 +245,10 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
     llvm::sort(used);
 
   // The devices and their actions.
+  if (ArrayAttr replicas = pipeline::getReplicaDevices(module))
+    for (Attribute name : replicas)
+      if (auto text = dyn_cast<StringAttr>(name))
+        table.replicaDeviceNames.push_back(text.str());
   auto peaks = pipeline::getPlannedPeakBytes(module);
   for (auto [d, device] : llvm::enumerate(
            schedule.getBody().front().getOps<pipeline::DeviceOp>())) {
@@ -381,6 +385,10 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   if (table.dataParallel > 1)
     set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
+  if (!table.replicaDeviceNames.empty())
+    set.set("replicaDeviceNames", "std::vector<std::string>",
+            listOf(ArrayRef(table.replicaDeviceNames),
+                   [](const std::string &name) { return quote(name); }));
   set.set("dataFile", "std::string", quote(options.dataFileName));
   set.set("onnxFile", "std::string", quote(options.onnxFileName));
   if (!options.onnxFileName.empty())

@@ -81,6 +81,8 @@ struct ProgramTable {
   /// Data-parallel replicas of the pipeline (the plan's data_parallel).
   int64_t dataParallel = 1;
   std::vector<std::string> deviceNames;
+  /// The devices of replicas 1 .. dataParallel-1 (pp.replica_devices).
+  std::vector<std::string> replicaDeviceNames;
   std::vector<int64_t> plannedPeakBytes;
   std::vector<GlobalEntry> globals;
   llvm::StringMap<int> globalIds;

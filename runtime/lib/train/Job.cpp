@@ -116,6 +116,8 @@ uint32_t tableHash(const ProgramInfo &p) {
       p.codeHash, p.dataFile, p.onnxFile);
   for (const std::string &name : p.deviceNames)
     add(name);
+  for (const std::string &name : p.replicaDeviceNames)
+    add(name);
   for (const GlobalInfo &g : p.globals) {
     add(g.name, g.dtype, g.trainable, g.dataOffset, g.ownerStage);
     shape(g.shape);
@@ -220,6 +222,16 @@ Job::~Job() {
   for (auto &[device, buffers] : constants)
     for (void *buffer : buffers)
       freeBuffer(buffer);
+}
+
+std::string Job::deviceName(int64_t replica, int device) const {
+  if (replica == 0)
+    return deviceNames[device];
+  size_t index = static_cast<size_t>((replica - 1) * numDevices + device);
+  if (program.replicaDeviceNames.size() ==
+      static_cast<size_t>((replicas - 1) * numDevices))
+    return program.replicaDeviceNames[index];
+  return deviceNames[device] + " of replica " + std::to_string(replica);
 }
 
 bool Job::validateProgram(std::string &error) {

@@ -71,6 +71,9 @@ struct Job {
   std::vector<std::vector<int64_t>> deviceStages;
   std::vector<int64_t> deviceArena;
   std::vector<std::string> deviceNames;
+  /// The name of device `device` of `replica`: the program's, else
+  /// replica 0's with the replica added.
+  std::string deviceName(int64_t replica, int device) const;
 
   // Initial values (pread is safe from every rank's thread).
   std::string dataPath;

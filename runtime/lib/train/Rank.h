@@ -83,14 +83,10 @@ public:
   /// Time each stage waited in receives, left out of its busy time.
   std::vector<double> waitMs;
 
-  /// The schedule's device name, with the replica under data parallelism
-  /// (the program names replica 0's devices).
+  /// The device this rank runs (its replica's, under data parallelism).
   const char *deviceName() const {
-    if (displayName.empty()) {
-      displayName = job.deviceNames[rank];
-      if (job.replicas > 1)
-        displayName += " of replica " + std::to_string(replica);
-    }
+    if (displayName.empty())
+      displayName = job.deviceName(replica, rank);
     return displayName.c_str();
   }
 

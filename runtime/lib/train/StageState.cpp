@@ -238,7 +238,7 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   int peer = rank_.job.stageDevice[peerStage];
   std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
                      std::to_string(rank_.worldRankOf(peer)) + " (device " +
-                     rank_.job.deviceNames[peer] + "), tag " +
+                     rank_.job.deviceName(rank_.replica, peer) + "), tag " +
                      std::to_string(tag) + ", micro-batch " +
                      std::to_string(microBatch);
   if (peer == rank_.rank) {

@@ -140,6 +140,19 @@ void pp::pipeline::setPlannedPeakBytes(ModuleOp module,
                   DenseI64ArrayAttr::get(module.getContext(), bytes));
 }
 
+ArrayAttr pp::pipeline::getReplicaDevices(ModuleOp module) {
+  return get<ArrayAttr>(module, Names::ReplicaDevicesAttrHelper::getNameStr());
+}
+void pp::pipeline::setReplicaDevices(ModuleOp module,
+                                     ArrayRef<std::string> names) {
+  Builder b(module.getContext());
+  SmallVector<Attribute> attrs;
+  for (const std::string &name : names)
+    attrs.push_back(b.getStringAttr(name));
+  module->setAttr(Names::ReplicaDevicesAttrHelper::getNameStr(),
+                  b.getArrayAttr(attrs));
+}
+
 ArrayAttr pp::pipeline::getInputNames(ModuleOp module) {
   return get<ArrayAttr>(module, Names::InputNamesAttrHelper::getNameStr());
 }
@@ -387,7 +400,8 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     return expect(isa<PlanAttr>(value) && isa<ModuleOp>(op),
                   "a #pp.plan on the module");
   if (name == Names::InputNamesAttrHelper::getNameStr() ||
-      name == Names::OutputNamesAttrHelper::getNameStr())
+      name == Names::OutputNamesAttrHelper::getNameStr() ||
+      name == Names::ReplicaDevicesAttrHelper::getNameStr())
     return expect(
         isa<ArrayAttr>(value) &&
             llvm::all_of(cast<ArrayAttr>(value), llvm::IsaPred<StringAttr>),

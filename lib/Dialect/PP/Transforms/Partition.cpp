@@ -391,11 +391,11 @@ pp::pipeline::partitionStages(ModuleOp module,
       double rate = fits && slowest > 0
                         ? static_cast<double>(candidate.second.size()) / slowest
                         : 0;
-      autoReport += llvm::formatv(
-          "{0}{1}: {2} workers, slowest step ~{3:f3} ms{4}",
-          autoReport.empty() ? "" : "; ", candidate.first,
-          candidate.second.size(), slowest * 1e3,
-          fits ? "" : " (does not fit)");
+      autoReport +=
+          llvm::formatv("{0}{1}: {2} workers, slowest step ~{3:f3} ms{4}",
+                        autoReport.empty() ? "" : "; ", candidate.first,
+                        candidate.second.size(), slowest * 1e3,
+                        fits ? "" : " (does not fit)");
       if (rate > bestRate) {
         bestRate = rate;
         best = index;
@@ -475,6 +475,16 @@ pp::pipeline::partitionStages(ModuleOp module,
                               static_cast<int64_t>(result->deviceOrder.size()),
                               b.getArrayAttr(order), dataParallel,
                               /*tensorParallel=*/1));
+  // The other replicas run the same stages on their own workers' devices.
+  if (dataParallel > 1) {
+    unsigned numPlanDevices = result->deviceOrder.size() / options.chunks;
+    std::vector<std::string> names;
+    for (unsigned r = 1; r < workers.size(); ++r)
+      for (unsigned d = 0; d < numPlanDevices; ++d)
+        names.push_back(
+            cluster->devices[workers[r][result->deviceOrder[d]]].name);
+    pipeline::setReplicaDevices(module, names);
+  }
 
   if (!options.reportFile.empty()) {
     std::string error;

@@ -205,6 +205,9 @@ struct ProgramInfo {
   /// micro-batches replica * microBatches + j, and grad_reduce actions
   /// sum each stage's gradients over the replicas.
   int64_t dataParallel = 1;
+  /// The device names of replicas 1 .. dataParallel-1, numDevices each in
+  /// device order (replica 0's are deviceNames); empty: unnamed.
+  std::vector<std::string> replicaDeviceNames;
 };
 
 /// The training executable's main: see docs/cli.md for the options.

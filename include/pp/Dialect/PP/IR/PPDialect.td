@@ -41,6 +41,9 @@ def PP_Dialect : Dialect {
     // The module: the pipeline plan, and the names of the step's inputs and
     // outputs (--pp-split-stages).
     "::pp::pipeline::PlanAttr":$plan,
+    // Data parallelism (--pp-partition): the device names of replicas 1 ..
+    // N-1, D per replica in the order of the plan's devices.
+    "::mlir::ArrayAttr":$replica_devices,
     "::mlir::ArrayAttr":$input_names,
     "::mlir::ArrayAttr":$output_names,
     // Argument and result attributes: the micro-batch index of a stage

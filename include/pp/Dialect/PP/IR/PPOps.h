@@ -88,6 +88,11 @@ void setOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
 std::optional<int64_t> getArenaBytes(mlir::Operation *func);
 void setArenaBytes(mlir::Operation *func, int64_t bytes);
 mlir::DenseI64ArrayAttr getPlannedPeakBytes(mlir::ModuleOp module);
+/// pp.replica_devices: device names of data-parallel replicas 1 .. N-1
+/// (replica 0's are the plan's stage_devices), D per replica.
+mlir::ArrayAttr getReplicaDevices(mlir::ModuleOp module);
+void setReplicaDevices(mlir::ModuleOp module,
+                       llvm::ArrayRef<std::string> names);
 void setPlannedPeakBytes(mlir::ModuleOp module, llvm::ArrayRef<int64_t> bytes);
 
 /// The names of the step's inputs and outputs (pp.input_names,
