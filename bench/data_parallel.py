@@ -5,8 +5,9 @@ Weak scaling: the model's step of m micro-batches on 1 stage and 1 MPI rank
 bound to a core, against the same step per replica on dp = 2 replicas (2
 ranks, one core each) over a global batch twice as large: samples per
 second of both, their ratio next to the ideal 2, and the share of the
-dp = 2 step that the gradient all-reduce (grad_reduce, MPI_Iallreduce of
-each stage's gradient sums) adds. Medians over the steps after a warm-up,
+dp = 2 step outside the replicas' compute (busy time from --log: the
+gradient all-reduce, waits, the step's bookkeeping) next to how much the
+compute itself slowed (two ranks share the memory bus and caches). Medians over the steps after a warm-up,
 both programs run alternately so that neither gets a quieter machine.
 
 Usage: /usr/bin/python3 bench/data_parallel.py --build build
@@ -64,22 +65,28 @@ def main():
                 export(d, name, n)
             one = generated(args.build, work, "one", 1, m)
             two = generated(args.build, work, "two", 2, m)
-            t1, t2 = [], []
+            t1, t2, busy1, busy2 = [], [], [], []
             for _ in range(args.repeats):
                 t1 += step_times(mpirun + ["-np", "1", one] +
                                  data_args(one_dir, name),
-                                 os.path.join(work, "one.jsonl"), args.steps)
+                                 os.path.join(work, "one.jsonl"), args.steps,
+                                 busy1)
                 t2 += step_times(mpirun + ["-np", "2", two] +
                                  data_args(two_dir, name),
-                                 os.path.join(work, "two.jsonl"), args.steps)
+                                 os.path.join(work, "two.jsonl"), args.steps,
+                                 busy2)
             t1, t2 = statistics.median(t1), statistics.median(t2)
+            # One stage: busy is the replica's compute per step (the mean
+            # over the replicas under dp = 2).
+            b1, b2 = statistics.median(busy1), statistics.median(busy2)
             rate1 = m * mb / t1 * 1e3
             rate2 = 2 * m * mb / t2 * 1e3
             print(f"{name:10s} 1 replica {t1:8.2f} ms/step "
                   f"({rate1:8.1f} samples/s), 2 replicas {t2:8.2f} ms/step "
                   f"({rate2:8.1f} samples/s): {rate2 / rate1:4.2f}x "
-                  f"(ideal 2.00x), the dp=2 step {100 * (t2 / t1 - 1):+.1f}%"
-                  " over one replica's")
+                  f"(ideal 2.00x); compute {b1:.2f} -> {b2:.2f} ms "
+                  f"({100 * (b2 / b1 - 1):+.1f}%), outside compute "
+                  f"{t1 - b1:.2f} -> {t2 - b2:.2f} ms")
 
 
 if __name__ == "__main__":
