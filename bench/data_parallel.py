@@ -22,23 +22,8 @@ import tempfile
 ROOT = os.path.dirname(os.path.abspath(__file__)) + "/.."
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
-from generated_step import data_args, export, step_times  # noqa: E402
-from check_pipeline import cluster_file  # noqa: E402
-from compare import run  # noqa: E402
-
-
-def generated(build, work, name, replicas, microbatches):
-    program = os.path.join(work, name)
-    dp = f" dp={replicas}" if replicas > 1 else ""
-    run([os.path.join(build, "bin", "pipeline-opt"),
-         os.path.join(work, "model.onnx"),
-         f"--pp-compile=cluster={cluster_file(work, replicas)} "
-         f"schedule=1f1b microbatches={microbatches} lr=0.01{dp} report= "
-         f"emit-dir={program}", "-o", os.path.join(work, name + ".mlir")])
-    run(["cmake", "-S", program, "-B", program + "/build", "-G", "Ninja",
-         "-DCMAKE_BUILD_TYPE=Release"])
-    run(["cmake", "--build", program + "/build"])
-    return os.path.join(program, "build", "train")
+from generated_step import (data_args, export, generated,  # noqa: E402
+                            step_times)
 
 
 def main():
@@ -64,7 +49,7 @@ def main():
                 os.makedirs(d)
                 export(d, name, n)
             one = generated(args.build, work, "one", 1, m)
-            two = generated(args.build, work, "two", 2, m)
+            two = generated(args.build, work, "two", 1, m, dp=2)
             t1, t2, busy1, busy2 = [], [], [], []
             for _ in range(args.repeats):
                 t1 += step_times(mpirun + ["-np", "1", one] +

@@ -32,13 +32,16 @@ from check_pipeline import cluster_file  # noqa: E402
 from compare import run  # noqa: E402
 
 
-def generated(build, work, name, devices, microbatches):
-    """Compiles and builds the program; returns the train executable."""
+def generated(build, work, name, devices, microbatches, dp=1):
+    """Compiles and builds the program (dp data-parallel replicas of
+    `devices` each); returns the train executable."""
     program = os.path.join(work, name)
+    replicas = f" dp={dp}" if dp > 1 else ""
     run([os.path.join(build, "bin", "pipeline-opt"),
          os.path.join(work, "model.onnx"),
-         f"--pp-compile=cluster={cluster_file(work, devices)} schedule=1f1b "
-         f"microbatches={microbatches} lr=0.01 report= emit-dir={program}",
+         f"--pp-compile=cluster={cluster_file(work, devices * dp)} "
+         f"schedule=1f1b microbatches={microbatches} lr=0.01{replicas} "
+         f"report= emit-dir={program}",
          "-o", os.path.join(work, name + ".mlir")])
     run(["cmake", "-S", program, "-B", program + "/build", "-G", "Ninja",
          "-DCMAKE_BUILD_TYPE=Release"])

@@ -101,12 +101,8 @@ public:
 
   Status allReduceSum(Tensor &value) override {
     MPI_Datatype type;
-    if (value.dtype == DType::F32)
-      type = MPI_FLOAT;
-    else if (value.dtype == DType::F64)
-      type = MPI_DOUBLE;
-    else
-      return Status::error("allReduceSum: only f32 and f64");
+    if (Status s = sumType(value, type); !s.ok())
+      return s;
     if (MPI_Allreduce(MPI_IN_PLACE, value.data, static_cast<int>(value.numel()),
                       type, MPI_SUM, comm_) != MPI_SUCCESS)
       return Status::error("allReduceSum: MPI_Allreduce failed");
@@ -115,12 +111,8 @@ public:
 
   Status startAllReduceSum(Tensor &value, int &request) override {
     MPI_Datatype type;
-    if (value.dtype == DType::F32)
-      type = MPI_FLOAT;
-    else if (value.dtype == DType::F64)
-      type = MPI_DOUBLE;
-    else
-      return Status::error("allReduceSum: only f32 and f64");
+    if (Status s = sumType(value, type); !s.ok())
+      return s;
     MPI_Request handle;
     if (MPI_Iallreduce(MPI_IN_PLACE, value.data,
                        static_cast<int>(value.numel()), type, MPI_SUM, comm_,
@@ -176,6 +168,17 @@ public:
   }
 
 private:
+  /// The MPI type of a tensor the all-reduce sums (F32 or F64).
+  static Status sumType(const Tensor &value, MPI_Datatype &type) {
+    if (value.dtype == DType::F32)
+      type = MPI_FLOAT;
+    else if (value.dtype == DType::F64)
+      type = MPI_DOUBLE;
+    else
+      return Status::error("allReduceSum: only f32 and f64");
+    return Status::success();
+  }
+
   struct Pending {
     std::vector<char> bytes;
     MPI_Request request;
