@@ -247,25 +247,35 @@ bool Rank::gradReduce(const ActionInfo &action) {
       Bucket &bucket = buckets.emplace_back();
       bucket.packed = pool.acquire(dtype, {numel});
       bucket.slots = sums;
-      int64_t offset = 0;
-      for (Tensor *t : sums) {
-        copyBuffer(static_cast<char *>(bucket.packed.data) + offset, t->data,
-                   t->bytes());
-        offset += t->bytes();
-      }
+      copyBucket(bucket, /*toSlots=*/false);
       Status s = replicaComm->startAllReduceSum(bucket.packed, bucket.request);
       if (!s.ok())
         throw std::runtime_error(s.message);
     }
   } catch (const std::exception &e) {
-    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-             deviceName() + "), stage " + std::to_string(action.stage) +
-             ", grad_reduce over " + std::to_string(job.replicas) +
-             " replicas: " + e.what() + " (step " + std::to_string(step + 1) +
-             ")");
+    abortGradReduce(action.stage, e.what());
     return false;
   }
   return true;
+}
+
+void Rank::copyBucket(Bucket &bucket, bool toSlots) {
+  char *packed = static_cast<char *>(bucket.packed.data);
+  for (Tensor *t : bucket.slots) {
+    if (toSlots)
+      copyBuffer(t->data, packed, t->bytes());
+    else
+      copyBuffer(packed, t->data, t->bytes());
+    packed += t->bytes();
+  }
+}
+
+void Rank::abortGradReduce(int64_t stage, const std::string &message) {
+  abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+           deviceName() + "), stage " + std::to_string(stage) +
+           ", grad_reduce over " + std::to_string(job.replicas) +
+           " replicas: " + message + " (step " + std::to_string(step + 1) +
+           ")");
 }
 
 bool Rank::finishGradReduce(int64_t stage) {
@@ -276,26 +286,17 @@ bool Rank::finishGradReduce(int64_t stage) {
   for (Bucket &bucket : it->second) {
     if (error.empty()) {
       Status s = replicaComm->waitAllReduce(bucket.request);
-      if (s.ok()) {
-        int64_t offset = 0;
-        for (Tensor *t : bucket.slots) {
-          copyBuffer(t->data, static_cast<char *>(bucket.packed.data) + offset,
-                     t->bytes());
-          offset += t->bytes();
-        }
-      } else {
+      if (s.ok())
+        copyBucket(bucket, /*toSlots=*/true);
+      else
         error = s.message;
-      }
     }
     pool.release(bucket.packed);
   }
   reducing.erase(it);
   if (error.empty())
     return true;
-  abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-           deviceName() + "), stage " + std::to_string(stage) +
-           ", grad_reduce over " + std::to_string(job.replicas) +
-           " replicas: " + error + " (step " + std::to_string(step + 1) + ")");
+  abortGradReduce(stage, error);
   return false;
 }
 

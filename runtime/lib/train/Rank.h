@@ -112,6 +112,10 @@ private:
   /// Waits for the reductions of `stage` started by gradReduce and puts
   /// the sums back in its gradient slots (before its optimizer step).
   bool finishGradReduce(int64_t stage);
+  /// Copies a bucket's slots into its packed buffer, or back (`toSlots`).
+  void copyBucket(Bucket &bucket, bool toSlots);
+  /// Stops the job for a failed grad_reduce of `stage`.
+  void abortGradReduce(int64_t stage, const std::string &message);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
   bool finishStep(double startSeconds, double loopStart, int64_t stepsDone,
                   StepLog &log);
