@@ -668,6 +668,14 @@ const Tensor *PipelineRunner::getGlobal(llvm::StringRef name) const {
   return impl_->stages[stage]->getGlobal(name);
 }
 
+LogicalResult PipelineRunner::setGlobal(llvm::StringRef name, Tensor value,
+                                        std::string *error) {
+  for (auto &stage : impl_->stages)
+    if (failed(stage->setGlobal(name, value, error)))
+      return failure();
+  return success();
+}
+
 llvm::ArrayRef<std::string> PipelineRunner::getGlobalNames() const {
   if (impl_->stages.empty())
     return {};

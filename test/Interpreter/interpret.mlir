@@ -15,6 +15,21 @@
 // GLOBALS-NEXT: [0.5, -1.5]
 // GLOBALS: output 4 "b": tensor<3xbool>
 // GLOBALS-NEXT: [1, 0, 1]
+// --load-globals sets globals from a --dump-globals directory, so a run can
+// continue from another's state; a bad index line names the file and line.
+// RUN: pp-interpret %s --func=globals --dump-globals=%t/g
+// RUN: %python3 -c "import numpy as np; np.save('%t/g/w.npy', np.array([[5, 6], [7, 8]], np.float32))"
+// RUN: pp-interpret %s --func=globals --load-globals=%t/g --print | FileCheck %s --check-prefix=LOADED
+// LOADED: output 0 "w": tensor<2x2xf32> finite
+// LOADED-NEXT: [5, 6, 7, 8]
+// LOADED: output 3 "r": tensor<2xf32> finite
+// LOADED-NEXT: [0.5, -1.5]
+// RUN: printf 'w\n' > %t/g/globals.txt
+// RUN: not pp-interpret %s --func=globals --load-globals=%t/g 2>&1 | FileCheck %s --check-prefix=BADINDEX
+// BADINDEX: globals.txt:1: expected NAME<tab>FILE.npy, got 'w'
+// RUN: printf 'nope\tw.npy\n' > %t/g/globals.txt
+// RUN: not pp-interpret %s --func=globals --load-globals=%t/g 2>&1 | FileCheck %s --check-prefix=NOGLOBAL
+// NOGLOBAL: globals.txt:1: no global named 'nope'
 onnx.global "trainable" @w : tensor<2x2xf32> = dense<[[1.0, 2.0], [3.0, 4.0]]> : tensor<2x2xf32>
 onnx.global "constant" @s : tensor<3xi64> = dense<7> : tensor<3xi64>
 onnx.global "state" @z : tensor<2xf32>

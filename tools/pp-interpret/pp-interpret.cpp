@@ -86,9 +86,51 @@ static llvm::cl::opt<std::string> dumpGlobals(
     llvm::cl::desc("After the last run, write every global to DIR/<name>.npy "
                    "(and DIR/globals.txt: name -> file)"));
 
+static llvm::cl::opt<std::string> loadGlobals(
+    "load-globals",
+    llvm::cl::desc("Before the first run, set globals from DIR/globals.txt "
+                   "(name -> .npy file, as --dump-globals writes it)"));
+static llvm::cl::opt<int> firstStep(
+    "first-step",
+    llvm::cl::desc("The index (from 0) of the first step run: Dropout masks "
+                   "follow it, so a run can continue another's steps"),
+    llvm::cl::init(0));
+
 static llvm::cl::opt<bool>
     profile("profile",
             llvm::cl::desc("Print the time spent per op kind over all steps"));
+
+/// Sets each global listed in `dir`/globals.txt (name, tab, .npy file) with
+/// `set`; the error naming the file and the global, if any.
+static std::optional<std::string> loadGlobalValues(
+    StringRef dir,
+    llvm::function_ref<LogicalResult(StringRef, Tensor, std::string &)> set) {
+  llvm::SmallString<256> indexPath(dir);
+  llvm::sys::path::append(indexPath, "globals.txt");
+  auto index = pp::limits::readRegularFile(
+      indexPath, pp::limits::kMaxMLIRFileBytes, "--load-globals index",
+      /*isText=*/true);
+  if (!index)
+    return llvm::toString(index.takeError());
+  llvm::SmallVector<StringRef> lines;
+  (*index)->getBuffer().split(lines, '\n', -1, /*KeepEmpty=*/false);
+  for (auto [number, line] : llvm::enumerate(lines)) {
+    auto [name, file] = line.split('\t');
+    std::string where =
+        indexPath.str().str() + ":" + std::to_string(number + 1) + ": ";
+    if (name.empty() || file.empty())
+      return where + "expected NAME<tab>FILE.npy, got '" + line.str() + "'";
+    llvm::SmallString<256> path(dir);
+    llvm::sys::path::append(path, file);
+    auto tensor = readNpy(path);
+    if (!tensor)
+      return where + llvm::toString(tensor.takeError());
+    std::string why;
+    if (failed(set(name, std::move(*tensor), why)))
+      return where + why;
+  }
+  return std::nullopt;
+}
 
 static int fail(const llvm::Twine &message) {
   llvm::errs() << "pp-interpret: error: " << message << "\n";
@@ -369,10 +411,21 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       if (pp::pipeline::isLossResult(func, i))
         lossIndex = i;
+  if (!loadGlobals.empty() && !pipelined && failed(interp.initialize()))
+    return 1;
+  if (!loadGlobals.empty())
+    if (std::optional<std::string> error = loadGlobalValues(
+            loadGlobals, [&](StringRef name, Tensor value, std::string &why) {
+              return pipelined ? runner->setGlobal(name, std::move(value), &why)
+                               : interp.setGlobal(name, std::move(value), &why);
+            }))
+      return fail(*error);
+  if (firstStep < 0)
+    return fail("--first-step must be at least 0");
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {
     auto start = std::chrono::steady_clock::now();
-    interp.setRandomPosition(step - 1, 0);
+    interp.setRandomPosition(firstStep + step - 1, 0);
     outputs = pipelined ? runner->runStep(argValues)
                         : interp.run(funcName, argValues);
     if (failed(outputs))
@@ -385,8 +438,8 @@ int main(int argc, char **argv) {
       const auto &loss = (*outputs)[*lossIndex];
       const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
       llvm::outs() << "step " << step << " loss "
-                   << llvm::format(format, loss.getDouble(0))
-                   << " time_ms " << llvm::format("%.3f", ms) << "\n";
+                   << llvm::format(format, loss.getDouble(0)) << " time_ms "
+                   << llvm::format("%.3f", ms) << "\n";
     }
   }
 

@@ -78,6 +78,10 @@ public:
   /// reads it) holds it.
   const Tensor *getGlobal(llvm::StringRef name) const;
   llvm::ArrayRef<std::string> getGlobalNames() const;
+  /// Replaces a global's value on every device (each holds a copy); fails
+  /// as Interpreter::setGlobal does.
+  mlir::LogicalResult setGlobal(llvm::StringRef name, Tensor value,
+                                std::string *error = nullptr);
 
   /// Per-op-kind time summed over every stage (empty unless profiling).
   std::vector<OpProfile> getProfile() const;
