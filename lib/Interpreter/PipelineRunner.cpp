@@ -432,6 +432,12 @@ LogicalResult PipelineRunner::initialize() {
       pipeline::lookupSchedule(module, "a pipelined module");
   if (!schedule)
     return failure();
+  if (schedule.getPlan().isWaveSynchronous())
+    return module.emitError()
+           << "the interpreter runs synchronous data parallelism only; "
+              "Wave Synchronous Parallel (staleness = "
+           << schedule.getPlan().getStaleness()
+           << ") runs in generated programs (--pp-compile emit-dir=)";
   microBatches_ = schedule.getPlan().getMicroBatches();
   dataParallel_ = schedule.getPlan().getDataParallel();
   impl_->replicas = dataParallel_;

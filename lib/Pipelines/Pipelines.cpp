@@ -36,6 +36,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.microBatches = options.microBatches;
   partition.dataParallel = options.dataParallel;
   partition.virtualWorkers = options.virtualWorkers;
+  partition.staleness = options.staleness;
+  partition.wave = options.wave;
   partition.chunks = chunks;
   // What the partitioner needs of the optimizer: its state per weight.
   partition.optimizer = options.optimizer == "sgd"

@@ -79,7 +79,8 @@ static llvm::cl::opt<int>
 static llvm::cl::opt<int> steps(
     "steps",
     llvm::cl::desc("Run the function N times (training steps: globals carry "
-                   "over) and print the pp.loss result of each"),
+                   "over) and print the pp.loss result of each; 0 runs "
+                   "nothing (--dump-globals writes the initial values)"),
     llvm::cl::init(1));
 static llvm::cl::opt<std::string> dumpGlobals(
     "dump-globals",
@@ -402,8 +403,9 @@ int main(int argc, char **argv) {
   options.profile = profile;
   Interpreter interp(*module, options);
   pp::interp::registerTrainHandlers(interp);
-  if (steps < 1)
-    return fail("--steps must be at least 1");
+  // --steps=0 runs nothing: the globals as loaded (--dump-globals).
+  if (steps < 0)
+    return fail("--steps must be at least 0");
   std::optional<unsigned> lossIndex;
   if (pipelined)
     lossIndex = runner->getLossIndex();
@@ -411,7 +413,7 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       if (pp::pipeline::isLossResult(func, i))
         lossIndex = i;
-  if (!loadGlobals.empty() && !pipelined && failed(interp.initialize()))
+  if (!pipelined && failed(interp.initialize()))
     return 1;
   if (!loadGlobals.empty())
     if (std::optional<std::string> error = loadGlobalValues(
@@ -487,6 +489,8 @@ int main(int argc, char **argv) {
     os << index;
   }
 
+  if (steps == 0)
+    return 0;
   if (!outputDir.empty())
     if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
       return fail("cannot create '" + outputDir + "': " + ec.message());

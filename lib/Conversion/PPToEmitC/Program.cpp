@@ -171,6 +171,8 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();
   table.dataParallel = plan.getDataParallel();
+  table.staleness = plan.getStaleness();
+  table.wave = plan.getWave();
   if (failed(collectGlobals(module, table)) ||
       failed(collectInputsOutputs(module, table)))
     return failure();
@@ -385,6 +387,10 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   if (table.dataParallel > 1)
     set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
+  if (table.staleness >= 0) {
+    set.set("staleness", "int64_t", std::to_string(table.staleness));
+    set.set("wave", "int64_t", std::to_string(table.wave));
+  }
   if (!table.replicaDeviceNames.empty())
     set.set("replicaDeviceNames", "std::vector<std::string>",
             listOf(ArrayRef(table.replicaDeviceNames),

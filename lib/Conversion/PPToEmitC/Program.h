@@ -80,6 +80,9 @@ struct ProgramTable {
   int64_t microBatches = 0;
   /// Data-parallel replicas of the pipeline (the plan's data_parallel).
   int64_t dataParallel = 1;
+  /// The plan's staleness and wave (Wave Synchronous Parallel).
+  int64_t staleness = -1;
+  int64_t wave = 1;
   std::vector<std::string> deviceNames;
   /// The devices of replicas 1 .. dataParallel-1 (pp.replica_devices).
   std::vector<std::string> replicaDeviceNames;

@@ -117,6 +117,13 @@ public:
     }
   }
 
+  /// startAllReduceSum reduces at once here.
+  Status testAllReduce(int request, bool &done) override {
+    (void)request;
+    done = true;
+    return Status::success();
+  }
+
   Status allReduceSum(Tensor &value) override {
     if (value.dtype != DType::F32 && value.dtype != DType::F64)
       return Status::error("allReduceSum: only f32 and f64");

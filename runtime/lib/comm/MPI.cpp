@@ -123,6 +123,20 @@ public:
     return Status::success();
   }
 
+  Status testAllReduce(int request, bool &done) override {
+    auto it = reductions_.find(request);
+    if (it == reductions_.end())
+      return Status::error("testAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    int finished = 0;
+    // A finished request becomes MPI_REQUEST_NULL, which tests finished.
+    if (MPI_Test(&it->second, &finished, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+      return Status::error("allReduceSum: MPI_Iallreduce failed");
+    completeSends(/*wait=*/false);
+    done = finished != 0;
+    return Status::success();
+  }
+
   Status waitAllReduce(int request) override {
     auto it = reductions_.find(request);
     if (it == reductions_.end())

@@ -70,6 +70,14 @@ public:
     return status;
   }
 
+  Status testAllReduce(int request, bool &done) override {
+    auto it = pending_.find(request);
+    if (it == pending_.end())
+      return Status::error("testAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    return inner_->testAllReduce(it->second.inner, done);
+  }
+
   Status waitAllReduce(int request) override {
     inner_->timeoutSeconds = timeoutSeconds;
     auto it = pending_.find(request);

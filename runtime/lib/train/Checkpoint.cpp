@@ -244,6 +244,8 @@ std::string encodeManifest(const CheckpointManifest &m) {
   text += "devices " + std::to_string(m.numDevices) + "\n";
   text += "stages " + std::to_string(m.numStages) + "\n";
   text += "seed " + std::to_string(m.seed) + "\n";
+  if (m.waveClock >= 0)
+    text += "wsp-clock " + std::to_string(m.waveClock) + "\n";
   for (const CheckpointFile &f : m.files)
     text += "file " + f.name + " " + std::to_string(f.size) + " " +
             hex32(f.crc) + "\n";
@@ -285,6 +287,8 @@ bool pp::rt::train::parseManifest(const std::string &path,
       m.numDevices = std::atoll(value.c_str());
     } else if (key == "stages") {
       m.numStages = std::atoll(value.c_str());
+    } else if (key == "wsp-clock") {
+      m.waveClock = std::atoll(value.c_str());
     } else if (key == "seed") {
       m.seed = std::strtoull(value.c_str(), nullptr, 10);
     } else if (key == "file") {
@@ -338,15 +342,24 @@ bool verifyCheckpoint(const Job &job, const std::string &stepDir,
           job.identity + ")";
     return false;
   }
+  int numFiles = job.checkpointRanks();
   if (m.numDevices != job.numDevices ||
-      static_cast<int>(m.files.size()) != job.numDevices) {
+      static_cast<int>(m.files.size()) != numFiles) {
     why = "its manifest lists " + std::to_string(m.files.size()) +
           " rank files, the program runs on " + std::to_string(job.numDevices) +
-          " devices";
+          " devices" +
+          (job.waveSynchronous()
+               ? " x " + std::to_string(job.replicas) + " virtual workers"
+               : "");
+    return false;
+  }
+  if (job.waveSynchronous() != (m.waveClock >= 0)) {
+    why = job.waveSynchronous() ? "it holds no Wave Synchronous Parallel clock"
+                                : "it holds a Wave Synchronous Parallel clock";
     return false;
   }
   std::string bytes;
-  for (int r = 0; r < job.numDevices; ++r) {
+  for (int r = 0; r < numFiles; ++r) {
     if (m.files[r].name != rankCheckpointName(r)) {
       why = "its manifest lists '" + m.files[r].name + "' for rank " +
             std::to_string(r);

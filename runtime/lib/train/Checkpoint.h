@@ -74,6 +74,9 @@ struct CheckpointManifest {
   int64_t numDevices = 0;
   int64_t numStages = 0;
   uint64_t seed = 0;
+  /// Wave Synchronous Parallel: the waves every virtual worker had pushed
+  /// and pulled when it was written (-1: synchronous).
+  int64_t waveClock = -1;
   /// rank<r>.ckpt, in rank order.
   std::vector<CheckpointFile> files;
 };

@@ -114,6 +114,8 @@ uint32_t tableHash(const ProgramInfo &p) {
   };
   add(p.modelName, p.scheduleKind, p.numStages, p.microBatches, p.dataParallel,
       p.codeHash, p.dataFile, p.onnxFile);
+  if (p.staleness >= 0)
+    add("wsp", p.staleness, p.wave);
   for (const std::string &name : p.deviceNames)
     add(name);
   for (const std::string &name : p.replicaDeviceNames)
@@ -252,6 +254,13 @@ bool Job::validateProgram(std::string &error) {
     return fail("dataParallel " + std::to_string(replicas) +
                 " is not in [1, 4096]");
   numRanks = numDevices * static_cast<int>(replicas);
+  if (p.staleness < -1 || p.staleness > 1000000 || p.wave < 1 ||
+      p.wave > 1000000)
+    return fail("staleness " + std::to_string(p.staleness) + " or wave " +
+                std::to_string(p.wave) + " out of range");
+  if (p.staleness >= 0 && replicas < 2)
+    return fail("staleness (Wave Synchronous Parallel) needs dataParallel "
+                ">= 2");
   if (static_cast<int64_t>(p.stageGlobals.size()) != numStages)
     return fail("stageGlobals has " + std::to_string(p.stageGlobals.size()) +
                 " entries for " + std::to_string(numStages) + " stages");

@@ -64,6 +64,14 @@ struct Job {
   int64_t replicas = 1;
   int numRanks = 0;
   int64_t numStages = 0;
+  /// Wave Synchronous Parallel across the replicas (program.staleness >= 0).
+  bool waveSynchronous() const { return program.staleness >= 0; }
+  /// The rank files of a checkpoint: one per device, which replica 0
+  /// writes; under WSP one per rank (each replica keeps its own optimizer
+  /// state and statistics).
+  int checkpointRanks() const {
+    return waveSynchronous() ? numRanks : numDevices;
+  }
   /// Per replica and step.
   int64_t microBatches = 1;
   /// stageDevice[s]: the device whose actions run stage s (-1: none).

@@ -51,6 +51,12 @@ const OptionSpec kOptions[] = {
     {"data-file", "PATH", "initial values of globals and constants"},
     {"timeout", "S",
      "seconds a receive waits for a peer (default 60, at most 1e6)"},
+    {"wsp-log", "DIR",
+     "Wave Synchronous Parallel: each virtual worker logs its steps, pushes "
+     "and pulls to DIR/vw<r>.jsonl"},
+    {"test-delay", "RANK:MS",
+     "tests and benchmarks: rank RANK sleeps MS ms after each of its steps "
+     "(repeatable)"},
     {"help", nullptr, "print this help"},
 };
 
@@ -212,6 +218,20 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
           !(seconds > 0) || seconds > kMaxTimeout)
         return badValue("a finite, positive number of seconds, at most 1e6");
       options.timeout = seconds;
+    } else if (name == "wsp-log") {
+      if (value.empty())
+        return badValue("a directory");
+      options.wspLogDir = value;
+    } else if (name == "test-delay") {
+      size_t colon = value.find(':');
+      int64_t rank = 0;
+      double ms = 0;
+      if (colon == std::string::npos ||
+          !parseInt(value.substr(0, colon), rank) || rank < 0 ||
+          !parseDouble(value.substr(colon + 1), ms) || !std::isfinite(ms) ||
+          ms < 0 || ms > 1e6)
+        return badValue("RANK:MS (a rank >= 0, 0 <= MS <= 1e6)");
+      options.testDelays.emplace_back(rank, ms);
     } else if (name == "help") {
       options.help = true;
     }

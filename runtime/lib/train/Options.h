@@ -36,6 +36,10 @@ struct TrainOptions {
   std::string dataFile;
   /// Receive timeout in seconds: finite, positive, at most kMaxTimeout.
   double timeout = 60;
+  /// --wsp-log: the directory of the virtual workers' WSP event logs.
+  std::string wspLogDir;
+  /// --test-delay: (world rank, ms slept after each step).
+  std::vector<std::pair<int64_t, double>> testDelays;
   bool help = false;
 };
 

@@ -19,8 +19,10 @@
 #include "pp/Runtime/Memory.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 
 using namespace pp::rt;
 using namespace pp::rt::train;
@@ -79,7 +81,7 @@ void Rank::report(const std::string &message) {
   }
 }
 
-Status Rank::allReduce(std::vector<double> &values) {
+Status Rank::allReduce(std::vector<double> &values, Communicator *comm) {
   Tensor t{allocateBuffer(static_cast<int64_t>(values.size() * 8)),
            DType::F64,
            {static_cast<int64_t>(values.size())}};
@@ -88,7 +90,7 @@ Status Rank::allReduce(std::vector<double> &values) {
   Status s;
   try {
     copyToBuffer(t.data, values.data(), t.bytes());
-    s = world.allReduceSum(t);
+    s = (comm ? *comm : world).allReduceSum(t);
     if (s.ok())
       copyFromBuffer(values.data(), t.data, t.bytes());
   } catch (const std::exception &e) {
@@ -165,8 +167,16 @@ bool Rank::setup(std::string &error) {
     stages[s] = std::make_unique<StageState>(*this, s, job.seed);
   if (!loadGlobals(error))
     return false;
-  if (job.resuming && !restoreRankCheckpoint(job, rank, stages, error))
+  // Under WSP every rank has its own checkpoint file.
+  bool wsp = job.waveSynchronous();
+  if (job.resuming &&
+      !restoreRankCheckpoint(job, wsp ? worldRank : rank, stages, error))
     return false;
+  if (wsp) {
+    waveSync = std::make_unique<WaveSync>(*this);
+    if (!waveSync->begin(job.resuming ? job.resume.waveClock : 0, error))
+      return false;
+  }
   totalBusyMs.assign(static_cast<size_t>(job.numStages), 0.0);
   return true;
 }
@@ -306,21 +316,26 @@ bool Rank::writeCheckpoint() {
   std::string error;
   CheckpointFile file;
   // The replicas hold the same weights and optimizer state: replica 0
-  // writes the checkpoint, and every replica resumes from it.
-  bool ok =
-      replica != 0 ||
-      writeRankCheckpoint(checkpointStepDir(dir, completed),
-                          captureRankCheckpoint(job, rank, stages, completed),
-                          file, error);
+  // writes the checkpoint, and every replica resumes from it. Under WSP
+  // the weights agree (every wave applied) but the optimizer states and
+  // statistics are each VW's own: every rank writes its file.
+  bool wsp = job.waveSynchronous();
+  int fileIndex = wsp ? worldRank : rank;
+  bool ok = (replica != 0 && !wsp) ||
+            writeRankCheckpoint(
+                checkpointStepDir(dir, completed),
+                captureRankCheckpoint(job, fileIndex, stages, completed), file,
+                error);
   if (!agree(ok,
              "--checkpoint: rank " + std::to_string(worldRank) + ": " + error))
     return false;
   // Every rank's file is on disk: rank 0 learns their sizes and CRCs (exact
   // in doubles), writes the manifest and commits.
-  std::vector<double> files(2 * static_cast<size_t>(job.numDevices), 0.0);
-  if (replica == 0) {
-    files[2 * rank] = static_cast<double>(file.size);
-    files[2 * rank + 1] = file.crc;
+  int numFiles = job.checkpointRanks();
+  std::vector<double> files(2 * static_cast<size_t>(numFiles), 0.0);
+  if (replica == 0 || wsp) {
+    files[2 * fileIndex] = static_cast<double>(file.size);
+    files[2 * fileIndex + 1] = file.crc;
   }
   if (Status s = allReduce(files); !s.ok()) {
     abortJob("error: rank " + std::to_string(worldRank) +
@@ -335,7 +350,9 @@ bool Rank::writeCheckpoint() {
     manifest.numDevices = job.numDevices;
     manifest.numStages = job.numStages;
     manifest.seed = job.seed;
-    for (int r = 0; r < job.numDevices; ++r)
+    if (waveSync)
+      manifest.waveClock = waveSync->clock();
+    for (int r = 0; r < numFiles; ++r)
       manifest.files.push_back({rankCheckpointName(r),
                                 static_cast<int64_t>(files[2 * r]),
                                 static_cast<uint32_t>(files[2 * r + 1])});
@@ -362,9 +379,20 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
     }
 
   // [partial sum, micro-batches, producing stage + 1] per reported output,
-  // then the busy time of every stage.
+  // then the busy time of every stage. Under WSP each VW has its own step:
+  // its outputs and busy times, reduced over its pipeline only, so no step
+  // waits for another VW.
+  bool wsp = job.waveSynchronous();
   size_t k = job.reported.size();
   int64_t totalMicroBatches = job.microBatches * job.replicas;
+  int64_t expectedMicroBatches = wsp ? job.microBatches : totalMicroBatches;
+  auto fail = [&](const std::string &message) {
+    if (!wsp)
+      report(message);
+    else if (rank == 0)
+      abortJob(message); // the other VWs would wait for this one's pushes
+    return false;
+  };
   std::vector<double> stats(3 * k + static_cast<size_t>(job.numStages), 0.0);
   for (size_t i = 0; i < k; ++i) {
     for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
@@ -375,10 +403,10 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
     if (stats[3 * i + 1] > 0)
       stats[3 * i + 2] = static_cast<double>(outputStage[i] + 1);
   }
-  // Busy time: the mean over the replicas.
+  // Busy time: the mean over the replicas (this VW's under WSP).
   for (int64_t s = 0; s < job.numStages; ++s)
-    stats[3 * k + s] = busyMs[s] / static_cast<double>(job.replicas);
-  if (Status s = allReduce(stats); !s.ok()) {
+    stats[3 * k + s] = busyMs[s] / static_cast<double>(wsp ? 1 : job.replicas);
+  if (Status s = allReduce(stats, wsp ? &pipeline() : nullptr); !s.ok()) {
     abortJob("error: rank " + std::to_string(worldRank) + " (device " +
              deviceName() + "), step " + std::to_string(step + 1) +
              ": gathering the step's outputs: " + s.message);
@@ -391,27 +419,31 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   for (size_t i = 0; i < k; ++i) {
     const OutputInfo &info = job.program.outputs[job.reported[i]];
     int64_t stage = static_cast<int64_t>(stats[3 * i + 2]) - 1;
-    if (stats[3 * i + 1] != static_cast<double>(totalMicroBatches)) {
-      report("error: step " + std::to_string(step + 1) + ": output '" +
-             info.name + "' was produced for " +
-             std::to_string(static_cast<int64_t>(stats[3 * i + 1])) + " of " +
-             std::to_string(totalMicroBatches) + " micro-batches");
-      return false;
-    }
+    if (stats[3 * i + 1] != static_cast<double>(expectedMicroBatches))
+      return fail("error: step " + std::to_string(step + 1) + ": output '" +
+                  info.name + "' was produced for " +
+                  std::to_string(static_cast<int64_t>(stats[3 * i + 1])) +
+                  " of " + std::to_string(expectedMicroBatches) +
+                  " micro-batches");
     double total = stats[3 * i];
     if (info.combine == "mean")
-      total /= static_cast<double>(totalMicroBatches);
+      total /= static_cast<double>(expectedMicroBatches);
     values[i] = roundTo(info.dtype, total);
     if (!std::isfinite(values[i])) {
-      int producer = stage >= 0 ? job.stageDevice[stage] : -1; // replica 0
-      report("error: rank " + std::to_string(producer) + " (device " +
-             (producer >= 0 ? job.deviceNames[producer] : "?") + "), stage " +
-             std::to_string(stage) + ", step " + std::to_string(step + 1) +
-             ": output '" + info.name + "' is " +
-             (std::isnan(values[i]) ? "NaN" : "infinite"));
-      return false;
+      // Replica 0's device, or under WSP this VW's.
+      int producer = stage >= 0 ? job.stageDevice[stage] : -1;
+      std::string device = producer < 0 ? "?"
+                           : wsp        ? job.deviceName(replica, producer)
+                                        : job.deviceNames[producer];
+      if (wsp && producer >= 0)
+        producer = worldRankOf(producer);
+      return fail("error: rank " + std::to_string(producer) + " (device " +
+                  device + "), stage " + std::to_string(stage) + ", step " +
+                  std::to_string(step + 1) + ": output '" + info.name +
+                  "' is " + (std::isnan(values[i]) ? "NaN" : "infinite"));
     }
   }
+  stepLoss = job.lossIndex >= 0 ? values[job.lossIndex] : NAN;
   for (int64_t s = 0; s < job.numStages; ++s)
     totalBusyMs[s] += stats[3 * k + s];
   if (worldRank != 0)
@@ -469,9 +501,27 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
       if (!(ok = runAction(action)))
         break;
     }
+    for (auto &[delayRank, ms] : options.testDelays)
+      if (ok && delayRank == worldRank)
+        std::this_thread::sleep_for(std::chrono::duration<double>(ms / 1e3));
     ok = ok && finishStep(start, loopStart, ++stepsRun, log);
-    if (ok && options.checkpointEvery > 0 &&
-        (step + 1) % options.checkpointEvery == 0)
+    bool checkpointDue = options.checkpointEvery > 0 &&
+                         (step + 1) % options.checkpointEvery == 0;
+    // A checkpoint and the last step end a wave, and the checkpoint holds
+    // every wave applied.
+    if (ok && waveSync) {
+      std::string error;
+      bool force = checkpointDue || step + 1 == options.steps;
+      if (!waveSync->afterStep(step, force, stepLoss, error) ||
+          (checkpointDue && !waveSync->drain(error))) {
+        abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+                 deviceName() + "), virtual worker " + std::to_string(replica) +
+                 ", step " + std::to_string(step + 1) +
+                 ": Wave Synchronous Parallel: " + error);
+        ok = false;
+      }
+    }
+    if (ok && checkpointDue)
       ok = writeCheckpoint();
   }
   seconds = nowSeconds() - loopStart;
@@ -546,14 +596,34 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
 
 bool Rank::finish(int64_t stepsRun, double seconds) {
   const TrainOptions &options = job.options;
+  // Every VW applies every wave: their weights agree, replica 0's are the
+  // result.
+  if (waveSync) {
+    std::string error;
+    if (!waveSync->drain(error)) {
+      abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+               deviceName() + "): Wave Synchronous Parallel: " + error);
+      return false;
+    }
+  }
   // Busy time and measured memory of every device, for the summary.
   // Replica 0's (the others run the same work on other micro-batches).
-  std::vector<double> totals(2 * static_cast<size_t>(job.numDevices), 0.0);
+  // Under WSP, then per VW (its device 0): the waves, the ms it waited for
+  // other VWs and the largest clock - global clock it started a wave at.
+  size_t numTotals = 2 * static_cast<size_t>(job.numDevices);
+  std::vector<double> totals(
+      numTotals + (waveSync ? 3 * static_cast<size_t>(job.replicas) : 0), 0.0);
   if (replica == 0) {
     for (int64_t s : job.deviceStages[rank])
       totals[rank] += totalBusyMs[s];
     totals[job.numDevices + rank] =
         static_cast<double>(arenaBytes + globalBytes + pool.allocatedBytes());
+  }
+  if (waveSync && rank == 0) {
+    totals[numTotals + 3 * replica] = static_cast<double>(waveSync->clock());
+    totals[numTotals + 3 * replica + 1] = waveSync->waitedMs();
+    totals[numTotals + 3 * replica + 2] =
+        static_cast<double>(waveSync->maxStaleness());
   }
   if (Status s = allReduce(totals); !s.ok()) {
     abortJob("error: rank " + std::to_string(worldRank) + ": " + s.message);
@@ -593,8 +663,23 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     }
     return false;
   }
-  if (worldRank == 0)
+  if (worldRank == 0) {
     printSummary(job, stepsRun, seconds, totals);
+    if (waveSync) {
+      std::printf("wave synchronous parallel: staleness bound %lld, waves of "
+                  "%lld step(s)\n",
+                  static_cast<long long>(job.program.staleness),
+                  static_cast<long long>(job.program.wave));
+      for (int64_t r = 0; r < job.replicas; ++r) {
+        const double *vw = &totals[numTotals + 3 * r];
+        std::printf("  virtual worker %lld: %lld waves, waited %.1f ms for "
+                    "the others, largest staleness %lld\n",
+                    static_cast<long long>(r), static_cast<long long>(vw[0]),
+                    vw[1], static_cast<long long>(vw[2]));
+      }
+      std::fflush(stdout);
+    }
+  }
   return true;
 }
 

@@ -12,12 +12,15 @@
 #include "Export.h"
 #include "Job.h"
 #include "StageState.h"
+#include "WaveSync.h"
 
 #include "pp/Runtime/Comm.h"
 #include "pp/Runtime/Program.h"
 
+#include <cmath>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -82,6 +85,14 @@ public:
   std::vector<double> busyMs, totalBusyMs; // per stage
   /// Time each stage waited in receives, left out of its busy time.
   std::vector<double> waitMs;
+  /// The step's loss as finishStep reduced it (this VW's under WSP).
+  double stepLoss = NAN;
+  /// Wave Synchronous Parallel across the replicas, when the program asks.
+  std::unique_ptr<WaveSync> waveSync;
+
+  /// All-reduces `values` over `comm` (default: the world) through a
+  /// backend buffer.
+  Status allReduce(std::vector<double> &values, Communicator *comm = nullptr);
 
   /// The device this rank runs (its replica's, under data parallelism).
   const char *deviceName() const {
@@ -126,8 +137,6 @@ private:
   /// Gathers the globals on rank 0 (in `values` there), each from the
   /// stage that owns it.
   bool gather(bool trainableOnly, NamedTensors &values, std::string &error);
-  /// All-reduces `values` through a backend buffer.
-  Status allReduce(std::vector<double> &values);
   /// Agrees on success: every rank learns whether any failed; the lowest
   /// failing rank prints its error.
   bool agree(bool ok, const std::string &error);

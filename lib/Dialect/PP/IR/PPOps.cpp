@@ -205,7 +205,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                pp::kinds::ScheduleKind schedule,
                                int64_t microBatches, int64_t chunks,
                                int64_t numStages, ArrayAttr stageDevices,
-                               int64_t dataParallel, int64_t tensorParallel) {
+                               int64_t dataParallel, int64_t tensorParallel,
+                               int64_t staleness, int64_t wave) {
   if (microBatches < 1)
     return emitError() << "micro_batches must be >= 1, got " << microBatches;
   if (chunks < 1)
@@ -220,6 +221,19 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "stage_devices must be strings";
   if (dataParallel < 1 || tensorParallel < 1)
     return emitError() << "data_parallel and tensor_parallel must be >= 1";
+  if (staleness < -1)
+    return emitError() << "staleness must be >= 0 (or -1: synchronous), got "
+                       << staleness;
+  if (wave < 1)
+    return emitError() << "wave must be >= 1, got " << wave;
+  if (staleness >= 0 && dataParallel < 2)
+    return emitError() << "staleness (Wave Synchronous Parallel) needs "
+                          "data_parallel >= 2, got "
+                       << dataParallel;
+  if (wave > 1 && staleness < 0)
+    return emitError() << "wave = " << wave
+                       << " needs a staleness bound (Wave Synchronous "
+                          "Parallel)";
   return success();
 }
 
@@ -232,22 +246,23 @@ std::optional<StringRef> PlanAttr::getStageDeviceName(int64_t stage) const {
 PlanAttr PlanAttr::withMicroBatches(int64_t microBatches) const {
   return PlanAttr::get(getContext(), getSchedule(), microBatches, getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel());
+                       getTensorParallel(), getStaleness(), getWave());
 }
 PlanAttr PlanAttr::withNumStages(int64_t numStages) const {
   return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(),
                        getChunks(), numStages, getStageDevices(),
-                       getDataParallel(), getTensorParallel());
+                       getDataParallel(), getTensorParallel(), getStaleness(),
+                       getWave());
 }
 PlanAttr PlanAttr::withChunks(int64_t chunks) const {
   return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(), chunks,
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel());
+                       getTensorParallel(), getStaleness(), getWave());
 }
 PlanAttr PlanAttr::withSchedule(pp::kinds::ScheduleKind schedule) const {
   return PlanAttr::get(getContext(), schedule, getMicroBatches(), getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel());
+                       getTensorParallel(), getStaleness(), getWave());
 }
 
 /// The stage of the function holding `op` (its `pp.stage`), if any.
@@ -435,7 +450,7 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
           [&] { return op->emitError() << "invalid pp.plan: "; },
           plan.getSchedule(), plan.getMicroBatches(), plan.getChunks(),
           plan.getNumStages(), plan.getStageDevices(), plan.getDataParallel(),
-          plan.getTensorParallel())))
+          plan.getTensorParallel(), plan.getStaleness(), plan.getWave())))
     return failure();
   int64_t numStages = plan.getNumStages();
 

@@ -67,9 +67,10 @@ LogicalResult pp::pipeline::materializeSchedule(
   int numDevices = static_cast<int>(numStages / v);
   // Data-parallel replicas all-reduce each stage's accumulated gradients
   // (a grad_reduce after its last backward, which its update waits for)
-  // when the stage has any.
+  // when the stage has any. Under WSP the replicas exchange updates at wave
+  // ends instead (the runtime), not gradients every step.
   std::vector<bool> gradReduceStages(numStages, false);
-  if (plan.getDataParallel() > 1)
+  if (plan.getDataParallel() > 1 && !plan.isWaveSynchronous())
     module.walk([&](pipeline::AccumulateOp accumulate) {
       auto func = accumulate->getParentOfType<func::FuncOp>();
       if (std::optional<int64_t> stage = pipeline::getStage(func);

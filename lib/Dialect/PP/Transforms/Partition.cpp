@@ -145,6 +145,26 @@ pp::pipeline::partitionStages(ModuleOp module,
     module.emitError() << "pp-partition: data-parallel must be >= 1";
     return failure();
   }
+  if (options.staleness < -1) {
+    module.emitError() << "pp-partition: staleness must be >= 0 (or -1: "
+                          "synchronous data parallel), got "
+                       << options.staleness;
+    return failure();
+  }
+  if (options.staleness >= 0 && dataParallel < 2) {
+    module.emitError() << "pp-partition: staleness=" << options.staleness
+                       << " (Wave Synchronous Parallel) needs data-parallel "
+                          ">= 2 virtual workers, got "
+                       << dataParallel;
+    return failure();
+  }
+  if (options.wave == 0 || (options.wave > 1 && options.staleness < 0)) {
+    module.emitError() << "pp-partition: wave=" << options.wave
+                       << (options.wave == 0
+                               ? " must be >= 1"
+                               : " needs a staleness bound (staleness=D)");
+    return failure();
+  }
   if (dataParallel > 1 && !workers.empty() && workers.size() != dataParallel) {
     module.emitError() << "pp-partition: data-parallel=" << dataParallel
                        << " but the cluster names " << workers.size()
@@ -468,13 +488,13 @@ pp::pipeline::partitionStages(ModuleOp module,
   SmallVector<Attribute> order;
   for (unsigned d : result->deviceOrder)
     order.push_back(b.getStringAttr(devices.devices[d].name));
-  pipeline::setPlan(
-      module,
-      pipeline::PlanAttr::get(module.getContext(), *scheduleKind,
-                              options.microBatches, options.chunks,
-                              static_cast<int64_t>(result->deviceOrder.size()),
-                              b.getArrayAttr(order), dataParallel,
-                              /*tensorParallel=*/1));
+  pipeline::setPlan(module,
+                    pipeline::PlanAttr::get(
+                        module.getContext(), *scheduleKind,
+                        options.microBatches, options.chunks,
+                        static_cast<int64_t>(result->deviceOrder.size()),
+                        b.getArrayAttr(order), dataParallel,
+                        /*tensorParallel=*/1, options.staleness, options.wave));
   // The other replicas run the same stages on their own workers' devices.
   if (dataParallel > 1) {
     unsigned numPlanDevices = result->deviceOrder.size() / options.chunks;
@@ -506,7 +526,13 @@ pp::pipeline::partitionStages(ModuleOp module,
     else if (!policy.empty() && policyNote.empty())
       os << "virtual-workers=" << policy << ": " << workers.size()
          << " virtual workers\n";
-    if (dataParallel > 1)
+    if (dataParallel > 1 && options.staleness >= 0)
+      os << llvm::formatv("data parallel: {0} replicas of this pipeline "
+                          "(virtual workers) under Wave Synchronous "
+                          "Parallel: a wave of {1} step(s), staleness bound "
+                          "D = {2}\n",
+                          dataParallel, options.wave, options.staleness);
+    else if (dataParallel > 1)
       os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                           "(virtual workers), gradients all-reduced per "
                           "stage\n",

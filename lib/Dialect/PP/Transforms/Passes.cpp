@@ -43,6 +43,8 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .tryDeviceOrders = tryDeviceOrders,
                                       .dataParallel = dataParallel,
                                       .virtualWorkers = virtualWorkers,
+                                      .staleness = staleness,
+                                      .wave = wave,
                                       .reportFile = reportFile});
   }
 };

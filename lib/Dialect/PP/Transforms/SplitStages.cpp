@@ -451,9 +451,12 @@ LogicalResult Splitter::cloneOp(Operation *op) {
     if (op == seed) {
       pipeline::removeLossSeed(clone);
       // The step's loss is the mean over the micro-batches of every
-      // data-parallel replica: their gradients are summed.
+      // data-parallel replica: their gradients are summed. Under WSP each
+      // replica trains on its own mean loss (it exchanges updates).
       pipeline::PlanAttr plan = pipeline::getPlan(module);
-      int64_t parts = microBatches * (plan ? plan.getDataParallel() : 1);
+      int64_t parts =
+          microBatches *
+          (plan && !plan.isWaveSynchronous() ? plan.getDataParallel() : 1);
       if (!lossIsSum && parts > 1) {
         auto constant = cast<onnx::ConstantOp>(clone);
         auto type = cast<RankedTensorType>(constant.getOutput().getType());
@@ -582,7 +585,8 @@ LogicalResult Splitter::run() {
     plan = pipeline::PlanAttr::get(ctx, pp::kinds::ScheduleKind::OneFOneB,
                                    microBatches, /*chunks=*/1, numStages,
                                    b.getArrayAttr({}), /*dataParallel=*/1,
-                                   /*tensorParallel=*/1);
+                                   /*tensorParallel=*/1, /*staleness=*/-1,
+                                   /*wave=*/1);
   pipeline::setPlan(
       module, plan.withMicroBatches(microBatches).withNumStages(numStages));
   step.erase();

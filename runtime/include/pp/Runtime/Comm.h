@@ -61,6 +61,14 @@ public:
     (void)request;
     return Status::success();
   }
+  /// Whether the reduction `request` has finished, without waiting (then
+  /// waitAllReduce returns at once). A backend that cannot tell says no, so
+  /// callers wait only where they must.
+  virtual Status testAllReduce(int request, bool &done) {
+    (void)request;
+    done = false;
+    return Status::success();
+  }
   /// Stops every rank of the job with `reason` (does not return for MPI).
   virtual void abort(const std::string &reason) = 0;
   /// Collective over every rank of this communicator (MPI_Comm_split): the

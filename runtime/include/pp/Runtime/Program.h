@@ -205,6 +205,12 @@ struct ProgramInfo {
   /// micro-batches replica * microBatches + j, and grad_reduce actions
   /// sum each stage's gradients over the replicas.
   int64_t dataParallel = 1;
+  /// Wave Synchronous Parallel across the replicas (HetPipe), when
+  /// staleness >= 0: no grad_reduce; every `wave` steps a replica pushes the
+  /// summed update of the wave and may start the next only while at most
+  /// `staleness` waves ahead of the slowest. -1: synchronous.
+  int64_t staleness = -1;
+  int64_t wave = 1;
   /// The device names of replicas 1 .. dataParallel-1, numDevices each in
   /// device order (replica 0's are deviceNames); empty: unnamed.
   std::vector<std::string> replicaDeviceNames;

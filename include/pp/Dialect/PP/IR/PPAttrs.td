@@ -54,8 +54,13 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     when no partition ran) and read through accessors by every later pass:
     the schedule, the micro-batches per step, the stages (model chunks) per
     device, the number of stages, and the name of the device each stage runs
-    on (stage s runs on device s mod (num_stages / chunks)). The data- and
-    tensor-parallel degrees are 1 until those features land.
+    on (stage s runs on device s mod (num_stages / chunks)), the
+    data-parallel replicas (virtual workers) and the tensor-parallel degree
+    (1 until that feature lands). `staleness` = D >= 0 makes the replicas
+    train under Wave Synchronous Parallel (HetPipe) instead of all-reducing
+    gradients every step: a replica pushes the summed update of each wave of
+    `wave` steps and may run at most D waves ahead of the slowest; -1
+    (default) is synchronous data parallelism.
 
     ```mlir
     module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4,
@@ -71,7 +76,9 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     DefaultValuedParameter<"::mlir::ArrayAttr",
                            "::mlir::ArrayAttr::get($_ctxt, {})">:$stage_devices,
     DefaultValuedParameter<"int64_t", "1">:$data_parallel,
-    DefaultValuedParameter<"int64_t", "1">:$tensor_parallel
+    DefaultValuedParameter<"int64_t", "1">:$tensor_parallel,
+    DefaultValuedParameter<"int64_t", "-1">:$staleness,
+    DefaultValuedParameter<"int64_t", "1">:$wave
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -89,6 +96,8 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     PlanAttr withNumStages(int64_t numStages) const;
     PlanAttr withChunks(int64_t chunks) const;
     PlanAttr withSchedule(::pp::kinds::ScheduleKind schedule) const;
+    /// Whether the replicas train under WSP (staleness >= 0).
+    bool isWaveSynchronous() const { return getStaleness() >= 0; }
   }];
 }
 
