@@ -9,7 +9,7 @@ under mpirun (or --local) with --wsp-log, optionally slowing chosen ranks
     and a pull through wave g happened only after every VW had pushed wave
     g (wall-clock times of the one node's processes);
   - replays the logged order with the rules, step by step: each VW's step
-    is the unpipelined training step on that VW's micro-batches (pp-interpret
+    is the training step on that VW's micro-batches (pp-interpret
     --load-globals / --dump-globals), its wave update U = W - W(wave start)
     over the trainable globals, a pull through g adds sum over VWs of U_g
     minus its own U_g; and compares every logged loss of every VW and the
@@ -175,6 +175,8 @@ def main():
     parser.add_argument("--delay", action="append", default=[],
                         help="RANK:MS, passed as --test-delay")
     parser.add_argument("--checkpoint-every", type=int, default=0)
+    parser.add_argument("--reference", choices=["unsplit", "one-stage"],
+                        default="unsplit")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -220,9 +222,17 @@ def main():
     logs = [read_log(os.path.join(log_dir, f"vw{v}.jsonl")) for v in range(n)]
     final = load_globals(dump)
 
-    # The oracle's step: the unpipelined step on one VW's micro-batches.
-    reference = unsplit_step(args.pipeline_opt, vw_dir, args.work,
-                             args.optimizer)
+    # The oracle's step: one VW's step on its micro-batches, by the
+    # one-device pipeline (BatchNorm normalises each micro-batch, as the
+    # program does), or the unpipelined step on their concatenation.
+    if args.reference == "one-stage":
+        reference = compile_pipeline(
+            args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+            args.work, "reference", "1f1b", 1, "none", m, args.optimizer,
+            " report=")
+    else:
+        reference = unsplit_step(args.pipeline_opt, vw_dir, args.work,
+                                 args.optimizer)
     initial_dir = os.path.join(args.work, "initial")
     shutil.rmtree(initial_dir, ignore_errors=True)
     run([args.pp_interpret, reference, "--steps=0", "--random-inputs",

@@ -433,7 +433,7 @@ LogicalResult PipelineRunner::initialize() {
   if (!schedule)
     return failure();
   if (schedule.getPlan().isWaveSynchronous())
-    return module.emitError()
+    return emitError(module.getLoc())
            << "the interpreter runs synchronous data parallelism only; "
               "Wave Synchronous Parallel (staleness = "
            << schedule.getPlan().getStaleness()

@@ -245,11 +245,12 @@ bool WaveSync::afterStep(int64_t step, bool force, double loss,
   if (++stepsInWave_ < p.wave && !force)
     return true;
   stepsInWave_ = 0;
+  // Logged as it starts: no VW can see the wave complete before.
+  log("\"event\":\"push\",\"wave\":" + std::to_string(clock_ + 1) +
+      ",\"step\":" + std::to_string(step + 1));
   if (!push(error))
     return false;
   ++clock_;
-  log("\"event\":\"push\",\"wave\":" + std::to_string(clock_) +
-      ",\"step\":" + std::to_string(step + 1));
   // The next wave may start only while clock - global clock <= D; pull
   // whatever else every rank of this VW has seen complete.
   int64_t complete = 0;

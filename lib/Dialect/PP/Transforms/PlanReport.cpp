@@ -414,7 +414,19 @@ pp::pipeline::writePlanReport(ModuleOp module,
           pp::formatMegabytes(device.memoryBytes),
           worst > device.memoryBytes ? "  OVER" : "");
     }
-    if (replicas > 1) {
+    bool waveSynchronous = plan && plan.isWaveSynchronous();
+    if (replicas > 1 && waveSynchronous) {
+      // The push of a wave is the same ring all-reduce, of the update, once
+      // per wave, off the critical path while the bound allows.
+      os << llvm::formatv("data parallel: {0} replicas of this pipeline "
+                          "under WSP (D = {1}); push of each wave of {2} "
+                          "step(s) (ring all-reduce of the update):",
+                          replicas, plan.getStaleness(), plan.getWave());
+      for (int s = 0; s < numStages; ++s)
+        os << llvm::formatv(" stage {0} {1:f3} ms", s,
+                            stages[s].costs.gradReduce * 1e3);
+      os << "\n";
+    } else if (replicas > 1) {
       os << llvm::formatv("data parallel: {0} replicas of this pipeline; "
                           "grad_reduce (ring all-reduce) per step:",
                           replicas);
