@@ -69,6 +69,10 @@ def main():
     parser.add_argument("--kill-after", type=int, default=3)
     parser.add_argument("--dp", type=int, default=1,
                         help="data-parallel replicas of the pipeline")
+    parser.add_argument("--staleness", type=int, default=-1,
+                        help="with --dp: Wave Synchronous Parallel with this "
+                        "bound (0 keeps the run deterministic)")
+    parser.add_argument("--wave", type=int, default=1)
     parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode): the "
@@ -83,6 +87,8 @@ def main():
         dropout=args.dropout)
     ranks = 2 * args.dp
     dp = f" dp={args.dp}" if args.dp > 1 else ""
+    if args.staleness >= 0:
+        dp += f" staleness={args.staleness} wave={args.wave}"
     program = os.path.join(args.work, "program")
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -99,7 +105,14 @@ def main():
                                          f"--steps={args.steps}"] + data
     failures = []
 
-    reference = step_losses(run(mpirun))
+    # Under WSP a checkpoint ends a wave, so the uninterrupted run
+    # checkpoints at the same steps.
+    wsp = args.staleness >= 0
+    uninterrupted = run(mpirun + (
+        [f"--checkpoint-every={args.every}",
+         f"--checkpoint={os.path.join(args.work, 'uninterrupted')}"]
+        if wsp else []))
+    reference = step_losses(uninterrupted)
     if len(reference) != args.steps:
         sys.exit(f"the uninterrupted run printed {len(reference)} steps")
 
@@ -165,6 +178,17 @@ def main():
               f"{'equal' if same else 'DIFFER FROM'} the uninterrupted run")
         if not same or max(losses) != args.steps:
             failures.append(f"resumed losses {losses} vs {reference}")
+    if wsp:
+        # The clocks come back with the checkpoint: every VW ends at the
+        # uninterrupted run's wave count.
+        waves = re.findall(r"virtual worker (\d+): (\d+) waves", uninterrupted)
+        again = re.findall(r"virtual worker (\d+): (\d+) waves", resumed)
+        print("WSP clocks at the end: " + ", ".join(
+            f"VW {v} {w}" for v, w in again) +
+            (" (as uninterrupted)" if waves == again and waves else
+             f" (uninterrupted: {waves})"))
+        if waves != again or len(waves) != args.dp:
+            failures.append(f"WSP clocks {again} vs {waves}")
     for failure in failures:
         print("FAILED", failure)
     return 1 if failures else 0
