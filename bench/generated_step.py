@@ -32,7 +32,7 @@ from check_pipeline import cluster_file  # noqa: E402
 from compare import run  # noqa: E402
 
 
-def generated(build, work, name, devices, microbatches, dp=1):
+def generated(build, work, name, devices, microbatches, dp=1, extra=""):
     """Compiles and builds the program (dp data-parallel replicas of
     `devices` each); returns the train executable."""
     program = os.path.join(work, name)
@@ -41,7 +41,7 @@ def generated(build, work, name, devices, microbatches, dp=1):
          os.path.join(work, "model.onnx"),
          f"--pp-compile=cluster={cluster_file(work, devices * dp)} "
          f"schedule=1f1b microbatches={microbatches} lr=0.01{replicas} "
-         f"report= emit-dir={program}",
+         f"report= emit-dir={program}{extra}",
          "-o", os.path.join(work, name + ".mlir")])
     run(["cmake", "-S", program, "-B", program + "/build", "-G", "Ninja",
          "-DCMAKE_BUILD_TYPE=Release"])

@@ -380,3 +380,39 @@ SimulationResult pp::schedule::simulate(const Schedule &schedule,
   Simulation(schedule, input, result).run();
   return result;
 }
+
+WaveSyncResult pp::schedule::simulateWaveSync(const WaveSyncInput &input) {
+  size_t n = input.waveSeconds.size();
+  WaveSyncResult result;
+  result.idleSeconds.assign(n, 0);
+  result.maxStaleness.assign(n, 0);
+  if (n == 0 || input.waves < 1)
+    return result;
+  // done[c]: when wave c (1-based) has completed; done[0] = 0.
+  std::vector<double> done(static_cast<size_t>(input.waves) + 1, 0.0);
+  std::vector<double> start(n, 0.0), end(n, 0.0);
+  for (int64_t c = 1; c <= input.waves; ++c) {
+    double last = 0;
+    for (size_t k = 0; k < n; ++k) {
+      if (c > 1) {
+        // Wave c starts after wave c - 1 ended and wave c - 1 - D completed.
+        int64_t needed = c - 1 - input.staleness;
+        start[k] = std::max(end[k], needed >= 1 ? done[needed] : 0.0);
+        int64_t completed = 0;
+        while (completed + 1 < c && done[completed + 1] <= start[k])
+          ++completed;
+        result.maxStaleness[k] =
+            std::max(result.maxStaleness[k], (c - 1) - completed);
+      }
+      end[k] = start[k] + input.waveSeconds[k];
+      last = std::max(last, end[k]);
+    }
+    // Pushes share the links: wave c's starts after wave c - 1's is done.
+    done[c] = std::max(last, done[c - 1]) + input.pushSeconds;
+  }
+  result.seconds = done[input.waves];
+  for (size_t k = 0; k < n; ++k)
+    result.idleSeconds[k] = result.seconds - static_cast<double>(input.waves) *
+                                                 input.waveSeconds[k];
+  return result;
+}

@@ -823,3 +823,54 @@ TEST(Timeline, SVGHasOneRectPerAction) {
   EXPECT_EQ(std::count(svg.begin(), svg.end(), '<'),
             std::count(svg.begin(), svg.end(), '>'));
 }
+
+//===----------------------------------------------------------------------===//
+// Wave Synchronous Parallel
+//===----------------------------------------------------------------------===//
+
+// Closed forms for W waves, push time P, VWs of wave times T_k (slowest T):
+// D = 0 pays every push on the critical path, W (T + P); any D >= 1 hides
+// it behind the next wave while the VWs keep pace, W T + P (P <= T); pushes
+// longer than a wave share the links, W P + T at D >= 1; the fast VW runs D
+// waves ahead of the slow one when W (T - T_fast) allows.
+TEST(WaveSync, ClosedForms) {
+  for (int64_t waves : {1, 4, 20})
+    for (double push : {0.0, 0.25, 0.5}) {
+      WaveSyncInput equal{{1.0, 1.0, 1.0}, push, 0, waves};
+      WaveSyncResult r = simulateWaveSync(equal);
+      EXPECT_DOUBLE_EQ(r.seconds, waves * (1.0 + push));
+      EXPECT_EQ(r.maxStaleness, (std::vector<int64_t>{0, 0, 0}));
+      for (int64_t d : {1, 2, 5}) {
+        equal.staleness = d;
+        r = simulateWaveSync(equal);
+        EXPECT_DOUBLE_EQ(r.seconds, waves * 1.0 + push) << d;
+        EXPECT_DOUBLE_EQ(r.idleSeconds[0], push);
+      }
+    }
+  WaveSyncInput bound{{1.0, 1.0}, 3.0, 2, 10};
+  EXPECT_DOUBLE_EQ(simulateWaveSync(bound).seconds, 10 * 3.0 + 1.0);
+  // One VW twice as fast: D = 0 keeps it at the slow pace, waiting half of
+  // every wave; D = 2 lets it run 2 waves ahead, then it waits as well.
+  WaveSyncInput het{{0.5, 1.0}, 0.1, 0, 20};
+  WaveSyncResult r = simulateWaveSync(het);
+  EXPECT_DOUBLE_EQ(r.seconds, 20 * 1.1);
+  EXPECT_NEAR(r.idleSeconds[0], 20 * 1.1 - 10, 1e-12);
+  EXPECT_EQ(r.maxStaleness, (std::vector<int64_t>{0, 0}));
+  het.staleness = 2;
+  r = simulateWaveSync(het);
+  EXPECT_DOUBLE_EQ(r.seconds, 20 * 1.0 + 0.1);
+  EXPECT_EQ(r.maxStaleness[0], 2);
+  EXPECT_LE(r.maxStaleness[1], 1);
+}
+
+// A larger bound never slows the VWs down (it only removes waits).
+TEST(WaveSync, LargerBoundIsNeverSlower) {
+  WaveSyncInput in{{1.0, 1.3, 0.7}, 0.2, 0, 10};
+  double previous = simulateWaveSync(in).seconds;
+  for (int64_t d = 1; d <= 4; ++d) {
+    in.staleness = d;
+    double now = simulateWaveSync(in).seconds;
+    EXPECT_LE(now, previous + 1e-12) << d;
+    previous = now;
+  }
+}

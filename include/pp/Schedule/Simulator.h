@@ -109,6 +109,29 @@ struct SimulationResult {
 SimulationResult simulate(const Schedule &schedule,
                           const SimulationInput &input);
 
+/// Virtual workers (VWs) under Wave Synchronous Parallel (HetPipe): VW k
+/// computes each wave in waveSeconds[k]; the push of wave c completes
+/// pushSeconds after the last VW ends it (an all-reduce needs every VW) and
+/// after the push of wave c - 1 (they share the links);
+/// a VW starts wave c + 1 once it ended wave c and wave c - D completed.
+struct WaveSyncInput {
+  std::vector<double> waveSeconds;
+  double pushSeconds = 0;
+  int64_t staleness = 0;
+  int64_t waves = 1;
+};
+
+struct WaveSyncResult {
+  /// Until every VW has applied every wave.
+  double seconds = 0;
+  /// Per VW: seconds not computing, and the largest clock - global clock
+  /// (waves ended minus waves completed) it started a wave at.
+  std::vector<double> idleSeconds;
+  std::vector<int64_t> maxStaleness;
+};
+
+WaveSyncResult simulateWaveSync(const WaveSyncInput &input);
+
 } // namespace pp::schedule
 
 #endif // PP_SCHEDULE_SIMULATOR_H

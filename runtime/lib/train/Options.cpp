@@ -54,9 +54,9 @@ const OptionSpec kOptions[] = {
     {"wsp-log", "DIR",
      "Wave Synchronous Parallel: each virtual worker logs its steps, pushes "
      "and pulls to DIR/vw<r>.jsonl"},
-    {"test-delay", "RANK:MS",
-     "tests and benchmarks: rank RANK sleeps MS ms after each of its steps "
-     "(repeatable)"},
+    {"test-delay", "RANK:MS[:EVERY:AT]",
+     "tests and benchmarks: rank RANK sleeps MS ms after its steps (those "
+     "whose index mod EVERY is AT; repeatable)"},
     {"help", nullptr, "print this help"},
 };
 
@@ -223,15 +223,26 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
         return badValue("a directory");
       options.wspLogDir = value;
     } else if (name == "test-delay") {
-      size_t colon = value.find(':');
-      int64_t rank = 0;
-      double ms = 0;
-      if (colon == std::string::npos ||
-          !parseInt(value.substr(0, colon), rank) || rank < 0 ||
-          !parseDouble(value.substr(colon + 1), ms) || !std::isfinite(ms) ||
-          ms < 0 || ms > 1e6)
-        return badValue("RANK:MS (a rank >= 0, 0 <= MS <= 1e6)");
-      options.testDelays.emplace_back(rank, ms);
+      std::vector<std::string> fields;
+      for (size_t start = 0;;) {
+        size_t colon = value.find(':', start);
+        fields.push_back(value.substr(start, colon - start));
+        if (colon == std::string::npos)
+          break;
+        start = colon + 1;
+      }
+      TrainOptions::TestDelay delay;
+      if ((fields.size() != 2 && fields.size() != 4) ||
+          !parseInt(fields[0], delay.rank) || delay.rank < 0 ||
+          !parseDouble(fields[1], delay.ms) || !std::isfinite(delay.ms) ||
+          delay.ms < 0 || delay.ms > 1e6 ||
+          (fields.size() == 4 &&
+           (!parseInt(fields[2], delay.every) || delay.every < 1 ||
+            !parseInt(fields[3], delay.at) || delay.at < 0 ||
+            delay.at >= delay.every)))
+        return badValue("RANK:MS[:EVERY:AT] (a rank >= 0, 0 <= MS <= 1e6, "
+                        "0 <= AT < EVERY)");
+      options.testDelays.push_back(delay);
     } else if (name == "help") {
       options.help = true;
     }

@@ -38,8 +38,14 @@ struct TrainOptions {
   double timeout = 60;
   /// --wsp-log: the directory of the virtual workers' WSP event logs.
   std::string wspLogDir;
-  /// --test-delay: (world rank, ms slept after each step).
-  std::vector<std::pair<int64_t, double>> testDelays;
+  /// --test-delay: world rank `rank` sleeps `ms` after each step whose
+  /// index (from 0) mod `every` is `at`.
+  struct TestDelay {
+    int64_t rank = 0;
+    double ms = 0;
+    int64_t every = 1, at = 0;
+  };
+  std::vector<TestDelay> testDelays;
   bool help = false;
 };
 

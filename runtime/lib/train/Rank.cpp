@@ -500,10 +500,13 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
         continue; // nothing to run (a reduction with nothing to reduce)
       if (!(ok = runAction(action)))
         break;
+      if (waveSync)
+        waveSync->progress();
     }
-    for (auto &[delayRank, ms] : options.testDelays)
-      if (ok && delayRank == worldRank)
-        std::this_thread::sleep_for(std::chrono::duration<double>(ms / 1e3));
+    for (const TrainOptions::TestDelay &delay : options.testDelays)
+      if (ok && delay.rank == worldRank && step % delay.every == delay.at)
+        std::this_thread::sleep_for(
+            std::chrono::duration<double>(delay.ms / 1e3));
     ok = ok && finishStep(start, loopStart, ++stepsRun, log);
     bool checkpointDue = options.checkpointEvery > 0 &&
                          (step + 1) % options.checkpointEvery == 0;
@@ -597,10 +600,13 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
 bool Rank::finish(int64_t stepsRun, double seconds) {
   const TrainOptions &options = job.options;
   // Every VW applies every wave: their weights agree, replica 0's are the
-  // result.
+  // result. The training time includes the wait for the slowest VW.
   if (waveSync) {
     std::string error;
-    if (!waveSync->drain(error)) {
+    double drainStart = nowSeconds();
+    bool drained = waveSync->drain(error);
+    seconds += nowSeconds() - drainStart;
+    if (!drained) {
       abortJob("error: rank " + std::to_string(worldRank) + " (device " +
                deviceName() + "): Wave Synchronous Parallel: " + error);
       return false;

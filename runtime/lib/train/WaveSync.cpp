@@ -198,6 +198,16 @@ bool WaveSync::agreeOnComplete(int64_t &complete, std::string &error) {
   return true;
 }
 
+void WaveSync::progress() {
+  for (Pending &wave : pending_)
+    for (int request : wave.requests) {
+      bool done = false;
+      // A failure shows again, with its message, where the wave is waited
+      // for.
+      (void)rank_.replicaComm->testAllReduce(request, done);
+    }
+}
+
 bool WaveSync::applyThrough(int64_t through, double &waitedMs,
                             std::string &error) {
   double start = nowSeconds();

@@ -47,6 +47,9 @@ public:
   /// and pulls as the bound requires; logs the step's loss. False with
   /// `error` set on a failure.
   bool afterStep(int64_t step, bool force, double loss, std::string &error);
+  /// Tests the pushes in flight: MPI moves a non-blocking all-reduce only
+  /// inside MPI calls, so the rank calls this between its actions.
+  void progress();
   /// Applies every pushed wave (all VWs then agree on the weights).
   bool drain(std::string &error);
 

@@ -702,6 +702,11 @@ def check_io_errors():
         expect_error(["--local", "--timeout", bad],
                      [r"--timeout: expected a finite, positive number of "
                       r"seconds, at most 1e6, got '%s'" % bad], status=2)
+    # --test-delay: RANK:MS or RANK:MS:EVERY:AT.
+    for bad in ("1", "-1:5", "0:inf", "0:5:2", "0:5:2:2", "0:5:0:0"):
+        expect_error(["--local", "--test-delay", bad],
+                     [r"--test-delay: expected RANK:MS\[:EVERY:AT\] .*, "
+                      r"got '%s'" % bad], status=2)
     # --local under an mpirun of more than one process.
     if ARGS.mpirun:
         out = expect_error(["--local", "--steps", "2"],

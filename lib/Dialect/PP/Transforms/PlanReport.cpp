@@ -38,6 +38,9 @@ namespace sched = pp::schedule;
 
 namespace {
 
+/// Waves the WSP prediction simulates: enough for the VWs' steady state.
+constexpr int64_t kSimulatedWaves = 50;
+
 struct Cut {
   int64_t from, to;
   bool forward;
@@ -218,6 +221,20 @@ pp::pipeline::writePlanReport(ModuleOp module,
     return static_cast<int>((c + k * perReplica) % n);
   };
 
+  // Under WSP every virtual worker runs the partition on its own devices:
+  // vwDevice[k][d] is VW k's cluster device for schedule device d, and
+  // vwCosts[k][s] stage s's compute there.
+  bool waveSynchronous = plan && plan.isWaveSynchronous() && replicas > 1;
+  std::vector<std::vector<int>> vwDevice;
+  std::vector<std::vector<sched::StageCosts>> vwCosts;
+  if (waveSynchronous)
+    for (int64_t k = 0; k < replicas; ++k) {
+      auto &devices = vwDevice.emplace_back();
+      for (int d = 0; d < schedule.numDevices; ++d)
+        devices.push_back(counterpart(clusterIndex[d], k));
+      vwCosts.emplace_back(numStages);
+    }
+
   // Cost every stage.
   double stateFactor = 0;
   module.walk([&](Operation *op) {
@@ -285,13 +302,31 @@ pp::pipeline::writePlanReport(ModuleOp module,
           bool contraction = facts && facts.isContraction();
           info.costs.backwardWeight += contraction ? b / 2 : 0;
           info.costs.backwardInput += contraction ? b / 2 : b;
+          for (size_t k = 0; k < vwCosts.size(); ++k) {
+            const auto &there = cluster->devices[vwDevice[k][info.device]];
+            sched::StageCosts &c = vwCosts[k][s];
+            double bk = costModel->getBackwardTime(op, there);
+            c.forward += costModel->getForwardTime(op, there);
+            c.backward += bk;
+            c.backwardWeight += contraction ? bk / 2 : 0;
+            c.backwardInput += contraction ? bk / 2 : bk;
+          }
         } else if (pipeline::isRecomputed(op)) {
           double f = costModel->getForwardTime(op, device);
           ++info.recomputed;
           info.costs.backward += f;
           info.costs.backwardInput += f;
+          for (size_t k = 0; k < vwCosts.size(); ++k) {
+            double fk = costModel->getForwardTime(
+                op, cluster->devices[vwDevice[k][info.device]]);
+            vwCosts[k][s].backward += fk;
+            vwCosts[k][s].backwardInput += fk;
+          }
         } else if (phase == sched::Phase::Update) {
           info.costs.optimizer += costModel->getForwardTime(op, device);
+          for (size_t k = 0; k < vwCosts.size(); ++k)
+            vwCosts[k][s].optimizer += costModel->getForwardTime(
+                op, cluster->devices[vwDevice[k][info.device]]);
         }
       });
     };
@@ -349,6 +384,48 @@ pp::pipeline::writePlanReport(ModuleOp module,
     emitError(scheduleOp.getLoc()) << "simulation: " << result.error;
     return failure();
   }
+  // WSP: each VW's step on its devices, then the waves of all of them.
+  std::vector<double> vwStep;
+  sched::WaveSyncResult waves;
+  sched::WaveSyncInput waveInput;
+  for (size_t k = 0; k < vwCosts.size(); ++k) {
+    sched::SimulationInput vw = input;
+    for (int s = 0; s < numStages; ++s) {
+      sched::StageCosts c = stages[s].costs;
+      c.forward = vwCosts[k][s].forward;
+      c.backward = vwCosts[k][s].backward;
+      c.backwardInput = vwCosts[k][s].backwardInput;
+      c.backwardWeight = vwCosts[k][s].backwardWeight;
+      c.optimizer = vwCosts[k][s].optimizer;
+      vw.stages[s] = c;
+    }
+    for (int a = 0; a < p; ++a)
+      for (int b = 0; b < p; ++b)
+        if (a != b && vwDevice[k][a] != vwDevice[k][b]) {
+          vw.bandwidth[a][b] =
+              cluster->bandwidth(vwDevice[k][a], vwDevice[k][b]);
+          vw.latency[a][b] = cluster->latency(vwDevice[k][a], vwDevice[k][b]);
+        }
+    sched::SimulationResult r = sched::simulate(schedule, vw);
+    if (!r.error.empty() || r.deadlock) {
+      emitError(scheduleOp.getLoc())
+          << "simulation of virtual worker " << k << ": "
+          << (r.error.empty() ? "deadlock" : r.error);
+      return failure();
+    }
+    vwStep.push_back(r.iterationTime);
+    waveInput.waveSeconds.push_back(r.iterationTime *
+                                    static_cast<double>(plan.getWave()));
+  }
+  if (waveSynchronous) {
+    // The push of a wave: every stage's ring all-reduce, side by side.
+    for (const StageInfo &info : stages)
+      waveInput.pushSeconds =
+          std::max(waveInput.pushSeconds, info.costs.gradReduce);
+    waveInput.staleness = plan.getStaleness();
+    waveInput.waves = kSimulatedWaves;
+    waves = sched::simulateWaveSync(waveInput);
+  }
   if (result.deadlock) {
     auto diag = emitError(scheduleOp.getLoc()) << "the schedule deadlocks:";
     for (const std::string &line : result.stuck)
@@ -367,6 +444,20 @@ pp::pipeline::writePlanReport(ModuleOp module,
                                 ? microBatchSize * schedule.microBatches *
                                       replicas / result.iterationTime
                                 : 0;
+  // WSP: every VW's samples of every simulated wave, and the same VWs
+  // meeting every wave (D = 0) for comparison.
+  double waveSamples = static_cast<double>(microBatchSize) *
+                       schedule.microBatches *
+                       (plan ? static_cast<double>(plan.getWave()) : 1.0) *
+                       static_cast<double>(kSimulatedWaves * replicas);
+  double wspSamplesPerSecond = 0, lockstepSamplesPerSecond = 0;
+  if (waveSynchronous && waves.seconds > 0) {
+    wspSamplesPerSecond = waveSamples / waves.seconds;
+    sched::WaveSyncInput lockstep = waveInput;
+    lockstep.staleness = 0;
+    double seconds = sched::simulateWaveSync(lockstep).seconds;
+    lockstepSamplesPerSecond = seconds > 0 ? waveSamples / seconds : 0;
+  }
 
   if (!options.summaryFile.empty()) {
     std::string error;
@@ -440,6 +531,23 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond,
                         replicas > 1 ? " (all replicas)" : "");
+    if (waveSynchronous) {
+      os << llvm::formatv(
+          "wave synchronous parallel (D = {0}, waves of {1} step(s)), {2} "
+          "waves simulated: {3:f0} samples/s over all VWs (D = 0: {4:f0})\n",
+          plan.getStaleness(), plan.getWave(), kSimulatedWaves,
+          wspSamplesPerSecond, lockstepSamplesPerSecond);
+      for (size_t k = 0; k < vwStep.size(); ++k) {
+        os << llvm::formatv("  VW {0}:", k);
+        for (int d = 0; d < p; ++d)
+          os << " " << cluster->devices[vwDevice[k][d]].name;
+        os << llvm::formatv(
+            "; step {0:f3} ms, wave {1:f3} ms, idle {2:f1}%, staleness up "
+            "to {3}\n",
+            vwStep[k] * 1e3, waveInput.waveSeconds[k] * 1e3,
+            100 * waves.idleSeconds[k] / waves.seconds, waves.maxStaleness[k]);
+      }
+    }
     explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
     out->keep();
@@ -540,6 +648,29 @@ pp::pipeline::writePlanReport(ModuleOp module,
       json.attribute("samples_per_second", samplesPerSecond);
       json.attribute("data_parallel", replicas);
     });
+    if (waveSynchronous)
+      json.attributeObject("wave_synchronous", [&] {
+        json.attribute("staleness", plan.getStaleness());
+        json.attribute("wave_steps", plan.getWave());
+        json.attribute("simulated_waves", kSimulatedWaves);
+        json.attribute("push_seconds", waveInput.pushSeconds);
+        json.attribute("samples_per_second", wspSamplesPerSecond);
+        json.attribute("samples_per_second_at_staleness_0",
+                       lockstepSamplesPerSecond);
+        json.attributeArray("virtual_workers", [&] {
+          for (size_t k = 0; k < vwStep.size(); ++k)
+            json.object([&] {
+              json.attributeArray("devices", [&] {
+                for (int d = 0; d < p; ++d)
+                  json.value(cluster->devices[vwDevice[k][d]].name);
+              });
+              json.attribute("step_seconds", vwStep[k]);
+              json.attribute("wave_seconds", waveInput.waveSeconds[k]);
+              json.attribute("idle_seconds", waves.idleSeconds[k]);
+              json.attribute("max_staleness", waves.maxStaleness[k]);
+            });
+        });
+      });
   });
   planFile << "\n";
   return success();
