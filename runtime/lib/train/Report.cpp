@@ -25,15 +25,6 @@ std::string formatDuration(double seconds) {
   return text;
 }
 
-/// A finite number for logs (JSON has no NaN).
-std::string jsonNumber(double value) {
-  if (!std::isfinite(value))
-    return "null";
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.9g", value);
-  return text;
-}
-
 } // namespace
 
 StepLog::~StepLog() {

@@ -4,6 +4,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
@@ -11,6 +12,14 @@
 #include <unistd.h>
 
 using namespace pp::rt::train;
+
+std::string pp::rt::train::jsonNumber(double value, int digits) {
+  if (!std::isfinite(value))
+    return "null";
+  char text[64];
+  std::snprintf(text, sizeof(text), "%.*g", digits, value);
+  return text;
+}
 
 double pp::rt::train::nowSeconds() {
   return std::chrono::duration<double>(

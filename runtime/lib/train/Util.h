@@ -23,6 +23,10 @@ protected:
 /// Seconds on the steady clock (differences only).
 double nowSeconds();
 
+/// `value` for a JSON log with `digits` significant digits; null when it
+/// is not finite (JSON has no NaN).
+std::string jsonNumber(double value, int digits = 9);
+
 /// The element count of `shape` (1 for a scalar).
 int64_t numelOf(const std::vector<int64_t> &shape);
 

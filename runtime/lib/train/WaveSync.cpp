@@ -25,14 +25,6 @@ double wallSeconds() {
       .count();
 }
 
-std::string number(double value) {
-  if (!std::isfinite(value))
-    return "null";
-  char text[64];
-  std::snprintf(text, sizeof(text), "%.17g", value);
-  return text;
-}
-
 /// dst := dst + (sum - own), elementwise in the dtype of the values.
 template <typename T>
 void addOthers(char *dst, const char *sum, const char *own, int64_t numel) {
@@ -85,7 +77,7 @@ void WaveSync::log(const std::string &json) {
     return;
   std::fprintf(log_, "{%s,\"vw\":%lld,\"time\":%s}\n", json.c_str(),
                static_cast<long long>(rank_.replica),
-               number(wallSeconds()).c_str());
+               jsonNumber(wallSeconds(), 17).c_str());
   std::fflush(log_);
 }
 
@@ -250,7 +242,8 @@ bool WaveSync::applyThrough(int64_t through, double &waitedMs,
 bool WaveSync::afterStep(int64_t step, bool force, double loss,
                          std::string &error) {
   log("\"event\":\"step\",\"step\":" + std::to_string(step + 1) +
-      ",\"clock\":" + std::to_string(clock_) + ",\"loss\":" + number(loss));
+      ",\"clock\":" + std::to_string(clock_) +
+      ",\"loss\":" + jsonNumber(loss, 17));
   const ProgramInfo &p = rank_.job.program;
   if (++stepsInWave_ < p.wave && !force)
     return true;
@@ -274,7 +267,7 @@ bool WaveSync::afterStep(int64_t step, bool force, double loss,
   maxStaleness_ = std::max(maxStaleness_, clock_ - applied_);
   log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
       ",\"through\":" + std::to_string(applied_) +
-      ",\"waited_ms\":" + number(waited));
+      ",\"waited_ms\":" + jsonNumber(waited));
   return true;
 }
 
@@ -285,6 +278,6 @@ bool WaveSync::drain(std::string &error) {
   waitedMs_ += waited;
   log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
       ",\"through\":" + std::to_string(applied_) +
-      ",\"waited_ms\":" + number(waited) + ",\"drain\":true");
+      ",\"waited_ms\":" + jsonNumber(waited) + ",\"drain\":true");
   return true;
 }
