@@ -19,6 +19,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <map>
 #include <thread>
 
 using namespace pp::rt;
@@ -52,6 +53,8 @@ public:
                    bool world)
       : comm_(comm), stream_(stream), rank_(rank), size_(size), world_(world) {}
   ~NCCLCommunicator() override {
+    for (auto &[request, event] : reductions_)
+      cudaEventDestroy(event);
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
     if (!world_)
@@ -93,18 +96,48 @@ public:
     return wait("the all-reduce");
   }
 
-  /// Enqueued on the communicator's stream; waited for by waitAllReduce.
+  /// Enqueued on the communicator's stream, with an event after it that
+  /// testAllReduce and waitAllReduce query (several may be in flight).
   Status startAllReduceSum(Tensor &value, int &request) override {
-    request = 0;
     ncclResult_t rc =
         ncclAllReduce(value.data, value.data, value.numel(),
                       ncclType(value.dtype), ncclSum, comm_, stream_);
-    return check(rc, "ncclAllReduce");
+    if (Status s = check(rc, "ncclAllReduce"); !s.ok())
+      return s;
+    cudaEvent_t event;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventRecord(event, stream_) != cudaSuccess)
+      return Status::error("ncclAllReduce: cannot record its event");
+    request = nextRequest_++;
+    reductions_[request] = event;
+    return Status::success();
+  }
+
+  Status testAllReduce(int request, bool &done) override {
+    auto it = reductions_.find(request);
+    if (it == reductions_.end())
+      return Status::error("testAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    cudaError_t e = cudaEventQuery(it->second);
+    if (e != cudaSuccess && e != cudaErrorNotReady)
+      return Status::error(std::string("the all-reduce: ") +
+                           cudaGetErrorString(e));
+    done = e == cudaSuccess;
+    return Status::success();
   }
 
   Status waitAllReduce(int request) override {
-    (void)request;
-    return wait("the all-reduce");
+    auto it = reductions_.find(request);
+    if (it == reductions_.end())
+      return Status::error("waitAllReduce: no reduction " +
+                           std::to_string(request) + " was started");
+    cudaEvent_t event = it->second;
+    reductions_.erase(it);
+    Status s =
+        waitUntil("the all-reduce", [&] { return cudaEventQuery(event); });
+    cudaEventDestroy(event);
+    return s;
   }
 
   void abort(const std::string &reason) override {
@@ -143,9 +176,16 @@ private:
 
   /// Waits for the stream, giving up after the timeout.
   Status wait(const std::string &what) {
+    return waitUntil(what, [&] { return cudaStreamQuery(stream_); });
+  }
+
+  /// Polls `query` (a stream or event query) until it succeeds, an error,
+  /// NCCL's asynchronous error, or the timeout.
+  template <typename Query>
+  Status waitUntil(const std::string &what, Query query) {
     auto deadline = this->deadline();
     while (true) {
-      cudaError_t e = cudaStreamQuery(stream_);
+      cudaError_t e = query();
       if (e == cudaSuccess)
         return Status::success();
       if (e != cudaErrorNotReady)
@@ -170,6 +210,9 @@ private:
   cudaStream_t stream_;
   int rank_, size_;
   bool world_;
+  /// All-reduces in flight: the event recorded after each.
+  std::map<int, cudaEvent_t> reductions_;
+  int nextRequest_ = 0;
 };
 
 } // namespace

@@ -187,6 +187,23 @@ int main(int argc, char **argv) {
   expect(started[0] == rankSum && started[2] == rankSum,
          "startAllReduceSum value", rank);
 
+  // Two reductions in flight at once (Wave Synchronous Parallel keeps up to
+  // D + 1), tested and then waited for in order.
+  std::vector<float> first(2, 1.0f), second(2, static_cast<float>(rank));
+  Tensor firstT = view(first), secondT = view(second);
+  int firstRequest = -1, secondRequest = -1;
+  expect(comm->startAllReduceSum(firstT, firstRequest).ok() &&
+             comm->startAllReduceSum(secondT, secondRequest).ok(),
+         "two startAllReduceSum", rank);
+  bool done = false;
+  expect(comm->testAllReduce(secondRequest, done).ok(), "testAllReduce", rank);
+  expect(comm->waitAllReduce(firstRequest).ok() &&
+             comm->waitAllReduce(secondRequest).ok(),
+         "two waitAllReduce", rank);
+  syncToHost();
+  expect(first[0] == static_cast<float>(size) && second[1] == rankSum,
+         "two reductions' values", rank);
+
   // A receive of the wrong size is an error, not a crash (NCCL does not
   // see sizes).
   bool checksSizes = std::string(comm->backend()) != "nccl";
