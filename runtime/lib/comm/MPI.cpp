@@ -126,8 +126,7 @@ public:
   Status testAllReduce(int request, bool &done) override {
     auto it = reductions_.find(request);
     if (it == reductions_.end())
-      return Status::error("testAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("testAllReduce", request);
     int finished = 0;
     // A finished request becomes MPI_REQUEST_NULL, which tests finished.
     if (MPI_Test(&it->second, &finished, MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -140,8 +139,7 @@ public:
   Status waitAllReduce(int request) override {
     auto it = reductions_.find(request);
     if (it == reductions_.end())
-      return Status::error("waitAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("waitAllReduce", request);
     // Polled, so a lost peer is reported after the timeout.
     auto deadline = this->deadline();
     while (true) {

@@ -117,8 +117,7 @@ public:
   Status testAllReduce(int request, bool &done) override {
     auto it = reductions_.find(request);
     if (it == reductions_.end())
-      return Status::error("testAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("testAllReduce", request);
     cudaError_t e = cudaEventQuery(it->second);
     if (e != cudaSuccess && e != cudaErrorNotReady)
       return Status::error(std::string("the all-reduce: ") +
@@ -130,8 +129,7 @@ public:
   Status waitAllReduce(int request) override {
     auto it = reductions_.find(request);
     if (it == reductions_.end())
-      return Status::error("waitAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("waitAllReduce", request);
     cudaEvent_t event = it->second;
     reductions_.erase(it);
     Status s =

@@ -73,8 +73,7 @@ public:
   Status testAllReduce(int request, bool &done) override {
     auto it = pending_.find(request);
     if (it == pending_.end())
-      return Status::error("testAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("testAllReduce", request);
     return inner_->testAllReduce(it->second.inner, done);
   }
 
@@ -82,8 +81,7 @@ public:
     inner_->timeoutSeconds = timeoutSeconds;
     auto it = pending_.find(request);
     if (it == pending_.end())
-      return Status::error("waitAllReduce: no reduction " +
-                           std::to_string(request) + " was started");
+      return unknownReduction("waitAllReduce", request);
     Status status = inner_->waitAllReduce(it->second.inner);
     if (status.ok())
       copyToBuffer(it->second.device.data, it->second.bytes.data(),

@@ -246,6 +246,28 @@ pp::pipeline::writePlanReport(ModuleOp module,
   });
   std::map<std::pair<int64_t, sched::Phase>, Operation *> functions =
       pipeline::getStageFunctions(scheduleOp);
+  // The compute time of `op` on `device`: a forward op's forward and
+  // backward (a contraction's backward is half input, half weight
+  // gradient), a recomputed op's forward in the backward, an update op's.
+  auto addCompute = [&](Operation *op, sched::Phase phase, bool recomputed,
+                        sched::StageCosts &c, const auto &device) {
+    if (recomputed) {
+      double f = costModel->getForwardTime(op, device);
+      c.backward += f;
+      c.backwardInput += f;
+    } else if (phase == sched::Phase::Forward) {
+      double b = costModel->getBackwardTime(op, device);
+      c.forward += costModel->getForwardTime(op, device);
+      c.backward += b;
+      auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
+      bool contraction = facts && facts.isContraction();
+      c.backwardWeight += contraction ? b / 2 : 0;
+      c.backwardInput += contraction ? b / 2 : b;
+    } else {
+      c.optimizer += costModel->getForwardTime(op, device);
+    }
+  };
+
   std::vector<StageInfo> stages(numStages);
   std::vector<Cut> cuts;
   for (int s = 0; s < numStages; ++s) {
@@ -290,44 +312,22 @@ pp::pipeline::writePlanReport(ModuleOp module,
               pp::getTensorBytes(stash.getValue().getType());
         if (isBookkeeping(op) || isa<func::FuncOp>(op))
           return;
-        if (phase == sched::Phase::Forward) {
+        if (phase == sched::Phase::Forward)
           info.ops.push_back(pp::getOpName(op).empty()
                                  ? op->getName().getStringRef().str()
                                  : pp::getOpName(op));
-          double b = costModel->getBackwardTime(op, device);
-          info.costs.forward += costModel->getForwardTime(op, device);
-          info.costs.backward += b;
-          // A contraction's backward is half input, half weight gradient.
-          auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);
-          bool contraction = facts && facts.isContraction();
-          info.costs.backwardWeight += contraction ? b / 2 : 0;
-          info.costs.backwardInput += contraction ? b / 2 : b;
-          for (size_t k = 0; k < vwCosts.size(); ++k) {
-            const auto &there = cluster->devices[vwDevice[k][info.device]];
-            sched::StageCosts &c = vwCosts[k][s];
-            double bk = costModel->getBackwardTime(op, there);
-            c.forward += costModel->getForwardTime(op, there);
-            c.backward += bk;
-            c.backwardWeight += contraction ? bk / 2 : 0;
-            c.backwardInput += contraction ? bk / 2 : bk;
-          }
-        } else if (pipeline::isRecomputed(op)) {
-          double f = costModel->getForwardTime(op, device);
+        bool recomputed =
+            phase != sched::Phase::Forward && pipeline::isRecomputed(op);
+        if (recomputed)
           ++info.recomputed;
-          info.costs.backward += f;
-          info.costs.backwardInput += f;
-          for (size_t k = 0; k < vwCosts.size(); ++k) {
-            double fk = costModel->getForwardTime(
-                op, cluster->devices[vwDevice[k][info.device]]);
-            vwCosts[k][s].backward += fk;
-            vwCosts[k][s].backwardInput += fk;
-          }
-        } else if (phase == sched::Phase::Update) {
-          info.costs.optimizer += costModel->getForwardTime(op, device);
-          for (size_t k = 0; k < vwCosts.size(); ++k)
-            vwCosts[k][s].optimizer += costModel->getForwardTime(
-                op, cluster->devices[vwDevice[k][info.device]]);
-        }
+        else if (phase != sched::Phase::Forward &&
+                 phase != sched::Phase::Update)
+          return;
+        addCompute(op, phase, recomputed, info.costs, device);
+        // Under WSP the same op on each VW's counterpart device.
+        for (size_t k = 0; k < vwCosts.size(); ++k)
+          addCompute(op, phase, recomputed, vwCosts[k][s],
+                     cluster->devices[vwDevice[k][info.device]]);
       });
     };
     for (sched::Phase phase :

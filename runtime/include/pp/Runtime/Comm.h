@@ -78,6 +78,13 @@ public:
   virtual std::unique_ptr<Communicator> split(int color, int key,
                                               std::string &error) = 0;
 
+  /// The error of waitAllReduce / testAllReduce (`what`) for a request
+  /// that no startAllReduceSum returned.
+  static Status unknownReduction(const char *what, int request) {
+    return Status::error(std::string(what) + ": no reduction " +
+                         std::to_string(request) + " was started");
+  }
+
   /// Seconds a receive waits before it reports the peer as lost.
   double timeoutSeconds = 60;
 
