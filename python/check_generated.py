@@ -101,6 +101,10 @@ def main():
     parser.add_argument("--atol", type=float, default=1e-6)
     parser.add_argument("--dp", type=int, default=1,
                         help="data-parallel replicas of each pipeline")
+    parser.add_argument("--hetero", action="store_true",
+                        help="make the last device of the cluster a TITAN V "
+                        "among P4000s, so that the data-parallel replicas "
+                        "(virtual workers) get partitions of their own")
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
                         help="precision of the model and data")
@@ -126,7 +130,8 @@ def main():
                                 os.path.join(micro_dir, "model.onnx"),
                                 args.work, name, schedule, devices, recompute,
                                 m * args.dp // dp, optimizer,
-                                f" report= emit-dir={program}", dp=dp)
+                                f" report= emit-dir={program}", dp=dp,
+                                hetero=args.hetero and dp > 1)
         return mlir, program
 
     def interpret(name, mlir):
@@ -148,6 +153,8 @@ def main():
         name = f"{schedule}-{devices}-{recompute}-{launch}"
         if args.dp > 1:
             name += f"-dp{args.dp}"
+        if args.hetero:
+            name += "-hetero"
         mlir, program = compile_program(name, schedule, int(devices),
                                         recompute)
         started = time.time()

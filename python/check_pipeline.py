@@ -41,12 +41,18 @@ from compare import Comparison, load_globals, run
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def cluster_file(work, devices):
-    """A cluster whose links cost nothing: the partition follows compute."""
-    path = os.path.join(work, f"cluster{devices}.json")
+def cluster_file(work, devices, fast_last=False):
+    """A cluster whose links cost nothing: the partition follows compute.
+    With fast_last the last device is a TITAN V among P4000s, so a
+    data-parallel replica holding it cuts the model differently from the
+    others (heterogeneous virtual workers)."""
+    path = os.path.join(work, f"cluster{devices}{'-fast' if fast_last else ''}.json")
+    kinds = [{"kind": "P4000", "count": devices}]
+    if fast_last:
+        kinds = [{"kind": "P4000", "count": devices - 1},
+                 {"kind": "TITANV", "count": 1}]
     with open(path, "w") as f:
-        json.dump({"nodes": [{"name": "n0", "devices": [
-            {"kind": "P4000", "count": devices}]}],
+        json.dump({"nodes": [{"name": "n0", "devices": kinds}],
             "links": {"intra_node": {"bandwidth": "1000TB/s",
                                      "latency": "0us"}}}, f)
     return path
@@ -102,7 +108,8 @@ def dropout_count(path):
 
 
 def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
-                     recompute, microbatches, optimizer, extra="", dp=1):
+                     recompute, microbatches, optimizer, extra="", dp=1,
+                     hetero=False):
     """`pipeline-opt model --pp-compile=...` into work/name.mlir on a
     compute-bound cluster of `devices`; recompute is none, full, selective
     or auto@BYTES (automatic under that activation budget). Full and auto
@@ -115,11 +122,13 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
     if dp > 1:
         extra += f" dp={dp}"
     run([pipeline_opt, model,
-         f"--pp-compile=cluster={cluster_file(work, devices * dp)} "
+         f"--pp-compile=cluster={cluster_file(work, devices * dp, hetero)} "
          f"schedule={schedule} microbatches={microbatches} "
          f"recompute={policy} {optimizer}{extra}", "-o", mlir])
     if policy in ("full", "auto") and "pp.recompute" not in open(mlir).read():
         sys.exit(f"{name}: recompute={recompute} recomputed nothing")
+    if hetero and "placements = [" not in open(mlir).read():
+        sys.exit(f"{name}: the virtual workers' partitions do not differ")
     return mlir
 
 

@@ -28,4 +28,10 @@ config.substitutions.append(
 llvm_config.use_default_substitutions()
 llvm_config.with_environment("PATH", config.pp_tools_dir, append_path=True)
 llvm_config.with_environment("PATH", config.llvm_tools_dir, append_path=True)
+# OpenBLAS's kernel choice: machines whose CPU an older OpenBLAS misdetects
+# set OPENBLAS_CORETYPE (and OPENBLAS_L2_SIZE); lit clears the environment,
+# and without them the GEMMs of the tests run other (there: wrong) kernels.
+for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE"):
+    if name in os.environ:
+        config.environment[name] = os.environ[name]
 llvm_config.add_tool_substitutions(["pipeline-opt", "pp-interpret"], [config.pp_tools_dir])

@@ -488,12 +488,22 @@ LogicalResult PipelineRunner::initialize() {
       static_cast<int64_t>(schedule.getBody().front().getOperations().size());
   impl_->devicesPerReplica = numDevices_;
   impl_->devices.resize(numDevices_ * dataParallel_);
-  for (int64_t r = 0; r < dataParallel_; ++r)
-    for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
+  // Heterogeneous virtual workers place the shared stages each their own
+  // way, with a schedule per replica.
+  pipeline::PlanAttr plan = schedule.getPlan();
+  for (int64_t r = 0; r < dataParallel_; ++r) {
+    pipeline::ScheduleOp own =
+        plan.hasPlacements()
+            ? pipeline::lookupSchedule(module, "a pipelined module", r)
+            : schedule;
+    if (!own)
+      return failure();
+    for (auto device : own.getBody().front().getOps<pipeline::DeviceOp>())
       for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
         impl_->devices[r * numDevices_ + device.getIndex()].actions.push_back(
             action);
-  int64_t numStages = schedule.getPlan().getNumStages();
+  }
+  int64_t numStages = plan.getNumStages();
   impl_->stagesPerReplica = numStages;
   for (int64_t g = 0; g < numStages * dataParallel_; ++g) {
     int64_t r = g / numStages, s = g % numStages;
@@ -505,7 +515,7 @@ LogicalResult PipelineRunner::initialize() {
     auto interp = std::make_unique<Interpreter>(module, options);
     registerTrainHandlers(*interp);
     impl_->registerHandlers(
-        *interp, static_cast<int>(r * numDevices_ + s % numDevices_));
+        *interp, static_cast<int>(r * numDevices_ + plan.getDeviceOf(s, r)));
     if (failed(interp->initialize()))
       return failure();
     impl_->stages.push_back(std::move(interp));

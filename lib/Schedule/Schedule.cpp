@@ -182,6 +182,86 @@ static void appendStepActions(Schedule &s,
   }
 }
 
+bool pp::schedule::refineSchedule(const Schedule &coarse,
+                                  const std::vector<int> &coarseOf,
+                                  const std::vector<bool> *gradReduceStages,
+                                  Schedule &out, std::string &error) {
+  int numFine = static_cast<int>(coarseOf.size());
+  if (gradReduceStages && gradReduceStages->size() != coarseOf.size()) {
+    error = "gradReduceStages has " + std::to_string(gradReduceStages->size()) +
+            " entries for " + std::to_string(numFine) + " stages";
+    return false;
+  }
+  std::vector<std::vector<int>> fineOf(coarse.numStages());
+  for (int f = 0; f < numFine; ++f) {
+    int c = coarseOf[f];
+    if (c < 0 || c >= coarse.numStages() || (f > 0 && c < coarseOf[f - 1])) {
+      error = "fine stage " + std::to_string(f) + " maps to coarse stage " +
+              std::to_string(c) + " (stages are not a refinement of 0.." +
+              std::to_string(coarse.numStages() - 1) + ")";
+      return false;
+    }
+    fineOf[c].push_back(f);
+  }
+  for (int c = 0; c < coarse.numStages(); ++c)
+    if (fineOf[c].empty()) {
+      error = "coarse stage " + std::to_string(c) + " has no fine stage";
+      return false;
+    }
+  Schedule s{coarse.kind,
+             coarse.numDevices,
+             coarse.chunksPerDevice,
+             coarse.microBatches,
+             {},
+             {}};
+  s.stageDevice.resize(numFine);
+  for (int f = 0; f < numFine; ++f)
+    s.stageDevice[f] = coarse.deviceOf(coarseOf[f]);
+  s.actions.resize(coarse.numDevices);
+  for (int d = 0; d < coarse.numDevices; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    for (const Action &a : coarse.actions[d]) {
+      const std::vector<int> &fine = fineOf[a.stage];
+      switch (a.kind) {
+      case ActionKind::Forward:
+        for (int f : fine)
+          list.push_back({a.kind, f, a.microBatch, a.weightVersion});
+        break;
+      case ActionKind::GradReduce:
+        // Placed below, after each fine stage's last backward.
+        break;
+      case ActionKind::OptimizerStep:
+        for (int f : fine)
+          list.push_back({a.kind, f, -1, a.weightVersion});
+        break;
+      default: // the backward kinds run from the last fine stage down
+        for (auto it = fine.rbegin(); it != fine.rend(); ++it)
+          list.push_back({a.kind, *it, a.microBatch, a.weightVersion});
+        break;
+      }
+    }
+    if (!gradReduceStages)
+      continue;
+    std::vector<std::pair<size_t, int>> lastGrad; // (position, fine stage)
+    for (int f = 0; f < numFine; ++f) {
+      if (s.stageDevice[f] != d || !(*gradReduceStages)[f])
+        continue;
+      size_t last = 0;
+      for (size_t i = 0; i < list.size(); ++i)
+        if (list[i].stage == f && (list[i].kind == ActionKind::Backward ||
+                                   list[i].kind == ActionKind::BackwardWeight))
+          last = i;
+      lastGrad.push_back({last, f});
+    }
+    // From the latest position down, so earlier positions stay valid.
+    std::sort(lastGrad.rbegin(), lastGrad.rend());
+    for (auto [position, f] : lastGrad)
+      list.insert(list.begin() + position + 1, {ActionKind::GradReduce, f, -1});
+  }
+  out = std::move(s);
+  return true;
+}
+
 bool pp::schedule::orderStepActions(
     Schedule &schedule, const std::vector<std::pair<int, int>> &before,
     std::string &error) {
@@ -286,7 +366,7 @@ bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
                 " entries, expected one per stage (" +
                 std::to_string(numDevices * chunksPerDevice) + ")");
 
-  Schedule s{kind, numDevices, chunksPerDevice, microBatches, {}};
+  Schedule s{kind, numDevices, chunksPerDevice, microBatches, {}, {}};
   s.actions.resize(numDevices);
   switch (kind) {
   case ScheduleKind::GPipe:

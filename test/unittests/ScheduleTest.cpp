@@ -340,6 +340,47 @@ TEST(BuildSchedule, GradReduceAfterLastBackward) {
   EXPECT_LT(r.busy[1], r.iterationTime);
 }
 
+TEST(RefineSchedule, FineStagesRunInsideTheirCoarseActions) {
+  // Two virtual workers cut 2 devices' worth of model differently; the
+  // common refinement has 3 stages. Worker 0 runs stages 0 and 1 on device 0,
+  // worker 1 runs stage 0 alone there.
+  Schedule coarse = build(ScheduleKind::OneFOneB, 2, 2, 1,
+                          /*gradReduce=*/nullptr);
+  std::vector<bool> reduce = {true, false, true};
+  std::string error;
+  Schedule first, second;
+  ASSERT_TRUE(refineSchedule(coarse, {0, 0, 1}, &reduce, first, error))
+      << error;
+  ASSERT_TRUE(refineSchedule(coarse, {0, 1, 1}, &reduce, second, error))
+      << error;
+  EXPECT_EQ(first.numStages(), 3);
+  EXPECT_EQ(first.deviceOf(1), 0);
+  EXPECT_EQ(second.deviceOf(1), 1);
+  EXPECT_TRUE(validateSchedule(first, error)) << error;
+  EXPECT_TRUE(validateSchedule(second, error)) << error;
+  // Forwards in stage order, backwards in reverse, each stage's reduction
+  // after its last backward, an optimizer step per stage.
+  EXPECT_EQ(compact(first.actions[0]),
+            "F0.0 F1.0 F0.1 F1.1 B1.0 B0.0 B1.1 B0.1 R0 O0 O1");
+  EXPECT_EQ(compact(second.actions[1]),
+            "F1.0 F2.0 B2.0 B1.0 F1.1 F2.1 B2.1 R2 B1.1 O1 O2");
+  // Both run to the end in the simulator, and the refined step of equal
+  // total work per device takes as long as the coarse one.
+  for (const Schedule *s : {&first, &second}) {
+    SimulationInput input = uniform(3, 1, 2);
+    SimulationResult r = simulate(*s, input);
+    EXPECT_FALSE(r.deadlock);
+    checkTimings(*s, input, r, "refined");
+  }
+  // Malformed maps are refused by name.
+  Schedule out;
+  EXPECT_FALSE(refineSchedule(coarse, {1, 0, 1}, nullptr, out, error));
+  EXPECT_NE(error.find("not a refinement"), std::string::npos) << error;
+  EXPECT_FALSE(refineSchedule(coarse, {0, 0, 0}, nullptr, out, error));
+  EXPECT_NE(error.find("coarse stage 1 has no fine stage"), std::string::npos)
+      << error;
+}
+
 TEST(OrderStepActions, SenderFirstOnItsDevice) {
   std::vector<bool> reduce = {true, false, false, true};
   Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 2, &reduce);

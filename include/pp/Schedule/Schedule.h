@@ -121,9 +121,20 @@ struct Schedule {
   int chunksPerDevice;
   int microBatches;
 
-  int numStages() const { return numDevices * chunksPerDevice; }
+  /// Where each stage runs when the stages refine another pipeline's
+  /// (heterogeneous virtual workers, see refineSchedule): stageDevice[s] is
+  /// the device of stage s. Empty: Megatron's rule below.
+  std::vector<int> stageDevice;
+
+  int numStages() const {
+    return stageDevice.empty() ? numDevices * chunksPerDevice
+                               : static_cast<int>(stageDevice.size());
+  }
   /// Megatron interleaving: device d holds chunks d, d+p, ...
-  int deviceOf(int stage) const { return stage % numDevices; }
+  int deviceOf(int stage) const {
+    return stageDevice.empty() ? stage % numDevices
+                               : stageDevice[static_cast<size_t>(stage)];
+  }
 
   /// Per device, in execution order.
   std::vector<std::vector<Action>> actions;
@@ -138,6 +149,21 @@ struct Schedule {
 bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,
                    const std::vector<bool> *gradReduceStages = nullptr);
+
+/// Refines `coarse` into a schedule over finer stages: fine stage f is a
+/// consecutive part of coarse stage coarseOf[f] (coarseOf is non-decreasing,
+/// so fine stages keep the coarse order). Each coarse forward runs its fine
+/// stages in ascending order, each backward (or B / W half) in descending
+/// order, one after another on the coarse stage's device; a coarse
+/// GradReduce becomes one per fine stage with `gradReduceStages[f]` (after
+/// the fine stage's last backward), and a coarse OptimizerStep one per fine
+/// stage. Heterogeneous virtual workers cut the model differently; the
+/// common refinement of their cuts gives every worker the same stage
+/// functions, each worker running them in its own coarse schedule. Returns
+/// false and sets `error` on a malformed map.
+bool refineSchedule(const Schedule &coarse, const std::vector<int> &coarseOf,
+                    const std::vector<bool> *gradReduceStages, Schedule &out,
+                    std::string &error);
 
 /// Reorders the per-step actions (GradReduce, OptimizerStep) of every
 /// device so that for each pair (a, b) of `before` whose stages share a

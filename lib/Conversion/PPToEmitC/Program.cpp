@@ -252,21 +252,39 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
       if (auto text = dyn_cast<StringAttr>(name))
         table.replicaDeviceNames.push_back(text.str());
   auto peaks = pipeline::getPlannedPeakBytes(module);
-  for (auto [d, device] : llvm::enumerate(
-           schedule.getBody().front().getOps<pipeline::DeviceOp>())) {
+  auto collectSchedule = [&](pipeline::ScheduleOp op,
+                             std::vector<std::vector<ActionEntry>> &list) {
+    for (auto device : op.getBody().front().getOps<pipeline::DeviceOp>()) {
+      std::vector<ActionEntry> &actions = list.emplace_back();
+      for (auto action :
+           device.getBody().front().getOps<pipeline::ActionOp>()) {
+        int function = -1;
+        if (auto callee = action.getCallee())
+          function = functionIndex.lookup(*callee);
+        actions.push_back({action.getKindValue(), function,
+                           static_cast<int64_t>(action.getStage()),
+                           action.getMicroBatchAttr().getInt()});
+      }
+    }
+  };
+  for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
     table.deviceNames.push_back(device.getName().str());
+  collectSchedule(schedule, table.schedule);
+  if (plan.hasPlacements())
+    for (int64_t r = 1; r < plan.getDataParallel(); ++r) {
+      pipeline::ScheduleOp own =
+          pipeline::lookupSchedule(module, "code generation", r);
+      if (!own)
+        return failure();
+      collectSchedule(own, table.replicaSchedules.emplace_back());
+    }
+  // Every replica's devices when each has its own schedule, else replica
+  // 0's.
+  size_t numPeaks = table.deviceNames.size() *
+                    (plan.hasPlacements() ? plan.getDataParallel() : 1);
+  for (size_t d = 0; d < numPeaks; ++d)
     table.plannedPeakBytes.push_back(
         peaks && static_cast<int64_t>(d) < peaks.size() ? peaks[d] : 0);
-    std::vector<ActionEntry> &actions = table.schedule.emplace_back();
-    for (auto action : device.getBody().front().getOps<pipeline::ActionOp>()) {
-      int function = -1;
-      if (auto callee = action.getCallee())
-        function = functionIndex.lookup(*callee);
-      actions.push_back({action.getKindValue(), function,
-                         static_cast<int64_t>(action.getStage()),
-                         action.getMicroBatchAttr().getInt()});
-    }
-  }
   return table;
 }
 
@@ -446,18 +464,24 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
           listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {
             return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
           }));
+  auto actionList = [](const std::vector<ActionEntry> &actions) {
+    std::string text = "{";
+    for (auto [i, a] : llvm::enumerate(actions))
+      text += std::string(i ? ",\n        " : "\n        ") + "{" +
+              pp::kinds::enumeratorName(a.kind) + ", " +
+              std::to_string(a.function) + ", " + std::to_string(a.stage) +
+              ", " + std::to_string(a.microBatch) + "}";
+    return text + "}";
+  };
   set.set("schedule", "std::vector<std::vector<pp::rt::ActionInfo>>",
-          listOf(ArrayRef(table.schedule),
-                 [](const std::vector<ActionEntry> &actions) {
-                   std::string text = "{";
-                   for (auto [i, a] : llvm::enumerate(actions))
-                     text += std::string(i ? ",\n        " : "\n        ") +
-                             "{" + pp::kinds::enumeratorName(a.kind) + ", " +
-                             std::to_string(a.function) + ", " +
-                             std::to_string(a.stage) + ", " +
-                             std::to_string(a.microBatch) + "}";
-                   return text + "}";
-                 }));
+          listOf(ArrayRef(table.schedule), actionList));
+  if (!table.replicaSchedules.empty())
+    set.set("replicaSchedules",
+            "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
+            listOf(ArrayRef(table.replicaSchedules),
+                   [&](const std::vector<std::vector<ActionEntry>> &list) {
+                     return listOf(ArrayRef(list), actionList);
+                   }));
   Value result = emitc::LoadOp::create(b, loc, infoType, program);
   emitc::ReturnOp::create(b, loc, result);
 }

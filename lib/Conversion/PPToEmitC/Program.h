@@ -97,6 +97,9 @@ struct ProgramTable {
   std::vector<std::vector<int>> stageGlobals;
   /// Each device's actions, in order.
   std::vector<std::vector<ActionEntry>> schedule;
+  /// The schedules of replicas 1 .. dataParallel-1 when the plan places
+  /// each replica's stages on its own (heterogeneous virtual workers).
+  std::vector<std::vector<std::vector<ActionEntry>>> replicaSchedules;
   std::string dataBytes;
 
   /// Appends `bytes` to the data file; returns their offset.

@@ -631,6 +631,7 @@ RankCheckpoint pp::rt::train::captureRankCheckpoint(const Job &job, int rank,
 
 bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                                           StageMap &stages,
+                                          std::set<int64_t> *restored,
                                           std::string &error) {
   const ProgramInfo &p = job.program;
   const CheckpointFile &file = job.resume.files[rank];
@@ -662,14 +663,18 @@ bool pp::rt::train::restoreRankCheckpoint(const Job &job, int rank,
                 ", its manifest at step " +
                 std::to_string(job.resume.completedSteps) +
                 " (an interrupted checkpoint?)");
-  if (ckpt.stages.size() != stages.size())
+  if (!restored && ckpt.stages.size() != stages.size())
     return fail("holds " + std::to_string(ckpt.stages.size()) +
                 " stages, this rank runs " + std::to_string(stages.size()));
   for (const CheckpointStage &saved : ckpt.stages) {
     auto it = stages.find(saved.stage);
+    if (it == stages.end() && restored)
+      continue;
     if (it == stages.end())
       return fail("holds stage " + std::to_string(saved.stage) +
                   ", which this rank does not run");
+    if (restored)
+      restored->insert(saved.stage);
     StageState &state = *it->second;
     if (saved.globals.size() != state.globals.size())
       return fail("stage " + std::to_string(saved.stage) + " holds " +

@@ -31,6 +31,7 @@
 #include "StageState.h"
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -131,9 +132,12 @@ bool commitCheckpoint(const std::string &dir,
                       std::string &error);
 
 /// --resume: loads `rank`'s file of the chosen checkpoint into `stages`
-/// (its globals), once it matches the job and the manifest.
+/// (its globals), once it matches the job and the manifest. With
+/// `restored`, the file may hold other stages too (a replica placing its
+/// stages on its own devices reads each from replica 0's file that has
+/// it): only those in `stages` are loaded, and added to `restored`.
 bool restoreRankCheckpoint(const Job &job, int rank, StageMap &stages,
-                           std::string &error);
+                           std::set<int64_t> *restored, std::string &error);
 
 } // namespace pp::rt::train
 

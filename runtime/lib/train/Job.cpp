@@ -143,11 +143,16 @@ uint32_t tableHash(const ProgramInfo &p) {
     for (int id : ids)
       add(id);
   }
-  for (const std::vector<ActionInfo> &actions : p.schedule) {
-    add(actions.size());
-    for (const ActionInfo &a : actions)
-      add(a.kind, a.function, a.stage, a.microBatch);
-  }
+  auto addSchedule = [&](const std::vector<std::vector<ActionInfo>> &list) {
+    for (const std::vector<ActionInfo> &actions : list) {
+      add(actions.size());
+      for (const ActionInfo &a : actions)
+        add(a.kind, a.function, a.stage, a.microBatch);
+    }
+  };
+  addSchedule(p.schedule);
+  for (const auto &schedule : p.replicaSchedules)
+    addSchedule(schedule);
   return crc32c(0, t.data(), t.size());
 }
 
@@ -264,39 +269,57 @@ bool Job::validateProgram(std::string &error) {
   if (static_cast<int64_t>(p.stageGlobals.size()) != numStages)
     return fail("stageGlobals has " + std::to_string(p.stageGlobals.size()) +
                 " entries for " + std::to_string(numStages) + " stages");
-  stageDevice.assign(static_cast<size_t>(numStages), -1);
-  deviceStages.assign(static_cast<size_t>(numDevices), {});
-  deviceArena.assign(static_cast<size_t>(numDevices), 0);
-  for (int d = 0; d < numDevices; ++d) {
-    for (const ActionInfo &action : p.schedule[d]) {
-      if (action.stage < 0 || action.stage >= numStages)
-        return fail("device " + std::to_string(d) + " runs stage " +
-                    std::to_string(action.stage));
-      int &owner = stageDevice[action.stage];
-      if (owner >= 0 && owner != d)
-        return fail("stage " + std::to_string(action.stage) +
-                    " runs on devices " + std::to_string(owner) + " and " +
-                    std::to_string(d));
-      if (owner < 0)
-        deviceStages[d].push_back(action.stage);
-      owner = d;
-      if (action.microBatch < -1 || action.microBatch >= microBatches)
-        return fail("an action of device " + std::to_string(d) +
-                    " has micro-batch " + std::to_string(action.microBatch));
-      if (action.function < 0)
-        continue;
-      if (action.function >= static_cast<int>(p.functions.size()))
-        return fail("an action of device " + std::to_string(d) +
-                    " calls function " + std::to_string(action.function));
-      const FunctionInfo &f = p.functions[action.function];
-      if (!f.function)
-        return fail("function '" + f.name + "' has no code");
-      if (f.stage != action.stage)
-        return fail("function '" + f.name + "' belongs to stage " +
-                    std::to_string(f.stage) +
-                    ", the schedule runs it as stage " +
-                    std::to_string(action.stage));
-      deviceArena[d] = std::max(deviceArena[d], f.arenaBytes);
+  if (!p.replicaSchedules.empty() &&
+      static_cast<int64_t>(p.replicaSchedules.size()) != replicas - 1)
+    return fail("replicaSchedules has " +
+                std::to_string(p.replicaSchedules.size()) + " entries for " +
+                std::to_string(replicas) + " replicas");
+  layouts.assign(p.replicaSchedules.empty() ? 1 : replicas, Layout());
+  for (size_t r = 0; r < layouts.size(); ++r) {
+    Layout &layout = layouts[r];
+    std::vector<int> &stageDevice = layout.stageDevice;
+    std::vector<std::vector<int64_t>> &deviceStages = layout.deviceStages;
+    std::vector<int64_t> &deviceArena = layout.deviceArena;
+    const auto &schedule = r == 0 ? p.schedule : p.replicaSchedules[r - 1];
+    std::string in = r == 0 ? "" : " of replica " + std::to_string(r);
+    if (static_cast<int>(schedule.size()) != numDevices)
+      return fail("the schedule" + in + " has " +
+                  std::to_string(schedule.size()) + " devices, replica 0's " +
+                  std::to_string(numDevices));
+    stageDevice.assign(static_cast<size_t>(numStages), -1);
+    deviceStages.assign(static_cast<size_t>(numDevices), {});
+    deviceArena.assign(static_cast<size_t>(numDevices), 0);
+    for (int d = 0; d < numDevices; ++d) {
+      for (const ActionInfo &action : schedule[d]) {
+        if (action.stage < 0 || action.stage >= numStages)
+          return fail("device " + std::to_string(d) + in + " runs stage " +
+                      std::to_string(action.stage));
+        int &owner = stageDevice[action.stage];
+        if (owner >= 0 && owner != d)
+          return fail("stage " + std::to_string(action.stage) +
+                      " runs on devices " + std::to_string(owner) + " and " +
+                      std::to_string(d));
+        if (owner < 0)
+          deviceStages[d].push_back(action.stage);
+        owner = d;
+        if (action.microBatch < -1 || action.microBatch >= microBatches)
+          return fail("an action of device " + std::to_string(d) + in +
+                      " has micro-batch " + std::to_string(action.microBatch));
+        if (action.function < 0)
+          continue;
+        if (action.function >= static_cast<int>(p.functions.size()))
+          return fail("an action of device " + std::to_string(d) + in +
+                      " calls function " + std::to_string(action.function));
+        const FunctionInfo &f = p.functions[action.function];
+        if (!f.function)
+          return fail("function '" + f.name + "' has no code");
+        if (f.stage != action.stage)
+          return fail("function '" + f.name + "' belongs to stage " +
+                      std::to_string(f.stage) +
+                      ", the schedule runs it as stage " +
+                      std::to_string(action.stage));
+        deviceArena[d] = std::max(deviceArena[d], f.arenaBytes);
+      }
     }
   }
   for (int64_t s = 0; s < numStages; ++s)

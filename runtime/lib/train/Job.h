@@ -74,10 +74,25 @@ struct Job {
   }
   /// Per replica and step.
   int64_t microBatches = 1;
-  /// stageDevice[s]: the device whose actions run stage s (-1: none).
-  std::vector<int> stageDevice;
-  std::vector<std::vector<int64_t>> deviceStages;
-  std::vector<int64_t> deviceArena;
+  /// Where one replica runs its stages: stageDevice[s] is the device whose
+  /// actions run stage s (-1: none); the stages and arena of each device.
+  struct Layout {
+    std::vector<int> stageDevice;
+    std::vector<std::vector<int64_t>> deviceStages;
+    std::vector<int64_t> deviceArena;
+  };
+  /// One layout shared by every replica, or one per replica when the
+  /// program places each replica's stages on its own (replicaSchedules).
+  std::vector<Layout> layouts;
+  const Layout &layout(int64_t replica) const {
+    return layouts[layouts.size() == 1 ? 0 : static_cast<size_t>(replica)];
+  }
+  /// The actions of `device` in `replica`.
+  const std::vector<ActionInfo> &actionsOf(int64_t replica, int device) const {
+    return replica == 0 || program.replicaSchedules.empty()
+               ? program.schedule[device]
+               : program.replicaSchedules[replica - 1][device];
+  }
   std::vector<std::string> deviceNames;
   /// The name of device `device` of `replica`: the program's, else
   /// replica 0's with the replica added.

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <set>
 #include <thread>
 
 using namespace pp::rt;
@@ -134,6 +135,24 @@ bool Rank::splitWorld(std::string &error) {
             ": creating the data-parallel groups: " + splitError;
     return false;
   }
+  // Replicas with their own placements: a stage's copies live on different
+  // devices in each replica, so each stage gets the group of its holders
+  // (the other ranks split off alone), every rank splitting for every stage
+  // in the same order.
+  if (job.layouts.size() > 1)
+    for (int64_t s = 0; s < job.numStages; ++s) {
+      bool holds = job.layout(replica).stageDevice[s] == rank;
+      auto comm = world.split(holds ? 0 : 1 + worldRank,
+                              static_cast<int>(replica), splitError);
+      if (!comm) {
+        error = "rank " + std::to_string(worldRank) +
+                ": creating the group of stage " + std::to_string(s) + ": " +
+                splitError;
+        return false;
+      }
+      if (holds)
+        stageComms[s] = std::move(comm);
+    }
   return true;
 }
 
@@ -152,7 +171,7 @@ bool Rank::setup(std::string &error) {
   hasKernelContext = true;
   if (!checkOutputs(job, rank, error))
     return false;
-  arenaBytes = job.deviceArena[rank];
+  arenaBytes = job.layout(replica).deviceArena[rank];
   arena = allocateBuffer(arenaBytes);
   if (!arena) {
     error = "rank " + std::to_string(worldRank) +
@@ -163,15 +182,32 @@ bool Rank::setup(std::string &error) {
   constants = job.uploadConstants(device, error);
   if (!constants)
     return false;
-  for (int64_t s : job.deviceStages[rank])
+  for (int64_t s : job.layout(replica).deviceStages[rank])
     stages[s] = std::make_unique<StageState>(*this, s, job.seed);
   if (!loadGlobals(error))
     return false;
   // Under WSP every rank has its own checkpoint file.
   bool wsp = job.waveSynchronous();
-  if (job.resuming &&
-      !restoreRankCheckpoint(job, wsp ? worldRank : rank, stages, error))
+  if (job.resuming && (wsp || job.layouts.size() == 1 || replica == 0) &&
+      !restoreRankCheckpoint(job, wsp ? worldRank : rank, stages, nullptr,
+                             error))
     return false;
+  // A replica with its own placement: each stage from the file of replica
+  // 0's device that runs it.
+  if (job.resuming && !wsp && job.layouts.size() > 1 && replica != 0) {
+    std::set<int> files;
+    for (auto &[s, state] : stages)
+      files.insert(job.layout(0).stageDevice[s]);
+    std::set<int64_t> restored;
+    for (int file : files)
+      if (!restoreRankCheckpoint(job, file, stages, &restored, error))
+        return false;
+    if (restored.size() != stages.size()) {
+      error = "--resume: rank " + std::to_string(worldRank) +
+              ": the checkpoint lacks some of its stages";
+      return false;
+    }
+  }
   if (wsp) {
     waveSync = std::make_unique<WaveSync>(*this);
     if (!waveSync->begin(job.resuming ? job.resume.waveClock : 0, error))
@@ -258,7 +294,8 @@ bool Rank::gradReduce(const ActionInfo &action) {
       bucket.packed = pool.acquire(dtype, {numel});
       bucket.slots = sums;
       copyBucket(bucket, /*toSlots=*/false);
-      Status s = replicaComm->startAllReduceSum(bucket.packed, bucket.request);
+      Status s = reduceComm(action.stage)
+                     .startAllReduceSum(bucket.packed, bucket.request);
       if (!s.ok())
         throw std::runtime_error(s.message);
     }
@@ -295,7 +332,7 @@ bool Rank::finishGradReduce(int64_t stage) {
   std::string error;
   for (Bucket &bucket : it->second) {
     if (error.empty()) {
-      Status s = replicaComm->waitAllReduce(bucket.request);
+      Status s = reduceComm(stage).waitAllReduce(bucket.request);
       if (s.ok())
         copyBucket(bucket, /*toSlots=*/true);
       else
@@ -431,7 +468,8 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
     values[i] = roundTo(info.dtype, total);
     if (!std::isfinite(values[i])) {
       // Replica 0's device, or under WSP this VW's.
-      int producer = stage >= 0 ? job.stageDevice[stage] : -1;
+      int producer =
+          stage >= 0 ? job.layout(wsp ? replica : 0).stageDevice[stage] : -1;
       std::string device = producer < 0 ? "?"
                            : wsp        ? job.deviceName(replica, producer)
                                         : job.deviceNames[producer];
@@ -487,7 +525,7 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
     outputStage.assign(k, -1);
     busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
     waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
-    for (const ActionInfo &action : job.program.schedule[rank]) {
+    for (const ActionInfo &action : job.actionsOf(replica, rank)) {
       if (action.kind == kinds::ActionKind::GradReduce) {
         if (job.replicas > 1 && !(ok = gradReduce(action)))
           break;
@@ -556,7 +594,7 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
     for (int64_t s = 0; holder < 0 && s < job.numStages; ++s)
       if (holds(s))
         holder = s;
-    int from = holder >= 0 ? job.stageDevice[holder] : 0;
+    int from = holder >= 0 ? job.layout(replica).stageDevice[holder] : 0;
     HostTensor host{g.dtype, g.shape, {}};
     host.bytes.resize(
         static_cast<size_t>(numelOf(g.shape) * dtypeSize(g.dtype)));
@@ -620,7 +658,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
   std::vector<double> totals(
       numTotals + (waveSync ? 3 * static_cast<size_t>(job.replicas) : 0), 0.0);
   if (replica == 0) {
-    for (int64_t s : job.deviceStages[rank])
+    for (int64_t s : job.layout(replica).deviceStages[rank])
       totals[rank] += totalBusyMs[s];
     totals[job.numDevices + rank] =
         static_cast<double>(arenaBytes + globalBytes + pool.allocatedBytes());

@@ -66,6 +66,15 @@ public:
   /// Data parallelism only: the pipeline of this replica, and this
   /// device's replicas (grad_reduce), split from the world.
   std::unique_ptr<Communicator> pipelineComm, replicaComm;
+  /// Replicas that place their stages on their own (heterogeneous virtual
+  /// workers): per stage this rank runs, the ranks running that stage in
+  /// every replica (its grad_reduce group).
+  std::map<int64_t, std::unique_ptr<Communicator>> stageComms;
+  /// The communicator that sums `stage`'s gradients over the replicas.
+  Communicator &reduceComm(int64_t stage) {
+    auto it = stageComms.find(stage);
+    return it != stageComms.end() ? *it->second : *replicaComm;
+  }
   /// A grad_reduce bucket in flight: the packed sums, the slots they came
   /// from (in order) and the communicator's request.
   struct Bucket {

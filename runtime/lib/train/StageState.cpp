@@ -182,7 +182,7 @@ int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
                            const char *op) {
   const Job &job = rank_.job;
   if (peerStage < 0 || peerStage >= job.numStages ||
-      job.stageDevice[peerStage] < 0)
+      job.layout(rank_.replica).stageDevice[peerStage] < 0)
     fail(op, "no stage " + std::to_string(peerStage) + " runs in this program");
   // Messages stay within the replica's pipeline: its own micro-batch
   // index makes the tag.
@@ -210,7 +210,7 @@ void StageState::send(int peerStage, int tag, int64_t microBatch,
                       const Tensor &value) {
   int mpiTag = messageTag(peerStage, tag, microBatch, "pp.send");
   sync("pp.send");
-  int peer = rank_.job.stageDevice[peerStage];
+  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
   if (peer == rank_.rank) {
     Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
     copyBuffer(copy.data, value.data, value.bytes());
@@ -235,7 +235,7 @@ void StageState::send(int peerStage, int tag, int64_t microBatch,
 void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
   sync("pp.recv");
-  int peer = rank_.job.stageDevice[peerStage];
+  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
   std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
                      std::to_string(rank_.worldRankOf(peer)) + " (device " +
                      rank_.job.deviceName(rank_.replica, peer) + "), tag " +

@@ -97,11 +97,20 @@ bool WaveSync::begin(int64_t clock, std::string &error) {
                 p.globals[id].name + "' is " + dtypeName(t.dtype);
         return false;
       }
+      int64_t stage = rank_.stageComms.empty() ? -1 : s;
       auto group =
-          std::find_if(groups_.begin(), groups_.end(),
-                       [&](const Group &g) { return g.dtype == t.dtype; });
+          std::find_if(groups_.begin(), groups_.end(), [&](const Group &g) {
+            return g.dtype == t.dtype && g.stage == stage;
+          });
       if (group == groups_.end())
-        group = groups_.insert(groups_.end(), Group{t.dtype, {}, 0, {}});
+        group = groups_.insert(groups_.end(),
+                               Group{t.dtype,
+                                     stage,
+                                     stage < 0 ? rank_.replicaComm.get()
+                                               : &rank_.reduceComm(stage),
+                                     {},
+                                     0,
+                                     {}});
       group->slots.push_back({&t, group->numel});
       group->numel += t.numel();
     }
@@ -142,7 +151,7 @@ bool WaveSync::push(std::string &error) {
         wave.sums.emplace_back(rank_.pool.acquire(group.dtype, {group.numel}));
     copyToBuffer(sum.data, own.data(), static_cast<int64_t>(own.size()));
     int &request = wave.requests.emplace_back(-1);
-    Status s = rank_.replicaComm->startAllReduceSum(sum, request);
+    Status s = group.comm->startAllReduceSum(sum, request);
     if (!s.ok()) {
       error = "pushing wave " + std::to_string(wave.wave) + ": " + s.message;
       return false;
@@ -158,7 +167,7 @@ bool WaveSync::agreeOnComplete(int64_t &complete, std::string &error) {
   for (Pending &wave : pending_) {
     for (size_t g = 0; !wave.complete && g < wave.requests.size(); ++g) {
       bool done = false;
-      Status s = rank_.replicaComm->testAllReduce(wave.requests[g], done);
+      Status s = groups_[g].comm->testAllReduce(wave.requests[g], done);
       if (!s.ok()) {
         error = "wave " + std::to_string(wave.wave) + ": " + s.message;
         return false;
@@ -192,11 +201,11 @@ bool WaveSync::agreeOnComplete(int64_t &complete, std::string &error) {
 
 void WaveSync::progress() {
   for (Pending &wave : pending_)
-    for (int request : wave.requests) {
+    for (size_t g = 0; g < wave.requests.size(); ++g) {
       bool done = false;
       // A failure shows again, with its message, where the wave is waited
       // for.
-      (void)rank_.replicaComm->testAllReduce(request, done);
+      (void)groups_[g].comm->testAllReduce(wave.requests[g], done);
     }
 }
 
@@ -207,7 +216,7 @@ bool WaveSync::applyThrough(int64_t through, double &waitedMs,
   while (!pending_.empty() && pending_.front().wave <= through) {
     Pending &wave = pending_.front();
     for (size_t g = 0; g < groups_.size(); ++g) {
-      Status s = rank_.replicaComm->waitAllReduce(wave.requests[g]);
+      Status s = groups_[g].comm->waitAllReduce(wave.requests[g]);
       if (!s.ok()) {
         error = "waiting for the other virtual workers' wave " +
                 std::to_string(wave.wave) + ": " + s.message;

@@ -66,9 +66,13 @@ private:
     Tensor *value;
     int64_t offset; // in elements of its dtype's buffer
   };
-  /// All slots of one dtype (F32 or F64), packed in slot order.
+  /// All slots of one dtype (F32 or F64), packed in slot order; per stage
+  /// when the replicas place their stages on their own (each stage's
+  /// holders form its group).
   struct Group {
     DType dtype;
+    int64_t stage; // -1: every stage of the rank
+    Communicator *comm;
     std::vector<Slot> slots;
     int64_t numel = 0;
     std::vector<char> start; // W at the start of the wave

@@ -206,7 +206,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t microBatches, int64_t chunks,
                                int64_t numStages, ArrayAttr stageDevices,
                                int64_t dataParallel, int64_t tensorParallel,
-                               int64_t staleness, int64_t wave) {
+                               int64_t staleness, int64_t wave,
+                               ArrayAttr placements) {
   if (microBatches < 1)
     return emitError() << "micro_batches must be >= 1, got " << microBatches;
   if (chunks < 1)
@@ -234,7 +235,56 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "wave = " << wave
                        << " needs a staleness bound (Wave Synchronous "
                           "Parallel)";
+  if (placements.empty())
+    return success();
+  if (static_cast<int64_t>(placements.size()) != dataParallel)
+    return emitError() << "placements has " << placements.size()
+                       << " entries for " << dataParallel << " replicas";
+  int64_t numDevices = -1;
+  for (auto [replica, attr] : llvm::enumerate(placements)) {
+    auto placement = dyn_cast<DenseI64ArrayAttr>(attr);
+    if (!placement || placement.size() != numStages)
+      return emitError() << "placements[" << replica
+                         << "] must be an array<i64> of " << numStages
+                         << " devices";
+    int64_t used = 0;
+    for (int64_t device : placement.asArrayRef()) {
+      if (device < 0 || device >= numStages)
+        return emitError() << "placements[" << replica << "] has device "
+                           << device << ", outside [0, " << numStages << ")";
+      used = std::max(used, device + 1);
+    }
+    for (int64_t d = 0; d < used; ++d)
+      if (!llvm::is_contained(placement.asArrayRef(), d))
+        return emitError() << "placements[" << replica << "] gives device " << d
+                           << " no stage";
+    if (numDevices >= 0 && used != numDevices)
+      return emitError() << "placements[" << replica << "] uses " << used
+                         << " devices, placements[0] " << numDevices;
+    numDevices = used;
+  }
   return success();
+}
+
+int64_t PlanAttr::getNumDevices() const {
+  if (!hasPlacements())
+    return getNumStages() / getChunks();
+  ArrayRef<int64_t> first =
+      cast<DenseI64ArrayAttr>(getPlacements()[0]).asArrayRef();
+  return first.empty() ? 0 : *llvm::max_element(first) + 1;
+}
+
+int64_t PlanAttr::getDeviceOf(int64_t stage, int64_t replica) const {
+  if (!hasPlacements())
+    return stage % getNumDevices();
+  return cast<DenseI64ArrayAttr>(getPlacements()[replica])[stage];
+}
+
+std::vector<int> PlanAttr::getPlacement(int64_t replica) const {
+  std::vector<int> placement;
+  for (int64_t s = 0; s < getNumStages(); ++s)
+    placement.push_back(static_cast<int>(getDeviceOf(s, replica)));
+  return placement;
 }
 
 std::optional<StringRef> PlanAttr::getStageDeviceName(int64_t stage) const {
@@ -246,23 +296,26 @@ std::optional<StringRef> PlanAttr::getStageDeviceName(int64_t stage) const {
 PlanAttr PlanAttr::withMicroBatches(int64_t microBatches) const {
   return PlanAttr::get(getContext(), getSchedule(), microBatches, getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel(), getStaleness(), getWave());
+                       getTensorParallel(), getStaleness(), getWave(),
+                       getPlacements());
 }
 PlanAttr PlanAttr::withNumStages(int64_t numStages) const {
   return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(),
                        getChunks(), numStages, getStageDevices(),
                        getDataParallel(), getTensorParallel(), getStaleness(),
-                       getWave());
+                       getWave(), getPlacements());
 }
 PlanAttr PlanAttr::withChunks(int64_t chunks) const {
   return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(), chunks,
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel(), getStaleness(), getWave());
+                       getTensorParallel(), getStaleness(), getWave(),
+                       getPlacements());
 }
 PlanAttr PlanAttr::withSchedule(pp::kinds::ScheduleKind schedule) const {
   return PlanAttr::get(getContext(), schedule, getMicroBatches(), getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
-                       getTensorParallel(), getStaleness(), getWave());
+                       getTensorParallel(), getStaleness(), getWave(),
+                       getPlacements());
 }
 
 /// The stage of the function holding `op` (its `pp.stage`), if any.
@@ -324,7 +377,26 @@ LogicalResult ScheduleOp::verify() {
            << expected << " devices but the plan's " << plan.getNumStages()
            << " stages in " << plan.getChunks() << " chunks need "
            << plan.getNumDevices();
+  if (getReplica() &&
+      (*getReplica() < 0 ||
+       static_cast<int64_t>(*getReplica()) >= plan.getDataParallel()))
+    return emitOpError("replica ") << *getReplica() << " is outside the plan's "
+                                   << plan.getDataParallel() << " replicas";
+  if (plan.hasPlacements() && !getReplica())
+    return emitOpError("needs a replica: the plan places the stages of "
+                       "each replica on its own");
   return success();
+}
+
+ScheduleOp pp::pipeline::getSchedule(ModuleOp module, int64_t replica) {
+  ScheduleOp shared;
+  for (auto schedule : module.getOps<ScheduleOp>()) {
+    if (!schedule.getReplica())
+      shared = schedule;
+    else if (static_cast<int64_t>(*schedule.getReplica()) == replica)
+      return schedule;
+  }
+  return shared;
 }
 
 /// `pp.action forward @f {...}`: the kind as a bare name.
@@ -364,9 +436,10 @@ LogicalResult ActionOp::verify() {
   if (stage < 0 || stage >= plan.getNumStages())
     return emitOpError("stage ") << stage << " is out of range";
   int64_t deviceIndex = device.getIndexAttr().getInt();
-  if (plan.getDeviceOf(stage) != deviceIndex)
+  int64_t replica = plan.hasPlacements() ? schedule.getReplicaIndex() : 0;
+  if (plan.getDeviceOf(stage, replica) != deviceIndex)
     return emitOpError("stage ")
-           << stage << " belongs on device " << plan.getDeviceOf(stage)
+           << stage << " belongs on device " << plan.getDeviceOf(stage, replica)
            << ", not " << deviceIndex;
   if (!getCallee())
     return pp::kinds::phaseOf(kind) == pp::kinds::Phase::None
@@ -450,7 +523,8 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
           [&] { return op->emitError() << "invalid pp.plan: "; },
           plan.getSchedule(), plan.getMicroBatches(), plan.getChunks(),
           plan.getNumStages(), plan.getStageDevices(), plan.getDataParallel(),
-          plan.getTensorParallel(), plan.getStaleness(), plan.getWave())))
+          plan.getTensorParallel(), plan.getStaleness(), plan.getWave(),
+          plan.getPlacements())))
     return failure();
   int64_t numStages = plan.getNumStages();
 
@@ -561,8 +635,18 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
   return success();
 }
 
-ScheduleOp pp::pipeline::lookupSchedule(ModuleOp module, StringRef user) {
+ScheduleOp pp::pipeline::lookupSchedule(ModuleOp module, StringRef user,
+                                        int64_t replica) {
   auto schedules = module.getOps<ScheduleOp>();
+  PlanAttr plan = getPlan(module);
+  if (plan && plan.hasPlacements()) {
+    if (ScheduleOp schedule = getSchedule(module, replica);
+        schedule && schedule.getReplica())
+      return schedule;
+    emitError(module.getLoc()) << user << " needs the pp.schedule of replica "
+                               << replica << " (run --pp-schedule)";
+    return nullptr;
+  }
   if (llvm::hasSingleElement(schedules))
     return *schedules.begin();
   emitError(module.getLoc())
@@ -597,6 +681,8 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
            static_cast<int>(action.getWeightVersionAttr().getInt())});
   }
   schedule.numDevices = static_cast<int>(schedule.actions.size());
+  if (plan.hasPlacements())
+    schedule.stageDevice = plan.getPlacement(op.getReplicaIndex());
   return schedule;
 }
 

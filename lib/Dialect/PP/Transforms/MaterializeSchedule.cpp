@@ -59,12 +59,22 @@ LogicalResult pp::pipeline::materializeSchedule(
     module.emitError() << "pp-schedule: chunks must be >= 1, got " << v;
     return failure();
   }
-  if (numStages % v != 0) {
+  // Replicas with placements of their own (heterogeneous virtual workers)
+  // each run their coarse schedule over the shared, finer stages.
+  bool placed = plan.hasPlacements();
+  if (placed && v != 1) {
+    module.emitError() << "pp-schedule: replicas with their own placements "
+                          "need one chunk per device, got "
+                       << v;
+    return failure();
+  }
+  if (!placed && numStages % v != 0) {
     module.emitError() << numStages << " stages do not split into " << v
                        << " chunks per device";
     return failure();
   }
-  int numDevices = static_cast<int>(numStages / v);
+  int numDevices =
+      static_cast<int>(placed ? plan.getNumDevices() : numStages / v);
   // Data-parallel replicas all-reduce each stage's accumulated gradients
   // (a grad_reduce after its last backward, which its update waits for)
   // when the stage has any. Under WSP the replicas exchange updates at wave
@@ -77,15 +87,39 @@ LogicalResult pp::pipeline::materializeSchedule(
           stage && *stage >= 0 && *stage < numStages)
         gradReduceStages[*stage] = true;
     });
-  sched::Schedule schedule;
   std::string error;
-  if (!sched::buildSchedule(
-          scheduleKind, numDevices, static_cast<int>(plan.getMicroBatches()),
-          static_cast<int>(v), schedule, error, &gradReduceStages)) {
-    module.emitError() << "cannot build a " << kindName
-                       << " schedule: " << error;
-    return failure();
-  }
+  auto build = [&](int64_t replica,
+                   sched::Schedule &schedule) -> LogicalResult {
+    if (!placed) {
+      if (sched::buildSchedule(scheduleKind, numDevices,
+                               static_cast<int>(plan.getMicroBatches()),
+                               static_cast<int>(v), schedule, error,
+                               &gradReduceStages))
+        return success();
+      return module.emitError()
+             << "cannot build a " << kindName << " schedule: " << error;
+    }
+    std::vector<int> coarseOf = plan.getPlacement(replica);
+    std::vector<bool> coarseReduce(numDevices, false);
+    for (int64_t s = 0; s < numStages; ++s)
+      if (gradReduceStages[s])
+        coarseReduce[coarseOf[s]] = true;
+    sched::Schedule coarse;
+    if (!sched::buildSchedule(scheduleKind, numDevices,
+                              static_cast<int>(plan.getMicroBatches()), 1,
+                              coarse, error, &coarseReduce) ||
+        !sched::refineSchedule(coarse, coarseOf, &gradReduceStages, schedule,
+                               error))
+      return module.emitError()
+             << "cannot build the " << kindName << " schedule of replica "
+             << replica << ": " << error;
+    return success();
+  };
+  int64_t numSchedules = placed ? plan.getDataParallel() : 1;
+  std::vector<sched::Schedule> schedules(numSchedules);
+  for (int64_t r = 0; r < numSchedules; ++r)
+    if (failed(build(r, schedules[r])))
+      return failure();
 
   // Stage functions by (stage, phase), as --pp-split-stages marked them.
   std::map<std::pair<int64_t, sched::Phase>, func::FuncOp> functions;
@@ -133,61 +167,82 @@ LogicalResult pp::pipeline::materializeSchedule(
             {static_cast<int>(from), static_cast<int>(key.first)});
     });
   }
-  if (!sched::orderStepActions(schedule, updateFirst, error)) {
-    module.emitError() << "cannot order the " << kindName
-                       << " schedule's updates: " << error;
-    return failure();
-  }
+  for (sched::Schedule &schedule : schedules)
+    if (!sched::orderStepActions(schedule, updateFirst, error)) {
+      module.emitError() << "cannot order the " << kindName
+                         << " schedule's updates: " << error;
+      return failure();
+    }
 
   // The schedule's kind and chunks become the plan's.
   plan = plan.withSchedule(scheduleKind).withChunks(v);
   pipeline::setPlan(module, plan);
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
-  auto scheduleOp = pipeline::ScheduleOp::create(b, module.getLoc());
-  Block *body = new Block();
-  scheduleOp.getBody().push_back(body);
-  for (int d = 0; d < numDevices; ++d) {
-    OpBuilder db = OpBuilder::atBlockEnd(body);
-    std::string name = plan.getStageDeviceName(d).value_or("").str();
-    if (name.empty())
-      name = "device" + std::to_string(d);
-    auto device = pipeline::DeviceOp::create(
-        db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
-    Block *actions = new Block();
-    device.getBody().push_back(actions);
-    OpBuilder ab = OpBuilder::atBlockEnd(actions);
-    auto emit = [&](sched::ActionKind actionKind,
-                    const sched::Action &action) -> LogicalResult {
-      FlatSymbolRefAttr callee;
-      sched::Phase phase = sched::phaseOf(actionKind);
-      if (phase != sched::Phase::None) {
-        auto it = functions.find({action.stage, phase});
-        if (it == functions.end())
-          return module.emitError() << "no " << sched::toString(phase)
-                                    << " function of stage " << action.stage;
-        callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
+  ArrayAttr replicaDevices = pipeline::getReplicaDevices(module);
+  for (auto [replica, schedule] : llvm::enumerate(schedules)) {
+    auto scheduleOp = pipeline::ScheduleOp::create(
+        b, module.getLoc(),
+        placed ? b.getI64IntegerAttr(static_cast<int64_t>(replica))
+               : IntegerAttr());
+    Block *body = new Block();
+    scheduleOp.getBody().push_back(body);
+    for (int d = 0; d < numDevices; ++d) {
+      OpBuilder db = OpBuilder::atBlockEnd(body);
+      std::string name;
+      if (replica == 0) {
+        // Replica 0's device d holds stage d unless the plan places it.
+        int64_t first = d;
+        if (placed)
+          for (int64_t s = numStages - 1; s >= 0; --s)
+            if (plan.getDeviceOf(s, 0) == d)
+              first = s;
+        name = plan.getStageDeviceName(first).value_or("").str();
+      } else if (replicaDevices) {
+        size_t index = (replica - 1) * numDevices + d;
+        if (index < replicaDevices.size())
+          if (auto text = dyn_cast<StringAttr>(replicaDevices[index]))
+            name = text.getValue().str();
       }
-      pipeline::ActionOp::create(
-          ab, module.getLoc(),
-          pipeline::ActionKindAttr::get(module.getContext(), actionKind),
-          callee, ab.getI64IntegerAttr(action.stage),
-          ab.getI64IntegerAttr(action.microBatch),
-          ab.getI64IntegerAttr(action.weightVersion));
-      return success();
-    };
-    for (const sched::Action &action : schedule.actions[d]) {
-      LogicalResult ok = success();
-      // A split module runs a whole backward as its two halves, back to
-      // back.
-      if (action.kind == sched::ActionKind::Backward && splitBackward)
-        ok = succeeded(emit(sched::ActionKind::BackwardInput, action))
-                 ? emit(sched::ActionKind::BackwardWeight, action)
-                 : failure();
-      else
-        ok = emit(action.kind, action);
-      if (failed(ok))
-        return failure();
+      if (name.empty())
+        name = "device" + std::to_string(d);
+      auto device = pipeline::DeviceOp::create(
+          db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
+      Block *actions = new Block();
+      device.getBody().push_back(actions);
+      OpBuilder ab = OpBuilder::atBlockEnd(actions);
+      auto emit = [&](sched::ActionKind actionKind,
+                      const sched::Action &action) -> LogicalResult {
+        FlatSymbolRefAttr callee;
+        sched::Phase phase = sched::phaseOf(actionKind);
+        if (phase != sched::Phase::None) {
+          auto it = functions.find({action.stage, phase});
+          if (it == functions.end())
+            return module.emitError() << "no " << sched::toString(phase)
+                                      << " function of stage " << action.stage;
+          callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
+        }
+        pipeline::ActionOp::create(
+            ab, module.getLoc(),
+            pipeline::ActionKindAttr::get(module.getContext(), actionKind),
+            callee, ab.getI64IntegerAttr(action.stage),
+            ab.getI64IntegerAttr(action.microBatch),
+            ab.getI64IntegerAttr(action.weightVersion));
+        return success();
+      };
+      for (const sched::Action &action : schedule.actions[d]) {
+        LogicalResult ok = success();
+        // A split module runs a whole backward as its two halves, back to
+        // back.
+        if (action.kind == sched::ActionKind::Backward && splitBackward)
+          ok = succeeded(emit(sched::ActionKind::BackwardInput, action))
+                   ? emit(sched::ActionKind::BackwardWeight, action)
+                   : failure();
+        else
+          ok = emit(action.kind, action);
+        if (failed(ok))
+          return failure();
+      }
     }
   }
   // Never a schedule the interpreter or a generated program would deadlock

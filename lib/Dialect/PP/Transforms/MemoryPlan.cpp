@@ -41,14 +41,14 @@ struct DeviceMemory {
 
 } // namespace
 
-LogicalResult
-pp::pipeline::planStageMemory(ModuleOp module,
-                              const pp::MemoryPlanPassOptions &options) {
-  pipeline::ScheduleOp schedule =
-      pipeline::lookupSchedule(module, "pp-memory-plan");
-  if (!schedule || failed(pp::verifyPlannableSizes(module, "pp-memory-plan")))
-    return failure();
-
+/// Adds the devices of `schedule` to `devices` and `names`, with each
+/// stage function's arena, the globals, gradient sums and stashes its
+/// stages keep; `setOffsets` records the arena offsets on the functions.
+static LogicalResult planScheduleMemory(ModuleOp module,
+                                        pipeline::ScheduleOp schedule,
+                                        std::vector<DeviceMemory> &allDevices,
+                                        std::vector<std::string> &allNames,
+                                        bool setOffsets) {
   // Stages of each device, and the most micro-batches each stage holds
   // at once in its device's order (the schedule library's count).
   std::map<int64_t, int64_t> deviceOf;
@@ -72,10 +72,13 @@ pp::pipeline::planStageMemory(ModuleOp module,
       continue; // a stage the schedule never runs
     DeviceMemory &memory = devices[it->second];
     pp::MemoryPlan plan = pp::planMemory(func.getBody().front());
-    pipeline::setArenaBytes(func, plan.arenaBytes);
     memory.arena = std::max(memory.arena, plan.arenaBytes);
     // Offsets on the ops of the body (not inside a pp.fused kernel).
+    if (setOffsets)
+      pipeline::setArenaBytes(func, plan.arenaBytes);
     for (Operation &op : func.getBody().front()) {
+      if (!setOffsets)
+        break;
       if (op.getNumResults() == 0)
         continue;
       SmallVector<int64_t> offsets;
@@ -104,6 +107,33 @@ pp::pipeline::planStageMemory(ModuleOp module,
             (*stage < static_cast<int64_t>(inflight.size()) ? inflight[*stage]
                                                             : 0);
     });
+  }
+
+  allDevices.insert(allDevices.end(), devices.begin(), devices.end());
+  allNames.insert(allNames.end(), names.begin(), names.end());
+  return success();
+}
+
+LogicalResult
+pp::pipeline::planStageMemory(ModuleOp module,
+                              const pp::MemoryPlanPassOptions &options) {
+  if (failed(pp::verifyPlannableSizes(module, "pp-memory-plan")))
+    return failure();
+  // With per-replica placements every replica's devices get their own
+  // peak (replica-major); otherwise one schedule serves all replicas.
+  pipeline::PlanAttr planAttr = pipeline::getPlan(module);
+  int64_t numSchedules =
+      planAttr && planAttr.hasPlacements() ? planAttr.getDataParallel() : 1;
+  std::vector<DeviceMemory> devices;
+  std::vector<std::string> names;
+  for (int64_t replica = 0; replica < numSchedules; ++replica) {
+    pipeline::ScheduleOp schedule =
+        pipeline::lookupSchedule(module, "pp-memory-plan", replica);
+    if (!schedule)
+      return failure();
+    if (failed(planScheduleMemory(module, schedule, devices, names,
+                                  /*setOffsets=*/replica == 0)))
+      return failure();
   }
 
   SmallVector<int64_t> peaks;

@@ -20,6 +20,9 @@
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
+#include <map>
+
 using namespace mlir;
 namespace onnx = pp::onnx;
 namespace partition = pp::partition;
@@ -471,11 +474,122 @@ pp::pipeline::partitionStages(ModuleOp module,
     return failure();
   }
 
+  // Heterogeneous virtual workers: each worker gets its own partition for
+  // its own devices. When they differ, the IR's stages are the common
+  // refinement of the workers' cuts (a stage per distinct tuple of the
+  // workers' stages, in lexicographic order), and each worker places the
+  // refined stages on its own devices (the plan's placements).
+  std::vector<partition::PartitionResult> workerPlans;
+  std::string sharedNote;
+  if (dataParallel > 1 && workers.size() > 1) {
+    workerPlans.push_back(*result);
+    for (unsigned w = 1; w < workers.size(); ++w) {
+      pipeline = workers[w];
+      partition::PartitionDevices other = makeDevices(pipeline);
+      auto plan = partition::partition(graph, other, searchOptions);
+      if (plan && !plan->feasible && assumesRecompute) {
+        partition::PartitionGraph lean = graph;
+        for (auto &node : lean.nodes)
+          node.activationBytes = 0;
+        plan = partition::partition(lean, other, searchOptions);
+      }
+      if (!plan) {
+        func.emitError() << "partitioning virtual worker " << w
+                         << " failed: " << llvm::toString(plan.takeError());
+        return failure();
+      }
+      if (!plan->feasible) {
+        auto diag = func.emitError()
+                    << "the model does not fit virtual worker " << w
+                    << " with schedule " << options.schedule
+                    << "; its best plan still needs";
+        for (unsigned st = 0; st < plan->deviceOrder.size(); ++st) {
+          unsigned d = plan->deviceOrder[st];
+          if (plan->shortfall[d] > 0)
+            diag << llvm::formatv(" {0} more bytes on {1} (stage {2});",
+                                  plan->shortfall[d], other.devices[d].name,
+                                  st);
+        }
+        return failure();
+      }
+      workerPlans.push_back(std::move(*plan));
+    }
+    pipeline = workers.front();
+  }
+  bool ownPartitions = llvm::any_of(workerPlans, [&](const auto &plan) {
+    return plan.stageOf != result->stageOf;
+  });
+  std::vector<unsigned> stageOfNode = result->stageOf;
+  std::vector<std::vector<int64_t>> placements;
+  if (ownPartitions && options.chunks != 1) {
+    ownPartitions = false;
+    sharedNote = "the virtual workers' own partitions differ, but "
+                 "interleaved chunks need one partition: every worker runs "
+                 "worker 0's";
+  }
+  if (ownPartitions) {
+    std::map<std::vector<unsigned>, unsigned> refined;
+    std::vector<std::vector<unsigned>> keyOf(nodeOps.size());
+    for (size_t n = 0; n < nodeOps.size(); ++n) {
+      for (const auto &plan : workerPlans)
+        keyOf[n].push_back(plan.stageOf[n]);
+      refined.try_emplace(keyOf[n], 0);
+    }
+    // Every worker runs the refined stages in its own stage order, so each
+    // worker's stage must not decrease along the refined order. Cuts of a
+    // DAG can cross (side branches on stage 0 of one worker and stage 1 of
+    // the other); such ops move to the later stage of the worker that
+    // cuts them earlier: in lexicographic order, a worker's stage becomes
+    // the largest seen so far. That keeps every dependency forward, since a
+    // consumer's tuple is >= its producer's in every worker.
+    std::vector<unsigned> running(workerPlans.size(), 0);
+    std::map<std::vector<unsigned>, std::vector<unsigned>> adjusted;
+    for (auto &[key, stage] : refined) {
+      std::vector<unsigned> moved = key;
+      for (size_t w = 0; w < key.size(); ++w)
+        moved[w] = running[w] = std::max(running[w], key[w]);
+      adjusted[key] = moved;
+    }
+    std::map<std::vector<unsigned>, unsigned> merged;
+    for (auto &[key, moved] : adjusted)
+      merged.try_emplace(moved, 0);
+    unsigned index = 0;
+    for (auto &[key, stage] : merged)
+      stage = index++;
+    placements.assign(workerPlans.size(), {});
+    for (auto &[key, stage] : merged)
+      for (size_t w = 0; w < key.size(); ++w)
+        placements[w].push_back(key[w]);
+    unsigned movedOps = 0;
+    for (size_t n = 0; n < nodeOps.size(); ++n) {
+      const std::vector<unsigned> &moved = adjusted[keyOf[n]];
+      movedOps += moved != keyOf[n];
+      stageOfNode[n] = merged[moved];
+    }
+    // A worker whose stage lost every op cannot run its schedule.
+    for (auto [w, placement] : llvm::enumerate(placements))
+      for (unsigned st = 0; st < workerPlans[w].deviceOrder.size(); ++st)
+        if (!llvm::is_contained(placement, static_cast<int64_t>(st)))
+          ownPartitions = false;
+    if (!ownPartitions) {
+      placements.clear();
+      stageOfNode = result->stageOf;
+      sharedNote = "the virtual workers' own partitions cross so that a "
+                   "stage would empty: every worker runs worker 0's";
+    } else if (movedOps > 0) {
+      sharedNote = llvm::formatv("the virtual workers' cuts cross: {0} op(s) "
+                                 "moved to a later stage of a worker so that "
+                                 "every worker runs the shared stages in "
+                                 "order",
+                                 movedOps);
+    }
+  }
+
   // Annotate: ops get their stage; constants and weight reads the first
   // stage that uses them.
   Builder b(module.getContext());
   for (auto [node, op] : llvm::enumerate(nodeOps))
-    pipeline::setStage(op, result->stageOf[node]);
+    pipeline::setStage(op, stageOfNode[node]);
   for (Operation &op : body.without_terminator()) {
     if (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op))
       continue;
@@ -486,23 +600,39 @@ pp::pipeline::partitionStages(ModuleOp module,
     pipeline::setStage(&op, first.value_or(0));
   }
   SmallVector<Attribute> order;
-  for (unsigned d : result->deviceOrder)
-    order.push_back(b.getStringAttr(devices.devices[d].name));
-  pipeline::setPlan(module,
-                    pipeline::PlanAttr::get(
-                        module.getContext(), *scheduleKind,
-                        options.microBatches, options.chunks,
-                        static_cast<int64_t>(result->deviceOrder.size()),
-                        b.getArrayAttr(order), dataParallel,
-                        /*tensorParallel=*/1, options.staleness, options.wave));
-  // The other replicas run the same stages on their own workers' devices.
+  SmallVector<Attribute> placementAttrs;
+  if (ownPartitions) {
+    for (int64_t coarse : placements.front())
+      order.push_back(
+          b.getStringAttr(devices.devices[result->deviceOrder[coarse]].name));
+    for (const auto &placement : placements)
+      placementAttrs.push_back(b.getDenseI64ArrayAttr(placement));
+  } else {
+    for (unsigned d : result->deviceOrder)
+      order.push_back(b.getStringAttr(devices.devices[d].name));
+  }
+  pipeline::setPlan(module, pipeline::PlanAttr::get(
+                                module.getContext(), *scheduleKind,
+                                options.microBatches, options.chunks,
+                                static_cast<int64_t>(order.size()),
+                                b.getArrayAttr(order), dataParallel,
+                                /*tensorParallel=*/1, options.staleness,
+                                options.wave, b.getArrayAttr(placementAttrs)));
+  // The other replicas run the stages on their own workers' devices, in
+  // their own partition's device order when they have one.
   if (dataParallel > 1) {
     unsigned numPlanDevices = result->deviceOrder.size() / options.chunks;
     std::vector<std::string> names;
     for (unsigned r = 1; r < workers.size(); ++r)
-      for (unsigned d = 0; d < numPlanDevices; ++d)
-        names.push_back(
-            cluster->devices[workers[r][result->deviceOrder[d]]].name);
+      for (unsigned d = 0; d < numPlanDevices; ++d) {
+        // A worker with the same cut may still order its devices its own
+        // way (its fast device first).
+        bool own = !workerPlans.empty() &&
+                   (ownPartitions || workerPlans[r].stageOf == result->stageOf);
+        const auto &deviceOrder =
+            own ? workerPlans[r].deviceOrder : result->deviceOrder;
+        names.push_back(cluster->devices[workers[r][deviceOrder[d]]].name);
+      }
     pipeline::setReplicaDevices(module, names);
   }
 
@@ -521,6 +651,21 @@ pp::pipeline::partitionStages(ModuleOp module,
                         result->granularity);
     if (!policyNote.empty())
       os << policyNote << "\n";
+    if (!sharedNote.empty())
+      os << sharedNote << "\n";
+    if (ownPartitions) {
+      os << llvm::formatv("virtual workers partitioned on their own: {0} "
+                          "shared stages (the common refinement of their "
+                          "cuts); stage -> device per worker:",
+                          placements.front().size());
+      for (auto [w, placement] : llvm::enumerate(placements)) {
+        os << (w ? ";" : "") << " worker " << w << " [";
+        for (auto [k, d] : llvm::enumerate(placement))
+          os << (k ? " " : "") << d;
+        os << "]";
+      }
+      os << "\n";
+    }
     if (!autoReport.empty())
       os << autoReport << "\n";
     else if (!policy.empty() && policyNote.empty())

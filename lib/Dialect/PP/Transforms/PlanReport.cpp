@@ -224,14 +224,34 @@ pp::pipeline::writePlanReport(ModuleOp module,
   // Under WSP every virtual worker runs the partition on its own devices:
   // vwDevice[k][d] is VW k's cluster device for schedule device d, and
   // vwCosts[k][s] stage s's compute there.
+  // Replicas with placements of their own (heterogeneous virtual workers)
+  // run their own schedules on the devices those name.
   bool waveSynchronous = plan && plan.isWaveSynchronous() && replicas > 1;
+  bool placed = plan && plan.hasPlacements();
   std::vector<std::vector<int>> vwDevice;
   std::vector<std::vector<sched::StageCosts>> vwCosts;
-  if (waveSynchronous)
+  std::vector<sched::Schedule> vwSchedules;
+  if (waveSynchronous || placed)
     for (int64_t k = 0; k < replicas; ++k) {
       auto &devices = vwDevice.emplace_back();
-      for (int d = 0; d < schedule.numDevices; ++d)
-        devices.push_back(counterpart(clusterIndex[d], k));
+      if (placed) {
+        pipeline::ScheduleOp own =
+            pipeline::lookupSchedule(module, "pp-plan-report", k);
+        if (!own)
+          return failure();
+        vwSchedules.push_back(pipeline::toLibrarySchedule(own));
+        for (auto device : own.getBody().front().getOps<pipeline::DeviceOp>()) {
+          int index = cluster->findDevice(device.getName());
+          if (index < 0)
+            return emitError(own.getLoc())
+                   << "device '" << device.getName() << "' of replica " << k
+                   << " is not in the cluster";
+          devices.push_back(index);
+        }
+      } else {
+        for (int d = 0; d < schedule.numDevices; ++d)
+          devices.push_back(counterpart(clusterIndex[d], k));
+      }
       vwCosts.emplace_back(numStages);
     }
 
@@ -272,7 +292,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
   std::vector<Cut> cuts;
   for (int s = 0; s < numStages; ++s) {
     StageInfo &info = stages[s];
-    info.device = s % schedule.numDevices;
+    info.device = schedule.deviceOf(s);
     const auto &device = cluster->devices[clusterIndex[info.device]];
     auto functionOf = [&](sched::Phase phase) {
       auto it = functions.find({s, phase});
@@ -326,8 +346,10 @@ pp::pipeline::writePlanReport(ModuleOp module,
         addCompute(op, phase, recomputed, info.costs, device);
         // Under WSP the same op on each VW's counterpart device.
         for (size_t k = 0; k < vwCosts.size(); ++k)
-          addCompute(op, phase, recomputed, vwCosts[k][s],
-                     cluster->devices[vwDevice[k][info.device]]);
+          addCompute(
+              op, phase, recomputed, vwCosts[k][s],
+              cluster->devices[vwDevice[k][placed ? plan.getDeviceOf(s, k)
+                                                  : info.device]]);
       });
     };
     for (sched::Phase phase :
@@ -406,7 +428,8 @@ pp::pipeline::writePlanReport(ModuleOp module,
               cluster->bandwidth(vwDevice[k][a], vwDevice[k][b]);
           vw.latency[a][b] = cluster->latency(vwDevice[k][a], vwDevice[k][b]);
         }
-    sched::SimulationResult r = sched::simulate(schedule, vw);
+    sched::SimulationResult r =
+        sched::simulate(placed ? vwSchedules[k] : schedule, vw);
     if (!r.error.empty() || r.deadlock) {
       emitError(scheduleOp.getLoc())
           << "simulation of virtual worker " << k << ": "
@@ -414,6 +437,8 @@ pp::pipeline::writePlanReport(ModuleOp module,
       return failure();
     }
     vwStep.push_back(r.iterationTime);
+    if (!waveSynchronous)
+      continue;
     waveInput.waveSeconds.push_back(r.iterationTime *
                                     static_cast<double>(plan.getWave()));
   }
@@ -531,6 +556,26 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond,
                         replicas > 1 ? " (all replicas)" : "");
+    if (placed && !waveSynchronous) {
+      // Synchronous data parallelism waits for the slowest worker.
+      double slowest = *llvm::max_element(vwStep);
+      os << llvm::formatv("virtual workers with their own partitions: the "
+                          "slowest paces synchronous training, {0:f3} ms per "
+                          "step ({1:f0} samples/s over all)\n",
+                          slowest * 1e3,
+                          slowest > 0 ? microBatchSize * schedule.microBatches *
+                                            replicas / slowest
+                                      : 0.0);
+      for (size_t k = 0; k < vwStep.size(); ++k) {
+        os << llvm::formatv("  VW {0}:", k);
+        for (int d = 0; d < p; ++d)
+          os << " " << cluster->devices[vwDevice[k][d]].name;
+        os << " stages";
+        for (int st = 0; st < numStages; ++st)
+          os << " " << st << "@" << plan.getDeviceOf(st, k);
+        os << llvm::formatv("; step {0:f3} ms\n", vwStep[k] * 1e3);
+      }
+    }
     if (waveSynchronous) {
       os << llvm::formatv(
           "wave synchronous parallel (D = {0}, waves of {1} step(s)), {2} "

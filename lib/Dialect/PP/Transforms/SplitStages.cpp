@@ -586,7 +586,7 @@ LogicalResult Splitter::run() {
                                    microBatches, /*chunks=*/1, numStages,
                                    b.getArrayAttr({}), /*dataParallel=*/1,
                                    /*tensorParallel=*/1, /*staleness=*/-1,
-                                   /*wave=*/1);
+                                   /*wave=*/1, b.getArrayAttr({}));
   pipeline::setPlan(
       module, plan.withMicroBatches(microBatches).withNumStages(numStages));
   step.erase();

@@ -340,9 +340,15 @@ LogicalResult MessageOrderCheck::run() {
 } // namespace
 
 LogicalResult pp::pipeline::verifyScheduleMessageOrder(ModuleOp module) {
-  pipeline::ScheduleOp schedule =
-      pipeline::lookupSchedule(module, "the schedule check");
-  if (!schedule)
-    return failure();
-  return MessageOrderCheck(module, schedule).run();
+  // Every replica's schedule, when the replicas place the stages on their
+  // own.
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  int64_t replicas = plan && plan.hasPlacements() ? plan.getDataParallel() : 1;
+  for (int64_t r = 0; r < replicas; ++r) {
+    pipeline::ScheduleOp schedule =
+        pipeline::lookupSchedule(module, "the schedule check", r);
+    if (!schedule || failed(MessageOrderCheck(module, schedule).run()))
+      return failure();
+  }
+  return success();
 }

@@ -102,10 +102,21 @@ LogicalResult pp::train::differentiate(ModuleOp module,
 
   OpBuilder b(ret);
   llvm::DenseMap<Value, Value> grads;
+  StageListener listener;
   auto accumulate = [&](Value value, Value grad, Location loc) {
     auto [it, inserted] = grads.try_emplace(value, grad);
-    if (!inserted)
-      it->second = onnx::AddOp::create(b, loc, it->second, grad);
+    if (inserted)
+      return;
+    // A partitioned model sums on the earlier stage of the two parts: the
+    // sum flows on towards the value's producer, on a stage no later than
+    // either, so every backward message goes to an earlier stage.
+    std::optional<int64_t> current = listener.stage;
+    if (Operation *earlier = it->second.getDefiningOp())
+      if (std::optional<int64_t> stage = pp::pipeline::getStage(earlier);
+          stage && current && *stage < *current)
+        listener.stage = stage;
+    it->second = onnx::AddOp::create(b, loc, it->second, grad);
+    listener.stage = current;
   };
   Location lossLoc = loss.getLoc();
   auto one = DenseElementsAttr::get(
@@ -119,7 +130,6 @@ LogicalResult pp::train::differentiate(ModuleOp module,
 
   // Backward ops inherit the pipeline stage of the forward op they
   // differentiate, so a partitioned model stays partitioned.
-  StageListener listener;
   b.setListener(&listener);
 
   SmallVector<Operation *> ops;

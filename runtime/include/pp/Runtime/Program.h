@@ -214,6 +214,12 @@ struct ProgramInfo {
   /// The device names of replicas 1 .. dataParallel-1, numDevices each in
   /// device order (replica 0's are deviceNames); empty: unnamed.
   std::vector<std::string> replicaDeviceNames;
+  /// Heterogeneous virtual workers (replicas whose partitions differ): the
+  /// schedules of replicas 1 .. dataParallel-1, each placing the shared
+  /// stages on its own devices (`schedule` is replica 0's). Empty: every
+  /// replica runs `schedule`. plannedPeakBytes then holds every replica's
+  /// devices, replica-major.
+  std::vector<std::vector<std::vector<ActionInfo>>> replicaSchedules;
 };
 
 /// The training executable's main: see docs/cli.md for the options.

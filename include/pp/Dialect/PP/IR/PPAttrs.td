@@ -62,6 +62,14 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     `wave` steps and may run at most D waves ahead of the slowest; -1
     (default) is synchronous data parallelism.
 
+    `placements` (heterogeneous virtual workers, whose partitions differ):
+    one `array<i64>` per replica giving the device (within the replica) of
+    every stage. The stages are then the common refinement of the replicas'
+    own partitions, so all replicas share the stage functions while each
+    places them on its own devices; `stage_devices` names replica 0's
+    devices. Empty (default): stage s runs on device s mod num_devices in
+    every replica.
+
     ```mlir
     module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4,
                                           num_stages = 2,
@@ -78,17 +86,23 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     DefaultValuedParameter<"int64_t", "1">:$data_parallel,
     DefaultValuedParameter<"int64_t", "1">:$tensor_parallel,
     DefaultValuedParameter<"int64_t", "-1">:$staleness,
-    DefaultValuedParameter<"int64_t", "1">:$wave
+    DefaultValuedParameter<"int64_t", "1">:$wave,
+    DefaultValuedParameter<"::mlir::ArrayAttr",
+                           "::mlir::ArrayAttr::get($_ctxt, {})">:$placements
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
   let extraClassDeclaration = [{
-    /// The devices the stages run on: num_stages / chunks.
-    int64_t getNumDevices() const { return getNumStages() / getChunks(); }
-    /// The device index of `stage`.
-    int64_t getDeviceOf(int64_t stage) const {
-      return stage % getNumDevices();
-    }
+    /// The devices of one replica: num_stages / chunks, or as many as the
+    /// placements use.
+    int64_t getNumDevices() const;
+    /// The device index of `stage` in `replica`.
+    int64_t getDeviceOf(int64_t stage, int64_t replica = 0) const;
+    /// Whether the replicas place the stages by `placements` (their
+    /// partitions differ).
+    bool hasPlacements() const { return !getPlacements().empty(); }
+    /// The device of every stage in `replica`.
+    std::vector<int> getPlacement(int64_t replica) const;
     /// The name of the device of `stage`, if the plan names it.
     std::optional<llvm::StringRef> getStageDeviceName(int64_t stage) const;
     /// The same plan with other values for some fields.

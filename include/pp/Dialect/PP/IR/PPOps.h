@@ -27,9 +27,14 @@
 
 namespace pp::pipeline {
 
-/// The one pp.schedule of `module`; otherwise null after an error at the
-/// module that says `user` needs one.
-ScheduleOp lookupSchedule(mlir::ModuleOp module, llvm::StringRef user);
+/// The pp.schedule of `replica` in `module`: the one schedule, or with
+/// per-replica placements the one marked `replica`; otherwise null after an
+/// error at the module that says `user` needs one.
+ScheduleOp lookupSchedule(mlir::ModuleOp module, llvm::StringRef user,
+                          int64_t replica = 0);
+/// The schedule of `replica` (marked with it), else the one shared by all
+/// replicas; null when there is neither.
+ScheduleOp getSchedule(mlir::ModuleOp module, int64_t replica);
 
 /// The function `name` of `module` that a pass works on; otherwise null
 /// after an error at the module ("no function @name " + `purpose`).

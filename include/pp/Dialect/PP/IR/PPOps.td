@@ -189,7 +189,10 @@ def PP_ScheduleOp : PP_Op<"schedule", [NoTerminator, SingleBlock,
   let description = [{
     One `pp.device` per device, each holding that device's actions in
     execution order. The schedule kind, micro-batches and chunks are the
-    module's `pp.plan`'s: stage c runs on device c mod num_devices.
+    module's `pp.plan`'s: stage c runs on device c mod num_devices. When
+    the plan has `placements` (virtual workers whose partitions differ),
+    the module holds one schedule per replica, marked `replica`, each with
+    that replica's devices and placement.
 
     ```mlir
     pp.schedule {
@@ -200,12 +203,17 @@ def PP_ScheduleOp : PP_Op<"schedule", [NoTerminator, SingleBlock,
     }
     ```
   }];
+  let arguments = (ins OptionalAttr<I64Attr>:$replica);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     /// The plan of the enclosing module (verified to exist).
     PlanAttr getPlan();
+    /// The replica this schedule is for; 0 for one shared by all.
+    int64_t getReplicaIndex() {
+      return getReplica() ? static_cast<int64_t>(*getReplica()) : 0;
+    }
   }];
 }
 
