@@ -225,3 +225,51 @@ func.func @f() -> (tensor<f32> {pp.grad_of = 1 : i64}) {
 // expected-error @+1 {{stage_devices names 1 devices for 2 stages}}
 module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 2, num_stages = 2, stage_devices = ["a"]>} {
 }
+
+// -----
+
+// Heterogeneous virtual workers: one placement per replica, a device for
+// every stage, every device used, as many devices in every replica.
+// expected-error @+1 {{placements has 1 entries for 2 replicas}}
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 3, data_parallel = 2, placements = [array<i64: 0, 0, 1>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{placements[1] must be an array<i64> of 3 devices}}
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 3, data_parallel = 2, placements = [array<i64: 0, 0, 1>, array<i64: 0, 1>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{placements[1] gives device 1 no stage}}
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 3, data_parallel = 2, placements = [array<i64: 0, 0, 1>, array<i64: 0, 2, 2>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{placements[1] uses 3 devices, placements[0] 2}}
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 3, data_parallel = 2, placements = [array<i64: 0, 0, 1>, array<i64: 0, 1, 2>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{placements need one chunk per device, got chunks = 2}}
+module attributes {pp.plan = #pp.plan<schedule = "interleaved", micro_batches = 2, chunks = 2, num_stages = 4, data_parallel = 2, placements = [array<i64: 0, 0, 1, 1>, array<i64: 0, 1, 1, 1>]>} {
+}
+
+// -----
+
+module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 1, num_stages = 2, data_parallel = 2, placements = [array<i64: 0, 1>, array<i64: 0, 1>]>} {
+func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} { return }
+func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} { return }
+// expected-error @+1 {{'pp.schedule' op needs a replica: the plan places the stages of each replica on its own}}
+pp.schedule {
+  pp.device 0 attributes {name = "a"} {
+    pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+  }
+  pp.device 1 attributes {name = "b"} {
+    pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+  }
+}
+}

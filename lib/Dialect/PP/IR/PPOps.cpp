@@ -237,6 +237,9 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                           "Parallel)";
   if (placements.empty())
     return success();
+  if (chunks != 1)
+    return emitError() << "placements need one chunk per device, got chunks = "
+                       << chunks;
   if (static_cast<int64_t>(placements.size()) != dataParallel)
     return emitError() << "placements has " << placements.size()
                        << " entries for " << dataParallel << " replicas";

@@ -191,12 +191,11 @@ LogicalResult pp::pipeline::materializeSchedule(
       OpBuilder db = OpBuilder::atBlockEnd(body);
       std::string name;
       if (replica == 0) {
-        // Replica 0's device d holds stage d unless the plan places it.
-        int64_t first = d;
-        if (placed)
-          for (int64_t s = numStages - 1; s >= 0; --s)
-            if (plan.getDeviceOf(s, 0) == d)
-              first = s;
+        // The plan names the device of each of replica 0's stages; its
+        // first stage on device d is d unless the plan places the stages.
+        int64_t first = placed ? 0 : d;
+        while (placed && first < numStages && plan.getDeviceOf(first, 0) != d)
+          ++first;
         name = plan.getStageDeviceName(first).value_or("").str();
       } else if (replicaDevices) {
         size_t index = (replica - 1) * numDevices + d;

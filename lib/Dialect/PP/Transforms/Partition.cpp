@@ -22,6 +22,7 @@
 
 #include <algorithm>
 #include <map>
+#include <set>
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -528,12 +529,12 @@ pp::pipeline::partitionStages(ModuleOp module,
                  "worker 0's";
   }
   if (ownPartitions) {
-    std::map<std::vector<unsigned>, unsigned> refined;
+    std::set<std::vector<unsigned>> refined;
     std::vector<std::vector<unsigned>> keyOf(nodeOps.size());
     for (size_t n = 0; n < nodeOps.size(); ++n) {
       for (const auto &plan : workerPlans)
         keyOf[n].push_back(plan.stageOf[n]);
-      refined.try_emplace(keyOf[n], 0);
+      refined.insert(keyOf[n]);
     }
     // Every worker runs the refined stages in its own stage order, so each
     // worker's stage must not decrease along the refined order. Cuts of a
@@ -544,7 +545,7 @@ pp::pipeline::partitionStages(ModuleOp module,
     // consumer's tuple is >= its producer's in every worker.
     std::vector<unsigned> running(workerPlans.size(), 0);
     std::map<std::vector<unsigned>, std::vector<unsigned>> adjusted;
-    for (auto &[key, stage] : refined) {
+    for (const std::vector<unsigned> &key : refined) {
       std::vector<unsigned> moved = key;
       for (size_t w = 0; w < key.size(); ++w)
         moved[w] = running[w] = std::max(running[w], key[w]);
@@ -702,10 +703,14 @@ pp::pipeline::partitionStages(ModuleOp module,
                             : "");
     // The other virtual workers get their own plans (the IR carries the
     // first); the slowest one sets the pace of data-parallel training.
+    // With data parallelism they were partitioned above.
     for (unsigned w = 1; w < workers.size(); ++w) {
       pipeline = workers[w];
       partition::PartitionDevices other = makeDevices(pipeline);
-      auto plan = partition::partition(graph, other, searchOptions);
+      auto plan =
+          w < workerPlans.size()
+              ? llvm::Expected<partition::PartitionResult>(workerPlans[w])
+              : partition::partition(graph, other, searchOptions);
       if (!plan) {
         os << "virtual worker " << w << ": " << llvm::toString(plan.takeError())
            << "\n";
