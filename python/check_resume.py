@@ -74,6 +74,9 @@ def main():
                         "bound (0 keeps the run deterministic)")
     parser.add_argument("--wave", type=int, default=1)
     parser.add_argument("--kill-rank", type=int, default=1)
+    parser.add_argument("--hetero", action="store_true",
+                        help="make the last device a TITAN V among P4000s, "
+                        "so that the replicas get partitions of their own")
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode): the "
                         "resumed steps must draw the masks of the "
@@ -92,9 +95,11 @@ def main():
     program = os.path.join(args.work, "program")
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
-         f"--pp-compile=cluster={cluster_file(args.work, ranks)} "
+         f"--pp-compile=cluster={cluster_file(args.work, ranks, args.hetero)} "
          f"schedule=1f1b microbatches={m} lr=0.05{dp} report= "
          f"emit-dir={program}", "-o", mlir])
+    if args.hetero and "placements = [" not in open(mlir).read():
+        sys.exit("the replicas' partitions do not differ")
     train = build(program)
     names = re.search(r'pp.input_names = \[([^\]]*)\]',
                       open(mlir).read()).group(1)

@@ -177,6 +177,9 @@ def main():
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--reference", choices=["unsplit", "one-stage"],
                         default="unsplit")
+    parser.add_argument("--hetero", action="store_true",
+                        help="make the last device a TITAN V among P4000s, "
+                        "so that the VWs get partitions of their own")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -196,7 +199,7 @@ def main():
         args.pipeline_opt, os.path.join(micro_dir, "model.onnx"), args.work,
         name, "1f1b", args.stages, "none", m, args.optimizer,
         f" report= emit-dir={program} staleness={args.staleness} "
-        f"wave={args.wave}", dp=n)
+        f"wave={args.wave}", dp=n, hetero=args.hetero)
     train = build(program)
     names = re.search(r'pp.input_names = \[([^\]]*)\]',
                       open(mlir).read()).group(1)
