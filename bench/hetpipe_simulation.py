@@ -12,10 +12,10 @@ simulation (cost model of each GPU kind, each VW's step on its own GPUs,
   - DP: data parallelism, one model per GPU (16 VWs of 1 GPU), D = 0;
   - NP, ED, HD: HetPipe's allocation policies (4 VWs of 4 GPUs each), 1F1B
     with --microbatches micro-batches per step, at D = 0 and D = --staleness.
-Caveat that the table states: every VW runs VW 0's partition (per-VW
-partitions are not built in training, so the plan uses one), which favours
-ED (its VWs are alike) over NP (the slow nodes run the fast node's cut).
-A configuration whose plan does not fit the GPUs' memory is reported so.
+Every VW gets its own partition (the common refinement of their cuts; see
+docs/hetpipe.md). A configuration whose plan does not fit the GPUs' memory
+is reported so (the memory column looks at VW 0's devices; the partitioner
+refuses a VW whose own partition does not fit).
 
 Writes the Markdown table (--table) and an SVG bar chart (--svg).
 Usage: /usr/bin/python3 bench/hetpipe_simulation.py --build build
