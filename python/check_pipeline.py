@@ -43,14 +43,15 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 def cluster_file(work, devices, fast_last=False):
     """A cluster whose links cost nothing: the partition follows compute.
-    With fast_last the last device is a TITAN V among P4000s, so a
+    With fast_last the devices are T4s and the last one an H100, so a
     data-parallel replica holding it cuts the model differently from the
     others (heterogeneous virtual workers)."""
-    path = os.path.join(work, f"cluster{devices}{'-fast' if fast_last else ''}.json")
+    path = os.path.join(
+        work, f"cluster{devices}{'-fast' if fast_last else ''}.json")
     kinds = [{"kind": "P4000", "count": devices}]
     if fast_last:
-        kinds = [{"kind": "P4000", "count": devices - 1},
-                 {"kind": "TITANV", "count": 1}]
+        kinds = [{"kind": "T4", "count": devices - 1},
+                 {"kind": "H100", "count": 1}]
     with open(path, "w") as f:
         json.dump({"nodes": [{"name": "n0", "devices": kinds}],
             "links": {"intra_node": {"bandwidth": "1000TB/s",
