@@ -7,6 +7,7 @@
 
 #include "pp/Schedule/Timeline.h"
 
+#include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/raw_os_ostream.h"
 
@@ -57,6 +58,13 @@ void pp::schedule::writeChromeTrace(const Schedule &schedule,
                                     const SimulationResult &result,
                                     const std::vector<std::string> &deviceNames,
                                     std::ostream &os) {
+  writeChromeTrace({{std::string(toString(schedule.kind)) + " schedule",
+                     &schedule, &result, deviceNames}},
+                   os);
+}
+
+void pp::schedule::writeChromeTrace(
+    const std::vector<TracedPipeline> &pipelines, std::ostream &os) {
   llvm::raw_os_ostream out(os);
   llvm::json::OStream json(out);
   auto metadata = [&](const char *what, int pid, int tid, llvm::StringRef key,
@@ -71,65 +79,74 @@ void pp::schedule::writeChromeTrace(const Schedule &schedule,
     });
   };
 
-  // Thread ids of the links, numbered in the order of their first transfer.
-  std::map<std::pair<int, int>, int> linkIds;
-  for (const TransferTiming &t : result.transfers)
-    linkIds.emplace(std::make_pair(t.fromDevice, t.toDevice),
-                    static_cast<int>(linkIds.size()));
-
   json.object([&] {
     json.attributeArray("traceEvents", [&] {
-      metadata("process_name", 0, -1, "name",
-               std::string(toString(schedule.kind)) + " schedule");
-      metadata("process_sort_index", 0, -1, "sort_index", 0);
-      for (int d = 0; d < schedule.numDevices; ++d) {
-        metadata("thread_name", 0, d, "name", deviceName(deviceNames, d));
-        metadata("thread_sort_index", 0, d, "sort_index", d);
-      }
-      for (const ActionTiming &a : result.actions) {
-        json.object([&] {
-          json.attribute("name", shortLabel(a.action));
-          json.attribute("cat", toString(a.action.kind));
-          json.attribute("ph", "X");
-          json.attribute("pid", 0);
-          json.attribute("tid", a.device);
-          json.attribute("ts", micros(a.start));
-          json.attribute("dur", micros(a.end - a.start));
-          json.attributeObject("args", [&] {
-            json.attribute("stage", a.action.stage);
-            json.attribute("microBatch", a.action.microBatch);
-            json.attribute("weightVersion", a.action.weightVersion);
-          });
-        });
-      }
+      for (auto [index, pipeline] : llvm::enumerate(pipelines)) {
+        const Schedule &schedule = *pipeline.schedule;
+        const SimulationResult &result = *pipeline.result;
+        const std::vector<std::string> &deviceNames = pipeline.deviceNames;
+        // Each pipeline's devices, then its links.
+        int pid = 2 * static_cast<int>(index);
+        std::string prefix =
+            pipelines.size() > 1 ? pipeline.name + ": " : std::string();
+        // Thread ids of the links, numbered in the order of their first
+        // transfer.
+        std::map<std::pair<int, int>, int> linkIds;
+        for (const TransferTiming &t : result.transfers)
+          linkIds.emplace(std::make_pair(t.fromDevice, t.toDevice),
+                          static_cast<int>(linkIds.size()));
 
-      if (linkIds.empty())
-        return;
-      metadata("process_name", 1, -1, "name", "links");
-      metadata("process_sort_index", 1, -1, "sort_index", 1);
-      for (const auto &[link, tid] : linkIds) {
-        metadata("thread_name", 1, tid, "name",
-                 deviceName(deviceNames, link.first) + " -> " +
-                     deviceName(deviceNames, link.second));
-        metadata("thread_sort_index", 1, tid, "sort_index", tid);
-      }
-      for (const TransferTiming &t : result.transfers) {
-        json.object([&] {
-          json.attribute("name", (t.forward ? "act" : "grad") +
-                                     std::to_string(t.microBatch));
-          json.attribute("cat", t.forward ? "activation" : "gradient");
-          json.attribute("ph", "X");
-          json.attribute("pid", 1);
-          json.attribute("tid", linkIds[{t.fromDevice, t.toDevice}]);
-          json.attribute("ts", micros(t.start));
-          json.attribute("dur", micros(t.end - t.start));
-          json.attributeObject("args", [&] {
-            json.attribute("fromStage", t.fromStage);
-            json.attribute("toStage", t.toStage);
-            json.attribute("microBatch", t.microBatch);
-            json.attribute("bytes", static_cast<int64_t>(t.bytes));
+        metadata("process_name", pid, -1, "name", pipeline.name);
+        metadata("process_sort_index", pid, -1, "sort_index", pid);
+        for (int d = 0; d < schedule.numDevices; ++d) {
+          metadata("thread_name", pid, d, "name", deviceName(deviceNames, d));
+          metadata("thread_sort_index", pid, d, "sort_index", d);
+        }
+        for (const ActionTiming &a : result.actions) {
+          json.object([&] {
+            json.attribute("name", shortLabel(a.action));
+            json.attribute("cat", toString(a.action.kind));
+            json.attribute("ph", "X");
+            json.attribute("pid", pid);
+            json.attribute("tid", a.device);
+            json.attribute("ts", micros(a.start));
+            json.attribute("dur", micros(a.end - a.start));
+            json.attributeObject("args", [&] {
+              json.attribute("stage", a.action.stage);
+              json.attribute("microBatch", a.action.microBatch);
+              json.attribute("weightVersion", a.action.weightVersion);
+            });
           });
-        });
+        }
+
+        if (linkIds.empty())
+          continue;
+        metadata("process_name", pid + 1, -1, "name", prefix + "links");
+        metadata("process_sort_index", pid + 1, -1, "sort_index", pid + 1);
+        for (const auto &[link, tid] : linkIds) {
+          metadata("thread_name", pid + 1, tid, "name",
+                   deviceName(deviceNames, link.first) + " -> " +
+                       deviceName(deviceNames, link.second));
+          metadata("thread_sort_index", pid + 1, tid, "sort_index", tid);
+        }
+        for (const TransferTiming &t : result.transfers) {
+          json.object([&] {
+            json.attribute("name", (t.forward ? "act" : "grad") +
+                                       std::to_string(t.microBatch));
+            json.attribute("cat", t.forward ? "activation" : "gradient");
+            json.attribute("ph", "X");
+            json.attribute("pid", pid + 1);
+            json.attribute("tid", linkIds[{t.fromDevice, t.toDevice}]);
+            json.attribute("ts", micros(t.start));
+            json.attribute("dur", micros(t.end - t.start));
+            json.attributeObject("args", [&] {
+              json.attribute("fromStage", t.fromStage);
+              json.attribute("toStage", t.toStage);
+              json.attribute("microBatch", t.microBatch);
+              json.attribute("bytes", static_cast<int64_t>(t.bytes));
+            });
+          });
+        }
       }
     });
     json.attribute("displayTimeUnit", "ms");

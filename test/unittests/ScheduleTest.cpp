@@ -780,6 +780,42 @@ SimulationResult sampleRun(Schedule &s) {
 }
 } // namespace
 
+TEST(Timeline, ChromeTraceOfSeveralPipelines) {
+  // Two virtual workers: each its own process (2k) and links process
+  // (2k + 1), named after it, with all of its actions.
+  Schedule s;
+  SimulationResult r = sampleRun(s);
+  ASSERT_FALSE(r.deadlock);
+  std::ostringstream os;
+  writeChromeTrace(
+      {{"VW 0", &s, &r, {"a0", "a1"}}, {"VW 1", &s, &r, {"b0", "b1"}}}, os);
+  llvm::Expected<llvm::json::Value> parsed = llvm::json::parse(os.str());
+  ASSERT_TRUE(static_cast<bool>(parsed)) << llvm::toString(parsed.takeError());
+  std::map<int64_t, std::string> processNames;
+  std::map<int64_t, size_t> events;
+  std::map<std::pair<int64_t, int64_t>, std::string> threadNames;
+  for (const llvm::json::Value &value :
+       *parsed->getAsObject()->getArray("traceEvents")) {
+    const llvm::json::Object *event = value.getAsObject();
+    int64_t pid = *event->getInteger("pid");
+    if (event->getString("name") == "process_name")
+      processNames[pid] = event->getObject("args")->getString("name")->str();
+    if (event->getString("name") == "thread_name")
+      threadNames[{pid, *event->getInteger("tid")}] =
+          event->getObject("args")->getString("name")->str();
+    if (event->getString("ph") == "X")
+      ++events[pid];
+  }
+  EXPECT_EQ(processNames[0], "VW 0");
+  EXPECT_EQ(processNames[1], "VW 0: links");
+  EXPECT_EQ(processNames[2], "VW 1");
+  EXPECT_EQ(processNames[3], "VW 1: links");
+  EXPECT_EQ(threadNames[std::make_pair(int64_t{2}, int64_t{1})], "b1");
+  EXPECT_EQ(events[0], r.actions.size());
+  EXPECT_EQ(events[2], r.actions.size());
+  EXPECT_EQ(events[3], r.transfers.size());
+}
+
 TEST(Timeline, ChromeTraceIsValidJSON) {
   Schedule s;
   SimulationResult r = sampleRun(s);

@@ -30,6 +30,21 @@ void writeChromeTrace(const Schedule &schedule, const SimulationResult &result,
                       const std::vector<std::string> &deviceNames,
                       std::ostream &os);
 
+/// One simulated pipeline of a trace: a process named `name` with a thread
+/// per device, and a process of its links.
+struct TracedPipeline {
+  std::string name;
+  const Schedule *schedule;
+  const SimulationResult *result;
+  std::vector<std::string> deviceNames;
+};
+
+/// The same for several pipelines in one trace (the virtual workers of a
+/// data-parallel plan, each step from time 0): pipeline i is process 2i,
+/// its links process 2i + 1, named after the pipeline.
+void writeChromeTrace(const std::vector<TracedPipeline> &pipelines,
+                      std::ostream &os);
+
 /// Writes an SVG with one row per device and one <rect> per action (and no
 /// other <rect>), coloured by kind and labelled with the micro-batch where it
 /// fits, a time axis and a legend. Later chunks of a device are drawn

@@ -408,6 +408,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
   }
   // WSP: each VW's step on its devices, then the waves of all of them.
   std::vector<double> vwStep;
+  std::vector<sched::SimulationResult> vwResults;
   sched::WaveSyncResult waves;
   sched::WaveSyncInput waveInput;
   for (size_t k = 0; k < vwCosts.size(); ++k) {
@@ -437,6 +438,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
       return failure();
     }
     vwStep.push_back(r.iterationTime);
+    vwResults.push_back(std::move(r));
     if (!waveSynchronous)
       continue;
     waveInput.waveSeconds.push_back(r.iterationTime *
@@ -616,7 +618,24 @@ pp::pipeline::writePlanReport(ModuleOp module,
     sched::writeChromeTrace(schedule, result, deviceNames, trace);
     std::ofstream svg(pathOf("timeline.svg"));
     sched::writeTimelineSVG(schedule, result, deviceNames, svg);
-    if (!trace || !svg) {
+    // Every VW's step on its own devices (under WSP, or with placements of
+    // their own), one process each.
+    bool vwsWritten = true;
+    if (!vwResults.empty()) {
+      std::vector<sched::TracedPipeline> pipelines;
+      for (size_t k = 0; k < vwResults.size(); ++k) {
+        std::vector<std::string> names;
+        for (int index : vwDevice[k])
+          names.push_back(cluster->devices[index].name);
+        pipelines.push_back({"VW " + std::to_string(k),
+                             placed ? &vwSchedules[k] : &schedule,
+                             &vwResults[k], std::move(names)});
+      }
+      std::ofstream vws(pathOf("timeline-vws.json"));
+      sched::writeChromeTrace(pipelines, vws);
+      vwsWritten = static_cast<bool>(vws);
+    }
+    if (!trace || !svg || !vwsWritten) {
       emitError(module.getLoc())
           << "cannot write the timeline to '" << options.outputDir << "'";
       return failure();
