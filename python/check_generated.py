@@ -27,6 +27,7 @@ import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 import time
 
@@ -108,6 +109,11 @@ def main():
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
                         help="precision of the model and data")
+    parser.add_argument("--p2p-matching", default="",
+                        help="comma-separated --p2p-matching modes (order, "
+                        "headers) to rerun every config with: messages "
+                        "matched the way the NCCL transport matches them must "
+                        "give the very same losses and weights as tags")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     # GEMM rounding depends on OpenBLAS's thread count; the programs run
@@ -227,6 +233,31 @@ def main():
         for failure in check.failures:
             print("MISMATCH", failure)
         failed |= bool(check.failures)
+        for mode in filter(None, args.p2p_matching.split(",")):
+            again = os.path.join(args.work, f"{name}.{mode}.generated")
+            proc = subprocess.run(
+                [c for c in cmd if not c.startswith(("--dump-globals",
+                                                     "--save-onnx", "--log"))]
+                + [f"--dump-globals={again}", f"--p2p-matching={mode}"],
+                capture_output=True, text=True)
+            if (mode == "order" and proc.returncode != 0 and
+                    "did not prove" in proc.stderr):
+                print(f"{args.model} {name}: --p2p-matching=order refused: "
+                      "the compiler did not prove the messages in order")
+                continue
+            if proc.returncode != 0:
+                print(f"MISMATCH --p2p-matching={mode} failed "
+                      f"({proc.returncode}): {proc.stderr.strip()[-2000:]}")
+                failed = True
+                continue
+            matched = load_globals(again)
+            same = (losses_of(proc.stdout) == losses_of(out) and
+                    matched.keys() == final.keys() and
+                    all(np.array_equal(matched[k], final[k]) for k in final))
+            print(f"{args.model} {name}: --p2p-matching={mode} gives the "
+                  f"same losses and weights as tags: "
+                  f"{'yes' if same else 'NO'}")
+            failed |= not same
         if index == 0:
             # --lr overrides the compiled learning rate: the same value
             # repeats the run, twice as much changes every step after the

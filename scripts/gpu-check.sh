@@ -9,7 +9,8 @@
 #     2-stage 1F1B programs, built for the CPU and for CUDA from the same
 #     generated source; the CUDA build trains with --local (one process,
 #     the stages on the node's GPUs) and, with 2+ GPUs, under mpirun over
-#     NCCL; its losses must match the CPU build's (
+#     NCCL (messages matched by order, then again with --p2p-matching=headers);
+#     its losses must match the CPU build's (
 #     python/compare_losses.py, 1e-3 relative: cuBLAS and cuDNN sum in
 #     other orders).
 set -euo pipefail
@@ -54,6 +55,11 @@ for model in mlp gpt resnet18; do
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$program/cuda/train" \
       --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.nccl"
     /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.nccl"
+    timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$program/cuda/train" \
+      --steps 5 --synthetic --seed 1 --p2p-matching=headers | grep '^step' > "$work/$model.headers"
+    /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.headers"
+  else
+    echo "gpu-check: one GPU: NCCL point-to-point (2+ GPUs) not run"
   fi
 done
 echo "gpu-check: passed"

@@ -25,6 +25,7 @@
 #include "pp/Dialect/ONNX/Utils/HostTensor.h"
 #include "pp/Dialect/ONNX/Utils/KernelParams.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Runtime/Checksum.h"
 
@@ -32,6 +33,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/raw_ostream.h"
+
+#include <set>
 
 using namespace mlir;
 using namespace pp::emitc_lowering;
@@ -278,6 +281,18 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         return failure();
       collectSchedule(own, table.replicaSchedules.emplace_back());
     }
+  std::set<std::pair<int64_t, int64_t>> links;
+  for (auto func : module.getOps<func::FuncOp>())
+    if (std::optional<int64_t> stage = pipeline::getStage(func))
+      func.walk([&](pipeline::SendOp send) {
+        links.insert({*stage, static_cast<int64_t>(send.getPeer())});
+      });
+  table.stageLinks.assign(links.begin(), links.end());
+  FailureOr<std::optional<std::string>> outOfOrder =
+      pipeline::findMessageOutOfOrder(module);
+  if (failed(outOfOrder))
+    return failure();
+  table.messagesInSendOrder = !outOfOrder->has_value();
   // Every replica's devices when each has its own schedule, else replica
   // 0's.
   size_t numPeaks = table.deviceNames.size() *
@@ -409,6 +424,15 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
     set.set("staleness", "int64_t", std::to_string(table.staleness));
     set.set("wave", "int64_t", std::to_string(table.wave));
   }
+  if (!table.stageLinks.empty())
+    set.set("stageLinks", "std::vector<std::pair<int64_t, int64_t>>",
+            listOf(ArrayRef(table.stageLinks),
+                   [](const std::pair<int64_t, int64_t> &link) {
+                     return "{" + std::to_string(link.first) + ", " +
+                            std::to_string(link.second) + "}";
+                   }));
+  set.set("messagesInSendOrder", "bool",
+          table.messagesInSendOrder ? "true" : "false");
   if (!table.replicaDeviceNames.empty())
     set.set("replicaDeviceNames", "std::vector<std::string>",
             listOf(ArrayRef(table.replicaDeviceNames),

@@ -100,6 +100,12 @@ struct ProgramTable {
   /// The schedules of replicas 1 .. dataParallel-1 when the plan places
   /// each replica's stages on its own (heterogeneous virtual workers).
   std::vector<std::vector<std::vector<ActionEntry>>> replicaSchedules;
+  /// (sender stage, receiver stage) of every pp.send, once each.
+  std::vector<std::pair<int64_t, int64_t>> stageLinks;
+  /// Whether every device pair's messages arrive in the order they are
+  /// sent, in every replica (findMessageOutOfOrder): then a transport
+  /// without tags (NCCL) needs no message headers.
+  bool messagesInSendOrder = false;
   std::string dataBytes;
 
   /// Appends `bytes` to the data file; returns their offset.

@@ -9,6 +9,14 @@
 // Receives wait on an event with the communicator's timeout and abort the
 // NCCL communicator when it passes, so a lost peer is an error, not a hang.
 //
+// Point-to-point: `connect` gives each directed link (sender, receiver) a
+// communicator of its two ranks and a stream of its own, so a send that
+// waits for its receiver never holds up a receive or a collective (on one
+// stream, ncclSend to a peer that is itself sending would deadlock). A send
+// copies its tensor to a staging buffer on the link's stream first and
+// returns: the caller may reuse the tensor, as with MPI_Isend. NCCL has no
+// tags; matchMessagesByOrder (Ordered.cpp) restores them where needed.
+//
 //===----------------------------------------------------------------------===//
 
 #include "pp/Runtime/Comm.h"
@@ -19,8 +27,10 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <deque>
 #include <map>
 #include <thread>
+#include <vector>
 
 using namespace pp::rt;
 
@@ -55,6 +65,16 @@ public:
   ~NCCLCommunicator() override {
     for (auto &[request, event] : reductions_)
       cudaEventDestroy(event);
+    // Sends in flight finish (or time out) before their buffers go.
+    for (auto &[key, link] : links_) {
+      if (link.sending)
+        (void)waitUntil(
+            "the sends to rank " + std::to_string(key.second),
+            [&] { return cudaStreamQuery(link.stream); }, link.comm);
+      reclaim(link, /*all=*/true);
+      ncclCommDestroy(link.comm);
+      cudaStreamDestroy(link.stream);
+    }
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
     if (!world_)
@@ -72,19 +92,84 @@ public:
   Status send(const Tensor &value, int peer, int tag) override {
     // NCCL orders messages per peer pair; the tag is for the other backends.
     (void)tag;
-    ncclResult_t rc =
-        ncclSend(value.data, value.bytes(), ncclUint8, peer, comm_, stream_);
-    return check(rc, "ncclSend to rank " + std::to_string(peer));
+    auto found = links_.find({rank_, peer});
+    if (found == links_.end())
+      return Status::error("send: rank " + std::to_string(rank_) +
+                           " has no link to rank " + std::to_string(peer) +
+                           " (connect was not called for it)");
+    Link &link = found->second;
+    reclaim(link, /*all=*/false);
+    Staged staged;
+    staged.bytes = value.bytes();
+    if (staged.bytes > 0 &&
+        cudaMallocAsync(&staged.data, staged.bytes, link.stream) != cudaSuccess)
+      return Status::error("send: out of device memory staging " +
+                           std::to_string(staged.bytes) + " bytes for rank " +
+                           std::to_string(peer));
+    if (staged.bytes > 0 &&
+        cudaMemcpyAsync(staged.data, value.data, staged.bytes,
+                        cudaMemcpyDeviceToDevice, link.stream) != cudaSuccess)
+      return Status::error("send: cannot stage the message to rank " +
+                           std::to_string(peer));
+    ncclResult_t rc = ncclSend(staged.data, staged.bytes, ncclUint8, link.peer,
+                               link.comm, link.stream);
+    if (Status s = check(rc, "ncclSend to rank " + std::to_string(peer));
+        !s.ok())
+      return s;
+    if (cudaEventCreateWithFlags(&staged.done, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventRecord(staged.done, link.stream) != cudaSuccess)
+      return Status::error("ncclSend: cannot record its event");
+    link.staged.push_back(staged);
+    link.sending = true;
+    return Status::success();
   }
 
   Status recv(Tensor &value, int peer, int tag) override {
     (void)tag;
-    ncclResult_t rc =
-        ncclRecv(value.data, value.bytes(), ncclUint8, peer, comm_, stream_);
+    auto found = links_.find({peer, rank_});
+    if (found == links_.end())
+      return Status::error("recv: rank " + std::to_string(rank_) +
+                           " has no link from rank " + std::to_string(peer) +
+                           " (connect was not called for it)");
+    Link &link = found->second;
+    ncclResult_t rc = ncclRecv(value.data, value.bytes(), ncclUint8, link.peer,
+                               link.comm, link.stream);
     if (Status s = check(rc, "ncclRecv from rank " + std::to_string(peer));
         !s.ok())
       return s;
-    return wait("a message from rank " + std::to_string(peer));
+    return waitUntil(
+        "a message from rank " + std::to_string(peer),
+        [&] { return cudaStreamQuery(link.stream); }, link.comm);
+  }
+
+  Status connect(const std::vector<std::pair<int, int>> &links) override {
+    // One split per link, every rank taking part in each (NCCL_SPLIT_NOCOLOR
+    // where it is neither end), in the order of the list all ranks share.
+    for (auto [index, link] : enumerateLinks(links)) {
+      auto [from, to] = link;
+      if (from < 0 || to < 0 || from >= size_ || to >= size_ || from == to)
+        return Status::error(
+            "connect: no link from rank " + std::to_string(from) + " to rank " +
+            std::to_string(to) + " among " + std::to_string(size_));
+      bool member = rank_ == from || rank_ == to;
+      ncclComm_t created = nullptr;
+      ncclResult_t rc =
+          ncclCommSplit(comm_, member ? index : NCCL_SPLIT_NOCOLOR,
+                        rank_ == from ? 0 : 1, &created, nullptr);
+      if (rc != ncclSuccess)
+        return Status::error("connect: ncclCommSplit for the link from rank " +
+                             std::to_string(from) + " to rank " +
+                             std::to_string(to) +
+                             " failed: " + ncclGetErrorString(rc));
+      if (!member || links_.count(link))
+        continue;
+      Link &made = links_[link];
+      made.comm = created;
+      made.peer = rank_ == from ? 1 : 0;
+      cudaStreamCreateWithFlags(&made.stream, cudaStreamNonBlocking);
+    }
+    return Status::success();
   }
 
   Status allReduceSum(Tensor &value) override {
@@ -141,6 +226,8 @@ public:
   void abort(const std::string &reason) override {
     std::fprintf(stderr, "rank %d: %s\n", rank_, reason.c_str());
     std::fflush(stderr);
+    for (auto &[key, link] : links_)
+      ncclCommAbort(link.comm);
     ncclCommAbort(comm_);
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
@@ -172,15 +259,58 @@ private:
     return Status::error(what + " failed: " + ncclGetErrorString(rc));
   }
 
+  /// A send's staging buffer and the event after its ncclSend.
+  struct Staged {
+    void *data = nullptr;
+    int64_t bytes = 0;
+    cudaEvent_t done = nullptr;
+  };
+  /// A directed link's own communicator (this rank and `peer`) and stream.
+  struct Link {
+    ncclComm_t comm = nullptr;
+    int peer = 0;
+    cudaStream_t stream = nullptr;
+    std::deque<Staged> staged;
+    bool sending = false;
+  };
+
+  /// The links in list order, numbered (the split colours), once each.
+  static std::vector<std::pair<int, std::pair<int, int>>>
+  enumerateLinks(const std::vector<std::pair<int, int>> &links) {
+    std::vector<std::pair<int, std::pair<int, int>>> out;
+    for (const auto &link : links)
+      out.push_back({static_cast<int>(out.size()), link});
+    return out;
+  }
+
+  /// Frees the staging buffers of the sends that have finished (all: the
+  /// stream is idle).
+  void reclaim(Link &link, bool all) {
+    while (!link.staged.empty()) {
+      Staged &front = link.staged.front();
+      if (!all && cudaEventQuery(front.done) != cudaSuccess)
+        break;
+      cudaEventDestroy(front.done);
+      if (front.data)
+        cudaFreeAsync(front.data, link.stream);
+      link.staged.pop_front();
+    }
+    link.sending = !link.staged.empty();
+  }
+
   /// Waits for the stream, giving up after the timeout.
   Status wait(const std::string &what) {
     return waitUntil(what, [&] { return cudaStreamQuery(stream_); });
   }
 
   /// Polls `query` (a stream or event query) until it succeeds, an error,
-  /// NCCL's asynchronous error, or the timeout.
+  /// NCCL's asynchronous error on `comm` (default: this communicator's), or
+  /// the timeout.
   template <typename Query>
-  Status waitUntil(const std::string &what, Query query) {
+  Status waitUntil(const std::string &what, Query query,
+                   ncclComm_t comm = nullptr) {
+    if (!comm)
+      comm = comm_;
     auto deadline = this->deadline();
     while (true) {
       cudaError_t e = query();
@@ -190,12 +320,12 @@ private:
         return Status::error("waiting for " + what + ": " +
                              cudaGetErrorString(e));
       ncclResult_t async = ncclSuccess;
-      ncclCommGetAsyncError(comm_, &async);
+      ncclCommGetAsyncError(comm, &async);
       if (async != ncclSuccess)
         return Status::error("waiting for " + what + ": " +
                              ncclGetErrorString(async));
       if (std::chrono::steady_clock::now() > deadline) {
-        ncclCommAbort(comm_);
+        ncclCommAbort(comm);
         return Status::error("rank " + std::to_string(rank_) + " waited for " +
                              what + " for " + std::to_string(timeoutSeconds) +
                              " s");
@@ -210,6 +340,8 @@ private:
   bool world_;
   /// All-reduces in flight: the event recorded after each.
   std::map<int, cudaEvent_t> reductions_;
+  /// (sender, receiver) -> the link, for the links with this rank at an end.
+  std::map<std::pair<int, int>, Link> links_;
   int nextRequest_ = 0;
 };
 

@@ -191,16 +191,17 @@ int pp::rt::train::localRank(int rank) {
 std::unique_ptr<Communicator>
 pp::rt::train::createWorldCommunicator(int *argc, char ***argv,
                                        std::string &error) {
-#if defined(PP_TRAIN_HAVE_MPI)
+#if defined(PP_TRAIN_HAVE_NCCL)
+  // Device tensors between GPUs; Rank matches the messages by order.
+  std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
+  if (!comm)
+    error = "cannot start NCCL (see the message above)";
+  return comm;
+#elif defined(PP_TRAIN_HAVE_MPI)
   std::unique_ptr<Communicator> comm = createMPICommunicator(argc, argv);
   // MPI moves host memory; device tensors go through host copies.
   if (comm && std::string(backendName()) != "cpu")
     return stageThroughHost(std::move(comm));
-  return comm;
-#elif defined(PP_TRAIN_HAVE_NCCL)
-  std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
-  if (!comm)
-    error = "cannot start NCCL (see the message above)";
   return comm;
 #else
   (void)argc, (void)argv;

@@ -57,6 +57,11 @@ const OptionSpec kOptions[] = {
     {"test-delay", "RANK:MS[:EVERY:AT]",
      "tests and benchmarks: rank RANK sleeps MS ms after its steps (those "
      "whose index mod EVERY is AT; repeatable)"},
+    {"p2p-matching", "auto|tags|order|headers",
+     "how a receive finds its message: by tag (MPI), by send order between "
+     "two ranks (NCCL, where the compiler proved the order), or by headers "
+     "sent before each message (NCCL otherwise); auto (the default) picks "
+     "by transport"},
     {"help", nullptr, "print this help"},
 };
 
@@ -243,6 +248,11 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
         return badValue("RANK:MS[:EVERY:AT] (a rank >= 0, 0 <= MS <= 1e6, "
                         "0 <= AT < EVERY)");
       options.testDelays.push_back(delay);
+    } else if (name == "p2p-matching") {
+      if (value != "auto" && value != "tags" && value != "order" &&
+          value != "headers")
+        return badValue("auto, tags, order or headers");
+      options.p2pMatching = value;
     } else if (name == "help") {
       options.help = true;
     }

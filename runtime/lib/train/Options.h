@@ -46,6 +46,12 @@ struct TrainOptions {
     int64_t every = 1, at = 0;
   };
   std::vector<TestDelay> testDelays;
+  /// --p2p-matching: how a receive finds its message. "auto": by tag where
+  /// the transport has tags (MPI, in-process), by order on NCCL; "tags";
+  /// "order": the k-th receive between two ranks takes the k-th message
+  /// (only where the compiler proved the messages in order); "headers":
+  /// each message follows a header with its tag (what NCCL does otherwise).
+  std::string p2pMatching = "auto";
   bool help = false;
 };
 

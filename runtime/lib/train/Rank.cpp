@@ -156,6 +156,47 @@ bool Rank::splitWorld(std::string &error) {
   return true;
 }
 
+bool Rank::setupMessageMatching(std::string &error) {
+  const std::string &mode = job.options.p2pMatching;
+  bool untagged = std::string(world.backend()) == "nccl";
+  if (mode == "tags" && untagged) {
+    error = "--p2p-matching=tags: the NCCL transport has no tags (use auto, "
+            "order or headers)";
+    return false;
+  }
+  if (mode == "order" && !job.program.messagesInSendOrder) {
+    error = "--p2p-matching=order: the compiler did not prove that this "
+            "program's messages arrive in the order they are sent (use "
+            "headers)";
+    return false;
+  }
+  if (mode == "tags" || (mode == "auto" && !untagged))
+    return true;
+  bool headers =
+      mode == "headers" || (mode == "auto" && !job.program.messagesInSendOrder);
+  Communicator &transport = pipelineComm ? *pipelineComm : world;
+  // The device pairs of this replica that exchange messages, and every
+  // device to device 0 (the gather of the trained globals).
+  std::set<std::pair<int, int>> links;
+  const std::vector<int> &stageDevice = job.layout(replica).stageDevice;
+  for (auto [from, to] : job.program.stageLinks) {
+    if (from < 0 || to < 0 || from >= job.numStages || to >= job.numStages)
+      continue;
+    int a = stageDevice[from], b = stageDevice[to];
+    if (a != b)
+      links.insert({a, b});
+  }
+  for (int d = 1; d < transport.size(); ++d)
+    links.insert({d, 0});
+  if (Status s = transport.connect({links.begin(), links.end()}); !s.ok()) {
+    error = "rank " + std::to_string(worldRank) +
+            ": connecting the pipeline's ranks: " + s.message;
+    return false;
+  }
+  orderedPipeline = matchMessagesByOrder(transport, headers);
+  return true;
+}
+
 bool Rank::setup(std::string &error) {
   int count = backendDeviceCount();
   if (count < 1) {
@@ -731,7 +772,11 @@ int Rank::run(const std::string &loadError) {
   try {
     world.timeoutSeconds = job.options.timeout;
     std::string error = loadError;
-    bool ok = splitWorld(error) && error.empty() && setup(error);
+    bool ok = splitWorld(error) && error.empty();
+    // Connecting is collective: only once every rank has loaded the job.
+    if (!agree(ok, error))
+      return 1;
+    ok = setupMessageMatching(error) && setup(error);
     if (!agree(ok, error))
       return 1;
     int64_t stepsRun = 0;

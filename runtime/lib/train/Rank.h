@@ -50,7 +50,11 @@ public:
   /// Every rank of the job: agreement, the step's outputs, checkpoints.
   Communicator &world;
   /// This replica's pipeline, ranked by device: stage messages, gathers.
-  Communicator &pipeline() { return pipelineComm ? *pipelineComm : world; }
+  Communicator &pipeline() {
+    if (orderedPipeline)
+      return *orderedPipeline;
+    return pipelineComm ? *pipelineComm : world;
+  }
   /// The job's rank of device `device` of this replica.
   int worldRankOf(int device) const {
     return static_cast<int>(replica) * job.numDevices + device;
@@ -66,6 +70,9 @@ public:
   /// Data parallelism only: the pipeline of this replica, and this
   /// device's replicas (grad_reduce), split from the world.
   std::unique_ptr<Communicator> pipelineComm, replicaComm;
+  /// The pipeline's messages matched by order (NCCL, --p2p-matching): a
+  /// view of pipelineComm (or the world) that pipeline() returns.
+  std::unique_ptr<Communicator> orderedPipeline;
   /// Replicas that place their stages on their own (heterogeneous virtual
   /// workers): per stage this rank runs, the ranks running that stage in
   /// every replica (its grad_reduce group).
@@ -123,6 +130,10 @@ private:
   bool trainSteps(int64_t &stepsRun, double &seconds);
   /// Splits the world into the pipelines and replica groups.
   bool splitWorld(std::string &error);
+  /// Chooses how the pipeline's receives find their messages
+  /// (--p2p-matching) and connects the ranks that exchange them; collective
+  /// over the pipeline.
+  bool setupMessageMatching(std::string &error);
   /// Runs one action of the schedule; false after aborting the job.
   bool runAction(const ActionInfo &action);
   /// grad_reduce of `stage`: starts summing its accumulated gradients over

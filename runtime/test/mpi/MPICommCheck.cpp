@@ -3,7 +3,8 @@
 // Run as `mpirun -np N pp-rt-mpi-check`: a ring of point-to-point messages,
 // two ranks sending large messages to each other at once (must not
 // deadlock), a sum all-reduce, a split into pairs (their own all-reduce
-// and messages), and a size mismatch reported as an error.
+// and messages), messages matched by order with headers (received in
+// another order than sent), and a size mismatch reported as an error.
 // With `--kill-rank R`, rank R kills itself (SIGKILL) after the ring and
 // the others wait for it: mpirun must stop the job.
 //
@@ -89,6 +90,14 @@ int main(int argc, char **argv) {
     return 1;
   int rank = comm->rank(), size = comm->size();
   comm->timeoutSeconds = 20;
+  // Every directed pair: NCCL gives each its own communicator and stream.
+  std::vector<std::pair<int, int>> everyLink;
+  for (int a = 0; a < size; ++a)
+    for (int b = 0; b < size; ++b)
+      if (a != b)
+        everyLink.push_back({a, b});
+  Status connected = comm->connect(everyLink);
+  expect(connected.ok(), connected.message.c_str(), rank);
 
   // Ring: rank r sends [r, r+1, ...] to r+1 and checks what r-1 sent.
   std::vector<float> out(5), in(5);
@@ -157,6 +166,8 @@ int main(int argc, char **argv) {
                               : static_cast<float>(rank);
     expect(part[0] == sum && part[1] == sum, "split allReduceSum value", rank);
     if (pairSize == 2) {
+      Status linked = pair->connect({{0, 1}, {1, 0}});
+      expect(linked.ok(), linked.message.c_str(), rank);
       std::vector<float> note(1, static_cast<float>(rank)), heard(1);
       Tensor noteT = view(note), heardT = view(heard);
       int other = 1 - pair->rank();
@@ -203,6 +214,28 @@ int main(int argc, char **argv) {
   syncToHost();
   expect(first[0] == static_cast<float>(size) && second[1] == rankSum,
          "two reductions' values", rank);
+
+  // Matched by order with headers: rank 0 sends tags 21, 22, 23 to rank 1,
+  // which asks for 23, 21, 22; each receive gets its own message.
+  if (size > 1 && rank < 2) {
+    auto ordered = matchMessagesByOrder(*comm, /*headers=*/true);
+    std::vector<std::vector<float>> sent = {{1, 2}, {3, 4, 5}, {6}};
+    if (rank == 0) {
+      for (int i = 0; i < 3; ++i) {
+        Tensor t = view(sent[i]);
+        expect(ordered->send(t, 1, 21 + i).ok(), "ordered send", rank);
+      }
+    } else {
+      for (int i : {2, 0, 1}) {
+        std::vector<float> got(sent[i].size());
+        Tensor t = view(got);
+        Status s = ordered->recv(t, 0, 21 + i);
+        expect(s.ok(), s.message.c_str(), rank);
+        syncToHost();
+        expect(got == sent[i], "ordered receive out of send order", rank);
+      }
+    }
+  }
 
   // A receive of the wrong size is an error, not a crash (NCCL does not
   // see sizes).

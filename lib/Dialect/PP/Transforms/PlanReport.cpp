@@ -595,6 +595,19 @@ pp::pipeline::writePlanReport(ModuleOp module,
             100 * waves.idleSeconds[k] / waves.seconds, waves.maxStaleness[k]);
       }
     }
+    if (p > 1) {
+      // NCCL's point-to-point has no tags: it matches messages by order.
+      FailureOr<std::optional<std::string>> outOfOrder =
+          pipeline::findMessageOutOfOrder(module);
+      if (failed(outOfOrder))
+        return failure();
+      if (!outOfOrder->has_value())
+        os << "messages: every device pair receives them in the order they "
+              "are sent (NCCL matches them by order, without headers)\n";
+      else
+        os << "messages: not received in send order (" << **outOfOrder
+           << "): NCCL sends a header with each\n";
+    }
     explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
     out->keep();

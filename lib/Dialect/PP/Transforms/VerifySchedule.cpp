@@ -62,6 +62,10 @@ public:
   MessageOrderCheck(ModuleOp module, pipeline::ScheduleOp schedule)
       : module(module), schedule(schedule) {}
   LogicalResult run();
+  /// Whether every device pair's messages are received in the order they
+  /// are sent, so that a transport matching by order alone (NCCL without
+  /// tags) delivers each to its receive; else the first that is not.
+  std::optional<std::string> firstMessageOutOfOrder();
 
 private:
   struct Device {
@@ -337,6 +341,64 @@ LogicalResult MessageOrderCheck::run() {
   return failure();
 }
 
+std::optional<std::string> MessageOrderCheck::firstMessageOutOfOrder() {
+  std::map<int64_t, int64_t> deviceOfStage;
+  for (auto [d, device] : llvm::enumerate(devices))
+    for (pipeline::ActionOp action : device.actions)
+      deviceOfStage.try_emplace(stageOf(action), static_cast<int64_t>(d));
+  struct Message {
+    MessageKey key;
+    pipeline::ActionOp action;
+    Operation *op;
+  };
+  // (sender device, receiver device) -> the messages in the sender's order,
+  // and in the receiver's.
+  std::map<std::pair<int64_t, int64_t>, std::vector<Message>> sent, received;
+  for (auto [d, device] : llvm::enumerate(devices))
+    for (pipeline::ActionOp action : device.actions) {
+      func::FuncOp func = calleeOf(action);
+      if (!func)
+        continue;
+      int64_t stage = stageOf(action);
+      for (const Event &event : **eventsOf(func)) {
+        if (event.kind != EventKind::Send && event.kind != EventKind::Recv)
+          continue;
+        auto peer = deviceOfStage.find(event.peer);
+        if (peer == deviceOfStage.end() ||
+            peer->second == static_cast<int64_t>(d))
+          continue; // on the device itself: no transport
+        int64_t mb = microBatchOf(event, action);
+        if (event.kind == EventKind::Send)
+          sent[{static_cast<int64_t>(d), peer->second}].push_back(
+              {{stage, event.peer, event.id, mb}, action, event.op});
+        else
+          received[{peer->second, static_cast<int64_t>(d)}].push_back(
+              {{event.peer, stage, event.id, mb}, action, event.op});
+      }
+    }
+  for (auto &[link, messages] : sent) {
+    const std::vector<Message> &other = received[link];
+    for (size_t i = 0; i < messages.size() && i < other.size(); ++i) {
+      if (messages[i].key == other[i].key)
+        continue;
+      auto describeMessage = [](const MessageKey &key) {
+        auto [from, to, tag, mb] = key;
+        return "stage " + std::to_string(from) + " -> " + std::to_string(to) +
+               " (tag " + std::to_string(tag) + ", micro-batch " +
+               std::to_string(mb) + ")";
+      };
+      return "device " + std::to_string(link.first) + " sends " +
+             describeMessage(messages[i].key) + " in " +
+             describe(messages[i].action) + " as its message " +
+             std::to_string(i) + " to device " + std::to_string(link.second) +
+             ", which receives " + describeMessage(other[i].key) + " in " +
+             describe(other[i].action) + " as its message " +
+             std::to_string(i) + " from device " + std::to_string(link.first);
+    }
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 LogicalResult pp::pipeline::verifyScheduleMessageOrder(ModuleOp module) {
@@ -351,4 +413,23 @@ LogicalResult pp::pipeline::verifyScheduleMessageOrder(ModuleOp module) {
       return failure();
   }
   return success();
+}
+
+FailureOr<std::optional<std::string>>
+pp::pipeline::findMessageOutOfOrder(ModuleOp module) {
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  int64_t replicas = plan && plan.hasPlacements() ? plan.getDataParallel() : 1;
+  for (int64_t r = 0; r < replicas; ++r) {
+    pipeline::ScheduleOp schedule =
+        pipeline::lookupSchedule(module, "the message order check", r);
+    if (!schedule)
+      return failure();
+    MessageOrderCheck check(module, schedule);
+    if (failed(check.run()))
+      return failure();
+    if (std::optional<std::string> found = check.firstMessageOutOfOrder())
+      return std::optional<std::string>(
+          (replicas > 1 ? "replica " + std::to_string(r) + ": " : "") + *found);
+  }
+  return std::optional<std::string>();
 }

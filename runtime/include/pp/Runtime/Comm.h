@@ -26,6 +26,7 @@
 #include <cmath>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pp::rt {
@@ -67,6 +68,15 @@ public:
   virtual Status testAllReduce(int request, bool &done) {
     (void)request;
     done = false;
+    return Status::success();
+  }
+  /// Collective over every rank of this communicator, each passing the same
+  /// list: prepares point-to-point transfers from rank `first` to rank
+  /// `second` of each pair (NCCL gives every such link its own
+  /// communicator and stream, so a send waiting for its receiver never
+  /// holds up a receive). Transports that need nothing do nothing.
+  virtual Status connect(const std::vector<std::pair<int, int>> &links) {
+    (void)links;
     return Status::success();
   }
   /// Stops every rank of the job with `reason` (does not return for MPI).
@@ -115,6 +125,16 @@ std::unique_ptr<Communicator> createMPICommunicator(int *argc, char ***argv);
 /// memory: sends and receives copy through host buffers, tags kept.
 std::unique_ptr<Communicator>
 stageThroughHost(std::unique_ptr<Communicator> inner);
+
+/// `inner` (which must outlive it) for a transport whose messages between
+/// two ranks arrive in the order they are sent and carry no tags (NCCL):
+/// with `headers`, each message follows a header with its tag and size, and
+/// a receive keeps the messages that arrive before its own; without, the
+/// k-th receive between two ranks takes the k-th message, whatever its tag
+/// (for programs whose messages the compiler proved in order).
+/// Collectives and splits go to `inner` as they are.
+std::unique_ptr<Communicator> matchMessagesByOrder(Communicator &inner,
+                                                   bool headers);
 
 /// The NCCL communicator of this MPI process on its node-local GPU (tensors
 /// in device memory); null, with a message on stderr, without a GPU.

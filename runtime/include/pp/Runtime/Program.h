@@ -25,6 +25,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace pp::rt {
@@ -220,6 +221,12 @@ struct ProgramInfo {
   /// replica runs `schedule`. plannedPeakBytes then holds every replica's
   /// devices, replica-major.
   std::vector<std::vector<std::vector<ActionInfo>>> replicaSchedules;
+  /// (sender stage, receiver stage) of every message the stage code sends.
+  std::vector<std::pair<int64_t, int64_t>> stageLinks;
+  /// Whether, in every replica, each device pair's messages are received in
+  /// the order they are sent (checked by the compiler): a transport that
+  /// matches messages by order alone (NCCL) then sends no headers.
+  bool messagesInSendOrder = false;
 };
 
 /// The training executable's main: see docs/cli.md for the options.

@@ -39,6 +39,14 @@ materializeSchedule(mlir::ModuleOp module,
 /// action, the recv and where its send is) when the order would deadlock.
 mlir::LogicalResult verifyScheduleMessageOrder(mlir::ModuleOp module);
 
+/// The first message of the schedule (of any replica) that its receiver
+/// takes at another position among the messages of its device pair than its
+/// sender gives it; none when every pair's messages arrive in the order
+/// they are sent, so a transport without tags (NCCL) matches them by order.
+/// Failure (with a diagnostic) when the schedule does not verify.
+mlir::FailureOr<std::optional<std::string>>
+findMessageOutOfOrder(mlir::ModuleOp module);
+
 /// --pp-fuse-elementwise: trees of elementwise ops into pp.fused kernels.
 void fuseElementwise(mlir::func::FuncOp func);
 
