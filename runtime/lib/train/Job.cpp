@@ -188,16 +188,25 @@ int pp::rt::train::localRank(int rank) {
   return rank;
 }
 
-std::unique_ptr<Communicator>
-pp::rt::train::createWorldCommunicator(int *argc, char ***argv,
-                                       std::string &error) {
+std::unique_ptr<Communicator> pp::rt::train::createWorldCommunicator(
+    int *argc, char ***argv, const std::string &transport, std::string &error) {
 #if defined(PP_TRAIN_HAVE_NCCL)
-  // Device tensors between GPUs; Rank matches the messages by order.
-  std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
-  if (!comm)
-    error = "cannot start NCCL (see the message above)";
-  return comm;
-#elif defined(PP_TRAIN_HAVE_MPI)
+  if (transport != "mpi") {
+    // Device tensors between GPUs; Rank matches the messages by order.
+    std::unique_ptr<Communicator> comm = createNCCLCommunicator(argc, argv);
+    if (!comm)
+      error = "cannot start NCCL (see the message above; --transport=mpi "
+              "moves the messages through host memory instead)";
+    return comm;
+  }
+#else
+  if (transport == "nccl") {
+    error = "--transport=nccl: this executable was built without NCCL (it "
+            "needs the CUDA build with NCCL found)";
+    return nullptr;
+  }
+#endif
+#if defined(PP_TRAIN_HAVE_MPI)
   std::unique_ptr<Communicator> comm = createMPICommunicator(argc, argv);
   // MPI moves host memory; device tensors go through host copies.
   if (comm && std::string(backendName()) != "cpu")

@@ -38,11 +38,13 @@ int environmentSize();
 /// The node-local rank (which GPU a rank of a multi-GPU node uses).
 int localRank(int rank);
 
-/// The communicator of a job launched by mpirun: MPI (through host copies
-/// on the CUDA backend), else NCCL; null with `error` set when this build
-/// has neither.
-std::unique_ptr<Communicator> createWorldCommunicator(int *argc, char ***argv,
-                                                      std::string &error);
+/// The communicator of a job launched by mpirun. `transport` "auto": NCCL
+/// where this build has it (CUDA), else MPI (through host copies on the
+/// CUDA backend); "nccl" or "mpi" ask for one. Null with `error` set when
+/// this build lacks it.
+std::unique_ptr<Communicator>
+createWorldCommunicator(int *argc, char ***argv, const std::string &transport,
+                        std::string &error);
 
 /// The directory of the running executable (its data file lies there).
 std::string executableDir(const char *argv0);

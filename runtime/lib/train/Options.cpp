@@ -62,6 +62,9 @@ const OptionSpec kOptions[] = {
      "two ranks (NCCL, where the compiler proved the order), or by headers "
      "sent before each message (NCCL otherwise); auto (the default) picks "
      "by transport"},
+    {"transport", "auto|nccl|mpi",
+     "under mpirun: NCCL between GPUs (auto in a CUDA build with NCCL) or "
+     "MPI (through host memory on GPUs)"},
     {"help", nullptr, "print this help"},
 };
 
@@ -253,6 +256,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
           value != "headers")
         return badValue("auto, tags, order or headers");
       options.p2pMatching = value;
+    } else if (name == "transport") {
+      if (value != "auto" && value != "nccl" && value != "mpi")
+        return badValue("auto, nccl or mpi");
+      options.transport = value;
     } else if (name == "help") {
       options.help = true;
     }

@@ -52,6 +52,9 @@ struct TrainOptions {
   /// (only where the compiler proved the messages in order); "headers":
   /// each message follows a header with its tag (what NCCL does otherwise).
   std::string p2pMatching = "auto";
+  /// --transport under mpirun: "auto" (NCCL in a CUDA build with NCCL,
+  /// else MPI), "nccl" or "mpi" (through host copies on GPUs).
+  std::string transport = "auto";
   bool help = false;
 };
 

@@ -99,7 +99,7 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   }
 
   std::unique_ptr<Communicator> comm =
-      createWorldCommunicator(&argc, &argv, error);
+      createWorldCommunicator(&argc, &argv, options.transport, error);
   if (!comm) {
     if (printer)
       std::fprintf(stderr, "error: %s\n", error.c_str());
