@@ -104,17 +104,18 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       *this, "virtual-workers",
       llvm::cl::desc("Virtual workers by HetPipe's policies: np, ed, hd or "
                      "auto (--pp-partition's virtual-workers)")};
-  Option<int64_t> staleness{
+  Option<std::string> staleness{
       *this, "staleness",
       llvm::cl::desc("Wave Synchronous Parallel across the replicas: the "
-                     "most waves one may run ahead of the slowest; -1 "
-                     "(default): synchronous (--pp-partition's staleness)"),
-      llvm::cl::init(-1)};
-  Option<unsigned> wave{
+                     "most waves one may run ahead of the slowest, or auto; "
+                     "-1 (default): synchronous (--pp-partition's "
+                     "staleness)"),
+      llvm::cl::init("-1")};
+  Option<std::string> wave{
       *this, "wave",
-      llvm::cl::desc("With staleness: steps per wave (--pp-partition's "
-                     "wave)"),
-      llvm::cl::init(1)};
+      llvm::cl::desc("With staleness: steps per wave, or auto "
+                     "(--pp-partition's wave)"),
+      llvm::cl::init("1")};
   /// Unset: 2 for interleaved, else 1.
   Option<unsigned> chunks{
       *this, "chunks",

@@ -6,6 +6,7 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Partition/Partitioner.h"
 #include "pp/Schedule/Schedule.h"
+#include "pp/Schedule/Simulator.h"
 #include "pp/Support/InputLimits.h"
 
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
@@ -21,6 +22,8 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <map>
 #include <set>
 
@@ -29,7 +32,165 @@ namespace onnx = pp::onnx;
 namespace partition = pp::partition;
 namespace pipeline = pp::pipeline;
 
-namespace {} // namespace
+namespace {
+
+/// A staleness bound and wave size for Wave Synchronous Parallel, chosen by
+/// chooseWaveSync, with the report's line.
+struct WaveChoice {
+  int64_t staleness = 0;
+  int64_t wave = 1;
+  std::string report;
+};
+
+/// Picks D (each VW at most D waves ahead of the slowest) and the wave
+/// size K (steps per push) that `fixedStaleness` / `fixedWave` leave open.
+/// Each VW's step is its partition's bottleneck times (m + stages - 1); a
+/// wave's push is the largest stage's ring all-reduce of its weights over
+/// the slowest link between VWs; simulateWaveSync gives the steps per
+/// second. Staleness costs convergence that throughput does not show, so
+/// among the candidates within 1% of the best the one with the least
+/// staleness in steps, (D + 1) K - 1, wins (then the smaller D). A pending
+/// wave keeps a sum of its stage's weights on the device: D + 1 of them
+/// must fit beside the stage. Failure when no candidate fits.
+/// What WSP costs the workers' partitions: each VW's predicted step, a
+/// wave's push, and the most pending waves every device can hold.
+struct WaveModel {
+  std::vector<double> step;
+  double push = 0;
+  int64_t mostPending = std::numeric_limits<int64_t>::max();
+  /// Where the fewest fit: the device, its stage's weight bytes, the
+  /// memory left beside the stage.
+  std::string tightest;
+};
+
+WaveModel modelWaves(const pp::cluster::Cluster &cluster,
+                     const std::vector<std::vector<int>> &workers,
+                     const std::vector<partition::PartitionResult> &plans,
+                     const partition::PartitionGraph &graph,
+                     uint64_t microBatches, double residentPerWeightByte) {
+  size_t n = plans.size();
+  WaveModel model;
+  std::vector<double> &step = model.step;
+  step.assign(n, 0);
+  uint64_t largestStage = 0;
+  int64_t &mostPending = model.mostPending;
+  for (size_t k = 0; k < n; ++k) {
+    const partition::PartitionResult &plan = plans[k];
+    size_t stages = plan.deviceOrder.size();
+    step[k] =
+        plan.bottleneck * (static_cast<double>(microBatches) + stages - 1);
+    std::vector<uint64_t> weights(stages, 0);
+    for (auto [node, stage] : llvm::enumerate(plan.stageOf))
+      weights[stage] += static_cast<uint64_t>(
+          static_cast<double>(graph.nodes[node].weightBytes) /
+          residentPerWeightByte);
+    for (size_t s = 0; s < stages; ++s) {
+      largestStage = std::max(largestStage, weights[s]);
+      if (weights[s] == 0)
+        continue;
+      const auto &device = cluster.devices[workers[k][plan.deviceOrder[s]]];
+      uint64_t capacity = static_cast<uint64_t>(device.memoryBytes);
+      uint64_t free =
+          capacity > plan.stageMemory[s] ? capacity - plan.stageMemory[s] : 0;
+      int64_t fits = static_cast<int64_t>(free / weights[s]);
+      if (fits < mostPending) {
+        mostPending = fits;
+        model.tightest = llvm::formatv(
+            "{0} (virtual worker {1}) holds {2} of weights with {3} left "
+            "beside its stage",
+            device.name, k, pp::formatMegabytes(weights[s]),
+            pp::formatMegabytes(free));
+      }
+    }
+  }
+  // The slowest link between devices of different VWs carries the ring.
+  double bandwidth = std::numeric_limits<double>::infinity(), latency = 0;
+  for (size_t a = 0; a < n; ++a)
+    for (size_t b = 0; b < n; ++b)
+      if (a != b)
+        for (int x : workers[a])
+          for (int y : workers[b]) {
+            bandwidth = std::min(bandwidth, cluster.bandwidth(x, y));
+            latency = std::max(latency, cluster.latency(x, y));
+          }
+  double ring = 2.0 * static_cast<double>(n - 1) / static_cast<double>(n);
+  model.push = (std::isfinite(bandwidth) && bandwidth > 0
+                    ? ring * static_cast<double>(largestStage) / bandwidth
+                    : 0) +
+               2.0 * static_cast<double>(n - 1) * latency;
+  return model;
+}
+
+FailureOr<WaveChoice> chooseWaveSync(const WaveModel &model,
+                                     std::optional<int64_t> fixedStaleness,
+                                     std::optional<int64_t> fixedWave) {
+  const std::vector<double> &step = model.step;
+  size_t n = step.size();
+  double push = model.push;
+  int64_t mostPending = model.mostPending;
+
+  std::vector<int64_t> bounds =
+      fixedStaleness ? std::vector<int64_t>{*fixedStaleness}
+                     : std::vector<int64_t>{0, 1, 2, 3, 4, 6, 8, 16, 32};
+  std::vector<int64_t> sizes = fixedWave ? std::vector<int64_t>{*fixedWave}
+                                         : std::vector<int64_t>{1, 2, 4, 8};
+  struct Candidate {
+    int64_t staleness, wave;
+    double stepsPerSecond;
+  };
+  std::vector<Candidate> fitting;
+  // The same number of steps for every wave size.
+  constexpr int64_t kSteps = 512;
+  for (int64_t d : bounds) {
+    if (d + 1 > mostPending)
+      continue;
+    for (int64_t k : sizes) {
+      pp::schedule::WaveSyncInput input;
+      for (double seconds : step)
+        input.waveSeconds.push_back(seconds * static_cast<double>(k));
+      input.pushSeconds = push;
+      input.staleness = d;
+      input.waves = std::max<int64_t>(1, kSteps / k);
+      double seconds = pp::schedule::simulateWaveSync(input).seconds;
+      double steps =
+          static_cast<double>(input.waves * k) * static_cast<double>(n);
+      fitting.push_back({d, k, seconds > 0 ? steps / seconds : 0});
+    }
+  }
+  if (fitting.empty())
+    return failure();
+  double best = 0;
+  for (const Candidate &c : fitting)
+    best = std::max(best, c.stepsPerSecond);
+  const Candidate *chosen = nullptr;
+  for (const Candidate &c : fitting) {
+    if (c.stepsPerSecond < 0.99 * best)
+      continue;
+    auto staleSteps = [](const Candidate &x) {
+      return (x.staleness + 1) * x.wave - 1;
+    };
+    if (!chosen || staleSteps(c) < staleSteps(*chosen) ||
+        (staleSteps(c) == staleSteps(*chosen) &&
+         c.staleness < chosen->staleness))
+      chosen = &c;
+  }
+  WaveChoice choice{chosen->staleness, chosen->wave, ""};
+  std::string fits =
+      mostPending == std::numeric_limits<int64_t>::max()
+          ? "no stage has weights"
+          : "push buffers fit up to D = " + std::to_string(mostPending - 1);
+  choice.report = llvm::formatv(
+      "wave synchronous auto: D = {0}, wave = {1}: {2:f1} steps/s predicted "
+      "over all VWs, the least staleness ({3} step(s)) within 1% of the best "
+      "({4:f1} steps/s) among {5} candidates ({6}; push {7:f3} ms, slowest "
+      "VW step {8:f3} ms)",
+      chosen->staleness, chosen->wave, chosen->stepsPerSecond,
+      (chosen->staleness + 1) * chosen->wave - 1, best, fitting.size(), fits,
+      push * 1e3, *llvm::max_element(step) * 1e3);
+  return choice;
+}
+
+} // namespace
 
 LogicalResult
 pp::pipeline::partitionStages(ModuleOp module,
@@ -149,24 +310,37 @@ pp::pipeline::partitionStages(ModuleOp module,
     module.emitError() << "pp-partition: data-parallel must be >= 1";
     return failure();
   }
-  if (options.staleness < -1) {
-    module.emitError() << "pp-partition: staleness must be >= 0 (or -1: "
-                          "synchronous data parallel), got "
-                       << options.staleness;
+  // staleness: an integer >= -1 or auto; wave: an integer >= 1 or auto.
+  bool autoStaleness = options.staleness == "auto";
+  bool autoWave = options.wave == "auto";
+  int64_t staleness = -1;
+  int64_t wave = 1;
+  if (!autoStaleness &&
+      (StringRef(options.staleness).getAsInteger(10, staleness) ||
+       staleness < -1)) {
+    module.emitError() << "pp-partition: staleness must be an integer >= 0, "
+                          "-1 (synchronous data parallel) or auto, got '"
+                       << options.staleness << "'";
     return failure();
   }
-  if (options.staleness >= 0 && dataParallel < 2) {
+  if (!autoWave && (StringRef(options.wave).getAsInteger(10, wave) ||
+                    wave < 1 || wave > (int64_t(1) << 30))) {
+    module.emitError() << "pp-partition: wave must be an integer >= 1 or "
+                          "auto, got '"
+                       << options.wave << "'";
+    return failure();
+  }
+  bool waveSynchronous = autoStaleness || staleness >= 0;
+  if (waveSynchronous && dataParallel < 2) {
     module.emitError() << "pp-partition: staleness=" << options.staleness
                        << " (Wave Synchronous Parallel) needs data-parallel "
                           ">= 2 virtual workers, got "
                        << dataParallel;
     return failure();
   }
-  if (options.wave == 0 || (options.wave > 1 && options.staleness < 0)) {
+  if ((autoWave || wave > 1) && !waveSynchronous) {
     module.emitError() << "pp-partition: wave=" << options.wave
-                       << (options.wave == 0
-                               ? " must be >= 1"
-                               : " needs a staleness bound (staleness=D)");
+                       << " needs a staleness bound (staleness=D or auto)";
     return failure();
   }
   if (dataParallel > 1 && !workers.empty() && workers.size() != dataParallel) {
@@ -517,6 +691,42 @@ pp::pipeline::partitionStages(ModuleOp module,
     }
     pipeline = workers.front();
   }
+  // WSP: every pending wave keeps a sum of its stage's weights on the
+  // device, D + 1 of them at most; staleness=auto / wave=auto simulate
+  // HetPipe's WSP for each candidate D and wave size.
+  std::string waveAutoReport;
+  if (waveSynchronous && !workerPlans.empty()) {
+    // A node's resident bytes: weights, gradients and optimizer state.
+    WaveModel model = modelWaves(*cluster, workers, workerPlans, graph,
+                                 options.microBatches, 2.0 + stateFactor);
+    if (!autoStaleness && staleness + 1 > model.mostPending) {
+      auto diag = module.emitError()
+                  << "pp-partition: staleness=" << staleness << " keeps up to "
+                  << staleness + 1
+                  << " pending waves, each a sum of its stage's weights, but "
+                  << model.tightest << ": ";
+      if (model.mostPending >= 1)
+        diag << "the largest bound that fits is D = " << model.mostPending - 1;
+      else
+        diag << "not even D = 0 fits";
+      return failure();
+    }
+    if (autoStaleness || autoWave) {
+      FailureOr<WaveChoice> choice = chooseWaveSync(
+          model,
+          autoStaleness ? std::nullopt : std::optional<int64_t>(staleness),
+          autoWave ? std::nullopt : std::optional<int64_t>(wave));
+      if (failed(choice)) {
+        module.emitError() << "pp-partition: staleness=auto: no bound fits: "
+                           << model.tightest
+                           << ", not room for one pending wave";
+        return failure();
+      }
+      staleness = choice->staleness;
+      wave = choice->wave;
+      waveAutoReport = choice->report;
+    }
+  }
   bool ownPartitions = llvm::any_of(workerPlans, [&](const auto &plan) {
     return plan.stageOf != result->stageOf;
   });
@@ -612,13 +822,13 @@ pp::pipeline::partitionStages(ModuleOp module,
     for (unsigned d : result->deviceOrder)
       order.push_back(b.getStringAttr(devices.devices[d].name));
   }
-  pipeline::setPlan(module, pipeline::PlanAttr::get(
-                                module.getContext(), *scheduleKind,
-                                options.microBatches, options.chunks,
-                                static_cast<int64_t>(order.size()),
-                                b.getArrayAttr(order), dataParallel,
-                                /*tensorParallel=*/1, options.staleness,
-                                options.wave, b.getArrayAttr(placementAttrs)));
+  pipeline::setPlan(
+      module, pipeline::PlanAttr::get(module.getContext(), *scheduleKind,
+                                      options.microBatches, options.chunks,
+                                      static_cast<int64_t>(order.size()),
+                                      b.getArrayAttr(order), dataParallel,
+                                      /*tensorParallel=*/1, staleness, wave,
+                                      b.getArrayAttr(placementAttrs)));
   // The other replicas run the stages on their own workers' devices, in
   // their own partition's device order when they have one.
   if (dataParallel > 1) {
@@ -672,12 +882,14 @@ pp::pipeline::partitionStages(ModuleOp module,
     else if (!policy.empty() && policyNote.empty())
       os << "virtual-workers=" << policy << ": " << workers.size()
          << " virtual workers\n";
-    if (dataParallel > 1 && options.staleness >= 0)
+    if (!waveAutoReport.empty())
+      os << waveAutoReport << "\n";
+    if (dataParallel > 1 && staleness >= 0)
       os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                           "(virtual workers) under Wave Synchronous "
                           "Parallel: a wave of {1} step(s), staleness bound "
                           "D = {2}\n",
-                          dataParallel, options.wave, options.staleness);
+                          dataParallel, wave, staleness);
     else if (dataParallel > 1)
       os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                           "(virtual workers), gradients all-reduced per "

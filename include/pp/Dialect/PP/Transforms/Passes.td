@@ -58,15 +58,17 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "each), ed (one device of every kind each), hd (hybrid: a fast "
            "and a slow kind each), auto (the one whose slowest worker is "
            "fastest); the cluster file's virtual_workers win">,
-    Option<"staleness", "staleness", "int64_t", "-1",
+    Option<"staleness", "staleness", "std::string", "\"-1\"",
            "Data parallel under Wave Synchronous Parallel (HetPipe): each "
            "replica pushes the summed update of every wave and may run at "
            "most this many waves ahead of the slowest (0: they meet every "
            "wave); -1: synchronous data parallel (gradients all-reduced "
-           "every step)">,
-    Option<"wave", "wave", "unsigned", "1",
+           "every step); auto: the bound with the best predicted throughput "
+           "whose push buffers fit memory (the smallest within 1%)">,
+    Option<"wave", "wave", "std::string", "\"1\"",
            "With a staleness bound: steps per wave (a push and a clock "
-           "tick every this many steps)">,
+           "tick every this many steps; HetPipe's Nm mini-batches); auto: "
+           "chosen with the bound">,
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a text summary of the plan here ('-' for stdout)">,
   ];
