@@ -77,6 +77,8 @@ public:
     }
     ncclCommDestroy(comm_);
     cudaStreamDestroy(stream_);
+    if (copyStream_)
+      cudaStreamDestroy(copyStream_);
     if (!world_)
       return;
     int finalized = 0;
@@ -99,18 +101,26 @@ public:
                            " (connect was not called for it)");
     Link &link = found->second;
     reclaim(link, /*all=*/false);
+    if (Status s = settleCopies(); !s.ok())
+      return s;
+    // The copy runs on a stream of its own and is waited for, so the
+    // caller may reuse `value` at once; the link's stream may still hold
+    // sends waiting for their receiver, which the copy must not wait for.
+    if (!copyStream_ && cudaStreamCreateWithFlags(
+                            &copyStream_, cudaStreamNonBlocking) != cudaSuccess)
+      return Status::error("send: cannot create the staging stream");
     Staged staged;
     staged.bytes = value.bytes();
     if (staged.bytes > 0 &&
-        cudaMallocAsync(&staged.data, staged.bytes, link.stream) != cudaSuccess)
-      return Status::error("send: out of device memory staging " +
+        (cudaMallocAsync(&staged.data, staged.bytes, copyStream_) !=
+             cudaSuccess ||
+         cudaMemcpyAsync(staged.data, value.data, staged.bytes,
+                         cudaMemcpyDeviceToDevice,
+                         copyStream_) != cudaSuccess ||
+         cudaStreamSynchronize(copyStream_) != cudaSuccess))
+      return Status::error("send: cannot stage " +
                            std::to_string(staged.bytes) + " bytes for rank " +
-                           std::to_string(peer));
-    if (staged.bytes > 0 &&
-        cudaMemcpyAsync(staged.data, value.data, staged.bytes,
-                        cudaMemcpyDeviceToDevice, link.stream) != cudaSuccess)
-      return Status::error("send: cannot stage the message to rank " +
-                           std::to_string(peer));
+                           std::to_string(peer) + " (out of device memory?)");
     ncclResult_t rc = ncclSend(staged.data, staged.bytes, ncclUint8, link.peer,
                                link.comm, link.stream);
     if (Status s = check(rc, "ncclSend to rank " + std::to_string(peer));
@@ -173,6 +183,8 @@ public:
   }
 
   Status allReduceSum(Tensor &value) override {
+    if (Status s = settleCopies(); !s.ok())
+      return s;
     ncclResult_t rc =
         ncclAllReduce(value.data, value.data, value.numel(),
                       ncclType(value.dtype), ncclSum, comm_, stream_);
@@ -184,6 +196,8 @@ public:
   /// Enqueued on the communicator's stream, with an event after it that
   /// testAllReduce and waitAllReduce query (several may be in flight).
   Status startAllReduceSum(Tensor &value, int &request) override {
+    if (Status s = settleCopies(); !s.ok())
+      return s;
     ncclResult_t rc =
         ncclAllReduce(value.data, value.data, value.numel(),
                       ncclType(value.dtype), ncclSum, comm_, stream_);
@@ -257,6 +271,16 @@ private:
     if (rc == ncclSuccess)
       return Status::success();
     return Status::error(what + " failed: " + ncclGetErrorString(rc));
+  }
+
+  /// Waits for the copies queued on the legacy default stream (the
+  /// runtime's cudaMemcpy of device to device returns before it is done),
+  /// which this communicator's non-blocking streams do not wait for.
+  Status settleCopies() {
+    cudaError_t e = cudaStreamSynchronize(cudaStreamLegacy);
+    return e == cudaSuccess ? Status::success()
+                            : Status::error(std::string("before a transfer: ") +
+                                            cudaGetErrorString(e));
   }
 
   /// A send's staging buffer and the event after its ncclSend.
@@ -342,6 +366,8 @@ private:
   std::map<int, cudaEvent_t> reductions_;
   /// (sender, receiver) -> the link, for the links with this rank at an end.
   std::map<std::pair<int, int>, Link> links_;
+  /// Where sends copy their tensor to its staging buffer.
+  cudaStream_t copyStream_ = nullptr;
   int nextRequest_ = 0;
 };
 
