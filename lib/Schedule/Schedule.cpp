@@ -62,8 +62,13 @@ std::string pp::schedule::toString(const Action &action) {
   text += "(stage " + std::to_string(action.stage);
   if (!isPerStep(action.kind))
     text += ", mb " + std::to_string(action.microBatch);
+  else if (action.microBatch >= 0)
+    text += ", update " + std::to_string(action.microBatch);
   if (action.weightVersion != 0)
     text += ", version " + std::to_string(action.weightVersion);
+  if (action.blendVersion >= 0)
+    text += " blended with " + std::to_string(action.blendVersion) +
+            ", staleness " + std::to_string(action.staleness);
   return text + ")";
 }
 
@@ -381,6 +386,9 @@ bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
   case ScheduleKind::ZBH1:
     buildZBH1(s);
     break;
+  default:
+    return fail(std::string(toString(kind)) +
+                " is weight-versioned: buildVersionedSchedule builds it");
   }
   appendStepActions(s, gradReduceStages);
   out = std::move(s);
@@ -401,6 +409,34 @@ std::vector<Action> pp::schedule::dependencies(const Schedule &schedule,
       split ? ActionKind::BackwardWeight : ActionKind::Backward;
   int s = action.stage, j = action.microBatch, v = action.weightVersion;
   std::vector<Action> deps;
+  if (isWeightVersioned(schedule.kind)) {
+    // Versions do not name the producers here: a stage's forwards read
+    // whatever version of the other stages' weights they were made with.
+    int n = schedule.microBatchesPerUpdate;
+    switch (action.kind) {
+    case ActionKind::Forward:
+      if (s > 0)
+        deps.push_back({ActionKind::Forward, s - 1, j});
+      break;
+    case ActionKind::Backward:
+      deps.push_back({ActionKind::Forward, s, j});
+      if (s + 1 < schedule.numStages())
+        deps.push_back({ActionKind::Backward, s + 1, j});
+      break;
+    case ActionKind::OptimizerStep:
+      for (int mb = j * n; mb < (j + 1) * n; ++mb)
+        deps.push_back({ActionKind::Backward, s, mb});
+      break;
+    default:
+      break;
+    }
+    // The update that made each version read.
+    for (int version : {action.kind == ActionKind::OptimizerStep ? 0 : v,
+                        action.blendVersion})
+      if (version > 0)
+        deps.push_back({ActionKind::OptimizerStep, s, version - 1});
+    return deps;
+  }
   switch (action.kind) {
   case ActionKind::Forward:
     if (s > 0)
@@ -445,6 +481,12 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
                 std::to_string(s.numDevices));
 
   bool split = usesSplitBackward(s.kind);
+  bool versioned = isWeightVersioned(s.kind);
+  if (versioned && (s.microBatchesPerUpdate < 1 ||
+                    s.microBatches % s.microBatchesPerUpdate != 0))
+    return fail("a weight-versioned schedule needs microBatchesPerUpdate "
+                "dividing microBatches, got " +
+                std::to_string(s.microBatchesPerUpdate));
   int numStages = s.numStages(), m = s.microBatches;
   size_t numKinds = pp::kinds::kNumActionKinds;
   // Slot of (kind, stage, micro-batch); per-step actions use micro-batch -1.
@@ -464,11 +506,15 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
         return fail(std::string(toString(a.kind)) + " " + where +
                     " has stage " + std::to_string(a.stage) + ", outside [0, " +
                     std::to_string(numStages) + ")");
-      if (isPerStep(a.kind) ? a.microBatch != -1
-                            : a.microBatch < 0 || a.microBatch >= m)
+      bool perUpdate = versioned && a.kind == ActionKind::OptimizerStep;
+      if (perUpdate ? a.microBatch < 0 || a.microBatch >= s.updatesPerStep()
+          : isPerStep(a.kind) ? a.microBatch != -1
+                              : a.microBatch < 0 || a.microBatch >= m)
         return fail(
             toString(a) + " " + where +
-            (isPerStep(a.kind)
+            (perUpdate ? ": update outside [0, " +
+                             std::to_string(s.updatesPerStep()) + ")"
+             : isPerStep(a.kind)
                  ? std::string(" must have micro-batch -1")
                  : ": micro-batch outside [0, " + std::to_string(m) + ")"));
       if (a.weightVersion < 0)
@@ -511,8 +557,13 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
         return false;
       }
     }
-    if (!require({ActionKind::OptimizerStep, stage, -1}))
+    if (versioned) {
+      for (int u = 0; u < s.updatesPerStep(); ++u)
+        if (!require({ActionKind::OptimizerStep, stage, u}))
+          return false;
+    } else if (!require({ActionKind::OptimizerStep, stage, -1})) {
       return false;
+    }
   }
   error.clear();
   return true;

@@ -12,6 +12,9 @@
 
 #include "pp/Schedule/Simulator.h"
 
+#include <map>
+#include <set>
+
 #include <algorithm>
 #include <functional>
 #include <limits>
@@ -91,6 +94,10 @@ private:
   /// Stash bytes held per slot (Forward, BackwardInput) and by which device.
   std::vector<uint64_t> heldBytes;
   std::vector<int> heldOn;
+  /// Weight-versioned schedules: (stage, version) -> the slot of the last
+  /// action reading it, and the versions held as extra copies now.
+  std::map<std::pair<int, int>, size_t> lastReader;
+  std::set<std::pair<int, int>> extraVersions;
   std::vector<uint64_t> memory;
 };
 
@@ -116,7 +123,11 @@ bool Simulation::checkInput() {
   for (int d = 0; d < s.numDevices; ++d) {
     for (const Action &a : s.actions[d]) {
       bool stageOk = a.stage >= 0 && a.stage < s.numStages();
-      bool mbOk = isPerStep(a.kind)
+      bool perUpdate =
+          isWeightVersioned(s.kind) && a.kind == ActionKind::OptimizerStep;
+      bool mbOk = perUpdate
+                      ? a.microBatch >= 0 && a.microBatch < s.updatesPerStep()
+                  : isPerStep(a.kind)
                       ? a.microBatch == -1
                       : a.microBatch >= 0 && a.microBatch < s.microBatches;
       if (!stageOk || !mbOk)
@@ -251,6 +262,24 @@ void Simulation::finishAction(int device, double now) {
   running[device] = -1;
   ++next[device];
   done[slotOf(a)] = 1;
+  if (!lastReader.empty()) {
+    uint64_t bytes = input.stages[a.stage].versionBytes;
+    if (a.kind == ActionKind::OptimizerStep) {
+      // The version this update supersedes stays while a reader is left.
+      auto reader = lastReader.find({a.stage, a.microBatch});
+      if (reader != lastReader.end() && !done[reader->second] &&
+          extraVersions.insert({a.stage, a.microBatch}).second)
+        allocate(device, bytes);
+    } else {
+      for (int version : {a.weightVersion, a.blendVersion}) {
+        auto reader = lastReader.find({a.stage, version});
+        if (version >= 0 && reader != lastReader.end() &&
+            reader->second == slotOf(a) &&
+            extraVersions.erase({a.stage, version}))
+          memory[device] -= bytes;
+      }
+    }
+  }
 
   auto release = [&](const Action &holder) {
     size_t slot = slotOf(holder);
@@ -337,6 +366,15 @@ void Simulation::run() {
   for (int stage = 0; stage < schedule.numStages(); ++stage)
     memory[schedule.deviceOf(stage)] += input.stages[stage].staticBytes;
   result.peakMemory = memory;
+  if (isWeightVersioned(schedule.kind))
+    for (int d = 0; d < p; ++d)
+      for (const Action &a : schedule.actions[d]) {
+        if (a.kind == ActionKind::OptimizerStep)
+          continue;
+        lastReader[{a.stage, a.weightVersion}] = slotOf(a);
+        if (a.blendVersion >= 0)
+          lastReader[{a.stage, a.blendVersion}] = slotOf(a);
+      }
 
   tryStart(0);
   while (!queue.empty()) {

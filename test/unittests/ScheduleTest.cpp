@@ -207,7 +207,12 @@ TEST(ScheduleNames, RoundTrip) {
             ScheduleKind::Interleaved1F1B);
   EXPECT_EQ(parseScheduleKind("zbh1"), ScheduleKind::ZBH1);
   EXPECT_STREQ(toString(ScheduleKind::ZBH1), "zb-h1");
-  EXPECT_FALSE(parseScheduleKind("pipedream").has_value());
+  EXPECT_EQ(parseScheduleKind("pipedream"), ScheduleKind::PipeDream);
+  EXPECT_EQ(parseScheduleKind("pipedream-2bw"), ScheduleKind::PipeDream2BW);
+  EXPECT_EQ(parseScheduleKind("nf1b"), ScheduleKind::NF1B);
+  EXPECT_EQ(parseScheduleKind("v-timeprest"), ScheduleKind::VTimePReSt);
+  EXPECT_EQ(parseScheduleKind("i-timeprest"), ScheduleKind::ITimePReSt);
+  EXPECT_FALSE(parseScheduleKind("pipedream2").has_value());
   EXPECT_FALSE(parseScheduleKind("").has_value());
 
   const char *names[] = {"forward",         "backward",    "backward_input",
@@ -950,4 +955,321 @@ TEST(WaveSync, LargerBoundIsNeverSlower) {
     EXPECT_LE(now, previous + 1e-12) << d;
     previous = now;
   }
+}
+
+//===----------------------------------------------------------------------===//
+// Weight-versioned schedules
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+constexpr ScheduleKind kVersionedKinds[] = {
+    ScheduleKind::PipeDream, ScheduleKind::PipeDream2BW, ScheduleKind::NF1B,
+    ScheduleKind::VTimePReSt, ScheduleKind::ITimePReSt};
+
+Schedule buildVersioned(ScheduleKind kind, int p, int m, int n,
+                        bool vertical = false) {
+  Schedule s;
+  std::string error;
+  EXPECT_TRUE(buildVersionedSchedule(kind, p, m, n, vertical, s, error))
+      << error;
+  return s;
+}
+
+std::string versionedName(ScheduleKind kind, int p, int m, int n,
+                          bool vertical) {
+  return std::string(toString(kind)) + " p=" + std::to_string(p) +
+         " m=" + std::to_string(m) + " n=" + std::to_string(n) +
+         (vertical ? " vertical" : "");
+}
+
+/// Every case the tests sweep: p in 1..6; PipeDream n = 1, with and without
+/// vertical sync; 2BW n in p..p+2 (it needs n >= p - 1 so that the version
+/// a micro-batch reads exists); TiMePReSt n in 1..4; m = n times 1..5
+/// mini-batches.
+template <typename Fn> void forEachVersioned(Fn fn) {
+  for (ScheduleKind kind : kVersionedKinds)
+    for (int p = 1; p <= 6; ++p) {
+      std::vector<int> sizes;
+      if (kind == ScheduleKind::PipeDream)
+        sizes = {1};
+      else if (kind == ScheduleKind::PipeDream2BW)
+        sizes = {p, p + 1, p + 2};
+      else
+        sizes = {1, 2, 3, 4};
+      for (int n : sizes)
+        for (int miniBatches = 1; miniBatches <= 5; ++miniBatches)
+          for (bool vertical : {false, true}) {
+            if (vertical && kind != ScheduleKind::PipeDream)
+              continue;
+            fn(kind, p, n * miniBatches, n, vertical);
+          }
+    }
+}
+
+} // namespace
+
+TEST(VersionedSchedule, ValidAndRunAsSoonAsPossible) {
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<double> time(0.5, 2.0);
+  forEachVersioned([&](ScheduleKind kind, int p, int m, int n, bool vertical) {
+    std::string name = versionedName(kind, p, m, n, vertical);
+    Schedule s = buildVersioned(kind, p, m, n, vertical);
+    std::string error;
+    ASSERT_TRUE(validateSchedule(s, error)) << name << ": " << error;
+    EXPECT_EQ(s.updatesPerStep(), m / n) << name;
+    SimulationInput input;
+    input.stages.resize(p);
+    for (StageCosts &c : input.stages) {
+      c.forward = time(rng);
+      c.backward = 2 * time(rng);
+      c.optimizer = 0.1 * time(rng);
+      c.activationBytes = 1000 + rng() % 1000;
+      c.gradientBytes = 1000 + rng() % 1000;
+    }
+    input.bandwidth.assign(p, std::vector<double>(p, 1000));
+    input.latency.assign(p, std::vector<double>(p, 0.05));
+    SimulationResult r = simulate(s, input);
+    EXPECT_TRUE(r.error.empty()) << name << ": " << r.error;
+    checkTimings(s, input, r, name);
+  });
+}
+
+TEST(VersionedSchedule, EachActionReadsWhatItsRuleSays) {
+  forEachVersioned([&](ScheduleKind kind, int p, int m, int n, bool vertical) {
+    std::string name = versionedName(kind, p, m, n, vertical);
+    Schedule s = buildVersioned(kind, p, m, n, vertical);
+    // The version stage 0's forward of each micro-batch read.
+    std::map<int, int> stage0;
+    for (const Action &a : s.actions[0])
+      if (a.kind == ActionKind::Forward)
+        stage0[a.microBatch] = a.weightVersion;
+    for (const std::vector<Action> &list : s.actions) {
+      int latest = 0;
+      std::map<int, int> forwardRead;
+      for (const Action &a : list) {
+        std::string what = name + ": " + toString(a);
+        if (a.kind == ActionKind::OptimizerStep) {
+          // Updates run in mini-batch order, after the mini-batch's
+          // backwards.
+          EXPECT_EQ(a.microBatch, latest) << what;
+          ++latest;
+          continue;
+        }
+        EXPECT_LE(a.weightVersion, latest) << what;
+        int j = a.microBatch;
+        if (a.kind == ActionKind::Forward) {
+          forwardRead[j] = a.weightVersion;
+          int expected = latest;
+          bool firstOfPass = &list == &s.actions[0] && j % n == 0;
+          if (kind == ScheduleKind::PipeDream2BW)
+            expected = std::max(j / n - 1, 0);
+          else if (firstOfPass)
+            expected = latest; // stage 0 starts a pass on its latest
+          else if ((kind == ScheduleKind::PipeDream && vertical) ||
+                   kind == ScheduleKind::NF1B)
+            expected = stage0[j / n * n];
+          EXPECT_EQ(a.weightVersion, expected) << what;
+          continue;
+        }
+        ASSERT_EQ(a.kind, ActionKind::Backward) << what;
+        switch (kind) {
+        case ScheduleKind::PipeDream:
+        case ScheduleKind::PipeDream2BW: // weight stashing
+          EXPECT_EQ(a.weightVersion, forwardRead[j]) << what;
+          EXPECT_EQ(a.blendVersion, -1) << what;
+          break;
+        case ScheduleKind::ITimePReSt: // the older kept one and the latest
+          if (forwardRead[j] == latest) {
+            EXPECT_EQ(a.weightVersion, latest) << what;
+            EXPECT_EQ(a.blendVersion, -1) << what;
+          } else {
+            EXPECT_EQ(a.weightVersion, std::max(forwardRead[j], latest - 1))
+                << what;
+            EXPECT_EQ(a.blendVersion, latest) << what;
+            EXPECT_EQ(a.staleness, latest - forwardRead[j]) << what;
+          }
+          break;
+        default: // nF1B, V: the latest
+          EXPECT_EQ(a.weightVersion, latest) << what;
+          EXPECT_EQ(a.blendVersion, -1) << what;
+          break;
+        }
+      }
+      EXPECT_EQ(latest, m / n) << name;
+    }
+  });
+}
+
+TEST(VersionedSchedule, NF1BOrderIsTimePReStsExample) {
+  // TiMePReSt's example, 3 stages, n = 2, slots 1-10 (1-based mini-batches
+  // there): stage 1: F1a F1b F2a F2b F3a F3b B1 F4a F4b B2; stage 2: - F1a
+  // F1b F2a F2b B1 F3a F3b B2 F4a; stage 3: - - F1a F1b B1 F2a F2b B2 F3a
+  // F3b. A mini-batch's backward is its two micro-batch backwards, then
+  // the update.
+  Schedule s = buildVersioned(ScheduleKind::NF1B, 3, 10, 2);
+  auto prefix = [&](int stage, size_t count) {
+    std::vector<Action> list(s.actions[stage].begin(),
+                             s.actions[stage].begin() + count);
+    return compact(list);
+  };
+  EXPECT_EQ(prefix(0, 14), "F0.0 F0.1 F0.2 F0.3 F0.4 F0.5 B0.0 B0.1 O0 F0.6 "
+                           "F0.7 B0.2 B0.3 O0");
+  EXPECT_EQ(prefix(1, 13), "F1.0 F1.1 F1.2 F1.3 B1.0 B1.1 O1 F1.4 F1.5 B1.2 "
+                           "B1.3 O1 F1.6");
+  EXPECT_EQ(prefix(2, 13), "F2.0 F2.1 B2.0 B2.1 O2 F2.2 F2.3 B2.2 B2.3 O2 "
+                           "F2.4 F2.5 B2.4");
+}
+
+TEST(VersionedMemory, WeightVersionsMatchClosedForms) {
+  // PipeDream: stage s keeps p - s versions (its warm-up + 1); 2BW: 2 (the
+  // delay of 1 holds for p = 1 too);
+  // V-TiMePReSt: 1; I-TiMePReSt: 2 (the latest and the one before), 1 on
+  // the last stage, whose backward follows its forwards before any update.
+  // Enough mini-batches to reach the steady state.
+  for (int p = 1; p <= 6; ++p) {
+    std::vector<int64_t> pipedream = peakWeightVersions(
+        buildVersioned(ScheduleKind::PipeDream, p, 3 * p, 1));
+    for (int st = 0; st < p; ++st)
+      EXPECT_EQ(pipedream[st], p - st) << "pipedream p=" << p << " s=" << st;
+    for (int n : {p, p + 2}) {
+      for (int64_t v : peakWeightVersions(
+               buildVersioned(ScheduleKind::PipeDream2BW, p, 4 * n, n)))
+        EXPECT_EQ(v, 2) << "2bw p=" << p << " n=" << n;
+    }
+    for (int n : {std::max(p - 1, 1), p + 1}) {
+      for (int64_t v : peakWeightVersions(
+               buildVersioned(ScheduleKind::VTimePReSt, p, 4 * n, n)))
+        EXPECT_EQ(v, 1) << "v p=" << p << " n=" << n;
+      std::vector<int64_t> intermediate = peakWeightVersions(
+          buildVersioned(ScheduleKind::ITimePReSt, p, 4 * n, n));
+      for (int st = 0; st < p; ++st)
+        EXPECT_EQ(intermediate[st], st == p - 1 ? 1 : 2)
+            << "i p=" << p << " n=" << n << " s=" << st;
+    }
+  }
+  // Synchronous schedules hold one version.
+  for (int64_t v : peakWeightVersions(build(ScheduleKind::OneFOneB, 4, 8)))
+    EXPECT_EQ(v, 1);
+}
+
+TEST(VersionedMemory, SimulatorHoldsTheOlderVersions) {
+  // Only weight copies cost memory here: each device's simulated peak is
+  // its stage's extra versions, what peakWeightVersions counts in order.
+  forEachVersioned([&](ScheduleKind kind, int p, int m, int n, bool vertical) {
+    std::string name = versionedName(kind, p, m, n, vertical);
+    Schedule s = buildVersioned(kind, p, m, n, vertical);
+    SimulationInput input = uniform(p, 1, 2);
+    for (StageCosts &c : input.stages) {
+      c.stashBytes = 0;
+      c.versionBytes = 1000;
+    }
+    SimulationResult r = simulate(s, input);
+    ASSERT_FALSE(r.deadlock) << name;
+    std::vector<int64_t> versions = peakWeightVersions(s);
+    for (int d = 0; d < p; ++d)
+      EXPECT_EQ(r.peakMemory[d], static_cast<uint64_t>(versions[d] - 1) * 1000)
+          << name << " device " << d;
+  });
+}
+
+TEST(VersionedMemory, ActivationsAsOneFOneB) {
+  // PipeDream and 2BW keep 1F1B's order: min(p - s, m) stashes on stage s.
+  for (int p = 1; p <= 6; ++p)
+    for (int m : {1, 2, p, 3 * p}) {
+      std::vector<int64_t> peak =
+          peakInFlight(buildVersioned(ScheduleKind::PipeDream, p, m, 1));
+      for (int st = 0; st < p; ++st)
+        EXPECT_EQ(peak[st], std::min(p - st, m)) << "p=" << p << " m=" << m;
+    }
+}
+
+TEST(VersionedStaleness, PipeDreamAnd2BWClosedForms) {
+  for (int p = 1; p <= 6; ++p) {
+    int m = 3 * p;
+    // Stashing: stage s's update u applies a gradient from version
+    // u - min(u, p - 1 - s); with vertical sync every stage's is stage 0's,
+    // min(u, p - 1).
+    std::vector<std::vector<int>> stale =
+        updateStaleness(buildVersioned(ScheduleKind::PipeDream, p, m, 1));
+    std::vector<std::vector<int>> vertical =
+        updateStaleness(buildVersioned(ScheduleKind::PipeDream, p, m, 1, true));
+    for (int st = 0; st < p; ++st)
+      for (int u = 0; u < m; ++u) {
+        EXPECT_EQ(stale[st][u], std::min(u, p - 1 - st))
+            << "p=" << p << " s=" << st << " u=" << u;
+        EXPECT_EQ(vertical[st][u], std::min(u, p - 1))
+            << "vertical p=" << p << " s=" << st << " u=" << u;
+      }
+    // 2BW: W(t + 1) = W(t) - lr grad f(W(t - 1)): a delay of 1 after the
+    // first update.
+    std::vector<std::vector<int>> twoBW = updateStaleness(
+        buildVersioned(ScheduleKind::PipeDream2BW, p, 4 * p, p));
+    for (int st = 0; st < p; ++st)
+      for (int u = 0; u < 4; ++u)
+        EXPECT_EQ(twoBW[st][u], std::min(u, 1)) << "2bw p=" << p << " u=" << u;
+  }
+}
+
+TEST(VersionedStaleness, TimePReStVersionGap) {
+  // floor((W + n - 2) / n), and 1 iff W <= n + 1.
+  EXPECT_EQ(timePReStVersionGap(3, 2), 1);
+  EXPECT_EQ(timePReStVersionGap(4, 2), 2);
+  EXPECT_EQ(timePReStVersionGap(8, 2), 4);
+  for (int w = 1; w <= 8; ++w)
+    for (int n = 1; n <= 6; ++n)
+      EXPECT_EQ(timePReStVersionGap(w, n) <= 1, w <= n + 1)
+          << "W=" << w << " n=" << n;
+  // V-TiMePReSt reads the latest weights everywhere: staleness is the
+  // updates that land between a mini-batch's forward and its update, and
+  // never negative.
+  for (int p = 1; p <= 5; ++p)
+    for (const std::vector<int> &list :
+         updateStaleness(buildVersioned(ScheduleKind::VTimePReSt, p, 12, 2)))
+      for (int u : list)
+        EXPECT_GE(u, 0);
+}
+
+TEST(VersionedBubble, PipeDreamRunsOneFOneBsOrder) {
+  // Free updates and uniform stages: a step of PipeDream takes what 1F1B's
+  // does, (m + p - 1)(F + B), the pipeline filling and draining once.
+  for (int p : {1, 2, 4})
+    for (int m : {1, 4, 8}) {
+      SimulationResult r = simulate(
+          buildVersioned(ScheduleKind::PipeDream, p, m, 1), uniform(p, 1, 2));
+      ASSERT_FALSE(r.deadlock);
+      expectRelNear(r.iterationTime, (m + p - 1) * 3.0,
+                    "p=" + std::to_string(p) + " m=" + std::to_string(m));
+      expectRelNear(r.bubbleFraction, double(p - 1) / (m + p - 1), "bubble");
+    }
+}
+
+TEST(BuildVersioned, RejectsInvalidArguments) {
+  Schedule s;
+  std::string error;
+  EXPECT_FALSE(buildVersionedSchedule(ScheduleKind::PipeDream, 4, 8, 2, false,
+                                      s, error));
+  EXPECT_EQ(error, "PipeDream updates after every micro-batch: "
+                   "microBatchesPerUpdate must be 1, got 2");
+  EXPECT_FALSE(
+      buildVersionedSchedule(ScheduleKind::NF1B, 4, 9, 2, false, s, error));
+  EXPECT_EQ(error, "microBatchesPerUpdate (2) must divide microBatches (9)");
+  EXPECT_FALSE(
+      buildVersionedSchedule(ScheduleKind::NF1B, 4, 8, 2, true, s, error));
+  EXPECT_EQ(error, "vertical sync is an option of pipedream, not nf1b");
+  EXPECT_FALSE(
+      buildVersionedSchedule(ScheduleKind::OneFOneB, 4, 8, 1, false, s, error));
+  EXPECT_EQ(error, "1f1b is not a weight-versioned schedule (buildSchedule "
+                   "builds it)");
+  // 2BW with mini-batches shorter than the pipeline: micro-batch 2 of
+  // stage 0 would read version 1 before stage 0's first update.
+  EXPECT_FALSE(buildVersionedSchedule(ScheduleKind::PipeDream2BW, 6, 8, 1,
+                                      false, s, error));
+  EXPECT_NE(error.find("reads a version its stage has not made yet"),
+            std::string::npos)
+      << error;
+  // The synchronous builder sends them to the versioned one.
+  EXPECT_FALSE(buildSchedule(ScheduleKind::PipeDream, 4, 8, 1, s, error));
+  EXPECT_EQ(error,
+            "pipedream is weight-versioned: buildVersionedSchedule builds it");
 }

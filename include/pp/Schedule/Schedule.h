@@ -43,11 +43,45 @@
 //                bubbles. A stash lives from F until W, so every stage holds
 //                min(p, m) of them: the peak of 1F1B (stage 0), now on every
 //                stage.
+// Weight-versioned schedules (PipeDream, PipeDream-2BW, nF1B and the
+// TiMePReSt variants; buildVersionedSchedule) update a stage several times
+// per step: the m micro-batches form m / n mini-batches of n, and stage s
+// runs OptimizerStep(s, u) (micro-batch field u) once mini-batch u's
+// backwards are done. Version v of a stage's weights is the one after its
+// first v updates of the step (0: the step's start); each forward and
+// backward names the version it reads (weightVersion), and an I-TiMePReSt
+// backward also the latest version it blends with (blendVersion). The
+// pipeline still drains at the end of each step (the runtime's unit for
+// checkpoints and logs), so a step of m / n mini-batches has the fill and
+// drain of one pipeline, as 1F1B has.
+//   PipeDream:   n = 1, 1F1B order, an update after every backward; the
+//                backward reads the version its forward read (weight
+//                stashing); with vertical sync every stage's forward of a
+//                mini-batch reads the version stage 0's forward read.
+//   2BW:         1F1B order, an update after every n-th backward; micro-
+//                batch k reads version max(floor(k / n) - 1, 0) (the
+//                newest version but one: 2 kept).
+//   nF1B:        the order of TiMePReSt's example (unit time slots: a
+//                micro-batch forward or a mini-batch backward; a ready
+//                backward first, else the next forward), the mini-batch's
+//                backward as its n micro-batch backwards in a row, then the
+//                update; forwards read the version stage 0's forward of the
+//                mini-batch read (vertical), backwards the latest.
+//   V-TiMePReSt: nF1B's order, every forward and backward the latest.
+//   I-TiMePReSt: nF1B's order; a stage keeps two versions, the latest W_l
+//                and the one before; forwards read the latest; a backward
+//                whose forward read an older version blends the older of
+//                the two kept, W_s (its forward's, or the one before the
+//                latest when that is gone), with W_l: W_l + exp(-lambda d)
+//                (W_s - W_l), d the updates since its forward (staleness),
+//                at run time. Our reading of the paper's description.
+//
 // A stage's optional GradReduce(s) follows its last backward (or weight
 // gradient) at once, so the reduction overlaps the device's remaining work.
 // Every device then ends with one OptimizerStep(s) for each stage it holds
-// (in the order their last backward ran); orderStepActions moves a stage's ahead of another's on the same device
-// when its update sends the other's update a message.
+// (in the order their last backward ran); orderStepActions moves a stage's
+// ahead of another's on the same device when its update sends the other's
+// update a message.
 //
 //===----------------------------------------------------------------------===//
 
@@ -83,6 +117,9 @@ std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 /// True when the schedule splits backwards into BackwardInput and
 /// BackwardWeight.
 bool usesSplitBackward(ScheduleKind kind);
+/// True for the weight-versioned (asynchronous) schedules: several updates
+/// per step, several versions of a stage's weights.
+bool isWeightVersioned(ScheduleKind kind);
 
 /// The micro-batches whose activations `stage` of `numStages` holds at once
 /// under `kind`'s order: all m under GPipe; 1F1B, ZB-H1 and interleaved 1F1B
@@ -101,11 +138,18 @@ struct Action {
   /// Version of the stage's weights the action reads; 0 is this step's (the
   /// only one of synchronous schedules).
   int weightVersion = 0;
+  /// I-TiMePReSt's backward: the latest version, which it blends with
+  /// weightVersion; -1 otherwise.
+  int blendVersion = -1;
+  /// With blendVersion: the updates between the version the forward read
+  /// and the latest (the degree of staleness that weights the blend).
+  int staleness = 0;
 
   bool operator==(const Action &other) const {
     return kind == other.kind && stage == other.stage &&
            microBatch == other.microBatch &&
-           weightVersion == other.weightVersion;
+           weightVersion == other.weightVersion &&
+           blendVersion == other.blendVersion && staleness == other.staleness;
   }
   bool operator!=(const Action &other) const { return !(*this == other); }
 };
@@ -136,6 +180,18 @@ struct Schedule {
                                : stageDevice[static_cast<size_t>(stage)];
   }
 
+  /// Weight-versioned schedules: micro-batches per mini-batch (n), one
+  /// update each; 0 for the synchronous ones (one update per step).
+  int microBatchesPerUpdate = 0;
+  /// PipeDream: every stage's forward of a mini-batch reads the version
+  /// stage 0's read.
+  bool verticalSync = false;
+
+  /// Updates of each stage per step.
+  int updatesPerStep() const {
+    return microBatchesPerUpdate > 0 ? microBatches / microBatchesPerUpdate : 1;
+  }
+
   /// Per device, in execution order.
   std::vector<std::vector<Action>> actions;
 };
@@ -149,6 +205,29 @@ struct Schedule {
 bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,
                    const std::vector<bool> *gradReduceStages = nullptr);
+
+/// Builds a weight-versioned schedule (see the file comment) of `kind` for
+/// `numDevices` stages (one per device), `microBatches` micro-batches per
+/// step in mini-batches of `microBatchesPerUpdate` (PipeDream: 1; a divisor
+/// of microBatches), with `verticalSync` (PipeDream only). Fails with
+/// `error` naming the parameter.
+bool buildVersionedSchedule(ScheduleKind kind, int numDevices, int microBatches,
+                            int microBatchesPerUpdate, bool verticalSync,
+                            Schedule &out, std::string &error);
+
+/// Per stage, the most versions of its weights held at once in its
+/// device's order: the latest, and every older one an action will still
+/// read. 1 for synchronous schedules.
+std::vector<int64_t> peakWeightVersions(const Schedule &schedule);
+
+/// Per stage and update u, the staleness of the gradient it applies: u (the
+/// version it updates) minus the oldest version a forward of mini-batch u
+/// read on the stage. Synchronous schedules: one update of staleness 0.
+std::vector<std::vector<int>> updateStaleness(const Schedule &schedule);
+
+/// TiMePReSt's version gap for `numStages` stages and mini-batches of `n`:
+/// floor((numStages + n - 2) / n); 1 iff numStages <= n + 1.
+int timePReStVersionGap(int numStages, int n);
 
 /// Refines `coarse` into a schedule over finer stages: fine stage f is a
 /// consecutive part of coarse stage coarseOf[f] (coarseOf is non-decreasing,

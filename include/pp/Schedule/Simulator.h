@@ -20,7 +20,10 @@
 //  - Memory of a device = staticBytes of its stages + the stashes alive:
 //    stashBytes from the start of Forward(s, j) to the end of Backward(s, j)
 //    (or BackwardWeight(s, j)), inputGradStashBytes from the start of
-//    BackwardInput(s, j) to the end of BackwardWeight(s, j).
+//    BackwardInput(s, j) to the end of BackwardWeight(s, j); under a
+//    weight-versioned schedule also versionBytes for every older version of
+//    a stage's weights, from the update that supersedes it until the end of
+//    its last reader.
 //  - Deadlock: no device can start its next action, nothing is running or in
 //    flight, and actions remain. Every blocked device then gets a line naming
 //    its next action and the first dependency it waits for, including one
@@ -54,6 +57,9 @@ struct StageCosts {
   uint64_t inputGradStashBytes = 0;
   /// Weights + gradients + optimizer state, held all the time.
   uint64_t staticBytes = 0;
+  /// Weight-versioned schedules: one more copy of the stage's weights, held
+  /// for each older version while an action will still read it.
+  uint64_t versionBytes = 0;
 };
 
 struct SimulationInput {

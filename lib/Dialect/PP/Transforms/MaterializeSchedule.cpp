@@ -47,6 +47,12 @@ LogicalResult pp::pipeline::materializeSchedule(
     }
     scheduleKind = *parsed;
   }
+  if (sched::isWeightVersioned(scheduleKind)) {
+    module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
+                       << " is weight-versioned: lowering it to pp.schedule "
+                          "is not built yet";
+    return failure();
+  }
   StringRef kindName = sched::toString(scheduleKind);
   int64_t numStages = plan.getNumStages();
   if (options.chunks.size() > 1) {

@@ -230,6 +230,12 @@ pp::pipeline::partitionStages(ModuleOp module,
   else if (!scheduleKind)
     invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
               options.schedule + "'";
+  else if (pp::schedule::isWeightVersioned(*scheduleKind))
+    invalid = "schedule=" + options.schedule +
+              " is weight-versioned: its action lists, versions and "
+              "simulation are built (lib/Schedule), its planning, code and "
+              "runs are not yet; synchronous schedules: 1f1b, gpipe, "
+              "interleaved, zb-h1";
   else if (options.microBatches == 0)
     invalid = "microbatches must be > 0";
   else if (options.microBatches > pp::limits::kMaxMicroBatches)
