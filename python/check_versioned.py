@@ -149,10 +149,24 @@ def stage_functions(mlir):
             continue
         name = re.search(r"func\.func @\"?([\w.$-]+)", line).group(1)
         stage = re.search(r"pp\.stage = (\d+)", line)
-        phase = re.search(r'pp\.phase = "(\w+)"', line)
+        phase = re.search(r'pp\.phase = #pp\.phase<(\w+)>', line)
         if stage and phase:
             functions[(int(stage.group(1)), phase.group(1))] = name
     return functions
+
+
+def stage_globals(mlir):
+    """stage -> the globals its functions read."""
+    result, stage = {}, None
+    for line in open(mlir):
+        if line.lstrip().startswith("func.func @"):
+            match = re.search(r"pp\.stage = (\d+)", line)
+            stage = int(match.group(1)) if match else None
+        elif stage is not None:
+            for name in re.findall(r'onnx\.global_read @"?([^"\s:]+)"?',
+                                   line):
+                result.setdefault(stage, set()).add(name)
+    return result
 
 
 def trainable_names(mlir):
@@ -175,6 +189,7 @@ class Oracle:
         self.p, self.m, self.n = p, m, n
         self.functions = stage_functions(mlir)
         self.trainable = trainable_names(mlir)
+        self.reads = stage_globals(mlir)
         self.io = os.path.join(work, "io")
         shutil.rmtree(self.io, ignore_errors=True)
         os.makedirs(self.io)
@@ -183,7 +198,8 @@ class Oracle:
             for j, part in enumerate(np.split(whole, m)):
                 np.save(os.path.join(self.io, f"input_{i}_{j}.npy"), part)
         initial = os.path.join(work, "initial")
-        run([pp_interpret, mlir, "--steps=0", f"--dump-globals={initial}"])
+        run([pp_interpret, mlir, "--steps=0", "--random-inputs",
+             f"--dump-globals={initial}"])
         start = load_globals(initial)
         self.state = [dict(start) for _ in range(p)]  # every global, latest
         self.runs = 0
@@ -248,7 +264,7 @@ class Oracle:
         result = {}
         for s in range(self.p):
             for key in self.trainable:
-                if key in self.state[s] and key not in result:
+                if key in self.reads.get(s, ()) and key not in result:
                     result[key] = self.state[s][key]
         return result
 
@@ -263,8 +279,13 @@ def main():
     parser.add_argument("--stages", type=int, default=2)
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--microbatches", type=int, default=4)
-    parser.add_argument("--update-every", type=int, default=2,
-                        help="micro-batches per update (n); PipeDream: 1")
+    parser.add_argument("--update-every", type=int, default=0,
+                        help="micro-batches per update (n; 0: the "
+                             "compiler's default; PipeDream: 1; 2BW: at "
+                             "least the stages)")
+    parser.add_argument("--optimizer", default="",
+                        help="more --pp-compile options (momentum=0.9, "
+                             "optimizer=adam ...)")
     parser.add_argument("--vertical-sync", action="store_true")
     parser.add_argument("--lambda", dest="lam", type=float, default=0.5)
     parser.add_argument("--steps", type=int, default=2)
@@ -290,7 +311,10 @@ def main():
 
     failed = False
     for schedule in args.schedules.split(","):
-        n = 1 if schedule == "pipedream" else args.update_every
+        # 0: the compiler's default; 2BW needs n >= the stages.
+        n = 0 if schedule == "pipedream" else args.update_every
+        if schedule == "pipedream-2bw" and 0 < n < p:
+            n = next(k for k in range(p, m + 1) if m % k == 0)
         vertical = args.vertical_sync and schedule == "pipedream"
         name = schedule + ("-vertical" if vertical else "")
         work = os.path.join(args.work, name)
@@ -298,6 +322,8 @@ def main():
         mlir = os.path.join(work, "pipelined.mlir")
         options = (f"cluster={cluster} schedule={schedule} "
                    f"microbatches={m} update-every={n} lr={args.lr}")
+        if args.optimizer:
+            options += " " + args.optimizer
         if vertical:
             options += " vertical-sync=true"
         if schedule == "i-timeprest":
@@ -305,6 +331,13 @@ def main():
         run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
              f"--pp-compile={options}", "-o", mlir])
 
+        # The plan's mini-batch size (n) and its stages.
+        plan = re.search(r"pp\.plan = #pp\.plan<([^>]*)>",
+                         open(mlir).read()).group(1)
+        n = int(re.search(r"update_every = (\d+)", plan).group(1))
+        stages = int(re.search(r"num_stages = (\d+)", plan).group(1))
+        if stages != p:
+            sys.exit(f"{name}: the plan has {stages} stages, not {p}")
         forward, backward = version_rule(schedule, p, m, n, vertical,
                                          args.lam)
         oracle = Oracle(args.pp_interpret, mlir, work, inputs, p, m, n)

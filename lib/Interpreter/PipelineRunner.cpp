@@ -3,6 +3,7 @@
 #include "pp/Interpreter/PipelineRunner.h"
 #include "pp/Interpreter/TrainHandlers.h"
 
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
@@ -252,6 +253,19 @@ struct PipelineRunner::Impl {
   std::vector<std::string> globalNames;
   /// Steps run so far (the Dropout masks' step).
   int64_t step = 0;
+  /// Weight-versioned schedules: the trainable globals each stage's
+  /// functions read (the ones that have versions).
+  bool weightVersioned = false;
+  std::vector<std::vector<std::string>> stageTrainables;
+
+  /// Copies (shared, copy-on-write) of `stage`'s trainables in `interp`.
+  llvm::StringMap<Tensor> snapshot(Interpreter &interp, int64_t stage) const;
+  /// Sets `stage`'s trainables in `interp` to version `version` of
+  /// `versions` or, when `blend` >= 0, to W_blend + factor (W_version -
+  /// W_blend).
+  LogicalResult readVersion(Interpreter &interp, int64_t stage,
+                            llvm::ArrayRef<llvm::StringMap<Tensor>> versions,
+                            int64_t version, int64_t blend, double factor);
 
   void registerHandlers(Interpreter &interp, int deviceIndex);
   /// Runs grad_reduce(stage) on device `d` of `replica`: its accumulated
@@ -285,6 +299,58 @@ LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t replica,
            << "grad_reduce of stage " << stage << ": " << error;
   for (auto &[slot, value] : *total)
     sums[{stage, slot}] = std::move(value);
+  return success();
+}
+
+llvm::StringMap<Tensor> PipelineRunner::Impl::snapshot(Interpreter &interp,
+                                                       int64_t stage) const {
+  llvm::StringMap<Tensor> copy;
+  for (const std::string &name : stageTrainables[stage])
+    if (const Tensor *value = interp.getGlobal(name))
+      copy[name] = *value;
+  return copy;
+}
+
+LogicalResult PipelineRunner::Impl::readVersion(
+    Interpreter &interp, int64_t stage,
+    llvm::ArrayRef<llvm::StringMap<Tensor>> versions, int64_t version,
+    int64_t blend, double factor) {
+  auto missing = [&](int64_t v) {
+    return module.emitError()
+           << "stage " << stage << " reads weight version " << v
+           << ", which it has not made (" << versions.size() - 1
+           << " updates so far this step)";
+  };
+  if (version >= static_cast<int64_t>(versions.size()))
+    return missing(version);
+  if (blend >= static_cast<int64_t>(versions.size()))
+    return missing(blend);
+  for (const auto &entry : versions[version]) {
+    Tensor value = entry.second;
+    if (blend >= 0) {
+      // W_l + c (W_s - W_l), element-wise in the weight's precision.
+      const Tensor &latest = versions[blend].find(entry.getKey())->second;
+      Tensor mixed = latest.clone();
+      int64_t n = mixed.numel();
+      if (mixed.dtype() == rt::DType::F32) {
+        auto c = static_cast<float>(factor);
+        for (int64_t i = 0; i < n; ++i)
+          mixed.as<float>()[i] +=
+              c * (value.as<float>()[i] - latest.as<float>()[i]);
+      } else if (mixed.dtype() == rt::DType::F64) {
+        for (int64_t i = 0; i < n; ++i)
+          mixed.as<double>()[i] +=
+              factor * (value.as<double>()[i] - latest.as<double>()[i]);
+      } else {
+        return module.emitError() << "blends only f32 and f64 weights, got '"
+                                  << entry.getKey() << "'";
+      }
+      value = std::move(mixed);
+    }
+    std::string error;
+    if (failed(interp.setGlobal(entry.getKey(), std::move(value), &error)))
+      return module.emitError() << error;
+  }
   return success();
 }
 
@@ -521,6 +587,27 @@ LogicalResult PipelineRunner::initialize() {
     impl_->stages.push_back(std::move(interp));
   }
 
+  impl_->weightVersioned = plan.isWeightVersioned();
+  if (impl_->weightVersioned) {
+    if (plan.getDataParallel() > 1)
+      return module.emitError() << "a weight-versioned schedule runs one "
+                                   "pipeline (data_parallel = 1)";
+    impl_->stageTrainables.assign(numStages, {});
+    module.walk([&](pp::onnx::GlobalReadOp read) {
+      auto func = read->getParentOfType<func::FuncOp>();
+      std::optional<int64_t> stage =
+          func ? pipeline::getStage(func) : std::nullopt;
+      auto global = SymbolTable::lookupNearestSymbolFrom<pp::onnx::GlobalOp>(
+          read, read.getGlobalAttr());
+      if (!stage || *stage < 0 || *stage >= numStages || !global ||
+          global.getKind() != pp::onnx::kTrainable)
+        return;
+      auto &names = impl_->stageTrainables[*stage];
+      if (!llvm::is_contained(names, global.getSymName().str()))
+        names.push_back(global.getSymName().str());
+    });
+  }
+
   // Owners of the globals: the first stage that writes one, else the
   // first that reads it.
   llvm::StringMap<int> reader;
@@ -578,6 +665,9 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     auto &device = impl.devices[d];
     device.failed = false;
     int64_t replica = d / numDevices_;
+    // Weight-versioned schedules: per stage of this device, its trainables
+    // after each update of this step (index 0: the step's start).
+    std::map<int64_t, std::vector<llvm::StringMap<Tensor>>> versions;
     for (pipeline::ActionOp action : device.actions) {
       device.current = describeAction(action);
       if (dataParallel_ > 1)
@@ -604,10 +694,38 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       Interpreter &interp =
           *impl.stages[replica * impl.stagesPerReplica + stage];
       interp.setRandomPosition(impl.step, mb);
+      bool swapped = false;
+      if (impl.weightVersioned) {
+        auto &mine = versions[stage];
+        if (mine.empty())
+          mine.push_back(impl.snapshot(interp, stage));
+        int64_t version = action.getWeightVersion();
+        std::optional<uint64_t> blend = action.getBlendVersion();
+        swapped = !pp::kinds::isPerStep(action.getKindValue()) &&
+                  (blend || version != static_cast<int64_t>(mine.size()) - 1);
+        if (swapped && failed(impl.readVersion(
+                           interp, stage, mine, version,
+                           blend ? static_cast<int64_t>(*blend) : -1,
+                           action.getBlendFactorAttr()
+                               ? action.getBlendFactorAttr().getValueAsDouble()
+                               : 0.0))) {
+          device.failed = true;
+          impl.mailbox.abort();
+          break;
+        }
+      }
       if (failed(interp.run(*action.getCallee(), args))) {
         device.failed = true;
         impl.mailbox.abort();
         break;
+      }
+      if (impl.weightVersioned) {
+        auto &mine = versions[stage];
+        // Back to the latest; an update makes the next version.
+        if (swapped)
+          (void)impl.readVersion(interp, stage, mine, mine.size() - 1, -1, 0);
+        if (action.getKindValue() == pp::kinds::ActionKind::OptimizerStep)
+          mine.push_back(impl.snapshot(interp, stage));
       }
     }
     impl.mailbox.finished();

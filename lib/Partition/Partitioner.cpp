@@ -98,6 +98,7 @@ struct Model {
   std::vector<TiedGroup> groups; ///< Node lists deduplicated.
   std::vector<SmallVector<unsigned, 1>> groupsOf;
   std::vector<uint64_t> inflight; ///< Per stage.
+  std::vector<double> weightScale; ///< Per stage.
   std::vector<uint64_t> memory;   ///< Per device.
   double microBatches = 1;
   bool allowEmpty = false;
@@ -257,8 +258,11 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
     m.groups.push_back(std::move(copy));
   }
 
-  for (unsigned s = 0; s < m.k; ++s)
+  for (unsigned s = 0; s < m.k; ++s) {
     m.inflight.push_back(inflightMicroBatches(options, s, m.k));
+    m.weightScale.push_back(
+        options.weightScale ? std::max(1.0, options.weightScale(s, m.k)) : 1.0);
+  }
   m.allowEmpty = options.allowEmptyStages || m.n < m.k;
   return m;
 }
@@ -336,7 +340,8 @@ static void evaluateCosts(const Model &m, ArrayRef<unsigned> order,
     if (s > 0)
       t += m.link(order[s], order[s - 1], c.cutBytes[s - 1], c.cutCount[s - 1],
                   c.tieBytes[s - 1], c.tieCount[s - 1]);
-    uint64_t mem = c.weight[s] + c.held[s] + m.inflight[s] * c.activation[s];
+    uint64_t mem = static_cast<uint64_t>(c.weight[s] * m.weightScale[s]) +
+                   c.held[s] + m.inflight[s] * c.activation[s];
     c.time[s] = t;
     c.memory[s] = mem;
     c.bottleneck = std::max(c.bottleneck, t);
@@ -1435,7 +1440,8 @@ bool StageDP::evaluate(unsigned idC, const Stage &stage) {
   }
   bool alive = false;
   for (int s = lo; s <= hi; ++s) {
-    uint64_t mem = stage.weight + stage.held + m.inflight[s] * stage.activation;
+    uint64_t mem = static_cast<uint64_t>(stage.weight * m.weightScale[s]) +
+                   stage.held + m.inflight[s] * stage.activation;
     uint64_t limit = costs.limit[s];
     double value;
     if (objective == Objective::Time) {

@@ -38,6 +38,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.virtualWorkers = options.virtualWorkers;
   partition.staleness = options.staleness;
   partition.wave = options.wave;
+  partition.updateEvery = options.updateEvery;
+  partition.verticalSync = options.verticalSync;
   partition.chunks = chunks;
   // What the partitioner needs of the optimizer: its state per weight.
   partition.optimizer = options.optimizer == "sgd"
@@ -64,6 +66,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   MaterializeSchedulePassOptions materialize;
   materialize.kind = options.schedule;
   materialize.chunks = {static_cast<int64_t>(chunks)};
+  materialize.blendLambda = options.blendLambda;
   pm.addPass(createMaterializeSchedulePass(materialize));
   // Fused kernels first: the memory plan is the one code generation uses.
   if (options.fuseElementwise)

@@ -129,6 +129,11 @@ bool pp::schedule::buildVersionedSchedule(ScheduleKind kind, int numDevices,
   if (n < 1 || m % n != 0)
     return fail("microBatchesPerUpdate (" + std::to_string(n) +
                 ") must divide microBatches (" + std::to_string(m) + ")");
+  if (kind == ScheduleKind::PipeDream2BW && n < p)
+    return fail("PipeDream-2BW accumulates over at least as many "
+                "micro-batches as stages: microBatchesPerUpdate (" +
+                std::to_string(n) + ") must be >= numDevices (" +
+                std::to_string(p) + ")");
   if (verticalSync && kind != ScheduleKind::PipeDream)
     return fail(std::string("vertical sync is an option of pipedream, not ") +
                 toString(kind));

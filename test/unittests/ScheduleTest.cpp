@@ -1262,11 +1262,15 @@ TEST(BuildVersioned, RejectsInvalidArguments) {
   EXPECT_EQ(error, "1f1b is not a weight-versioned schedule (buildSchedule "
                    "builds it)");
   // 2BW with mini-batches shorter than the pipeline: micro-batch 2 of
-  // stage 0 would read version 1 before stage 0's first update.
+  // stage 0 would read version 1 before stage 0's first update (the
+  // paper's m >= p).
   EXPECT_FALSE(buildVersionedSchedule(ScheduleKind::PipeDream2BW, 6, 8, 1,
                                       false, s, error));
-  EXPECT_NE(error.find("reads a version its stage has not made yet"),
-            std::string::npos)
+  EXPECT_EQ(error, "PipeDream-2BW accumulates over at least as many "
+                   "micro-batches as stages: microBatchesPerUpdate (1) must "
+                   "be >= numDevices (6)");
+  EXPECT_TRUE(buildVersionedSchedule(ScheduleKind::PipeDream2BW, 4, 8, 4, false,
+                                     s, error))
       << error;
   // The synchronous builder sends them to the versioned one.
   EXPECT_FALSE(buildSchedule(ScheduleKind::PipeDream, 4, 8, 1, s, error));

@@ -97,6 +97,21 @@ static llvm::cl::opt<int> firstStep(
                    "follow it, so a run can continue another's steps"),
     llvm::cl::init(0));
 
+static llvm::cl::opt<std::string> stageIO(
+    "stage-io",
+    llvm::cl::desc("Run one stage function of a split module (--func) on "
+                   "its own, its pipeline ops on files in DIR: pp.input reads "
+                   "input_<index>_<mb>.npy, pp.output writes output_<index>_"
+                   "<mb>.npy, pp.send writes and pp.recv takes msg_<from>_"
+                   "<to>_<tag>_<mb>.npy, pp.stash / pp.unstash stash_<stage>_"
+                   "<slot>_<mb>.npy, pp.accumulate adds into and "
+                   "pp.accumulated takes sum_<stage>_<slot>.npy (an oracle "
+                   "drives the schedule)"));
+static llvm::cl::opt<int64_t> stageMicroBatch(
+    "micro-batch",
+    llvm::cl::desc("With --stage-io: the micro-batch the function runs"),
+    llvm::cl::init(-1));
+
 static llvm::cl::opt<bool>
     profile("profile",
             llvm::cl::desc("Print the time spent per op kind over all steps"));
@@ -262,6 +277,133 @@ static void printElements(llvm::raw_ostream &os, const Tensor &t) {
   os << "]\n";
 }
 
+/// --stage-io: the pipeline ops of a stage function on files in `dir`.
+static void registerStageIOHandlers(Interpreter &interp, std::string dir) {
+  namespace pipeline = pp::pipeline;
+  auto path = [dir](const std::string &stem) {
+    llvm::SmallString<256> p(dir);
+    llvm::sys::path::append(p, stem + ".npy");
+    return std::string(p);
+  };
+  auto stageOf = [](Operation *op) -> int64_t {
+    auto func = op->getParentOfType<func::FuncOp>();
+    return func ? pipeline::getStage(func).value_or(0) : 0;
+  };
+  auto mbOf = [](Interpreter &in, Value mb) { return in.lookup(mb).getInt(0); };
+  auto name = [](std::initializer_list<int64_t> parts, const char *kind) {
+    std::string stem = kind;
+    for (int64_t part : parts)
+      stem += "_" + std::to_string(part);
+    return stem;
+  };
+  // Reads a file into `op`'s result; `take` removes the file.
+  auto read = [path](Operation *op, Interpreter &in, Value result,
+                     const std::string &stem, bool take) -> LogicalResult {
+    auto value = readNpy(path(stem));
+    if (!value)
+      return op->emitError()
+             << "--stage-io: " << llvm::toString(value.takeError());
+    if (take)
+      llvm::sys::fs::remove(path(stem));
+    return in.setResult(op, result, std::move(*value));
+  };
+  auto write = [path](Operation *op, const std::string &stem,
+                      const Tensor &value) -> LogicalResult {
+    if (llvm::Error error = writeNpy(path(stem), value))
+      return op->emitError()
+             << "--stage-io: " << llvm::toString(std::move(error));
+    return success();
+  };
+  interp.registerHandler(
+      pipeline::InputOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto input = cast<pipeline::InputOp>(op);
+        int64_t mb = mbOf(in, input.getMicroBatch());
+        return read(op, in, input.getValue(),
+                    name({int64_t(input.getIndex()), mb}, "input"), false);
+      });
+  interp.registerHandler(
+      pipeline::OutputOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto output = cast<pipeline::OutputOp>(op);
+        int64_t mb = mbOf(in, output.getMicroBatch());
+        return write(op, name({int64_t(output.getIndex()), mb}, "output"),
+                     in.lookup(output.getValue()));
+      });
+  interp.registerHandler(pipeline::SendOp::getOperationName(),
+                         [=](Interpreter &in, Operation *op) {
+                           auto send = cast<pipeline::SendOp>(op);
+                           int64_t mb = mbOf(in, send.getMicroBatch());
+                           return write(
+                               op,
+                               name({stageOf(op), int64_t(send.getPeer()),
+                                     int64_t(send.getTag()), mb},
+                                    "msg"),
+                               in.lookup(send.getValue()));
+                         });
+  interp.registerHandler(pipeline::RecvOp::getOperationName(),
+                         [=](Interpreter &in, Operation *op) {
+                           auto recv = cast<pipeline::RecvOp>(op);
+                           int64_t mb = mbOf(in, recv.getMicroBatch());
+                           return read(
+                               op, in, recv.getValue(),
+                               name({int64_t(recv.getPeer()), stageOf(op),
+                                     int64_t(recv.getTag()), mb},
+                                    "msg"),
+                               true);
+                         });
+  interp.registerHandler(
+      pipeline::StashOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto stash = cast<pipeline::StashOp>(op);
+        int64_t mb = mbOf(in, stash.getMicroBatch());
+        return write(op,
+                     name({stageOf(op), int64_t(stash.getSlot()), mb}, "stash"),
+                     in.lookup(stash.getValue()));
+      });
+  interp.registerHandler(
+      pipeline::UnstashOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto unstash = cast<pipeline::UnstashOp>(op);
+        int64_t mb = mbOf(in, unstash.getMicroBatch());
+        return read(
+            op, in, unstash.getValue(),
+            name({stageOf(op), int64_t(unstash.getSlot()), mb}, "stash"), true);
+      });
+  interp.registerHandler(
+      pipeline::AccumulateOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) -> LogicalResult {
+        auto acc = cast<pipeline::AccumulateOp>(op);
+        std::string stem = name({stageOf(op), int64_t(acc.getSlot())}, "sum");
+        Tensor sum = in.lookup(acc.getValue()).clone();
+        if (llvm::sys::fs::exists(path(stem))) {
+          auto held = readNpy(path(stem));
+          if (!held)
+            return op->emitError()
+                   << "--stage-io: " << llvm::toString(held.takeError());
+          // held + value, in the order the pipeline adds them.
+          Tensor total = held->clone();
+          for (int64_t i = 0, e = total.numel(); i < e; ++i) {
+            if (total.dtype() == rt::DType::F32)
+              total.as<float>()[i] += sum.as<float>()[i];
+            else if (total.dtype() == rt::DType::F64)
+              total.as<double>()[i] += sum.as<double>()[i];
+            else
+              return op->emitError() << "accumulates only f32 and f64";
+          }
+          sum = std::move(total);
+        }
+        return write(op, stem, sum);
+      });
+  interp.registerHandler(
+      pipeline::AccumulatedOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto acc = cast<pipeline::AccumulatedOp>(op);
+        return read(op, in, acc.getValue(),
+                    name({stageOf(op), int64_t(acc.getSlot())}, "sum"), true);
+      });
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   llvm::cl::ParseCommandLineOptions(
@@ -312,7 +454,8 @@ int main(int argc, char **argv) {
 
   // A split and scheduled module runs as a pipeline: one interpreter per
   // device, inputs and outputs for the whole mini-batch.
-  bool pipelined = !module->getOps<pp::pipeline::ScheduleOp>().empty();
+  bool pipelined =
+      stageIO.empty() && !module->getOps<pp::pipeline::ScheduleOp>().empty();
   std::unique_ptr<PipelineRunner> runner;
   func::FuncOp func;
   std::vector<std::string> argNames, resultNames;
@@ -349,6 +492,10 @@ int main(int argc, char **argv) {
   // Inputs: from .npy files by name, then random ones.
   unsigned numArgs = argNames.size();
   std::vector<std::optional<Tensor>> args(numArgs);
+  // A stage function's one argument is its micro-batch.
+  if (!stageIO.empty() && numArgs == 1)
+    args[0] = Tensor::fromValues<int64_t>(rt::DType::I64, {},
+                                          {stageMicroBatch.getValue()});
   for (StringRef spec : inputs) {
     auto [name, path] = spec.split('=');
     if (path.empty())
@@ -403,6 +550,8 @@ int main(int argc, char **argv) {
   options.profile = profile;
   Interpreter interp(*module, options);
   pp::interp::registerTrainHandlers(interp);
+  if (!stageIO.empty())
+    registerStageIOHandlers(interp, stageIO);
   // --steps=0 runs nothing: the globals as loaded (--dump-globals).
   if (steps < 0)
     return fail("--steps must be at least 0");
@@ -427,7 +576,8 @@ int main(int argc, char **argv) {
   FailureOr<std::vector<Tensor>> outputs = failure();
   for (int step = 1; step <= steps; ++step) {
     auto start = std::chrono::steady_clock::now();
-    interp.setRandomPosition(firstStep + step - 1, 0);
+    interp.setRandomPosition(firstStep + step - 1,
+                             stageIO.empty() ? 0 : stageMicroBatch.getValue());
     outputs = pipelined ? runner->runStep(argValues)
                         : interp.run(funcName, argValues);
     if (failed(outputs))

@@ -39,7 +39,7 @@
 //         + [s < k-1] link(s, s+1, s) + [s > 0] link(s, s-1, s-1)
 //   Memory, in bytes, with inflight(s, k) micro-batches in flight on stage s
 //   (1F1B: min(k - s, m); GPipe: m; or a user function):
-//     M_s = sum_{v in stage s} weightBytes(v)
+//     M_s = weightScale(s, k) * sum_{v in stage s} weightBytes(v)
 //         + sum_{tied groups with a member in stage s} stateBytes(group)
 //         + inflight(s, k) * sum_{v in stage s} activationBytes(v)
 //   and M_s must not exceed memoryBytes(d_s). Relayed values take no memory.
@@ -198,6 +198,10 @@ struct PartitionOptions {
   unsigned microBatches = 8;
   /// In-flight micro-batches of stage `stage` of `numStages` (Custom only).
   std::function<uint64_t(unsigned stage, unsigned numStages)> inflight;
+  /// Multiplies the weight bytes (weights, gradients, optimizer state) of
+  /// stage `stage` of `numStages` in its memory: weight-versioned schedules
+  /// keep older versions of a stage's weights. Unset: 1.
+  std::function<double(unsigned stage, unsigned numStages)> weightScale;
   /// Nodes fixed to a stage: (node, stage).
   std::vector<std::pair<unsigned, unsigned>> pins;
   /// Sets of nodes that must share a stage (with everything between them).

@@ -90,8 +90,26 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       *this, "cluster",
       llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
   Option<std::string> schedule{
-      *this, "schedule", llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1"),
+      *this, "schedule",
+      llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1; weight-versioned: "
+                     "pipedream, pipedream-2bw, nf1b, v-timeprest, "
+                     "i-timeprest"),
       llvm::cl::init("1f1b")};
+  Option<unsigned> updateEvery{
+      *this, "update-every",
+      llvm::cl::desc("Weight-versioned schedules: micro-batches per update "
+                     "(0: the schedule's default, see --pp-partition)"),
+      llvm::cl::init(0)};
+  Option<bool> verticalSync{
+      *this, "vertical-sync",
+      llvm::cl::desc("pipedream: every stage's forward of a mini-batch "
+                     "reads the version stage 0's read"),
+      llvm::cl::init(false)};
+  Option<double> blendLambda{
+      *this, "lambda",
+      llvm::cl::desc("i-timeprest: the blend W_l + exp(-lambda d) (W_s - "
+                     "W_l) of a backward d updates stale"),
+      llvm::cl::init(1.0)};
   Option<unsigned> microBatches{*this, "microbatches",
                                 llvm::cl::desc("Micro-batches per step"),
                                 llvm::cl::init(pipeline::kDefaultMicroBatches)};

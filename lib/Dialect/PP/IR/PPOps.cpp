@@ -207,7 +207,8 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                                int64_t numStages, ArrayAttr stageDevices,
                                int64_t dataParallel, int64_t tensorParallel,
                                int64_t staleness, int64_t wave,
-                               ArrayAttr placements) {
+                               ArrayAttr placements, int64_t updateEvery,
+                               bool verticalSync) {
   if (microBatches < 1)
     return emitError() << "micro_batches must be >= 1, got " << microBatches;
   if (chunks < 1)
@@ -235,6 +236,11 @@ LogicalResult PlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
     return emitError() << "wave = " << wave
                        << " needs a staleness bound (Wave Synchronous "
                           "Parallel)";
+  if (updateEvery < 0 || (updateEvery > 0 && microBatches % updateEvery))
+    return emitError() << "update_every must be 0 or divide micro_batches ("
+                       << microBatches << "), got " << updateEvery;
+  if (verticalSync && schedule != pp::kinds::ScheduleKind::PipeDream)
+    return emitError() << "vertical_sync is an option of pipedream";
   if (placements.empty())
     return success();
   if (chunks != 1)
@@ -300,25 +306,25 @@ PlanAttr PlanAttr::withMicroBatches(int64_t microBatches) const {
   return PlanAttr::get(getContext(), getSchedule(), microBatches, getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
                        getTensorParallel(), getStaleness(), getWave(),
-                       getPlacements());
+                       getPlacements(), getUpdateEvery(), getVerticalSync());
 }
 PlanAttr PlanAttr::withNumStages(int64_t numStages) const {
-  return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(),
-                       getChunks(), numStages, getStageDevices(),
-                       getDataParallel(), getTensorParallel(), getStaleness(),
-                       getWave(), getPlacements());
+  return PlanAttr::get(
+      getContext(), getSchedule(), getMicroBatches(), getChunks(), numStages,
+      getStageDevices(), getDataParallel(), getTensorParallel(), getStaleness(),
+      getWave(), getPlacements(), getUpdateEvery(), getVerticalSync());
 }
 PlanAttr PlanAttr::withChunks(int64_t chunks) const {
   return PlanAttr::get(getContext(), getSchedule(), getMicroBatches(), chunks,
                        getNumStages(), getStageDevices(), getDataParallel(),
                        getTensorParallel(), getStaleness(), getWave(),
-                       getPlacements());
+                       getPlacements(), getUpdateEvery(), getVerticalSync());
 }
 PlanAttr PlanAttr::withSchedule(pp::kinds::ScheduleKind schedule) const {
   return PlanAttr::get(getContext(), schedule, getMicroBatches(), getChunks(),
                        getNumStages(), getStageDevices(), getDataParallel(),
                        getTensorParallel(), getStaleness(), getWave(),
-                       getPlacements());
+                       getPlacements(), getUpdateEvery(), getVerticalSync());
 }
 
 /// The stage of the function holding `op` (its `pp.stage`), if any.
@@ -430,6 +436,11 @@ LogicalResult ActionOp::verify() {
     return emitOpError("a ") << name << " action has micro_batch -1";
   if (getWeightVersionAttr().getInt() < 0)
     return emitOpError("weight_version must be >= 0");
+  if (getBlendVersion().has_value() != getBlendFactor().has_value())
+    return emitOpError("blend_version and blend_factor go together");
+  if (getBlendVersion() &&
+      *getBlendVersion() <= static_cast<uint64_t>(getWeightVersion()))
+    return emitOpError("blend_version must be newer than weight_version");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
   PlanAttr plan = schedule.getPlan();
@@ -527,7 +538,7 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
           plan.getSchedule(), plan.getMicroBatches(), plan.getChunks(),
           plan.getNumStages(), plan.getStageDevices(), plan.getDataParallel(),
           plan.getTensorParallel(), plan.getStaleness(), plan.getWave(),
-          plan.getPlacements())))
+          plan.getPlacements(), plan.getUpdateEvery(), plan.getVerticalSync())))
     return failure();
   int64_t numStages = plan.getNumStages();
 
@@ -674,14 +685,29 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
   schedule.kind = plan.getSchedule();
   schedule.chunksPerDevice = static_cast<int>(plan.getChunks());
   schedule.microBatches = static_cast<int>(plan.getMicroBatches());
+  if (plan.isWeightVersioned()) {
+    schedule.microBatchesPerUpdate = static_cast<int>(plan.getUpdateEvery());
+    schedule.verticalSync = plan.getVerticalSync();
+  }
   for (auto device : op.getBody().front().getOps<DeviceOp>()) {
     auto &list = schedule.actions.emplace_back();
-    for (auto action : device.getBody().front().getOps<ActionOp>())
-      list.push_back(
-          {action.getKindValue(),
-           static_cast<int>(action.getStageAttr().getInt()),
-           static_cast<int>(action.getMicroBatchAttr().getInt()),
-           static_cast<int>(action.getWeightVersionAttr().getInt())});
+    // The library numbers a weight-versioned schedule's updates of a stage.
+    std::map<int, int> updates;
+    for (auto action : device.getBody().front().getOps<ActionOp>()) {
+      int stage = static_cast<int>(action.getStageAttr().getInt());
+      pp::schedule::Action entry{
+          action.getKindValue(), stage,
+          static_cast<int>(action.getMicroBatchAttr().getInt()),
+          static_cast<int>(action.getWeightVersionAttr().getInt())};
+      if (plan.isWeightVersioned() &&
+          entry.kind == pp::kinds::ActionKind::OptimizerStep)
+        entry.microBatch = updates[stage]++;
+      if (auto blend = action.getBlendVersion()) {
+        entry.blendVersion = static_cast<int>(*blend);
+        entry.staleness = entry.blendVersion - entry.weightVersion;
+      }
+      list.push_back(entry);
+    }
   }
   schedule.numDevices = static_cast<int>(schedule.actions.size());
   if (plan.hasPlacements())

@@ -17,6 +17,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
 #include <map>
 #include <tuple>
 
@@ -47,10 +48,20 @@ LogicalResult pp::pipeline::materializeSchedule(
     }
     scheduleKind = *parsed;
   }
-  if (sched::isWeightVersioned(scheduleKind)) {
+  bool versioned = sched::isWeightVersioned(scheduleKind);
+  if (versioned != plan.isWeightVersioned()) {
+    module.emitError()
+        << "pp-schedule: schedule " << sched::toString(scheduleKind)
+        << (versioned ? " is weight-versioned but the plan updates once a "
+                        "step (plan it with --pp-partition=\"schedule="
+                      : " updates once a step but the plan is weight-"
+                        "versioned (plan it with --pp-partition=\"schedule=")
+        << sched::toString(scheduleKind) << "\")";
+    return failure();
+  }
+  if (versioned && (plan.getDataParallel() > 1 || plan.hasPlacements())) {
     module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
-                       << " is weight-versioned: lowering it to pp.schedule "
-                          "is not built yet";
+                       << " trains one pipeline (data_parallel = 1)";
     return failure();
   }
   StringRef kindName = sched::toString(scheduleKind);
@@ -96,6 +107,17 @@ LogicalResult pp::pipeline::materializeSchedule(
   std::string error;
   auto build = [&](int64_t replica,
                    sched::Schedule &schedule) -> LogicalResult {
+    if (versioned) {
+      if (v == 1 && sched::buildVersionedSchedule(
+                        scheduleKind, numDevices,
+                        static_cast<int>(plan.getMicroBatches()),
+                        static_cast<int>(plan.getUpdateEvery()),
+                        plan.getVerticalSync(), schedule, error))
+        return success();
+      return module.emitError()
+             << "cannot build a " << kindName << " schedule: "
+             << (v == 1 ? error : "it runs one chunk per device");
+    }
     if (!placed) {
       if (sched::buildSchedule(scheduleKind, numDevices,
                                static_cast<int>(plan.getMicroBatches()),
@@ -173,6 +195,18 @@ LogicalResult pp::pipeline::materializeSchedule(
             {static_cast<int>(from), static_cast<int>(key.first)});
     });
   }
+  // A stage updates several times a step under a weight-versioned
+  // schedule, each time at its own point: a weight two stages share would
+  // need its copies kept in step across those points (not built).
+  if (versioned && !updateFirst.empty()) {
+    module.emitError() << "pp-schedule: " << kindName << ": stages "
+                       << updateFirst.front().first << " and "
+                       << updateFirst.front().second
+                       << " share a weight (tied); a weight-versioned "
+                          "schedule needs each weight on one stage (pin the "
+                          "ops that read it to one stage with pin=)";
+    return failure();
+  }
   for (sched::Schedule &schedule : schedules)
     if (!sched::orderStepActions(schedule, updateFirst, error)) {
       module.emitError() << "cannot order the " << kindName
@@ -227,12 +261,22 @@ LogicalResult pp::pipeline::materializeSchedule(
                                       << " function of stage " << action.stage;
           callee = FlatSymbolRefAttr::get(it->second.getSymNameAttr());
         }
-        pipeline::ActionOp::create(
+        // An update is per step in the IR (micro_batch -1); under a
+        // weight-versioned schedule the k-th of a stage makes version k + 1.
+        int64_t microBatch =
+            sched::isPerStep(actionKind) ? -1 : action.microBatch;
+        auto op = pipeline::ActionOp::create(
             ab, module.getLoc(),
             pipeline::ActionKindAttr::get(module.getContext(), actionKind),
             callee, ab.getI64IntegerAttr(action.stage),
-            ab.getI64IntegerAttr(action.microBatch),
-            ab.getI64IntegerAttr(action.weightVersion));
+            ab.getI64IntegerAttr(microBatch),
+            ab.getI64IntegerAttr(action.weightVersion), IntegerAttr(),
+            FloatAttr());
+        if (action.blendVersion >= 0) {
+          op.setBlendVersionAttr(ab.getI64IntegerAttr(action.blendVersion));
+          op.setBlendFactorAttr(ab.getF64FloatAttr(
+              std::exp(-options.blendLambda * action.staleness)));
+        }
         return success();
       };
       for (const sched::Action &action : schedule.actions[d]) {

@@ -34,6 +34,26 @@ namespace pipeline = pp::pipeline;
 
 namespace {
 
+/// Micro-batches per update of a weight-versioned schedule: `requested`, or
+/// when 0 the schedule's default for `numStages` stages: 1 for PipeDream;
+/// for 2BW the smallest divisor of m that is >= the stages (2BW
+/// accumulates over m >= p micro-batches); for the TiMePReSt family the
+/// smallest >= stages - 1 (version gap 1). Capped at m.
+int64_t chooseUpdateEvery(pp::schedule::ScheduleKind kind, unsigned requested,
+                          unsigned microBatches, size_t numStages) {
+  if (requested > 0)
+    return requested;
+  if (kind == pp::schedule::ScheduleKind::PipeDream)
+    return 1;
+  int64_t wanted = kind == pp::schedule::ScheduleKind::PipeDream2BW
+                       ? static_cast<int64_t>(numStages)
+                       : static_cast<int64_t>(numStages) - 1;
+  for (int64_t n = std::max<int64_t>(wanted, 1); n < microBatches; ++n)
+    if (microBatches % n == 0)
+      return n;
+  return microBatches;
+}
+
 /// A staleness bound and wave size for Wave Synchronous Parallel, chosen by
 /// chooseWaveSync, with the report's line.
 struct WaveChoice {
@@ -230,12 +250,30 @@ pp::pipeline::partitionStages(ModuleOp module,
   else if (!scheduleKind)
     invalid = "schedule must be 1f1b, gpipe, interleaved or zb-h1, got '" +
               options.schedule + "'";
-  else if (pp::schedule::isWeightVersioned(*scheduleKind))
+  else if (pp::schedule::isWeightVersioned(*scheduleKind) &&
+           options.dataParallel > 1)
     invalid = "schedule=" + options.schedule +
-              " is weight-versioned: its action lists, versions and "
-              "simulation are built (lib/Schedule), its planning, code and "
-              "runs are not yet; synchronous schedules: 1f1b, gpipe, "
-              "interleaved, zb-h1";
+              " trains one pipeline: data-parallel must be 1 (weight-"
+              "versioned schedules with data parallelism are not built)";
+  else if (options.verticalSync &&
+           scheduleKind != pp::schedule::ScheduleKind::PipeDream)
+    invalid = "vertical-sync is an option of schedule=pipedream, not " +
+              options.schedule;
+  else if (options.updateEvery != 0 &&
+           !pp::schedule::isWeightVersioned(*scheduleKind))
+    invalid = "update-every is an option of the weight-versioned schedules "
+              "(pipedream, pipedream-2bw, nf1b, v-timeprest, i-timeprest); " +
+              options.schedule + " updates once a step";
+  else if (scheduleKind == pp::schedule::ScheduleKind::PipeDream &&
+           options.updateEvery > 1)
+    invalid = "schedule=pipedream updates after every micro-batch: "
+              "update-every must be 1, got " +
+              std::to_string(options.updateEvery);
+  else if (options.updateEvery > 0 && options.microBatches > 0 &&
+           options.microBatches % options.updateEvery != 0)
+    invalid = "update-every (" + std::to_string(options.updateEvery) +
+              ") must divide microbatches (" +
+              std::to_string(options.microBatches) + ")";
   else if (options.microBatches == 0)
     invalid = "microbatches must be > 0";
   else if (options.microBatches > pp::limits::kMaxMicroBatches)
@@ -562,6 +600,59 @@ pp::pipeline::partitionStages(ModuleOp module,
                                ? partition::PipelineSchedule::GPipe
                                : partition::PipelineSchedule::OneFOneB;
   searchOptions.microBatches = options.microBatches;
+  // Weight-versioned schedules: the in-flight micro-batches and the weight
+  // versions of each stage are those of the built schedule, for the
+  // pipeline's stages.
+  int64_t updateEvery = 0;
+  std::map<unsigned, pp::schedule::Schedule> versionedSchedules;
+  if (pp::schedule::isWeightVersioned(*scheduleKind)) {
+    updateEvery = chooseUpdateEvery(*scheduleKind, options.updateEvery,
+                                    options.microBatches, pipeline.size());
+    auto built = [&, kind = *scheduleKind](
+                     unsigned numStages) -> const pp::schedule::Schedule & {
+      auto it = versionedSchedules.find(numStages);
+      if (it == versionedSchedules.end()) {
+        pp::schedule::Schedule schedule;
+        std::string ignored; // the arguments were checked above
+        pp::schedule::buildVersionedSchedule(
+            kind, static_cast<int>(numStages),
+            static_cast<int>(options.microBatches),
+            static_cast<int>(updateEvery), options.verticalSync, schedule,
+            ignored);
+        it = versionedSchedules.emplace(numStages, std::move(schedule)).first;
+      }
+      return it->second;
+    };
+    {
+      pp::schedule::Schedule check;
+      std::string error;
+      if (!pp::schedule::buildVersionedSchedule(
+              *scheduleKind, static_cast<int>(pipeline.size()),
+              static_cast<int>(options.microBatches),
+              static_cast<int>(updateEvery), options.verticalSync, check,
+              error)) {
+        module.emitError() << "pp-partition: schedule=" << options.schedule
+                           << " over " << pipeline.size()
+                           << " stages, update-every=" << updateEvery << ": "
+                           << error;
+        return failure();
+      }
+    }
+    searchOptions.schedule = partition::PipelineSchedule::Custom;
+    searchOptions.inflight = [built](unsigned stage, unsigned numStages) {
+      std::vector<int64_t> peak = pp::schedule::peakInFlight(built(numStages));
+      return stage < peak.size() ? static_cast<uint64_t>(peak[stage]) : 0;
+    };
+    // Each older version held costs the weights once more, beside the
+    // weights, gradients and optimizer state the weight bytes count.
+    searchOptions.weightScale = [built, stateFactor](unsigned stage,
+                                                     unsigned numStages) {
+      std::vector<int64_t> versions =
+          pp::schedule::peakWeightVersions(built(numStages));
+      double extra = stage < versions.size() ? versions[stage] - 1 : 0;
+      return (2.0 + stateFactor + extra) / (2.0 + stateFactor);
+    };
+  }
   // Reordering would break the chunk-to-device rule of interleaving.
   searchOptions.tryDeviceOrders =
       options.tryDeviceOrders && options.chunks == 1;
@@ -834,7 +925,8 @@ pp::pipeline::partitionStages(ModuleOp module,
                                       static_cast<int64_t>(order.size()),
                                       b.getArrayAttr(order), dataParallel,
                                       /*tensorParallel=*/1, staleness, wave,
-                                      b.getArrayAttr(placementAttrs)));
+                                      b.getArrayAttr(placementAttrs),
+                                      updateEvery, options.verticalSync));
   // The other replicas run the stages on their own workers' devices, in
   // their own partition's device order when they have one.
   if (dataParallel > 1) {

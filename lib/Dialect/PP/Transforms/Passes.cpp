@@ -33,6 +33,8 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                      {.funcName = funcName,
                                       .clusterSpec = clusterSpec,
                                       .schedule = schedule,
+                                      .updateEvery = updateEvery,
+                                      .verticalSync = verticalSync,
                                       .chunks = chunks,
                                       .microBatches = microBatches,
                                       .optimizer = optimizer,
@@ -79,8 +81,10 @@ struct MaterializeSchedulePass
                   pp::impl::MaterializeSchedulePassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return pipeline::materializeSchedule(
-        module, {.kind = kind, .chunks = llvm::to_vector(chunks)});
+    return pipeline::materializeSchedule(module,
+                                         {.kind = kind,
+                                          .chunks = llvm::to_vector(chunks),
+                                          .blendLambda = blendLambda});
   }
 };
 

@@ -452,11 +452,15 @@ LogicalResult Splitter::cloneOp(Operation *op) {
       pipeline::removeLossSeed(clone);
       // The step's loss is the mean over the micro-batches of every
       // data-parallel replica: their gradients are summed. Under WSP each
-      // replica trains on its own mean loss (it exchanges updates).
+      // replica trains on its own mean loss (it exchanges updates); under a
+      // weight-versioned schedule each update descends the mean loss of its
+      // own mini-batch of update_every micro-batches.
       pipeline::PlanAttr plan = pipeline::getPlan(module);
-      int64_t parts =
-          microBatches *
-          (plan && !plan.isWaveSynchronous() ? plan.getDataParallel() : 1);
+      int64_t parts = plan && plan.isWeightVersioned()
+                          ? plan.getUpdateEvery()
+                          : microBatches * (plan && !plan.isWaveSynchronous()
+                                                ? plan.getDataParallel()
+                                                : 1);
       if (!lossIsSum && parts > 1) {
         auto constant = cast<onnx::ConstantOp>(clone);
         auto type = cast<RankedTensorType>(constant.getOutput().getType());
@@ -586,7 +590,8 @@ LogicalResult Splitter::run() {
                                    microBatches, /*chunks=*/1, numStages,
                                    b.getArrayAttr({}), /*dataParallel=*/1,
                                    /*tensorParallel=*/1, /*staleness=*/-1,
-                                   /*wave=*/1, b.getArrayAttr({}));
+                                   /*wave=*/1, b.getArrayAttr({}),
+                                   /*updateEvery=*/0, /*verticalSync=*/false);
   pipeline::setPlan(
       module, plan.withMicroBatches(microBatches).withNumStages(numStages));
   step.erase();

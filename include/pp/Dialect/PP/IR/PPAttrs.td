@@ -88,7 +88,9 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     DefaultValuedParameter<"int64_t", "-1">:$staleness,
     DefaultValuedParameter<"int64_t", "1">:$wave,
     DefaultValuedParameter<"::mlir::ArrayAttr",
-                           "::mlir::ArrayAttr::get($_ctxt, {})">:$placements
+                           "::mlir::ArrayAttr::get($_ctxt, {})">:$placements,
+    DefaultValuedParameter<"int64_t", "0">:$update_every,
+    DefaultValuedParameter<"bool", "false">:$vertical_sync
   );
   let assemblyFormat = "`<` struct(params) `>`";
   let genVerifyDecl = 1;
@@ -110,6 +112,13 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     PlanAttr withNumStages(int64_t numStages) const;
     PlanAttr withChunks(int64_t chunks) const;
     PlanAttr withSchedule(::pp::kinds::ScheduleKind schedule) const;
+    /// Whether stages update several times a step (weight versions).
+    bool isWeightVersioned() const { return getUpdateEvery() > 0; }
+    /// Micro-batches whose mean loss one update descends: n, or the
+    /// step's m.
+    int64_t getMicroBatchesPerUpdate() const {
+      return isWeightVersioned() ? getUpdateEvery() : getMicroBatches();
+    }
     /// Whether the replicas train under WSP (staleness >= 0).
     bool isWaveSynchronous() const { return getStaleness() >= 0; }
   }];

@@ -233,13 +233,20 @@ def PP_ActionOp : PP_Op<"action", [HasParent<"DeviceOp">]> {
     halves of a zero-bubble backward), grad_reduce or optimizer_step;
     `callee` the stage function it runs; `micro_batch` is -1 for per-step
     actions. `weight_version` says which version of the stage's weights the
-    action reads: 0 is the version of the current step (every synchronous
-    schedule); k > 0 the version k updates older (weight stashing).
+    action reads: version k is the one after the stage's first k
+    optimizer_step actions of the step (0: the step's start, the only one
+    of synchronous schedules; weight-versioned schedules update several
+    times a step and keep the older versions their actions still read).
+    `blend_version` and `blend_factor` (I-TiMePReSt's backward): the action
+    reads W_b + blend_factor (W_v - W_b), W_v the weight_version and W_b
+    the blend_version (the latest).
   }];
   let arguments = (ins PP_ActionKindAttr:$kind,
                        OptionalAttr<FlatSymbolRefAttr>:$callee,
                        I64Attr:$stage, I64Attr:$micro_batch,
-                       I64Attr:$weight_version);
+                       I64Attr:$weight_version,
+                       OptionalAttr<I64Attr>:$blend_version,
+                       OptionalAttr<F64Attr>:$blend_factor);
   let assemblyFormat = "custom<ActionKind>($kind) ($callee^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -25,7 +25,18 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
-           "interleaved or zb-h1 (the last two hold as many as 1f1b)">,
+           "interleaved or zb-h1 (the last two hold as many as 1f1b); or a "
+           "weight-versioned one: pipedream, pipedream-2bw, nf1b, "
+           "v-timeprest, i-timeprest (their older weight versions count "
+           "too)">,
+    Option<"updateEvery", "update-every", "unsigned", "0",
+           "Weight-versioned schedules: micro-batches per update (a "
+           "divisor of microbatches; pipedream: 1). 0: pipedream 1, "
+           "pipedream-2bw the smallest divisor >= the stages, the TiMePReSt "
+           "family the smallest divisor >= the stages - 1">,
+    Option<"verticalSync", "vertical-sync", "bool", "false",
+           "pipedream: every stage's forward of a mini-batch reads the "
+           "weight version stage 0's read">,
     Option<"chunks", "chunks", "unsigned", "1",
            "Model chunks per device (interleaved): chunks x devices stages, "
            "stage c on device c mod devices">,
@@ -184,6 +195,10 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
     ListOption<"chunks", "chunks", "int64_t",
                "Stages (model chunks) per device, one value >= 1; interleaved "
                "needs >= 2 (unset: the plan's)">,
+    Option<"blendLambda", "lambda", "double", "1.0",
+           "i-timeprest: a backward whose forward read a version d updates "
+           "old reads W_l + exp(-lambda d) (W_s - W_l) (W_l the latest, W_s "
+           "the older version kept)">,
   ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
