@@ -32,6 +32,7 @@
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <set>
@@ -176,6 +177,7 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   table.dataParallel = plan.getDataParallel();
   table.staleness = plan.getStaleness();
   table.wave = plan.getWave();
+  table.updateEvery = plan.getUpdateEvery();
   if (failed(collectGlobals(module, table)) ||
       failed(collectInputsOutputs(module, table)))
     return failure();
@@ -264,9 +266,15 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         int function = -1;
         if (auto callee = action.getCallee())
           function = functionIndex.lookup(*callee);
-        actions.push_back({action.getKindValue(), function,
-                           static_cast<int64_t>(action.getStage()),
-                           action.getMicroBatchAttr().getInt()});
+        ActionEntry &entry = actions.emplace_back(
+            ActionEntry{action.getKindValue(), function,
+                        static_cast<int64_t>(action.getStage()),
+                        action.getMicroBatchAttr().getInt()});
+        entry.weightVersion = action.getWeightVersion();
+        if (auto blend = action.getBlendVersion()) {
+          entry.blendVersion = static_cast<int64_t>(*blend);
+          entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
+        }
       }
     }
   };
@@ -420,6 +428,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   if (table.dataParallel > 1)
     set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
+  if (table.updateEvery > 0)
+    set.set("updateEvery", "int64_t", std::to_string(table.updateEvery));
   if (table.staleness >= 0) {
     set.set("staleness", "int64_t", std::to_string(table.staleness));
     set.set("wave", "int64_t", std::to_string(table.wave));
@@ -494,7 +504,13 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
       text += std::string(i ? ",\n        " : "\n        ") + "{" +
               pp::kinds::enumeratorName(a.kind) + ", " +
               std::to_string(a.function) + ", " + std::to_string(a.stage) +
-              ", " + std::to_string(a.microBatch) + "}";
+              ", " + std::to_string(a.microBatch) +
+              (a.weightVersion || a.blendVersion >= 0
+                   ? ", " + std::to_string(a.weightVersion) + ", " +
+                         std::to_string(a.blendVersion) + ", " +
+                         llvm::formatv("{0:e17}", a.blendFactor).str()
+                   : std::string()) +
+              "}";
     return text + "}";
   };
   set.set("schedule", "std::vector<std::vector<pp::rt::ActionInfo>>",

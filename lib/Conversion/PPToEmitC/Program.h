@@ -68,6 +68,11 @@ struct ActionEntry {
   int function;
   int64_t stage;
   int64_t microBatch;
+  /// Weight-versioned schedules: the version of the stage's weights read,
+  /// and I-TiMePReSt's blend with a newer one (-1: none).
+  int64_t weightVersion = 0;
+  int64_t blendVersion = -1;
+  double blendFactor = 0;
 };
 
 /// The table of a generated program, and its data file: the initial values
@@ -83,6 +88,9 @@ struct ProgramTable {
   /// The plan's staleness and wave (Wave Synchronous Parallel).
   int64_t staleness = -1;
   int64_t wave = 1;
+  /// Micro-batches per update of a weight-versioned schedule; 0: one
+  /// update a step.
+  int64_t updateEvery = 0;
   std::vector<std::string> deviceNames;
   /// The devices of replicas 1 .. dataParallel-1 (pp.replica_devices).
   std::vector<std::string> replicaDeviceNames;

@@ -227,6 +227,7 @@ bool Rank::setup(std::string &error) {
     stages[s] = std::make_unique<StageState>(*this, s, job.seed);
   if (!loadGlobals(error))
     return false;
+  planWeightVersions();
   // Under WSP every rank has its own checkpoint file.
   bool wsp = job.waveSynchronous();
   if (job.resuming && (wsp || job.layouts.size() == 1 || replica == 0) &&
@@ -301,21 +302,140 @@ bool Rank::runAction(const ActionInfo &action) {
   state.microBatchBase =
       action.microBatch >= 0 ? replica * job.microBatches : 0;
   double start = nowSeconds();
+  // Weight-versioned schedules: the stage's trainables point at the
+  // version the action reads while it runs.
+  std::map<int, Tensor> latest;
+  std::vector<Tensor> temporaries;
+  auto restore = [&] {
+    for (auto &[id, t] : latest)
+      state.globals[id] = t;
+    for (const Tensor &t : temporaries)
+      pool.release(t);
+  };
   try {
+    if (job.program.updateEvery > 0 && !kinds::isPerStep(action.kind))
+      readWeightVersion(action, latest, temporaries);
     f.function(state, microBatch);
     Status s = synchronizeKernels(kernels);
     if (!s.ok())
       throw StageError("kernels", s.message);
   } catch (const StageError &e) {
+    restore();
     abortJob(where() + "op " + e.op + ": " + e.what() + stepNote);
     return false;
   } catch (const std::exception &e) {
+    restore();
     abortJob(where() + e.what() + stepNote);
     return false;
   }
+  restore();
   busyMs[action.stage] += (nowSeconds() - start) * 1e3 - waitMs[action.stage];
   waitMs[action.stage] = 0;
   return true;
+}
+
+void Rank::planWeightVersions() {
+  versionPlans.clear();
+  if (job.program.updateEvery <= 0)
+    return;
+  const ProgramInfo &p = job.program;
+  std::map<int64_t, int64_t> updates;
+  const std::vector<ActionInfo> &list = job.actionsOf(replica, rank);
+  for (size_t i = 0; i < list.size(); ++i) {
+    const ActionInfo &a = list[i];
+    VersionPlan &plan = versionPlans[a.stage];
+    if (a.kind == kinds::ActionKind::OptimizerStep) {
+      ++updates[a.stage];
+      continue;
+    }
+    if (kinds::isPerStep(a.kind))
+      continue;
+    if (a.weightVersion != updates[a.stage] || a.blendVersion >= 0)
+      plan.lastReader[a.weightVersion] = i;
+    if (a.blendVersion >= 0 && a.blendVersion != updates[a.stage])
+      plan.lastReader[a.blendVersion] = i;
+  }
+  for (auto &[stage, plan] : versionPlans)
+    for (int id : p.stageGlobals[stage])
+      if (p.globals[id].trainable)
+        plan.trainables.push_back(id);
+}
+
+void Rank::keepWeightVersion(int64_t stage) {
+  auto it = versionPlans.find(stage);
+  int64_t version = updatesThisStep[stage];
+  if (it == versionPlans.end() || !it->second.lastReader.count(version))
+    return;
+  StageState &state = *stages[stage];
+  std::map<int, Tensor> &copy = versions[stage][version];
+  for (int id : it->second.trainables) {
+    const Tensor &t = state.globals.at(id);
+    Tensor kept = pool.acquire(t.dtype, t.shape);
+    copyBuffer(kept.data, t.data, t.bytes());
+    copy[id] = kept;
+  }
+}
+
+void Rank::releaseWeightVersions(int64_t stage, size_t index) {
+  auto it = versionPlans.find(stage);
+  if (it == versionPlans.end())
+    return;
+  for (auto &[version, last] : it->second.lastReader) {
+    if (last != index)
+      continue;
+    auto held = versions[stage].find(version);
+    if (held == versions[stage].end())
+      continue;
+    for (auto &[id, t] : held->second)
+      pool.release(t);
+    versions[stage].erase(held);
+  }
+}
+
+void Rank::readWeightVersion(const ActionInfo &action,
+                             std::map<int, Tensor> &latest,
+                             std::vector<Tensor> &temporaries) {
+  int64_t current = updatesThisStep[action.stage];
+  if (action.weightVersion == current && action.blendVersion < 0)
+    return;
+  StageState &state = *stages[action.stage];
+  auto versionOf = [&](int64_t version) -> std::map<int, Tensor> * {
+    if (version == current)
+      return nullptr; // the globals themselves
+    auto it = versions[action.stage].find(version);
+    if (it == versions[action.stage].end())
+      throw std::runtime_error("weight version " + std::to_string(version) +
+                               " of the stage is not kept (" +
+                               std::to_string(current) +
+                               " updates so far this step)");
+    return &it->second;
+  };
+  std::map<int, Tensor> *source = versionOf(action.weightVersion);
+  std::map<int, Tensor> *base =
+      action.blendVersion >= 0 ? versionOf(action.blendVersion) : nullptr;
+  for (int id : versionPlans[action.stage].trainables) {
+    Tensor &global = state.globals.at(id);
+    latest[id] = global;
+    const Tensor &stale = source ? source->at(id) : global;
+    if (action.blendVersion < 0) {
+      global = stale;
+      continue;
+    }
+    // W_b + c (W_v - W_b) = W_b - (-c) (W_v - W_b): one SGD step.
+    const Tensor &fresh = base ? base->at(id) : latest[id];
+    Tensor mixed = pool.acquire(fresh.dtype, fresh.shape);
+    temporaries.push_back(mixed);
+    Tensor difference = pool.acquire(fresh.dtype, fresh.shape);
+    temporaries.push_back(difference);
+    copyBuffer(mixed.data, fresh.data, fresh.bytes());
+    Status s = binary(kernels, BinaryKind::Sub, stale, fresh, difference);
+    if (s.ok())
+      s = sgdStep(kernels, mixed, difference, nullptr, 1, -action.blendFactor,
+                  0, 0, 0, false);
+    if (!s.ok())
+      throw std::runtime_error("blending weight versions: " + s.message);
+    global = mixed;
+  }
 }
 
 bool Rank::gradReduce(const ActionInfo &action) {
@@ -566,7 +686,11 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
     outputStage.assign(k, -1);
     busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
     waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
-    for (const ActionInfo &action : job.actionsOf(replica, rank)) {
+    for (auto &[stage, count] : updatesThisStep)
+      count = 0;
+    const std::vector<ActionInfo> &actions = job.actionsOf(replica, rank);
+    for (size_t index = 0; index < actions.size(); ++index) {
+      const ActionInfo &action = actions[index];
       if (action.kind == kinds::ActionKind::GradReduce) {
         if (job.replicas > 1 && !(ok = gradReduce(action)))
           break;
@@ -577,8 +701,25 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
         break;
       if (action.function < 0)
         continue; // nothing to run (a reduction with nothing to reduce)
+      bool update = action.kind == kinds::ActionKind::OptimizerStep;
+      if (update && !versionPlans.empty()) {
+        try {
+          keepWeightVersion(action.stage);
+        } catch (const std::exception &e) {
+          abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+                   deviceName() + "), stage " + std::to_string(action.stage) +
+                   ": keeping a weight version: " + e.what());
+          ok = false;
+          break;
+        }
+      }
       if (!(ok = runAction(action)))
         break;
+      if (!versionPlans.empty()) {
+        if (update)
+          ++updatesThisStep[action.stage];
+        releaseWeightVersions(action.stage, index);
+      }
       if (waveSync)
         waveSync->progress();
     }

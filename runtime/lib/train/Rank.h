@@ -136,6 +136,31 @@ private:
   bool setupMessageMatching(std::string &error);
   /// Runs one action of the schedule; false after aborting the job.
   bool runAction(const ActionInfo &action);
+
+  /// Weight-versioned schedules (ProgramInfo::updateEvery > 0): per stage of
+  /// this rank, its trainable globals and, for each older version some
+  /// action of the step reads, the position of its last reader.
+  struct VersionPlan {
+    std::vector<int> trainables;
+    std::map<int64_t, size_t> lastReader; // version -> action index
+  };
+  std::map<int64_t, VersionPlan> versionPlans;
+  /// Per stage: copies of the versions still to be read (pool buffers),
+  /// and the updates made this step (the latest version).
+  std::map<int64_t, std::map<int64_t, std::map<int, Tensor>>> versions;
+  std::map<int64_t, int64_t> updatesThisStep;
+  /// Plans the versions of this rank's stages from its action list.
+  void planWeightVersions();
+  /// Points the stage's trainables at the version `action` reads (a blend
+  /// in a pool buffer for I-TiMePReSt), keeping the latest in `latest`.
+  void readWeightVersion(const ActionInfo &action,
+                         std::map<int, Tensor> &latest,
+                         std::vector<Tensor> &temporaries);
+  /// Before the stage's update: copies the version it supersedes when an
+  /// action still reads it. After any action: frees versions read for the
+  /// last time (action `index` of the list).
+  void keepWeightVersion(int64_t stage);
+  void releaseWeightVersions(int64_t stage, size_t index);
   /// grad_reduce of `stage`: starts summing its accumulated gradients over
   /// the replicas, one all-reduce per dtype (a bucket), which overlaps the
   /// device's next actions; false after aborting.

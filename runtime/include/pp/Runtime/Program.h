@@ -166,6 +166,14 @@ struct ActionInfo {
   int64_t stage;
   /// -1 for per-step actions (optimizer_step).
   int64_t microBatch;
+  /// Weight-versioned schedules (ProgramInfo::updateEvery > 0): the
+  /// version of the stage's weights the action reads, k = after the
+  /// stage's first k optimizer_step actions of the step; with
+  /// blendVersion >= 0 (I-TiMePReSt) it reads W_blend + blendFactor
+  /// (W_weightVersion - W_blend).
+  int64_t weightVersion = 0;
+  int64_t blendVersion = -1;
+  double blendFactor = 0;
 };
 
 struct ProgramInfo {
@@ -212,6 +220,10 @@ struct ProgramInfo {
   /// `staleness` waves ahead of the slowest. -1: synchronous.
   int64_t staleness = -1;
   int64_t wave = 1;
+  /// Weight-versioned schedules: micro-batches per update (each stage
+  /// updates microBatches / updateEvery times a step and keeps the older
+  /// versions its actions still read). 0: one update a step.
+  int64_t updateEvery = 0;
   /// The device names of replicas 1 .. dataParallel-1, numDevices each in
   /// device order (replica 0's are deviceNames); empty: unnamed.
   std::vector<std::string> replicaDeviceNames;
