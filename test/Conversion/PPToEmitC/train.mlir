@@ -129,6 +129,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
   onnx.global "state" @pp.step : tensor<i64> = dense<0> : tensor<i64>
   pp.schedule {
     pp.device 0 attributes {name = "gpu0"} {
+      pp.action backward @grads {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
       pp.action optimizer_step @sgd {stage = 0 : i64, micro_batch = -1 : i64, weight_version = 0 : i64}
     }
   }
