@@ -366,12 +366,22 @@ def main():
             names = [x.strip().strip('"') for x in names.split(",")]
             files = [os.path.join(whole_dir, f)
                      for f in ("input.npy", "labels.npy")]
-            run(shlex.split(args.mpirun) + ["-np", str(p), exe,
+            out = run(shlex.split(args.mpirun) + ["-np", str(p), exe,
                  f"--steps={args.steps}", f"--dump-globals={dump}",
                  f"--log={log}"] +
                 [f"--data={x}={f}" for x, f in zip(names, files)])
             losses = [json.loads(line)["loss"] for line in open(log)]
             runs["mpirun"] = (losses, load_globals(dump))
+            # The memory plan (older versions and blend temporaries
+            # included) against what each rank allocated.
+            for d, planned, measured in re.findall(
+                    r"device (\d+) \(.*\): busy .* planned peak ([\d.]+) "
+                    r"MB, measured arena\+globals\+stash ([\d.]+) MB", out):
+                print(f"{args.model} {name} memory device {d}: measured "
+                      f"{measured} MB of {planned} MB planned")
+                if float(measured) > float(planned) + 0.01:  # printed 2 dp
+                    print(f"MISMATCH memory device {d}: above the plan")
+                    failed = True
 
         for s in range(p):
             reads = " ".join(

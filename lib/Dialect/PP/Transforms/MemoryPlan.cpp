@@ -28,6 +28,9 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FormatVariadic.h"
 
+#include <map>
+#include <set>
+
 using namespace mlir;
 namespace onnx = pp::onnx;
 namespace pipeline = pp::pipeline;
@@ -36,7 +39,12 @@ namespace {
 
 struct DeviceMemory {
   int64_t persistent = 0, accumulators = 0, stash = 0, arena = 0;
-  int64_t peak() const { return persistent + accumulators + stash + arena; }
+  /// Weight-versioned schedules: the older versions held at once, and the
+  /// blend's two temporaries (I-TiMePReSt).
+  int64_t versions = 0;
+  int64_t peak() const {
+    return persistent + accumulators + stash + arena + versions;
+  }
 };
 
 } // namespace
@@ -58,8 +66,16 @@ static LogicalResult planScheduleMemory(ModuleOp module,
     for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
       deviceOf[action.getStageAttr().getInt()] = device.getIndex();
   }
-  std::vector<int64_t> inflight =
-      pp::schedule::peakInFlight(pipeline::toLibrarySchedule(schedule));
+  pp::schedule::Schedule library = pipeline::toLibrarySchedule(schedule);
+  std::vector<int64_t> inflight = pp::schedule::peakInFlight(library);
+  std::vector<int64_t> versionsHeld =
+      pp::schedule::peakWeightVersions(library);
+  std::set<int64_t> blends;
+  for (const auto &list : library.actions)
+    for (const pp::schedule::Action &action : list)
+      if (action.blendVersion >= 0)
+        blends.insert(action.stage);
+  std::map<int64_t, llvm::StringSet<>> trainablesOf;
 
   std::vector<DeviceMemory> devices(names.size());
   std::vector<llvm::StringSet<>> globalsOf(names.size());
@@ -95,8 +111,20 @@ static LogicalResult planScheduleMemory(ModuleOp module,
         if (auto global = module.lookupSymbol<onnx::GlobalOp>(symbol))
           memory.persistent += pp::getTensorBytes(global.getType());
       };
-      if (auto read = dyn_cast<onnx::GlobalReadOp>(op))
+      if (auto read = dyn_cast<onnx::GlobalReadOp>(op)) {
         addGlobal(read.getGlobalAttr());
+        auto global =
+            module.lookupSymbol<onnx::GlobalOp>(read.getGlobalAttr());
+        if (global && global.getKind() == onnx::kTrainable &&
+            trainablesOf[*stage].insert(global.getSymName()).second) {
+          int64_t bytes = pp::getTensorBytes(global.getType());
+          int64_t older = *stage < static_cast<int64_t>(versionsHeld.size())
+                              ? versionsHeld[*stage] - 1
+                              : 0;
+          memory.versions +=
+              bytes * (older + (blends.count(*stage) ? 2 : 0));
+        }
+      }
       if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
         addGlobal(write.getGlobalAttr());
       if (auto acc = dyn_cast<pipeline::AccumulateOp>(op))
@@ -155,11 +183,15 @@ pp::pipeline::planStageMemory(ModuleOp module,
         "flight, arena = temporaries) ==\n";
   for (auto [d, memory] : llvm::enumerate(devices))
     os << llvm::formatv("device {0} {1,-14}: persistent {2}, accumulators "
-                        "{3}, stash {4}, arena {5}: peak {6}\n",
+                        "{3}, stash {4}, arena {5}{6}: peak {7}\n",
                         d, names[d], pp::formatMegabytes(memory.persistent),
                         pp::formatMegabytes(memory.accumulators),
                         pp::formatMegabytes(memory.stash),
                         pp::formatMegabytes(memory.arena),
+                        memory.versions ? ", older weight versions " +
+                                              pp::formatMegabytes(
+                                                  memory.versions)
+                                        : std::string(),
                         pp::formatMegabytes(memory.peak()));
   out->keep();
   return success();

@@ -363,6 +363,9 @@ pp::pipeline::writePlanReport(ModuleOp module,
         weightBytes += pp::getTensorBytes(global.getType());
     info.costs.staticBytes =
         static_cast<uint64_t>(weightBytes * (2.0 + stateFactor));
+    // Each older version a weight-versioned schedule keeps costs the
+    // weights once more (the simulator counts them while held).
+    info.costs.versionBytes = weightBytes;
     // Data parallelism: a ring all-reduce of the stage's gradients over its
     // replicas, 2 (N - 1) steps of 1/N of the bytes each, on the slowest
     // link from this device to a counterpart.
@@ -558,6 +561,37 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond,
                         replicas > 1 ? " (all replicas)" : "");
+    if (sched::isWeightVersioned(schedule.kind)) {
+      int n = schedule.microBatchesPerUpdate;
+      os << llvm::formatv("weight versions: an update every {0} "
+                          "micro-batch(es), {1} a step per stage; held at "
+                          "once:",
+                          n, schedule.updatesPerStep());
+      std::vector<int64_t> held = sched::peakWeightVersions(schedule);
+      for (int s = 0; s < numStages; ++s)
+        os << " stage " << s << " " << held[s];
+      os << "; staleness of the applied gradients (updates since the "
+            "version its mini-batch's forward read), at most:";
+      std::vector<std::vector<int>> stale = sched::updateStaleness(schedule);
+      for (int s = 0; s < numStages; ++s)
+        os << " stage " << s << " "
+           << (stale[s].empty() ? 0 : *llvm::max_element(stale[s]));
+      os << "\n";
+      if (schedule.kind == sched::ScheduleKind::NF1B ||
+          schedule.kind == sched::ScheduleKind::VTimePReSt ||
+          schedule.kind == sched::ScheduleKind::ITimePReSt) {
+        int gap = sched::timePReStVersionGap(numStages, n);
+        os << llvm::formatv("TiMePReSt version gap v = floor((W + n - 2) / "
+                            "n) = {0} for W = {1} stages, n = {2}\n",
+                            gap, numStages, n);
+        if (n < numStages - 1)
+          os << llvm::formatv("warning: n = {0} < stages - 1 = {1}: the "
+                              "version gap is {2} (> 1); an update-every of at "
+                              "least {1} (dividing microbatches) keeps it "
+                              "at 1\n",
+                              n, numStages - 1, gap);
+      }
+    }
     if (placed && !waveSynchronous) {
       // Synchronous data parallelism waits for the slowest worker.
       double slowest = *llvm::max_element(vwStep);
