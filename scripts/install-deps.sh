@@ -8,6 +8,7 @@ PKGS=(
   ninja-build cmake g++ ccache
   clang-22 libclang-rt-22-dev
   python3-onnx python3-torch python3-torchvision python3-numpy
+  python3-sklearn python3-matplotlib
 )
 missing=()
 for p in "${PKGS[@]}"; do

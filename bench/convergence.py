@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Convergence of every schedule on a small real data set, same start.
+
+scikit-learn's bundled digits (1,797 8x8 images, 10 classes, features / 16):
+an MLP 64-64-64-10 (ReLU, torch's default initialisation, seed 0) exported
+once, compiled for 4 stages with each schedule (1f1b, pipedream,
+pipedream-2bw, nf1b, v-timeprest, i-timeprest), m micro-batches of b per
+step, SGD; each generated program trains --epochs passes over the same
+batches in the same order (--local, a thread per stage) from the same
+initial weights. Writes a table (mean loss over each epoch's steps, and
+over the last epoch) to stdout and docs/convergence.md, and
+docs/convergence.png: loss against samples and against simulated time
+(steps x the plan report's predicted iteration time on the cluster).
+
+Usage: /usr/bin/python3 bench/convergence.py --build build
+"""
+import argparse
+import json
+import os
+import re
+import sys
+import tempfile
+
+import numpy as np
+
+ROOT = os.path.dirname(os.path.abspath(__file__)) + "/.."
+sys.path.insert(0, os.path.join(ROOT, "python"))
+from compare import run  # noqa: E402
+
+SCHEDULES = [("1f1b", ""), ("pipedream", ""),
+             ("pipedream-2bw", " update-every=4"),
+             ("nf1b", " update-every=2"), ("v-timeprest", " update-every=2"),
+             ("i-timeprest", " update-every=2 lambda=1")]
+
+
+def export_model(path, micro_batch):
+    import torch
+    from torch import nn
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 64),
+                          nn.ReLU(), nn.Linear(64, 10))
+    torch.onnx.export(model, torch.zeros(micro_batch, 64), path,
+                      input_names=["input"], output_names=["logits"],
+                      opset_version=17, dynamo=False)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--cluster", default="4xV100")
+    parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument("--microbatches", type=int, default=8)
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--docs", default=os.path.join(ROOT, "docs"))
+    args = parser.parse_args()
+    from sklearn.datasets import load_digits
+    digits = load_digits()
+    batch = args.micro_batch * args.microbatches
+    count = len(digits.target) // batch
+    x = (digits.data[:count * batch] / 16.0).astype(np.float32)
+    y = digits.target[:count * batch].astype(np.int64)
+    steps = count * args.epochs
+    results = {}
+    with tempfile.TemporaryDirectory() as work:
+        model = os.path.join(work, "mlp.onnx")
+        export_model(model, args.micro_batch)
+        np.save(os.path.join(work, "input.npy"), x)
+        np.save(os.path.join(work, "labels.npy"), y)
+        for schedule, extra in SCHEDULES:
+            program = os.path.join(work, schedule)
+            report = os.path.join(work, schedule + ".txt")
+            run([os.path.join(args.build, "bin", "pipeline-opt"), model,
+                 f"--pp-compile=cluster={args.cluster} schedule={schedule} "
+                 f"microbatches={args.microbatches} lr={args.lr}{extra} "
+                 f"report={report} emit-dir={program}", "-o", os.devnull])
+            iteration_ms = float(re.search(r"iteration ([\d.]+) ms",
+                                           open(report).read()).group(1))
+            run(["cmake", "-S", program, "-B", program + "/build", "-G",
+                 "Ninja", "-DCMAKE_BUILD_TYPE=Release"])
+            run(["cmake", "--build", program + "/build"])
+            log = os.path.join(work, schedule + ".jsonl")
+            run([os.path.join(program, "build", "train"), "--local",
+                 f"--steps={steps}", f"--log={log}",
+                 f"--data=input={work}/input.npy",
+                 f"--data=labels={work}/labels.npy"])
+            losses = [json.loads(line)["loss"] for line in open(log)]
+            results[schedule] = (losses, iteration_ms)
+
+    lines = [f"{args.epochs} epochs of {count} steps, {args.microbatches} "
+             f"micro-batches of {args.micro_batch} ({batch} samples a step), "
+             f"SGD lr {args.lr}, 4 stages; simulated time on {args.cluster}",
+             "",
+             "| schedule | predicted step (ms) | " +
+             " | ".join(f"epoch {e + 1} mean loss" for e in
+                        range(args.epochs)) + " |",
+             "|---|---|" + "---|" * args.epochs]
+    for schedule, (losses, ms) in results.items():
+        means = [np.mean(losses[e * count:(e + 1) * count])
+                 for e in range(args.epochs)]
+        lines.append(f"| {schedule} | {ms:.3f} | " +
+                     " | ".join(f"{v:.4f}" for v in means) + " |")
+    table = "\n".join(lines)
+    print(table)
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
+    window = max(1, count // 4)
+    kernel = np.ones(window) / window
+    for schedule, (losses, ms) in results.items():
+        smooth = np.convolve(losses, kernel, mode="valid")
+        samples = (np.arange(len(smooth)) + window) * batch
+        left.plot(samples, smooth, label=schedule)
+        right.plot(samples / batch * ms, smooth, label=schedule)
+    left.set_xlabel("samples")
+    right.set_xlabel(f"simulated time on {args.cluster} (ms)")
+    for axis in (left, right):
+        axis.set_ylabel(f"loss (mean of {window} steps)")
+        axis.grid(alpha=0.3)
+    left.legend()
+    fig.suptitle("sklearn digits, MLP 64-64-64-10, 4 stages")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.docs, "convergence.png"), dpi=90)
+    with open(os.path.join(args.docs, "convergence.md"), "w") as out:
+        out.write("# Convergence of the schedules\n\n"
+                  "Written by `bench/convergence.py` (scikit-learn's digits, "
+                  "same initial weights and batches for every schedule; the "
+                  "1F1B row is the unpipelined step's result).\n\n" + table +
+                  "\n\n![loss against samples and simulated time]"
+                  "(convergence.png)\n")
+
+
+if __name__ == "__main__":
+    main()
