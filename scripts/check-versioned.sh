@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The long matrix of the weight-versioned schedules against their oracle
+# (python/check_versioned.py): MLP, the transformer classifier and resnet18,
+# on 2 and 4 stages, in the pipelined interpreter and as generated programs
+# under mpirun. test/Target/Program/versioned-schedules.test runs a slice.
+# Usage: scripts/check-versioned.sh [build dir] [work dir]
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-$root/build}
+work=${2:-$(mktemp -d)}
+export PATH=$build/bin:$PATH
+py=/usr/bin/python3
+for model in mlp transformer resnet18; do
+  steps=2
+  [ "$model" = resnet18 ] && steps=1
+  "$py" "$root/python/check_versioned.py" --model "$model" --stages 2 \
+    --microbatches 4 --update-every 2 --steps "$steps" --program \
+    --work "$work/$model-2"
+  "$py" "$root/python/check_versioned.py" --model "$model" --stages 4 \
+    --microbatches 8 --update-every 2 --steps "$steps" --program \
+    --work "$work/$model-4"
+done | tee "$work/summary.txt"
+! grep -q MISMATCH "$work/summary.txt"
