@@ -389,8 +389,15 @@ def main():
                 (f"~v{backward[s][j][1][0]}" if backward[s][j][1] else "")
                 for j in range(m))
             print(f"{args.model} {name} stage {s}: {reads}")
+        diverged = [k for k, v in oracle_final.items()
+                    if v.dtype.kind == "f" and not np.all(np.isfinite(v))]
         for where, (losses, final) in runs.items():
             check = Comparison(args.rtol, args.atol)
+            if diverged or not np.all(np.isfinite(oracle_losses)):
+                # NaN compares as nothing: a diverged run proves nothing.
+                check.failures.append(
+                    f"the training diverged ({len(diverged)} globals not "
+                    "finite): lower --lr")
             if len(losses) != len(oracle_losses):
                 check.failures.append(
                     f"{len(losses)} losses vs {len(oracle_losses)}")

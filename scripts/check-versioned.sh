@@ -11,13 +11,13 @@ work=${2:-$(mktemp -d)}
 export PATH=$build/bin:$PATH
 py=/usr/bin/python3
 for model in mlp transformer resnet18; do
-  steps=2
-  [ "$model" = resnet18 ] && steps=1
+  steps=2 lr=0.1
+  [ "$model" = resnet18 ] && steps=1 lr=0.01
   "$py" "$root/python/check_versioned.py" --model "$model" --stages 2 \
-    --microbatches 4 --update-every 2 --steps "$steps" --program \
+    --microbatches 4 --update-every 2 --steps "$steps" --lr "$lr" --program \
     --work "$work/$model-2"
   "$py" "$root/python/check_versioned.py" --model "$model" --stages 4 \
-    --microbatches 8 --update-every 2 --steps "$steps" --program \
+    --microbatches 8 --update-every 2 --steps "$steps" --lr "$lr" --program \
     --work "$work/$model-4"
 done | tee "$work/summary.txt"
 ! grep -q MISMATCH "$work/summary.txt"

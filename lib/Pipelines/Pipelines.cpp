@@ -7,6 +7,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Pass/PassRegistry.h"
+#include "llvm/ADT/StringExtras.h"
 
 using namespace mlir;
 
@@ -19,8 +20,62 @@ void pp::buildTrainingStepPipeline(OpPassManager &pm,
   pm.addPass(createOptimizerPass(options.optimizerOptions(options.funcName)));
 }
 
+/// The options of `options` as --pp-compile text, without `dropped` and
+/// without the options whose default depends on the schedule when unset.
+static std::string compileOptionsText(const pp::CompileOptions &options,
+                                      llvm::ArrayRef<llvm::StringRef> dropped) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  options.print(os);
+  llvm::StringRef rest = llvm::StringRef(text).trim();
+  rest.consume_front("{");
+  rest.consume_back("}");
+  std::string kept;
+  // key=value tokens; a value may be quoted or braced (with spaces).
+  while (!(rest = rest.ltrim()).empty()) {
+    size_t end = 0;
+    char close = 0;
+    for (; end < rest.size(); ++end) {
+      char c = rest[end];
+      if (close) {
+        if (c == close)
+          close = 0;
+      } else if (c == '"' || c == '\'') {
+        close = c;
+      } else if (c == '{') {
+        close = '}';
+      } else if (c == ' ') {
+        break;
+      }
+    }
+    llvm::StringRef token = rest.take_front(end);
+    rest = rest.drop_front(end);
+    llvm::StringRef key = token.split('=').first;
+    if (llvm::is_contained(dropped, key) ||
+        (key == "chunks" && !options.chunks.hasValue()) ||
+        (key == "activation-budget" && !options.activationBudget.hasValue()))
+      continue;
+    kept += (kept.empty() ? "" : " ") + token.str();
+  }
+  return kept;
+}
+
 void pp::buildTrainingPipeline(OpPassManager &pm,
                                const CompileOptions &options) {
+  if (options.schedule == "auto") {
+    ChooseSchedulePassOptions choose;
+    choose.compileOptions =
+        compileOptionsText(options, {"schedule", "report", "emit-dir",
+                                     "plan-dir", "auto-schedules"});
+    for (llvm::StringRef name : llvm::split(options.autoSchedules, ','))
+      if (!name.trim().empty())
+        choose.candidates.push_back(name.trim().str());
+    choose.reportFile = options.report;
+    choose.emitDir = options.emitDir;
+    choose.planDir = options.planDir;
+    pm.addPass(createChooseSchedulePass(choose));
+    return;
+  }
   // The importer names the model's function "main".
   constexpr llvm::StringLiteral func = "main";
   pm.addPass(createAddLossPass(options.addLossOptions(func)));

@@ -173,6 +173,11 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("emit-dir: bytes of C++ per translation unit "
                      "(--pp-emit-program max-tu-bytes)"),
       llvm::cl::init(65536)};
+  Option<std::string> autoSchedules{
+      *this, "auto-schedules",
+      llvm::cl::desc("schedule=auto: the schedules to try, comma-separated "
+                     "(the weight-versioned ones only when listed)"),
+      llvm::cl::init("1f1b,gpipe,zb-h1,interleaved")};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "
@@ -187,7 +192,8 @@ void buildTrainingStepPipeline(mlir::OpPassManager &pm,
 /// --pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer,
 /// --pp-recompute, --pp-split-stages, --pp-schedule, --pp-fuse-elementwise
 /// (with fuse-elementwise), --pp-memory-plan, --pp-plan-report, and
-/// --pp-emit-program when emit-dir is set.
+/// --pp-emit-program when emit-dir is set. With schedule=auto, one
+/// --pp-choose-schedule that runs this pipeline for each of auto-schedules.
 void buildTrainingPipeline(mlir::OpPassManager &pm,
                            const CompileOptions &options);
 

@@ -510,6 +510,9 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
         "an array of strings");
   if (name == Names::GradOfAttrHelper::getNameStr())
     return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
+  if (name == Names::PredictedSamplesPerSecondAttrHelper::getNameStr())
+    return expect(isa<FloatAttr>(value) && isa<ModuleOp>(op),
+                  "a float on the module");
   return op->emitError() << "unknown pp dialect attribute " << name;
 }
 

@@ -8,12 +8,16 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Support/PassAdapter.h"
 
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_ostream.h"
+
 namespace pp {
 #define GEN_PASS_DEF_PARTITIONPASS
 #define GEN_PASS_DEF_RECOMPUTEPASS
 #define GEN_PASS_DEF_SPLITSTAGESPASS
 #define GEN_PASS_DEF_MATERIALIZESCHEDULEPASS
 #define GEN_PASS_DEF_VERIFYSCHEDULEPASS
+#define GEN_PASS_DEF_CHOOSESCHEDULEPASS
 #define GEN_PASS_DEF_FUSEELEMENTWISEPASS
 #define GEN_PASS_DEF_MEMORYPLANPASS
 #define GEN_PASS_DEF_PLANREPORTPASS
@@ -85,6 +89,32 @@ struct MaterializeSchedulePass
                                          {.kind = kind,
                                           .chunks = llvm::to_vector(chunks),
                                           .blendLambda = blendLambda});
+  }
+};
+
+struct ChooseSchedulePass
+    : PassAdapter<ChooseSchedulePass, pp::impl::ChooseSchedulePassBase> {
+  using PassAdapter::PassAdapter;
+  pp::ChooseSchedulePassOptions options() const {
+    return {.compileOptions = compileOptions,
+            .candidates = llvm::to_vector(candidates),
+            .reportFile = reportFile,
+            .emitDir = emitDir,
+            .planDir = planDir};
+  }
+  // The nested pipelines' dialects must be loaded before they run.
+  void getDependentDialects(DialectRegistry &registry) const override {
+    PassAdapter::getDependentDialects(registry);
+    OpPassManager pm(ModuleOp::getOperationName());
+    if (succeeded(pipeline::buildCandidatePipeline(
+            options(), candidates.empty() ? "1f1b" : candidates[0],
+            /*final=*/true, pm, llvm::nulls())))
+      pm.getDependentDialects(registry);
+  }
+  LogicalResult run(ModuleOp module) {
+    return pipeline::chooseSchedule(
+        module, options(),
+        [this](OpPassManager &pm, ModuleOp op) { return runPipeline(pm, op); });
   }
 };
 

@@ -489,6 +489,11 @@ pp::pipeline::writePlanReport(ModuleOp module,
     lockstepSamplesPerSecond = seconds > 0 ? waveSamples / seconds : 0;
   }
 
+  module->setAttr(
+      pipeline::PPDialect::PredictedSamplesPerSecondAttrHelper::getNameStr(),
+      FloatAttr::get(Float64Type::get(module.getContext()),
+                     waveSynchronous ? wspSamplesPerSecond : samplesPerSecond));
+
   if (!options.summaryFile.empty()) {
     std::string error;
     auto out = pp::openReportFile(options.summaryFile, &error);

@@ -203,6 +203,35 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 
+def ChooseSchedulePass : Pass<"pp-choose-schedule", "mlir::ModuleOp"> {
+  let summary = "Compile with each allowed schedule and keep the fastest that fits (schedule=auto)";
+  let description = [{
+    Runs `pp-compile{COMPILE schedule=S}` on a copy of the module for each
+    candidate S, keeping its diagnostics; a schedule whose plan does not fit
+    the devices' memory fails in `--pp-partition` and drops out. Of those
+    that compile, the one with the most predicted samples per second
+    (`pp.predicted_samples_per_second`, the plan report's simulation) wins
+    (the first of equals); its pipeline then runs on the module itself,
+    with the report, program and plan directory asked for. The report says
+    which schedule won, each one's prediction, and why the others dropped
+    out. `--pp-compile schedule=auto` adds this pass with its own options.
+  }];
+  let options = [
+    Option<"compileOptions", "compile", "std::string", "\"\"",
+           "--pp-compile options other than schedule, report, emit-dir and "
+           "plan-dir">,
+    ListOption<"candidates", "candidates", "std::string",
+               "The schedules to try, in order of preference for equals">,
+    Option<"reportFile", "report", "std::string", "\"-\"",
+           "The choice and the chosen run's summaries ('-' for stdout, '' "
+           "for none)">,
+    Option<"emitDir", "emit-dir", "std::string", "\"\"",
+           "The chosen run's emit-dir">,
+    Option<"planDir", "plan-dir", "std::string", "\"\"",
+           "The chosen run's plan-dir">,
+  ];
+}
+
 def VerifySchedulePass : Pass<"pp-verify-schedule", "mlir::ModuleOp"> {
   let summary = "Check that a scheduled pipeline's message order cannot deadlock";
   let description = [{

@@ -39,6 +39,24 @@ materializeSchedule(mlir::ModuleOp module,
 /// action, the recv and where its send is) when the order would deadlock.
 mlir::LogicalResult verifyScheduleMessageOrder(mlir::ModuleOp module);
 
+/// --pp-choose-schedule: the pp-compile pipeline of `schedule` with
+/// `options`' compile options (`final`: with its report, emit-dir and
+/// plan-dir; else with no output). Errors go to `errors`.
+mlir::LogicalResult
+buildCandidatePipeline(const pp::ChooseSchedulePassOptions &options,
+                       llvm::StringRef schedule, bool final,
+                       mlir::OpPassManager &pm, llvm::raw_ostream &errors);
+
+/// --pp-choose-schedule: runs each candidate's pipeline on a copy of
+/// `module`, then the fastest that compiles on `module` itself through
+/// `runPipeline` (the pass's).
+mlir::LogicalResult
+chooseSchedule(mlir::ModuleOp module,
+               const pp::ChooseSchedulePassOptions &options,
+               llvm::function_ref<mlir::LogicalResult(mlir::OpPassManager &,
+                                                      mlir::ModuleOp)>
+                   runPipeline);
+
 /// The first message of the schedule (of any replica) that its receiver
 /// takes at another position among the messages of its device pair than its
 /// sender gives it; none when every pair's messages arrive in the order
