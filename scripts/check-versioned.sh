@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The long matrix of the weight-versioned schedules against their oracle
-# (python/check_versioned.py): MLP, the transformer classifier and resnet18,
+# (python/check_versioned.py): MLP, the transformer classifier, GPT (tied
+# embedding) and resnet18,
 # on 2 and 4 stages, in the pipelined interpreter and as generated programs
 # under mpirun. test/Target/Program/versioned-schedules.test runs a slice.
 # Usage: scripts/check-versioned.sh [build dir] [work dir]
@@ -10,7 +11,7 @@ build=${1:-$root/build}
 work=${2:-$(mktemp -d)}
 export PATH=$build/bin:$PATH
 py=/usr/bin/python3
-for model in mlp transformer resnet18; do
+for model in mlp transformer gpt resnet18; do
   steps=2 lr=0.1
   [ "$model" = resnet18 ] && steps=1 lr=0.01
   "$py" "$root/python/check_versioned.py" --model "$model" --stages 2 \

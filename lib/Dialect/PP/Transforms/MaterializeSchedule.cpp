@@ -195,18 +195,6 @@ LogicalResult pp::pipeline::materializeSchedule(
             {static_cast<int>(from), static_cast<int>(key.first)});
     });
   }
-  // A stage updates several times a step under a weight-versioned
-  // schedule, each time at its own point: a weight two stages share would
-  // need its copies kept in step across those points (not built).
-  if (versioned && !updateFirst.empty()) {
-    module.emitError() << "pp-schedule: " << kindName << ": stages "
-                       << updateFirst.front().first << " and "
-                       << updateFirst.front().second
-                       << " share a weight (tied); a weight-versioned "
-                          "schedule needs each weight on one stage (pin the "
-                          "ops that read it to one stage with pin=)";
-    return failure();
-  }
   for (sched::Schedule &schedule : schedules)
     if (!sched::orderStepActions(schedule, updateFirst, error)) {
       module.emitError() << "cannot order the " << kindName
