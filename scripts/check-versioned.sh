@@ -13,7 +13,7 @@ export PATH=$build/bin:$PATH
 py=/usr/bin/python3
 for model in mlp transformer gpt resnet18; do
   steps=2 lr=0.1
-  [ "$model" = resnet18 ] && steps=1 lr=0.01
+  [ "$model" = resnet18 ] && steps=1 lr=0.001
   "$py" "$root/python/check_versioned.py" --model "$model" --stages 2 \
     --microbatches 4 --update-every 2 --steps "$steps" --lr "$lr" --program \
     --work "$work/$model-2"
