@@ -42,6 +42,7 @@ import numpy as np
 
 from check_generated import build
 from check_pipeline import cluster_file, export_micro_and_whole, losses_of
+from check_wsp import save_state, trainable_names
 from compare import Comparison, load_globals, run
 
 VERSIONED = ("pipedream", "pipedream-2bw", "nf1b", "v-timeprest",
@@ -170,20 +171,6 @@ def stage_globals(mlir):
     return result
 
 
-def trainable_names(mlir):
-    return set(re.findall(r'onnx\.global "trainable" @"?([^"\s:]+)"?',
-                          open(mlir).read()))
-
-
-def save_globals(state, directory):
-    shutil.rmtree(directory, ignore_errors=True)
-    os.makedirs(directory)
-    with open(os.path.join(directory, "globals.txt"), "w") as index:
-        for i, (name, value) in enumerate(state.items()):
-            np.save(os.path.join(directory, f"g{i}.npy"), value)
-            index.write(f"{name}\tg{i}.npy\n")
-
-
 class Oracle:
     def __init__(self, pp_interpret, mlir, work, inputs, p, m, n):
         self.pp_interpret, self.mlir, self.work = pp_interpret, mlir, work
@@ -213,7 +200,7 @@ class Oracle:
         here = os.path.join(self.work, "call")
         given = dict(self.state[stage])
         given.update(weights)
-        save_globals(given, here + ".in")
+        save_state(given, here + ".in")
         shutil.rmtree(here + ".out", ignore_errors=True)
         run([self.pp_interpret, self.mlir, f"--func={name}",
              f"--stage-io={self.io}", f"--micro-batch={micro_batch}",
