@@ -606,52 +606,57 @@ pp::pipeline::partitionStages(ModuleOp module,
   // versions of each stage are those of the built schedule, for the
   // pipeline's stages.
   int64_t updateEvery = 0;
-  std::map<unsigned, pp::schedule::Schedule> versionedSchedules;
+  // Per stage count: each stage's in-flight micro-batches and weight
+  // versions held under the built schedule, computed once.
+  struct VersionedCosts {
+    std::vector<int64_t> inflight, versions;
+  };
+  std::map<unsigned, VersionedCosts> versionedCosts;
   if (pp::schedule::isWeightVersioned(*scheduleKind)) {
     updateEvery = chooseUpdateEvery(*scheduleKind, options.updateEvery,
                                     options.microBatches, pipeline.size());
-    auto built = [&, kind = *scheduleKind](
-                     unsigned numStages) -> const pp::schedule::Schedule & {
-      auto it = versionedSchedules.find(numStages);
-      if (it == versionedSchedules.end()) {
-        pp::schedule::Schedule schedule;
-        std::string ignored; // the arguments were checked above
-        pp::schedule::buildVersionedSchedule(
-            kind, static_cast<int>(numStages),
-            static_cast<int>(options.microBatches),
-            static_cast<int>(updateEvery), options.verticalSync, schedule,
-            ignored);
-        it = versionedSchedules.emplace(numStages, std::move(schedule)).first;
-      }
-      return it->second;
-    };
-    {
-      pp::schedule::Schedule check;
-      std::string error;
+    auto costsOf = [&, kind = *scheduleKind](unsigned numStages,
+                                             std::string *error)
+        -> const VersionedCosts * {
+      auto it = versionedCosts.find(numStages);
+      if (it != versionedCosts.end())
+        return &it->second;
+      pp::schedule::Schedule schedule;
+      std::string ignored;
       if (!pp::schedule::buildVersionedSchedule(
-              *scheduleKind, static_cast<int>(pipeline.size()),
+              kind, static_cast<int>(numStages),
               static_cast<int>(options.microBatches),
-              static_cast<int>(updateEvery), options.verticalSync, check,
-              error)) {
-        module.emitError() << "pp-partition: schedule=" << options.schedule
-                           << " over " << pipeline.size()
-                           << " stages, update-every=" << updateEvery << ": "
-                           << error;
-        return failure();
-      }
+              static_cast<int>(updateEvery), options.verticalSync, schedule,
+              error ? *error : ignored))
+        return nullptr;
+      VersionedCosts costs{pp::schedule::peakInFlight(schedule),
+                           pp::schedule::peakWeightVersions(schedule)};
+      return &versionedCosts.emplace(numStages, std::move(costs))
+                  .first->second;
+    };
+    std::string error;
+    if (!costsOf(pipeline.size(), &error)) {
+      module.emitError() << "pp-partition: schedule=" << options.schedule
+                         << " over " << pipeline.size()
+                         << " stages, update-every=" << updateEvery << ": "
+                         << error;
+      return failure();
     }
     searchOptions.schedule = partition::PipelineSchedule::Custom;
-    searchOptions.inflight = [built](unsigned stage, unsigned numStages) {
-      std::vector<int64_t> peak = pp::schedule::peakInFlight(built(numStages));
-      return stage < peak.size() ? static_cast<uint64_t>(peak[stage]) : 0;
+    searchOptions.inflight = [costsOf](unsigned stage, unsigned numStages) {
+      const VersionedCosts *costs = costsOf(numStages, nullptr);
+      return costs && stage < costs->inflight.size()
+                 ? static_cast<uint64_t>(costs->inflight[stage])
+                 : 0;
     };
     // Each older version held costs the weights once more, beside the
     // weights, gradients and optimizer state the weight bytes count.
-    searchOptions.weightScale = [built, stateFactor](unsigned stage,
-                                                     unsigned numStages) {
-      std::vector<int64_t> versions =
-          pp::schedule::peakWeightVersions(built(numStages));
-      double extra = stage < versions.size() ? versions[stage] - 1 : 0;
+    searchOptions.weightScale = [costsOf, stateFactor](unsigned stage,
+                                                       unsigned numStages) {
+      const VersionedCosts *costs = costsOf(numStages, nullptr);
+      double extra = costs && stage < costs->versions.size()
+                         ? costs->versions[stage] - 1
+                         : 0;
       return (2.0 + stateFactor + extra) / (2.0 + stateFactor);
     };
   }
