@@ -61,6 +61,19 @@ for n in "${names[@]}"; do
     result="FAILED (rc $rc)"
     status=1
     grep -aE 'ERROR: |SUMMARY: |runtime error|Test unit written' "$log" | head -5 >&2 || true
+    # The run dropped the harness's own stderr (-close_fd_mask=2); run the
+    # input that failed once more with it, so the log names the cause (an
+    # LLVM ERROR, an uncaught exception, a stack) and shows the input.
+    unit=$(sed -n 's/.*Test unit written to \(.*\)$/\1/p' "$log" | tail -1)
+    if [ -n "$unit" ] && [ -f "$unit" ]; then
+      echo "fuzz: $n: the failing input ($unit), escaped:" >&2
+      od -An -c "$unit" | head -20 >&2
+      echo "fuzz: $n: that input run alone:" >&2
+      (cd "$out" && ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1} \
+         UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1} \
+         "$out/pp-fuzz-$n" -timeout=10 -rss_limit_mb=2048 "$unit") 2>&1 \
+        | tail -40 >&2 || true
+    fi
   fi
   printf '%-14s %10s %8s %8s %6s %6s  %s\n' "$n" "$execs" "$secs" "$rate" \
     "${cov:-?}" "${ft:-?}" "$result" >> "$summary"

@@ -82,9 +82,11 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   std::optional<schedule::ScheduleKind> kind =
       schedule::parseScheduleKind(options.schedule);
   // An explicit chunks=0 goes on to --pp-partition, which rejects it.
+  bool twoChunks = kind && (*kind == schedule::ScheduleKind::Interleaved1F1B ||
+                            pp::kinds::isVShaped(*kind));
   unsigned chunks = options.chunks.hasValue() ? options.chunks
-                    : kind == schedule::ScheduleKind::Interleaved1F1B ? 2
-                                                                      : 1;
+                    : twoChunks               ? 2
+                                              : 1;
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;

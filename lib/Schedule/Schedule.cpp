@@ -1,6 +1,7 @@
 //===- Schedule.cpp - Pipeline-parallel training schedules ----------------===//
 //
-// Generation of the GPipe, 1F1B, interleaved 1F1B and ZB-H1 action lists,
+// Generation of the GPipe, 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V and
+// DualPipeV action lists,
 // their dependencies and their validation. See Schedule.h for the orders.
 //
 //===----------------------------------------------------------------------===//
@@ -26,7 +27,8 @@ pp::schedule::parseScheduleKind(std::string_view name) {
 }
 
 bool pp::schedule::usesSplitBackward(ScheduleKind kind) {
-  return kind == ScheduleKind::ZBH1;
+  return kind == ScheduleKind::ZBH1 || kind == ScheduleKind::ZBH2 ||
+         kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipeV;
 }
 
 int64_t pp::schedule::inFlightMicroBatches(ScheduleKind kind, int64_t stage,
@@ -34,6 +36,18 @@ int64_t pp::schedule::inFlightMicroBatches(ScheduleKind kind, int64_t stage,
                                            int64_t microBatches) {
   if (kind == ScheduleKind::GPipe)
     return microBatches;
+  if (kind == ScheduleKind::ZBH2 || pp::kinds::isVShaped(kind)) {
+    // No closed form per stage for these orders: count them on the order
+    // itself.
+    int chunks = pp::kinds::isVShaped(kind) ? 2 : 1;
+    Schedule built;
+    std::string error;
+    if (stage >= 0 && stage < numStages && numStages % chunks == 0 &&
+        numStages <= 4096 && microBatches <= 4096 &&
+        buildSchedule(kind, static_cast<int>(numStages / chunks),
+                      static_cast<int>(microBatches), chunks, built, error))
+      return std::max<int64_t>(1, peakInFlight(built)[stage]);
+  }
   return std::max<int64_t>(1, std::min(numStages - stage, microBatches));
 }
 
@@ -158,6 +172,178 @@ static void buildZBH1(Schedule &s) {
   }
 }
 
+static Action backwardInput(int stage, int mb) {
+  return {ActionKind::BackwardInput, stage, mb};
+}
+
+static Action backwardWeight(int stage, int mb) {
+  return {ActionKind::BackwardWeight, stage, mb};
+}
+
+/// The schedules whose full order needs a minimum number of micro-batches
+/// are built for that many; the actions of micro-batches past the real m
+/// are then dropped (see Schedule.h).
+static void dropMicroBatchesFrom(Schedule &s, int m) {
+  for (std::vector<Action> &list : s.actions)
+    list.erase(std::remove_if(list.begin(), list.end(),
+                              [&](const Action &a) {
+                                return !isPerStep(a.kind) && a.microBatch >= m;
+                              }),
+               list.end());
+}
+
+static void buildZBH2(Schedule &s) {
+  int p = s.numDevices, m = s.microBatches;
+  int cap = 2 * p - 1;
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    int f = 0, b = 0, w = 0;
+    for (; f < std::min(2 * (p - d) - 1, m); ++f)
+      list.push_back(forward(d, f));
+    while (f < m) {
+      list.push_back(backwardInput(d, b++));
+      // A W only when the stashes would pass 2p-1: the others wait for the
+      // tail, where they fill the drain.
+      while (f - w >= cap)
+        list.push_back(backwardWeight(d, w++));
+      list.push_back(forward(d, f++));
+    }
+    while (b < m) {
+      list.push_back(backwardInput(d, b++));
+      list.push_back(backwardWeight(d, w++));
+    }
+    while (w < m)
+      list.push_back(backwardWeight(d, w++));
+  }
+}
+
+static void buildZBV(Schedule &s) {
+  int p = s.numDevices, m = std::max(s.microBatches, 2 * p - 1);
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    int down = d, up = 2 * p - 1 - d; // the chunks of the V's two legs
+    int f0 = 0, f1 = 0, b0 = 0, b1 = 0;
+    auto fbw = [&](int stage, int &b) {
+      list.push_back(backwardInput(stage, b));
+      list.push_back(backwardWeight(stage, b++));
+    };
+    for (int i = 0; i < 2 * (p - d) - 1; ++i)
+      list.push_back(forward(down, f0++));
+    for (int i = 0; i < d; ++i) {
+      list.push_back(forward(up, f1++));
+      list.push_back(forward(down, f0++));
+    }
+    for (int i = 0; i < p - d; ++i) {
+      list.push_back(forward(up, f1++));
+      fbw(up, b1);
+    }
+    while (f1 < f0 || f0 < m) {
+      if (f0 < m)
+        list.push_back(forward(down, f0++));
+      fbw(down, b0);
+      list.push_back(forward(up, f1++));
+      fbw(up, b1);
+    }
+    // Drain: the input gradients first (they are on the critical path),
+    // the weight gradients fill the wait.
+    int w0 = b0, w1 = b1;
+    for (int i = 0; i < d; ++i) {
+      list.push_back(backwardInput(down, b0++));
+      list.push_back(backwardInput(up, b1++));
+    }
+    for (int i = 0; i < p - d; ++i) {
+      list.push_back(backwardInput(down, b0++));
+      list.push_back(backwardWeight(down, w0++));
+    }
+    while (w1 < b1)
+      list.push_back(backwardWeight(up, w1++));
+    while (w0 < b0)
+      list.push_back(backwardWeight(down, w0++));
+  }
+  dropMicroBatchesFrom(s, s.microBatches);
+}
+
+static void buildDualPipeV(Schedule &s) {
+  int p = s.numDevices, m = std::max(s.microBatches, 2 * p);
+  for (int d = 0; d < p; ++d) {
+    std::vector<Action> &list = s.actions[d];
+    // Phase 0 is the V's leg down (stage d), phase 1 the leg up.
+    int stage[2] = {d, 2 * p - 1 - d};
+    int f[2] = {0, 0}, b[2] = {0, 0};
+    std::vector<Action> queuedWeights; // zero-bubble backwards' W's, FIFO
+    size_t nextWeight = 0;
+    auto F = [&](int phase) {
+      list.push_back(forward(stage[phase], f[phase]++));
+    };
+    auto B = [&](int phase, bool zeroBubble) {
+      int j = b[phase]++;
+      list.push_back(backwardInput(stage[phase], j));
+      if (zeroBubble) {
+        queuedWeights.push_back(backwardWeight(stage[phase], j));
+      } else {
+        // One full backward (B and W in one autograd call there).
+        list.back().overlapsNext = true;
+        list.push_back(backwardWeight(stage[phase], j));
+      }
+    };
+    auto W = [&]() { list.push_back(queuedWeights[nextWeight++]); };
+    // DualPipe's overlapped forward-backward chunk pair: the forward and the
+    // whole backward (B and W) form one unit.
+    auto FB = [&](int forwardPhase, int backwardPhase) {
+      F(forwardPhase);
+      list.back().overlapsNext = true;
+      B(backwardPhase, false);
+    };
+    for (int i = 0; i < 2 * (p - d - 1); ++i) // 1: nF0
+      F(0);
+    for (int i = 0; i < d + 1; ++i) { // 2: nF0F1
+      F(0);
+      F(1);
+    }
+    for (int i = 0; i < p - d - 1; ++i) { // 3: nB1W1F1
+      B(1, true);
+      W();
+      F(1);
+    }
+    for (int i = 0; i < m - 2 * p + d + 1; ++i) { // 4: nF0B1F1B0
+      if (i == 0 && d == p - 1) {
+        // The reference does not overlap this first pair (a smaller
+        // bubble).
+        F(0);
+        B(1, false);
+      } else {
+        FB(0, 1);
+      }
+      FB(1, 0);
+    }
+    for (int i = 0; i < p - d - 1; ++i) { // 5: nB1F1B0
+      B(1, false);
+      FB(1, 0);
+    }
+    bool zeroBubble = false; // 6: nB1B0, the second half zero-bubble
+    for (int i = 0; i < d + 1; ++i) {
+      if (i == (d + 1) / 2 && d % 2 == 1)
+        zeroBubble = true;
+      B(1, zeroBubble);
+      if (i == (d + 1) / 2 && d % 2 == 0)
+        zeroBubble = true;
+      B(0, zeroBubble);
+    }
+    for (int i = 0; i < p - d - 1; ++i) { // 7: nWB0
+      W();
+      B(0, true);
+    }
+    while (nextWeight < queuedWeights.size()) // 8: nW
+      W();
+  }
+  // A pair whose second half goes is no pair.
+  for (std::vector<Action> &list : s.actions)
+    for (size_t i = 0; i + 1 < list.size(); ++i)
+      if (list[i + 1].microBatch >= s.microBatches)
+        list[i].overlapsNext = false;
+  dropMicroBatchesFrom(s, s.microBatches);
+}
+
 /// Appends the per-step actions: each stage of the device in the order its
 /// last weight gradient is computed, so updates can start early; a stage's
 /// grad_reduce goes right after its last weight gradient, so the reduction
@@ -168,8 +354,9 @@ static void appendStepActions(Schedule &s,
   for (int d = 0; d < s.numDevices; ++d) {
     std::vector<Action> &list = s.actions[d];
     std::vector<int> stages;
-    for (int c = 0; c < s.chunksPerDevice; ++c)
-      stages.push_back(c * s.numDevices + d);
+    for (int stage = 0; stage < s.numStages(); ++stage)
+      if (s.deviceOf(stage) == d)
+        stages.push_back(stage);
     std::vector<size_t> lastGrad(s.numStages(), 0);
     for (size_t i = 0; i < list.size(); ++i)
       if (list[i].kind == ActionKind::Backward ||
@@ -359,6 +546,13 @@ bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
                   ") must be a multiple of numDevices (" +
                   std::to_string(numDevices) +
                   ") for the interleaved schedule");
+  } else if (pp::kinds::isVShaped(kind)) {
+    if (chunksPerDevice != 2)
+      return fail(std::string("chunksPerDevice must be 2 for the ") +
+                  toString(kind) +
+                  " schedule (a V of two chunks per "
+                  "device), got " +
+                  std::to_string(chunksPerDevice));
   } else if (chunksPerDevice != 1) {
     return fail(std::string("chunksPerDevice must be 1 for the ") +
                 toString(kind) + " schedule, got " +
@@ -385,6 +579,15 @@ bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,
     break;
   case ScheduleKind::ZBH1:
     buildZBH1(s);
+    break;
+  case ScheduleKind::ZBH2:
+    buildZBH2(s);
+    break;
+  case ScheduleKind::ZBV:
+    buildZBV(s);
+    break;
+  case ScheduleKind::DualPipeV:
+    buildDualPipeV(s);
     break;
   default:
     return fail(std::string(toString(kind)) +

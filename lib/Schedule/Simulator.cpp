@@ -57,9 +57,15 @@ private:
   bool checkInput();
   /// True when `a` may start on `device`; otherwise sets `blocker` to the
   /// first dependency it waits for.
-  bool isReady(int device, const Action &a, Action &blocker) const;
+  /// Whether every input of `a` is there; the actions of `assumeDone`
+  /// count as done (the earlier members of an overlapped unit).
+  bool isReady(int device, const Action &a, Action &blocker,
+               const std::vector<Action> &assumeDone = {}) const;
   void tryStart(double now);
   void finishAction(int device, double now);
+  /// Sends what `a` produced (activations or an input gradient) and frees
+  /// the stashes it ends.
+  void handOn(int device, const Action &a, double now);
   void send(int fromDevice, const Action &producer, const Action &consumer,
             double now);
   void push(double time, Event::Kind kind, int index) {
@@ -80,6 +86,10 @@ private:
   /// result.actions (-1 when idle).
   std::vector<size_t> next;
   std::vector<int> running;
+  /// Per device: the indices in result.actions of the members of an
+  /// overlapped unit whose outputs wait for its end (SimulationInput::
+  /// overlappedPairs).
+  std::vector<std::vector<size_t>> unitMembers;
   /// Per slot: the first device scheduling it (-1: never), whether it ended,
   /// and whether its message (if any) arrived.
   std::vector<int> scheduledOn;
@@ -153,10 +163,14 @@ double Simulation::linkLatency(int from, int to) const {
   return 0;
 }
 
-bool Simulation::isReady(int device, const Action &a, Action &blocker) const {
+bool Simulation::isReady(int device, const Action &a, Action &blocker,
+                         const std::vector<Action> &assumeDone) const {
   for (const Action &dep :
        dependencies(schedule, a, hasGradReduce[a.stage] != 0)) {
     size_t slot = slotOf(dep);
+    if (std::any_of(assumeDone.begin(), assumeDone.end(),
+                    [&](const Action &done) { return slotOf(done) == slot; }))
+      continue;
     if (!done[slot] || (scheduledOn[slot] != device && !delivered[slot])) {
       blocker = dep;
       return false;
@@ -178,6 +192,18 @@ void Simulation::tryStart(double now) {
     const Action &a = schedule.actions[d][next[d]];
     Action blocker = a;
     if (!isReady(d, a, blocker))
+      continue;
+    // An overlapped unit (DualPipeV's forward and backward pair) starts
+    // once the inputs of all its members are there.
+    const std::vector<Action> &list = schedule.actions[d];
+    std::vector<Action> unit = {a};
+    bool unitReady = true;
+    for (size_t k = next[d];
+         unitReady && list[k].overlapsNext && k + 1 < list.size(); ++k) {
+      unitReady = isReady(d, list[k + 1], blocker, unit);
+      unit.push_back(list[k + 1]);
+    }
+    if (!unitReady)
       continue;
     const StageCosts &c = input.stages[a.stage];
     if (a.kind == ActionKind::GradReduce) {
@@ -258,7 +284,8 @@ void Simulation::send(int fromDevice, const Action &producer,
 }
 
 void Simulation::finishAction(int device, double now) {
-  const Action &a = result.actions[running[device]].action;
+  size_t index = static_cast<size_t>(running[device]);
+  const Action &a = result.actions[index].action;
   running[device] = -1;
   ++next[device];
   done[slotOf(a)] = 1;
@@ -281,6 +308,19 @@ void Simulation::finishAction(int device, double now) {
     }
   }
 
+  // The members of an overlapped unit hand their outputs on together, at
+  // its end.
+  if (input.overlappedPairs && a.overlapsNext) {
+    unitMembers[device].push_back(index);
+    return;
+  }
+  for (size_t member : unitMembers[device])
+    handOn(device, result.actions[member].action, now);
+  unitMembers[device].clear();
+  handOn(device, a, now);
+}
+
+void Simulation::handOn(int device, const Action &a, double now) {
   auto release = [&](const Action &holder) {
     size_t slot = slotOf(holder);
     if (heldOn[slot] >= 0) {
@@ -343,6 +383,7 @@ void Simulation::run() {
       numKinds * schedule.numStages() * (schedule.microBatches + 1);
   next.assign(p, 0);
   running.assign(p, -1);
+  unitMembers.assign(p, {});
   scheduledOn.assign(numSlots, -1);
   done.assign(numSlots, 0);
   delivered.assign(numSlots, 0);
@@ -404,6 +445,17 @@ void Simulation::run() {
   }
   if (result.iterationTime > 0)
     result.bubbleFraction = idleSum / (p * result.iterationTime);
+  std::vector<double> first(p, std::numeric_limits<double>::infinity()),
+      last(p, 0);
+  for (const ActionTiming &timing : result.actions)
+    if (timing.action.kind != ActionKind::GradReduce) { // off the stream
+      first[timing.device] = std::min(first[timing.device], timing.start);
+      last[timing.device] = std::max(last[timing.device], timing.end);
+    }
+  result.spanIdle.assign(p, 0);
+  for (int d = 0; d < p; ++d)
+    if (last[d] > first[d])
+      result.spanIdle[d] = last[d] - first[d] - result.busy[d];
 
   for (int d = 0; d < p; ++d)
     if (next[d] < schedule.actions[d].size())

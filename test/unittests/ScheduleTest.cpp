@@ -26,9 +26,13 @@ using namespace pp::schedule;
 
 namespace {
 
-constexpr ScheduleKind kKinds[] = {ScheduleKind::GPipe, ScheduleKind::OneFOneB,
+constexpr ScheduleKind kKinds[] = {ScheduleKind::GPipe,
+                                   ScheduleKind::OneFOneB,
                                    ScheduleKind::Interleaved1F1B,
-                                   ScheduleKind::ZBH1};
+                                   ScheduleKind::ZBH1,
+                                   ScheduleKind::ZBH2,
+                                   ScheduleKind::ZBV,
+                                   ScheduleKind::DualPipeV};
 
 Schedule build(ScheduleKind kind, int p, int m, int v = 1,
                const std::vector<bool> *gradReduce = nullptr) {
@@ -39,11 +43,15 @@ Schedule build(ScheduleKind kind, int p, int m, int v = 1,
 }
 
 /// Every (p, m, v) the tests sweep: p in 1..6, m in 1..12, interleaved with v
-/// in 2..3 and m a multiple of p.
+/// in 2..3 and m a multiple of p, the V-shaped schedules with v = 2.
 template <typename Fn> void forEachSchedule(Fn fn) {
   for (ScheduleKind kind : kKinds)
     for (int p = 1; p <= 6; ++p)
       for (int m = 1; m <= 12; ++m) {
+        if (pp::kinds::isVShaped(kind)) {
+          fn(kind, p, m, 2);
+          continue;
+        }
         if (kind != ScheduleKind::Interleaved1F1B) {
           fn(kind, p, m, 1);
           continue;
@@ -162,21 +170,36 @@ void checkTimings(const Schedule &s, const SimulationInput &input,
       EXPECT_EQ(t.action, s.actions[d][i]) << name;
       bool collective = t.action.kind == ActionKind::GradReduce;
       double ready = collective ? std::max(free, collectiveFree) : free;
-      for (const Action &dep :
-           dependencies(s, t.action, hasReduce[t.action.stage])) {
-        const ActionTiming *producer = timing[key(dep)];
-        ASSERT_NE(producer, nullptr) << name << ": " << toString(dep);
-        double arrival = producer->end;
-        if (producer->device != d) {
-          const TransferTiming *transfer = transfers[{
-              dep.kind == ActionKind::Forward, dep.stage, dep.microBatch}];
-          ASSERT_NE(transfer, nullptr) << name << ": " << toString(dep);
-          EXPECT_EQ(transfer->toDevice, d) << name;
-          arrival = transfer->end;
+      // The inputs of the action, and of the ones after it in an overlapped
+      // unit when it starts one (a unit waits for all its inputs).
+      std::vector<Action> unit = {t.action};
+      bool startsUnit = i == 0 || !s.actions[d][i - 1].overlapsNext;
+      for (size_t k = i; startsUnit && s.actions[d][k].overlapsNext &&
+                         k + 1 < s.actions[d].size();
+           ++k)
+        unit.push_back(s.actions[d][k + 1]);
+      auto inUnit = [&](const Action &a) {
+        return std::any_of(unit.begin(), unit.end(),
+                           [&](const Action &u) { return key(u) == key(a); });
+      };
+      for (const Action &consumer : unit)
+        for (const Action &dep :
+             dependencies(s, consumer, hasReduce[consumer.stage])) {
+          if (inUnit(dep))
+            continue;
+          const ActionTiming *producer = timing[key(dep)];
+          ASSERT_NE(producer, nullptr) << name << ": " << toString(dep);
+          double arrival = producer->end;
+          if (producer->device != d) {
+            const TransferTiming *transfer = transfers[{
+                dep.kind == ActionKind::Forward, dep.stage, dep.microBatch}];
+            ASSERT_NE(transfer, nullptr) << name << ": " << toString(dep);
+            EXPECT_EQ(transfer->toDevice, d) << name;
+            arrival = transfer->end;
+          }
+          EXPECT_GE(t.start, arrival) << name << ": " << toString(t.action);
+          ready = std::max(ready, arrival);
         }
-        EXPECT_GE(t.start, arrival) << name << ": " << toString(t.action);
-        ready = std::max(ready, arrival);
-      }
       EXPECT_NEAR(t.start, ready, 1e-9 * (1 + ready))
           << name << ": " << toString(t.action) << " started late";
       if (collective) {
@@ -207,6 +230,9 @@ TEST(ScheduleNames, RoundTrip) {
             ScheduleKind::Interleaved1F1B);
   EXPECT_EQ(parseScheduleKind("zbh1"), ScheduleKind::ZBH1);
   EXPECT_STREQ(toString(ScheduleKind::ZBH1), "zb-h1");
+  EXPECT_EQ(parseScheduleKind("zb-h2"), ScheduleKind::ZBH2);
+  EXPECT_EQ(parseScheduleKind("zb-v"), ScheduleKind::ZBV);
+  EXPECT_EQ(parseScheduleKind("dualpipev"), ScheduleKind::DualPipeV);
   EXPECT_EQ(parseScheduleKind("pipedream"), ScheduleKind::PipeDream);
   EXPECT_EQ(parseScheduleKind("pipedream-2bw"), ScheduleKind::PipeDream2BW);
   EXPECT_EQ(parseScheduleKind("nf1b"), ScheduleKind::NF1B);
@@ -243,6 +269,9 @@ TEST(BuildSchedule, RejectsInvalidArguments) {
   rejects(ScheduleKind::GPipe, 2, 0, 1, "microBatches");
   rejects(ScheduleKind::OneFOneB, 2, 4, 2, "chunksPerDevice");
   rejects(ScheduleKind::ZBH1, 2, 4, 0, "chunksPerDevice");
+  rejects(ScheduleKind::ZBV, 2, 4, 1, "chunksPerDevice");
+  rejects(ScheduleKind::DualPipeV, 2, 4, 3, "chunksPerDevice");
+  rejects(ScheduleKind::ZBH2, 2, 4, 2, "chunksPerDevice");
   rejects(ScheduleKind::Interleaved1F1B, 2, 4, 1, "chunksPerDevice");
   rejects(ScheduleKind::Interleaved1F1B, 2, 5, 2, "microBatches");
   std::vector<bool> wrongSize(3, true);
@@ -427,7 +456,7 @@ TEST(ValidateSchedule, AcceptsEveryBuiltSchedule) {
         << caseName(kind, p, m, v) << " with reductions: " << error;
     ++count;
   });
-  EXPECT_EQ(count, 3 * 72 + 2 * (12 + 6 + 4 + 3 + 2 + 2));
+  EXPECT_EQ(count, 6 * 72 + 2 * (12 + 6 + 4 + 3 + 2 + 2));
 }
 
 TEST(ValidateSchedule, ReportsTheFirstProblem) {
@@ -601,6 +630,113 @@ TEST(Bubble, ZBH1BeatsOneFOneB) {
             << "p=" << p << " m=" << m;
         EXPECT_LT(zb.iterationTime, ofob.iterationTime);
       }
+}
+
+// ZB-V and DualPipeV place stage s < p on device s and stage s >= p on
+// device 2p-1-s: device 0 holds the first stage and the loss.
+TEST(BuildSchedule, VShapedPlacement) {
+  for (ScheduleKind kind : {ScheduleKind::ZBV, ScheduleKind::DualPipeV})
+    for (int p : {1, 2, 3, 5}) {
+      Schedule s = build(kind, p, 2 * p + 1, 2);
+      ASSERT_EQ(s.numStages(), 2 * p);
+      for (int stage = 0; stage < 2 * p; ++stage)
+        EXPECT_EQ(s.deviceOf(stage), stage < p ? stage : 2 * p - 1 - stage)
+            << caseName(kind, p, 2 * p + 1, 2);
+      for (int d = 0; d < p; ++d)
+        for (const Action &a : s.actions[d])
+          EXPECT_TRUE(a.stage == d || a.stage == 2 * p - 1 - d);
+    }
+  // Device 2 of 3 runs its stages' forwards F2 F3 alternately after one
+  // warm-up forward (2(p-d)-1), as ScheduleZBVZeroBubble does.
+  Schedule zbv = build(ScheduleKind::ZBV, 3, 5, 2);
+  std::vector<Action> head(zbv.actions[2].begin(), zbv.actions[2].begin() + 7);
+  EXPECT_EQ(compact(head), "F2.0 F3.0 F2.1 F3.1 F2.2 F3.2 I3.0");
+}
+
+// The steady-state bubble (idle between a device's first and last action)
+// of the zero-bubble schedules that overlap consecutive steps, for uniform
+// stages: ZB-H2 (p-1)(F+B-2W) and ZB-V 0 when F = B = W (Qi et al.), and
+// DualPipeV (p-1)(F&B + B_full - 3W) when F = B (DeepSeek's table; B_full =
+// B+W, the stage count there being 2p), with an overlapped pair's outputs
+// leaving when the pair ends and F&B = F + B_full (no speed-up from the
+// overlap). With one synchronising step, ZB-V pays
+// the fill of (p-1) F: the step takes 6mF + (p-1)F.
+TEST(Bubble, ZeroBubbleFamilyMatchesClosedForms) {
+  struct Costs {
+    double f, b, w;
+  };
+  auto name = [](ScheduleKind kind, int p, int m, Costs c) {
+    return caseName(kind, p, m, 1) + " F=" + std::to_string(c.f) +
+           " B=" + std::to_string(c.b) + " W=" + std::to_string(c.w);
+  };
+  for (int p : {2, 3, 4, 6})
+    for (int m : {2 * p, 2 * p + 1, 3 * p, 24}) {
+      for (Costs c : {Costs{1, 1, 1}, Costs{2, 2, 1}, Costs{1, 2, 1},
+                      Costs{1.5, 1.2, 0.3}, Costs{0.25, 0.25, 0.25}}) {
+        SimulationResult r = simulate(build(ScheduleKind::ZBH2, p, m),
+                                      uniform(p, c.f, c.b, c.w));
+        ASSERT_FALSE(r.deadlock);
+        expectRelNear(r.spanIdle[0], (p - 1) * (c.f + c.b - 2 * c.w),
+                      name(ScheduleKind::ZBH2, p, m, c));
+        for (int d = 1; d < p; ++d)
+          EXPECT_LE(r.spanIdle[d], r.spanIdle[0] + 1e-9);
+      }
+      for (double f : {1.0, 0.25}) {
+        Costs c{f, f, f};
+        SimulationResult r = simulate(build(ScheduleKind::ZBV, p, m, 2),
+                                      uniform(2 * p, f, f, f));
+        ASSERT_FALSE(r.deadlock);
+        for (int d = 0; d < p; ++d)
+          EXPECT_NEAR(r.spanIdle[d], 0, 1e-9)
+              << name(ScheduleKind::ZBV, p, m, c);
+        expectRelNear(r.iterationTime, 6 * m * f + (p - 1) * f,
+                      name(ScheduleKind::ZBV, p, m, c));
+      }
+      for (Costs c : {Costs{1, 1, 1}, Costs{2, 2, 1}, Costs{2, 2, 2},
+                      Costs{0.5, 0.5, 0.25}}) {
+        Schedule dual = build(ScheduleKind::DualPipeV, p, m, 2);
+        SimulationInput input = uniform(2 * p, c.f, c.b, c.w);
+        input.overlappedPairs = true;
+        SimulationResult r = simulate(dual, input);
+        ASSERT_FALSE(r.deadlock);
+        double full = c.b + c.w, overlapped = c.f + full;
+        double bubble = (p - 1) * (overlapped + full - 3 * c.w);
+        expectRelNear(r.spanIdle[0], bubble,
+                      name(ScheduleKind::DualPipeV, p, m, c));
+        // Our runtime hands the forward's activations on before the pair's
+        // backward: never a larger bubble.
+        input.overlappedPairs = false;
+        SimulationResult sequential = simulate(dual, input);
+        EXPECT_LE(sequential.spanIdle[0], bubble + 1e-9);
+        EXPECT_LE(sequential.iterationTime, r.iterationTime + 1e-9);
+      }
+    }
+}
+
+// Activation memory: ZB-H2 holds 2p-1 stashes on every stage; ZB-V 2p
+// half-size ones per device, 1F1B's peak (p whole-stage stashes); DualPipeV
+// 2p+1 (DeepSeek's PP+1).
+TEST(Memory, ZeroBubbleFamilyPeaks) {
+  for (int p : {2, 3, 4, 6})
+    for (int m : {2 * p, 3 * p, 24}) {
+      std::string name = "p=" + std::to_string(p) + " m=" + std::to_string(m);
+      SimulationResult h2 =
+          simulate(build(ScheduleKind::ZBH2, p, m), uniform(p, 1, 1, 1));
+      SimulationResult v =
+          simulate(build(ScheduleKind::ZBV, p, m, 2), uniform(2 * p, 1, 1, 1));
+      SimulationResult dual = simulate(build(ScheduleKind::DualPipeV, p, m, 2),
+                                       uniform(2 * p, 1, 1, 1));
+      for (int d = 0; d < p; ++d) {
+        EXPECT_EQ(h2.peakMemory[d], uint64_t(2 * p - 1)) << name;
+        EXPECT_EQ(v.peakMemory[d], uint64_t(2 * p)) << name;
+        EXPECT_EQ(dual.peakMemory[d], uint64_t(2 * p + 1)) << name;
+      }
+      std::vector<int64_t> inFlight =
+          peakInFlight(build(ScheduleKind::ZBV, p, m, 2));
+      for (int stage = 0; stage < 2 * p; ++stage)
+        EXPECT_EQ(inFlightMicroBatches(ScheduleKind::ZBV, stage, 2 * p, m),
+                  inFlight[stage]);
+    }
 }
 
 TEST(Memory, PeakStashCounts) {

@@ -91,7 +91,8 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
   Option<std::string> schedule{
       *this, "schedule",
-      llvm::cl::desc("gpipe, 1f1b, interleaved or zb-h1; weight-versioned: "
+      llvm::cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or "
+                     "dualpipev; weight-versioned: "
                      "pipedream, pipedream-2bw, nf1b, v-timeprest, "
                      "i-timeprest"),
       llvm::cl::init("1f1b")};
@@ -134,11 +135,11 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("With staleness: steps per wave, or auto "
                      "(--pp-partition's wave)"),
       llvm::cl::init("1")};
-  /// Unset: 2 for interleaved, else 1.
+  /// Unset: 2 for interleaved, zb-v and dualpipev, else 1.
   Option<unsigned> chunks{
       *this, "chunks",
       llvm::cl::desc("Model chunks per device (default: 2 for interleaved, "
-                     "else 1)")};
+                     "zb-v and dualpipev, else 1)")};
   Option<std::string> recompute{
       *this, "recompute",
       llvm::cl::desc("Activation recomputation: none, full, selective, auto"),

@@ -1,12 +1,16 @@
 //===- Schedule.h - Pipeline-parallel training schedules --------*- C++ -*-===//
 //
 // The per-device action lists of the synchronous pipeline schedules (GPipe,
-// 1F1B, interleaved 1F1B, ZB-H1). Pure C++: no MLIR.
+// 1F1B, interleaved 1F1B, ZB-H1, ZB-H2, ZB-V, DualPipeV) and of the
+// weight-versioned ones. Pure C++: no MLIR.
 //
 // Stages and devices. A schedule has p = numDevices devices and v =
 // chunksPerDevice model chunks per device, so numStages() = p * v virtual
 // stages; stage s runs on device s % p (Megatron-LM interleaving: device d
-// holds stages d, d + p, d + 2p, ...). m = microBatches micro-batches make one
+// holds stages d, d + p, d + 2p, ...), except under the V-shaped schedules
+// (ZB-V, DualPipeV: v = 2), where device d holds stages d and 2p-1-d, so the
+// activations run down the devices and back up and device 0 holds both the
+// first stage and the loss. m = microBatches micro-batches make one
 // mini-batch (one optimizer step).
 //
 // Dependencies. Every action reads what other actions produce; the simulator
@@ -43,6 +47,34 @@
 //                bubbles. A stash lives from F until W, so every stage holds
 //                min(p, m) of them: the peak of 1F1B (stage 0), now on every
 //                stage.
+//   ZB-H2:       stage s runs min(2(p-s)-1, m) warm-up forwards, then B and
+//                F alternately, with a W before an F whenever 2p-1 stashes
+//                are open, then B and W alternately, then the remaining
+//                W's (Qi et al.'s ZB-H2): the W's postponed to the tail fill
+//                the drain, so a device is never idle between its first and
+//                its last action when F = B = W ((p-1)(F+B-2W) otherwise);
+//                every stage holds up to 2p-1 stashes.
+//   ZB-V:        two chunks per device in a V (Qi et al., "Pipeline
+//                Parallelism with Controllable Memory", 2024; the order of
+//                torch.distributed.pipelining's ScheduleZBVZeroBubble):
+//                device d runs 2(p-d)-1 forwards of stage d, d pairs
+//                F(2p-1-d) F(d), p-d triples F B W of stage 2p-1-d, then
+//                F(d) B W(d) F(2p-1-d) B W(2p-1-d) groups, then the drain
+//                (B's of both chunks, W's last). No idle between a device's
+//                first and last action when F = B = W, with 1F1B's peak
+//                activation memory (at most 2p half-size stashes).
+//   DualPipeV:   DeepSeek's DualPipeV (the "cut-in-half" DualPipe): the V
+//                placement of ZB-V and the eight phases of its reference
+//                code (dualpipev.py); a forward of one chunk and a whole
+//                backward of the other form an overlapped unit
+//                (Action::overlapsNext) that starts only when all its
+//                inputs arrived, as DualPipe's does; some backwards are
+//                split and their W's queued for later phases (zero-bubble),
+//                the others run B and W back to back as one unit.
+//   ZB-H2, ZB-V and DualPipeV need at least 2p-1, 2p-1 and 2p micro-batches
+//   for their full order; with fewer, the order built for that many keeps
+//   only the existing micro-batches (a subsequence of a deadlock-free order
+//   is deadlock-free: dependencies stay within a micro-batch).
 // Weight-versioned schedules (PipeDream, PipeDream-2BW, nF1B and the
 // TiMePReSt variants; buildVersionedSchedule) update a stage several times
 // per step: the m micro-batches form m / n mini-batches of n, and stage s
@@ -112,7 +144,7 @@ using pp::kinds::phaseOf;
 using pp::kinds::toString;
 
 /// Parses "gpipe", "1f1b", "interleaved" (or "interleaved-1f1b"), "zb-h1" (or
-/// "zbh1").
+/// "zbh1"), "zb-h2", "zb-v", "dualpipev" and the weight-versioned names.
 std::optional<ScheduleKind> parseScheduleKind(std::string_view name);
 /// True when the schedule splits backwards into BackwardInput and
 /// BackwardWeight.
@@ -123,7 +155,8 @@ bool isWeightVersioned(ScheduleKind kind);
 
 /// The micro-batches whose activations `stage` of `numStages` holds at once
 /// under `kind`'s order: all m under GPipe; 1F1B, ZB-H1 and interleaved 1F1B
-/// warm up with p - s. The one statement of this rule: the partitioner, the
+/// warm up with p - s; ZB-H2, ZB-V and DualPipeV as their built order
+/// (peakInFlight). The one statement of this rule: the partitioner, the
 /// recompute pass and the plan report all ask it.
 int64_t inFlightMicroBatches(ScheduleKind kind, int64_t stage,
                              int64_t numStages, int64_t microBatches);
@@ -144,12 +177,17 @@ struct Action {
   /// With blendVersion: the updates between the version the forward read
   /// and the latest (the degree of staleness that weights the blend).
   int staleness = 0;
+  /// DualPipeV's overlapped forward-backward pair: this action and the
+  /// device's next one belong to one unit (a chain of such actions), which
+  /// starts once the inputs of all its members have arrived.
+  bool overlapsNext = false;
 
   bool operator==(const Action &other) const {
     return kind == other.kind && stage == other.stage &&
            microBatch == other.microBatch &&
            weightVersion == other.weightVersion &&
-           blendVersion == other.blendVersion && staleness == other.staleness;
+           blendVersion == other.blendVersion && staleness == other.staleness &&
+           overlapsNext == other.overlapsNext;
   }
   bool operator!=(const Action &other) const { return !(*this == other); }
 };
@@ -174,10 +212,12 @@ struct Schedule {
     return stageDevice.empty() ? numDevices * chunksPerDevice
                                : static_cast<int>(stageDevice.size());
   }
-  /// Megatron interleaving: device d holds chunks d, d+p, ...
+  /// Megatron interleaving: device d holds chunks d, d+p, ...; the V of
+  /// ZB-V and DualPipeV: device d holds stages d and 2p-1-d.
   int deviceOf(int stage) const {
-    return stageDevice.empty() ? stage % numDevices
-                               : stageDevice[static_cast<size_t>(stage)];
+    return stageDevice.empty()
+               ? pp::kinds::deviceOfStage(kind, stage, numDevices)
+               : stageDevice[static_cast<size_t>(stage)];
   }
 
   /// Weight-versioned schedules: micro-batches per mini-batch (n), one
@@ -199,9 +239,10 @@ struct Schedule {
 /// Builds the schedule of `kind` for `numDevices` devices, `microBatches`
 /// micro-batches and `chunksPerDevice` chunks per device (1 except for
 /// interleaved, which needs chunksPerDevice >= 2 and microBatches a multiple
-/// of numDevices). When `gradReduceStages` is given (numStages() entries),
-/// stage s gets a GradReduce after its last backward iff it is true. On
-/// invalid arguments returns false and sets `error`, naming the parameter.
+/// of numDevices, and for ZB-V and DualPipeV, which need 2). When
+/// `gradReduceStages` is given (numStages() entries), stage s gets a GradReduce
+/// after its last backward iff it is true. On invalid arguments returns false
+/// and sets `error`, naming the parameter.
 bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
                    int chunksPerDevice, Schedule &out, std::string &error,
                    const std::vector<bool> *gradReduceStages = nullptr);

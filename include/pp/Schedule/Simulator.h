@@ -69,6 +69,12 @@ struct SimulationInput {
   std::vector<std::vector<double>> bandwidth;
   /// [from][to] seconds per transfer; missing means 0.
   std::vector<std::vector<double>> latency;
+  /// DualPipe's overlapped forward-backward units (Action::overlapsNext):
+  /// true, the outputs of all members leave when the unit ends, as one
+  /// overlapped kernel's do (the model of DeepSeek's closed form); false
+  /// (our runtime, which runs the members one after the other), each
+  /// member's leave when it ends.
+  bool overlappedPairs = false;
 };
 
 /// When one action ran.
@@ -102,6 +108,12 @@ struct SimulationResult {
   std::vector<double> busy, idle;
   /// sum_d idle_d / (numDevices * iterationTime).
   double bubbleFraction = 0;
+  /// Per device: idle seconds between the start of its first action and
+  /// the end of its last one. The bubble of steps that follow each other
+  /// without a global synchronisation (the fill of one step overlaps the
+  /// drain of the one before): what the zero-bubble and DualPipe papers'
+  /// closed forms count.
+  std::vector<double> spanIdle;
   /// Per device, bytes.
   std::vector<uint64_t> peakMemory;
   /// In the order they started (ties by device).

@@ -285,7 +285,8 @@ int64_t PlanAttr::getNumDevices() const {
 
 int64_t PlanAttr::getDeviceOf(int64_t stage, int64_t replica) const {
   if (!hasPlacements())
-    return stage % getNumDevices();
+    return pp::kinds::deviceOfStage(getSchedule(), static_cast<int>(stage),
+                                    static_cast<int>(getNumDevices()));
   return cast<DenseI64ArrayAttr>(getPlacements()[replica])[stage];
 }
 
@@ -709,6 +710,7 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
         entry.blendVersion = static_cast<int>(*blend);
         entry.staleness = entry.blendVersion - entry.weightVersion;
       }
+      entry.overlapsNext = action.getOverlapsNext();
       list.push_back(entry);
     }
   }

@@ -259,7 +259,7 @@ LogicalResult pp::pipeline::materializeSchedule(
             callee, ab.getI64IntegerAttr(action.stage),
             ab.getI64IntegerAttr(microBatch),
             ab.getI64IntegerAttr(action.weightVersion), IntegerAttr(),
-            FloatAttr());
+            FloatAttr(), action.overlapsNext ? ab.getUnitAttr() : UnitAttr());
         if (action.blendVersion >= 0) {
           op.setBlendVersionAttr(ab.getI64IntegerAttr(action.blendVersion));
           op.setBlendFactorAttr(ab.getF64FloatAttr(

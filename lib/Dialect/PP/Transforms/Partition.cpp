@@ -281,9 +281,14 @@ pp::pipeline::partitionStages(ModuleOp module,
   else if (options.microBatches > pp::limits::kMaxMicroBatches)
     invalid = "microbatches must be at most " +
               std::to_string(pp::limits::kMaxMicroBatches);
-  else if (options.chunks == 0 ||
-           (options.chunks > 1 &&
-            scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B))
+  else if (pp::kinds::isVShaped(*scheduleKind) && options.chunks != 2)
+    invalid = std::string("schedule=") + pp::kinds::toString(*scheduleKind) +
+              " places two chunks per device in a V: chunks must be 2, got " +
+              std::to_string(options.chunks);
+  else if (!pp::kinds::isVShaped(*scheduleKind) &&
+           (options.chunks == 0 ||
+            (options.chunks > 1 &&
+             scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B)))
     invalid = "chunks must be 1, or > 1 with schedule interleaved";
   if (!invalid.empty()) {
     module.emitError() << "pp-partition: " << invalid;
@@ -420,14 +425,16 @@ pp::pipeline::partitionStages(ModuleOp module,
             << workers.front().size() << " and " << worker.size();
         return failure();
       }
-  // Interleaving: chunks x devices stages, stage c on device c mod p; each
-  // chunk gets an equal share of its device's memory.
+  // Interleaving: chunks x devices stages, stage c on device c mod p; a V
+  // (zb-v, dualpipev) runs the second chunk back up the devices. Each chunk
+  // gets an equal share of its device's memory.
+  bool vShaped = pp::kinds::isVShaped(*scheduleKind);
   auto addChunks = [&](std::vector<std::vector<int>> &list) {
     for (auto &worker : list) {
       unsigned numPhysical = worker.size();
       for (unsigned c = 1; c < options.chunks; ++c)
         for (unsigned i = 0; i < numPhysical; ++i)
-          worker.push_back(worker[i]);
+          worker.push_back(worker[vShaped ? numPhysical - 1 - i : i]);
     }
   };
   addChunks(workers);

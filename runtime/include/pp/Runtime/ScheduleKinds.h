@@ -99,6 +99,20 @@ std::optional<Enum> parseKind(const Info (&table)[N], std::string_view name) {
 inline std::optional<ScheduleKind> parseScheduleKind(std::string_view name) {
   return parseKind<ScheduleKind>(kScheduleKinds, name);
 }
+/// Whether `kind` places its two chunks per device in a V (ZB-V,
+/// DualPipeV): the stages run down the devices and back up, so the first
+/// and the last stage share device 0.
+constexpr bool isVShaped(ScheduleKind kind) {
+  return kind == ScheduleKind::ZBV || kind == ScheduleKind::DualPipeV;
+}
+/// The device of `stage` when `numDevices` devices hold the stages by the
+/// schedule's rule: V-shaped schedules put stage s >= p on device 2p-1-s;
+/// the others interleave (Megatron-LM): stage s on device s mod p.
+constexpr int deviceOfStage(ScheduleKind kind, int stage, int numDevices) {
+  if (isVShaped(kind) && stage >= numDevices)
+    return 2 * numDevices - 1 - stage;
+  return stage % numDevices;
+}
 /// A stage function's phase ("none" names no stage function).
 inline std::optional<Phase> parsePhase(std::string_view name) {
   std::optional<Phase> phase = parseKind<Phase>(kPhases, name);

@@ -54,7 +54,9 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
     when no partition ran) and read through accessors by every later pass:
     the schedule, the micro-batches per step, the stages (model chunks) per
     device, the number of stages, and the name of the device each stage runs
-    on (stage s runs on device s mod (num_stages / chunks)), the
+    on (stage s runs on device s mod p, p = num_stages / chunks; under the
+    V-shaped zb-v and dualpipev, with 2 chunks, stage s >= p runs on device
+    2p-1-s), the
     data-parallel replicas (virtual workers) and the tensor-parallel degree
     (1 until that feature lands). `staleness` = D >= 0 makes the replicas
     train under Wave Synchronous Parallel (HetPipe) instead of all-reducing

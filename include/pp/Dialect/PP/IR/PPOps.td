@@ -239,14 +239,18 @@ def PP_ActionOp : PP_Op<"action", [HasParent<"DeviceOp">]> {
     times a step and keep the older versions their actions still read).
     `blend_version` and `blend_factor` (I-TiMePReSt's backward): the action
     reads W_b + blend_factor (W_v - W_b), W_v the weight_version and W_b
-    the blend_version (the latest).
+    the blend_version (the latest). `overlaps_next` (DualPipeV): this
+    action and the device's next one belong to one overlapped
+    forward-backward unit, which waits for the inputs of all its members
+    before it starts; they still run one after the other.
   }];
   let arguments = (ins PP_ActionKindAttr:$kind,
                        OptionalAttr<FlatSymbolRefAttr>:$callee,
                        I64Attr:$stage, I64Attr:$micro_batch,
                        I64Attr:$weight_version,
                        OptionalAttr<I64Attr>:$blend_version,
-                       OptionalAttr<F64Attr>:$blend_factor);
+                       OptionalAttr<F64Attr>:$blend_factor,
+                       UnitAttr:$overlaps_next);
   let assemblyFormat = "custom<ActionKind>($kind) ($callee^)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{

@@ -25,7 +25,9 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
     Option<"schedule", "schedule", "std::string", "\"1f1b\"",
            "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
-           "interleaved or zb-h1 (the last two hold as many as 1f1b); or a "
+           "interleaved or zb-h1 (the last two hold as many as 1f1b), zb-h2 "
+           "(2p-1 on every stage), zb-v or dualpipev (two chunks per device "
+           "in a V: chunks=2); or a "
            "weight-versioned one: pipedream, pipedream-2bw, nf1b, "
            "v-timeprest, i-timeprest (their older weight versions count "
            "too)">,
@@ -131,8 +133,8 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
            "Cluster (preset spec or .json) for auto and the report's times">,
     Option<"schedule", "schedule", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's, else "
-           "1f1b)">,
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipev "
+           "(default: the plan's, else 1f1b)">,
     ListOption<"microBatches", "microbatches", "int64_t",
                "Micro-batches per step, one value in 1..65536 (unset: the "
                "plan's, else 8)">,
@@ -191,10 +193,11 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"kind", "kind", "std::string", "\"\"",
-           "gpipe, 1f1b, interleaved or zb-h1 (default: the plan's)">,
+           "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipev; or a "
+           "weight-versioned one (default: the plan's)">,
     ListOption<"chunks", "chunks", "int64_t",
                "Stages (model chunks) per device, one value >= 1; interleaved "
-               "needs >= 2 (unset: the plan's)">,
+               "needs >= 2, zb-v and dualpipev 2 (unset: the plan's)">,
     Option<"blendLambda", "lambda", "double", "1.0",
            "i-timeprest: a backward whose forward read a version d updates "
            "old reads W_l + exp(-lambda d) (W_s - W_l) (W_l the latest, W_s "
