@@ -6,6 +6,7 @@
 #include "pp/Target/Program/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -145,8 +146,37 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   }
 }
 
+/// Registers a named pipeline of module passes. As PassPipelineRegistration,
+/// but nested under anything other than builtin.module (`func.func(...)`),
+/// where OpPassManager::addPass would abort on the first module pass, it
+/// fails with an error naming the pipeline and where it was nested.
+template <typename Options>
+static void
+registerModulePipeline(llvm::StringLiteral arg, llvm::StringRef description,
+                       void (*builder)(OpPassManager &, const Options &)) {
+  registerPassPipeline(
+      arg, description,
+      [arg, builder](OpPassManager &pm, StringRef text,
+                     function_ref<LogicalResult(const Twine &)> errorHandler)
+          -> LogicalResult {
+        std::optional<StringRef> anchor = pm.getOpName();
+        if (anchor && *anchor != ModuleOp::getOperationName())
+          return errorHandler(Twine("pipeline '") + arg +
+                              "' runs on builtin.module, not nested under '" +
+                              *anchor + "'");
+        Options options;
+        if (failed(options.parseFromString(text)))
+          return failure();
+        builder(pm, options);
+        return success();
+      },
+      [](function_ref<void(const detail::PassOptions &)> optionsHandler) {
+        optionsHandler(Options());
+      });
+}
+
 void pp::registerPipelines() {
-  PassPipelineRegistration<CompileOptions>(
+  registerModulePipeline<CompileOptions>(
       "pp-compile",
       "ONNX model to a scheduled pipeline and its predicted plan: "
       "--pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer, "
@@ -154,7 +184,7 @@ void pp::registerPipelines() {
       "--pp-fuse-elementwise, --pp-memory-plan, "
       "--pp-plan-report, then --pp-emit-program with emit-dir",
       buildTrainingPipeline);
-  PassPipelineRegistration<TrainingStepOptions>(
+  registerModulePipeline<TrainingStepOptions>(
       "pp-training-step",
       "Forward function to training step: --pp-add-loss, --pp-autodiff, "
       "--pp-optimizer",

@@ -248,9 +248,9 @@ pp::pipeline::partitionStages(ModuleOp module,
     invalid = "optimizer must be sgd, momentum or adam, got '" +
               options.optimizer + "'";
   else if (!scheduleKind)
-    invalid = "schedule must be 1f1b, gpipe, interleaved, zb-h1, pipedream, "
-              "pipedream-2bw, nf1b, v-timeprest or i-timeprest (or auto in "
-              "--pp-compile), got '" +
+    invalid = "schedule must be 1f1b, gpipe, interleaved, zb-h1, zb-h2, "
+              "zb-v, dualpipev, pipedream, pipedream-2bw, nf1b, v-timeprest "
+              "or i-timeprest (or auto in --pp-compile), got '" +
               options.schedule + "'";
   else if (pp::schedule::isWeightVersioned(*scheduleKind) &&
            options.dataParallel > 1)
