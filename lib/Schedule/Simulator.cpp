@@ -454,8 +454,12 @@ void Simulation::run() {
     }
   result.spanIdle.assign(p, 0);
   for (int d = 0; d < p; ++d)
-    if (last[d] > first[d])
+    if (last[d] > first[d]) {
       result.spanIdle[d] = last[d] - first[d] - result.busy[d];
+      result.steadyBubbleFraction =
+          std::max(result.steadyBubbleFraction,
+                   result.spanIdle[d] / (last[d] - first[d]));
+    }
 
   for (int d = 0; d < p; ++d)
     if (next[d] < schedule.actions[d].size())

@@ -178,7 +178,7 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       *this, "auto-schedules",
       llvm::cl::desc("schedule=auto: the schedules to try, comma-separated "
                      "(the weight-versioned ones only when listed)"),
-      llvm::cl::init("1f1b,gpipe,zb-h1,interleaved")};
+      llvm::cl::init("1f1b,gpipe,zb-h1,interleaved,zb-h2,zb-v,dualpipev")};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "

@@ -114,6 +114,8 @@ struct SimulationResult {
   /// drain of the one before): what the zero-bubble and DualPipe papers'
   /// closed forms count.
   std::vector<double> spanIdle;
+  /// The largest spanIdle_d / (device d's span, first start to last end).
+  double steadyBubbleFraction = 0;
   /// Per device, bytes.
   std::vector<uint64_t> peakMemory;
   /// In the order they started (ties by device).

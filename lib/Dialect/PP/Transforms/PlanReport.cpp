@@ -566,6 +566,13 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond,
                         replicas > 1 ? " (all replicas)" : "");
+    if (sched::usesSplitBackward(schedule.kind) && result.iterationTime > 0)
+      os << llvm::formatv(
+          "steady-state bubble {0:f1}% (the most idle time between a "
+          "device's first and last action; the zero-bubble papers' bubble, "
+          "when steps follow each other without draining; this runtime "
+          "drains each step)\n",
+          result.steadyBubbleFraction * 100);
     if (sched::isWeightVersioned(schedule.kind)) {
       int n = schedule.microBatchesPerUpdate;
       os << llvm::formatv("weight versions: an update every {0} "
@@ -761,6 +768,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
     json.attributeObject("prediction", [&] {
       json.attribute("iteration_seconds", result.iterationTime);
       json.attribute("bubble_fraction", result.bubbleFraction);
+      json.attribute("steady_bubble_fraction", result.steadyBubbleFraction);
       json.attribute("samples_per_second", samplesPerSecond);
       json.attribute("data_parallel", replicas);
     });
