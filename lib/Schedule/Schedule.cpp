@@ -98,6 +98,14 @@ static Action backward(int stage, int mb) {
   return {ActionKind::Backward, stage, mb};
 }
 
+static Action backwardInput(int stage, int mb) {
+  return {ActionKind::BackwardInput, stage, mb};
+}
+
+static Action backwardWeight(int stage, int mb) {
+  return {ActionKind::BackwardWeight, stage, mb};
+}
+
 static void buildGPipe(Schedule &s) {
   for (int d = 0; d < s.numDevices; ++d) {
     std::vector<Action> &list = s.actions[d];
@@ -164,20 +172,12 @@ static void buildZBH1(Schedule &s) {
         list.push_back(forward(d, x));
       int b = x - (p - 1 - d);
       if (b >= 0 && b < m)
-        list.push_back({ActionKind::BackwardInput, d, b});
+        list.push_back(backwardInput(d, b));
       int w = x - (p - 1);
       if (w >= 0 && w < m)
-        list.push_back({ActionKind::BackwardWeight, d, w});
+        list.push_back(backwardWeight(d, w));
     }
   }
-}
-
-static Action backwardInput(int stage, int mb) {
-  return {ActionKind::BackwardInput, stage, mb};
-}
-
-static Action backwardWeight(int stage, int mb) {
-  return {ActionKind::BackwardWeight, stage, mb};
 }
 
 /// The schedules whose full order needs a minimum number of micro-batches
