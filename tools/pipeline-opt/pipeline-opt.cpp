@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/ONNX/Transforms/ShardingInterfaceImpl.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
@@ -16,6 +17,7 @@
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Support/FileUtilities.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
@@ -83,7 +85,11 @@ int main(int argc, char **argv) {
                   pp::pipeline::PPDialect, func::FuncDialect,
                   emitc::EmitCDialect>();
   pp::train::registerONNXGradients(registry);
+  pp::onnx::registerShardingInterfaceExternalModels(registry);
   pp::registerAllPasses();
+  // Upstream's sharding passes, after --pp-tensor-parallel.
+  shard::registerShardingPropagation();
+  shard::registerPartition();
   registerCanonicalizerPass();
   registerCSEPass();
   registerSymbolDCEPass();

@@ -4,6 +4,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"
 

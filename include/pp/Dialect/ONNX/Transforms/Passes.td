@@ -28,4 +28,34 @@ def VerifyStaticShapesPass : Pass<"pp-verify-static-shapes", "mlir::ModuleOp"> {
   }];
 }
 
+def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
+  let summary = "Annotate Megatron tensor-parallel shardings (shard dialect)";
+  let description = [{
+    Declares `shard.grid @<grid>(shape = tp)` and splits Megatron's pairs
+    of contractions over it: a Gemm or MatMul whose result reaches the
+    first operand of another only through elementwise ops (an MLP's
+    Linear, activation, Linear) becomes column-parallel (its weight split
+    along the output features, with its bias) and the other row-parallel
+    (its weight split along the input features). Each split is a
+    `shard.shard ... annotate_for_users` on the weight; upstream's
+    `--sharding-propagation` spreads them to the ops between, and
+    `--shard-partition` (with the onnx ops' ShardingInterface models)
+    writes the per-device program: the row-parallel contraction sums its
+    partial products with one `shard.all_reduce`, then adds its bias. A
+    pair whose split dimension tp does not divide is left whole, with a
+    remark. Not built yet: attention heads, vocabulary-parallel embedding
+    and cross-entropy, convolutions, sequence parallelism, pinning by node
+    name, and running the result (the interpreter and the generated
+    programs do not take shard ops).
+  }];
+  let options = [
+    Option<"tp", "tp", "int64_t", "2",
+           "Devices of the tensor-parallel group (>= 1; 1 leaves the module "
+           "unchanged)">,
+    Option<"gridName", "grid", "std::string", "\"tp\"",
+           "Symbol of the shard.grid the annotations use">,
+  ];
+  let dependentDialects = ["mlir::shard::ShardDialect"];
+}
+
 #endif // PP_DIALECT_ONNX_TRANSFORMS_PASSES_TD

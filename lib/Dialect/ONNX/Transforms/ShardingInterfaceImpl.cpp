@@ -1,0 +1,357 @@
+//===- ShardingInterfaceImpl.cpp - onnx ops under upstream shard ----------===//
+//
+// Loops of the models: Gemm (m, n, k), MatMul (batch..., m, n, k), an
+// elementwise op one loop per result dimension. Indexing maps follow ONNX
+// broadcasting (operands aligned to the right; a dimension of size 1 that
+// broadcasts maps to the constant 0, so it is never split). A contraction
+// whose k loop is split computes partial products, sums them with
+// shard.all_reduce and then adds Gemm's bias once, as upstream's linalg
+// models do for their reductions.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/ONNX/Transforms/ShardingInterfaceImpl.h"
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
+
+#include "mlir/Dialect/Func/Extensions/ShardingExtensions.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterface.h"
+#include "mlir/Dialect/Shard/Interfaces/ShardingInterfaceImpl.h"
+#include "mlir/IR/AffineMap.h"
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+
+using namespace mlir;
+namespace onnx = pp::onnx;
+using shard::GridAxis;
+using shard::ReductionKind;
+using shard::Sharding;
+
+namespace {
+
+/// The map of an operand of type `operand` broadcast (ONNX rules) to the
+/// result's `loops` leading loops of `numLoops`.
+AffineMap broadcastMap(Type operand, ArrayRef<int64_t> resultShape,
+                       unsigned numLoops, MLIRContext *context) {
+  auto type = cast<RankedTensorType>(operand);
+  SmallVector<AffineExpr> exprs;
+  int64_t offset = static_cast<int64_t>(resultShape.size()) - type.getRank();
+  for (int64_t i = 0; i < type.getRank(); ++i) {
+    int64_t loop = offset + i;
+    bool broadcast = type.getDimSize(i) == 1 && resultShape[loop] != 1;
+    exprs.push_back(broadcast ? getAffineConstantExpr(0, context)
+                              : getAffineDimExpr(loop, context));
+  }
+  return AffineMap::get(numLoops, 0, exprs, context);
+}
+
+/// Elementwise ops with broadcasting: every loop parallel.
+template <typename Op>
+struct ElementwiseModel
+    : public shard::ShardingInterface::ExternalModel<ElementwiseModel<Op>, Op> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<utils::IteratorType>(type.getRank(),
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    SmallVector<AffineMap> maps;
+    for (Type operand : op->getOperandTypes())
+      maps.push_back(broadcastMap(operand, type.getShape(), type.getRank(),
+                                  op->getContext()));
+    maps.push_back(
+        AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext()));
+    return maps;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
+/// What a contraction's model needs of the op: its loops and maps, and how
+/// to rebuild it on local operands without Gemm's bias.
+struct Contraction {
+  SmallVector<utils::IteratorType> loops;
+  SmallVector<AffineMap> maps;
+};
+
+Contraction describeGemm(onnx::GemmOp gemm) {
+  MLIRContext *context = gemm.getContext();
+  auto d = [&](unsigned i) { return getAffineDimExpr(i, context); };
+  // Loops m, n, k.
+  Contraction c;
+  c.loops = {utils::IteratorType::parallel, utils::IteratorType::parallel,
+             utils::IteratorType::reduction};
+  c.maps.push_back(AffineMap::get(
+      3, 0, gemm.getTransA() ? ArrayRef{d(2), d(0)} : ArrayRef{d(0), d(2)},
+      context));
+  c.maps.push_back(AffineMap::get(
+      3, 0, gemm.getTransB() ? ArrayRef{d(1), d(2)} : ArrayRef{d(2), d(1)},
+      context));
+  auto resultType = cast<RankedTensorType>(gemm.getType());
+  if (Value bias = gemm.getC())
+    c.maps.push_back(
+        broadcastMap(bias.getType(), resultType.getShape(), 3, context));
+  c.maps.push_back(AffineMap::get(3, 0, {d(0), d(1)}, context));
+  return c;
+}
+
+/// MatMul with operands of rank >= 2 (batch dimensions broadcast as ONNX
+/// says): loops batch..., m, n, k over the result's batch dimensions.
+FailureOr<Contraction> describeMatMul(onnx::MatMulOp matmul) {
+  auto a = cast<RankedTensorType>(matmul.getA().getType());
+  auto b = cast<RankedTensorType>(matmul.getB().getType());
+  auto y = cast<RankedTensorType>(matmul.getType());
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return failure();
+  MLIRContext *context = matmul.getContext();
+  int64_t batch = y.getRank() - 2;
+  unsigned numLoops = y.getRank() + 1;
+  int64_t m = batch, n = batch + 1, k = batch + 2;
+  auto d = [&](int64_t i) { return getAffineDimExpr(i, context); };
+  // Batch dimensions aligned to the right of the result's; the last two
+  // map to `rows` and `cols`.
+  auto mapOf = [&](RankedTensorType type, int64_t rows, int64_t cols) {
+    SmallVector<AffineExpr> exprs;
+    int64_t offset = batch - (type.getRank() - 2);
+    for (int64_t i = 0; i < type.getRank() - 2; ++i)
+      exprs.push_back(type.getDimSize(i) == 1 && y.getDimSize(offset + i) != 1
+                          ? getAffineConstantExpr(0, context)
+                          : d(offset + i));
+    exprs.push_back(d(rows));
+    exprs.push_back(d(cols));
+    return AffineMap::get(numLoops, 0, exprs, context);
+  };
+  Contraction c;
+  c.loops.assign(numLoops, utils::IteratorType::parallel);
+  c.loops.back() = utils::IteratorType::reduction;
+  SmallVector<AffineExpr> result;
+  for (int64_t i = 0; i < batch; ++i)
+    result.push_back(d(i));
+  result.append({d(m), d(n)});
+  c.maps = {mapOf(a, m, k), mapOf(b, k, n),
+            AffineMap::get(numLoops, 0, result, context)};
+  return c;
+}
+
+template <typename Op>
+struct ContractionModel
+    : public shard::ShardingInterface::ExternalModel<ContractionModel<Op>, Op> {
+  static FailureOr<Contraction> describe(Operation *op) {
+    if (auto gemm = dyn_cast<onnx::GemmOp>(op))
+      return describeGemm(gemm);
+    return describeMatMul(cast<onnx::MatMulOp>(op));
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    FailureOr<Contraction> c = describe(op);
+    return succeeded(c) ? c->loops : SmallVector<utils::IteratorType>();
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    FailureOr<Contraction> c = describe(op);
+    return succeeded(c) ? c->maps : SmallVector<AffineMap>();
+  }
+
+  SmallVector<ReductionKind> getReductionLoopIteratorKinds(Operation *) const {
+    return {ReductionKind::Sum};
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    FailureOr<Contraction> c = describe(op);
+    if (failed(c))
+      return op->emitOpError("has an operand of rank < 2: it cannot be "
+                             "sharded");
+    shard::ShardingArray assignment =
+        shard::getGridAxisAssignmentForLoopIterators(
+            operandShardings, resultShardings, c->loops, c->maps);
+    if (!shard::isAtLeastOneReductionIteratorSharded(c->loops, assignment)) {
+      shard::partitionTriviallyShardableOperation(
+          *op, partitionedOperands, operandShardings, resultShardings,
+          partitionMap, symbolTable, builder);
+      return success();
+    }
+    // Each device multiplies its slices of k; the partial products are
+    // summed over the devices that split k, then the bias is added once.
+    SmallVector<GridAxis> axes =
+        shard::getReductionGridAxes(c->loops, assignment);
+    Sharding resultSharding = resultShardings.front();
+    shard::GridOp grid =
+        shard::getGrid(op, resultSharding.getGridAttr(), symbolTable);
+    Type localType =
+        shard::shardType(op->getResult(0).getType(), grid, resultSharding);
+    Location loc = op->getLoc();
+    Value partial, bias;
+    if (auto gemm = dyn_cast<onnx::GemmOp>(op)) {
+      if (gemm.getC() && gemm.getBeta().convertToFloat() != 1.0f)
+        return op->emitOpError("with beta != 1 and its reduction split is "
+                               "not supported");
+      partial = onnx::GemmOp::create(
+          builder, loc, localType, partitionedOperands[0],
+          partitionedOperands[1], Value(), gemm.getAlphaAttr(),
+          builder.getF32FloatAttr(1.0f), gemm.getTransAAttr(),
+          gemm.getTransBAttr());
+      if (gemm.getC())
+        bias = partitionedOperands[2];
+    } else {
+      partial = onnx::MatMulOp::create(builder, loc, localType,
+                                       partitionedOperands[0],
+                                       partitionedOperands[1]);
+    }
+    Value sum = shard::AllReduceOp::create(builder, loc, partial,
+                                           resultSharding.getGrid(), axes,
+                                           ReductionKind::Sum)
+                    .getResult();
+    if (bias)
+      sum = onnx::AddOp::create(builder, loc, localType, sum, bias);
+    partitionMap.map(op->getResult(0), sum);
+    return success();
+  }
+};
+
+/// A weight read: the whole global, on every device (it is never split;
+/// an annotation on its users slices it there).
+struct GlobalReadModel
+    : public shard::ShardingInterface::ExternalModel<GlobalReadModel,
+                                                     onnx::GlobalReadOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    return SmallVector<utils::IteratorType>(type.getRank(),
+                                            utils::IteratorType::parallel);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto type = cast<RankedTensorType>(op->getResult(0).getType());
+    return {
+        AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext())};
+  }
+
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *, ArrayRef<Sharding>, ArrayRef<Sharding>) const {
+    return shard::ShardingOption::makeEmpty();
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value>, ArrayRef<Sharding>,
+                          ArrayRef<Sharding>, IRMapping &partitionMap,
+                          SymbolTableCollection &, OpBuilder &builder) const {
+    builder.clone(*op, partitionMap);
+    return success();
+  }
+};
+
+/// Every other op (Transpose, Reshape, Softmax, LayerNormalization, ...):
+/// its operands and results whole on every device; a split operand is
+/// gathered before it.
+template <typename Op>
+struct ReplicatedModel
+    : public shard::ShardingInterface::ExternalModel<ReplicatedModel<Op>, Op> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *) const {
+    return {};
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    for (ArrayRef<Sharding> list : {operandShardings, resultShardings})
+      for (const Sharding &sharding : list)
+        if (sharding)
+          return shard::ShardingOption({}, sharding.getGridAttr());
+    return shard::ShardingOption::makeEmpty();
+  }
+
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op,
+                         const shard::ShardingOption &option) const {
+    return std::vector<Sharding>(op->getNumOperands() + op->getNumResults(),
+                                 Sharding::get(option.grid, {}));
+  }
+
+  LogicalResult
+  addShardingAnnotations(Operation *op, OpBuilder &builder,
+                         const shard::ShardingOption &option) const {
+    // Float tensors only: integer operands are shapes, indices and split
+    // sizes, which ops read as constants.
+    auto isFloatTensor = [](Type type) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      return tensor && isa<FloatType>(tensor.getElementType());
+    };
+    Sharding whole = Sharding::get(option.grid, {});
+    for (OpResult result : op->getResults())
+      if (isFloatTensor(result.getType()))
+        shard::maybeInsertTargetShardingAnnotation(whole, result, builder);
+    for (OpOperand &operand : op->getOpOperands())
+      if (isFloatTensor(operand.get().getType()))
+        shard::maybeInsertSourceShardingAnnotation(whole, operand, builder);
+    return success();
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value>, ArrayRef<Sharding>,
+                          ArrayRef<Sharding>, IRMapping &partitionMap,
+                          SymbolTableCollection &, OpBuilder &builder) const {
+    builder.clone(*op, partitionMap);
+    return success();
+  }
+};
+
+template <typename... Ops> void attachElementwise(MLIRContext *context) {
+  (Ops::template attachInterface<ElementwiseModel<Ops>>(*context), ...);
+}
+
+/// ReplicatedModel for each of `Ops` that has no model yet.
+template <typename... Ops>
+void attachReplicatedToTheRest(MLIRContext *context) {
+  auto attach = [&](auto *tag) {
+    using Op = std::remove_pointer_t<decltype(tag)>;
+    std::optional<RegisteredOperationName> name =
+        RegisteredOperationName::lookup(Op::getOperationName(), context);
+    if (name && !name->hasInterface<shard::ShardingInterface>())
+      Op::template attachInterface<ReplicatedModel<Op>>(*context);
+  };
+  (attach(static_cast<Ops *>(nullptr)), ...);
+}
+
+} // namespace
+
+void pp::onnx::registerShardingInterfaceExternalModels(
+    DialectRegistry &registry) {
+  registry.insert<shard::ShardDialect>();
+  func::registerShardingInterfaceExternalModels(registry);
+  registry.addExtension(+[](MLIRContext *context, onnx::ONNXDialect *) {
+    context->getOrLoadDialect<shard::ShardDialect>();
+    onnx::GlobalReadOp::attachInterface<GlobalReadModel>(*context);
+    onnx::GemmOp::attachInterface<ContractionModel<onnx::GemmOp>>(*context);
+    onnx::MatMulOp::attachInterface<ContractionModel<onnx::MatMulOp>>(*context);
+    attachElementwise<onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
+                      onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
+                      onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
+                      onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp,
+                      onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::AddOp,
+                      onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(
+        context);
+    attachReplicatedToTheRest<
+#define GET_OP_LIST
+#include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+        >(context);
+  });
+}

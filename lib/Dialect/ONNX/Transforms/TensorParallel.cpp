@@ -1,0 +1,201 @@
+//===- TensorParallel.cpp - Megatron shardings as shard annotations -------===//
+//
+// --pp-tensor-parallel: finds the column-then-row pairs of contractions
+// (see Passes.td) and annotates their weights with shard.shard; upstream's
+// propagation and partition passes do the rest.
+//
+//===----------------------------------------------------------------------===//
+
+#include "pp/Dialect/ONNX/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
+
+namespace pp {
+#define GEN_PASS_DEF_TENSORPARALLELPASS
+#include "pp/Dialect/ONNX/Transforms/Passes.h.inc"
+} // namespace pp
+
+using namespace mlir;
+namespace onnx = pp::onnx;
+
+namespace {
+
+/// A Gemm or MatMul of a 2-D weight: the operand that is split and the
+/// dimension of it that holds the output (n) or input (k) features.
+struct Linear {
+  Operation *op = nullptr;
+  OpOperand *weight = nullptr;
+  OpOperand *bias = nullptr;
+  int64_t outputDim = 1, inputDim = 0;
+};
+
+std::optional<Linear> asLinear(Operation *op) {
+  Linear linear;
+  linear.op = op;
+  if (auto gemm = dyn_cast<onnx::GemmOp>(op)) {
+    if (gemm.getTransA())
+      return std::nullopt;
+    linear.weight = &gemm->getOpOperand(1);
+    if (gemm.getC())
+      linear.bias = &gemm->getOpOperand(2);
+    if (gemm.getTransB())
+      std::swap(linear.outputDim, linear.inputDim);
+  } else if (auto matmul = dyn_cast<onnx::MatMulOp>(op)) {
+    linear.weight = &matmul->getOpOperand(1);
+  } else {
+    return std::nullopt;
+  }
+  if (cast<RankedTensorType>(linear.weight->get().getType()).getRank() != 2)
+    return std::nullopt;
+  return linear;
+}
+
+/// Ops that compute each element from the same element of their operands
+/// (ONNX broadcasting aside): a split passes through them.
+bool isElementwise(Operation *op) {
+  return isa<onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
+             onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp,
+             onnx::NegOp, onnx::AbsOp, onnx::IdentityOp, onnx::LeakyReluOp,
+             onnx::GeluOp, onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::AddOp,
+             onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(op);
+}
+
+/// The one contraction that the result of `first` reaches as its first
+/// operand, when every value computed from that result on the way is used
+/// only by elementwise ops of the same shape (an activation, even one
+/// spelled out as x * (1 + erf(x / sqrt 2)) / 2, a bias) and by that
+/// contraction.
+std::optional<Linear> followingLinear(Operation *first) {
+  Type type = first->getResult(0).getType();
+  std::optional<Linear> found;
+  SmallVector<Value> worklist = {first->getResult(0)};
+  llvm::DenseSet<Operation *> visited;
+  while (!worklist.empty()) {
+    Value value = worklist.pop_back_val();
+    for (OpOperand &use : value.getUses()) {
+      Operation *user = use.getOwner();
+      if (std::optional<Linear> next = asLinear(user)) {
+        if (use.getOperandNumber() != 0 || (found && found->op != user))
+          return std::nullopt;
+        found = next;
+        continue;
+      }
+      if (!isElementwise(user) || user->getResult(0).getType() != type)
+        return std::nullopt;
+      if (visited.insert(user).second)
+        worklist.push_back(user->getResult(0));
+    }
+  }
+  return found;
+}
+
+struct TensorParallelPass
+    : public pp::impl::TensorParallelPassBase<TensorParallelPass> {
+  using TensorParallelPassBase::TensorParallelPassBase;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    if (tp < 1) {
+      module.emitError() << "pp-tensor-parallel: tp must be >= 1, got "
+                         << int64_t(tp);
+      return signalPassFailure();
+    }
+    if (tp == 1)
+      return;
+    if (failed(declareGrid(module)))
+      return signalPassFailure();
+    module.walk([&](func::FuncOp func) { annotatePairs(func); });
+  }
+
+  LogicalResult declareGrid(ModuleOp module) {
+    if (Operation *existing = SymbolTable::lookupSymbolIn(module, gridName)) {
+      auto grid = dyn_cast<shard::GridOp>(existing);
+      if (grid && grid.getShape() == ArrayRef<int64_t>{tp})
+        return success();
+      return existing->emitError()
+             << "pp-tensor-parallel: symbol @" << gridName
+             << " is taken by something other than a grid of shape "
+             << int64_t(tp);
+    }
+    OpBuilder b = OpBuilder::atBlockBegin(module.getBody());
+    shard::GridOp::create(b, module.getLoc(), gridName, ArrayRef<int64_t>{tp});
+    return success();
+  }
+
+  /// Splits dimension `dim` of the value `operand` carries over the grid,
+  /// for its user only.
+  void annotate(OpOperand &operand, int64_t dim) {
+    auto type = cast<RankedTensorType>(operand.get().getType());
+    MLIRContext *context = type.getContext();
+    OpBuilder b(operand.getOwner());
+    Location loc = operand.getOwner()->getLoc();
+    auto shardingOf = [&](std::optional<int64_t> splitDim) -> Value {
+      SmallVector<shard::GridAxesAttr> splitAxes(
+          splitDim ? *splitDim + 1 : 0, shard::GridAxesAttr::get(context, {}));
+      if (splitDim)
+        splitAxes[*splitDim] = shard::GridAxesAttr::get(context, {0});
+      return shard::ShardingOp::create(
+          b, loc, FlatSymbolRefAttr::get(context, gridName), splitAxes);
+    };
+    Value split =
+        shard::ShardOp::create(b, loc, operand.get(), shardingOf(dim),
+                               /*annotate_for_users=*/b.getUnitAttr());
+    operand.set(split);
+  }
+
+  void annotatePairs(func::FuncOp func) {
+    llvm::DenseSet<Operation *> used;
+    SmallVector<std::pair<Linear, Linear>> pairs;
+    func.walk([&](Operation *op) {
+      std::optional<Linear> column = asLinear(op);
+      if (!column || used.contains(op))
+        return;
+      std::optional<Linear> row = followingLinear(op);
+      if (!row || used.contains(row->op))
+        return;
+      auto columnWeight =
+          cast<RankedTensorType>(column->weight->get().getType());
+      auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
+      int64_t features = columnWeight.getDimSize(column->outputDim);
+      if (features % tp != 0 || rowWeight.getDimSize(row->inputDim) % tp) {
+        op->emitRemark() << "pp-tensor-parallel: " << features
+                         << " features do not split over tp = " << int64_t(tp)
+                         << "; this pair stays whole";
+        return;
+      }
+      used.insert(op);
+      used.insert(row->op);
+      pairs.push_back({*column, *row});
+    });
+    if (pairs.empty())
+      return;
+    // Every weight read is whole on every device (as onnx.global_read
+    // makes it): annotated so, partitioning slices it for a user that
+    // takes a split (here or after propagation) instead of taking it as
+    // split already.
+    func.walk([&](onnx::GlobalReadOp read) {
+      OpBuilder b = OpBuilder::atBlockBegin(read->getBlock());
+      b.setInsertionPointAfter(read);
+      Value whole = shard::ShardingOp::create(
+          b, read.getLoc(), FlatSymbolRefAttr::get(read.getContext(), gridName),
+          ArrayRef<shard::GridAxesAttr>{});
+      auto annotation = shard::ShardOp::create(b, read.getLoc(), read, whole,
+                                               /*annotate_for_users=*/
+                                               UnitAttr());
+      read.getResult().replaceAllUsesExcept(annotation, annotation);
+    });
+    for (auto &[column, row] : pairs) {
+      annotate(*column.weight, column.outputDim);
+      if (column.bias) {
+        auto bias = cast<RankedTensorType>(column.bias->get().getType());
+        // A bias of the output features (n or 1 x n) splits with them.
+        if (bias.getRank() >= 1 && bias.getShape().back() != 1)
+          annotate(*column.bias, bias.getRank() - 1);
+      }
+      annotate(*row.weight, row.inputDim);
+    }
+  }
+};
+
+} // namespace
