@@ -290,18 +290,18 @@ struct ReplicatedModel
   LogicalResult
   addShardingAnnotations(Operation *op, OpBuilder &builder,
                          const shard::ShardingOption &option) const {
-    // Float tensors only: integer operands are shapes, indices and split
-    // sizes, which ops read as constants.
-    auto isFloatTensor = [](Type type) {
-      auto tensor = dyn_cast<RankedTensorType>(type);
-      return tensor && isa<FloatType>(tensor.getElementType());
-    };
+    // Constants stay unannotated: shapes and split sizes are read from
+    // their onnx.Constant. Every other tensor is annotated (partitioning
+    // needs a function argument's one use to be its annotation).
+    if (isa<onnx::ConstantOp>(op))
+      return success();
     Sharding whole = Sharding::get(option.grid, {});
     for (OpResult result : op->getResults())
-      if (isFloatTensor(result.getType()))
+      if (isa<RankedTensorType>(result.getType()))
         shard::maybeInsertTargetShardingAnnotation(whole, result, builder);
     for (OpOperand &operand : op->getOpOperands())
-      if (isFloatTensor(operand.get().getType()))
+      if (isa<RankedTensorType>(operand.get().getType()) &&
+          !operand.get().getDefiningOp<onnx::ConstantOp>())
         shard::maybeInsertSourceShardingAnnotation(whole, operand, builder);
     return success();
   }

@@ -10,6 +10,8 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
+#include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/Pass/PassManager.h"
 
 namespace pp {
 #define GEN_PASS_DEF_TENSORPARALLELPASS
@@ -105,7 +107,68 @@ struct TensorParallelPass
       return;
     if (failed(declareGrid(module)))
       return signalPassFailure();
-    module.walk([&](func::FuncOp func) { annotatePairs(func); });
+    SmallVector<func::FuncOp> annotated;
+    module.walk([&](func::FuncOp func) {
+      if (annotatePairs(func))
+        annotated.push_back(func);
+    });
+    if (!partition)
+      return;
+    for (func::FuncOp func : annotated)
+      if (failed(partitionFunction(func)))
+        return signalPassFailure();
+  }
+
+  /// Upstream's propagation, then its partition once every op is fully
+  /// annotated (upstream's own check only asserts).
+  LogicalResult partitionFunction(func::FuncOp func) {
+    OpPassManager propagate(func::FuncOp::getOperationName());
+    propagate.addPass(shard::createShardingPropagation());
+    if (failed(runPipeline(propagate, func)) ||
+        failed(checkFullyAnnotated(func)))
+      return failure();
+    OpPassManager split(func::FuncOp::getOperationName());
+    split.addPass(shard::createPartition());
+    return runPipeline(split, func);
+  }
+
+  /// What partitioning needs of an op (upstream's pass casts without
+  /// checking): every tensor operand of rank > 0 comes from a shard.shard
+  /// for its users, every used tensor result goes to exactly one
+  /// shard.shard.
+  static LogicalResult checkFullyAnnotated(func::FuncOp func) {
+    auto needsAnnotation = [](Type type) {
+      auto tensor = dyn_cast<RankedTensorType>(type);
+      return tensor && tensor.getRank() > 0;
+    };
+    auto unsupported = [&](Operation *op, const Twine &what) {
+      return op->emitError()
+             << "pp-tensor-parallel: cannot partition " << op->getName() << " ("
+             << what
+             << "): tensor parallelism through this op is not built yet";
+    };
+    WalkResult result = func.walk([&](Operation *op) {
+      if (isa<shard::ShardOp, shard::ShardingOp, onnx::ConstantOp, func::FuncOp,
+              func::ReturnOp>(op))
+        return WalkResult::advance();
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
+        if (needsAnnotation(operand.get().getType()) &&
+            (!shardOp || !shardOp.getAnnotateForUsers()))
+          return unsupported(op, "operand #" +
+                                     Twine(operand.getOperandNumber()) +
+                                     " is not annotated"),
+                 WalkResult::interrupt();
+      }
+      for (OpResult value : op->getResults())
+        if (needsAnnotation(value.getType()) && !value.use_empty() &&
+            (!value.hasOneUse() || !isa<shard::ShardOp>(*value.user_begin())))
+          return unsupported(op, "result #" + Twine(value.getResultNumber()) +
+                                     " is not annotated once"),
+                 WalkResult::interrupt();
+      return WalkResult::advance();
+    });
+    return failure(result.wasInterrupted());
   }
 
   LogicalResult declareGrid(ModuleOp module) {
@@ -144,7 +207,8 @@ struct TensorParallelPass
     operand.set(split);
   }
 
-  void annotatePairs(func::FuncOp func) {
+  /// Whether it annotated anything.
+  bool annotatePairs(func::FuncOp func) {
     llvm::DenseSet<Operation *> used;
     SmallVector<std::pair<Linear, Linear>> pairs;
     func.walk([&](Operation *op) {
@@ -169,7 +233,7 @@ struct TensorParallelPass
       pairs.push_back({*column, *row});
     });
     if (pairs.empty())
-      return;
+      return false;
     // Every weight read is whole on every device (as onnx.global_read
     // makes it): annotated so, partitioning slices it for a user that
     // takes a split (here or after propagation) instead of taking it as
@@ -195,6 +259,7 @@ struct TensorParallelPass
       }
       annotate(*row.weight, row.inputDim);
     }
+    return true;
   }
 };
 

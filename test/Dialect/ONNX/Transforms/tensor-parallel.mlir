@@ -1,8 +1,9 @@
-// --pp-tensor-parallel annotates Megatron's column-then-row pairs; upstream's
-// --sharding-propagation and --shard-partition (with the onnx ops' sharding
-// models) then write the per-device program with its collectives.
-// RUN: pipeline-opt %s -split-input-file -verify-diagnostics --pp-tensor-parallel=tp=2 | FileCheck %s --check-prefix=ANNOTATE
-// RUN: pipeline-opt %s -split-input-file -verify-diagnostics --pass-pipeline="builtin.module(pp-tensor-parallel{tp=2},func.func(sharding-propagation,shard-partition))" | FileCheck %s --check-prefix=PARTITION
+// --pp-tensor-parallel annotates Megatron's column-then-row pairs, then runs
+// upstream's --sharding-propagation and --shard-partition (with the onnx
+// ops' sharding models), which write the per-device program with its
+// collectives.
+// RUN: not pipeline-opt %s -split-input-file --pp-tensor-parallel="tp=2 partition=false" 2>/dev/null | FileCheck %s --check-prefix=ANNOTATE
+// RUN: pipeline-opt %s -split-input-file -verify-diagnostics --pp-tensor-parallel=tp=2 | FileCheck %s --check-prefix=PARTITION
 // RUN: pipeline-opt %s -split-input-file --pp-tensor-parallel=tp=1 | FileCheck %s --check-prefix=ONE
 
 // An MLP pair of Gemms (weights [out, in], transB): the first weight and
@@ -116,3 +117,43 @@ onnx.global "trainable" @u2 : tensor<4x3xf32> = dense<0.1> : tensor<4x3xf32>
 func.func @tp(%x: tensor<2x4xf32>) -> tensor<2x4xf32> {
   return %x : tensor<2x4xf32>
 }
+
+// -----
+
+// Ops without a sharding model of their own stay whole on every device:
+// LayerNormalization takes the summed output.
+// PARTITION-LABEL: func.func @layer_norm_after
+// PARTITION: %[[SUM:.*]] = shard.all_reduce
+// PARTITION: onnx.LayerNormalization %[[SUM]]
+func.func @layer_norm_after(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %w1 = onnx.global_read @v1 : tensor<32x16xf32>
+  %w2 = onnx.global_read @v2 : tensor<16x32xf32>
+  %g = onnx.global_read @vg : tensor<16xf32>
+  %h = onnx.Gemm %x, %w1 {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %r = onnx.Relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y = onnx.Gemm %r, %w2 {transB = 1 : i64} : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
+  %n, %mean, %inv = onnx.LayerNormalization %y, %g, %g : (tensor<8x16xf32>, tensor<16xf32>, tensor<16xf32>) -> (tensor<8x16xf32>, tensor<8x1xf32>, tensor<8x1xf32>)
+  return %n : tensor<8x16xf32>
+}
+onnx.global "trainable" @v1 : tensor<32x16xf32> = dense<0.1> : tensor<32x16xf32>
+onnx.global "trainable" @v2 : tensor<16x32xf32> = dense<0.1> : tensor<16x32xf32>
+onnx.global "trainable" @vg : tensor<16xf32> = dense<0.1> : tensor<16xf32>
+
+// -----
+
+// An op that the partition cannot take (a constant tensor operand, which
+// propagation leaves unannotated) is an error naming it, not a crash.
+func.func @constant_operand(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+  %w1 = onnx.global_read @c1 : tensor<32x16xf32>
+  %w2 = onnx.global_read @c2 : tensor<16x32xf32>
+  %h = onnx.Gemm %x, %w1 {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
+  %r = onnx.Relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %y = onnx.Gemm %r, %w2 {transB = 1 : i64} : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
+  %c = onnx.Constant dense<true> : tensor<8x16xi1>
+  %z = onnx.Constant dense<0.0> : tensor<f32>
+  // expected-error @+1 {{pp-tensor-parallel: cannot partition onnx.Where (operand #0 is not annotated): tensor parallelism through this op is not built yet}}
+  %out = onnx.Where %c, %z, %y : (tensor<8x16xi1>, tensor<f32>, tensor<8x16xf32>) -> tensor<8x16xf32>
+  return %out : tensor<8x16xf32>
+}
+onnx.global "trainable" @c1 : tensor<32x16xf32> = dense<0.1> : tensor<32x16xf32>
+onnx.global "trainable" @c2 : tensor<16x32xf32> = dense<0.1> : tensor<16x32xf32>

@@ -37,16 +37,21 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     Linear, activation, Linear) becomes column-parallel (its weight split
     along the output features, with its bias) and the other row-parallel
     (its weight split along the input features). Each split is a
-    `shard.shard ... annotate_for_users` on the weight; upstream's
-    `--sharding-propagation` spreads them to the ops between, and
-    `--shard-partition` (with the onnx ops' ShardingInterface models)
-    writes the per-device program: the row-parallel contraction sums its
-    partial products with one `shard.all_reduce`, then adds its bias. A
-    pair whose split dimension tp does not divide is left whole, with a
-    remark. Not built yet: attention heads, vocabulary-parallel embedding
-    and cross-entropy, convolutions, sequence parallelism, pinning by node
-    name, and running the result (the interpreter and the generated
-    programs do not take shard ops).
+    `shard.shard ... annotate_for_users` on the weight. Unless
+    `partition=false`, the pass then runs upstream's
+    `--sharding-propagation`, which spreads them to the ops between, checks
+    that every op is fully annotated (an op the models cannot carry a
+    split through is an error that names it), and runs `--shard-partition`
+    (with the onnx ops' ShardingInterface models), which writes the
+    per-device program: the weights sliced (`shard.all_slice`), the
+    row-parallel contraction summing its partial products with one
+    `shard.all_reduce` before its bias. A pair whose split dimension tp
+    does not divide is left whole, with a remark. Not built yet: attention
+    heads, vocabulary-parallel embedding and cross-entropy, convolutions,
+    sequence parallelism, ops with several results or constant operands
+    between sharded ops, pinning by node name, gradients of shard ops
+    (--pp-autodiff), and running the result (the interpreter and the
+    generated programs do not take shard ops).
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "2",
@@ -54,6 +59,9 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
            "unchanged)">,
     Option<"gridName", "grid", "std::string", "\"tp\"",
            "Symbol of the shard.grid the annotations use">,
+    Option<"partition", "partition", "bool", "true",
+           "Then run upstream's sharding propagation and partition on each "
+           "annotated function (false: annotations only)">,
   ];
   let dependentDialects = ["mlir::shard::ShardDialect"];
 }
