@@ -6,12 +6,15 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/StringExtras.h"
+#include "llvm/Support/Regex.h"
 
 namespace pp {
 #define GEN_PASS_DEF_TENSORPARALLELPASS
@@ -105,13 +108,29 @@ struct TensorParallelPass
     }
     if (tp == 1)
       return;
+    pinned.clear();
+    markedFunctions.clear();
     if (failed(declareGrid(module)))
       return signalPassFailure();
+    FailureOr<SmallVector<Pin>> parsedPins = parsePins(module);
+    if (failed(parsedPins))
+      return signalPassFailure();
     SmallVector<func::FuncOp> annotated;
+    bool pinFailed = false;
     module.walk([&](func::FuncOp func) {
-      if (annotatePairs(func))
+      FailureOr<bool> pinned = annotatePins(func, *parsedPins);
+      pinFailed |= failed(pinned);
+      if (succeeded(pinned) && (annotatePairs(func) || *pinned))
         annotated.push_back(func);
     });
+    if (pinFailed)
+      return signalPassFailure();
+    for (const Pin &pin : *parsedPins)
+      if (!pin.matched) {
+        module.emitError() << "pp-tensor-parallel: pin pattern '" << pin.pattern
+                           << "' matches no op";
+        return signalPassFailure();
+      }
     if (!partition)
       return;
     for (func::FuncOp func : annotated)
@@ -148,7 +167,26 @@ struct TensorParallelPass
              << "): tensor parallelism through this op is not built yet";
     };
     WalkResult result = func.walk([&](Operation *op) {
-      if (isa<shard::ShardOp, shard::ShardingOp, onnx::ConstantOp, func::FuncOp,
+      // Resharding a split tensor into another sharding (an all-gather or
+      // an all-to-all) makes upstream's partition crash here; slicing a
+      // whole tensor is fine.
+      if (auto target = dyn_cast<shard::ShardOp>(op)) {
+        auto source = target.getSrc().getDefiningOp<shard::ShardOp>();
+        if (source && target.getAnnotateForUsers() &&
+            !shard::Sharding(source.getSharding()).getSplitAxes().empty() &&
+            shard::Sharding(source.getSharding()) !=
+                shard::Sharding(target.getSharding())) {
+          Operation *user = *target->user_begin();
+          user->emitError()
+              << "pp-tensor-parallel: cannot partition " << user->getName()
+              << ": it needs a split tensor gathered (an op "
+                 "without a split model between pinned ops?), "
+                 "which is not built yet";
+          return WalkResult::interrupt();
+        }
+        return WalkResult::advance();
+      }
+      if (isa<shard::ShardingOp, onnx::ConstantOp, func::FuncOp,
               func::ReturnOp>(op))
         return WalkResult::advance();
       for (OpOperand &operand : op->getOpOperands()) {
@@ -207,16 +245,112 @@ struct TensorParallelPass
     operand.set(split);
   }
 
+  struct Pin {
+    std::string pattern;
+    std::shared_ptr<llvm::Regex> regex;
+    bool column;
+    bool matched = false;
+  };
+
+  FailureOr<SmallVector<Pin>> parsePins(ModuleOp module) {
+    SmallVector<Pin> parsed;
+    for (StringRef entry : llvm::split(StringRef(pins), ',')) {
+      if (entry.trim().empty())
+        continue;
+      auto [pattern, kind] = entry.rsplit('=');
+      auto regex = std::make_shared<llvm::Regex>(pattern.trim());
+      std::string regexError;
+      kind = kind.trim();
+      if ((kind != "column" && kind != "row") || !regex->isValid(regexError))
+        return module.emitError()
+               << "pp-tensor-parallel: pin '" << entry
+               << "' is not PATTERN=column or PATTERN=row with a valid regex"
+               << (regexError.empty() ? "" : " (" + regexError + ")");
+      parsed.push_back({pattern.trim().str(), regex, kind == "column"});
+    }
+    return parsed;
+  }
+
+  /// Splits the ops the pins name; whether it annotated anything. A pinned
+  /// op joins no pair.
+  FailureOr<bool> annotatePins(func::FuncOp func, SmallVector<Pin> &pins) {
+    bool any = false;
+    WalkResult result = func.walk([&](Operation *op) {
+      std::string name = pp::getOpName(op);
+      for (Pin &pin : pins) {
+        if (name.empty() || !pin.regex->match(name))
+          continue;
+        pin.matched = true;
+        std::optional<Linear> linear = asLinear(op);
+        if (!linear) {
+          op->emitError() << "pp-tensor-parallel: pin '" << pin.pattern
+                          << "' names " << op->getName()
+                          << ", not a Gemm or MatMul of a 2-D weight";
+          return WalkResult::interrupt();
+        }
+        auto weight = cast<RankedTensorType>(linear->weight->get().getType());
+        int64_t dim = pin.column ? linear->outputDim : linear->inputDim;
+        if (weight.getDimSize(dim) % tp != 0) {
+          op->emitError() << "pp-tensor-parallel: pin '" << pin.pattern
+                          << "': " << weight.getDimSize(dim)
+                          << " features do not split over tp = " << int64_t(tp);
+          return WalkResult::interrupt();
+        }
+        if (pinned.insert(op).second) {
+          markWholeWeightReads(func);
+          annotate(*linear->weight, dim);
+          if (pin.column && linear->bias)
+            annotateBias(*linear->bias);
+          any = true;
+        }
+      }
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      return failure();
+    return any;
+  }
+
+  /// Every weight read is whole on every device (as onnx.global_read
+  /// makes it): annotated so, partitioning slices it for a user that takes
+  /// a split (here or after propagation) instead of taking it as split
+  /// already. Once per function.
+  void markWholeWeightReads(func::FuncOp func) {
+    if (!markedFunctions.insert(func).second)
+      return;
+    func.walk([&](onnx::GlobalReadOp read) {
+      OpBuilder b = OpBuilder::atBlockBegin(read->getBlock());
+      b.setInsertionPointAfter(read);
+      Value whole = shard::ShardingOp::create(
+          b, read.getLoc(), FlatSymbolRefAttr::get(read.getContext(), gridName),
+          ArrayRef<shard::GridAxesAttr>{});
+      auto annotation = shard::ShardOp::create(b, read.getLoc(), read, whole,
+                                               /*annotate_for_users=*/
+                                               UnitAttr());
+      read.getResult().replaceAllUsesExcept(annotation, annotation);
+    });
+  }
+
+  /// A bias of the output features (n or 1 x n) splits with them.
+  void annotateBias(OpOperand &bias) {
+    auto type = cast<RankedTensorType>(bias.get().getType());
+    if (type.getRank() >= 1 && type.getShape().back() != 1)
+      annotate(bias, type.getRank() - 1);
+  }
+
+  llvm::DenseSet<Operation *> pinned;
+  llvm::DenseSet<Operation *> markedFunctions;
+
   /// Whether it annotated anything.
   bool annotatePairs(func::FuncOp func) {
     llvm::DenseSet<Operation *> used;
     SmallVector<std::pair<Linear, Linear>> pairs;
     func.walk([&](Operation *op) {
       std::optional<Linear> column = asLinear(op);
-      if (!column || used.contains(op))
+      if (!column || used.contains(op) || pinned.contains(op))
         return;
       std::optional<Linear> row = followingLinear(op);
-      if (!row || used.contains(row->op))
+      if (!row || used.contains(row->op) || pinned.contains(row->op))
         return;
       auto columnWeight =
           cast<RankedTensorType>(column->weight->get().getType());
@@ -234,29 +368,11 @@ struct TensorParallelPass
     });
     if (pairs.empty())
       return false;
-    // Every weight read is whole on every device (as onnx.global_read
-    // makes it): annotated so, partitioning slices it for a user that
-    // takes a split (here or after propagation) instead of taking it as
-    // split already.
-    func.walk([&](onnx::GlobalReadOp read) {
-      OpBuilder b = OpBuilder::atBlockBegin(read->getBlock());
-      b.setInsertionPointAfter(read);
-      Value whole = shard::ShardingOp::create(
-          b, read.getLoc(), FlatSymbolRefAttr::get(read.getContext(), gridName),
-          ArrayRef<shard::GridAxesAttr>{});
-      auto annotation = shard::ShardOp::create(b, read.getLoc(), read, whole,
-                                               /*annotate_for_users=*/
-                                               UnitAttr());
-      read.getResult().replaceAllUsesExcept(annotation, annotation);
-    });
+    markWholeWeightReads(func);
     for (auto &[column, row] : pairs) {
       annotate(*column.weight, column.outputDim);
-      if (column.bias) {
-        auto bias = cast<RankedTensorType>(column.bias->get().getType());
-        // A bias of the output features (n or 1 x n) splits with them.
-        if (bias.getRank() >= 1 && bias.getShape().back() != 1)
-          annotate(*column.bias, bias.getRank() - 1);
-      }
+      if (column.bias)
+        annotateBias(*column.bias);
       annotate(*row.weight, row.inputDim);
     }
     return true;

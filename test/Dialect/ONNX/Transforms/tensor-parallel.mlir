@@ -5,6 +5,12 @@
 // RUN: not pipeline-opt %s -split-input-file --pp-tensor-parallel="tp=2 partition=false" 2>/dev/null | FileCheck %s --check-prefix=ANNOTATE
 // RUN: pipeline-opt %s -split-input-file -verify-diagnostics --pp-tensor-parallel=tp=2 | FileCheck %s --check-prefix=PARTITION
 // RUN: pipeline-opt %s -split-input-file --pp-tensor-parallel=tp=1 | FileCheck %s --check-prefix=ONE
+// RUN: pipeline-opt %S/Inputs/tensor-parallel-pins.mlir --pp-tensor-parallel="tp=2 pin=^down$=row" | FileCheck %S/Inputs/tensor-parallel-pins.mlir --check-prefix=PIN
+// RUN: not pipeline-opt %S/Inputs/tensor-parallel-pins.mlir --pp-tensor-parallel="tp=2 pin=up=diagonal" 2>&1 | FileCheck %s --check-prefix=PIN-BAD
+// PIN-BAD: error: pp-tensor-parallel: pin 'up=diagonal' is not PATTERN=column or PATTERN=row with a valid regex
+// RUN: not pipeline-opt %S/Inputs/tensor-parallel-pins.mlir --pp-tensor-parallel="tp=2 pin=nowhere=row" 2>&1 | FileCheck %s --check-prefix=PIN-NONE
+// PIN-NONE: error: pp-tensor-parallel: pin pattern 'nowhere' matches no op
+// RUN: pipeline-opt %S/Inputs/tensor-parallel-gather.mlir -verify-diagnostics --pp-tensor-parallel="tp=2 pin=^up$=column,^down$=row" -o /dev/null
 
 // An MLP pair of Gemms (weights [out, in], transB): the first weight and
 // bias split along the output features, the second weight along its input

@@ -46,10 +46,14 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     per-device program: the weights sliced (`shard.all_slice`), the
     row-parallel contraction summing its partial products with one
     `shard.all_reduce` before its bias. A pair whose split dimension tp
-    does not divide is left whole, with a remark. Not built yet: attention
+    does not divide is left whole, with a remark. `pin=` chooses the split
+    of named ops instead (column: output features, row: input features);
+    a function whose result stays split (a column-parallel op pinned
+    without a row-parallel one after it) returns each device's part.
+    Not built yet: attention
     heads, vocabulary-parallel embedding and cross-entropy, convolutions,
     sequence parallelism, ops with several results or constant operands
-    between sharded ops, pinning by node name, gradients of shard ops
+    between sharded ops, gradients of shard ops
     (--pp-autodiff), and running the result (the interpreter and the
     generated programs do not take shard ops).
   }];
@@ -59,6 +63,10 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
            "unchanged)">,
     Option<"gridName", "grid", "std::string", "\"tp\"",
            "Symbol of the shard.grid the annotations use">,
+    Option<"pins", "pin", "std::string", "\"\"",
+           "Splits chosen by node name: PATTERN=column or PATTERN=row, "
+           "comma-separated (a regex on the ONNX node name of a Gemm or "
+           "MatMul); pinned ops split so and join no pair">,
     Option<"partition", "partition", "bool", "true",
            "Then run upstream's sharding propagation and partition on each "
            "annotated function (false: annotations only)">,
