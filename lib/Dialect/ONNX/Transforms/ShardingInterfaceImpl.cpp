@@ -48,14 +48,19 @@ AffineMap broadcastMap(Type operand, ArrayRef<int64_t> resultShape,
   return AffineMap::get(numLoops, 0, exprs, context);
 }
 
+/// One parallel loop per dimension of the op's first result.
+SmallVector<utils::IteratorType> parallelLoopsOverResult(Operation *op) {
+  auto type = cast<RankedTensorType>(op->getResult(0).getType());
+  return SmallVector<utils::IteratorType>(type.getRank(),
+                                          utils::IteratorType::parallel);
+}
+
 /// Elementwise ops with broadcasting: every loop parallel.
 template <typename Op>
 struct ElementwiseModel
     : public shard::ShardingInterface::ExternalModel<ElementwiseModel<Op>, Op> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    return SmallVector<utils::IteratorType>(type.getRank(),
-                                            utils::IteratorType::parallel);
+    return parallelLoopsOverResult(op);
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
@@ -234,9 +239,7 @@ struct GlobalReadModel
     : public shard::ShardingInterface::ExternalModel<GlobalReadModel,
                                                      onnx::GlobalReadOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
-    auto type = cast<RankedTensorType>(op->getResult(0).getType());
-    return SmallVector<utils::IteratorType>(type.getRank(),
-                                            utils::IteratorType::parallel);
+    return parallelLoopsOverResult(op);
   }
 
   SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
