@@ -667,6 +667,31 @@ pp::pipeline::partitionStages(ModuleOp module,
       return (2.0 + stateFactor + extra) / (2.0 + stateFactor);
     };
   }
+  // ZB-H2 and the V-shaped schedules hold other counts than 1F1B (ZB-H2
+  // 2p-1 stashes on every stage): those of the built order, once per stage
+  // count.
+  std::map<unsigned, std::vector<int64_t>> builtInFlight;
+  if (*scheduleKind == pp::schedule::ScheduleKind::ZBH2 ||
+      pp::kinds::isVShaped(*scheduleKind)) {
+    searchOptions.schedule = partition::PipelineSchedule::Custom;
+    searchOptions.inflight =
+        [&builtInFlight, kind = *scheduleKind,
+         microBatches = options.microBatches, chunks = options.chunks](
+            unsigned stage, unsigned numStages) -> uint64_t {
+      auto [it, inserted] = builtInFlight.try_emplace(numStages);
+      pp::schedule::Schedule schedule;
+      std::string ignored;
+      if (inserted && numStages % chunks == 0 &&
+          pp::schedule::buildSchedule(
+              kind, static_cast<int>(numStages / chunks),
+              static_cast<int>(microBatches), static_cast<int>(chunks),
+              schedule, ignored))
+        it->second = pp::schedule::peakInFlight(schedule);
+      return stage < it->second.size()
+                 ? static_cast<uint64_t>(it->second[stage])
+                 : 0;
+    };
+  }
   // Reordering would break the chunk-to-device rule of interleaving.
   searchOptions.tryDeviceOrders =
       options.tryDeviceOrders && options.chunks == 1;
