@@ -15,6 +15,8 @@ using namespace mlir;
 void pp::buildTrainingStepPipeline(OpPassManager &pm,
                                    const TrainingStepOptions &options) {
   pm.addPass(createAddLossPass(options.addLossOptions(options.funcName)));
+  pm.addPass(createMixedPrecisionPass(
+      options.mixedPrecisionOptions(options.funcName)));
   AutodiffPassOptions autodiff;
   autodiff.funcName = options.funcName;
   pm.addPass(createAutodiffPass(autodiff));
@@ -80,6 +82,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   // The importer names the model's function "main".
   constexpr llvm::StringLiteral func = "main";
   pm.addPass(createAddLossPass(options.addLossOptions(func)));
+  pm.addPass(createMixedPrecisionPass(options.mixedPrecisionOptions(func)));
   std::optional<schedule::ScheduleKind> kind =
       schedule::parseScheduleKind(options.schedule);
   // An explicit chunks=0 goes on to --pp-partition, which rejects it.

@@ -51,6 +51,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
                        llvm::cl::init(0.999)};
   Option<double> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
                          llvm::cl::init(1e-8)};
+  Option<std::string> precision{
+      *this, "precision",
+      llvm::cl::desc("Compute precision: fp32, or bf16 / fp16 activations "
+                     "over fp32 master weights (--pp-mixed-precision)"),
+      llvm::cl::init("fp32")};
 
   /// The options of --pp-add-loss for `funcName`.
   AddLossPassOptions addLossOptions(llvm::StringRef funcName) const {
@@ -58,6 +63,14 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.funcName = funcName.str();
     options.kind = loss;
     options.classAxis = classAxis;
+    return options;
+  }
+  /// The options of --pp-mixed-precision for `funcName`.
+  MixedPrecisionPassOptions
+  mixedPrecisionOptions(llvm::StringRef funcName) const {
+    MixedPrecisionPassOptions options;
+    options.funcName = funcName.str();
+    options.precision = precision;
     return options;
   }
   /// The options of --pp-optimizer for `funcName`.

@@ -145,10 +145,19 @@ func.func @split_sizes(%x: tensor<5xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
 // -----
 
 func.func @batchnorm_channels(%x: tensor<2x4x3x3xf32>, %s: tensor<3xf32>) -> tensor<2x4x3x3xf32> {
-  // expected-error @+2 {{BatchNormalization scale, B, mean and var must be of type tensor<4xf32>}}
+  // expected-error @+2 {{BatchNormalization scale and B must be of type tensor<4xf32>}}
   // expected-error @+1 {{failed to infer returned types}}
   %0:3 = onnx.BatchNormalization %x, %s, %s, %s, %s : (tensor<2x4x3x3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x4x3x3xf32>, tensor<3xf32>, tensor<3xf32>)
   return %0#0 : tensor<2x4x3x3xf32>
+}
+
+// -----
+
+func.func @batchnorm_statistics(%x: tensor<2x4x3x3xbf16>, %s: tensor<4xbf16>, %m: tensor<4xf32>, %v: tensor<3xf32>) -> tensor<2x4x3x3xbf16> {
+  // expected-error @+2 {{BatchNormalization mean and var must be of one type of shape [4]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0:3 = onnx.BatchNormalization %x, %s, %s, %m, %v : (tensor<2x4x3x3xbf16>, tensor<4xbf16>, tensor<4xbf16>, tensor<4xf32>, tensor<3xf32>) -> (tensor<2x4x3x3xbf16>, tensor<4xf32>, tensor<3xf32>)
+  return %0#0 : tensor<2x4x3x3xbf16>
 }
 
 // -----

@@ -675,12 +675,19 @@ LogicalResult BatchNormalizationOp::inferReturnTypes(
   if (x.getRank() < 2)
     return error(location, "BatchNormalization input must have rank >= 2");
   auto channels = RankedTensorType::get({x.getDimSize(1)}, x.getElementType());
-  for (Value v : adaptor.getOperands().drop_front())
+  for (Value v : {adaptor.getScale(), adaptor.getB()})
     if (v.getType() != channels)
-      return error(location, "BatchNormalization scale, B, mean and var must "
-                             "be of type " +
+      return error(location, "BatchNormalization scale and B must be of type " +
                                  llvm::formatv("{0}", channels).str());
-  inferred.append({x, channels, channels});
+  // The running statistics may be of another float type (ONNX's T2): fp32
+  // state under bf16 or fp16 activations.
+  Type statistics = adaptor.getInputMean().getType();
+  if (adaptor.getInputVar().getType() != statistics ||
+      cast<RankedTensorType>(statistics).getShape() != channels.getShape())
+    return error(location, "BatchNormalization mean and var must be of one "
+                           "type of shape [" +
+                               std::to_string(x.getDimSize(1)) + "]");
+  inferred.append({x, statistics, statistics});
   return success();
 }
 

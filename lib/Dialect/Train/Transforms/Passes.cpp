@@ -11,6 +11,7 @@
 namespace pp {
 #define GEN_PASS_DEF_ADDLOSSPASS
 #define GEN_PASS_DEF_AUTODIFFPASS
+#define GEN_PASS_DEF_MIXEDPRECISIONPASS
 #define GEN_PASS_DEF_OPTIMIZERPASS
 #include "pp/Dialect/Train/Transforms/Passes.h.inc"
 } // namespace pp
@@ -26,6 +27,15 @@ struct AddLossPass : PassAdapter<AddLossPass, pp::impl::AddLossPassBase> {
   LogicalResult run(ModuleOp module) {
     return train::addLoss(
         module, {.funcName = funcName, .kind = kind, .classAxis = classAxis});
+  }
+};
+
+struct MixedPrecisionPass
+    : PassAdapter<MixedPrecisionPass, pp::impl::MixedPrecisionPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(ModuleOp module) {
+    return train::applyMixedPrecision(
+        module, {.funcName = funcName, .precision = precision});
   }
 };
 

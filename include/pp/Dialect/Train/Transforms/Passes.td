@@ -26,6 +26,32 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
   let dependentDialects = ["pp::onnx::ONNXDialect"];
 }
 
+def MixedPrecisionPass : Pass<"pp-mixed-precision", "mlir::ModuleOp"> {
+  let summary = "Compute the forward (and so the backward) pass in bf16 or fp16, with fp32 master weights";
+  let description = [{
+    Runs after `--pp-add-loss` and before `--pp-autodiff`. Every op of the
+    model function that reads a float tensor computes in the low precision
+    (`precision=bf16` or `fp16`): its float operands are cast with
+    `onnx.Cast` (one cast per value), and its results take the type its
+    type inference gives. The weights stay fp32 globals (the master copy the
+    optimizer updates); their reads are cast, so autodiff turns each cast's
+    gradient back into fp32 for the optimizer. Kept in fp32: the loss ops
+    (`onnx.SoftmaxCrossEntropyLoss`, `onnx.NegativeLogLikelihoodLoss` and
+    the ops `--pp-add-loss` named `loss`), BatchNormalization's running
+    statistics, the model's own `onnx.Cast`s and the function's results.
+    Kernels accumulate in fp32 (GEMMs, reductions, normalisations), and
+    activations, stashes and transfers are stored in the low precision, so
+    the planner's memory and communication figures halve. `precision=fp32`
+    changes nothing.
+  }];
+  let options = [
+    Option<"funcName", "func", "std::string", "\"main\"", "Function to convert">,
+    Option<"precision", "precision", "std::string", "\"bf16\"",
+           "bf16, fp16 or fp32">,
+  ];
+  let dependentDialects = ["pp::onnx::ONNXDialect"];
+}
+
 def AutodiffPass : Pass<"pp-autodiff", "mlir::ModuleOp"> {
   let summary = "Derive the backward pass: gradients of the loss for every trainable global";
   let description = [{

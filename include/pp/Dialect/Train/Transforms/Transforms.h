@@ -18,6 +18,11 @@ namespace pp::train {
 mlir::LogicalResult addLoss(mlir::ModuleOp module,
                             const AddLossPassOptions &options);
 
+/// --pp-mixed-precision: the forward pass in bf16/fp16 over fp32 weights.
+mlir::LogicalResult
+applyMixedPrecision(mlir::ModuleOp module,
+                    const MixedPrecisionPassOptions &options);
+
 /// --pp-autodiff: gradients of every trainable global, by reverse mode.
 mlir::LogicalResult differentiate(mlir::ModuleOp module,
                                   const AutodiffPassOptions &options);
