@@ -109,6 +109,14 @@ def main():
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
                         help="precision of the model and data")
+    parser.add_argument("--precision", choices=["fp32", "bf16", "fp16"],
+                        default="fp32",
+                        help="--pp-compile precision= of every program and "
+                        "reference (mixed precision over fp32 weights)")
+    parser.add_argument("--reference-rtol", type=float, default=None,
+                        help="rtol against the unsplit or one-stage "
+                        "reference (default --rtol): under bf16 the "
+                        "micro-batches round their gradients apart")
     parser.add_argument("--p2p-matching", default="",
                         help="comma-separated --p2p-matching modes (order, "
                         "headers) to rerun every config with: messages "
@@ -127,7 +135,7 @@ def main():
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]
-    optimizer = f"lr={args.lr}"
+    optimizer = f"lr={args.lr} precision={args.precision}"
 
     def compile_program(name, schedule, devices, recompute, dp=args.dp):
         program = os.path.join(args.work, name)
@@ -191,15 +199,18 @@ def main():
 
         check = Comparison(args.rtol, args.atol)
         check.failures.extend(check_failures)
+        ref_check = Comparison(args.rtol if args.reference_rtol is None
+                               else args.reference_rtol, args.atol)
         interp_losses, interp_globals = interpret(name, mlir)
         for label, (r_losses, r_globals) in (
                 ("interpreter", (interp_losses, interp_globals)),
                 ("reference", (ref_losses, ref_globals))):
+            checker = ref_check if label == "reference" else check
             if len(losses) != len(r_losses):
-                check.failures.append(
+                checker.failures.append(
                     f"{label}: {len(losses)} losses vs {len(r_losses)}")
             for i, (a, b) in enumerate(zip(losses, r_losses)):
-                check(f"{label}: loss of step {i + 1}", [a], [b])
+                checker(f"{label}: loss of step {i + 1}", [a], [b])
             for key, value in r_globals.items():
                 # Under data parallelism replica 0's BatchNorm running
                 # statistics are the model's (DDP's buffer broadcast); the
@@ -210,11 +221,11 @@ def main():
                         "running_" in key):
                     continue
                 if key not in final:
-                    check.failures.append(f"{label}: {key} missing")
+                    checker.failures.append(f"{label}: {key} missing")
                 elif np.issubdtype(value.dtype, np.floating):
-                    check(f"{label}: {key}", final[key], value)
+                    checker(f"{label}: {key}", final[key], value)
                 elif not np.array_equal(final[key], value):
-                    check.failures.append(f"{label}: {key} differs")
+                    checker.failures.append(f"{label}: {key} differs")
         # The saved model re-imports and holds the trained weights.
         run([args.pipeline_opt, trained,
              f"--batch-size={args.micro_batch}", "-o", os.devnull])
@@ -226,9 +237,14 @@ def main():
                 compared += 1
         if compared == 0:
             check.failures.append("the saved model holds no trained weight")
+        check.failures.extend(ref_check.failures)
+        worst = max(check.worst, ref_check.worst)
+        against = ("" if args.reference_rtol is None else
+                   f" (interpreter {check.worst:.2e}, reference "
+                   f"{ref_check.worst:.2e})")
         print(f"{args.model} {name}: {len(losses)} losses, "
               f"{len(ref_globals)} globals, {compared} saved weights; worst "
-              f"relative error {check.worst:.2e}; build {build_s:.1f} s, "
+              f"relative error {worst:.2e}{against}; build {build_s:.1f} s, "
               f"{args.steps} steps {run_s:.1f} s")
         for failure in check.failures:
             print("MISMATCH", failure)

@@ -5,7 +5,8 @@ Builds one model of make_models.py (same seed), turns dropout off (unless
 --dropout), exports it to ONNX with static shapes (training mode, so BatchNorm uses batch
 statistics), loads the exported initializers back into the torch model so both
 sides start from identical weights, then runs `--steps` steps of
-torch.optim.SGD (or Adam / AdamW) on fixed random data with mean cross-entropy loss.
+torch.optim.SGD (or Adam / AdamW) on fixed random data with mean cross-entropy loss
+(the forward under torch.autocast with --autocast=bf16).
 
 Writes to --out: model.onnx, input.npy, labels.npy, losses.npy (one loss per
 step, float64) and final.npz (every initializer after training: parameters
@@ -59,6 +60,9 @@ def main():
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
                         help="precision of the model and data")
+    parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
+                        help="run the forward pass under torch.autocast on "
+                        "the CPU (bf16): fp32 weights, bf16 matmuls")
     parser.add_argument("--batch", type=int, default=0,
                         help="batch size (default: the model's example)")
     parser.add_argument("--dropout", action="store_true",
@@ -117,9 +121,11 @@ def main():
     losses = []
     for _ in range(args.steps):
         optimizer.zero_grad()
-        logits = model(x)
-        loss = nn.functional.cross_entropy(
-            logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16,
+                            enabled=args.autocast == "bf16"):
+            logits = model(x)
+            loss = nn.functional.cross_entropy(
+                logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         optimizer.step()
         losses.append(loss.item())

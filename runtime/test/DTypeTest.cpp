@@ -4,8 +4,8 @@
 // rounding tie of both formats, against an independent rounding reference),
 // and the kernels on F16, BF16, U32 and U64: cast between every pair of
 // dtypes, Pow with unsigned exponents, unsigned arithmetic, reductions and
-// comparisons, data movement on 16-bit elements, and the errors of the
-// arithmetic kernels on the storage-only 16-bit floats.
+// comparisons, and data movement on 16-bit elements (their arithmetic, done
+// through f32, is Float16ComputeTest.cpp's).
 //
 //===----------------------------------------------------------------------===//
 
@@ -508,7 +508,7 @@ TEST(Reduce, UnsignedIntegers) {
 }
 
 //===----------------------------------------------------------------------===//
-// 16-bit floats: data movement works, arithmetic is rejected
+// 16-bit floats: data movement (arithmetic: Float16ComputeTest.cpp)
 //===----------------------------------------------------------------------===//
 
 TEST(Float16, DataMovement) {
@@ -560,31 +560,6 @@ TEST(Fill, NewDTypes) {
   Owned<uint32_t> u32({1});
   ASSERT_TRUE(fill(ctx, u32.t, -5).ok());
   EXPECT_EQ(u32[0], 0u);
-}
-
-TEST(Float16, ArithmeticIsRejected) {
-  Context ctx;
-  for (DType dtype : {DType::F16, DType::BF16}) {
-    std::string name = dtypeName(dtype);
-    Owned<uint16_t> a = make16(dtype, {2, 2}, {0x3c00, 0x3c00, 0x3c00, 0x3c00});
-    Owned<uint16_t> out = make16(dtype, {2, 2});
-    auto expectError = [&](const Status &s, const char *kernel) {
-      ASSERT_FALSE(s.ok()) << kernel << " on " << name;
-      EXPECT_NE(s.message.find(name), std::string::npos) << s.message;
-    };
-    expectError(binary(ctx, BinaryKind::Add, a.t, a.t, out.t), "add");
-    Owned<uint8_t> eq = makeBool({2, 2});
-    expectError(binary(ctx, BinaryKind::Equal, a.t, a.t, eq.t), "equal");
-    expectError(unary(ctx, UnaryKind::Relu, a.t, out.t), "relu");
-    expectError(matmul(ctx, a.t, a.t, out.t), "matmul");
-    expectError(softmax(ctx, a.t, 1, false, out.t), "softmax");
-    expectError(clip(ctx, a.t, nullptr, nullptr, out.t), "clip");
-    Owned<uint16_t> r = make16(dtype, {2});
-    expectError(reduce(ctx, ReduceKind::Sum, a.t, {1}, r.t), "reduce");
-    Owned<float> f({2, 2});
-    Owned<float> fy({2, 2});
-    expectError(binary(ctx, BinaryKind::Pow, f.t, a.t, fy.t), "pow exponent");
-  }
 }
 
 } // namespace

@@ -81,7 +81,7 @@ bool normalizeAxis(int64_t &axis, int64_t rank);
 inline bool isFloat(DType dtype) {
   return dtype == DType::F32 || dtype == DType::F64;
 }
-/// True for the storage-only 16-bit floats (F16, BF16).
+/// True for the 16-bit floats (F16, BF16).
 inline bool isFloat16(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16;
 }

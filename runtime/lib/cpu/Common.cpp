@@ -10,7 +10,8 @@ namespace pp::rt::cpu {
 
 void parallelFor(const Context &ctx, int64_t n, int64_t grain,
                  const std::function<void(int64_t, int64_t)> &body) {
-  int64_t threads = std::min<int64_t>(ctx.numThreads, n / std::max<int64_t>(grain, 1));
+  int64_t threads =
+      std::min<int64_t>(ctx.numThreads, n / std::max<int64_t>(grain, 1));
   if (threads <= 1) {
     if (n > 0)
       body(0, n);
@@ -108,6 +109,80 @@ void writeDouble(Tensor &t, int64_t i, double value) {
     t.as<uint16_t>()[i] = doubleToBFloat16(value);
     break;
   }
+}
+
+Status expectSameDType(const std::string &what,
+                       std::initializer_list<const Tensor *> tensors) {
+  const Tensor *first = nullptr;
+  for (const Tensor *t : tensors) {
+    if (!t)
+      continue;
+    if (!first)
+      first = t;
+    else if (t->dtype != first->dtype)
+      return Status::error(
+          what + ": operand dtypes differ: " + dtypeName(first->dtype) +
+          " and " + dtypeName(t->dtype));
+  }
+  return Status::success();
+}
+
+namespace {
+
+/// Elements per thread of the widening and narrowing loops.
+constexpr int64_t kConvertGrain = int64_t(1) << 15;
+
+} // namespace
+
+Tensor &Float16Widening::widen(const Tensor &t, bool read, bool write) {
+  Slot &slot = slots.emplace_back();
+  slot.wide = t;
+  slot.wide.dtype = DType::F32;
+  // A tensor that the kernel's checks reject (a negative dim, no data) or
+  // that holds nothing keeps its data pointer: there is nothing to convert.
+  bool valid = std::none_of(t.shape.begin(), t.shape.end(),
+                            [](int64_t d) { return d < 0; });
+  int64_t n = valid ? t.numel() : 0;
+  if (n == 0 || !t.data)
+    return slot.wide;
+  slot.buffer.reset(new float[n]);
+  float *wide = slot.buffer.get();
+  slot.wide.data = wide;
+  if (read) {
+    const uint16_t *bits = t.as<const uint16_t>();
+    bool isBF16 = t.dtype == DType::BF16;
+    parallelFor(ctx, n, kConvertGrain, [&](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i)
+        wide[i] = float16ToFloat(bits[i], isBF16);
+    });
+  }
+  if (write)
+    slot.narrow = t;
+  return slot.wide;
+}
+
+Status Float16Widening::finish(Status status) {
+  if (!status.ok()) {
+    status.message += " (16-bit float operands computed as f32)";
+    return status;
+  }
+  for (Slot &slot : slots) {
+    if (!slot.narrow.data || !slot.buffer)
+      continue;
+    const float *wide = slot.buffer.get();
+    uint16_t *bits = slot.narrow.as<uint16_t>();
+    bool isBF16 = slot.narrow.dtype == DType::BF16;
+    parallelFor(ctx, slot.narrow.numel(), kConvertGrain,
+                [&](int64_t begin, int64_t end) {
+                  if (isBF16)
+                    for (int64_t i = begin; i < end; ++i)
+                      bits[i] = floatToBFloat16(wide[i]);
+                  else
+                    for (int64_t i = begin; i < end; ++i)
+                      bits[i] = floatToHalf(wide[i]);
+                });
+  }
+  return status;
 }
 
 } // namespace pp::rt::cpu

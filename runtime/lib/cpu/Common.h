@@ -10,8 +10,11 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <initializer_list>
 #include <limits>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -47,8 +50,9 @@ inline uint16_t doubleToFloat16(double value, bool isBF16) {
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` and returns its
 /// Status. Bool is stored as uint8_t, so kernels that care about truthiness
 /// must check `dtype == DType::Bool` themselves. The 16-bit floats have no
-/// arithmetic type: they are an error here (kernels that accept them, such
-/// as cast and fill, handle them before dispatching).
+/// arithmetic type: they are an error here (arithmetic kernels widen them to
+/// f32 first, see Float16Widening; cast and fill handle them before
+/// dispatching).
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::F32:
@@ -71,10 +75,80 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   case DType::F16:
   case DType::BF16:
     return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
-                         " (16-bit floats are storage only: cast them to f32)");
+                         " (16-bit floats have no arithmetic type here)");
   }
   return Status::error("unknown dtype");
 }
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats computed through f32
+//===----------------------------------------------------------------------===//
+
+inline bool isFloat16Tensor(const Tensor &t) { return isFloat16(t.dtype); }
+inline bool isFloat16Tensor(const Tensor *t) {
+  return t && isFloat16(t->dtype);
+}
+/// True when any of the tensors (references or pointers, null skipped) is
+/// F16 or BF16.
+template <typename... Ts> bool anyFloat16(const Ts &...tensors) {
+  return (isFloat16Tensor(tensors) || ...);
+}
+
+/// The dtype rule of a kernel checked before widening: every non-null tensor
+/// must have the first one's dtype, so that a 16-bit float mixed with
+/// another float dtype (BF16 with F32, F16 with BF16) stays an error once
+/// both would be f32: "what: operand dtypes differ: bf16 and f32".
+Status expectSameDType(const std::string &what,
+                       std::initializer_list<const Tensor *> tensors);
+
+/// Runs an arithmetic kernel on F16 / BF16 tensors through its f32 code:
+///
+///   if (anyFloat16(x, y)) {
+///     Float16Widening w(ctx);
+///     return w.finish(unary(ctx, kind, w.in(x), w.out(y), alpha, beta));
+///   }
+///
+/// in() widens a 16-bit float tensor to an f32 temporary (exact), out()
+/// gives an f32 temporary that finish() rounds once (to nearest even) into
+/// the original tensor when the kernel succeeded, inout() does both. Every
+/// other tensor (F32, F64, Bool masks, I64 indices and labels), a null
+/// pointer, and a tensor that the kernel's checks must reject (negative
+/// dims, null data) pass through as they are, but the latter with dtype F32
+/// so the f32 kernel reports them. Outputs are written only by finish(), so
+/// an output may alias an input. The temporaries live as long as the object.
+class Float16Widening {
+public:
+  explicit Float16Widening(const Context &ctx) : ctx(ctx) {}
+  Float16Widening(const Float16Widening &) = delete;
+  Float16Widening &operator=(const Float16Widening &) = delete;
+
+  const Tensor &in(const Tensor &t) {
+    return isFloat16(t.dtype) ? widen(t, true, false) : t;
+  }
+  const Tensor *in(const Tensor *t) { return t ? &in(*t) : nullptr; }
+  Tensor &out(Tensor &t) {
+    return isFloat16(t.dtype) ? widen(t, false, true) : t;
+  }
+  Tensor *out(Tensor *t) { return t ? &out(*t) : nullptr; }
+  Tensor &inout(Tensor &t) {
+    return isFloat16(t.dtype) ? widen(t, true, true) : t;
+  }
+  Tensor *inout(Tensor *t) { return t ? &inout(*t) : nullptr; }
+
+  /// Narrows the outputs when `status` is ok; returns `status`.
+  Status finish(Status status);
+
+private:
+  struct Slot {
+    Tensor wide;
+    Tensor narrow; // the original of an output (data null: none)
+    std::unique_ptr<float[]> buffer;
+  };
+  Tensor &widen(const Tensor &t, bool read, bool write);
+
+  const Context &ctx;
+  std::deque<Slot> slots; // stable addresses for the returned references
+};
 
 /// Converts a double to T the way `cast` does: floats round, integers
 /// truncate toward zero and saturate (NaN gives 0), so the conversion is

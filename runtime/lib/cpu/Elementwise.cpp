@@ -490,6 +490,11 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
                               [](uint8_t v) { return uint8_t(v == 0); });
     return Status::success();
   }
+  // F16 / BF16 (x and y share the dtype, checked above): through f32.
+  if (anyFloat16(x)) {
+    Float16Widening w(ctx);
+    return w.finish(unary(ctx, kind, w.in(x), w.out(y), alpha, beta));
+  }
   switch (x.dtype) {
   case DType::F32:
     return unaryFloat<float>(ctx, kind, x, y, alpha, beta);
@@ -522,7 +527,7 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
       std::memset(dx.data, 0, dx.bytes());
     return Status::success();
   }
-  if (dy.dtype != DType::F32 && dy.dtype != DType::F64)
+  if (!isFloat(dy.dtype) && !isFloat16(dy.dtype))
     return dtypeError(what, dy.dtype);
   // y is only read by the kinds whose derivative is cheaper from f(x); the
   // others accept an empty placeholder.
@@ -534,6 +539,12 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   if (Status s = expectShape(input, dy.shape, (what + inputName).c_str());
       !s.ok())
     return s;
+  // F16 / BF16 (dy, dx and the input read share the dtype): through f32.
+  if (isFloat16(dy.dtype)) {
+    Float16Widening w(ctx);
+    return w.finish(unaryGrad(ctx, kind, w.in(x), w.in(y), w.in(dy), w.out(dx),
+                              alpha, beta));
+  }
   if (dy.numel() == 0)
     return Status::success();
   if (dy.dtype == DType::F32)
@@ -552,9 +563,6 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   if (!broadcastShapes(a.shape, b.shape, shape))
     return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
                          shapeString(b.shape) + " do not broadcast");
-  // 16-bit floats are storage only: no arithmetic nor comparison on them.
-  if (isFloat16(a.dtype))
-    return dtypeError(what, a.dtype);
   // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
   if (kind != BinaryKind::Pow && a.dtype != b.dtype)
     return Status::error(what + ": operand dtypes differ: " +
@@ -581,6 +589,12 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
           ctx, a, b, c, [](uint8_t x, uint8_t y) { return uint8_t(x || y); });
     return Status::success();
   }
+  // F16 / BF16 operands (dtypes checked above: a and b alike but for Pow's
+  // exponent, c a's or Bool): arithmetic and comparisons through f32.
+  if (anyFloat16(a, b)) {
+    Float16Widening w(ctx);
+    return w.finish(binary(ctx, kind, w.in(a), w.in(b), w.out(c)));
+  }
   if (isCompare) {
     if (c.numel() == 0)
       return Status::success();
@@ -592,7 +606,7 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   // Arithmetic: numbers only.
   if (a.dtype == DType::Bool)
     return dtypeError(what, a.dtype);
-  if (b.dtype == DType::Bool || isFloat16(b.dtype))
+  if (b.dtype == DType::Bool)
     return dtypeError(what + " exponent", b.dtype);
   if (c.numel() == 0)
     return Status::success();
@@ -647,7 +661,7 @@ Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y) {
   if (Status s = expectValid(x, "clip x"); !s.ok())
     return s;
-  if (x.dtype == DType::Bool || isFloat16(x.dtype))
+  if (x.dtype == DType::Bool)
     return dtypeError("clip", x.dtype);
   if (Status s = expectDType(y, x.dtype, "clip y"); !s.ok())
     return s;
@@ -665,6 +679,11 @@ Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
       return Status::error(
           std::string(name) + ": shape " + shapeString(bound->shape) +
           " does not broadcast to x's shape " + shapeString(x.shape));
+  }
+  // F16 / BF16 (y and the bounds share x's dtype, checked above): exact.
+  if (anyFloat16(x)) {
+    Float16Widening w(ctx);
+    return w.finish(clip(ctx, w.in(x), w.in(lo), w.in(hi), w.out(y)));
   }
   if (x.numel() == 0)
     return Status::success();

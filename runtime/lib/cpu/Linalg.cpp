@@ -6,6 +6,8 @@
 // + col2im and GEMM against the column matrix. Pooling runs direct loops over
 // the (n, c) planes. Spatial geometry is normalised to three dims (missing
 // leading dims have size 1), so one loop nest serves 1-D, 2-D and 3-D.
+// F16 and BF16 operands run this f32 code on widened copies
+// (Float16Widening): GEMMs accumulate in f32.
 //
 //===----------------------------------------------------------------------===//
 
@@ -155,6 +157,12 @@ void matmulImpl(const Context &ctx, const T *a, const T *b, T *y,
 } // namespace
 
 Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
+  // F16 / BF16: sgemm on f32 copies (f32 accumulation), rounded once.
+  if (anyFloat16(a, b, y)) {
+    PP_RT_TRY(expectSameDType("matmul", {&a, &b, &y}));
+    Float16Widening w(ctx);
+    return w.finish(matmul(ctx, w.in(a), w.in(b), w.out(y)));
+  }
   MatmulShape ms;
   PP_RT_TRY(checkMatmul(a, b, y, ms));
   int64_t m = ms.m, k = ms.k, n = ms.n;
@@ -168,6 +176,12 @@ Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
 
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
             float alpha, float beta, bool transA, bool transB, Tensor &y) {
+  if (anyFloat16(a, b, c, y)) {
+    PP_RT_TRY(expectSameDType("gemm", {&a, &b, c, &y}));
+    Float16Widening w(ctx);
+    return w.finish(gemm(ctx, w.in(a), w.in(b), w.in(c), alpha, beta, transA,
+                         transB, w.out(y)));
+  }
   int64_t m = 0, k = 0, n = 0;
   PP_RT_TRY(checkGemm(a, b, c, transA, transB, y, m, k, n));
   std::vector<int64_t> cStrides;
@@ -553,6 +567,13 @@ int64_t planeGrain(const Geometry &g) {
 
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
             const WindowParams &params, Tensor &y) {
+  // F16 / BF16: im2col + sgemm on f32 copies, rounded once.
+  if (anyFloat16(x, w, b, y)) {
+    PP_RT_TRY(expectSameDType("conv", {&x, &w, b, &y}));
+    Float16Widening wide(ctx);
+    return wide.finish(
+        conv(ctx, wide.in(x), wide.in(w), wide.in(b), params, wide.out(y)));
+  }
   static const char *const names[3] = {"x", "w", "y"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("conv", x, w, y, params, names, cp));
@@ -568,6 +589,12 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
 
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
                      const WindowParams &params, Tensor &dx) {
+  if (anyFloat16(dy, w, dx)) {
+    PP_RT_TRY(expectSameDType("convGradInput", {&dx, &w, &dy}));
+    Float16Widening wide(ctx);
+    return wide.finish(
+        convGradInput(ctx, wide.in(dy), wide.in(w), params, wide.out(dx)));
+  }
   static const char *const names[3] = {"dx", "w", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradInput", dx, w, dy, params, names, cp));
@@ -579,6 +606,11 @@ Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
 
 Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
                       const WindowParams &params, Tensor &dw) {
+  if (anyFloat16(dy, x, dw)) {
+    PP_RT_TRY(expectSameDType("convGradWeight", {&x, &dw, &dy}));
+    Float16Widening w(ctx);
+    return w.finish(convGradWeight(ctx, w.in(dy), w.in(x), params, w.out(dw)));
+  }
   static const char *const names[3] = {"x", "dw", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradWeight", x, dw, dy, params, names, cp));
@@ -590,6 +622,12 @@ Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
 
 Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
                Tensor &y, Tensor *indices) {
+  // F16 / BF16: the same maxima (widening is exact); indices pass through.
+  if (anyFloat16(x, y)) {
+    PP_RT_TRY(expectSameDType("maxPool", {&x, &y}));
+    Float16Widening w(ctx);
+    return w.finish(maxPool(ctx, w.in(x), params, w.out(y), indices));
+  }
   Geometry g;
   PP_RT_TRY(resolvePool("maxPool", x, y, params, "x", "y", g));
   if (indices) {
@@ -633,6 +671,11 @@ Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
 
 Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                    Tensor &dx) {
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType("maxPoolGrad", {&dy, &dx}));
+    Float16Widening w(ctx);
+    return w.finish(maxPoolGrad(ctx, w.in(dy), indices, w.out(dx)));
+  }
   PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
   PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
   PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
@@ -680,6 +723,11 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
 
 Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
                bool countIncludePad, Tensor &y) {
+  if (anyFloat16(x, y)) {
+    PP_RT_TRY(expectSameDType("avgPool", {&x, &y}));
+    Float16Widening w(ctx);
+    return w.finish(avgPool(ctx, w.in(x), params, countIncludePad, w.out(y)));
+  }
   Geometry g;
   PP_RT_TRY(resolvePool("avgPool", x, y, params, "x", "y", g));
   int64_t planes = x.shape[0] * x.shape[1];
@@ -706,6 +754,12 @@ Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
 
 Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
                    bool countIncludePad, Tensor &dx) {
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType("avgPoolGrad", {&dx, &dy}));
+    Float16Widening w(ctx);
+    return w.finish(
+        avgPoolGrad(ctx, w.in(dy), params, countIncludePad, w.out(dx)));
+  }
   Geometry g;
   PP_RT_TRY(resolvePool("avgPoolGrad", dx, dy, params, "dx", "dy", g));
   int64_t planes = dx.shape[0] * dx.shape[1];

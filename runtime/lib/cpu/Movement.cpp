@@ -283,6 +283,12 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
 
 Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata) {
+  // F16 / BF16: repeated indices accumulate in f32, rounded once.
+  if (anyFloat16(dy, ddata)) {
+    PP_RT_TRY(expectSameDType("gatherGrad", {&ddata, &dy}));
+    Float16Widening w(ctx);
+    return w.finish(gatherGrad(ctx, w.in(dy), indices, axis, w.out(ddata)));
+  }
   std::vector<int64_t> idx;
   int64_t a = axis;
   if (Status s = gatherCheck("gatherGrad", ddata, dy, indices, a, idx); !s.ok())
@@ -404,6 +410,12 @@ Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
 
 Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
                PadMode mode, Tensor &dx) {
+  // F16 / BF16: shared sources accumulate in f32, rounded once.
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType("padGrad", {&dx, &dy}));
+    Float16Widening w(ctx);
+    return w.finish(padGrad(ctx, w.in(dy), pads, mode, w.out(dx)));
+  }
   PP_RT_TRY(checkPad("padGrad", dx, dy, pads, mode));
   if (dx.numel() > 0)
     std::memset(dx.data, 0, dx.bytes());

@@ -4,7 +4,9 @@
 // accumulate in double whatever the tensor dtype (two passes: mean, then the
 // squared deviations), so F32 results do not drift with large reductions.
 // Per-channel parameters and statistics may be F32 or F64 independently of
-// x, as ONNX allows (stash_type, T1/T2 of BatchNormalization-15).
+// x, as ONNX allows (stash_type, T1/T2 of BatchNormalization-15). F16 and
+// BF16 tensors are widened to f32 and the results rounded back
+// (Float16Widening), so a BF16 x may come with F32 statistics.
 //
 //===----------------------------------------------------------------------===//
 
@@ -185,6 +187,15 @@ int64_t channelGrain(const BatchShape &bs) {
 Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor *bias, int64_t axis, float epsilon, Tensor &y,
                  Tensor &mean, Tensor &invStdDev) {
+  // F16 / BF16 through f32; the statistics may have any float dtype (the
+  // stash type), the other tensors x's.
+  if (anyFloat16(x, scale, bias, y, mean, invStdDev)) {
+    PP_RT_TRY(expectSameDType("layerNorm", {&x, &scale, bias, &y}));
+    Float16Widening w(ctx);
+    return w.finish(layerNorm(ctx, w.in(x), w.in(scale), w.in(bias), axis,
+                              epsilon, w.out(y), w.out(mean),
+                              w.out(invStdDev)));
+  }
   LayerNormShape ln;
   PP_RT_TRY(resolveLayerNorm("layerNorm", x, scale, bias, axis, ln));
   PP_RT_TRY(checkLayerNormOutputs(x, ln, y, mean, invStdDev));
@@ -199,6 +210,15 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &mean,
                      const Tensor &invStdDev, int64_t axis, Tensor &dx,
                      Tensor &dscale, Tensor *dbias) {
+  // As layerNorm: the statistics may have any float dtype.
+  if (anyFloat16(dy, x, scale, mean, invStdDev, dx, dscale, dbias)) {
+    PP_RT_TRY(expectSameDType("layerNormGrad",
+                              {&x, &dy, &scale, &dx, &dscale, dbias}));
+    Float16Widening w(ctx);
+    return w.finish(layerNormGrad(ctx, w.in(dy), w.in(x), w.in(scale),
+                                  w.in(mean), w.in(invStdDev), axis, w.out(dx),
+                                  w.out(dscale), w.out(dbias)));
+  }
   LayerNormShape ln;
   PP_RT_TRY(resolveLayerNorm("layerNormGrad", x, scale, nullptr, axis, ln));
   PP_RT_TRY(checkLayerNormGradOutputs(dy, x, scale, mean, invStdDev, ln, dx,
@@ -217,6 +237,18 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  bool training, Tensor &y, Tensor &runningMean,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
                  bool unbiasedRunningVar) {
+  // F16 / BF16 through f32; y has x's dtype, the per-channel tensors any
+  // float dtype.
+  if (anyFloat16(x, scale, bias, inputMean, inputVar, y, runningMean,
+                 runningVar, savedMean, savedInvStd)) {
+    PP_RT_TRY(expectSameDType("batchNorm", {&x, &y}));
+    Float16Widening w(ctx);
+    return w.finish(
+        batchNorm(ctx, w.in(x), w.in(scale), w.in(bias), w.in(inputMean),
+                  w.in(inputVar), epsilon, momentum, training, w.out(y),
+                  w.inout(runningMean), w.inout(runningVar), w.out(savedMean),
+                  w.out(savedInvStd), unbiasedRunningVar));
+  }
   BatchShape bs;
   PP_RT_TRY(checkBatchNorm(x, scale, bias, inputMean, inputVar, training, y,
                            runningMean, runningVar, savedMean, savedInvStd,
@@ -267,6 +299,12 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
 
 Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
                            Tensor &mean, Tensor &invStd) {
+  if (anyFloat16(x, mean, invStd)) {
+    PP_RT_TRY(expectSameDType("batchNormStatistics", {&x, &mean, &invStd}));
+    Float16Widening w(ctx);
+    return w.finish(
+        batchNormStatistics(ctx, w.in(x), epsilon, w.out(mean), w.out(invStd)));
+  }
   if (x.rank() < 2)
     return Status::error("batchNormStatistics: x needs rank >= 2");
   int64_t n = x.shape[0], c = x.shape[1];
@@ -302,6 +340,15 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &scale, const Tensor &savedMean,
                      const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,
                      Tensor &dbias) {
+  // F16 / BF16 through f32; dy and dx have x's dtype, the per-channel
+  // tensors any float dtype.
+  if (anyFloat16(dy, x, scale, savedMean, savedInvStd, dx, dscale, dbias)) {
+    PP_RT_TRY(expectSameDType("batchNormGrad", {&x, &dy, &dx}));
+    Float16Widening w(ctx);
+    return w.finish(batchNormGrad(ctx, w.in(dy), w.in(x), w.in(scale),
+                                  w.in(savedMean), w.in(savedInvStd), w.out(dx),
+                                  w.out(dscale), w.out(dbias)));
+  }
   BatchShape bs;
   PP_RT_TRY(checkBatchNormGrad(dy, x, scale, savedMean, savedInvStd, dx, dscale,
                                dbias, bs));

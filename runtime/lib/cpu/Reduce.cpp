@@ -281,7 +281,7 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
   const char *what = reduceName(kind);
   if (Status s = expectValid(x, what); !s.ok())
     return s;
-  if (x.dtype == DType::Bool || isFloat16(x.dtype))
+  if (x.dtype == DType::Bool)
     return Status::error(std::string(what) + ": unsupported dtype " +
                          dtypeName(x.dtype));
   if (Status s = expectDType(y, x.dtype, what); !s.ok())
@@ -291,6 +291,11 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
     return s;
   if (Status s = expectValid(y, what); !s.ok())
     return s;
+  // F16 / BF16 (y has x's dtype): accumulated in double as f32 is.
+  if (anyFloat16(x)) {
+    Float16Widening w(ctx);
+    return w.finish(reduce(ctx, kind, w.in(x), axes, w.out(y)));
+  }
   ReducePlan plan = makePlan(x.shape, reduced);
   if (plan.outputs == 0)
     return Status::success();
@@ -313,6 +318,11 @@ Status softmax(Context &ctx, const Tensor &x, int64_t axis, bool log,
   if (!normalizeAxis(a, x.rank()))
     return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
                          " out of range for rank " + std::to_string(x.rank()));
+  // F16 / BF16 (y has x's dtype): through f32.
+  if (anyFloat16(x)) {
+    Float16Widening w(ctx);
+    return w.finish(softmax(ctx, w.in(x), axis, log, w.out(y)));
+  }
   int64_t outer, n, inner;
   splitAtAxis(x.shape, a, outer, n, inner);
   PP_RT_FLOAT_DISPATCH(x.dtype, what, {
@@ -339,6 +349,11 @@ Status softmaxGrad(Context &ctx, const Tensor &y, const Tensor &dy,
   if (!normalizeAxis(a, y.rank()))
     return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
                          " out of range for rank " + std::to_string(y.rank()));
+  // F16 / BF16 (dy and dx have y's dtype): through f32.
+  if (anyFloat16(y)) {
+    Float16Widening w(ctx);
+    return w.finish(softmaxGrad(ctx, w.in(y), w.in(dy), axis, log, w.out(dx)));
+  }
   int64_t outer, n, inner;
   splitAtAxis(y.shape, a, outer, n, inner);
   PP_RT_FLOAT_DISPATCH(y.dtype, what, {

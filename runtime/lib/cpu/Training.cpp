@@ -3,6 +3,8 @@
 // Training-only kernels: Dropout with a counter-based mask, ONNX
 // SoftmaxCrossEntropyLoss and its gradient, and the SGD / Adam / AdamW
 // parameter updates of torch.optim (single-tensor, non-amsgrad variants).
+// F16 and BF16 tensors run the f32 code on widened copies (Float16Widening);
+// optimiser state in 16 bits is rounded back after every step.
 //
 //===----------------------------------------------------------------------===//
 
@@ -66,6 +68,13 @@ Status labelError(const std::string &what, const Tensor &labels, int64_t i,
 
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
                uint64_t seed, uint64_t offset, Tensor &y, Tensor &mask) {
+  // F16 / BF16 through f32 (the mask passes through).
+  if (anyFloat16(x, y)) {
+    PP_RT_TRY(expectSameDType("dropout", {&x, &y}));
+    Float16Widening w(ctx);
+    return w.finish(
+        dropout(ctx, w.in(x), ratio, training, seed, offset, w.out(y), mask));
+  }
   PP_RT_TRY(checkDropout(x, ratio, y, mask));
   uint8_t *md = mask.as<uint8_t>();
   int64_t count = x.numel();
@@ -96,6 +105,11 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
 
 Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
                    float ratio, Tensor &dx) {
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType("dropoutGrad", {&dy, &dx}));
+    Float16Widening w(ctx);
+    return w.finish(dropoutGrad(ctx, w.in(dy), mask, ratio, w.out(dx)));
+  }
   PP_RT_TRY(checkDropoutGrad(dy, mask, ratio, dx));
   const uint8_t *md = mask.as<uint8_t>();
   double scale = keepScale(ratio);
@@ -117,6 +131,14 @@ Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
                            const std::string &reduction, Tensor &loss,
                            Tensor &logProb) {
   const std::string what = "softmaxCrossEntropy";
+  // F16 / BF16 through f32 (the labels pass through).
+  if (anyFloat16(scores, weights, loss, logProb)) {
+    PP_RT_TRY(expectSameDType(what, {&scores, weights, &loss, &logProb}));
+    Float16Widening w(ctx);
+    return w.finish(softmaxCrossEntropy(
+        ctx, w.in(scores), labels, w.in(weights), hasIgnoreIndex, ignoreIndex,
+        reduction, w.out(loss), w.out(logProb)));
+  }
   SceShape ss;
   Reduction red;
   PP_RT_TRY(checkSoftmaxCrossEntropy(scores, labels, weights, reduction, loss,
@@ -181,6 +203,13 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
                                int64_t ignoreIndex,
                                const std::string &reduction, Tensor &dscores) {
   const std::string what = "softmaxCrossEntropyGrad";
+  if (anyFloat16(dloss, logProb, weights, dscores)) {
+    PP_RT_TRY(expectSameDType(what, {&logProb, weights, &dloss, &dscores}));
+    Float16Widening w(ctx);
+    return w.finish(softmaxCrossEntropyGrad(
+        ctx, w.in(dloss), w.in(logProb), labels, w.in(weights), hasIgnoreIndex,
+        ignoreIndex, reduction, w.out(dscores)));
+  }
   SceShape ss;
   Reduction red;
   PP_RT_TRY(checkSoftmaxCrossEntropyGrad(dloss, logProb, labels, weights,
@@ -232,6 +261,16 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                Tensor *momentumBuffer, int64_t step, double lr, double momentum,
                double dampening, double weightDecay, bool nesterov) {
+  // F16 / BF16: param and the momentum buffer (read only with a momentum)
+  // are widened, updated in f32 and rounded back.
+  Tensor *buffer = momentum != 0.0 ? momentumBuffer : nullptr;
+  if (anyFloat16(param, grad, buffer)) {
+    PP_RT_TRY(expectSameDType("sgdStep", {&param, &grad, buffer}));
+    Float16Widening w(ctx);
+    return w.finish(sgdStep(ctx, w.inout(param), w.in(grad), w.inout(buffer),
+                            step, lr, momentum, dampening, weightDecay,
+                            nesterov));
+  }
   PP_RT_TRY(
       checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
   // torch initialises the buffer with the first gradient: step counts from 1.
@@ -265,6 +304,14 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, double lr, double beta1, double beta2,
                 double epsilon, double weightDecay, bool decoupled) {
+  // F16 / BF16: param, m and v are widened, updated in f32, rounded back.
+  if (anyFloat16(param, grad, m, v)) {
+    PP_RT_TRY(expectSameDType("adamStep", {&param, &grad, &m, &v}));
+    Float16Widening w(ctx);
+    return w.finish(adamStep(ctx, w.inout(param), w.in(grad), w.inout(m),
+                             w.inout(v), step, lr, beta1, beta2, epsilon,
+                             weightDecay, decoupled));
+  }
   PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
   // torch: step_size = lr / (1 - beta1^t), denom = sqrt(v) / sqrt(1 -
   // beta2^t) + eps, p -= step_size * m / denom.

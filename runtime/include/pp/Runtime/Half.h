@@ -2,7 +2,8 @@
 //
 // The 16-bit float dtypes (DType::F16, DType::BF16) are storage formats: a
 // kernel holds their elements as raw uint16_t bits and converts them with
-// these functions; no kernel computes in 16 bits.
+// these functions; no kernel computes in 16 bits (the CPU backend's
+// arithmetic kernels widen them to f32 and round the results back).
 //
 // - F16 is IEEE 754 binary16 (1 sign, 5 exponent, 10 fraction bits).
 // - BF16 is bfloat16 (1 sign, 8 exponent, 7 fraction bits): the upper half

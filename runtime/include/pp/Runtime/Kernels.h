@@ -13,10 +13,17 @@
 // - Floating kernels support F32 and F64 (F64 for finite-difference checks);
 //   integer/bool tensors appear where ONNX allows them (indices, masks,
 //   shape data, comparisons).
-// - F16 and BF16 are storage only (raw uint16_t bits, see Half.h): `cast`
-//   converts them to and from every dtype, and kernels that only move
-//   elements (copy, fill, transpose, slice, gather, concat, expand, where,
-//   ...) accept them; arithmetic kernels reject them.
+// - F16 and BF16 tensors hold raw uint16_t bits (Half.h). `cast` converts
+//   them to and from every dtype, and kernels that only move elements (copy,
+//   fill, transpose, slice, gather, concat, expand, where, ...) accept them.
+//   The CPU backend's arithmetic kernels compute them through f32: each
+//   16-bit float input is widened to f32 (exactly), the f32 kernel runs (so
+//   GEMMs, reductions, softmax and norms accumulate in f32 or wider), and
+//   each 16-bit float output, in/out state included (optimiser buffers,
+//   running statistics), is rounded once to its dtype, to nearest even. The
+//   operands keep the kernel's dtype rules: a BF16 operand where an F32 one
+//   must match it is an error. The CUDA backend still rejects arithmetic on
+//   them.
 // - Kernels validate what they read from their arguments and report misuse
 //   by returning a Status; they never abort.
 // - Randomness (Dropout) is counter based: the mask of element i depends only
@@ -46,8 +53,8 @@ enum class DType : int {
   I8,
   U8,
   Bool, // one byte, 0 or 1
-  F16,  // IEEE binary16 bits, storage only (Half.h)
-  BF16, // bfloat16 bits, storage only (Half.h)
+  F16,  // IEEE binary16 bits (Half.h); CPU arithmetic computes in f32
+  BF16, // bfloat16 bits (Half.h); CPU arithmetic computes in f32
   U32,
   U64
 };
@@ -315,7 +322,7 @@ enum class PadMode : int { Constant = 0, Reflect = 1, Edge = 2 };
 Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
            PadMode mode, double value, Tensor &y);
 /// The adjoint of pad: dx = 0, then dx[source(o)] += dy[o] for every o that
-/// reads x (F32, F64).
+/// reads x (F32, F64; F16 and BF16 through f32 on the CPU).
 Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
                PadMode mode, Tensor &dx);
 /// Copies bytes (Reshape, Flatten, Squeeze, Unsqueeze, Identity).
