@@ -9,6 +9,12 @@ step and every final global (parameters and BatchNorm running statistics).
 
 A tensor passes when max|ours - torch| <= rtol * max|torch| + atol; prints the
 worst relative error per model and exits non-zero on a mismatch.
+
+Mixed precision: --precision bf16 compiles our step with --pp-mixed-precision
+and --autocast bf16 runs torch's forward under torch.autocast (CPU). With
+--fp32-rtol R our step also runs in fp32: every loss of the low-precision
+run must lie within R (relative) of the fp32 run's, and differ from it
+somewhere (else the low precision did not take effect).
 """
 import argparse
 import os
@@ -34,6 +40,10 @@ def main():
     parser.add_argument("--optimizer", default="sgd")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--precision", default="fp32",
+                        choices=["fp32", "bf16", "fp16"])
+    parser.add_argument("--autocast", default="none", choices=["none", "bf16"])
+    parser.add_argument("--fp32-rtol", type=float, default=None)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -43,20 +53,28 @@ def main():
          "--lr", str(args.lr), "--momentum", str(args.momentum),
          "--batch", str(args.batch), "--dtype", args.dtype,
          "--optimizer", args.optimizer,
-         "--weight-decay", str(args.weight_decay)])
-    step_mlir = os.path.join(work, "train.mlir")
-    run([args.pipeline_opt, os.path.join(work, "model.onnx"), "--pp-add-loss",
-         "--pp-autodiff",
-         f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "
-         f"momentum={args.momentum} weight-decay={args.weight_decay}",
-         "-o", step_mlir])
+         "--weight-decay", str(args.weight_decay),
+         "--autocast", args.autocast])
     input_name = "tokens" if args.model == "gpt" else "input"
-    out = run([args.pp_interpret, step_mlir, f"--steps={args.steps}",
-               f"--input={input_name}=" + os.path.join(work, "input.npy"),
-               "--input=labels=" + os.path.join(work, "labels.npy"),
-               "--dump-globals=" + os.path.join(work, "ours")])
-    ours = [float(line.split()[3]) for line in out.splitlines()
-            if line.startswith("step ")]
+
+    def train(precision, dump):
+        """Our step in `precision`: its losses (globals dumped to `dump`)."""
+        step_mlir = os.path.join(work, f"train-{precision}.mlir")
+        run([args.pipeline_opt, os.path.join(work, "model.onnx"),
+             "--pp-add-loss", f"--pp-mixed-precision=precision={precision}",
+             "--pp-autodiff",
+             f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "
+             f"momentum={args.momentum} weight-decay={args.weight_decay}",
+             "-o", step_mlir])
+        out = run([args.pp_interpret, step_mlir, f"--steps={args.steps}",
+                   f"--input={input_name}=" +
+                   os.path.join(work, "input.npy"),
+                   "--input=labels=" + os.path.join(work, "labels.npy"),
+                   "--dump-globals=" + dump])
+        return [float(line.split()[3]) for line in out.splitlines()
+                if line.startswith("step ")]
+
+    ours = train(args.precision, os.path.join(work, "ours"))
     theirs = np.load(os.path.join(work, "losses.npy"))
 
     compare = Comparison(args.rtol, args.atol)
@@ -81,6 +99,18 @@ def main():
           f"worst relative error {compare.worst:.2e} ({compare.worst_name}); "
           f"losses ours {ours} "
           f"torch {list(theirs)}")
+    if args.fp32_rtol is not None:
+        full = train("fp32", os.path.join(work, "ours-fp32"))
+        gap = max(abs(a - b) / abs(b) for a, b in zip(ours, full))
+        print(f"{args.model}: {args.precision} against our fp32 run over "
+              f"{len(full)} steps: worst relative loss difference {gap:.2e} "
+              f"(last loss {ours[-1]:.6g} against {full[-1]:.6g})")
+        if gap > args.fp32_rtol:
+            failures.append(f"{args.precision} losses leave fp32's by "
+                            f"{gap:.2e} > {args.fp32_rtol}")
+        if gap == 0:
+            failures.append(f"{args.precision} losses equal fp32's: the "
+                            "low precision took no effect")
     for failure in failures:
         print("MISMATCH", failure)
     return 1 if failures else 0
