@@ -171,11 +171,13 @@ class TinyGPT(nn.Module):
         return self.lm_head(self.ln_f(self.blocks(x)))
 
 
-def make_gpt(n_layer=2):
-    # n_layer is for scaling benchmarks (bench/plan_pipeline.py); the test
-    # model keeps the default of 2.
-    tokens = torch.randint(0, 64, (4, 16), dtype=torch.int64)
-    return TinyGPT(n_layer=n_layer), tokens, "tokens", None
+def make_gpt(n_layer=2, d_model=32, n_head=2, context=16, batch=4):
+    # The keywords are for scaling benchmarks and plans
+    # (bench/plan_pipeline.py, python/check_plan_precision.py); the test
+    # model keeps the defaults.
+    tokens = torch.randint(0, 64, (batch, context), dtype=torch.int64)
+    return (TinyGPT(n_layer=n_layer, d_model=d_model, n_head=n_head,
+                    context=context), tokens, "tokens", None)
 
 
 class TiedMLP(nn.Module):
