@@ -113,6 +113,10 @@ def main():
                         default="fp32",
                         help="--pp-compile precision= of every program and "
                         "reference (mixed precision over fp32 weights)")
+    parser.add_argument("--compile-options", default="",
+                        help="more --pp-compile / --pp-training-step "
+                        "options for every program and reference, e.g. "
+                        "loss-scale-value=16777216")
     parser.add_argument("--reference-rtol", type=float, default=None,
                         help="rtol against the unsplit or one-stage "
                         "reference (default --rtol): under bf16 the "
@@ -135,7 +139,8 @@ def main():
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     interp_data = [f"--input=arg{i}={f}" for i, f in enumerate(files)]
-    optimizer = f"lr={args.lr} precision={args.precision}"
+    optimizer = (f"lr={args.lr} precision={args.precision} "
+                 f"{args.compile_options}").strip()
 
     def compile_program(name, schedule, devices, recompute, dp=args.dp):
         program = os.path.join(args.work, name)
@@ -246,6 +251,10 @@ def main():
               f"{len(ref_globals)} globals, {compared} saved weights; worst "
               f"relative error {worst:.2e}{against}; build {build_s:.1f} s, "
               f"{args.steps} steps {run_s:.1f} s")
+        if "pp.loss_scale" in final:
+            print(f"{args.model} {name}: loss scale "
+                  f"{float(final['pp.loss_scale']):g} after applying "
+                  f"{int(final['pp.step'])} of {args.steps} steps")
         for failure in check.failures:
             print("MISMATCH", failure)
         failed |= bool(check.failures)
@@ -277,15 +286,20 @@ def main():
         if index == 0:
             # --lr overrides the compiled learning rate: the same value
             # repeats the run, twice as much changes every step after the
-            # first update.
+            # first update (after the steps a loss scale skipped, which
+            # leave the weights and so the loss as they were).
             base = [c for c in cmd if not c.startswith(("--dump-globals",
                                                         "--save-onnx",
                                                         "--log"))]
             same = losses_of(run(base + [f"--lr={args.lr}"]))
             doubled = losses_of(run(base + [f"--lr={2 * args.lr}"]))
             printed = losses_of(out)
-            ok = (same == printed and doubled[0] == printed[0] and
-                  all(a != b for a, b in zip(doubled[1:], printed[1:])))
+            unchanged = next((i for i, loss in enumerate(printed)
+                              if loss != printed[0]), len(printed))
+            ok = (same == printed and
+                  doubled[:unchanged] == printed[:unchanged] and
+                  all(a != b for a, b in zip(doubled[unchanged:],
+                                             printed[unchanged:])))
             print(f"{args.model} {name}: --lr={args.lr} repeats the run, "
                   f"--lr={2 * args.lr} changes steps 2..: "
                   f"{'yes' if ok else 'NO'}")

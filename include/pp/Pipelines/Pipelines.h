@@ -51,6 +51,20 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
                        llvm::cl::init(0.999)};
   Option<double> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
                          llvm::cl::init(1e-8)};
+  Option<std::string> lossScale{
+      *this, "loss-scale",
+      llvm::cl::desc("Loss scaling: none, static, dynamic, or auto "
+                     "(dynamic for fp16, else none)"),
+      llvm::cl::init("auto")};
+  Option<double> lossScaleValue{
+      *this, "loss-scale-value",
+      llvm::cl::desc("The static scale, or the dynamic scale's initial value"),
+      llvm::cl::init(65536.0)};
+  Option<int64_t> lossScaleInterval{
+      *this, "loss-scale-interval",
+      llvm::cl::desc("Dynamic scaling: steps without overflow before the "
+                     "scale doubles"),
+      llvm::cl::init(2000)};
   Option<std::string> precision{
       *this, "precision",
       llvm::cl::desc("Compute precision: fp32, or bf16 / fp16 activations "
@@ -86,6 +100,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.beta1 = beta1;
     options.beta2 = beta2;
     options.epsilon = epsilon;
+    options.lossScale = lossScale == "auto"
+                            ? (precision == "fp16" ? "dynamic" : "none")
+                            : lossScale.getValue();
+    options.lossScaleValue = lossScaleValue;
+    options.lossScaleInterval = lossScaleInterval;
     return options;
   }
 };

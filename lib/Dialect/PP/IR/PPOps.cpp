@@ -95,6 +95,14 @@ void pp::pipeline::removeLossSeed(Operation *op) {
   op->removeAttr(Names::LossSeedAttrHelper::getNameStr());
 }
 
+bool pp::pipeline::isEveryStage(Operation *op) {
+  return op->hasAttr(Names::EveryStageAttrHelper::getNameStr());
+}
+void pp::pipeline::setEveryStage(Operation *op) {
+  op->setAttr(Names::EveryStageAttrHelper::getNameStr(),
+              UnitAttr::get(op->getContext()));
+}
+
 bool pp::pipeline::isRecomputed(Operation *op) {
   return op->hasAttr(Names::RecomputeAttrHelper::getNameStr());
 }
@@ -491,6 +499,7 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
                   "an integer >= 0");
   if (name == Names::LossSeedAttrHelper::getNameStr() ||
       name == Names::RecomputeAttrHelper::getNameStr() ||
+      name == Names::EveryStageAttrHelper::getNameStr() ||
       name == Names::MicroBatchAttrHelper::getNameStr() ||
       name == Names::LossAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value), "a unit attribute");

@@ -166,11 +166,16 @@ LogicalResult Splitter::assignHomes() {
       home.phase = Phase::Update;
       // A constant (zero) gradient has no stage of its own.
       home.stage = std::max<int64_t>(stageOfValue(grad), 0);
+    } else if (pipeline::isEveryStage(&op)) {
+      home.phase = Phase::Update;
+      home.everyStage = true;
     } else if (operandHomes([](const Home &h) {
                  return !h.rematerialised && h.phase == Phase::Update;
                })) {
+      // Where the optimizer placed it (a skipped step's select of a
+      // stage's weight), else by its operands.
       home.phase = Phase::Update;
-      home.stage = *minOperandStage();
+      home.stage = stageAttr ? *stageAttr : *minOperandStage();
     } else if (&op != seed && isMemoryEffectFree(&op) &&
                llvm::all_of(op.getOperands(), [&](Value v) {
                  Operation *def = v.getDefiningOp();
@@ -351,7 +356,7 @@ FailureOr<Value> Splitter::valueIn(Value value, int64_t stage, Phase phase) {
     return fetched.lookup(key);
   }
 
-  if (home.stage == stage && home.phase == phase)
+  if ((home.stage == stage || home.everyStage) && home.phase == phase)
     return here.mapping.lookup(value);
 
   auto unsupported = [&]() {

@@ -1,13 +1,16 @@
 //===- Optimizer.cpp - Gradient results to optimizer updates ----*- C++ -*-===//
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
-#include "pp/Support/OptionChecks.h"
 #include "pp/Dialect/Train/Transforms/Transforms.h"
+#include "pp/Support/OptionChecks.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
+
+#include <map>
 
 using namespace mlir;
 namespace onnx = pp::onnx;
@@ -15,19 +18,154 @@ namespace train = pp::train;
 
 namespace {
 
-/// A zero-initialised state global named `name` (created once).
+/// The loss scale and the count of good steps since it last changed.
+constexpr llvm::StringLiteral kLossScaleGlobal = "pp.loss_scale";
+constexpr llvm::StringLiteral kLossScaleGoodStepsGlobal =
+    "pp.loss_scale_good_steps";
+
+/// A state global named `name` holding `initial` (created once).
 FlatSymbolRefAttr stateGlobal(ModuleOp module, OpBuilder &moduleBuilder,
                               StringRef name, RankedTensorType type,
-                              Location loc) {
+                              Location loc, double initial = 0) {
   if (!module.lookupSymbol(name)) {
     Type element = type.getElementType();
-    Attribute zero = isa<FloatType>(element)
-                         ? Attribute(moduleBuilder.getFloatAttr(element, 0))
-                         : Attribute(moduleBuilder.getIntegerAttr(element, 0));
+    Attribute value =
+        isa<FloatType>(element)
+            ? Attribute(moduleBuilder.getFloatAttr(element, initial))
+            : Attribute(moduleBuilder.getIntegerAttr(
+                  element, static_cast<int64_t>(initial)));
     onnx::GlobalOp::create(moduleBuilder, loc, name, onnx::kState, type,
-                           DenseElementsAttr::get(type, zero));
+                           DenseElementsAttr::get(type, value));
   }
   return FlatSymbolRefAttr::get(module.getContext(), name);
+}
+
+/// A scalar constant of `element` type.
+Value scalar(OpBuilder &b, Location loc, Type element, double value) {
+  auto type = RankedTensorType::get({}, element);
+  return onnx::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+}
+
+/// `value` as a tensor of element type `element` (cast when it is not).
+Value castTo(OpBuilder &b, Location loc, Value value, Type element) {
+  if (getElementTypeOrSelf(value.getType()) == element)
+    return value;
+  int64_t code = element.isF64()    ? 11
+                 : element.isF16()  ? 10
+                 : element.isBF16() ? 16
+                                    : 1;
+  return onnx::CastOp::create(b, loc, value, b.getI64IntegerAttr(code));
+}
+
+/// A global's new value, written once the step is known not to be skipped.
+struct PendingWrite {
+  FlatSymbolRefAttr global;
+  Value updated, old;
+  std::optional<int64_t> stage;
+  bool isWeight;
+};
+
+/// Loss scaling: the seed times the scale, after the loss seed.
+LogicalResult scaleLossSeed(func::FuncOp func, FlatSymbolRefAttr scaleSym,
+                            RankedTensorType scaleType, Location loc) {
+  Operation *seed = nullptr;
+  func.walk([&](Operation *op) {
+    if (pp::pipeline::isLossSeed(op))
+      seed = op;
+  });
+  if (!seed)
+    return func.emitError("loss scaling: no loss gradient seed "
+                          "(pp.loss_seed): run --pp-autodiff first");
+  OpBuilder b(seed->getContext());
+  b.setInsertionPointAfter(seed);
+  Value seedValue = seed->getResult(0);
+  Value scale =
+      castTo(b, loc, onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym),
+             getElementTypeOrSelf(seedValue.getType()));
+  auto scaled = onnx::MulOp::create(b, loc, seedValue, scale);
+  seedValue.replaceAllUsesExcept(scaled, scaled);
+  // The backward of the loss's stage.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (pp::pipeline::isLossResult(func, i))
+      if (Operation *def = ret.getOperand(i).getDefiningOp())
+        if (std::optional<int64_t> stage = pp::pipeline::getStage(def))
+          pp::pipeline::setStage(scaled, *stage);
+  return success();
+}
+
+/// The end of a loss-scaled step: every pending write keeps the old value
+/// when an updated weight is not finite (0 * (new - old) sums to NaN), the
+/// step counter too, and a dynamic scale halves (or doubles after
+/// `interval` good steps). The weights' selects run on their stages; the
+/// verdict is made where the flags meet (the lowest stage) and the counter
+/// and scale updates on every stage, each on its own copy.
+void skipOverflowingSteps(OpBuilder &b, Location loc,
+                          ArrayRef<PendingWrite> writes,
+                          FlatSymbolRefAttr stepSym, Value previousStep,
+                          Value step, FlatSymbolRefAttr scaleSym,
+                          bool dynamicScale, int64_t interval,
+                          OpBuilder &moduleBuilder, ModuleOp module) {
+  Type f32 = b.getF32Type();
+  // Summed per stage first: one flag crosses from each stage.
+  std::map<std::optional<int64_t>, Value> perStage;
+  for (const PendingWrite &w : writes) {
+    if (!w.isWeight)
+      continue;
+    Type element = getElementTypeOrSelf(w.updated.getType());
+    Value zeroed = onnx::MulOp::create(
+        b, loc, onnx::SubOp::create(b, loc, w.updated, w.old),
+        scalar(b, loc, element, 0.0));
+    Value sum = castTo(b, loc,
+                       onnx::ReduceSumOp::create(b, loc, zeroed, Value(),
+                                                 b.getI64IntegerAttr(0),
+                                                 b.getI64IntegerAttr(0)),
+                       f32);
+    Value &stageSum = perStage[w.stage];
+    stageSum =
+        stageSum ? onnx::AddOp::create(b, loc, stageSum, sum).getResult() : sum;
+  }
+  Value total;
+  for (auto &[stage, sum] : perStage)
+    total = total ? onnx::AddOp::create(b, loc, total, sum).getResult() : sum;
+  // NaN is the one value not equal to itself.
+  Value finite = onnx::EqualOp::create(b, loc, total, total);
+  for (const PendingWrite &w : writes) {
+    auto select = onnx::WhereOp::create(b, loc, finite, w.updated, w.old);
+    if (w.stage)
+      pp::pipeline::setStage(select, *w.stage);
+    train::GlobalWriteOp::create(b, loc, w.global, select);
+  }
+  auto everyStage = [&](Value value) {
+    pp::pipeline::setEveryStage(value.getDefiningOp());
+    return value;
+  };
+  train::GlobalWriteOp::create(
+      b, loc, stepSym,
+      everyStage(onnx::WhereOp::create(b, loc, finite, step, previousStep)));
+  if (!dynamicScale)
+    return;
+  auto scaleType = RankedTensorType::get({}, f32);
+  FlatSymbolRefAttr goodSym = stateGlobal(
+      module, moduleBuilder, kLossScaleGoodStepsGlobal, scaleType, loc);
+  Value scale = onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym);
+  Value good = onnx::AddOp::create(
+      b, loc, onnx::GlobalReadOp::create(b, loc, scaleType, goodSym),
+      scalar(b, loc, f32, 1.0));
+  Value keep = onnx::LessOp::create(
+      b, loc, good, scalar(b, loc, f32, static_cast<double>(interval)));
+  Value zero = scalar(b, loc, f32, 0.0);
+  Value grown = onnx::WhereOp::create(
+      b, loc, keep, scale,
+      onnx::MulOp::create(b, loc, scale, scalar(b, loc, f32, 2.0)));
+  Value newScale = everyStage(onnx::WhereOp::create(
+      b, loc, finite, grown,
+      onnx::MulOp::create(b, loc, scale, scalar(b, loc, f32, 0.5))));
+  Value newGood = everyStage(onnx::WhereOp::create(
+      b, loc, finite, onnx::WhereOp::create(b, loc, keep, good, zero), zero));
+  train::GlobalWriteOp::create(b, loc, scaleSym, newScale);
+  train::GlobalWriteOp::create(b, loc, goodSym, newGood);
 }
 
 } // namespace
@@ -65,20 +203,72 @@ pp::train::applyOptimizer(ModuleOp module,
                         "momentum > 0 and dampening=0";
     return failure();
   }
+  bool scaling = options.lossScale != "none";
+  bool dynamicScale = options.lossScale == "dynamic";
+  if (scaling && options.lossScale != "static" && !dynamicScale) {
+    func.emitError() << "unknown loss-scale '" << options.lossScale
+                     << "' (expected none, static or dynamic)";
+    return failure();
+  }
+  if (scaling) {
+    if (std::optional<std::string> error =
+            pp::checkOptionValue("loss-scale-value", options.lossScaleValue,
+                                 OptionRange::positive())) {
+      func.emitError() << "invalid optimizer option " << *error;
+      return failure();
+    }
+    if (options.lossScaleInterval < 1) {
+      func.emitError() << "invalid optimizer option loss-scale-interval="
+                       << options.lossScaleInterval << " (must be >= 1)";
+      return failure();
+    }
+    if (pp::pipeline::PlanAttr plan = pp::pipeline::getPlan(module);
+        plan && (plan.isWeightVersioned() || plan.isWaveSynchronous())) {
+      func.emitError() << "loss scaling under "
+                       << (plan.isWeightVersioned()
+                               ? "a weight-versioned schedule"
+                               : "wave synchronous parallel")
+                       << " is not built (the step's skip would need every "
+                          "update of the step to agree)";
+      return failure();
+    }
+  }
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   OpBuilder b(ret);
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
   Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
+  auto scaleType = RankedTensorType::get({}, b.getF32Type());
+  FlatSymbolRefAttr scaleSym;
+  if (scaling) {
+    scaleSym = stateGlobal(module, moduleBuilder, kLossScaleGlobal, scaleType,
+                           loc, options.lossScaleValue);
+    if (failed(scaleLossSeed(func, scaleSym, scaleType, loc)))
+      return failure();
+  }
+  std::vector<PendingWrite> writes;
+  auto write = [&](FlatSymbolRefAttr sym, Value updated, Value old, Value grad,
+                   bool isWeight) {
+    if (!scaling) {
+      train::GlobalWriteOp::create(b, loc, sym, updated);
+      return;
+    }
+    Operation *def = grad.getDefiningOp();
+    writes.push_back({sym, updated, old,
+                      def ? pp::pipeline::getStage(def) : std::nullopt,
+                      isWeight});
+  };
 
   // The 1-based step number, kept across calls in @pp.step.
   auto stepType = RankedTensorType::get({}, b.getI64Type());
   FlatSymbolRefAttr stepSym = stateGlobal(
       module, moduleBuilder, pp::pipeline::kStepCounterGlobal, stepType, loc);
+  Value previousStep = onnx::GlobalReadOp::create(b, loc, stepType, stepSym);
   Value step = onnx::AddOp::create(
-      b, loc, onnx::GlobalReadOp::create(b, loc, stepType, stepSym),
+      b, loc, previousStep,
       onnx::ConstantOp::create(
           b, loc, DenseElementsAttr::get(stepType, b.getI64IntegerAttr(1))));
-  train::GlobalWriteOp::create(b, loc, stepSym, step);
+  if (!scaling)
+    train::GlobalWriteOp::create(b, loc, stepSym, step);
 
   llvm::BitVector gradResults(func.getNumResults());
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
@@ -93,6 +283,21 @@ pp::train::applyOptimizer(ModuleOp module,
     }
     auto type = cast<RankedTensorType>(global.getType());
     Value grad = ret.getOperand(i);
+    if (scaling) {
+      // grad / scale, where the gradient is made (per micro-batch).
+      Value inverse =
+          castTo(b, loc,
+                 onnx::DivOp::create(
+                     b, loc, scalar(b, loc, b.getF32Type(), 1.0),
+                     onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym)),
+                 type.getElementType());
+      Operation *def = grad.getDefiningOp();
+      auto unscaled = onnx::MulOp::create(b, loc, grad, inverse);
+      if (std::optional<int64_t> stage =
+              def ? pp::pipeline::getStage(def) : std::nullopt)
+        pp::pipeline::setStage(unscaled, *stage);
+      grad = unscaled;
+    }
     Value param = onnx::GlobalReadOp::create(b, loc, type, sym);
     StringRef name = global.getSymName();
     Value newParam;
@@ -112,8 +317,7 @@ pp::train::applyOptimizer(ModuleOp module,
           b.getBoolAttr(options.nesterov));
       newParam = sgd.getNewParam();
       if (buffer)
-        train::GlobalWriteOp::create(b, loc, bufferSym,
-                                     sgd.getNewMomentumBuffer());
+        write(bufferSym, sgd.getNewMomentumBuffer(), buffer, grad, false);
     } else {
       FlatSymbolRefAttr mSym = stateGlobal(module, moduleBuilder,
                                            (name + ".adam_m").str(), type, loc);
@@ -128,16 +332,20 @@ pp::train::applyOptimizer(ModuleOp module,
           b.getF64FloatAttr(options.weightDecay),
           b.getBoolAttr(options.kind == "adamw"));
       newParam = adam.getNewParam();
-      train::GlobalWriteOp::create(b, loc, mSym, adam.getNewM());
-      train::GlobalWriteOp::create(b, loc, vSym, adam.getNewV());
+      write(mSym, adam.getNewM(), m, grad, false);
+      write(vSym, adam.getNewV(), v, grad, false);
     }
-    train::GlobalWriteOp::create(b, loc, sym, newParam);
+    write(sym, newParam, param, grad, true);
   }
   if (gradResults.none()) {
     func.emitError() << "no result is marked pp.grad_of: run --pp-autodiff "
                         "first";
     return failure();
   }
+  if (scaling)
+    skipOverflowingSteps(b, loc, writes, stepSym, previousStep, step, scaleSym,
+                         dynamicScale, options.lossScaleInterval, moduleBuilder,
+                         module);
   SmallVector<Value> kept;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i)
     if (!gradResults.test(i))

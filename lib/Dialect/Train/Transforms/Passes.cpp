@@ -49,16 +49,20 @@ struct AutodiffPass : PassAdapter<AutodiffPass, pp::impl::AutodiffPassBase> {
 struct OptimizerPass : PassAdapter<OptimizerPass, pp::impl::OptimizerPassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return train::applyOptimizer(module, {.funcName = funcName,
-                                          .kind = kind,
-                                          .lr = lr,
-                                          .momentum = momentum,
-                                          .dampening = dampening,
-                                          .nesterov = nesterov,
-                                          .weightDecay = weightDecay,
-                                          .beta1 = beta1,
-                                          .beta2 = beta2,
-                                          .epsilon = epsilon});
+    return train::applyOptimizer(module,
+                                 {.funcName = funcName,
+                                  .kind = kind,
+                                  .lr = lr,
+                                  .momentum = momentum,
+                                  .dampening = dampening,
+                                  .nesterov = nesterov,
+                                  .weightDecay = weightDecay,
+                                  .beta1 = beta1,
+                                  .beta2 = beta2,
+                                  .epsilon = epsilon,
+                                  .lossScale = lossScale,
+                                  .lossScaleValue = lossScaleValue,
+                                  .lossScaleInterval = lossScaleInterval});
   }
 };
 

@@ -32,3 +32,4 @@ func.func @main(%loss: tensor<f32>, %g: tensor<3xf32>) -> (tensor<f32> {pp.loss}
 func.func @main(%loss: tensor<f32>) -> (tensor<f32> {pp.loss}) {
   return %loss : tensor<f32>
 }
+

@@ -31,6 +31,9 @@ def PP_Dialect : Dialect {
     "::mlir::UnitAttr":$loss_seed,
     // A forward op cloned into the backward (--pp-recompute).
     "::mlir::UnitAttr":$recompute,
+    // An optimizer-phase op that every stage runs on its own copy of the
+    // state it writes (--pp-optimizer's loss-scale update).
+    "::mlir::UnitAttr":$every_stage,
     // Stage functions: which part of the step they hold.
     "::pp::pipeline::PhaseAttr":$phase,
     // --pp-memory-plan: arena offsets of an op's results, arena size of a

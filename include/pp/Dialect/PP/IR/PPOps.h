@@ -81,6 +81,11 @@ void removeLossSeed(mlir::Operation *op);
 bool isRecomputed(mlir::Operation *op);
 void setRecomputed(mlir::Operation *op);
 
+/// An update op that every stage runs on its own copy of the state it
+/// writes (pp.every_stage).
+bool isEveryStage(mlir::Operation *op);
+void setEveryStage(mlir::Operation *op);
+
 /// The part of a stage's step a stage function holds (pp.phase).
 std::optional<kinds::Phase> getPhase(mlir::Operation *func);
 void setPhase(mlir::Operation *func, kinds::Phase phase);

@@ -77,6 +77,17 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     (`train.sgd` or `train.adam`) whose new parameter and state are written
     back with `train.global_write`. Optimizer state (momentum, Adam moments)
     and the step counter `@pp.step` become `state` globals.
+
+    Loss scaling (for fp16 gradients, as PyTorch's GradScaler): the loss
+    gradient's seed is multiplied by the scale `@pp.loss_scale` and every
+    gradient by its reciprocal. When any updated weight is not finite (a
+    gradient overflowed), the step is skipped: no weight, optimizer state
+    or step counter changes. `static` keeps the scale; `dynamic` halves it
+    on a skipped step and doubles it after `loss-scale-interval` steps in a
+    row without one (`@pp.loss_scale_good_steps` counts them). Under a
+    pipeline every stage skips together: the stages' overflow flags meet on
+    stage 0, which sends the verdict back, and every stage updates its own
+    copy of the scale.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training-step function">,
@@ -89,6 +100,12 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
+    Option<"lossScale", "loss-scale", "std::string", "\"none\"",
+           "Loss scaling: none, static or dynamic">,
+    Option<"lossScaleValue", "loss-scale-value", "double", "65536.0",
+           "The static scale, or the dynamic scale's initial value">,
+    Option<"lossScaleInterval", "loss-scale-interval", "int64_t", "2000",
+           "Dynamic scaling: steps without overflow before the scale doubles">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
