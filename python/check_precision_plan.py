@@ -56,6 +56,9 @@ def main():
         peak = max(d.get("peak_memory_bytes", 0) for d in plan["devices"])
         seconds = plan["prediction"]["iteration_seconds"]
         plans[precision] = (stash, seconds)
+        if plan["precision"] != precision:
+            sys.exit(f"plan.json says precision {plan['precision']}, "
+                     f"compiled with {precision}")
         print(f"{precision}: {len(stages)} stages on {args.cluster}, "
               f"{args.microbatches} micro-batches of {args.batch}: "
               f"activations {stash / 1e6:.2f} MB per micro-batch, static "

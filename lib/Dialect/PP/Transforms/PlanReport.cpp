@@ -155,6 +155,45 @@ void writeTrainableSet(ModuleOp module, llvm::raw_ostream &os) {
   os << "\n";
 }
 
+/// The compute precision of the step: the type trainable weights are cast
+/// to where they are read (--pp-mixed-precision), and the loss scaling
+/// --pp-optimizer set up (its state globals).
+struct Precision {
+  std::string compute = "fp32";
+  std::string lossScale = "none";
+};
+Precision getPrecision(ModuleOp module) {
+  Precision precision;
+  module.walk([&](onnx::CastOp cast) {
+    auto read = cast.getInput().getDefiningOp<onnx::GlobalReadOp>();
+    auto global = read ? SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+                             read, read.getGlobalAttr())
+                       : onnx::GlobalOp();
+    if (!global || global.getKind() != onnx::kTrainable)
+      return WalkResult::advance();
+    Type element = getElementTypeOrSelf(cast.getType());
+    if (element.isBF16() || element.isF16()) {
+      precision.compute = element.isBF16() ? "bf16" : "fp16";
+      return WalkResult::interrupt();
+    }
+    return WalkResult::advance();
+  });
+  if (module.lookupSymbol<onnx::GlobalOp>("pp.loss_scale"))
+    precision.lossScale =
+        module.lookupSymbol("pp.loss_scale_good_steps") ? "dynamic" : "static";
+  return precision;
+}
+
+void writePrecision(ModuleOp module, llvm::raw_ostream &os) {
+  Precision precision = getPrecision(module);
+  os << "precision: " << precision.compute;
+  if (precision.compute != "fp32")
+    os << " activations and compute, fp32 master weights and optimizer state";
+  if (precision.lossScale != "none")
+    os << "; " << precision.lossScale << " loss scaling";
+  os << "\n";
+}
+
 } // namespace
 
 LogicalResult
@@ -656,6 +695,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
     }
     explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
+    writePrecision(module, os);
     out->keep();
   }
 
@@ -709,6 +749,9 @@ pp::pipeline::writePlanReport(ModuleOp module,
   llvm::json::OStream json(planFile, 2);
   json.object([&] {
     json.attribute("schedule", sched::toString(schedule.kind));
+    Precision precision = getPrecision(module);
+    json.attribute("precision", precision.compute);
+    json.attribute("loss_scale", precision.lossScale);
     json.attribute("micro_batches", schedule.microBatches);
     json.attribute("micro_batch_size", microBatchSize);
     json.attribute("chunks_per_device", schedule.chunksPerDevice);
