@@ -114,6 +114,13 @@ LogicalResult pp::onnx::inferBroadcast(std::optional<Location> loc,
 }
 
 std::optional<SmallVector<int64_t>> pp::onnx::getConstantInts(Value value) {
+  // --pp-tensor-parallel annotates a constant shape operand as whole on
+  // every device (upstream's partition needs every operand annotated): the
+  // annotation holds the constant. Matched by name: the onnx dialect does
+  // not depend on the shard dialect.
+  while (value && value.getDefiningOp() &&
+         value.getDefiningOp()->getName().getStringRef() == "shard.shard")
+    value = value.getDefiningOp()->getOperand(0);
   DenseIntElementsAttr attr;
   if (!value || !matchPattern(value, m_Constant(&attr)))
     return std::nullopt;

@@ -26,6 +26,7 @@
 
 using namespace mlir;
 namespace onnx = pp::onnx;
+using shard::GridAxesAttr;
 using shard::GridAxis;
 using shard::ReductionKind;
 using shard::Sharding;
@@ -83,6 +84,249 @@ struct ElementwiseModel
     shard::partitionTriviallyShardableOperation(
         *op, partitionedOperands, operandShardings, resultShardings,
         partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
+/// Transpose: result loop j reads operand dim perm[j]; a split follows it.
+struct TransposeModel
+    : public shard::ShardingInterface::ExternalModel<TransposeModel,
+                                                     onnx::TransposeOp> {
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return parallelLoopsOverResult(op);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    auto transpose = cast<onnx::TransposeOp>(op);
+    int64_t rank = cast<RankedTensorType>(transpose.getType()).getRank();
+    SmallVector<int64_t> perm;
+    if (auto attr = transpose.getPermAttr())
+      perm.assign(attr.asArrayRef().begin(), attr.asArrayRef().end());
+    else
+      for (int64_t j = rank - 1; j >= 0; --j)
+        perm.push_back(j);
+    SmallVector<AffineExpr> operandExprs(rank);
+    for (int64_t j = 0; j < rank; ++j)
+      operandExprs[perm[j]] = getAffineDimExpr(j, op->getContext());
+    return {AffineMap::get(rank, 0, operandExprs, op->getContext()),
+            AffineMap::getMultiDimIdentityMap(rank, op->getContext())};
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
+/// Softmax and LogSoftmax: independent along every dimension but `axis`,
+/// which a split must not cut (attention's scores split by head).
+template <typename Op>
+struct SoftmaxModel
+    : public shard::ShardingInterface::ExternalModel<SoftmaxModel<Op>, Op> {
+  static int64_t axisOf(Operation *op) {
+    int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+    int64_t axis = cast<Op>(op).getAxis();
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return parallelLoopsOverResult(op);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *op) const {
+    int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
+    AffineMap identity =
+        AffineMap::getMultiDimIdentityMap(rank, op->getContext());
+    return {identity, identity};
+  }
+
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    FailureOr<shard::ShardingOption> option =
+        shard::detail::defaultGetShardingOption(op, operandShardings,
+                                                resultShardings);
+    // Whole along the axis: an operand split there is gathered first
+    // (which --pp-tensor-parallel reports as not built).
+    int64_t axis = axisOf(op);
+    if (succeeded(option) && !option->empty &&
+        static_cast<int64_t>(option->shardingArray.size()) > axis)
+      option->shardingArray[axis].clear();
+    return option;
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
+/// The dimension of `to` that a split of dimension `dim` of `from` into
+/// `parts` contiguous blocks becomes through a row-major reshape: the one
+/// after the same number of elements, when both sizes divide by `parts`
+/// (a split of [B, S, H*D]'s last dim is a split of [B, S, H, D]'s H).
+std::optional<int64_t> reshapedDim(ArrayRef<int64_t> from, ArrayRef<int64_t> to,
+                                   int64_t dim, int64_t parts) {
+  if (from[dim] % parts != 0)
+    return std::nullopt;
+  int64_t before = 1;
+  for (int64_t i = 0; i < dim; ++i)
+    before *= from[i];
+  int64_t toBefore = 1;
+  for (int64_t j = 0; j < static_cast<int64_t>(to.size()); ++j) {
+    if (toBefore == before && to[j] % parts == 0 && to[j] != 1)
+      return j;
+    toBefore *= to[j];
+    if (toBefore > before)
+      break;
+  }
+  return std::nullopt;
+}
+
+/// Reshape: a split dimension maps to the dimension that holds the same
+/// contiguous blocks (reshapedDim); the target shape is rewritten per
+/// device. Splits that a reshape would interleave are not modelled.
+struct ReshapeModel
+    : public shard::ShardingInterface::ExternalModel<ReshapeModel,
+                                                     onnx::ReshapeOp> {
+  static int64_t partsOf(Operation *op, FlatSymbolRefAttr gridName,
+                         ArrayRef<GridAxesAttr> axes) {
+    auto grid =
+        SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(op, gridName);
+    int64_t parts = 1;
+    for (GridAxesAttr dimAxes : axes)
+      for (GridAxis axis : dimAxes.asArrayRef())
+        parts *= grid ? grid.getShape()[axis] : 1;
+    return parts;
+  }
+
+  /// `sharding`'s split axes carried from shape `from` to shape `to`.
+  static FailureOr<SmallVector<GridAxesAttr>> carry(Operation *op,
+                                                    const Sharding &sharding,
+                                                    ArrayRef<int64_t> from,
+                                                    ArrayRef<int64_t> to) {
+    MLIRContext *context = op->getContext();
+    SmallVector<GridAxesAttr> carried(to.size(),
+                                      GridAxesAttr::get(context, {}));
+    for (auto [dim, axes] : llvm::enumerate(sharding.getSplitAxes())) {
+      if (axes.empty())
+        continue;
+      std::optional<int64_t> target = reshapedDim(
+          from, to, dim, partsOf(op, sharding.getGridAttr(), {axes}));
+      if (!target)
+        return failure();
+      carried[*target] = axes;
+    }
+    while (!carried.empty() && carried.back().empty())
+      carried.pop_back();
+    return carried;
+  }
+
+  static ArrayRef<int64_t> shapeOf(Value value) {
+    return cast<RankedTensorType>(value.getType()).getShape();
+  }
+
+  SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
+    return parallelLoopsOverResult(op);
+  }
+
+  SmallVector<AffineMap> getIndexingMaps(Operation *) const { return {}; }
+
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    auto reshape = cast<onnx::ReshapeOp>(op);
+    FailureOr<SmallVector<GridAxesAttr>> split;
+    FlatSymbolRefAttr grid;
+    if (!resultShardings.empty() && resultShardings[0]) {
+      grid = resultShardings[0].getGridAttr();
+      split = SmallVector<GridAxesAttr>(resultShardings[0].getSplitAxes());
+    } else if (!operandShardings.empty() && operandShardings[0]) {
+      grid = operandShardings[0].getGridAttr();
+      split = carry(op, operandShardings[0], shapeOf(reshape.getData()),
+                    shapeOf(reshape.getReshaped()));
+      if (failed(split))
+        return op->emitOpError(
+            "cannot carry its operand's split through the reshape");
+    } else {
+      return shard::ShardingOption::makeEmpty();
+    }
+    shard::ShardingArray array;
+    for (GridAxesAttr axes : *split)
+      array.push_back(SmallVector<GridAxis>(axes.asArrayRef()));
+    return shard::ShardingOption(array, grid);
+  }
+
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op,
+                         const shard::ShardingOption &option) const {
+    auto reshape = cast<onnx::ReshapeOp>(op);
+    MLIRContext *context = op->getContext();
+    SmallVector<GridAxesAttr> resultAxes;
+    for (ArrayRef<GridAxis> axes : option.shardingArray)
+      resultAxes.push_back(GridAxesAttr::get(context, axes));
+    Sharding result = Sharding::get(option.grid, resultAxes);
+    FailureOr<SmallVector<GridAxesAttr>> operandAxes = carry(
+        op, result, shapeOf(reshape.getReshaped()), shapeOf(reshape.getData()));
+    if (failed(operandAxes))
+      return op->emitOpError("cannot carry its result's split back through "
+                             "the reshape");
+    return std::vector<Sharding>{Sharding::get(option.grid, *operandAxes),
+                                 Sharding::get(option.grid, {}), result};
+  }
+
+  LogicalResult
+  addShardingAnnotations(Operation *op, OpBuilder &builder,
+                         const shard::ShardingOption &option) const {
+    FailureOr<std::vector<Sharding>> shardings =
+        getShardingAnnotations(op, option);
+    if (failed(shardings))
+      return failure();
+    shard::maybeInsertTargetShardingAnnotation((*shardings)[2],
+                                               op->getResult(0), builder);
+    shard::maybeInsertSourceShardingAnnotation((*shardings)[0],
+                                               op->getOpOperand(0), builder);
+    // Whole on every device: the op's type inference reads the constant
+    // through the annotation (onnx::getConstantInts).
+    shard::maybeInsertSourceShardingAnnotation((*shardings)[1],
+                                               op->getOpOperand(1), builder);
+    return success();
+  }
+
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding>,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    auto reshape = cast<onnx::ReshapeOp>(op);
+    Sharding result = resultShardings.front();
+    auto localType = cast<RankedTensorType>(shard::shardType(
+        reshape.getType(),
+        shard::getGrid(op, result.getGridAttr(), symbolTable), result));
+    auto shapeType =
+        RankedTensorType::get({localType.getRank()}, builder.getI64Type());
+    Value shape = onnx::ConstantOp::create(
+        builder, op->getLoc(),
+        DenseIntElementsAttr::get(shapeType, localType.getShape()));
+    Value local = onnx::ReshapeOp::create(builder, op->getLoc(), localType,
+                                          partitionedOperands[0], shape,
+                                          reshape.getAllowzeroAttr());
+    partitionMap.map(op->getResult(0), local);
     return success();
   }
 };
@@ -345,6 +589,11 @@ void pp::onnx::registerShardingInterfaceExternalModels(
     onnx::GlobalReadOp::attachInterface<GlobalReadModel>(*context);
     onnx::GemmOp::attachInterface<ContractionModel<onnx::GemmOp>>(*context);
     onnx::MatMulOp::attachInterface<ContractionModel<onnx::MatMulOp>>(*context);
+    onnx::TransposeOp::attachInterface<TransposeModel>(*context);
+    onnx::ReshapeOp::attachInterface<ReshapeModel>(*context);
+    onnx::SoftmaxOp::attachInterface<SoftmaxModel<onnx::SoftmaxOp>>(*context);
+    onnx::LogSoftmaxOp::attachInterface<SoftmaxModel<onnx::LogSoftmaxOp>>(
+        *context);
     attachElementwise<onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
                       onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
                       onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,

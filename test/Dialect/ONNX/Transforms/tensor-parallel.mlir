@@ -10,6 +10,7 @@
 // PIN-BAD: error: pp-tensor-parallel: pin 'up=diagonal' is not PATTERN=column or PATTERN=row with a valid regex
 // RUN: not pipeline-opt %S/Inputs/tensor-parallel-pins.mlir --pp-tensor-parallel="tp=2 pin=nowhere=row" 2>&1 | FileCheck %s --check-prefix=PIN-NONE
 // PIN-NONE: error: pp-tensor-parallel: pin pattern 'nowhere' matches no op
+// RUN: pipeline-opt %S/Inputs/tensor-parallel-attention.mlir --pp-tensor-parallel="tp=2 pin=^[qkv]_proj$=column,^o_proj$=row" | FileCheck %S/Inputs/tensor-parallel-attention.mlir --check-prefix=ATTN
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-gather.mlir -verify-diagnostics --pp-tensor-parallel="tp=2 pin=^up$=column,^down$=row" -o /dev/null
 
 // An MLP pair of Gemms (weights [out, in], transB): the first weight and
