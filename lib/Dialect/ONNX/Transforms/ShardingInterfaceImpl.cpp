@@ -75,6 +75,76 @@ struct ElementwiseModel
     return maps;
   }
 
+  /// Upstream's option, from the operands that do not broadcast (a
+  /// broadcast operand, such as attention's [1, 1, S, S] mask, says nothing
+  /// of the loops it does not span, and upstream's default fails on it).
+  FailureOr<shard::ShardingOption>
+  getShardingOption(Operation *op, ArrayRef<Sharding> operandShardings,
+                    ArrayRef<Sharding> resultShardings) const {
+    SmallVector<AffineMap> maps = getIndexingMaps(op);
+    std::vector<Sharding> kept(operandShardings.begin(),
+                               operandShardings.end());
+    for (auto [index, map] : llvm::enumerate(
+             ArrayRef(maps).take_front(std::min(kept.size(), maps.size()))))
+      if (llvm::any_of(map.getResults(), llvm::IsaPred<AffineConstantExpr>))
+        kept[index] = Sharding();
+    return shard::detail::defaultGetShardingOption(op, kept, resultShardings);
+  }
+
+  /// Each operand dimension takes its loop's split; a broadcast one (the
+  /// constant 0 of its map) stays whole. (Upstream's default fails on a
+  /// broadcast boolean operand such as attention's [1, 1, S, S] mask.)
+  FailureOr<std::vector<Sharding>>
+  getShardingAnnotations(Operation *op,
+                         const shard::ShardingOption &option) const {
+    // Upstream's, unless it fails on a broadcast operand.
+    FailureOr<std::vector<Sharding>> upstream =
+        shard::detail::defaultGetShardingAnnotations(op, option);
+    if (succeeded(upstream))
+      return upstream;
+    MLIRContext *context = op->getContext();
+    std::vector<Sharding> shardings;
+    for (AffineMap map : getIndexingMaps(op)) {
+      SmallVector<GridAxesAttr> axes;
+      for (AffineExpr expr : map.getResults()) {
+        auto dim = dyn_cast<AffineDimExpr>(expr);
+        unsigned loop = dim ? dim.getPosition() : ~0u;
+        axes.push_back(GridAxesAttr::get(
+            context, loop < option.shardingArray.size()
+                         ? ArrayRef<GridAxis>(option.shardingArray[loop])
+                         : ArrayRef<GridAxis>()));
+      }
+      while (!axes.empty() && axes.back().empty())
+        axes.pop_back();
+      shardings.push_back(Sharding::get(option.grid, axes));
+    }
+    return shardings;
+  }
+
+  LogicalResult
+  addShardingAnnotations(Operation *op, OpBuilder &builder,
+                         const shard::ShardingOption &option) const {
+    FailureOr<std::vector<Sharding>> shardings =
+        getShardingAnnotations(op, option);
+    if (failed(shardings))
+      return failure();
+    // As upstream's default: each insertion from the builder's place.
+    unsigned numOperands = op->getNumOperands();
+    for (OpResult result : op->getResults()) {
+      OpBuilder::InsertionGuard guard(builder);
+      shard::maybeInsertTargetShardingAnnotation(
+          (*shardings)[numOperands + result.getResultNumber()], result,
+          builder);
+    }
+    for (OpOperand &operand : op->getOpOperands()) {
+      OpBuilder::InsertionGuard guard(builder);
+      if (isa<RankedTensorType>(operand.get().getType()))
+        shard::maybeInsertSourceShardingAnnotation(
+            (*shardings)[operand.getOperandNumber()], operand, builder);
+    }
+    return success();
+  }
+
   LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
                           ArrayRef<Sharding> operandShardings,
                           ArrayRef<Sharding> resultShardings,
@@ -594,13 +664,12 @@ void pp::onnx::registerShardingInterfaceExternalModels(
     onnx::SoftmaxOp::attachInterface<SoftmaxModel<onnx::SoftmaxOp>>(*context);
     onnx::LogSoftmaxOp::attachInterface<SoftmaxModel<onnx::LogSoftmaxOp>>(
         *context);
-    attachElementwise<onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
-                      onnx::SqrtOp, onnx::ExpOp, onnx::LogOp,
-                      onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
-                      onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp,
-                      onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::AddOp,
-                      onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(
-        context);
+    attachElementwise<
+        onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp, onnx::SqrtOp,
+        onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
+        onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp, onnx::HardSigmoidOp,
+        onnx::HardSwishOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
+        onnx::PowOp, onnx::WhereOp>(context);
     attachReplicatedToTheRest<
 #define GET_OP_LIST
 #include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"

@@ -13,6 +13,7 @@
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/Support/Regex.h"
 
@@ -66,33 +67,46 @@ bool isElementwise(Operation *op) {
              onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(op);
 }
 
-/// The one contraction that the result of `first` reaches as its first
-/// operand, when every value computed from that result on the way is used
-/// only by elementwise ops of the same shape (an activation, even one
-/// spelled out as x * (1 + erf(x / sqrt 2)) / 2, a bias) and by that
-/// contraction.
-std::optional<Linear> followingLinear(Operation *first) {
-  Type type = first->getResult(0).getType();
-  std::optional<Linear> found;
-  SmallVector<Value> worklist = {first->getResult(0)};
-  llvm::DenseSet<Operation *> visited;
+/// Ops that a split of the features or of the heads passes through:
+/// elementwise ops, the reshapes and transposes between [B, S, H*D] and
+/// [B, H, S, D], Softmax over a whole dimension, the batched score and value
+/// MatMuls of two split operands, and masking.
+bool carriesSplit(Operation *op) {
+  return isElementwise(op) ||
+         isa<onnx::ReshapeOp, onnx::TransposeOp, onnx::SoftmaxOp,
+             onnx::LogSoftmaxOp, onnx::WhereOp, onnx::MatMulOp>(op);
+}
+
+/// The contractions whose results reach `row`'s input only through ops
+/// that carry a split (constants and weight reads may join in), when
+/// nothing computed on the way is used elsewhere: an MLP's first linear,
+/// or attention's Q, K and V projections.
+std::optional<SmallVector<Linear>> precedingColumns(const Linear &row) {
+  SmallVector<Linear> columns;
+  llvm::SetVector<Operation *> region;
+  SmallVector<Value> worklist = {row.op->getOperand(0)};
   while (!worklist.empty()) {
-    Value value = worklist.pop_back_val();
-    for (OpOperand &use : value.getUses()) {
-      Operation *user = use.getOwner();
-      if (std::optional<Linear> next = asLinear(user)) {
-        if (use.getOperandNumber() != 0 || (found && found->op != user))
-          return std::nullopt;
-        found = next;
-        continue;
-      }
-      if (!isElementwise(user) || user->getResult(0).getType() != type)
-        return std::nullopt;
-      if (visited.insert(user).second)
-        worklist.push_back(user->getResult(0));
+    Operation *def = worklist.pop_back_val().getDefiningOp();
+    if (!def)
+      return std::nullopt; // a function argument
+    if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(def) || region.contains(def))
+      continue;
+    region.insert(def);
+    if (std::optional<Linear> column = asLinear(def)) {
+      columns.push_back(*column);
+      continue;
     }
+    if (!carriesSplit(def))
+      return std::nullopt;
+    llvm::append_range(worklist, def->getOperands());
   }
-  return found;
+  for (Operation *op : region)
+    for (Operation *user : op->getUsers())
+      if (user != row.op && !region.contains(user))
+        return std::nullopt;
+  if (columns.empty())
+    return std::nullopt;
+  return columns;
 }
 
 struct TensorParallelPass
@@ -344,35 +358,42 @@ struct TensorParallelPass
   /// Whether it annotated anything.
   bool annotatePairs(func::FuncOp func) {
     llvm::DenseSet<Operation *> used;
-    SmallVector<std::pair<Linear, Linear>> pairs;
+    SmallVector<std::pair<SmallVector<Linear>, Linear>> groups;
     func.walk([&](Operation *op) {
-      std::optional<Linear> column = asLinear(op);
-      if (!column || used.contains(op) || pinned.contains(op))
+      std::optional<Linear> row = asLinear(op);
+      if (!row || used.contains(op) || pinned.contains(op))
         return;
-      std::optional<Linear> row = followingLinear(op);
-      if (!row || used.contains(row->op) || pinned.contains(row->op))
+      std::optional<SmallVector<Linear>> columns = precedingColumns(*row);
+      if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
+            return used.contains(column.op) || pinned.contains(column.op);
+          }))
         return;
-      auto columnWeight =
-          cast<RankedTensorType>(column->weight->get().getType());
       auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
-      int64_t features = columnWeight.getDimSize(column->outputDim);
-      if (features % tp != 0 || rowWeight.getDimSize(row->inputDim) % tp) {
-        op->emitRemark() << "pp-tensor-parallel: " << features
-                         << " features do not split over tp = " << int64_t(tp)
-                         << "; this pair stays whole";
-        return;
+      for (const Linear &column : *columns) {
+        auto weight = cast<RankedTensorType>(column.weight->get().getType());
+        int64_t features = weight.getDimSize(column.outputDim);
+        if (features % tp != 0 || rowWeight.getDimSize(row->inputDim) % tp) {
+          column.op->emitRemark()
+              << "pp-tensor-parallel: " << features
+              << " features do not split over tp = " << int64_t(tp)
+              << "; this pair stays whole";
+          return;
+        }
       }
       used.insert(op);
-      used.insert(row->op);
-      pairs.push_back({*column, *row});
+      for (const Linear &column : *columns)
+        used.insert(column.op);
+      groups.push_back({*columns, *row});
     });
-    if (pairs.empty())
+    if (groups.empty())
       return false;
     markWholeWeightReads(func);
-    for (auto &[column, row] : pairs) {
-      annotate(*column.weight, column.outputDim);
-      if (column.bias)
-        annotateBias(*column.bias);
+    for (auto &[columns, row] : groups) {
+      for (Linear &column : columns) {
+        annotate(*column.weight, column.outputDim);
+        if (column.bias)
+          annotateBias(*column.bias);
+      }
       annotate(*row.weight, row.inputDim);
     }
     return true;

@@ -11,6 +11,7 @@
 // RUN: not pipeline-opt %S/Inputs/tensor-parallel-pins.mlir --pp-tensor-parallel="tp=2 pin=nowhere=row" 2>&1 | FileCheck %s --check-prefix=PIN-NONE
 // PIN-NONE: error: pp-tensor-parallel: pin pattern 'nowhere' matches no op
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-attention.mlir --pp-tensor-parallel="tp=2 pin=^[qkv]_proj$=column,^o_proj$=row" | FileCheck %S/Inputs/tensor-parallel-attention.mlir --check-prefix=ATTN
+// RUN: pipeline-opt %S/Inputs/tensor-parallel-attention.mlir --pp-tensor-parallel=tp=2 | FileCheck %S/Inputs/tensor-parallel-attention.mlir --check-prefix=AUTO
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-gather.mlir -verify-diagnostics --pp-tensor-parallel="tp=2 pin=^up$=column,^down$=row" -o /dev/null
 
 // An MLP pair of Gemms (weights [out, in], transB): the first weight and
@@ -150,17 +151,16 @@ onnx.global "trainable" @vg : tensor<16xf32> = dense<0.1> : tensor<16xf32>
 
 // An op that the partition cannot take (a constant tensor operand, which
 // propagation leaves unannotated) is an error naming it, not a crash.
-func.func @constant_operand(%x: tensor<8x16xf32>) -> tensor<8x16xf32> {
+func.func @constant_operand(%x: tensor<8x16xf32>) -> tensor<16x16xf32> {
   %w1 = onnx.global_read @c1 : tensor<32x16xf32>
   %w2 = onnx.global_read @c2 : tensor<16x32xf32>
   %h = onnx.Gemm %x, %w1 {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>) -> tensor<8x32xf32>
   %r = onnx.Relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
   %y = onnx.Gemm %r, %w2 {transB = 1 : i64} : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
-  %c = onnx.Constant dense<true> : tensor<8x16xi1>
-  %z = onnx.Constant dense<0.0> : tensor<f32>
-  // expected-error @+1 {{pp-tensor-parallel: cannot partition onnx.Where (operand #0 is not annotated): tensor parallelism through this op is not built yet}}
-  %out = onnx.Where %c, %z, %y : (tensor<8x16xi1>, tensor<f32>, tensor<8x16xf32>) -> tensor<8x16xf32>
-  return %out : tensor<8x16xf32>
+  %c = onnx.Constant dense<0.0> : tensor<8x16xf32>
+  // expected-error @+1 {{pp-tensor-parallel: cannot partition onnx.Concat (operand #1 is not annotated): tensor parallelism through this op is not built yet}}
+  %out = onnx.Concat %y, %c {axis = 0 : i64} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
+  return %out : tensor<16x16xf32>
 }
 onnx.global "trainable" @c1 : tensor<32x16xf32> = dense<0.1> : tensor<32x16xf32>
 onnx.global "trainable" @c2 : tensor<16x32xf32> = dense<0.1> : tensor<16x32xf32>

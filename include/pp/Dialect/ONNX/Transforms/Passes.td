@@ -31,29 +31,33 @@ def VerifyStaticShapesPass : Pass<"pp-verify-static-shapes", "mlir::ModuleOp"> {
 def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
   let summary = "Annotate Megatron tensor-parallel shardings (shard dialect)";
   let description = [{
-    Declares `shard.grid @<grid>(shape = tp)` and splits Megatron's pairs
-    of contractions over it: a Gemm or MatMul whose result reaches the
-    first operand of another only through elementwise ops (an MLP's
-    Linear, activation, Linear) becomes column-parallel (its weight split
-    along the output features, with its bias) and the other row-parallel
-    (its weight split along the input features). Each split is a
-    `shard.shard ... annotate_for_users` on the weight. Unless
-    `partition=false`, the pass then runs upstream's
+    Declares `shard.grid @<grid>(shape = tp)` and splits Megatron's groups
+    of contractions over it: a Gemm or MatMul of a 2-D weight (row) whose
+    input is computed from other such contractions (columns) only through
+    ops that carry a split (elementwise ops and masking, the Reshape and
+    Transpose between [B, S, H*D] and [B, H, S, D], Softmax, the batched
+    MatMuls of two split values), with nothing on the way used elsewhere:
+    an MLP's Linear, activation, Linear, or attention's Q, K, V projections
+    and its output projection (split by heads). The columns become
+    column-parallel (weights split along the output features, with their
+    biases), the row row-parallel (its weight split along the input
+    features). Each split is a `shard.shard ... annotate_for_users` on the
+    weight. Unless `partition=false`, the pass then runs upstream's
     `--sharding-propagation`, which spreads them to the ops between, checks
     that every op is fully annotated (an op the models cannot carry a
     split through is an error that names it), and runs `--shard-partition`
     (with the onnx ops' ShardingInterface models), which writes the
-    per-device program: the weights sliced (`shard.all_slice`), the
-    row-parallel contraction summing its partial products with one
-    `shard.all_reduce` before its bias. A pair whose split dimension tp
-    does not divide is left whole, with a remark. `pin=` chooses the split
-    of named ops instead (column: output features, row: input features);
-    a function whose result stays split (a column-parallel op pinned
-    without a row-parallel one after it) returns each device's part.
-    Not built yet: attention
-    heads, vocabulary-parallel embedding and cross-entropy, convolutions,
-    sequence parallelism, ops with several results or constant operands
-    between sharded ops, gradients of shard ops
+    per-device program: the weights sliced (`shard.all_slice`), reshapes
+    given their per-device shapes, the row-parallel contraction summing its
+    partial products with one `shard.all_reduce` before its bias. A group
+    whose split dimension tp does not divide is left whole, with a remark.
+    `pin=` chooses the split of named ops instead (column: output
+    features, row: input features); a function whose result stays split (a
+    column-parallel op pinned without a row-parallel one after it) returns
+    each device's part. Not built yet: a fused QKV projection split into
+    Q, K and V (a Split of the split features), vocabulary-parallel
+    embedding and cross-entropy, convolutions, sequence parallelism, ops
+    with several results between sharded ops, gradients of shard ops
     (--pp-autodiff), and running the result (the interpreter and the
     generated programs do not take shard ops).
   }];
