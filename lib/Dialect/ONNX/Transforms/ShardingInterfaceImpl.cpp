@@ -70,8 +70,9 @@ struct ElementwiseModel
     for (Type operand : op->getOperandTypes())
       maps.push_back(broadcastMap(operand, type.getShape(), type.getRank(),
                                   op->getContext()));
-    maps.push_back(
-        AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext()));
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      maps.push_back(
+          AffineMap::getMultiDimIdentityMap(type.getRank(), op->getContext()));
     return maps;
   }
 
@@ -88,6 +89,25 @@ struct ElementwiseModel
              ArrayRef(maps).take_front(std::min(kept.size(), maps.size()))))
       if (llvm::any_of(map.getResults(), llvm::IsaPred<AffineConstantExpr>))
         kept[index] = Sharding();
+    // A whole operand next to a split one is sliced for free, a split one
+    // next to a whole one would need gathering: the split operands decide
+    // (upstream weighs both reshardings alike and may pick the gather).
+    auto split = [](const Sharding &s) {
+      return s && !shard::isFullReplication(s);
+    };
+    // Propagation offers the operands' annotations in several subsets;
+    // an operand already split in the IR is split in every one of them.
+    for (auto [index, operand] : llvm::enumerate(op->getOperands()))
+      if (auto annotation = operand.template getDefiningOp<shard::ShardOp>();
+          annotation && index < kept.size() &&
+          !llvm::any_of(maps[index].getResults(),
+                        llvm::IsaPred<AffineConstantExpr>) &&
+          split(Sharding(annotation.getSharding())))
+        kept[index] = Sharding(annotation.getSharding());
+    if (llvm::any_of(kept, split))
+      for (Sharding &sharding : kept)
+        if (!split(sharding))
+          sharding = Sharding();
     return shard::detail::defaultGetShardingOption(op, kept, resultShardings);
   }
 
@@ -607,19 +627,23 @@ struct ReplicatedModel
   LogicalResult
   addShardingAnnotations(Operation *op, OpBuilder &builder,
                          const shard::ShardingOption &option) const {
-    // Constants stay unannotated: shapes and split sizes are read from
-    // their onnx.Constant. Every other tensor is annotated (partitioning
-    // needs a function argument's one use to be its annotation).
+    // A constant's own result stays unannotated; its users annotate it
+    // whole (partitioning needs every operand annotated; integer constants
+    // an op's types depend on are read through the annotation, see
+    // onnx::getConstantInts).
     if (isa<onnx::ConstantOp>(op))
       return success();
     Sharding whole = Sharding::get(option.grid, {});
-    for (OpResult result : op->getResults())
+    for (OpResult result : op->getResults()) {
+      OpBuilder::InsertionGuard guard(builder);
       if (isa<RankedTensorType>(result.getType()))
         shard::maybeInsertTargetShardingAnnotation(whole, result, builder);
-    for (OpOperand &operand : op->getOpOperands())
-      if (isa<RankedTensorType>(operand.get().getType()) &&
-          !operand.get().getDefiningOp<onnx::ConstantOp>())
+    }
+    for (OpOperand &operand : op->getOpOperands()) {
+      OpBuilder::InsertionGuard guard(builder);
+      if (isa<RankedTensorType>(operand.get().getType()))
         shard::maybeInsertSourceShardingAnnotation(whole, operand, builder);
+    }
     return success();
   }
 

@@ -67,6 +67,20 @@ bool isElementwise(Operation *op) {
              onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(op);
 }
 
+/// Whether `value` is computed from constants and weight reads alone (a
+/// slice of a fused bias, a transposed weight).
+bool isWeightDerived(Value value, int depth = 0) {
+  Operation *def = value.getDefiningOp();
+  if (!def || depth > 8)
+    return false;
+  if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(def))
+    return true;
+  return def->getNumOperands() > 0 &&
+         llvm::all_of(def->getOperands(), [&](Value operand) {
+           return isWeightDerived(operand, depth + 1);
+         });
+}
+
 /// Ops that a split of the features or of the heads passes through:
 /// elementwise ops, the reshapes and transposes between [B, S, H*D] and
 /// [B, H, S, D], Softmax over a whole dimension, the batched score and value
@@ -74,7 +88,8 @@ bool isElementwise(Operation *op) {
 bool carriesSplit(Operation *op) {
   return isElementwise(op) ||
          isa<onnx::ReshapeOp, onnx::TransposeOp, onnx::SoftmaxOp,
-             onnx::LogSoftmaxOp, onnx::WhereOp, onnx::MatMulOp>(op);
+             onnx::LogSoftmaxOp, onnx::WhereOp, onnx::MatMulOp,
+             onnx::DropoutOp>(op);
 }
 
 /// The contractions whose results reach `row`'s input only through ops
@@ -86,10 +101,11 @@ std::optional<SmallVector<Linear>> precedingColumns(const Linear &row) {
   llvm::SetVector<Operation *> region;
   SmallVector<Value> worklist = {row.op->getOperand(0)};
   while (!worklist.empty()) {
-    Operation *def = worklist.pop_back_val().getDefiningOp();
+    Value value = worklist.pop_back_val();
+    Operation *def = value.getDefiningOp();
     if (!def)
       return std::nullopt; // a function argument
-    if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(def) || region.contains(def))
+    if (isWeightDerived(value) || region.contains(def))
       continue;
     region.insert(def);
     if (std::optional<Linear> column = asLinear(def)) {
@@ -157,12 +173,62 @@ struct TensorParallelPass
   LogicalResult partitionFunction(func::FuncOp func) {
     OpPassManager propagate(func::FuncOp::getOperationName());
     propagate.addPass(shard::createShardingPropagation());
-    if (failed(runPipeline(propagate, func)) ||
-        failed(checkFullyAnnotated(func)))
+    if (failed(runPipeline(propagate, func)))
+      return failure();
+    annotateTheRestWhole(func);
+    if (failed(checkFullyAnnotated(func)))
       return failure();
     OpPassManager split(func::FuncOp::getOperationName());
     split.addPass(shard::createPartition());
     return runPipeline(split, func);
+  }
+
+  /// Values that propagation left unannotated are whole on every device
+  /// (no split reached them): annotated so, as partitioning needs every
+  /// tensor of rank > 0 annotated. A split value that reaches such an op
+  /// then needs gathering, which checkFullyAnnotated reports.
+  void annotateTheRestWhole(func::FuncOp func) {
+    OpBuilder b(func.getContext());
+    auto whole = [&](Location loc) {
+      return shard::ShardingOp::create(
+          b, loc, FlatSymbolRefAttr::get(func.getContext(), gridName),
+          ArrayRef<shard::GridAxesAttr>{});
+    };
+    auto ranked = [](Value v) {
+      auto type = dyn_cast<RankedTensorType>(v.getType());
+      return type && type.getRank() > 0;
+    };
+    SmallVector<Operation *> ops;
+    func.walk([&](Operation *op) {
+      if (!isa<shard::ShardOp, shard::ShardingOp, func::FuncOp, func::ReturnOp>(
+              op))
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      for (OpResult result : op->getResults()) {
+        if (!ranked(result) || result.use_empty() ||
+            llvm::any_of(result.getUsers(), llvm::IsaPred<shard::ShardOp>))
+          continue;
+        b.setInsertionPointAfter(op);
+        auto annotation =
+            shard::ShardOp::create(b, op->getLoc(), result, whole(op->getLoc()),
+                                   /*annotate_for_users=*/
+                                   UnitAttr());
+        result.replaceAllUsesExcept(annotation, annotation);
+      }
+      if (isa<onnx::ConstantOp>(op))
+        continue;
+      for (OpOperand &operand : op->getOpOperands()) {
+        auto source = operand.get().getDefiningOp<shard::ShardOp>();
+        if (!ranked(operand.get()) || (source && source.getAnnotateForUsers()))
+          continue;
+        b.setInsertionPoint(op);
+        operand.set(shard::ShardOp::create(b, op->getLoc(), operand.get(),
+                                           whole(op->getLoc()),
+                                           /*annotate_for_users=*/
+                                           b.getUnitAttr()));
+      }
+    }
   }
 
   /// What partitioning needs of an op (upstream's pass casts without
@@ -187,7 +253,7 @@ struct TensorParallelPass
       if (auto target = dyn_cast<shard::ShardOp>(op)) {
         auto source = target.getSrc().getDefiningOp<shard::ShardOp>();
         if (source && target.getAnnotateForUsers() &&
-            !shard::Sharding(source.getSharding()).getSplitAxes().empty() &&
+            !shard::isFullReplication(shard::Sharding(source.getSharding())) &&
             shard::Sharding(source.getSharding()) !=
                 shard::Sharding(target.getSharding())) {
           Operation *user = *target->user_begin();

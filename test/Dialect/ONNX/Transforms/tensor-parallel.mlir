@@ -12,6 +12,14 @@
 // PIN-NONE: error: pp-tensor-parallel: pin pattern 'nowhere' matches no op
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-attention.mlir --pp-tensor-parallel="tp=2 pin=^[qkv]_proj$=column,^o_proj$=row" | FileCheck %S/Inputs/tensor-parallel-attention.mlir --check-prefix=ATTN
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-attention.mlir --pp-tensor-parallel=tp=2 | FileCheck %S/Inputs/tensor-parallel-attention.mlir --check-prefix=AUTO
+// The whole test GPT (2 blocks; its fused QKV projection keeps attention
+// whole): each block's MLP splits, with one all-reduce, and nothing is
+// gathered.
+// RUN: pipeline-opt %models/gpt.onnx --pp-tensor-parallel=tp=2 | FileCheck %s --check-prefix=GPT
+// GPT-LABEL: func.func @main
+// GPT-COUNT-2: shard.all_reduce
+// GPT-NOT: shard.all_reduce
+// GPT-NOT: shard.all_gather
 // RUN: pipeline-opt %S/Inputs/tensor-parallel-gather.mlir -verify-diagnostics --pp-tensor-parallel="tp=2 pin=^up$=column,^down$=row" -o /dev/null
 
 // An MLP pair of Gemms (weights [out, in], transB): the first weight and
@@ -149,8 +157,12 @@ onnx.global "trainable" @vg : tensor<16xf32> = dense<0.1> : tensor<16xf32>
 
 // -----
 
-// An op that the partition cannot take (a constant tensor operand, which
-// propagation leaves unannotated) is an error naming it, not a crash.
+// A constant tensor operand (which propagation leaves unannotated and
+// upstream's partition would crash on) is whole on every device.
+// PARTITION-LABEL: func.func @constant_operand
+// PARTITION: %[[Y:.*]] = shard.all_reduce
+// PARTITION: %[[C:.*]] = onnx.Constant dense<0.000000e+00> : tensor<8x16xf32>
+// PARTITION: onnx.Concat %[[Y]], %[[C]] {axis = 0 : i64}
 func.func @constant_operand(%x: tensor<8x16xf32>) -> tensor<16x16xf32> {
   %w1 = onnx.global_read @c1 : tensor<32x16xf32>
   %w2 = onnx.global_read @c2 : tensor<16x32xf32>
@@ -158,7 +170,6 @@ func.func @constant_operand(%x: tensor<8x16xf32>) -> tensor<16x16xf32> {
   %r = onnx.Relu %h : (tensor<8x32xf32>) -> tensor<8x32xf32>
   %y = onnx.Gemm %r, %w2 {transB = 1 : i64} : (tensor<8x32xf32>, tensor<16x32xf32>) -> tensor<8x16xf32>
   %c = onnx.Constant dense<0.0> : tensor<8x16xf32>
-  // expected-error @+1 {{pp-tensor-parallel: cannot partition onnx.Concat (operand #1 is not annotated): tensor parallelism through this op is not built yet}}
   %out = onnx.Concat %y, %c {axis = 0 : i64} : (tensor<8x16xf32>, tensor<8x16xf32>) -> tensor<16x16xf32>
   return %out : tensor<16x16xf32>
 }
