@@ -56,10 +56,28 @@ SmallVector<utils::IteratorType> parallelLoopsOverResult(Operation *op) {
                                           utils::IteratorType::parallel);
 }
 
+/// A model whose op each device runs on its own slices, with no
+/// collective (upstream's trivial partition).
+template <typename Model, typename Op>
+struct TriviallyPartitionedModel
+    : public shard::ShardingInterface::ExternalModel<Model, Op> {
+  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
+                          ArrayRef<Sharding> operandShardings,
+                          ArrayRef<Sharding> resultShardings,
+                          IRMapping &partitionMap,
+                          SymbolTableCollection &symbolTable,
+                          OpBuilder &builder) const {
+    shard::partitionTriviallyShardableOperation(
+        *op, partitionedOperands, operandShardings, resultShardings,
+        partitionMap, symbolTable, builder);
+    return success();
+  }
+};
+
 /// Elementwise ops with broadcasting: every loop parallel.
 template <typename Op>
 struct ElementwiseModel
-    : public shard::ShardingInterface::ExternalModel<ElementwiseModel<Op>, Op> {
+    : public TriviallyPartitionedModel<ElementwiseModel<Op>, Op> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
     return parallelLoopsOverResult(op);
   }
@@ -164,24 +182,11 @@ struct ElementwiseModel
     }
     return success();
   }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    shard::partitionTriviallyShardableOperation(
-        *op, partitionedOperands, operandShardings, resultShardings,
-        partitionMap, symbolTable, builder);
-    return success();
-  }
 };
 
 /// Transpose: result loop j reads operand dim perm[j]; a split follows it.
 struct TransposeModel
-    : public shard::ShardingInterface::ExternalModel<TransposeModel,
-                                                     onnx::TransposeOp> {
+    : public TriviallyPartitionedModel<TransposeModel, onnx::TransposeOp> {
   SmallVector<utils::IteratorType> getLoopIteratorTypes(Operation *op) const {
     return parallelLoopsOverResult(op);
   }
@@ -201,25 +206,12 @@ struct TransposeModel
     return {AffineMap::get(rank, 0, operandExprs, op->getContext()),
             AffineMap::getMultiDimIdentityMap(rank, op->getContext())};
   }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    shard::partitionTriviallyShardableOperation(
-        *op, partitionedOperands, operandShardings, resultShardings,
-        partitionMap, symbolTable, builder);
-    return success();
-  }
 };
 
 /// Softmax and LogSoftmax: independent along every dimension but `axis`,
 /// which a split must not cut (attention's scores split by head).
 template <typename Op>
-struct SoftmaxModel
-    : public shard::ShardingInterface::ExternalModel<SoftmaxModel<Op>, Op> {
+struct SoftmaxModel : public TriviallyPartitionedModel<SoftmaxModel<Op>, Op> {
   static int64_t axisOf(Operation *op) {
     int64_t rank = cast<RankedTensorType>(op->getResult(0).getType()).getRank();
     int64_t axis = cast<Op>(op).getAxis();
@@ -250,18 +242,6 @@ struct SoftmaxModel
         static_cast<int64_t>(option->shardingArray.size()) > axis)
       option->shardingArray[axis].clear();
     return option;
-  }
-
-  LogicalResult partition(Operation *op, ArrayRef<Value> partitionedOperands,
-                          ArrayRef<Sharding> operandShardings,
-                          ArrayRef<Sharding> resultShardings,
-                          IRMapping &partitionMap,
-                          SymbolTableCollection &symbolTable,
-                          OpBuilder &builder) const {
-    shard::partitionTriviallyShardableOperation(
-        *op, partitionedOperands, operandShardings, resultShardings,
-        partitionMap, symbolTable, builder);
-    return success();
   }
 };
 
