@@ -5,6 +5,7 @@ PKGS=(
   llvm-22-dev libmlir-22-dev mlir-22-tools llvm-22-tools
   libonnx-dev libprotobuf-dev protobuf-compiler libonnx-testdata
   libopenmpi-dev openmpi-bin libopenblas-dev libgtest-dev
+  libdnnl-dev ocl-icd-opencl-dev
   ninja-build cmake g++ ccache
   clang-22 libclang-rt-22-dev
   python3-onnx python3-torch python3-torchvision python3-numpy

@@ -1,0 +1,418 @@
+//===- Dnnl.cpp - oneDNN convolutions of the CPU backend --------*- C++ -*-===//
+//
+// One oneDNN primitive per problem (pass, shapes, window, bias, thread
+// count), cached per calling thread. dnnl::memory objects over the caller's
+// buffers (plain ncw / nchw / ncdhw activations, oiw / oihw / oidhw or
+// grouped goi... weights) feed it through reorders into the blocked layouts
+// oneDNN picks (format_tag::any): with plain layouts it has only its own
+// im2col + GEMM, slower than the runtime's; the blocked JIT kernels are
+// faster even with the reorders (bench/README.md). The blocked copies live
+// in per-thread arenas shared by all plans. oneDNN's threads are OpenMP's
+// (Debian's libdnnl is built with it): each call runs with ctx.numThreads
+// of them, and a primitive is created for the thread count it runs with.
+//
+//===----------------------------------------------------------------------===//
+
+#include "Dnnl.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#ifdef PP_RUNTIME_HAVE_DNNL
+#include <algorithm>
+#include <array>
+#include <memory>
+#include <new>
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <unordered_map>
+#include <vector>
+#endif
+
+namespace pp::rt::cpu {
+
+namespace {
+
+std::atomic<int> convImplOverride{-1};
+std::atomic<int64_t> dnnlCalls{0};
+
+ConvImpl environmentConvImpl() {
+  static const ConvImpl impl = [] {
+    const char *value = std::getenv("PP_RUNTIME_CONV");
+    return value && std::strcmp(value, "im2col") == 0 ? ConvImpl::Im2col
+                                                      : ConvImpl::Auto;
+  }();
+  return impl;
+}
+
+} // namespace
+
+ConvImpl convImpl() {
+  int forced = convImplOverride.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<ConvImpl>(forced) : environmentConvImpl();
+}
+
+ConvImpl setConvImpl(ConvImpl impl) {
+  ConvImpl previous = convImpl();
+  convImplOverride.store(static_cast<int>(impl), std::memory_order_relaxed);
+  return previous;
+}
+
+int64_t dnnlConvCalls() { return dnnlCalls.load(std::memory_order_relaxed); }
+
+#ifndef PP_RUNTIME_HAVE_DNNL
+
+bool dnnlAvailable() { return false; }
+
+bool dnnlConvForward(const Context &, const common::ConvDims &, int,
+                     const float *, const float *, const float *, float *) {
+  return false;
+}
+bool dnnlConvBackwardData(const Context &, const common::ConvDims &, int,
+                          const float *, const float *, float *) {
+  return false;
+}
+bool dnnlConvBackwardWeights(const Context &, const common::ConvDims &, int,
+                             const float *, const float *, float *) {
+  return false;
+}
+
+#else // PP_RUNTIME_HAVE_DNNL
+
+bool dnnlAvailable() { return true; }
+
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+
+enum class Pass : int64_t { Forward, BackwardData, BackwardWeights };
+
+/// Everything a primitive depends on.
+using Key = std::array<int64_t, 8 + 7 * 3>;
+
+Key makeKey(Pass pass, const common::ConvDims &cp, int rank, bool bias,
+            int threads) {
+  const common::Geometry &g = cp.geo;
+  Key key{static_cast<int64_t>(pass),
+          rank,
+          bias,
+          threads,
+          cp.n,
+          cp.c,
+          cp.m,
+          cp.group};
+  size_t at = 8;
+  for (const int64_t *dims : {g.in, g.out, g.k, g.s, g.pb, g.pe, g.d})
+    for (int i = 0; i < 3; ++i)
+      key[at++] = dims[i];
+  return key;
+}
+
+struct KeyHash {
+  size_t operator()(const Key &key) const {
+    size_t h = 0;
+    for (int64_t v : key)
+      h = h * 1000003u ^ std::hash<int64_t>()(v);
+    return h;
+  }
+};
+
+/// One of a primitive's operands: a memory over the caller's buffer, and
+/// when the primitive wants another layout, one of that layout (its buffer
+/// is the calling thread's arena of the operand's slot, bound per call) with
+/// the reorder between the two.
+struct Operand {
+  int arg = 0;
+  memory user;
+  memory inner; // empty: the primitive uses `user` itself
+  dnnl::reorder convert;
+};
+
+/// A primitive ready to run: inputs in argument order (x or dy first, then
+/// w or dy, then the bias if any) and one output.
+struct Plan {
+  bool supported = false;
+  dnnl::primitive primitive;
+  std::vector<Operand> inputs;
+  Operand output;
+  memory scratchpad; // buffer from the scratchpad arena, bound per call
+};
+
+/// A growable 64-byte aligned buffer. Each thread has one per operand slot
+/// and one for the scratchpad, shared by all its plans: the blocked copies
+/// cost as much memory as the largest convolution's, not the sum of all.
+class Arena {
+public:
+  void *get(size_t bytes) {
+    if (bytes > capacity) {
+      capacity = (bytes + 63) / 64 * 64;
+      data.reset(static_cast<char *>(std::aligned_alloc(64, capacity)));
+      if (!data)
+        throw std::bad_alloc();
+    }
+    return data.get();
+  }
+
+private:
+  struct Free {
+    void operator()(char *p) const { std::free(p); }
+  };
+  std::unique_ptr<char, Free> data;
+  size_t capacity = 0;
+};
+
+const dnnl::engine &cpuEngine() {
+  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  return engine;
+}
+
+memory::dims spatial(const int64_t *dims, int rank, int64_t minus = 0) {
+  memory::dims out;
+  for (int i = 3 - rank; i < 3; ++i)
+    out.push_back(dims[i] - minus);
+  return out;
+}
+
+Tag activationTag(int rank) {
+  return rank == 1 ? Tag::ncw : rank == 2 ? Tag::nchw : Tag::ncdhw;
+}
+Tag weightTag(int rank, bool grouped) {
+  if (grouped)
+    return rank == 1 ? Tag::goiw : rank == 2 ? Tag::goihw : Tag::goidhw;
+  return rank == 1 ? Tag::oiw : rank == 2 ? Tag::oihw : Tag::oidhw;
+}
+
+/// Binds `op` to the primitive's wanted layout `want` over the user's
+/// layout `user` (a reorder in direction input ? user -> inner : inner ->
+/// user when they differ).
+Operand makeOperand(int arg, const memory::desc &user, const memory::desc &want,
+                    bool input) {
+  const dnnl::engine &engine = cpuEngine();
+  Operand op;
+  op.arg = arg;
+  op.user = memory(user, engine, DNNL_MEMORY_NONE);
+  if (want != user) {
+    op.inner = memory(want, engine, DNNL_MEMORY_NONE);
+    op.convert = input ? dnnl::reorder(op.user, op.inner)
+                       : dnnl::reorder(op.inner, op.user);
+  }
+  return op;
+}
+
+Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
+  const common::Geometry &g = cp.geo;
+  const dnnl::engine &engine = cpuEngine();
+  bool grouped = cp.group > 1;
+  memory::dims xDims{cp.n, cp.c}, yDims{cp.n, cp.m}, wDims;
+  if (grouped)
+    wDims = {cp.group, cp.coutG, cp.cinG};
+  else
+    wDims = {cp.m, cp.cinG};
+  for (int64_t v : spatial(g.in, rank))
+    xDims.push_back(v);
+  for (int64_t v : spatial(g.out, rank))
+    yDims.push_back(v);
+  for (int64_t v : spatial(g.k, rank))
+    wDims.push_back(v);
+  memory::dims strides = spatial(g.s, rank), dilates = spatial(g.d, rank, 1),
+               padL = spatial(g.pb, rank), padR = spatial(g.pe, rank);
+  auto f32 = memory::data_type::f32;
+  memory::desc xUser(xDims, f32, activationTag(rank)),
+      yUser(yDims, f32, activationTag(rank)),
+      wUser(wDims, f32, weightTag(rank, grouped)), bUser({cp.m}, f32, Tag::x);
+  // oneDNN picks the layouts it computes in (blocked: with the caller's
+  // plain ones it only has its own im2col + GEMM, slower than ours).
+  memory::desc xWant(xDims, f32, Tag::any), yWant(yDims, f32, Tag::any),
+      wWant(wDims, f32, Tag::any);
+
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  auto algo = dnnl::algorithm::convolution_direct;
+  auto forwardDesc = [&](bool withBias) {
+    return withBias ? dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_training, algo, xWant, wWant,
+                          bUser, yWant, strides, dilates, padL, padR)
+                    : dnnl::convolution_forward::desc(
+                          dnnl::prop_kind::forward_training, algo, xWant, wWant,
+                          yWant, strides, dilates, padL, padR);
+  };
+  Plan plan;
+  memory::desc scratch;
+  switch (pass) {
+  case Pass::Forward: {
+    dnnl::convolution_forward::primitive_desc pd(forwardDesc(bias), attr,
+                                                 engine);
+    plan.primitive = dnnl::convolution_forward(pd);
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_SRC, xUser, pd.src_desc(), true));
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_WEIGHTS, wUser, pd.weights_desc(), true));
+    if (bias)
+      plan.inputs.push_back(
+          makeOperand(DNNL_ARG_BIAS, bUser, pd.bias_desc(), true));
+    plan.output = makeOperand(DNNL_ARG_DST, yUser, pd.dst_desc(), false);
+    scratch = pd.scratchpad_desc();
+    break;
+  }
+  case Pass::BackwardData: {
+    dnnl::convolution_forward::primitive_desc hint(forwardDesc(false), engine);
+    dnnl::convolution_backward_data::desc desc(algo, xWant, wWant, yWant,
+                                               strides, dilates, padL, padR);
+    dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine,
+                                                       hint);
+    plan.primitive = dnnl::convolution_backward_data(pd);
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_DIFF_DST, yUser, pd.diff_dst_desc(), true));
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_WEIGHTS, wUser, pd.weights_desc(), true));
+    plan.output =
+        makeOperand(DNNL_ARG_DIFF_SRC, xUser, pd.diff_src_desc(), false);
+    scratch = pd.scratchpad_desc();
+    break;
+  }
+  case Pass::BackwardWeights: {
+    dnnl::convolution_forward::primitive_desc hint(forwardDesc(false), engine);
+    dnnl::convolution_backward_weights::desc desc(algo, xWant, wWant, yWant,
+                                                  strides, dilates, padL, padR);
+    dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine,
+                                                          hint);
+    plan.primitive = dnnl::convolution_backward_weights(pd);
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_SRC, xUser, pd.src_desc(), true));
+    plan.inputs.push_back(
+        makeOperand(DNNL_ARG_DIFF_DST, yUser, pd.diff_dst_desc(), true));
+    plan.output = makeOperand(DNNL_ARG_DIFF_WEIGHTS, wUser,
+                              pd.diff_weights_desc(), false);
+    scratch = pd.scratchpad_desc();
+    break;
+  }
+  }
+  plan.scratchpad = memory(scratch, engine, DNNL_MEMORY_NONE);
+  plan.supported = true;
+  return plan;
+}
+
+/// The plans of this thread (a plan's buffers are not shared between
+/// threads that may run at once). Bounded: a program has a few dozen
+/// problems; anything beyond starts over.
+Plan &planFor(Pass pass, const common::ConvDims &cp, int rank, bool bias,
+              int threads) {
+  thread_local std::unordered_map<Key, std::unique_ptr<Plan>, KeyHash> plans;
+  Key key = makeKey(pass, cp, rank, bias, threads);
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return *it->second;
+  constexpr size_t maxPlans = 512;
+  if (plans.size() >= maxPlans)
+    plans.clear();
+  auto plan = std::make_unique<Plan>();
+  try {
+    *plan = makePlan(pass, cp, rank, bias);
+  } catch (const dnnl::error &) {
+    *plan = Plan(); // unsupported: im2col from now on
+  }
+  return *plans.emplace(key, std::move(plan)).first->second;
+}
+
+/// Sets this thread's OpenMP team size for the scope (oneDNN forks teams of
+/// omp_get_max_threads()).
+class OmpThreads {
+public:
+  explicit OmpThreads(int threads) : previous(omp_get_max_threads()) {
+    if (threads != previous)
+      omp_set_num_threads(threads);
+    changed = threads != previous;
+  }
+  ~OmpThreads() {
+    if (changed)
+      omp_set_num_threads(previous);
+  }
+
+private:
+  int previous;
+  bool changed = false;
+};
+
+bool takes(const common::ConvDims &cp, int rank) {
+  if (rank < 1 || rank > 3 || cp.n <= 0 || cp.c <= 0 || cp.m <= 0 ||
+      cp.group <= 0)
+    return false;
+  for (int i = 0; i < 3; ++i)
+    if (cp.geo.in[i] <= 0 || cp.geo.out[i] <= 0 || cp.geo.k[i] <= 0)
+      return false;
+  return true;
+}
+
+bool run(Pass pass, const Context &ctx, const common::ConvDims &cp, int rank,
+         std::initializer_list<const float *> inputs, float *output) {
+  if (!takes(cp, rank))
+    return false;
+  int threads = std::max(1, ctx.numThreads);
+  bool bias = inputs.size() > 2 && inputs.begin()[2];
+  OmpThreads scope(threads);
+  Plan &plan = planFor(pass, cp, rank, bias, threads);
+  if (!plan.supported)
+    return false;
+  thread_local dnnl::stream stream(cpuEngine());
+  constexpr size_t outputSlot = 3, scratchSlot = 4;
+  thread_local Arena arenas[5];
+  std::unordered_map<int, memory> args;
+  auto bind = [&](Operand &op, const void *data, size_t slot) {
+    op.user.set_data_handle(const_cast<void *>(data));
+    if (!op.inner) {
+      args[op.arg] = op.user;
+      return;
+    }
+    op.inner.set_data_handle(arenas[slot].get(op.inner.get_desc().get_size()));
+    args[op.arg] = op.inner;
+    if (slot != outputSlot)
+      op.convert.execute(stream, op.user, op.inner);
+  };
+  try {
+    size_t slot = 0;
+    for (const float *data : inputs)
+      if (data) {
+        bind(plan.inputs[slot], data, slot);
+        ++slot;
+      }
+    bind(plan.output, output, outputSlot);
+    plan.scratchpad.set_data_handle(arenas[scratchSlot].get(
+        std::max<size_t>(1, plan.scratchpad.get_desc().get_size())));
+    args[DNNL_ARG_SCRATCHPAD] = plan.scratchpad;
+    plan.primitive.execute(stream, args);
+    if (plan.output.inner)
+      plan.output.convert.execute(stream, plan.output.inner, plan.output.user);
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false; // the caller's im2col rewrites the whole output
+  }
+  dnnlCalls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+} // namespace
+
+bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
+                     const float *x, const float *w, const float *bias,
+                     float *y) {
+  return run(Pass::Forward, ctx, cp, rank, {x, w, bias}, y);
+}
+
+bool dnnlConvBackwardData(const Context &ctx, const common::ConvDims &cp,
+                          int rank, const float *dy, const float *w,
+                          float *dx) {
+  return run(Pass::BackwardData, ctx, cp, rank, {dy, w}, dx);
+}
+
+bool dnnlConvBackwardWeights(const Context &ctx, const common::ConvDims &cp,
+                             int rank, const float *dy, const float *x,
+                             float *dw) {
+  return run(Pass::BackwardWeights, ctx, cp, rank, {x, dy}, dw);
+}
+
+#endif // PP_RUNTIME_HAVE_DNNL
+
+} // namespace pp::rt::cpu

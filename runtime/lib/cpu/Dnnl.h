@@ -1,0 +1,54 @@
+//===- Dnnl.h - oneDNN convolutions of the CPU backend ----------*- C++ -*-===//
+//
+// The CPU backend runs F32 convolutions (forward, gradient of the input,
+// gradient of the weight) on oneDNN when the build found it
+// (PP_RUNTIME_HAVE_DNNL), over the caller's NCHW / OIHW buffers, and falls
+// back to its own im2col + GEMM for F64 and for any problem oneDNN does not
+// take. PP_RUNTIME_CONV=im2col in the environment (read once; any other
+// value means the default) forces the im2col path; setConvImpl overrides
+// both (tests compare the two paths).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_RUNTIME_CPU_DNNL_H
+#define PP_RUNTIME_CPU_DNNL_H
+
+#include "common/Checks.h"
+#include "pp/Runtime/Kernels.h"
+
+#include <cstdint>
+
+namespace pp::rt::cpu {
+
+enum class ConvImpl {
+  Auto,   // oneDNN where built and where it takes the problem, else im2col
+  Im2col, // always im2col + GEMM
+};
+
+/// The implementation in force: setConvImpl's, else PP_RUNTIME_CONV's.
+ConvImpl convImpl();
+/// Overrides PP_RUNTIME_CONV for the whole process; returns the previous
+/// implementation in force.
+ConvImpl setConvImpl(ConvImpl impl);
+/// Whether the build has the oneDNN path.
+bool dnnlAvailable();
+/// Number of convolutions (any of the three) oneDNN has run in this process.
+int64_t dnnlConvCalls();
+
+/// The three F32 convolutions on oneDNN (dw is overwritten, not added to).
+/// Each returns false when oneDNN is not built in or does not take the
+/// problem (an empty dim, no implementation, an error while running); the
+/// caller then runs im2col, which writes the whole output. `rank` is the
+/// number of spatial dims (the last `rank` entries of cp.geo's arrays).
+bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
+                     const float *x, const float *w, const float *bias,
+                     float *y);
+bool dnnlConvBackwardData(const Context &ctx, const common::ConvDims &cp,
+                          int rank, const float *dy, const float *w, float *dx);
+bool dnnlConvBackwardWeights(const Context &ctx, const common::ConvDims &cp,
+                             int rank, const float *dy, const float *x,
+                             float *dw);
+
+} // namespace pp::rt::cpu
+
+#endif // PP_RUNTIME_CPU_DNNL_H

@@ -1,0 +1,334 @@
+//===- DnnlConvTest.cpp - oneDNN convolutions against im2col ----*- C++ -*-===//
+//
+// The CPU backend runs F32 convolutions on oneDNN when built with it
+// (lib/cpu/Dnnl.h). These tests run every convolution kernel (conv with and
+// without bias, convGradInput, convGradWeight) twice on the same random
+// operands, once forced onto the im2col + GEMM path and once on oneDNN, and
+// require max|dnnl - im2col| <= 1e-5 * max|im2col| over 1-D, 2-D and 3-D
+// problems with strides, asymmetric pads, dilations, groups (depthwise
+// included), 1x1 kernels and batches of 1 to 16, on 1 and 2 threads. They
+// also check that oneDNN really ran, that F64 stays on im2col, that the
+// per-thread primitive cache gives the same bits for a problem seen again,
+// and that threads running convolutions at once get their own results.
+// Without oneDNN in the build they are skipped.
+//
+//===----------------------------------------------------------------------===//
+
+#include "KernelTestHelpers.h"
+#include "cpu/Dnnl.h"
+#include "pp/Runtime/Kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <thread>
+#include <vector>
+
+using namespace pp::rt;
+using namespace pp::rt::test;
+using pp::rt::cpu::ConvImpl;
+
+namespace {
+
+/// Relative tolerance against max|im2col| (both paths accumulate in f32).
+constexpr double kRelTol = 1e-5;
+
+struct Case {
+  int64_t n, c, m, group;
+  Shape in, kernel, strides, pads, dilations;
+};
+
+Shape cat(Shape a, const Shape &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+Shape outShape(const Case &cc) {
+  Shape out;
+  size_t s = cc.in.size();
+  for (size_t i = 0; i < s; ++i)
+    out.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + s] -
+                   cc.dilations[i] * (cc.kernel[i] - 1) - 1) /
+                      cc.strides[i] +
+                  1);
+  return out;
+}
+
+WindowParams paramsOf(const Case &cc) {
+  WindowParams p;
+  p.kernel = cc.kernel;
+  p.strides = cc.strides;
+  p.pads = cc.pads;
+  p.dilations = cc.dilations;
+  p.group = cc.group;
+  return p;
+}
+
+std::vector<Case> cases() {
+  return {
+      // 1-D: plain, strided + dilated + asymmetric, grouped
+      {2, 3, 4, 1, {9}, {3}, {1}, {1, 1}, {1}},
+      {3, 4, 6, 2, {17}, {3}, {2}, {2, 0}, {2}},
+      {2, 8, 8, 8, {12}, {5}, {1}, {2, 2}, {1}},
+      // 2-D: resnet18 at 32x32 (stem, 3x3, strided 3x3, 1x1 downsample,
+      // 1x1 spatial with 3x3 kernel)
+      {4, 3, 64, 1, {32, 32}, {7, 7}, {2, 2}, {3, 3, 3, 3}, {1, 1}},
+      {4, 64, 64, 1, {8, 8}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      {4, 64, 128, 1, {8, 8}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {4, 64, 128, 1, {8, 8}, {1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {2, 256, 512, 1, {2, 2}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {2, 128, 128, 1, {1, 1}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      // 2-D: odd channel counts, asymmetric pads, rectangular everything
+      {3, 5, 7, 1, {9, 11}, {3, 2}, {2, 1}, {1, 0, 2, 1}, {1, 2}},
+      {1, 3, 5, 1, {7, 6}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      {16, 3, 2, 1, {6, 5}, {1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}},
+      {5, 16, 24, 1, {4, 4}, {1, 1}, {1, 1}, {0, 0, 0, 0}, {1, 1}},
+      // 2-D: dilated, pads reaching past the kernel
+      {2, 16, 16, 1, {12, 12}, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}},
+      {2, 4, 6, 1, {5, 5}, {1, 1}, {1, 1}, {2, 1, 0, 2}, {1, 1}},
+      // 2-D: grouped, depthwise, depthwise with a multiplier
+      {3, 32, 64, 4, {8, 8}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}},
+      {2, 32, 32, 32, {9, 9}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}},
+      {2, 6, 12, 6, {6, 6}, {3, 3}, {1, 2}, {1, 1, 1, 1}, {2, 1}},
+      {2, 4, 8, 4, {5, 7}, {1, 3}, {1, 1}, {0, 1, 0, 1}, {1, 1}},
+      // 3-D
+      {2,
+       2,
+       3,
+       1,
+       {4, 5, 4},
+       {2, 3, 2},
+       {1, 2, 1},
+       {1, 0, 1, 0, 1, 1},
+       {1, 1, 2}},
+      {2,
+       16,
+       16,
+       2,
+       {5, 6, 6},
+       {3, 3, 3},
+       {1, 1, 1},
+       {1, 1, 1, 1, 1, 1},
+       {1, 1, 1}},
+      {1,
+       4,
+       8,
+       1,
+       {6, 6, 6},
+       {1, 1, 1},
+       {2, 2, 2},
+       {0, 0, 0, 0, 0, 0},
+       {1, 1, 1}},
+  };
+}
+
+/// max|got - want| / max|want| (0 for an all-zero want).
+double relError(const std::vector<float> &got, const std::vector<float> &want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(got[i]) - double(want[i])));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  if (!std::isfinite(diff))
+    return diff;
+  return scale > 0 ? diff / scale : diff;
+}
+
+/// The outputs of the four kernels on one problem.
+struct Outputs {
+  std::vector<float> y, yBias, dx, dw;
+};
+
+struct Operands {
+  Buf<float> x, w, b, dy;
+  explicit Operands(const Case &cc)
+      : x(randomBuf<float>(cat({cc.n, cc.c}, cc.in))),
+        w(randomBuf<float>(cat({cc.m, cc.c / cc.group}, cc.kernel))),
+        b(randomBuf<float>({cc.m})),
+        dy(randomBuf<float>(cat({cc.n, cc.m}, outShape(cc)))) {}
+};
+
+Outputs runAll(const Case &cc, Operands &ops, int threads) {
+  Context ctx;
+  ctx.numThreads = threads;
+  WindowParams p = paramsOf(cc);
+  // Outputs start as NaN: a kernel that skips an element fails the check.
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Buf<float> y(ops.dy.shape, nan), yBias(ops.dy.shape, nan),
+      dx(ops.x.shape, nan), dw(ops.w.shape, nan);
+  Tensor xt = ops.x.t(), wt = ops.w.t(), bt = ops.b.t(), dyt = ops.dy.t();
+  Tensor yt = y.t(), ybt = yBias.t(), dxt = dx.t(), dwt = dw.t();
+  Status s = conv(ctx, xt, wt, nullptr, p, yt);
+  EXPECT_TRUE(s.ok()) << s.message;
+  s = conv(ctx, xt, wt, &bt, p, ybt);
+  EXPECT_TRUE(s.ok()) << s.message;
+  s = convGradInput(ctx, dyt, wt, p, dxt);
+  EXPECT_TRUE(s.ok()) << s.message;
+  s = convGradWeight(ctx, dyt, xt, p, dwt);
+  EXPECT_TRUE(s.ok()) << s.message;
+  return {y.v, yBias.v, dx.v, dw.v};
+}
+
+Outputs runWith(ConvImpl impl, const Case &cc, Operands &ops, int threads) {
+  ConvImpl previous = cpu::setConvImpl(impl);
+  Outputs out = runAll(cc, ops, threads);
+  cpu::setConvImpl(previous);
+  return out;
+}
+
+bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::equal(a.begin(), a.end(), b.begin(), [](float u, float v) {
+           return std::memcmp(&u, &v, sizeof(float)) == 0;
+         });
+}
+
+class DnnlConv : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!cpu::dnnlAvailable())
+      GTEST_SKIP() << "built without oneDNN";
+  }
+};
+
+TEST_F(DnnlConv, MatchesIm2colOnEveryKernel) {
+  int index = 0;
+  double worst[4] = {0, 0, 0, 0};
+  for (const Case &cc : cases()) {
+    Operands ops(cc);
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "case " << index << " threads " << threads);
+      Outputs ref = runWith(ConvImpl::Im2col, cc, ops, threads);
+      int64_t before = cpu::dnnlConvCalls();
+      Outputs got = runWith(ConvImpl::Auto, cc, ops, threads);
+      // Every case here is one oneDNN takes: all four calls ran on it.
+      EXPECT_EQ(cpu::dnnlConvCalls() - before, 4);
+      double errors[4] = {relError(got.y, ref.y),
+                          relError(got.yBias, ref.yBias),
+                          relError(got.dx, ref.dx), relError(got.dw, ref.dw)};
+      EXPECT_LE(errors[0], kRelTol) << "conv";
+      EXPECT_LE(errors[1], kRelTol) << "conv + bias";
+      EXPECT_LE(errors[2], kRelTol) << "convGradInput";
+      EXPECT_LE(errors[3], kRelTol) << "convGradWeight";
+      for (int k = 0; k < 4; ++k)
+        worst[k] = std::max(worst[k], errors[k]);
+    }
+    ++index;
+  }
+  std::printf("[ worst    ] max|dnnl - im2col| / max|im2col|: conv %.2g, "
+              "conv + bias %.2g, convGradInput %.2g, convGradWeight %.2g "
+              "(tolerance %.0g)\n",
+              worst[0], worst[1], worst[2], worst[3], kRelTol);
+}
+
+TEST_F(DnnlConv, ThreadCountsAgree) {
+  for (const Case &cc : cases()) {
+    Operands ops(cc);
+    Outputs one = runWith(ConvImpl::Auto, cc, ops, 1);
+    Outputs two = runWith(ConvImpl::Auto, cc, ops, 2);
+    EXPECT_LE(relError(two.y, one.y), kRelTol);
+    EXPECT_LE(relError(two.yBias, one.yBias), kRelTol);
+    EXPECT_LE(relError(two.dx, one.dx), kRelTol);
+    EXPECT_LE(relError(two.dw, one.dw), kRelTol);
+  }
+}
+
+/// Problems alternate, so each call finds its cached primitive again; a
+/// cached primitive gives the bits of its first run.
+TEST_F(DnnlConv, CachedPrimitivesRepeatTheirResults) {
+  std::vector<Case> all = cases();
+  std::vector<Operands> ops;
+  std::vector<Outputs> first;
+  for (const Case &cc : all)
+    ops.emplace_back(cc);
+  for (size_t i = 0; i < all.size(); ++i)
+    first.push_back(runWith(ConvImpl::Auto, all[i], ops[i], 2));
+  for (int round = 0; round < 2; ++round)
+    for (size_t i = 0; i < all.size(); ++i) {
+      Outputs again = runWith(ConvImpl::Auto, all[i], ops[i], 2);
+      EXPECT_TRUE(sameBits(again.y, first[i].y)) << "case " << i;
+      EXPECT_TRUE(sameBits(again.yBias, first[i].yBias)) << "case " << i;
+      EXPECT_TRUE(sameBits(again.dx, first[i].dx)) << "case " << i;
+      EXPECT_TRUE(sameBits(again.dw, first[i].dw)) << "case " << i;
+    }
+}
+
+/// Device threads of a local job convolve at once, each with its own plans.
+TEST_F(DnnlConv, ConcurrentCallersGetTheirOwnResults) {
+  std::vector<Case> all = cases();
+  std::vector<Operands> ops;
+  std::vector<Outputs> serial;
+  for (const Case &cc : all)
+    ops.emplace_back(cc);
+  for (size_t i = 0; i < all.size(); ++i)
+    serial.push_back(runWith(ConvImpl::Auto, all[i], ops[i], 1));
+  std::vector<std::vector<Outputs>> results(3);
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < results.size(); ++t)
+    workers.emplace_back([&, t] {
+      for (int round = 0; round < 2; ++round)
+        for (size_t j = 0; j < all.size(); ++j) {
+          size_t i = (j + t * 5) % all.size(); // a different order each
+          if (round == 1)
+            results[t].push_back(runAll(all[i], ops[i], 1));
+          else
+            runAll(all[i], ops[i], 1);
+        }
+    });
+  for (std::thread &w : workers)
+    w.join();
+  for (size_t t = 0; t < results.size(); ++t)
+    for (size_t j = 0; j < all.size(); ++j) {
+      size_t i = (j + t * 5) % all.size();
+      const Outputs &got = results[t][j];
+      EXPECT_TRUE(sameBits(got.y, serial[i].y)) << t << " " << i;
+      EXPECT_TRUE(sameBits(got.yBias, serial[i].yBias)) << t << " " << i;
+      EXPECT_TRUE(sameBits(got.dx, serial[i].dx)) << t << " " << i;
+      EXPECT_TRUE(sameBits(got.dw, serial[i].dw)) << t << " " << i;
+    }
+}
+
+TEST_F(DnnlConv, Float64StaysOnIm2col) {
+  Context ctx;
+  Buf<double> x = randomBuf<double>({2, 3, 6, 6});
+  Buf<double> w = randomBuf<double>({4, 3, 3, 3});
+  Buf<double> y({2, 4, 4, 4});
+  Tensor xt = x.t(), wt = w.t(), yt = y.t();
+  WindowParams p;
+  p.kernel = {3, 3};
+  int64_t before = cpu::dnnlConvCalls();
+  ASSERT_TRUE(conv(ctx, xt, wt, nullptr, p, yt).ok());
+  EXPECT_EQ(cpu::dnnlConvCalls(), before);
+}
+
+TEST_F(DnnlConv, ForcedIm2colSkipsOneDnn) {
+  Case cc{2, 3, 4, 1, {6, 6}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}};
+  Operands ops(cc);
+  int64_t before = cpu::dnnlConvCalls();
+  runWith(ConvImpl::Im2col, cc, ops, 1);
+  EXPECT_EQ(cpu::dnnlConvCalls(), before);
+}
+
+/// An empty batch is not oneDNN's: the im2col path handles it.
+TEST_F(DnnlConv, EmptyBatchFallsBack) {
+  Context ctx;
+  Buf<float> x({0, 3, 6, 6}), w = randomBuf<float>({4, 3, 3, 3}),
+                              y({0, 4, 4, 4});
+  Buf<float> dw(w.shape, 7.f);
+  Tensor xt = x.t(), wt = w.t(), yt = y.t(), dwt = dw.t();
+  WindowParams p;
+  p.kernel = {3, 3};
+  int64_t before = cpu::dnnlConvCalls();
+  ASSERT_TRUE(conv(ctx, xt, wt, nullptr, p, yt).ok());
+  ASSERT_TRUE(convGradWeight(ctx, yt, xt, p, dwt).ok());
+  EXPECT_EQ(cpu::dnnlConvCalls(), before);
+  for (float v : dw.v)
+    EXPECT_EQ(v, 0.f);
+}
+
+} // namespace
