@@ -37,36 +37,7 @@ namespace {
 /// Relative tolerance against max|im2col| (both paths accumulate in f32).
 constexpr double kRelTol = 1e-5;
 
-struct Case {
-  int64_t n, c, m, group;
-  Shape in, kernel, strides, pads, dilations;
-};
-
-Shape cat(Shape a, const Shape &b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
-Shape outShape(const Case &cc) {
-  Shape out;
-  size_t s = cc.in.size();
-  for (size_t i = 0; i < s; ++i)
-    out.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + s] -
-                   cc.dilations[i] * (cc.kernel[i] - 1) - 1) /
-                      cc.strides[i] +
-                  1);
-  return out;
-}
-
-WindowParams paramsOf(const Case &cc) {
-  WindowParams p;
-  p.kernel = cc.kernel;
-  p.strides = cc.strides;
-  p.pads = cc.pads;
-  p.dilations = cc.dilations;
-  p.group = cc.group;
-  return p;
-}
+using Case = ConvCase;
 
 std::vector<Case> cases() {
   return {
@@ -149,7 +120,7 @@ struct Operands {
       : x(randomBuf<float>(cat({cc.n, cc.c}, cc.in))),
         w(randomBuf<float>(cat({cc.m, cc.c / cc.group}, cc.kernel))),
         b(randomBuf<float>({cc.m})),
-        dy(randomBuf<float>(cat({cc.n, cc.m}, outShape(cc)))) {}
+        dy(randomBuf<float>(cat({cc.n, cc.m}, convOut(cc)))) {}
 };
 
 Outputs runAll(const Case &cc, Operands &ops, int threads) {

@@ -126,6 +126,42 @@ inline int64_t flatten(const Shape &shape, const Shape &idx) {
   return off;
 }
 
+/// `a` followed by `b`.
+inline Shape cat(Shape a, const Shape &b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+/// A convolution problem: batch n, c input and m output channels, spatial
+/// input `in`, window geometry (pads: begin pads then end pads).
+struct ConvCase {
+  int64_t n, c, m, group;
+  Shape in, kernel, strides, pads, dilations;
+  bool bias = false;
+};
+
+/// The spatial output shape of `cc`.
+inline Shape convOut(const ConvCase &cc) {
+  Shape out;
+  size_t s = cc.in.size();
+  for (size_t i = 0; i < s; ++i)
+    out.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + s] -
+                   cc.dilations[i] * (cc.kernel[i] - 1) - 1) /
+                      cc.strides[i] +
+                  1);
+  return out;
+}
+
+inline WindowParams paramsOf(const ConvCase &cc) {
+  WindowParams p;
+  p.kernel = cc.kernel;
+  p.strides = cc.strides;
+  p.pads = cc.pads;
+  p.dilations = cc.dilations;
+  p.group = cc.group;
+  return p;
+}
+
 } // namespace pp::rt::test
 
 #endif // PP_RUNTIME_TEST_KERNELTESTHELPERS_H

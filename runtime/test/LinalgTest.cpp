@@ -250,38 +250,6 @@ TEST(Gemm, AdjointsMatchFiniteDifferences) {
 // Convolution
 //===----------------------------------------------------------------------===//
 
-struct ConvCase {
-  int64_t n, c, m, group;
-  Shape in, kernel, strides, pads, dilations;
-  bool bias;
-};
-
-Shape convOut(const ConvCase &cc) {
-  Shape out;
-  size_t s = cc.in.size();
-  for (size_t i = 0; i < s; ++i)
-    out.push_back((cc.in[i] + cc.pads[i] + cc.pads[i + s] -
-                   cc.dilations[i] * (cc.kernel[i] - 1) - 1) /
-                      cc.strides[i] +
-                  1);
-  return out;
-}
-
-WindowParams paramsOf(const ConvCase &cc) {
-  WindowParams p;
-  p.kernel = cc.kernel;
-  p.strides = cc.strides;
-  p.pads = cc.pads;
-  p.dilations = cc.dilations;
-  p.group = cc.group;
-  return p;
-}
-
-Shape cat(Shape a, const Shape &b) {
-  a.insert(a.end(), b.begin(), b.end());
-  return a;
-}
-
 /// Visits (n, m, o..., c, k...) of a direct convolution with the flat
 /// offsets of x, w and y, for taps inside x.
 void forEachConvTap(const ConvCase &cc,

@@ -56,6 +56,26 @@ SmallVector<utils::IteratorType> parallelLoopsOverResult(Operation *op) {
                                           utils::IteratorType::parallel);
 }
 
+/// Annotates `op` with `shardings` (its operands', then its results'):
+/// results for their definition, tensor operands for this user, each
+/// insertion from the builder's place (as upstream's default does).
+void insertAnnotations(Operation *op, OpBuilder &builder,
+                       ArrayRef<Sharding> shardings) {
+  unsigned numOperands = op->getNumOperands();
+  for (OpResult result : op->getResults()) {
+    OpBuilder::InsertionGuard guard(builder);
+    if (isa<RankedTensorType>(result.getType()))
+      shard::maybeInsertTargetShardingAnnotation(
+          shardings[numOperands + result.getResultNumber()], result, builder);
+  }
+  for (OpOperand &operand : op->getOpOperands()) {
+    OpBuilder::InsertionGuard guard(builder);
+    if (isa<RankedTensorType>(operand.get().getType()))
+      shard::maybeInsertSourceShardingAnnotation(
+          shardings[operand.getOperandNumber()], operand, builder);
+  }
+}
+
 /// A model whose op each device runs on its own slices, with no
 /// collective (upstream's trivial partition).
 template <typename Model, typename Op>
@@ -166,20 +186,7 @@ struct ElementwiseModel
         getShardingAnnotations(op, option);
     if (failed(shardings))
       return failure();
-    // As upstream's default: each insertion from the builder's place.
-    unsigned numOperands = op->getNumOperands();
-    for (OpResult result : op->getResults()) {
-      OpBuilder::InsertionGuard guard(builder);
-      shard::maybeInsertTargetShardingAnnotation(
-          (*shardings)[numOperands + result.getResultNumber()], result,
-          builder);
-    }
-    for (OpOperand &operand : op->getOpOperands()) {
-      OpBuilder::InsertionGuard guard(builder);
-      if (isa<RankedTensorType>(operand.get().getType()))
-        shard::maybeInsertSourceShardingAnnotation(
-            (*shardings)[operand.getOperandNumber()], operand, builder);
-    }
+    insertAnnotations(op, builder, *shardings);
     return success();
   }
 };
@@ -366,14 +373,9 @@ struct ReshapeModel
         getShardingAnnotations(op, option);
     if (failed(shardings))
       return failure();
-    shard::maybeInsertTargetShardingAnnotation((*shardings)[2],
-                                               op->getResult(0), builder);
-    shard::maybeInsertSourceShardingAnnotation((*shardings)[0],
-                                               op->getOpOperand(0), builder);
-    // Whole on every device: the op's type inference reads the constant
-    // through the annotation (onnx::getConstantInts).
-    shard::maybeInsertSourceShardingAnnotation((*shardings)[1],
-                                               op->getOpOperand(1), builder);
+    // The shape operand is whole on every device: the op's type inference
+    // reads the constant through the annotation (onnx::getConstantInts).
+    insertAnnotations(op, builder, *shardings);
     return success();
   }
 
@@ -613,17 +615,10 @@ struct ReplicatedModel
     // onnx::getConstantInts).
     if (isa<onnx::ConstantOp>(op))
       return success();
-    Sharding whole = Sharding::get(option.grid, {});
-    for (OpResult result : op->getResults()) {
-      OpBuilder::InsertionGuard guard(builder);
-      if (isa<RankedTensorType>(result.getType()))
-        shard::maybeInsertTargetShardingAnnotation(whole, result, builder);
-    }
-    for (OpOperand &operand : op->getOpOperands()) {
-      OpBuilder::InsertionGuard guard(builder);
-      if (isa<RankedTensorType>(operand.get().getType()))
-        shard::maybeInsertSourceShardingAnnotation(whole, operand, builder);
-    }
+    insertAnnotations(op, builder,
+                      std::vector<Sharding>(op->getNumOperands() +
+                                                op->getNumResults(),
+                                            Sharding::get(option.grid, {})));
     return success();
   }
 
