@@ -111,11 +111,15 @@ def make_transformer():
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model, n_head, context, dropout):
+    def __init__(self, d_model, n_head, context, dropout, fused_qkv=True):
         super().__init__()
         self.n_head, self.head_dim = n_head, d_model // n_head
         self.context, self.d_model = context, d_model
-        self.qkv = nn.Linear(d_model, 3 * d_model)
+        if fused_qkv:
+            self.qkv = nn.Linear(d_model, 3 * d_model)
+        else:
+            self.q, self.k, self.v = (nn.Linear(d_model, d_model)
+                                      for _ in range(3))
         self.out = nn.Linear(d_model, d_model)
         self.drop = nn.Dropout(dropout)
         # bool (not float) so it is not mistaken for a trainable weight.
@@ -126,7 +130,10 @@ class CausalSelfAttention(nn.Module):
         # Shapes come from Python ints (sequences are always `context` long),
         # not x.shape, so the traced graph has no shape arithmetic.
         heads = (-1, self.context, self.n_head, self.head_dim)
-        q, k, v = self.qkv(x).split(self.d_model, dim=2)
+        if hasattr(self, "qkv"):
+            q, k, v = self.qkv(x).split(self.d_model, dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
         q = q.view(heads).transpose(1, 2)
         k = k.view(heads).transpose(1, 2)
         v = v.view(heads).transpose(1, 2)
@@ -138,10 +145,11 @@ class CausalSelfAttention(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, d_model, n_head, context, dropout):
+    def __init__(self, d_model, n_head, context, dropout, fused_qkv=True):
         super().__init__()
         self.ln1 = nn.LayerNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, n_head, context, dropout)
+        self.attn = CausalSelfAttention(d_model, n_head, context, dropout,
+                                        fused_qkv)
         self.ln2 = nn.LayerNorm(d_model)
         self.mlp = nn.Sequential(
             nn.Linear(d_model, 4 * d_model), nn.GELU(),
@@ -154,13 +162,13 @@ class Block(nn.Module):
 
 class TinyGPT(nn.Module):
     def __init__(self, vocab=64, context=16, d_model=32, n_head=2,
-                 n_layer=2, dropout=0.1):
+                 n_layer=2, dropout=0.1, fused_qkv=True):
         super().__init__()
         self.tok_emb = nn.Embedding(vocab, d_model)
         self.pos_emb = nn.Embedding(context, d_model)
         self.register_buffer("pos", torch.arange(context, dtype=torch.int64))
         self.blocks = nn.Sequential(
-            *[Block(d_model, n_head, context, dropout)
+            *[Block(d_model, n_head, context, dropout, fused_qkv)
               for _ in range(n_layer)])
         self.ln_f = nn.LayerNorm(d_model)
         self.lm_head = nn.Linear(d_model, vocab, bias=False)
@@ -171,13 +179,16 @@ class TinyGPT(nn.Module):
         return self.lm_head(self.ln_f(self.blocks(x)))
 
 
-def make_gpt(n_layer=2, d_model=32, n_head=2, context=16, batch=4):
+def make_gpt(n_layer=2, d_model=32, n_head=2, context=16, batch=4,
+             dropout=0.1, fused_qkv=True):
     # The keywords are for scaling benchmarks and plans
-    # (bench/plan_pipeline.py, python/check_plan_precision.py); the test
-    # model keeps the defaults.
+    # (bench/plan_pipeline.py, python/check_plan_precision.py) and for
+    # tensor parallelism (python/check_tensor_parallel.py: separate Q, K, V
+    # projections); the test model keeps the defaults.
     tokens = torch.randint(0, 64, (batch, context), dtype=torch.int64)
     return (TinyGPT(n_layer=n_layer, d_model=d_model, n_head=n_head,
-                    context=context), tokens, "tokens", None)
+                    context=context, dropout=dropout, fused_qkv=fused_qkv),
+            tokens, "tokens", None)
 
 
 class TiedMLP(nn.Module):

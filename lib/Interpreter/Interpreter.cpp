@@ -396,3 +396,22 @@ FailureOr<std::vector<Tensor>> Interpreter::run(StringRef funcName,
     return failure();
   return call(nullptr, funcName, inputs);
 }
+
+std::vector<OpProfile>
+pp::interp::mergeProfiles(ArrayRef<std::vector<OpProfile>> profiles) {
+  llvm::StringMap<OpProfile> merged;
+  for (const std::vector<OpProfile> &profile : profiles)
+    for (const OpProfile &entry : profile) {
+      OpProfile &total = merged[entry.opName];
+      total.opName = entry.opName;
+      total.calls += entry.calls;
+      total.milliseconds += entry.milliseconds;
+    }
+  std::vector<OpProfile> result;
+  for (auto &entry : merged)
+    result.push_back(entry.second);
+  llvm::sort(result, [](const OpProfile &a, const OpProfile &b) {
+    return a.milliseconds > b.milliseconds;
+  });
+  return result;
+}

@@ -1,6 +1,7 @@
 //===- PipelineRunner.cpp - Run a split pipeline on the interpreter -------===//
 
 #include "pp/Interpreter/PipelineRunner.h"
+#include "pp/Interpreter/TensorParallel.h"
 #include "pp/Interpreter/TrainHandlers.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
@@ -232,10 +233,16 @@ struct PipelineRunner::Impl {
 
   ModuleOp module;
   PipelineRunOptions options;
-  /// Data-parallel replicas of the pipeline (pp.plan's data_parallel):
-  /// replica r runs device d as devices[r * p + d] and stage s on
-  /// stages[r * S + s], on the global micro-batches r * m .. r * m + m - 1.
+  /// Data-parallel replicas of the pipeline (pp.plan's data_parallel),
+  /// each with `tensorParallel` lanes (the devices of a stage's
+  /// tensor-parallel group): lane L = r * tensorParallel + t of replica r
+  /// runs device d as devices[L * p + d] and stage s on stages[L * S + s],
+  /// on the global micro-batches r * m .. r * m + m - 1.
   int64_t replicas = 1;
+  int64_t tensorParallel = 1;
+  /// The tensor-parallel group of each stage of each replica
+  /// (groups[r * S + s]).
+  std::vector<std::shared_ptr<DeviceGroup>> groups;
   int64_t devicesPerReplica = 1;
   int64_t stagesPerReplica = 1;
   std::vector<Device> devices;
@@ -268,13 +275,23 @@ struct PipelineRunner::Impl {
                             int64_t version, int64_t blend, double factor);
 
   void registerHandlers(Interpreter &interp, int deviceIndex);
-  /// Runs grad_reduce(stage) on device `d` of `replica`: its accumulated
-  /// sums of the stage become the sums over every replica.
-  LogicalResult gradReduce(int d, int64_t replica, int64_t stage);
+  /// Runs grad_reduce(stage) on device `d` of `lane`: its accumulated
+  /// sums of the stage become the sums over every replica's same lane.
+  LogicalResult gradReduce(int d, int64_t lane, int64_t stage);
+  /// Stops the step: wakes every device waiting for a message or a
+  /// collective.
+  void abort() {
+    mailbox.abort();
+    for (auto &group : groups)
+      group->abort();
+  }
 };
 
-LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t replica,
+LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t lane,
                                                int64_t stage) {
+  int64_t replica = lane / tensorParallel;
+  // The replicas of one lane reduce together.
+  int64_t key = lane % tensorParallel * stagesPerReplica + stage;
   auto &sums = devices[d].sums;
   Mailbox::Slots mine;
   for (auto it = sums.begin(); it != sums.end();) {
@@ -287,7 +304,7 @@ LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t replica,
   }
   std::string error;
   std::optional<Mailbox::Slots> total = mailbox.allReduce(
-      stage, static_cast<int>(replica), static_cast<int>(replicas),
+      key, static_cast<int>(replica), static_cast<int>(replicas),
       std::move(mine), d,
       "in " + devices[d].current + " waits for the other replicas", error);
   if (!total) {
@@ -373,7 +390,11 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       pipeline::OutputOp::getOperationName(),
-      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this, deviceIndex, microBatchOf](Interpreter &in,
+                                        Operation *op) -> LogicalResult {
+        // The tensor-parallel lanes of a replica output the same values.
+        if (deviceIndex / devicesPerReplica % tensorParallel != 0)
+          return success();
         auto output = cast<pipeline::OutputOp>(op);
         int64_t mb = microBatchOf(in, output.getMicroBatch());
         std::lock_guard<std::mutex> lock(outputMutex);
@@ -451,8 +472,9 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
                                         Operation *op) -> LogicalResult {
         auto send = cast<pipeline::SendOp>(op);
         int64_t mb = microBatchOf(in, send.getMicroBatch());
-        // Stages are numbered per replica: a per-step message (micro-batch
-        // 0) of replica 0 must not meet replica 1's.
+        // Stages are numbered per lane: a per-step message (micro-batch
+        // 0) of replica 0 must not meet replica 1's, and a tensor-parallel
+        // device sends to the same device of the next stage's group.
         int64_t base = deviceIndex / devicesPerReplica * stagesPerReplica;
         mailbox.send({base + stageOf(op),
                       base + static_cast<int64_t>(send.getPeer()),
@@ -507,6 +529,16 @@ LogicalResult PipelineRunner::initialize() {
   microBatches_ = schedule.getPlan().getMicroBatches();
   dataParallel_ = schedule.getPlan().getDataParallel();
   impl_->replicas = dataParallel_;
+  FailureOr<std::optional<int64_t>> tensorParallel =
+      getTensorParallelSize(module);
+  if (failed(tensorParallel))
+    return failure();
+  int64_t tp = impl_->tensorParallel = tensorParallel->value_or(1);
+  if (tp > 1 && schedule.getPlan().isWeightVersioned())
+    return emitError(module.getLoc())
+           << "the interpreter runs tensor parallelism with synchronous "
+              "schedules only";
+  int64_t lanes = dataParallel_ * tp;
 
   // Step inputs: whole mini-batches of what pp.input reads.
   ArrayAttr inputNames = pipeline::getInputNames(module);
@@ -553,11 +585,12 @@ LogicalResult PipelineRunner::initialize() {
   numDevices_ =
       static_cast<int64_t>(schedule.getBody().front().getOperations().size());
   impl_->devicesPerReplica = numDevices_;
-  impl_->devices.resize(numDevices_ * dataParallel_);
+  impl_->devices.resize(numDevices_ * lanes);
   // Heterogeneous virtual workers place the shared stages each their own
   // way, with a schedule per replica.
   pipeline::PlanAttr plan = schedule.getPlan();
-  for (int64_t r = 0; r < dataParallel_; ++r) {
+  for (int64_t lane = 0; lane < lanes; ++lane) {
+    int64_t r = lane / tp;
     pipeline::ScheduleOp own =
         plan.hasPlacements()
             ? pipeline::lookupSchedule(module, "a pipelined module", r)
@@ -566,13 +599,16 @@ LogicalResult PipelineRunner::initialize() {
       return failure();
     for (auto device : own.getBody().front().getOps<pipeline::DeviceOp>())
       for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
-        impl_->devices[r * numDevices_ + device.getIndex()].actions.push_back(
-            action);
+        impl_->devices[lane * numDevices_ + device.getIndex()]
+            .actions.push_back(action);
   }
   int64_t numStages = plan.getNumStages();
   impl_->stagesPerReplica = numStages;
-  for (int64_t g = 0; g < numStages * dataParallel_; ++g) {
-    int64_t r = g / numStages, s = g % numStages;
+  for (int64_t g = 0; g < numStages * dataParallel_; ++g)
+    impl_->groups.push_back(std::make_shared<DeviceGroup>(tp));
+  for (int64_t g = 0; g < numStages * lanes; ++g) {
+    int64_t lane = g / numStages, s = g % numStages;
+    int64_t r = lane / tp;
     InterpreterOptions options;
     options.numThreads = impl_->options.numThreadsPerDevice;
     // One seed for all stages: Dropout masks follow the op, not the stage.
@@ -581,7 +617,10 @@ LogicalResult PipelineRunner::initialize() {
     auto interp = std::make_unique<Interpreter>(module, options);
     registerTrainHandlers(*interp);
     impl_->registerHandlers(
-        *interp, static_cast<int>(r * numDevices_ + plan.getDeviceOf(s, r)));
+        *interp, static_cast<int>(lane * numDevices_ + plan.getDeviceOf(s, r)));
+    if (tp > 1)
+      registerShardHandlers(*interp, impl_->groups[r * numStages + s],
+                            static_cast<int>(lane % tp));
     if (failed(interp->initialize()))
       return failure();
     impl_->stages.push_back(std::move(interp));
@@ -664,7 +703,8 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
   auto runDevice = [&](int d) {
     auto &device = impl.devices[d];
     device.failed = false;
-    int64_t replica = d / numDevices_;
+    int64_t lane = d / numDevices_;
+    int64_t replica = lane / impl.tensorParallel;
     // Weight-versioned schedules: per stage of this device, its trainables
     // after each update of this step (index 0: the step's start).
     std::map<int64_t, std::vector<llvm::StringMap<Tensor>>> versions;
@@ -674,9 +714,9 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
         device.current += " of replica " + std::to_string(replica);
       int64_t stage = action.getStageAttr().getInt();
       if (action.getKindValue() == pp::kinds::ActionKind::GradReduce) {
-        if (failed(impl.gradReduce(d, replica, stage))) {
+        if (failed(impl.gradReduce(d, lane, stage))) {
           device.failed = true;
-          impl.mailbox.abort();
+          impl.abort();
           break;
         }
         continue;
@@ -691,8 +731,7 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
       std::vector<Tensor> args;
       if (mb >= 0)
         args.push_back(Tensor::fromValues<int64_t>(rt::DType::I64, {}, {mb}));
-      Interpreter &interp =
-          *impl.stages[replica * impl.stagesPerReplica + stage];
+      Interpreter &interp = *impl.stages[lane * impl.stagesPerReplica + stage];
       interp.setRandomPosition(impl.step, mb);
       bool swapped = false;
       if (impl.weightVersioned) {
@@ -710,13 +749,13 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
                                ? action.getBlendFactorAttr().getValueAsDouble()
                                : 0.0))) {
           device.failed = true;
-          impl.mailbox.abort();
+          impl.abort();
           break;
         }
       }
       if (failed(interp.run(*action.getCallee(), args))) {
         device.failed = true;
-        impl.mailbox.abort();
+        impl.abort();
         break;
       }
       if (impl.weightVersioned) {
@@ -817,19 +856,8 @@ llvm::ArrayRef<std::string> PipelineRunner::getGlobalNames() const {
 }
 
 std::vector<OpProfile> PipelineRunner::getProfile() const {
-  llvm::StringMap<OpProfile> merged;
+  std::vector<std::vector<OpProfile>> profiles;
   for (const auto &stage : impl_->stages)
-    for (const OpProfile &entry : stage->getProfile()) {
-      OpProfile &total = merged[entry.opName];
-      total.opName = entry.opName;
-      total.calls += entry.calls;
-      total.milliseconds += entry.milliseconds;
-    }
-  std::vector<OpProfile> result;
-  for (auto &entry : merged)
-    result.push_back(entry.second);
-  llvm::sort(result, [](const OpProfile &a, const OpProfile &b) {
-    return a.milliseconds > b.milliseconds;
-  });
-  return result;
+    profiles.push_back(stage->getProfile());
+  return mergeProfiles(profiles);
 }

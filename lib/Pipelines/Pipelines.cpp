@@ -2,6 +2,7 @@
 
 #include "pp/Pipelines/Pipelines.h"
 
+#include "pp/Dialect/ONNX/Transforms/Passes.h"
 #include "pp/Dialect/PP/Transforms/Passes.h"
 #include "pp/Target/Program/Passes.h"
 
@@ -17,6 +18,11 @@ void pp::buildTrainingStepPipeline(OpPassManager &pm,
   pm.addPass(createAddLossPass(options.addLossOptions(options.funcName)));
   pm.addPass(createMixedPrecisionPass(
       options.mixedPrecisionOptions(options.funcName)));
+  if (options.tensorParallel != 1) {
+    TensorParallelPassOptions tensorParallel;
+    tensorParallel.tp = options.tensorParallel;
+    pm.addPass(createTensorParallelPass(tensorParallel));
+  }
   AutodiffPassOptions autodiff;
   autodiff.funcName = options.funcName;
   pm.addPass(createAutodiffPass(autodiff));

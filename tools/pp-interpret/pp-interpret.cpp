@@ -21,11 +21,13 @@
 #include "pp/Interpreter/Interpreter.h"
 #include "pp/Interpreter/Npy.h"
 #include "pp/Interpreter/PipelineRunner.h"
+#include "pp/Interpreter/TensorParallel.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Parser/Parser.h"
@@ -411,7 +413,8 @@ int main(int argc, char **argv) {
 
   DialectRegistry registry;
   pp::registerONNXImportDialects(registry);
-  registry.insert<pp::train::TrainDialect, pp::pipeline::PPDialect>();
+  registry.insert<pp::train::TrainDialect, pp::pipeline::PPDialect,
+                  mlir::shard::ShardDialect>();
   MLIRContext context(registry);
   context.loadAllAvailableDialects();
 
@@ -457,6 +460,15 @@ int main(int argc, char **argv) {
   bool pipelined =
       stageIO.empty() && !module->getOps<pp::pipeline::ScheduleOp>().empty();
   std::unique_ptr<PipelineRunner> runner;
+  // A tensor-parallel module runs on one interpreter per device.
+  FailureOr<std::optional<int64_t>> tensorParallel =
+      getTensorParallelSize(*module);
+  if (failed(tensorParallel))
+    return 1;
+  if (*tensorParallel && !stageIO.empty())
+    return fail("--stage-io runs one device; a tensor-parallel stage (a "
+                "shard.grid) needs its whole group");
+  std::unique_ptr<SPMDRunner> spmd;
   func::FuncOp func;
   std::vector<std::string> argNames, resultNames;
   std::vector<Type> argTypes;
@@ -550,6 +562,8 @@ int main(int argc, char **argv) {
   options.profile = profile;
   Interpreter interp(*module, options);
   pp::interp::registerTrainHandlers(interp);
+  if (*tensorParallel && !pipelined)
+    spmd = std::make_unique<SPMDRunner>(*module, **tensorParallel, options);
   if (!stageIO.empty())
     registerStageIOHandlers(interp, stageIO);
   // --steps=0 runs nothing: the globals as loaded (--dump-globals).
@@ -562,11 +576,14 @@ int main(int argc, char **argv) {
     for (unsigned i = 0; i < func.getNumResults(); ++i)
       if (pp::pipeline::isLossResult(func, i))
         lossIndex = i;
-  if (!pipelined && failed(interp.initialize()))
+  if (spmd ? failed(spmd->initialize())
+           : !pipelined && failed(interp.initialize()))
     return 1;
   if (!loadGlobals.empty())
     if (std::optional<std::string> error = loadGlobalValues(
             loadGlobals, [&](StringRef name, Tensor value, std::string &why) {
+              if (spmd)
+                return spmd->setGlobal(name, std::move(value), &why);
               return pipelined ? runner->setGlobal(name, std::move(value), &why)
                                : interp.setGlobal(name, std::move(value), &why);
             }))
@@ -578,8 +595,13 @@ int main(int argc, char **argv) {
     auto start = std::chrono::steady_clock::now();
     interp.setRandomPosition(firstStep + step - 1,
                              stageIO.empty() ? 0 : stageMicroBatch.getValue());
-    outputs = pipelined ? runner->runStep(argValues)
-                        : interp.run(funcName, argValues);
+    if (spmd) {
+      spmd->setRandomPosition(firstStep + step - 1, 0);
+      outputs = spmd->run(funcName, argValues);
+    } else {
+      outputs = pipelined ? runner->runStep(argValues)
+                          : interp.run(funcName, argValues);
+    }
     if (failed(outputs))
       return 1;
     double ms = std::chrono::duration<double, std::milli>(
@@ -596,8 +618,9 @@ int main(int argc, char **argv) {
   }
 
   if (profile) {
-    std::vector<OpProfile> entries =
-        pipelined ? runner->getProfile() : interp.getProfile();
+    std::vector<OpProfile> entries = spmd        ? spmd->getProfile()
+                                     : pipelined ? runner->getProfile()
+                                                 : interp.getProfile();
     double total = 0;
     for (const auto &entry : entries)
       total += entry.milliseconds;
@@ -611,21 +634,30 @@ int main(int argc, char **argv) {
           100.0 * entry.milliseconds / total);
   }
 
+  // Every device of a tensor-parallel group keeps the whole weights, updated
+  // from the same collectives: they must not have drifted apart.
+  if (spmd)
+    if (std::optional<std::string> diverged = spmd->findDivergedGlobal())
+      return fail("global '" + *diverged +
+                  "' differs between the devices of the tensor-parallel "
+                  "group");
   if (!dumpGlobals.empty()) {
     if (std::error_code ec = llvm::sys::fs::create_directories(dumpGlobals))
       return fail("cannot create '" + dumpGlobals + "': " + ec.message());
     std::string index;
     llvm::StringSet<> stems;
-    auto globalNames =
-        pipelined ? runner->getGlobalNames() : interp.getGlobalNames();
+    auto globalNames = spmd        ? spmd->getGlobalNames()
+                       : pipelined ? runner->getGlobalNames()
+                                   : interp.getGlobalNames();
     for (const std::string &name : globalNames) {
       std::string stem = fileStem(name);
       while (!stems.insert(stem).second)
         stem += "_";
       llvm::SmallString<256> path(dumpGlobals);
       llvm::sys::path::append(path, stem + ".npy");
-      const Tensor *value =
-          pipelined ? runner->getGlobal(name) : interp.getGlobal(name);
+      const Tensor *value = spmd        ? spmd->getGlobal(name)
+                            : pipelined ? runner->getGlobal(name)
+                                        : interp.getGlobal(name);
       if (llvm::Error error = writeNpy(path, *value))
         return fail(llvm::toString(std::move(error)));
       index += name + "\t" + stem + ".npy\n";

@@ -68,6 +68,10 @@ struct OpProfile {
   double milliseconds = 0;
 };
 
+/// Sums profiles of several interpreters by op kind, most expensive first.
+std::vector<OpProfile>
+mergeProfiles(llvm::ArrayRef<std::vector<OpProfile>> profiles);
+
 class Interpreter;
 
 /// Executes one op: reads its operands with `interp.operand`, computes, and

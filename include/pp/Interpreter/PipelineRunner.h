@@ -13,6 +13,11 @@
 // the global mini-batch; a `grad_reduce` action sums a stage's accumulated
 // gradients over the replicas.
 //
+// A module with a shard.grid of N devices (tensor parallelism) runs N lanes
+// of every replica: device t of each stage's group runs the same actions on
+// the same micro-batches, sends to device t of the neighbouring stage, and
+// meets the rest of its group at the shard collectives (TensorParallel.h).
+//
 // This is the semantic reference for split programs: a synchronous schedule
 // must give what the unsplit training step gives.
 //

@@ -114,6 +114,12 @@ struct TrainingStepOptions : public TrainingOptionsBase<TrainingStepOptions> {
   Option<std::string> funcName{*this, "func",
                                llvm::cl::desc("Function to train"),
                                llvm::cl::init("main")};
+  Option<int64_t> tensorParallel{
+      *this, "tp",
+      llvm::cl::desc("Devices of the tensor-parallel group: "
+                     "--pp-tensor-parallel splits the step after the loss "
+                     "and mixed precision, before autodiff (1: none)"),
+      llvm::cl::init(1)};
 };
 
 /// Options of --pp-compile: ONNX model to scheduled pipeline in one go.

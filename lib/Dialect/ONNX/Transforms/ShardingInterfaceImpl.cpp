@@ -87,9 +87,19 @@ struct TriviallyPartitionedModel
                           IRMapping &partitionMap,
                           SymbolTableCollection &symbolTable,
                           OpBuilder &builder) const {
+    // An unused result (Dropout's mask) has no annotation; it is split like
+    // the first result, whose loops it shares.
+    std::vector<Sharding> results(resultShardings.begin(),
+                                  resultShardings.end());
+    for (Sharding &sharding : results)
+      if (!sharding && !results.empty())
+        sharding = results.front();
+    if (llvm::any_of(results, [](const Sharding &s) { return !s; }))
+      return op->emitError() << "cannot partition " << op->getName()
+                             << ": no sharding of its results";
     shard::partitionTriviallyShardableOperation(
-        *op, partitionedOperands, operandShardings, resultShardings,
-        partitionMap, symbolTable, builder);
+        *op, partitionedOperands, operandShardings, results, partitionMap,
+        symbolTable, builder);
     return success();
   }
 };
@@ -329,7 +339,15 @@ struct ReshapeModel
     auto reshape = cast<onnx::ReshapeOp>(op);
     FailureOr<SmallVector<GridAxesAttr>> split;
     FlatSymbolRefAttr grid;
-    if (!resultShardings.empty() && resultShardings[0]) {
+    auto isSplit = [](const Sharding &sharding) {
+      return sharding && !shard::isFullReplication(sharding);
+    };
+    // A split operand wins over a whole result (a free slice against a
+    // gather), as in the elementwise models.
+    bool operandSplit =
+        !operandShardings.empty() && isSplit(operandShardings[0]) &&
+        !isSplit(resultShardings.empty() ? Sharding() : resultShardings[0]);
+    if (!operandSplit && !resultShardings.empty() && resultShardings[0]) {
       grid = resultShardings[0].getGridAttr();
       split = SmallVector<GridAxesAttr>(resultShardings[0].getSplitAxes());
     } else if (!operandShardings.empty() && operandShardings[0]) {
@@ -668,7 +686,7 @@ void pp::onnx::registerShardingInterfaceExternalModels(
         onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
         onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp, onnx::HardSigmoidOp,
         onnx::HardSwishOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
-        onnx::PowOp, onnx::WhereOp>(context);
+        onnx::PowOp, onnx::WhereOp, onnx::DropoutOp>(context);
     attachReplicatedToTheRest<
 #define GET_OP_LIST
 #include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"

@@ -8,10 +8,13 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/Transforms/Passes.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/Dialect/Shard/Transforms/Passes.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -24,6 +27,7 @@ namespace pp {
 
 using namespace mlir;
 namespace onnx = pp::onnx;
+namespace train = pp::train;
 
 namespace {
 
@@ -35,6 +39,28 @@ struct Linear {
   OpOperand *bias = nullptr;
   int64_t outputDim = 1, inputDim = 0;
 };
+
+bool isWeightDerived(Value value, int depth = 0);
+
+/// The bias operand of the Add that follows a MatMul of a 2-D weight (how
+/// torch exports a Linear of a 3-D input): a weight-derived vector of the
+/// output features. Annotating it with the weight lets the split pass the
+/// Add (upstream's propagation otherwise may make the sum whole).
+OpOperand *biasAdd(onnx::MatMulOp matmul) {
+  if (!matmul->hasOneUse())
+    return nullptr;
+  auto add = dyn_cast<onnx::AddOp>(*matmul->user_begin());
+  if (!add)
+    return nullptr;
+  OpOperand &bias = add->getOpOperand(add.getA() == matmul.getResult());
+  auto type = cast<RankedTensorType>(bias.get().getType());
+  auto weight = cast<RankedTensorType>(matmul.getB().getType());
+  if (type.getRank() != 1 || weight.getRank() != 2 ||
+      type.getDimSize(0) != weight.getDimSize(1) ||
+      !isWeightDerived(bias.get()))
+    return nullptr;
+  return &bias;
+}
 
 std::optional<Linear> asLinear(Operation *op) {
   Linear linear;
@@ -49,6 +75,7 @@ std::optional<Linear> asLinear(Operation *op) {
       std::swap(linear.outputDim, linear.inputDim);
   } else if (auto matmul = dyn_cast<onnx::MatMulOp>(op)) {
     linear.weight = &matmul->getOpOperand(1);
+    linear.bias = biasAdd(matmul);
   } else {
     return std::nullopt;
   }
@@ -69,7 +96,7 @@ bool isElementwise(Operation *op) {
 
 /// Whether `value` is computed from constants and weight reads alone (a
 /// slice of a fused bias, a transposed weight).
-bool isWeightDerived(Value value, int depth = 0) {
+bool isWeightDerived(Value value, int depth) {
   Operation *def = value.getDefiningOp();
   if (!def || depth > 8)
     return false;
@@ -79,6 +106,29 @@ bool isWeightDerived(Value value, int depth = 0) {
          llvm::all_of(def->getOperands(), [&](Value operand) {
            return isWeightDerived(operand, depth + 1);
          });
+}
+
+/// Whether a Dropout passes its input through: inference mode or ratio 0
+/// (both constant).
+bool isInert(onnx::DropoutOp dropout) {
+  auto source = [](Value value) {
+    while (auto annotation = value.getDefiningOp<shard::ShardOp>())
+      value = annotation.getSrc();
+    return value;
+  };
+  if (Value mode = dropout.getTrainingMode()) {
+    std::optional<SmallVector<int64_t>> training =
+        onnx::getConstantInts(source(mode));
+    if (training && llvm::all_of(*training, [](int64_t t) { return !t; }))
+      return true;
+  } else {
+    return true;
+  }
+  DenseFPElementsAttr ratio;
+  return dropout.getRatio() &&
+         matchPattern(source(dropout.getRatio()), m_Constant(&ratio)) &&
+         llvm::all_of(ratio.getValues<APFloat>(),
+                      [](const APFloat &r) { return r.isZero(); });
 }
 
 /// Ops that a split of the features or of the heads passes through:
@@ -172,15 +222,113 @@ struct TensorParallelPass
   /// annotated (upstream's own check only asserts).
   LogicalResult partitionFunction(func::FuncOp func) {
     OpPassManager propagate(func::FuncOp::getOperationName());
-    propagate.addPass(shard::createShardingPropagation());
+    // Forward first: the splits start at the annotated weights and flow
+    // with the data (a backward pass first can fix a value whole before
+    // the split reaches it).
+    shard::ShardingPropagationOptions order;
+    order.traversal = shard::TraversalOrder::ForwardBackward;
+    propagate.addPass(shard::createShardingPropagation(order));
     if (failed(runPipeline(propagate, func)))
       return failure();
     annotateTheRestWhole(func);
     if (failed(checkFullyAnnotated(func)))
       return failure();
+    markWholeInputsOfSplitOps(func);
     OpPassManager split(func::FuncOp::getOperationName());
     split.addPass(shard::createPartition());
-    return runPipeline(split, func);
+    if (failed(runPipeline(split, func)))
+      return failure();
+    keepPipelineStages(func);
+    return success();
+  }
+
+  /// A function that --pp-partition already split into pipeline stages
+  /// keeps every op on one: the ops partitioning made (collectives, slices,
+  /// rebuilt reshapes and contractions) join the latest stage of their
+  /// operands, or, reading only weights and constants, the earliest of
+  /// their users.
+  static void keepPipelineStages(func::FuncOp func) {
+    bool staged = false;
+    func.walk([&](Operation *op) {
+      staged |= pp::pipeline::getStage(op).has_value();
+    });
+    if (!staged)
+      return;
+    auto needsStage = [](Operation &op) {
+      return !isa<onnx::ConstantOp, onnx::GlobalReadOp, func::ReturnOp>(op) &&
+             !pp::pipeline::getStage(&op);
+    };
+    Block &body = func.getBody().front();
+    SmallVector<Operation *> fromUsers;
+    for (Operation &op : body) {
+      if (!needsStage(op))
+        continue;
+      std::optional<int64_t> stage;
+      for (Value operand : op.getOperands())
+        if (Operation *def = operand.getDefiningOp())
+          if (std::optional<int64_t> s = pp::pipeline::getStage(def))
+            stage = stage ? std::max(*stage, *s) : *s;
+      if (stage)
+        pp::pipeline::setStage(&op, *stage);
+      else
+        fromUsers.push_back(&op);
+    }
+    for (Operation *op : llvm::reverse(fromUsers)) {
+      std::optional<int64_t> stage;
+      for (Operation *user : op->getUsers())
+        if (std::optional<int64_t> s = pp::pipeline::getStage(user))
+          stage = stage ? std::min(*stage, *s) : *s;
+      pp::pipeline::setStage(op, stage.value_or(0));
+    }
+  }
+
+  /// Megatron's f: an op that computes a split result from a whole
+  /// activation (a column-parallel contraction's input) gives each device
+  /// only its part's share of that activation's gradient; marks such
+  /// operands for --pp-autodiff, which sums their gradients over the group.
+  /// Weights and constants are left out: a weight reaches a split op
+  /// through shard.all_slice, whose gradient rule gathers.
+  void markWholeInputsOfSplitOps(func::FuncOp func) {
+    auto shardingOf = [](Value value) -> std::optional<shard::Sharding> {
+      auto annotation = value.getDefiningOp<shard::ShardOp>();
+      if (!annotation)
+        return std::nullopt;
+      return shard::Sharding(annotation.getSharding());
+    };
+    auto source = [](Value value) {
+      while (auto annotation = value.getDefiningOp<shard::ShardOp>())
+        value = annotation.getSrc();
+      return value;
+    };
+    func.walk([&](Operation *op) {
+      if (isa<shard::ShardOp, shard::ShardingOp, onnx::ConstantOp, func::FuncOp,
+              func::ReturnOp>(op))
+        return;
+      bool splitResult = llvm::any_of(op->getResults(), [](Value result) {
+        if (!result.hasOneUse())
+          return false;
+        auto annotation = dyn_cast<shard::ShardOp>(*result.user_begin());
+        return annotation && !shard::isFullReplication(
+                                 shard::Sharding(annotation.getSharding()));
+      });
+      if (!splitResult)
+        return;
+      train::GradAllReduce reduce;
+      for (OpOperand &operand : op->getOpOperands()) {
+        std::optional<shard::Sharding> sharding = shardingOf(operand.get());
+        Value input = source(operand.get());
+        if (!sharding || !shard::isFullReplication(*sharding) ||
+            !isa<FloatType>(getElementTypeOrSelf(input.getType())) ||
+            isWeightDerived(input))
+          continue;
+        reduce.operands.push_back(operand.getOperandNumber());
+      }
+      if (reduce.operands.empty())
+        return;
+      reduce.grid = FlatSymbolRefAttr::get(func.getContext(), gridName);
+      reduce.axes = {0};
+      train::setGradAllReduce(op, reduce);
+    });
   }
 
   /// Values that propagation left unannotated are whole on every device
@@ -269,6 +417,19 @@ struct TensorParallelPass
       if (isa<shard::ShardingOp, onnx::ConstantOp, func::FuncOp,
               func::ReturnOp>(op))
         return WalkResult::advance();
+      // A training Dropout draws its mask by the element's place in the
+      // whole tensor; on a part, every device would draw the same mask.
+      if (auto dropout = dyn_cast<onnx::DropoutOp>(op)) {
+        auto result =
+            dropout.getOutput().hasOneUse()
+                ? dyn_cast<shard::ShardOp>(*dropout.getOutput().user_begin())
+                : nullptr;
+        if (!isInert(dropout) && result &&
+            !shard::isFullReplication(shard::Sharding(result.getSharding())))
+          return unsupported(op, "a training-mode Dropout of a split tensor "
+                                 "would draw the same mask on every device"),
+                 WalkResult::interrupt();
+      }
       for (OpOperand &operand : op->getOpOperands()) {
         auto shardOp = operand.get().getDefiningOp<shard::ShardOp>();
         if (needsAnnotation(operand.get().getType()) &&

@@ -11,6 +11,8 @@
 
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
+#include "mlir/Dialect/Shard/IR/ShardDialect.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/Matchers.h"
@@ -671,6 +673,49 @@ LogicalResult rule(onnx::GatherOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+//===----------------------------------------------------------------------===//
+// Collectives of a tensor-parallel program (shard dialect). Every device runs
+// the same program on its part; a value the collective leaves whole is equal
+// on every device, and so is its adjoint.
+//===----------------------------------------------------------------------===//
+
+/// y = sum of the devices' partial x: each partial contributed to the whole
+/// y with weight one, so dx = dy on every device.
+LogicalResult rule(shard::AllReduceOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  if (op.getReduction() != shard::ReductionKind::Sum)
+    return op->emitError() << "no gradient rule for a shard.all_reduce of "
+                           << shard::stringifyReductionKind(op.getReduction())
+                           << " (only sum)";
+  if (op.getInput().getType() != op.getType())
+    return op->emitError() << "no gradient rule for a shard.all_reduce that "
+                              "changes the type";
+  dxs.push_back(dys[0]);
+  return success();
+}
+
+/// y = this device's slice of a whole x: x's adjoint is the sum over the
+/// devices of their slices' adjoints put in place, i.e. the gathered dy.
+LogicalResult rule(shard::AllSliceOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  GradBuilder g(b, op);
+  dxs.push_back(shard::AllGatherOp::create(
+      b, g.loc, op.getInput().getType(), op.getGridAttr(), op.getGridAxesAttr(),
+      dys[0], op.getSliceAxisAttr()));
+  return success();
+}
+
+/// y = the devices' parts of x gathered: y is whole, so is dy, and each
+/// device's part takes its slice of it.
+LogicalResult rule(shard::AllGatherOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  GradBuilder g(b, op);
+  dxs.push_back(shard::AllSliceOp::create(
+      b, g.loc, op.getInput().getType(), op.getGridAttr(), op.getGridAxesAttr(),
+      dys[0], op.getGatherAxisAttr()));
+  return success();
+}
+
 /// The external model: forwards to the overload of `rule` for the op class.
 template <typename OpTy>
 struct GradientModel
@@ -704,5 +749,8 @@ void pp::train::registerONNXGradients(DialectRegistry &registry) {
            onnx::ReduceSumOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
            onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
            onnx::SplitOp, onnx::SliceOp, onnx::PadOp, onnx::GatherOp>(ctx);
+  });
+  registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
+    attach<shard::AllReduceOp, shard::AllSliceOp, shard::AllGatherOp>(ctx);
   });
 }

@@ -165,3 +165,30 @@ LogicalResult SGDOp::verify() {
 
 #define GET_OP_CLASSES
 #include "pp/Dialect/Train/IR/TrainOps.cpp.inc"
+
+//===----------------------------------------------------------------------===//
+// train.grad_all_reduce (tensor parallelism)
+//===----------------------------------------------------------------------===//
+
+void pp::train::setGradAllReduce(Operation *op, const GradAllReduce &value) {
+  Builder b(op->getContext());
+  op->setAttr(kGradAllReduceAttrName,
+              b.getDictionaryAttr(
+                  {b.getNamedAttr("grid", value.grid),
+                   b.getNamedAttr("axes", b.getDenseI16ArrayAttr(value.axes)),
+                   b.getNamedAttr("operands",
+                                  b.getDenseI64ArrayAttr(value.operands))}));
+}
+
+std::optional<GradAllReduce> pp::train::getGradAllReduce(Operation *op) {
+  auto dict = op->getAttrOfType<DictionaryAttr>(kGradAllReduceAttrName);
+  if (!dict)
+    return std::nullopt;
+  auto grid = dict.getAs<FlatSymbolRefAttr>("grid");
+  auto axes = dict.getAs<DenseI16ArrayAttr>("axes");
+  auto operands = dict.getAs<DenseI64ArrayAttr>("operands");
+  if (!grid || !axes || !operands)
+    return std::nullopt;
+  return GradAllReduce{grid, llvm::to_vector(axes.asArrayRef()),
+                       llvm::to_vector(operands.asArrayRef())};
+}

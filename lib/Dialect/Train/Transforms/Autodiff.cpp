@@ -5,6 +5,7 @@
 #include "pp/Dialect/Train/Transforms/Transforms.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "mlir/Transforms/RegionUtils.h"
@@ -132,10 +133,28 @@ LogicalResult pp::train::differentiate(ModuleOp module,
   // differentiate, so a partitioned model stays partitioned.
   b.setListener(&listener);
 
+  // Per-device parts of the gradients of whole values (tensor
+  // parallelism), with the group to sum them over.
+  llvm::MapVector<Value, std::pair<Value, train::GradAllReduce>> partials;
+  auto finishPartial = [&](Value value) {
+    auto it = partials.find(value);
+    if (it == partials.end())
+      return;
+    auto [sum, reduce] = it->second;
+    Value whole =
+        shard::AllReduceOp::create(b, sum.getLoc(), sum.getType(),
+                                   reduce.grid.getValue(), reduce.axes, sum);
+    partials.erase(it);
+    accumulate(value, whole, whole.getLoc());
+  };
+
   SmallVector<Operation *> ops;
   for (Operation &op : body.without_terminator())
     ops.push_back(&op);
   for (Operation *op : llvm::reverse(ops)) {
+    listener.stage = pp::pipeline::getStage(op);
+    for (Value result : op->getResults())
+      finishPartial(result);
     SmallVector<Value> resultGrads;
     bool anyGrad = false;
     for (Value result : op->getResults()) {
@@ -157,13 +176,29 @@ LogicalResult pp::train::differentiate(ModuleOp module,
     listener.stage = pp::pipeline::getStage(op);
     if (failed(gradOp.buildGradient(b, resultGrads, operandGrads)))
       return failure();
-    for (auto [operand, grad] : llvm::zip(op->getOperands(), operandGrads))
-      if (grad && active.contains(operand))
-        accumulate(operand, grad, grad.getLoc());
+    // Tensor parallelism: a whole operand of a split op gets only this
+    // device's contribution; those are summed here and over the group once
+    // (finishPartial), when every use has contributed.
+    std::optional<train::GradAllReduce> reduce = train::getGradAllReduce(op);
+    for (auto [index, operand, grad] :
+         llvm::enumerate(op->getOperands(), operandGrads)) {
+      if (!grad || !active.contains(operand))
+        continue;
+      if (reduce && llvm::is_contained(reduce->operands, int64_t(index))) {
+        auto [it, inserted] = partials.try_emplace(operand, grad, *reduce);
+        if (!inserted)
+          it->second.first =
+              onnx::AddOp::create(b, grad.getLoc(), it->second.first, grad);
+        continue;
+      }
+      accumulate(operand, grad, grad.getLoc());
+    }
   }
   // Sums over the reads of a tied weight run where the last read's
   // gradient is made (the earliest stage).
   b.setListener(nullptr);
+  while (!partials.empty())
+    finishPartial(partials.front().first);
 
   // One gradient per global: reads of a tied weight sum.
   SmallVector<Value> results(ret.getOperands());

@@ -41,7 +41,10 @@
 // PARTITION-LABEL: func.func @mlp_pair
 // PARTITION: %[[S1:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<32x16xf32> -> tensor<16x16xf32>
 // PARTITION: %[[B1:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<32xf32> -> tensor<16xf32>
-// PARTITION: %[[H:.*]] = onnx.Gemm %arg0, %[[S1]], %[[B1]] {transB = 1 : i64} : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
+// Its input x is whole on every device, the product split: each device's
+// gradient of x is only its half's part, and --pp-autodiff sums it over
+// the group (Megatron's f), as the attribute says.
+// PARTITION: %[[H:.*]] = onnx.Gemm %arg0, %[[S1]], %[[B1]] {train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}, transB = 1 : i64} : (tensor<8x16xf32>, tensor<16x16xf32>, tensor<16xf32>) -> tensor<8x16xf32>
 // PARTITION: %[[R:.*]] = onnx.Relu %[[H]] : (tensor<8x16xf32>) -> tensor<8x16xf32>
 // PARTITION: %[[S2:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 : tensor<16x32xf32> -> tensor<16x16xf32>
 // PARTITION: %[[P:.*]] = onnx.Gemm %[[R]], %[[S2]] {transB = 1 : i64} : (tensor<8x16xf32>, tensor<16x16xf32>) -> tensor<8x16xf32>
@@ -74,7 +77,7 @@ onnx.global "trainable" @b2 : tensor<16xf32> = dense<0.1> : tensor<16xf32>
 // residual Add.
 // PARTITION-LABEL: func.func @gpt_mlp
 // PARTITION: %[[S1:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 : tensor<32x128xf32> -> tensor<32x64xf32>
-// PARTITION: %[[H:.*]] = onnx.MatMul %arg0, %[[S1]] : (tensor<4x16x32xf32>, tensor<32x64xf32>) -> tensor<4x16x64xf32>
+// PARTITION: %[[H:.*]] = onnx.MatMul %arg0, %[[S1]] {train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}} : (tensor<4x16x32xf32>, tensor<32x64xf32>) -> tensor<4x16x64xf32>
 // PARTITION: %[[B1:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 0 : tensor<128xf32> -> tensor<64xf32>
 // PARTITION: onnx.Add %[[B1]], %[[H]] : (tensor<64xf32>, tensor<4x16x64xf32>) -> tensor<4x16x64xf32>
 // PARTITION: onnx.Erf %{{.*}} : (tensor<4x16x64xf32>) -> tensor<4x16x64xf32>

@@ -124,3 +124,62 @@ func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
   %loss = onnx.ReduceSum %c {keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Tensor parallelism: the per-device program of --pp-tensor-parallel. The
+// gradient of a sum over the group (shard.all_reduce) passes through, a
+// weight slice's gradient is gathered, and the parts of a whole value's
+// gradient that split ops give (operands marked train.grad_all_reduce) are
+// added and summed over the group once, before the whole use's gradient
+// (the residual) joins them.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<4xf32> {pp.grad_of = @e}, tensor<4x8xf32> {pp.grad_of = @u}, tensor<4x8xf32> {pp.grad_of = @v}, tensor<8x4xf32> {pp.grad_of = @d})
+// CHECK: shard.all_reduce
+// CHECK: %[[DR:.*]] = train.softmax_cross_entropy_grad
+// CHECK: %[[DAB:.*]] = onnx.MatMul %[[DR]], %{{.*}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[DD:.*]] = shard.all_gather %{{.*}} on @tp grid_axes = [0] gather_axis = 0 : tensor<4x4xf32> -> tensor<8x4xf32>
+// CHECK: %[[DV:.*]] = shard.all_gather %{{.*}} on @tp grid_axes = [0] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+// CHECK: %[[PARTS:.*]] = onnx.Add %{{.*}}, %{{.*}} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+// CHECK: %[[DU:.*]] = shard.all_gather %{{.*}} on @tp grid_axes = [0] gather_axis = 1 : tensor<4x4xf32> -> tensor<4x8xf32>
+// CHECK: %[[WHOLE:.*]] = shard.all_reduce %[[PARTS]] on @tp grid_axes = [0] : tensor<2x4xf32> -> tensor<2x4xf32>
+// CHECK: %[[DH:.*]] = onnx.Add %[[DR]], %[[WHOLE]]
+// CHECK: %[[DE:.*]] = train.reduce_sum_to %[[DH]] : tensor<2x4xf32> to tensor<4xf32>
+// CHECK-NOT: shard.all_reduce
+// CHECK: return %{{.*}}, %[[DE]], %[[DU]], %[[DV]], %[[DD]]
+shard.grid @tp(shape = 2)
+onnx.global "trainable" @e : tensor<4xf32>
+onnx.global "trainable" @u : tensor<4x8xf32>
+onnx.global "trainable" @v : tensor<4x8xf32>
+onnx.global "trainable" @d : tensor<8x4xf32>
+func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp.loss}) {
+  %e = onnx.global_read @e : tensor<4xf32>
+  %h = onnx.Add %x, %e : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %u = onnx.global_read @u : tensor<4x8xf32>
+  %us = shard.all_slice %u on @tp grid_axes = [0] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %a = onnx.MatMul %h, %us {train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %v = onnx.global_read @v : tensor<4x8xf32>
+  %vs = shard.all_slice %v on @tp grid_axes = [0] slice_axis = 1 : tensor<4x8xf32> -> tensor<4x4xf32>
+  %b = onnx.MatMul %h, %vs {train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %ab = onnx.Mul %a, %b : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %d = onnx.global_read @d : tensor<8x4xf32>
+  %ds = shard.all_slice %d on @tp grid_axes = [0] slice_axis = 0 : tensor<8x4xf32> -> tensor<4x4xf32>
+  %p = onnx.MatMul %ab, %ds : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %s = shard.all_reduce %p on @tp grid_axes = [0] : tensor<2x4xf32> -> tensor<2x4xf32>
+  %r = onnx.Add %s, %h : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %r, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss : tensor<f32>
+}
+
+// -----
+
+shard.grid @tp(shape = 2)
+onnx.global "trainable" @w : tensor<2x4xf32>
+func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @w : tensor<2x4xf32>
+  %h = onnx.Mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  // expected-error @+1 {{no gradient rule for a shard.all_reduce of max (only sum)}}
+  %m = shard.all_reduce %h on @tp grid_axes = [0] reduction = max : tensor<2x4xf32> -> tensor<2x4xf32>
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %m, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss : tensor<f32>
+}

@@ -54,12 +54,20 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     `pin=` chooses the split of named ops instead (column: output
     features, row: input features); a function whose result stays split (a
     column-parallel op pinned without a row-parallel one after it) returns
-    each device's part. Not built yet: a fused QKV projection split into
-    Q, K and V (a Split of the split features), vocabulary-parallel
-    embedding and cross-entropy, convolutions, sequence parallelism, ops
-    with several results between sharded ops, gradients of shard ops
-    (--pp-autodiff), and running the result (the interpreter and the
-    generated programs do not take shard ops).
+    each device's part. A MatMul's bias Add (torch's Linear of a 3-D
+    input) splits with its weight. For training, an op that makes a split
+    result from a whole activation (a column-parallel input) is marked
+    `train.grad_all_reduce`: each device's gradient of that input is only
+    its part's share, and --pp-autodiff sums the shares over the group
+    (Megatron's f; the row-parallel all-reduce is its g). pp-interpret runs
+    the result on one interpreter per device. A training-mode Dropout of a
+    split tensor is an error (every device would draw the same mask). Not
+    built yet: a fused QKV projection split into Q, K and V (a Split of the
+    split features), vocabulary-parallel embedding and cross-entropy,
+    convolutions, sequence parallelism, ops with several used results
+    between sharded ops, weights kept split on their devices (each device
+    holds the whole weight and gathers its gradient), and generated
+    programs and pipelines with shard ops.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "2",

@@ -62,7 +62,12 @@ def AutodiffPass : Pass<"pp-autodiff", "mlir::ModuleOp"> {
     BatchNorm's running statistics are written back to their state globals.
     Backward ops carry `loc(fused<"backward">[<forward op's location>])`.
     Dropouts without a `stream` get the next free ones (their masks follow
-    the op, not the stage it lands on).
+    the op, not the stage it lands on). A tensor-parallel program
+    (--pp-tensor-parallel) differentiates per device: a `shard.all_reduce`
+    sum passes its gradient through, a `shard.all_slice` gathers it
+    (`shard.all_gather`, and back), and the gradient parts of operands
+    marked `train.grad_all_reduce` are added and summed over the group
+    once all uses have contributed.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Function to differentiate">,

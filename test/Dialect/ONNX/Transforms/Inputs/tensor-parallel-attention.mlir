@@ -12,7 +12,9 @@
 // AUTO-NOT: shard.all_reduce
 // ATTN-LABEL: func.func @attention
 // ATTN: %[[WQ:.*]] = shard.all_slice %{{.*}} on @tp grid_axes = [0] slice_axis = 1 : tensor<8x8xf32> -> tensor<8x4xf32>
-// ATTN: %[[Q:.*]] = onnx.MatMul %arg0, %[[WQ]] : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
+// Each device gets only its heads' part of x's gradient from Q, K and V:
+// the attribute has --pp-autodiff sum their parts over the group.
+// ATTN: %[[Q:.*]] = onnx.MatMul %arg0, %[[WQ]] {train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}} : (tensor<2x4x8xf32>, tensor<8x4xf32>) -> tensor<2x4x4xf32>
 // ATTN: %[[QH:.*]] = onnx.Reshape %[[Q]], %{{.*}} : (tensor<2x4x4xf32>, tensor<4xi64>) -> tensor<2x4x1x4xf32>
 // ATTN: %[[QT:.*]] = onnx.Transpose %[[QH]] {perm = array<i64: 0, 2, 1, 3>} : (tensor<2x4x1x4xf32>) -> tensor<2x1x4x4xf32>
 // ATTN: %[[S:.*]] = onnx.MatMul %[[QT]], %{{.*}} : (tensor<2x1x4x4xf32>, tensor<2x1x4x4xf32>) -> tensor<2x1x4x4xf32>
