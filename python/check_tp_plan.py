@@ -84,8 +84,13 @@ def main():
     plan = json.load(open(os.path.join(plan_dir, "plan.json")))
     failures = []
 
-    gpus = sum(int(part.split("x")[0]) if "x" in part.lower() else 1
-               for part in args.cluster.replace("X", "x").split(","))
+    if args.cluster.endswith(".json"):
+        spec = json.load(open(args.cluster))
+        gpus = sum(d.get("count", 1) for node in spec["nodes"]
+                   for d in node["devices"])
+    else:
+        gpus = sum(int(part.split("x")[0]) if "x" in part.lower() else 1
+                   for part in args.cluster.replace("X", "x").split(","))
     used = sum(plan["tp_per_stage"]) * plan["dp"]
     if used != gpus:
         failures.append(f"the plan uses {used} GPUs, the cluster has {gpus}")

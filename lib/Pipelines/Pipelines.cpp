@@ -173,6 +173,11 @@ validateOptions(const pp::CompileOptions &options,
         " with emit-dir: tensor-parallel execution is not built yet; "
         "without emit-dir, --pp-compile stops after --pp-partition's plan "
         "(report=, plan-dir=/plan.json)");
+  if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
+      options.schedule == "auto")
+    return errorHandler("pp-compile: tp=" + options.tensorParallel +
+                        " with schedule=auto is not built (schedule=auto "
+                        "compares compiled programs): name a schedule");
   return success();
 }
 
