@@ -99,6 +99,8 @@ struct Candidate {
   double iteration = std::numeric_limits<double>::infinity();
   std::vector<uint64_t> peak; ///< Per stage (per GPU of its group).
   std::vector<double> forward, backward, reduce; ///< Per stage.
+  /// Per stage: the data-parallel ring all-reduce of its gradients.
+  std::vector<double> gradReduce;
   std::vector<double> reduceBytes;               ///< Per stage.
   std::vector<unsigned> reduces;                 ///< Per stage.
   std::vector<unsigned> ops;                     ///< Per stage.
@@ -134,7 +136,8 @@ private:
   std::vector<std::pair<size_t, size_t>> runsOf(const std::vector<int> &worker);
   FailureOr<std::vector<Group>>
   groupsFor(unsigned w, const pp::pipeline::TensorParallelRequest &request);
-  Candidate evaluate(const std::vector<Group> &groups);
+  /// `w`: the virtual worker the groups belong to.
+  Candidate evaluate(const std::vector<Group> &groups, unsigned w);
   std::string deviceName(int device) const {
     return in.cluster->devices[device].name;
   }
@@ -157,6 +160,9 @@ private:
   pp::pipeline::TensorParallelPlanInput &in;
   std::map<unsigned, DegreeFacts> byDegree;
   std::string searchNote;
+  /// Per virtual worker, the slowest link from one of its GPUs to a GPU of
+  /// another worker (data parallelism's gradient all-reduce).
+  std::vector<pp::cluster::LinkParams> crossLink;
 };
 
 const DegreeFacts &Planner::facts(unsigned degree) {
@@ -263,7 +269,7 @@ Planner::groupsFor(unsigned w,
   return groups;
 }
 
-Candidate Planner::evaluate(const std::vector<Group> &groups) {
+Candidate Planner::evaluate(const std::vector<Group> &groups, unsigned w) {
   Candidate c;
   c.groups = groups;
   const pp::cluster::Cluster &cluster = *in.cluster;
@@ -420,6 +426,8 @@ Candidate Planner::evaluate(const std::vector<Group> &groups) {
   c.reduce.assign(k, 0);
   c.reduceBytes.assign(k, 0);
   c.reduces.assign(k, 0);
+  c.gradReduce.assign(k, 0);
+  std::vector<double> parameterBytes(k, 0);
   c.ops.assign(k, 0);
   std::vector<uint64_t> stash(k, 0), cut(k, 0);
   for (unsigned v = 0; v < graph.size(); ++v) {
@@ -434,7 +442,22 @@ Candidate Planner::evaluate(const std::vector<Group> &groups) {
     ++c.ops[s];
     stash[s] += graph.nodes[v].activationBytes +
                 graph.nodes[v].splitActivationBytes / groups[g].degree;
+    // Weight bytes count weights, gradients and optimizer state.
+    parameterBytes[s] += static_cast<double>(graph.nodes[v].weightBytes +
+                                             graph.nodes[v].splitWeightBytes /
+                                                 groups[g].degree) /
+                         (2.0 + in.stateFactor);
   }
+  // Data parallelism: a ring all-reduce of each stage's gradients (per GPU
+  // of its group, 1/t of the split ones) over the dp replicas, on the
+  // slowest link between this worker and the others, after the stage's last
+  // backward (as --pp-plan-report models it).
+  size_t dp = in.workers.size();
+  if (dp > 1)
+    for (unsigned s = 0; s < k; ++s)
+      c.gradReduce[s] = pp::cluster::ringAllReduceSeconds(
+          parameterBytes[s], static_cast<unsigned>(dp), crossLink[w].bandwidth,
+          crossLink[w].latency);
   // Values crossing boundary s, each once (relayed stage to stage).
   std::vector<unsigned> lastStage(c.result.stageOf);
   for (auto [from, to] : graph.edges)
@@ -444,18 +467,19 @@ Candidate Planner::evaluate(const std::vector<Group> &groups) {
       cut[b] += graph.nodes[v].outputBytes;
 
   // The simulator: the schedule over the k groups.
+  std::vector<bool> reduceStages(k, true);
   sched::Schedule schedule;
   std::string error;
-  bool built =
-      sched::isWeightVersioned(in.kind)
-          ? sched::buildVersionedSchedule(
-                in.kind, static_cast<int>(k),
-                static_cast<int>(in.options->microBatches),
-                static_cast<int>(in.updateEvery), in.options->verticalSync,
-                schedule, error)
-          : sched::buildSchedule(in.kind, static_cast<int>(k),
-                                 static_cast<int>(in.options->microBatches), 1,
-                                 schedule, error);
+  bool built = sched::isWeightVersioned(in.kind)
+                   ? sched::buildVersionedSchedule(
+                         in.kind, static_cast<int>(k),
+                         static_cast<int>(in.options->microBatches),
+                         static_cast<int>(in.updateEvery),
+                         in.options->verticalSync, schedule, error)
+                   : sched::buildSchedule(
+                         in.kind, static_cast<int>(k),
+                         static_cast<int>(in.options->microBatches), 1,
+                         schedule, error, dp > 1 ? &reduceStages : nullptr);
   if (!built) {
     c.error = "schedule: " + error;
     c.feasible = false;
@@ -472,6 +496,7 @@ Candidate Planner::evaluate(const std::vector<Group> &groups) {
     costs.activationBytes = s + 1 < k ? cut[s] : 0;
     costs.gradientBytes = s > 0 ? cut[s - 1] : 0;
     costs.stashBytes = stash[s];
+    costs.gradReduce = c.gradReduce[s];
     uint64_t inflight =
         partition::inflightMicroBatches(options, s, static_cast<unsigned>(k));
     uint64_t held = inflight * stash[s];
@@ -516,6 +541,18 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
                      " with virtual-workers=auto is not built: name a policy "
                      "(np, ed, hd)");
 
+  crossLink.assign(in.workers.size(),
+                   {std::numeric_limits<double>::infinity(), 0});
+  for (unsigned a = 0; a < in.workers.size(); ++a)
+    for (unsigned b = 0; b < in.workers.size(); ++b)
+      if (a != b)
+        for (int x : in.workers[a])
+          for (int y : in.workers[b]) {
+            crossLink[a].bandwidth =
+                std::min(crossLink[a].bandwidth, in.cluster->bandwidth(x, y));
+            crossLink[a].latency =
+                std::max(crossLink[a].latency, in.cluster->latency(x, y));
+          }
   std::vector<Candidate> chosen;
   std::vector<std::vector<Candidate>> tried(in.workers.size());
   for (unsigned w = 0; w < in.workers.size(); ++w) {
@@ -585,7 +622,7 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
       in.searchOptions.tryDeviceOrders = false;
     const Candidate *best = nullptr;
     for (const std::vector<Group> &groups : options3d)
-      tried[w].push_back(evaluate(groups));
+      tried[w].push_back(evaluate(groups, w));
     for (const Candidate &c : tried[w])
       if (c.feasible && (!best || c.iteration < best->iteration * (1 - 1e-9)))
         best = &c;
@@ -791,6 +828,9 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
         pp::formatMegabytes(static_cast<uint64_t>(
             in.cluster->devices[group.devices.front()].memoryBytes)),
         plan.forward[s] * 1e3, plan.backward[s] * 1e3, plan.reduce[s] * 1e3);
+    if (dp > 1)
+      os << llvm::formatv("  data-parallel gradient all-reduce {0:f3} ms\n",
+                          plan.gradReduce[s] * 1e3);
   }
   os << llvm::formatv(
       "bottleneck {0:f3} ms per micro-batch{1}\n", plan.result.bottleneck * 1e3,
@@ -833,6 +873,7 @@ Planner::toJSON(const std::vector<Candidate> &chosen,
           {"allreduce_seconds", c.reduce[s]},
           {"allreduce_bytes", c.reduceBytes[s]},
           {"allreduce_count", c.reduces[s]},
+          {"dp_allreduce_seconds", c.gradReduce[s]},
           {"group_link_bandwidth",
            std::isfinite(link.bandwidth) ? link.bandwidth : 0.0},
           {"group_link_latency", link.latency},

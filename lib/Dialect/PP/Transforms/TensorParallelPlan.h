@@ -27,6 +27,10 @@
 // stage's forward and backward (their halves as input and weight gradient
 // for split-backward schedules) and the links between the groups' first
 // GPUs, which gives the predicted iteration time and peak memory per GPU.
+// With dp replicas, each stage ends with a ring all-reduce of its gradients
+// per GPU (1/t of the split ones) over dp, on the slowest link between its
+// worker and the others (as --pp-plan-report models data parallelism); the
+// slowest worker's iteration is the plan's.
 // tp=auto enumerates, per virtual worker, a degree for each run of GPUs of
 // one kind on one node (the divisors of its size up to 8), or, beyond 64
 // combinations, one degree for the whole worker; it keeps the candidate of
