@@ -1102,3 +1102,25 @@ groupVirtualWorkers(const Cluster &cluster, llvm::StringRef policy) {
 }
 
 } // namespace pp::cluster
+
+pp::cluster::LinkParams
+pp::cluster::Cluster::slowestLink(llvm::ArrayRef<int> group) const {
+  LinkParams slowest{std::numeric_limits<double>::infinity(), 0};
+  for (int a : group)
+    for (int b : group)
+      if (a != b) {
+        slowest.bandwidth = std::min(slowest.bandwidth, bandwidth(a, b));
+        slowest.latency = std::max(slowest.latency, latency(a, b));
+      }
+  return slowest;
+}
+
+double pp::cluster::ringAllReduceSeconds(double bytes, unsigned n,
+                                         double bandwidth, double latency) {
+  if (n <= 1)
+    return 0;
+  double steps = 2.0 * (n - 1);
+  double moved = steps / n * bytes;
+  return (bandwidth > 0 && std::isfinite(bandwidth) ? moved / bandwidth : 0) +
+         steps * latency;
+}

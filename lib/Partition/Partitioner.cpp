@@ -92,6 +92,9 @@ struct Model {
   std::vector<SmallVector<unsigned, 2>> preds, succs;
   std::vector<double> time; ///< [node * k + device].
   std::vector<uint64_t> weight, activation, output;
+  /// The parts of weight and activation that tensor parallelism divides.
+  std::vector<uint64_t> splitWeight, splitActivation;
+  std::vector<uint64_t> tensorParallel; ///< Per device (>= 1).
   std::vector<int> pin; ///< Stage, or -1.
   /// Smallest node of the node's colocation class (itself when none).
   std::vector<unsigned> colocateRep;
@@ -197,6 +200,8 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
     }
     m.weight.push_back(graph.nodes[v].weightBytes);
     m.activation.push_back(graph.nodes[v].activationBytes);
+    m.splitWeight.push_back(graph.nodes[v].splitWeightBytes);
+    m.splitActivation.push_back(graph.nodes[v].splitActivationBytes);
     m.output.push_back(graph.nodes[v].outputBytes);
   }
 
@@ -204,6 +209,10 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
   m.latency.resize(m.k * m.k, 0);
   for (unsigned a = 0; a < m.k; ++a) {
     m.memory.push_back(devices.memory(a));
+    if (devices.devices[a].tensorParallel == 0)
+      return partitionError(
+          llvm::formatv("device {0}: tensorParallel must be >= 1", a));
+    m.tensorParallel.push_back(devices.devices[a].tensorParallel);
     for (unsigned b = 0; b < m.k; ++b) {
       if (a == b)
         continue;
@@ -278,7 +287,7 @@ struct Costs {
   // Scratch, per stage or boundary.
   std::vector<double> compute;
   std::vector<uint64_t> cutBytes, cutCount, tieBytes, tieCount, weight,
-      activation, held;
+      activation, splitWeight, splitActivation, held;
 };
 
 } // namespace
@@ -295,12 +304,16 @@ static void evaluateCosts(const Model &m, ArrayRef<unsigned> order,
   c.tieCount.assign(k, 0);
   c.weight.assign(k, 0);
   c.activation.assign(k, 0);
+  c.splitWeight.assign(k, 0);
+  c.splitActivation.assign(k, 0);
   c.held.assign(k, 0);
   for (unsigned v = 0; v < m.n; ++v) {
     unsigned s = stageOf[v];
     c.compute[s] += m.time[size_t(v) * k + order[s]];
     c.weight[s] += m.weight[v];
     c.activation[s] += m.activation[v];
+    c.splitWeight[s] += m.splitWeight[v];
+    c.splitActivation[s] += m.splitActivation[v];
     // The value crosses every boundary up to its last consumer's stage.
     unsigned last = s;
     for (unsigned consumer : m.succs[v])
@@ -340,8 +353,12 @@ static void evaluateCosts(const Model &m, ArrayRef<unsigned> order,
     if (s > 0)
       t += m.link(order[s], order[s - 1], c.cutBytes[s - 1], c.cutCount[s - 1],
                   c.tieBytes[s - 1], c.tieCount[s - 1]);
-    uint64_t mem = static_cast<uint64_t>(c.weight[s] * m.weightScale[s]) +
-                   c.held[s] + m.inflight[s] * c.activation[s];
+    uint64_t tp = m.tensorParallel[order[s]];
+    uint64_t mem =
+        static_cast<uint64_t>((c.weight[s] + c.splitWeight[s] / tp) *
+                              m.weightScale[s]) +
+        c.held[s] +
+        m.inflight[s] * (c.activation[s] + c.splitActivation[s] / tp);
     c.time[s] = t;
     c.memory[s] = mem;
     c.bottleneck = std::max(c.bottleneck, t);
@@ -427,7 +444,7 @@ static llvm::Error checkAssignment(const Model &m, ArrayRef<unsigned> order,
 /// Whether exchanging devices `a` and `b` changes no cost.
 static bool interchangeable(const Model &m, unsigned a, unsigned b) {
   unsigned k = m.k;
-  if (m.memory[a] != m.memory[b])
+  if (m.memory[a] != m.memory[b] || m.tensorParallel[a] != m.tensorParallel[b])
     return false;
   for (unsigned v = 0; v < m.n; ++v)
     if (m.time[size_t(v) * k + a] != m.time[size_t(v) * k + b])
@@ -635,7 +652,7 @@ struct Level {
   bool pinConflict = false; ///< Some block holds nodes of different pins.
   // Sums over the members.
   std::vector<double> time; ///< [block * k + device].
-  std::vector<uint64_t> weight, activation;
+  std::vector<uint64_t> weight, activation, splitWeight, splitActivation;
   std::vector<SmallVector<std::pair<unsigned, unsigned>, 1>> groups;
 };
 
@@ -760,6 +777,8 @@ static Level buildLevel(const Model &m, ArrayRef<unsigned> label) {
   level.time.assign(size_t(nb) * m.k, 0);
   level.weight.assign(nb, 0);
   level.activation.assign(nb, 0);
+  level.splitWeight.assign(nb, 0);
+  level.splitActivation.assign(nb, 0);
   level.groups.resize(nb);
   for (unsigned v = 0; v < m.n; ++v) {
     unsigned b = position[component[labelOf[v]]];
@@ -774,6 +793,8 @@ static Level buildLevel(const Model &m, ArrayRef<unsigned> label) {
       level.time[size_t(b) * m.k + d] += m.time[size_t(v) * m.k + d];
     level.weight[b] += m.weight[v];
     level.activation[b] += m.activation[v];
+    level.splitWeight[b] += m.splitWeight[v];
+    level.splitActivation[b] += m.splitActivation[v];
     for (unsigned g : m.groupsOf[v]) {
       auto it = llvm::find_if(
           level.groups[b], [&](const auto &entry) { return entry.first == g; });
@@ -1361,6 +1382,7 @@ enum class Objective {
 struct OrderCosts {
   std::vector<unsigned> order;
   std::vector<uint64_t> limit;   ///< Memory of the device of each stage.
+  std::vector<uint64_t> tensorParallel; ///< Of the device of each stage.
   std::vector<double> blockTime; ///< [stage * numBlocks + block].
 };
 
@@ -1399,6 +1421,7 @@ private:
   /// Stage sums of the blocks removed so far (the stage D \ C).
   struct Stage {
     uint64_t weight = 0, activation = 0, held = 0;
+    uint64_t splitWeight = 0, splitActivation = 0;
     int pin = -1;
     SmallVector<double, 8> time; ///< Per stage position.
   };
@@ -1440,8 +1463,12 @@ bool StageDP::evaluate(unsigned idC, const Stage &stage) {
   }
   bool alive = false;
   for (int s = lo; s <= hi; ++s) {
-    uint64_t mem = static_cast<uint64_t>(stage.weight * m.weightScale[s]) +
-                   stage.held + m.inflight[s] * stage.activation;
+    uint64_t tp = costs.tensorParallel[s];
+    uint64_t mem =
+        static_cast<uint64_t>((stage.weight + stage.splitWeight / tp) *
+                              m.weightScale[s]) +
+        stage.held +
+        m.inflight[s] * (stage.activation + stage.splitActivation / tp);
     uint64_t limit = costs.limit[s];
     double value;
     if (objective == Objective::Time) {
@@ -1483,6 +1510,8 @@ void StageDP::expand(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
     Stage next = stage;
     next.weight += level.weight[v];
     next.activation += level.activation[v];
+    next.splitWeight += level.splitWeight[v];
+    next.splitActivation += level.splitActivation[v];
     if (level.pin[v] >= 0)
       next.pin = level.pin[v];
     for (auto [g, members] : level.groups[v]) {
@@ -1655,6 +1684,7 @@ static OrderCosts makeOrderCosts(const Model &m, const Level &level,
   c.blockTime.resize(size_t(m.k) * level.numBlocks);
   for (unsigned s = 0; s < m.k; ++s) {
     c.limit.push_back(m.memory[order[s]]);
+    c.tensorParallel.push_back(m.tensorParallel[order[s]]);
     for (unsigned b = 0; b < level.numBlocks; ++b)
       c.blockTime[size_t(s) * level.numBlocks + b] =
           level.time[size_t(b) * m.k + order[s]];

@@ -115,7 +115,15 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.profileFile = options.profile;
   partition.reportFile = options.report;
   partition.recompute = options.recompute;
+  partition.tensorParallel = options.tensorParallel;
+  // Tensor parallelism is planned, not executed: the pipeline ends with
+  // --pp-partition's plan (its report, and plan-dir/plan.json).
+  bool planOnly = llvm::StringRef(options.tensorParallel).trim() != "1";
+  if (planOnly && !options.planDir.empty())
+    partition.planJson = options.planDir + "/plan.json";
   pm.addPass(createPartitionPass(partition));
+  if (planOnly)
+    return;
   pm.addPass(createAutodiffPass());
   pm.addPass(createOptimizerPass(options.optimizerOptions(func)));
   RecomputePassOptions recompute;
@@ -155,6 +163,30 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   }
 }
 
+/// Options that no pass of the pipeline could reject in time.
+static LogicalResult
+validateOptions(const pp::TrainingStepOptions &,
+                function_ref<LogicalResult(const Twine &)>) {
+  return success();
+}
+static LogicalResult
+validateOptions(const pp::CompileOptions &options,
+                function_ref<LogicalResult(const Twine &)> errorHandler) {
+  if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
+      !options.emitDir.empty())
+    return errorHandler(
+        "pp-compile: tp=" + options.tensorParallel +
+        " with emit-dir: tensor-parallel execution is not built yet; "
+        "without emit-dir, --pp-compile stops after --pp-partition's plan "
+        "(report=, plan-dir=/plan.json)");
+  if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
+      options.schedule == "auto")
+    return errorHandler("pp-compile: tp=" + options.tensorParallel +
+                        " with schedule=auto is not built (schedule=auto "
+                        "compares compiled programs): name a schedule");
+  return success();
+}
+
 /// Registers a named pipeline of module passes. As PassPipelineRegistration,
 /// but nested under anything other than builtin.module (`func.func(...)`),
 /// where OpPassManager::addPass would abort on the first module pass, it
@@ -175,6 +207,8 @@ registerModulePipeline(llvm::StringLiteral arg, llvm::StringRef description,
                               *anchor + "'");
         Options options;
         if (failed(options.parseFromString(text)))
+          return failure();
+        if (failed(validateOptions(options, errorHandler)))
           return failure();
         builder(pm, options);
         return success();

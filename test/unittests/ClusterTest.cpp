@@ -885,3 +885,18 @@ TEST(ClusterTransfer, ProgrammaticCluster) {
 }
 
 } // namespace
+
+/// The ring all-reduce of tensor-parallel groups: 2 (n - 1) / n of the
+/// bytes over the slowest link, 2 (n - 1) latencies.
+TEST(ClusterLinks, RingAllReduce) {
+  using pp::cluster::ringAllReduceSeconds;
+  EXPECT_DOUBLE_EQ(ringAllReduceSeconds(1e9, 1, 1e9, 1e-6), 0);
+  EXPECT_DOUBLE_EQ(ringAllReduceSeconds(1e9, 2, 1e9, 1e-6), 1.0 + 2e-6);
+  EXPECT_DOUBLE_EQ(ringAllReduceSeconds(8e8, 8, 4e8, 0), 2.0 * 7 / 8 * 2);
+  auto cluster = pp::cluster::parseClusterSpec("4xH100");
+  ASSERT_TRUE(bool(cluster)) << llvm::toString(cluster.takeError());
+  pp::cluster::LinkParams link = cluster->slowestLink({0, 1, 2, 3});
+  EXPECT_DOUBLE_EQ(link.bandwidth, cluster->bandwidth(0, 1));
+  EXPECT_DOUBLE_EQ(link.latency, cluster->latency(0, 1));
+  EXPECT_TRUE(std::isinf(cluster->slowestLink({2}).bandwidth));
+}

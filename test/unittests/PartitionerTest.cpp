@@ -621,3 +621,51 @@ TEST(Partitioner, ResidualChainIsExact) {
 }
 
 } // namespace
+
+/// Tensor-parallel device groups: the split parts of a node's weights and
+/// activations are divided by the group's degree, the rest stays whole
+/// (Partitioner.h); a degree of 1 counts both parts whole.
+TEST(Partitioner, TensorParallelMemory) {
+  Case c;
+  PartitionNode a{"a", {1}, 100, 10, 5};
+  a.splitWeightBytes = 1000;
+  a.splitActivationBytes = 40;
+  PartitionNode b{"b", {1}, 0, 0, 5};
+  b.splitWeightBytes = 600;
+  c.graph.addNode(a);
+  c.graph.addNode(b);
+  c.graph.addEdge(0, 1);
+  c.devices.addDevice({"whole", 0, 1u << 20});
+  PartitionDevice pair{"pair", 0, 1u << 20};
+  pair.tensorParallel = 2;
+  c.devices.addDevice(pair);
+  c.options.microBatches = 4;
+  auto r = evaluatePartition(c.graph, c.devices, c.options, {0, 1}, {0, 1});
+  ASSERT_TRUE(bool(r)) << llvm::toString(r.takeError());
+  // Stage 0 of 2 (1F1B): 2 micro-batches in flight, everything whole.
+  EXPECT_EQ(r->stageMemory[0], 100u + 1000u + 2 * (10u + 40u));
+  // Stage 1 on the pair: the split weights halve.
+  EXPECT_EQ(r->stageMemory[1], 600u / 2);
+  // Swapped: node a on the pair halves its split parts only.
+  auto s = evaluatePartition(c.graph, c.devices, c.options, {1, 0}, {0, 1});
+  ASSERT_TRUE(bool(s)) << llvm::toString(s.takeError());
+  EXPECT_EQ(s->stageMemory[0], 100u + 1000u / 2 + 2 * (10u + 40u / 2));
+  EXPECT_EQ(s->stageMemory[1], 600u);
+  // The search sees the same memory: a device too small for the whole
+  // split weights takes them as a pair.
+  Case tight = c;
+  tight.devices = PartitionDevices();
+  tight.devices.addDevice({"small", 0, 700});
+  PartitionDevice smallPair{"small-pair", 0, 700};
+  smallPair.tensorParallel = 2;
+  tight.devices.addDevice(smallPair);
+  tight.options.tryDeviceOrders = true;
+  auto best = partition(tight.graph, tight.devices, tight.options);
+  ASSERT_TRUE(bool(best)) << llvm::toString(best.takeError());
+  EXPECT_TRUE(best->feasible);
+  auto brute = bruteForcePartition(tight.graph, tight.devices, tight.options);
+  ASSERT_TRUE(bool(brute)) << llvm::toString(brute.takeError());
+  EXPECT_EQ(best->stageMemory, brute->stageMemory);
+  // Node a (split weights 1000) cannot be on the whole device.
+  EXPECT_EQ(best->deviceOrder[best->stageOf[0]], 1u);
+}

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/PP/Transforms/Transforms.h"
+#include "pp/Analysis/CostModel.h"
+#include "pp/Cluster/Cluster.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/Transforms/Transforms.h"
 
@@ -15,6 +17,9 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <gtest/gtest.h>
 
@@ -106,6 +111,82 @@ TEST_F(TransformsTest, ReportsErrorsOnTheModule) {
   pp::PartitionPassOptions partition; // no cluster
   EXPECT_TRUE(failed(pipeline::partitionStages(*module, partition)));
   EXPECT_EQ(message, "pp-partition needs cluster=<spec or .json>");
+}
+
+/// tp=2 on one node of 2 H100: the model is one Megatron pair (MatMul by
+/// w1 column-parallel, Relu, MatMul by w2 row-parallel), so one stage on a
+/// group of 2 with every op split: forward = sum F / 2 + a ring all-reduce
+/// of the row's output, backward = sum B / 2 + a ring all-reduce of the
+/// group input's gradient (TensorParallelPlan.h), recomputed here from the
+/// cost model and the cluster; the weights (and gradients) per GPU halve.
+TEST_F(TransformsTest, TensorParallelStageCosts) {
+  ASSERT_TRUE(module);
+  ModuleOp m = *module;
+  llvm::SmallString<64> json;
+  ASSERT_FALSE(llvm::sys::fs::createTemporaryFile("tp-plan", "json", json));
+  pp::PartitionPassOptions partition;
+  partition.clusterSpec = "2xH100";
+  partition.microBatches = 4;
+  partition.tensorParallel = "2";
+  partition.planJson = std::string(json);
+  ASSERT_TRUE(succeeded(pipeline::partitionStages(m, partition)));
+  pipeline::PlanAttr plan = pipeline::getPlan(m);
+  ASSERT_TRUE(plan);
+  EXPECT_EQ(plan.getNumStages(), 1);
+  EXPECT_EQ(plan.getTensorParallel(), 2);
+
+  auto buffer = llvm::MemoryBuffer::getFile(json);
+  ASSERT_TRUE(bool(buffer));
+  llvm::sys::fs::remove(json);
+  auto parsed = llvm::json::parse((*buffer)->getBuffer());
+  ASSERT_TRUE(bool(parsed)) << llvm::toString(parsed.takeError());
+  const llvm::json::Object *root = parsed->getAsObject();
+  ASSERT_TRUE(root);
+  EXPECT_EQ(root->getInteger("pp"), 1);
+  EXPECT_EQ(root->getInteger("tp"), 2);
+  EXPECT_EQ(root->getInteger("dp"), 1);
+  const llvm::json::Object *stage =
+      (*root->getArray("stages"))[0].getAsObject();
+  ASSERT_TRUE(stage);
+
+  auto cluster = pp::cluster::parseClusterSpec("2xH100");
+  ASSERT_TRUE(bool(cluster)) << llvm::toString(cluster.takeError());
+  auto model = pp::createCostModel("");
+  ASSERT_TRUE(bool(model)) << llvm::toString(model.takeError());
+  auto func = m.lookupSymbol<func::FuncOp>("main");
+  (*model)->setSavedValues(pp::findValuesSavedForBackward(func.front()));
+  const pp::cluster::Device &h100 = cluster->devices[0];
+  double forward = 0, backward = 0;
+  int64_t activations = 0, rowActivations = 0;
+  Operation *row = nullptr;
+  for (Operation &op : func.front().without_terminator()) {
+    if (isa<pp::onnx::GlobalReadOp>(op))
+      continue;
+    forward += (*model)->getForwardTime(&op, h100);
+    backward += (*model)->getBackwardTime(&op, h100);
+    activations += (*model)->getWork(&op).activationBytes;
+    row = &op; // the last op: the row-parallel MatMul
+  }
+  rowActivations = (*model)->getWork(row).activationBytes;
+  pp::cluster::LinkParams link = cluster->link(0, 1);
+  double outBytes = 64 * 10 * 4, inBytes = 64 * 256 * 4;
+  double ringForward =
+      2.0 * 1 / 2 * outBytes / link.bandwidth + 2.0 * 1 * link.latency;
+  double ringBackward =
+      2.0 * 1 / 2 * inBytes / link.bandwidth + 2.0 * 1 * link.latency;
+  EXPECT_NEAR(*stage->getNumber("forward_seconds"), forward / 2 + ringForward,
+              1e-12 * forward);
+  EXPECT_NEAR(*stage->getNumber("backward_seconds"),
+              backward / 2 + ringBackward, 1e-12 * backward);
+  EXPECT_NEAR(*stage->getNumber("allreduce_seconds"),
+              ringForward + ringBackward, 1e-15);
+  EXPECT_EQ(*stage->getNumber("allreduce_bytes"), outBytes + inBytes);
+  // SGD: weights and gradients, split over the 2 GPUs; the split ops'
+  // activations halve, the row's output (whole after its all-reduce) not;
+  // one micro-batch in flight on a single stage.
+  int64_t weights = (256 * 256 + 256 * 10) * 4 * 2;
+  EXPECT_EQ(*stage->getInteger("memory_bytes_per_gpu"),
+            weights / 2 + rowActivations + (activations - rowActivations) / 2);
 }
 
 } // namespace

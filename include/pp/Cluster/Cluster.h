@@ -10,6 +10,7 @@
 #ifndef PP_CLUSTER_CLUSTER_H
 #define PP_CLUSTER_CLUSTER_H
 
+#include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
 #include "llvm/Support/JSON.h"
@@ -86,7 +87,19 @@ struct Cluster {
   /// Seconds to move `bytes` from device a to device b (0 when a == b):
   /// latency + bytes / bandwidth.
   double transferTime(int a, int b, double bytes) const;
+  /// The slowest link inside `group` (devices by index): the least
+  /// bandwidth and the largest latency over its pairs; infinite bandwidth
+  /// and no latency for fewer than two devices.
+  LinkParams slowestLink(llvm::ArrayRef<int> group) const;
 };
+
+/// Seconds of a ring all-reduce of `bytes` over `n` devices whose slowest
+/// link has `bandwidth` and `latency`: a reduce-scatter and an all-gather,
+/// each n - 1 steps moving bytes / n:
+///   2 (n - 1) / n * bytes / bandwidth + 2 (n - 1) * latency
+/// (0 for n <= 1).
+double ringAllReduceSeconds(double bytes, unsigned n, double bandwidth,
+                            double latency);
 
 /// Known device kinds (V100, A100-40, A100-80, H100, H200, RTX2060, TITANV,
 /// P4000, T4, ...), case-insensitive; nullopt when unknown. The result has

@@ -43,6 +43,14 @@
 //         + sum_{tied groups with a member in stage s} stateBytes(group)
 //         + inflight(s, k) * sum_{v in stage s} activationBytes(v)
 //   and M_s must not exceed memoryBytes(d_s). Relayed values take no memory.
+//   Tensor parallelism: a device may stand for a group of t_d GPUs
+//   (PartitionDevice::tensorParallel) that share each stage's work; M_s is
+//   then the memory of one GPU of the group, with the parts of the nodes'
+//   bytes that the group splits divided by t = t_{d_s} (integer division):
+//     weightBytes(v)     -> weightBytes(v) + splitWeightBytes(v) / t
+//     activationBytes(v) -> activationBytes(v) + splitActivationBytes(v) / t
+//   (with t = 1 the sums of both parts). Times are the caller's: timeFn
+//   gives a node's time on the group, its all-reduces included.
 //
 // Objective: minimise max_s T_s over the memory-feasible assignments. When
 // none exists the result is the best-effort assignment: the smallest largest
@@ -103,6 +111,11 @@ struct PartitionNode {
   uint64_t activationBytes = 0;
   /// Bytes of the node's output value, sent when a later stage consumes it.
   uint64_t outputBytes = 0;
+  /// Further weight and activation bytes that a tensor-parallel device
+  /// group splits over its GPUs (see the cost model): counted whole on a
+  /// device of tensorParallel 1, divided by the degree otherwise.
+  uint64_t splitWeightBytes = 0;
+  uint64_t splitActivationBytes = 0;
 };
 
 /// A DAG whose node indices are a topological order.
@@ -131,7 +144,10 @@ struct PartitionDevice {
   std::string name;
   /// Index into PartitionNode::time.
   unsigned kind = 0;
+  /// Of one GPU (of the group when tensorParallel > 1).
   uint64_t memoryBytes = 0;
+  /// GPUs of the tensor-parallel group this device stands for (>= 1).
+  unsigned tensorParallel = 1;
 };
 
 /// The devices of one pipeline and the links between them.

@@ -157,6 +157,13 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("Replicas of the pipeline in synchronous data parallel "
                      "(--pp-partition's data-parallel)"),
       llvm::cl::init(1)};
+  Option<std::string> tensorParallel{
+      *this, "tp",
+      llvm::cl::desc("Tensor-parallel degree per stage: N, a per-stage list "
+                     "(4,2,2) or auto (--pp-partition's tp); other than 1, "
+                     "--pp-compile stops after the plan (tensor-parallel "
+                     "execution is not built)"),
+      llvm::cl::init("1")};
   Option<std::string> virtualWorkers{
       *this, "virtual-workers",
       llvm::cl::desc("Virtual workers by HetPipe's policies: np, ed, hd or "

@@ -8,6 +8,7 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/Transforms/Passes.h"
+#include "pp/Dialect/ONNX/Transforms/TensorParallelGroups.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
@@ -146,7 +147,9 @@ bool carriesSplit(Operation *op) {
 /// that carry a split (constants and weight reads may join in), when
 /// nothing computed on the way is used elsewhere: an MLP's first linear,
 /// or attention's Q, K and V projections.
-std::optional<SmallVector<Linear>> precedingColumns(const Linear &row) {
+std::optional<SmallVector<Linear>>
+precedingColumns(const Linear &row,
+                 llvm::SetVector<Operation *> *regionOut = nullptr) {
   SmallVector<Linear> columns;
   llvm::SetVector<Operation *> region;
   SmallVector<Value> worklist = {row.op->getOperand(0)};
@@ -172,6 +175,8 @@ std::optional<SmallVector<Linear>> precedingColumns(const Linear &row) {
         return std::nullopt;
   if (columns.empty())
     return std::nullopt;
+  if (regionOut)
+    *regionOut = std::move(region);
   return columns;
 }
 
@@ -628,3 +633,60 @@ struct TensorParallelPass
 };
 
 } // namespace
+
+std::vector<pp::onnx::TensorParallelGroup>
+pp::onnx::findTensorParallelGroups(func::FuncOp func, int64_t tp,
+                                   SmallVectorImpl<Operation *> *wholeRows) {
+  // The grouping of TensorParallelPass::annotatePairs, without pins.
+  std::vector<TensorParallelGroup> groups;
+  if (tp <= 1)
+    return groups;
+  llvm::DenseSet<Operation *> used;
+  func.walk([&](Operation *op) {
+    std::optional<Linear> row = asLinear(op);
+    if (!row || used.contains(op))
+      return;
+    llvm::SetVector<Operation *> region;
+    std::optional<SmallVector<Linear>> columns =
+        precedingColumns(*row, &region);
+    if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
+          return used.contains(column.op);
+        }))
+      return;
+    auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
+    for (const Linear &column : *columns) {
+      auto weight = cast<RankedTensorType>(column.weight->get().getType());
+      if (weight.getDimSize(column.outputDim) % tp != 0 ||
+          rowWeight.getDimSize(row->inputDim) % tp) {
+        if (wholeRows)
+          wholeRows->push_back(op);
+        return;
+      }
+    }
+    used.insert(op);
+    TensorParallelGroup group;
+    group.row = op;
+    for (const Linear &column : *columns) {
+      used.insert(column.op);
+      group.columns.push_back(column.op);
+      group.splitWeights.push_back(column.weight->get());
+      if (column.bias) {
+        auto type = cast<RankedTensorType>(column.bias->get().getType());
+        if (type.getRank() >= 1 && type.getShape().back() != 1)
+          group.splitWeights.push_back(column.bias->get());
+      }
+      Value input = column.op->getOperand(0);
+      if (!llvm::is_contained(group.backwardReduced, input))
+        group.backwardReduced.push_back(input);
+    }
+    group.splitWeights.push_back(row->weight->get());
+    // In op order, the row last.
+    for (Operation &candidate : *op->getBlock())
+      if (region.contains(&candidate))
+        group.splitOps.push_back(&candidate);
+    group.splitOps.push_back(op);
+    group.forwardReduced = op->getResult(0);
+    groups.push_back(std::move(group));
+  });
+  return groups;
+}

@@ -148,6 +148,16 @@ void pp::pipeline::setPlannedPeakBytes(ModuleOp module,
                   DenseI64ArrayAttr::get(module.getContext(), bytes));
 }
 
+DenseI64ArrayAttr pp::pipeline::getTensorParallelStages(ModuleOp module) {
+  return get<DenseI64ArrayAttr>(
+      module, Names::TensorParallelStagesAttrHelper::getNameStr());
+}
+void pp::pipeline::setTensorParallelStages(ModuleOp module,
+                                           ArrayRef<int64_t> degrees) {
+  module->setAttr(Names::TensorParallelStagesAttrHelper::getNameStr(),
+                  DenseI64ArrayAttr::get(module.getContext(), degrees));
+}
+
 ArrayAttr pp::pipeline::getReplicaDevices(ModuleOp module) {
   return get<ArrayAttr>(module, Names::ReplicaDevicesAttrHelper::getNameStr());
 }
@@ -506,7 +516,8 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
   if (name == Names::PhaseAttrHelper::getNameStr())
     return expect(isa<PhaseAttr>(value), "a #pp.phase");
   if (name == Names::OffsetsAttrHelper::getNameStr() ||
-      name == Names::PlannedPeakBytesAttrHelper::getNameStr())
+      name == Names::PlannedPeakBytesAttrHelper::getNameStr() ||
+      name == Names::TensorParallelStagesAttrHelper::getNameStr())
     return expect(isa<DenseI64ArrayAttr>(value), "an array<i64>");
   if (name == Names::PlanAttrHelper::getNameStr())
     return expect(isa<PlanAttr>(value) && isa<ModuleOp>(op),

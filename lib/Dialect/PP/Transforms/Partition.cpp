@@ -11,6 +11,8 @@
 
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
 
+#include "TensorParallelPlan.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/Support/FileUtilities.h"
@@ -290,6 +292,12 @@ pp::pipeline::partitionStages(ModuleOp module,
             (options.chunks > 1 &&
              scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B)))
     invalid = "chunks must be 1, or > 1 with schedule interleaved";
+  std::optional<pipeline::TensorParallelRequest> tpRequest =
+      pipeline::parseTensorParallel(options.tensorParallel);
+  if (invalid.empty() && !tpRequest)
+    invalid = "tp must be a degree >= 1, a per-stage list of degrees "
+              "(tp=4,2,2) or auto, got '" +
+              options.tensorParallel + "'";
   if (!invalid.empty()) {
     module.emitError() << "pp-partition: " << invalid;
     return failure();
@@ -740,6 +748,30 @@ pp::pipeline::partitionStages(ModuleOp module,
                  autoReport + ")";
   }
   pipeline = workers.front();
+  // Tensor parallelism: each stage on a group of GPUs (TensorParallelPlan.h).
+  if (tpRequest->active()) {
+    pipeline::TensorParallelPlanInput input;
+    input.module = module;
+    input.func = func;
+    input.options = &options;
+    input.cluster = &*cluster;
+    input.workers = workers;
+    input.graph = graph;
+    input.graph.timeFn = nullptr;
+    input.nodeOps = nodeOps;
+    input.searchOptions = searchOptions;
+    input.costModel = costModel.get();
+    input.kind = *scheduleKind;
+    input.stateFactor = stateFactor;
+    input.updateEvery = updateEvery;
+    if (!policyNote.empty())
+      input.notes.push_back(policyNote);
+    else if (!policy.empty())
+      input.notes.push_back("virtual-workers=" + policy.str() + ": " +
+                            std::to_string(workers.size()) +
+                            " virtual workers");
+    return pipeline::planTensorParallel(input, *tpRequest);
+  }
   partition::PartitionDevices devices = makeDevices(pipeline);
 
   auto result = partition::partition(graph, devices, searchOptions);

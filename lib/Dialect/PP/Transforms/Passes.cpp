@@ -51,7 +51,9 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .virtualWorkers = virtualWorkers,
                                       .staleness = staleness,
                                       .wave = wave,
-                                      .reportFile = reportFile});
+                                      .reportFile = reportFile,
+                                      .tensorParallel = tensorParallel,
+                                      .planJson = planJson});
   }
 };
 

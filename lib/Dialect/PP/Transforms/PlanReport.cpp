@@ -755,6 +755,12 @@ pp::pipeline::writePlanReport(ModuleOp module,
     json.attribute("micro_batches", schedule.microBatches);
     json.attribute("micro_batch_size", microBatchSize);
     json.attribute("chunks_per_device", schedule.chunksPerDevice);
+    // The three dimensions: the pipeline runs whole stages here (tensor
+    // parallelism is planned by --pp-partition tp=, not executed).
+    int64_t tensorParallel = plan ? plan.getTensorParallel() : 1;
+    json.attribute("pp", static_cast<int64_t>(p));
+    json.attribute("tp", tensorParallel);
+    json.attribute("dp", replicas);
     json.attributeArray("devices", [&] {
       for (int d = 0; d < p; ++d) {
         const auto &device = cluster->devices[clusterIndex[d]];
@@ -779,6 +785,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
         json.object([&] {
           json.attribute("stage", s);
           json.attribute("device", info.device);
+          json.attribute("tp", tensorParallel);
           json.attribute("forward_seconds", info.costs.forward);
           json.attribute("backward_seconds", info.costs.backward);
           json.attribute("backward_input_seconds", info.costs.backwardInput);

@@ -611,6 +611,15 @@ pp::pipeline::splitStages(ModuleOp module,
   auto step = pipeline::lookupFunction(module, options.funcName, "to split");
   if (!step)
     return failure();
+  if (pipeline::PlanAttr plan = pipeline::getPlan(module);
+      plan && plan.getTensorParallel() > 1) {
+    module.emitError()
+        << "pp-split-stages: the plan has tensor-parallel degree "
+        << plan.getTensorParallel()
+        << ": tensor-parallel execution is not built yet (the plan report "
+           "of --pp-partition ... tp= has the plan)";
+    return failure();
+  }
   FailureOr<int64_t> m = pipeline::resolveMicroBatches(
       module, options.microBatches, "pp-split-stages");
   if (failed(m))

@@ -50,6 +50,9 @@ def PP_Dialect : Dialect {
     // Data parallelism (--pp-partition): the device names of replicas 1 ..
     // N-1, D per replica in the order of the plan's devices.
     "::mlir::ArrayAttr":$replica_devices,
+    // Tensor parallelism (--pp-partition tp=, planned only): the degree of
+    // each stage (the plan's tensor_parallel is the largest).
+    "::mlir::DenseI64ArrayAttr":$tensor_parallel_stages,
     "::mlir::ArrayAttr":$input_names,
     "::mlir::ArrayAttr":$output_names,
     // Argument and result attributes: the micro-batch index of a stage

@@ -98,6 +98,11 @@ void setOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
 std::optional<int64_t> getArenaBytes(mlir::Operation *func);
 void setArenaBytes(mlir::Operation *func, int64_t bytes);
 mlir::DenseI64ArrayAttr getPlannedPeakBytes(mlir::ModuleOp module);
+/// pp.tensor_parallel_stages: the tensor-parallel degree of each stage
+/// (--pp-partition tp=; planned, not executed).
+mlir::DenseI64ArrayAttr getTensorParallelStages(mlir::ModuleOp module);
+void setTensorParallelStages(mlir::ModuleOp module,
+                             llvm::ArrayRef<int64_t> degrees);
 /// pp.replica_devices: device names of data-parallel replicas 1 .. N-1
 /// (replica 0's are the plan's stage_devices), D per replica.
 mlir::ArrayAttr getReplicaDevices(mlir::ModuleOp module);

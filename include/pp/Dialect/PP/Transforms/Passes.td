@@ -84,6 +84,17 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "chosen with the bound">,
     Option<"reportFile", "report", "std::string", "\"\"",
            "Write a text summary of the plan here ('-' for stdout)">,
+    Option<"tensorParallel", "tp", "std::string", "\"1\"",
+           "Tensor-parallel degree of each stage: N (every stage a group of "
+           "N GPUs of one kind on one node, the Megatron groups of "
+           "--pp-tensor-parallel split over them), a per-stage list "
+           "(tp=4,2,2), or auto (per node of a virtual worker the degree of "
+           "the least predicted iteration time that fits memory); 1: no "
+           "tensor parallelism. Plans only: execution is not built">,
+    Option<"planJson", "plan-json", "std::string", "\"\"",
+           "With tp other than 1: write the three-dimensional plan (pp, "
+           "tp, dp, per-stage times and memory, the candidates of "
+           "tp=auto) as JSON here">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
                            "pp::pipeline::PPDialect"];
