@@ -9,12 +9,11 @@ compares the loss of every step and every final global (weights and
 optimizer state). pp-interpret itself fails when the devices of a group end
 a step with different losses or weights.
 
---pipelines "SCHEDULE:STAGES[:DP]" ... also splits each tensor-parallel step
-into a pipeline (an --export model with a `batch` keyword, exported again at
-the micro-batch size): --pp-partition on a compute-bound cluster of STAGES x
-DP devices, --pp-tensor-parallel within the stages, autodiff, optimizer,
---pp-split-stages and --pp-schedule; pp-interpret runs STAGES x tp (x DP)
-devices on the same whole mini-batches as the reference.
+--pipelines "SCHEDULE:STAGES[:DP]" ... also compiles each degree into a
+pipeline (an --export model with a `batch` keyword, exported again at the
+micro-batch size with the same weights): --pp-compile tp=N dp=DP on a
+compute-bound cluster of STAGES x tp x DP GPUs; pp-interpret runs them all
+on the same whole mini-batches as the reference.
 
 A tensor passes when max|tp - reference| <= rtol * max|reference| + atol;
 prints one line per degree, with the number of all-reduces and all-gathers
@@ -80,17 +79,10 @@ def train_pipeline(args, model, tp, config):
     name = f"{schedule}-{stages}-dp{dp}-tp{tp}"
     mlir = os.path.join(args.work, name + ".mlir")
     dump = os.path.join(args.work, "globals-" + name)
-    m = args.microbatches
-    partition = (f"cluster={cluster_file(args.work, stages * dp)} "
-                 f"schedule={schedule} microbatches={m}"
-                 + (f" data-parallel={dp}" if dp > 1 else ""))
-    optimizer = " ".join(o for o in args.options.split()
-                         if not o.startswith("precision="))
-    run([args.pipeline_opt, model, "--pp-add-loss",
-         f"--pp-partition={partition}", f"--pp-tensor-parallel=tp={tp}",
-         "--pp-autodiff", f"--pp-optimizer={optimizer}",
-         f"--pp-split-stages=microbatches={m}",
-         f"--pp-schedule=kind={schedule}", "-o", mlir])
+    run([args.pipeline_opt, model,
+         f"--pp-compile=cluster={cluster_file(args.work, stages * tp * dp)} "
+         f"schedule={schedule} microbatches={args.microbatches} tp={tp} "
+         f"dp={dp} {args.options}", "-o", mlir])
     out = run([args.pp_interpret, mlir, "--random-inputs",
                f"--seed={args.seed}", f"--steps={args.steps}",
                f"--dump-globals={dump}"])

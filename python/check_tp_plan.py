@@ -3,7 +3,7 @@
 
 Exports TinyGPT of python/make_models.py at the given size, runs
 --pp-compile with tp= (default auto), dp= and plan-dir=, prints the plan
-report, and then recomputes from plan.json what the planner derived:
+report, and then recomputes from plan-3d.json what the planner derived:
 
 - the GPUs: sum of the stages' tp degrees times dp is the cluster's count;
 - every stage's all-reduce seconds from its bytes, its count of all-reduces,
@@ -81,7 +81,7 @@ def main():
         sys.exit(f"command failed ({proc.returncode}): {' '.join(cmd)}\n"
                  f"{proc.stdout}{proc.stderr}")
     print(open(report).read(), end="")
-    plan = json.load(open(os.path.join(plan_dir, "plan.json")))
+    plan = json.load(open(os.path.join(plan_dir, "plan-3d.json")))
     failures = []
 
     if args.cluster.endswith(".json"):

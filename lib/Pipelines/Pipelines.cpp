@@ -69,6 +69,19 @@ static std::string compileOptionsText(const pp::CompileOptions &options,
   return kept;
 }
 
+/// The degree of a `tp=` that gives every stage the same one (N, or a list
+/// of equal Ns); std::nullopt for auto or different degrees.
+static std::optional<int64_t> uniformTensorParallel(llvm::StringRef text) {
+  std::optional<int64_t> degree;
+  for (llvm::StringRef item : llvm::split(text, ',')) {
+    int64_t value;
+    if (item.trim().getAsInteger(10, value) || (degree && *degree != value))
+      return std::nullopt;
+    degree = value;
+  }
+  return degree;
+}
+
 void pp::buildTrainingPipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   if (options.schedule == "auto") {
@@ -116,14 +129,21 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.reportFile = options.report;
   partition.recompute = options.recompute;
   partition.tensorParallel = options.tensorParallel;
-  // Tensor parallelism is planned, not executed: the pipeline ends with
-  // --pp-partition's plan (its report, and plan-dir/plan.json).
-  bool planOnly = llvm::StringRef(options.tensorParallel).trim() != "1";
-  if (planOnly && !options.planDir.empty())
-    partition.planJson = options.planDir + "/plan.json";
+  std::optional<int64_t> degree = uniformTensorParallel(options.tensorParallel);
+  bool tensorParallel = llvm::StringRef(options.tensorParallel).trim() != "1";
+  if (tensorParallel && !options.planDir.empty())
+    partition.planJson = options.planDir + "/plan-3d.json";
   pm.addPass(createPartitionPass(partition));
-  if (planOnly)
+  // One degree for every stage runs: the stages split over one group each.
+  // Different degrees per stage (a list, or what tp=auto picks) are
+  // planned only: the pipeline ends with --pp-partition's plan.
+  if (tensorParallel && !degree)
     return;
+  if (degree && *degree > 1) {
+    TensorParallelPassOptions split;
+    split.tp = *degree;
+    pm.addPass(createTensorParallelPass(split));
+  }
   pm.addPass(createAutodiffPass());
   pm.addPass(createOptimizerPass(options.optimizerOptions(func)));
   RecomputePassOptions recompute;

@@ -19,6 +19,7 @@
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -611,14 +612,29 @@ pp::pipeline::splitStages(ModuleOp module,
   auto step = pipeline::lookupFunction(module, options.funcName, "to split");
   if (!step)
     return failure();
+  // A tensor-parallel plan runs once --pp-tensor-parallel has split the
+  // stages over one group of the plan's degree.
   if (pipeline::PlanAttr plan = pipeline::getPlan(module);
       plan && plan.getTensorParallel() > 1) {
-    module.emitError()
-        << "pp-split-stages: the plan has tensor-parallel degree "
-        << plan.getTensorParallel()
-        << ": tensor-parallel execution is not built yet (the plan report "
-           "of --pp-partition ... tp= has the plan)";
-    return failure();
+    DenseI64ArrayAttr stages = pipeline::getTensorParallelStages(module);
+    bool uniform =
+        !stages || llvm::all_of(stages.asArrayRef(), [&](int64_t degree) {
+          return degree == plan.getTensorParallel();
+        });
+    auto grids = module.getOps<shard::GridOp>();
+    bool split = llvm::any_of(grids, [&](shard::GridOp grid) {
+      return grid.getShape() == ArrayRef<int64_t>{plan.getTensorParallel()};
+    });
+    if (!uniform || !split) {
+      module.emitError()
+          << "pp-split-stages: the plan has tensor-parallel degree "
+          << plan.getTensorParallel()
+          << (uniform ? " but the step is not split over a group of that "
+                        "size: run --pp-tensor-parallel=tp=N first"
+                      : " with different degrees per stage, which is "
+                        "planned only (running it is not built)");
+      return failure();
+    }
   }
   FailureOr<int64_t> m = pipeline::resolveMicroBatches(
       module, options.microBatches, "pp-split-stages");

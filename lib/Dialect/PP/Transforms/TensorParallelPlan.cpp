@@ -844,7 +844,17 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
                         w, chosen[w].groups.size(), chosen[w].degreesText(),
                         chosen[w].result.bottleneck * 1e3,
                         chosen[w].iteration * 1e3);
-  os << "tensor-parallel execution is not built: this is a plan\n";
+  unsigned first = chosen.front().groups.front().degree;
+  bool uniform = llvm::all_of(chosen, [&](const auto &worker) {
+    return llvm::all_of(worker.groups,
+                        [&](const auto &g) { return g.degree == first; });
+  });
+  if (uniform)
+    os << "one degree for every stage: --pp-compile tp=" << first
+       << " runs it (pp-interpret; generated programs are not built yet)\n";
+  else
+    os << "different degrees per stage: a plan (running it is not built "
+          "yet)\n";
 }
 
 llvm::json::Value
