@@ -180,6 +180,51 @@ precedingColumns(const Linear &row,
   return columns;
 }
 
+/// A Megatron group: the column-parallel contractions, the row-parallel
+/// one, and the ops carrying the split between them.
+struct Pair {
+  SmallVector<Linear> columns;
+  Linear row;
+  llvm::SetVector<Operation *> region;
+};
+
+/// The groups of `func` that split over `tp` devices, in op order, leaving
+/// out the ops in `excluded` (pinned ones); `onWhole(row, column,
+/// features)` is told of each group whose features `tp` does not divide (it
+/// stays whole).
+SmallVector<Pair> groupPairs(
+    func::FuncOp func, int64_t tp, const llvm::DenseSet<Operation *> &excluded,
+    llvm::function_ref<void(const Linear &, const Linear &, int64_t)> onWhole) {
+  llvm::DenseSet<Operation *> used;
+  SmallVector<Pair> groups;
+  func.walk([&](Operation *op) {
+    std::optional<Linear> row = asLinear(op);
+    if (!row || used.contains(op) || excluded.contains(op))
+      return;
+    llvm::SetVector<Operation *> region;
+    std::optional<SmallVector<Linear>> columns =
+        precedingColumns(*row, &region);
+    if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
+          return used.contains(column.op) || excluded.contains(column.op);
+        }))
+      return;
+    auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
+    for (const Linear &column : *columns) {
+      auto weight = cast<RankedTensorType>(column.weight->get().getType());
+      int64_t features = weight.getDimSize(column.outputDim);
+      if (features % tp != 0 || rowWeight.getDimSize(row->inputDim) % tp) {
+        onWhole(*row, column, features);
+        return;
+      }
+    }
+    used.insert(op);
+    for (const Linear &column : *columns)
+      used.insert(column.op);
+    groups.push_back({*columns, *row, std::move(region)});
+  });
+  return groups;
+}
+
 struct TensorParallelPass
     : public pp::impl::TensorParallelPassBase<TensorParallelPass> {
   using TensorParallelPassBase::TensorParallelPassBase;
@@ -589,38 +634,18 @@ struct TensorParallelPass
 
   /// Whether it annotated anything.
   bool annotatePairs(func::FuncOp func) {
-    llvm::DenseSet<Operation *> used;
-    SmallVector<std::pair<SmallVector<Linear>, Linear>> groups;
-    func.walk([&](Operation *op) {
-      std::optional<Linear> row = asLinear(op);
-      if (!row || used.contains(op) || pinned.contains(op))
-        return;
-      std::optional<SmallVector<Linear>> columns = precedingColumns(*row);
-      if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
-            return used.contains(column.op) || pinned.contains(column.op);
-          }))
-        return;
-      auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
-      for (const Linear &column : *columns) {
-        auto weight = cast<RankedTensorType>(column.weight->get().getType());
-        int64_t features = weight.getDimSize(column.outputDim);
-        if (features % tp != 0 || rowWeight.getDimSize(row->inputDim) % tp) {
+    SmallVector<Pair> groups = groupPairs(
+        func, tp, pinned,
+        [&](const Linear &, const Linear &column, int64_t features) {
           column.op->emitRemark()
               << "pp-tensor-parallel: " << features
               << " features do not split over tp = " << int64_t(tp)
               << "; this pair stays whole";
-          return;
-        }
-      }
-      used.insert(op);
-      for (const Linear &column : *columns)
-        used.insert(column.op);
-      groups.push_back({*columns, *row});
-    });
+        });
     if (groups.empty())
       return false;
     markWholeWeightReads(func);
-    for (auto &[columns, row] : groups) {
+    for (auto &[columns, row, region] : groups) {
       for (Linear &column : columns) {
         annotate(*column.weight, column.outputDim);
         if (column.bias)
@@ -637,37 +662,17 @@ struct TensorParallelPass
 std::vector<pp::onnx::TensorParallelGroup>
 pp::onnx::findTensorParallelGroups(func::FuncOp func, int64_t tp,
                                    SmallVectorImpl<Operation *> *wholeRows) {
-  // The grouping of TensorParallelPass::annotatePairs, without pins.
   std::vector<TensorParallelGroup> groups;
   if (tp <= 1)
     return groups;
-  llvm::DenseSet<Operation *> used;
-  func.walk([&](Operation *op) {
-    std::optional<Linear> row = asLinear(op);
-    if (!row || used.contains(op))
-      return;
-    llvm::SetVector<Operation *> region;
-    std::optional<SmallVector<Linear>> columns =
-        precedingColumns(*row, &region);
-    if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
-          return used.contains(column.op);
-        }))
-      return;
-    auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
-    for (const Linear &column : *columns) {
-      auto weight = cast<RankedTensorType>(column.weight->get().getType());
-      if (weight.getDimSize(column.outputDim) % tp != 0 ||
-          rowWeight.getDimSize(row->inputDim) % tp) {
-        if (wholeRows)
-          wholeRows->push_back(op);
-        return;
-      }
-    }
-    used.insert(op);
+  auto whole = [&](const Linear &row, const Linear &, int64_t) {
+    if (wholeRows)
+      wholeRows->push_back(row.op);
+  };
+  for (Pair &pair : groupPairs(func, tp, {}, whole)) {
     TensorParallelGroup group;
-    group.row = op;
-    for (const Linear &column : *columns) {
-      used.insert(column.op);
+    group.row = pair.row.op;
+    for (const Linear &column : pair.columns) {
       group.columns.push_back(column.op);
       group.splitWeights.push_back(column.weight->get());
       if (column.bias) {
@@ -679,14 +684,14 @@ pp::onnx::findTensorParallelGroups(func::FuncOp func, int64_t tp,
       if (!llvm::is_contained(group.backwardReduced, input))
         group.backwardReduced.push_back(input);
     }
-    group.splitWeights.push_back(row->weight->get());
+    group.splitWeights.push_back(pair.row.weight->get());
     // In op order, the row last.
-    for (Operation &candidate : *op->getBlock())
-      if (region.contains(&candidate))
+    for (Operation &candidate : *pair.row.op->getBlock())
+      if (pair.region.contains(&candidate))
         group.splitOps.push_back(&candidate);
-    group.splitOps.push_back(op);
-    group.forwardReduced = op->getResult(0);
+    group.splitOps.push_back(pair.row.op);
+    group.forwardReduced = pair.row.op->getResult(0);
     groups.push_back(std::move(group));
-  });
+  }
   return groups;
 }
