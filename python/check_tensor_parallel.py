@@ -38,6 +38,12 @@ def train(args, tp):
     options = f"{args.options} tp={tp}".strip()
     run([args.pipeline_opt, args.model, f"--pp-training-step={options}",
          "-o", mlir])
+    return interpret(args, mlir, dump)
+
+
+def interpret(args, mlir, dump):
+    """Trains `mlir` with pp-interpret: the step losses, the final globals
+    and the number of each collective in the program."""
     out = run([args.pp_interpret, mlir, "--random-inputs",
                f"--seed={args.seed}", f"--steps={args.steps}",
                f"--dump-globals={dump}"])
@@ -83,13 +89,7 @@ def train_pipeline(args, model, tp, config):
          f"--pp-compile=cluster={cluster_file(args.work, stages * tp * dp)} "
          f"schedule={schedule} microbatches={args.microbatches} tp={tp} "
          f"dp={dp} {args.options}", "-o", mlir])
-    out = run([args.pp_interpret, mlir, "--random-inputs",
-               f"--seed={args.seed}", f"--steps={args.steps}",
-               f"--dump-globals={dump}"])
-    text = open(mlir).read()
-    counts = {op: text.count(f"shard.{op} ")
-              for op in ("all_reduce", "all_gather", "all_slice")}
-    return losses_of(out), load_globals(dump), counts
+    return interpret(args, mlir, dump)
 
 
 def main():

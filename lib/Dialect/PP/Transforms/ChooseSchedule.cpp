@@ -107,16 +107,11 @@ LogicalResult pipeline::chooseSchedule(
     module.emitError() << summary;
     return failure();
   }
-  if (!options.reportFile.empty()) {
-    std::string error;
-    auto out = pp::openReportFile(options.reportFile, &error);
-    if (!out) {
-      module.emitError() << "cannot write report: " << error;
-      return failure();
-    }
-    out->os() << summary << "\n";
-    out->keep();
-  }
+  if (!options.reportFile.empty() &&
+      failed(pp::writeReportFile(
+          module, options.reportFile,
+          [&](llvm::raw_ostream &os) { os << summary << "\n"; })))
+    return failure();
   std::string errors;
   llvm::raw_string_ostream errorStream(errors);
   OpPassManager pm(ModuleOp::getOperationName());

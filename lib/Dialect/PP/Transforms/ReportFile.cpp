@@ -28,3 +28,15 @@ std::unique_ptr<llvm::ToolOutputFile> pp::openReportFile(llvm::StringRef path,
   }
   return file;
 }
+
+mlir::LogicalResult
+pp::writeReportFile(mlir::Operation *anchor, llvm::StringRef path,
+                    llvm::function_ref<void(llvm::raw_ostream &)> write) {
+  std::string error;
+  auto out = openReportFile(path, &error);
+  if (!out)
+    return anchor->emitError() << "cannot write report: " << error;
+  write(out->os());
+  out->keep();
+  return mlir::success();
+}

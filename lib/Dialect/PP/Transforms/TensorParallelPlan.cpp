@@ -705,16 +705,11 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
     pp::pipeline::setReplicaDevices(module, names);
   }
 
-  if (!options.reportFile.empty()) {
-    std::string error;
-    auto out = pp::openReportFile(options.reportFile, &error);
-    if (!out) {
-      module.emitError() << "cannot write report: " << error;
-      return failure();
-    }
-    writeReport(chosen, tried, out->os());
-    out->keep();
-  }
+  if (!options.reportFile.empty() &&
+      failed(pp::writeReportFile(
+          module, options.reportFile,
+          [&](llvm::raw_ostream &os) { writeReport(chosen, tried, os); })))
+    return failure();
   if (!options.planJson.empty()) {
     std::string error;
     // The plan directory of --pp-compile plan-dir= may not exist yet.

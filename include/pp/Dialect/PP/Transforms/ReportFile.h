@@ -8,6 +8,9 @@
 #ifndef PP_DIALECT_PP_TRANSFORMS_REPORTFILE_H
 #define PP_DIALECT_PP_TRANSFORMS_REPORTFILE_H
 
+#include "mlir/IR/Operation.h"
+#include "mlir/Support/LLVM.h"
+#include "llvm/ADT/STLFunctionalExtras.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/ToolOutputFile.h"
 
@@ -20,6 +23,12 @@ namespace pp {
 /// Call keep() on the result once written.
 std::unique_ptr<llvm::ToolOutputFile> openReportFile(llvm::StringRef path,
                                                      std::string *error);
+
+/// Writes a report to `path` with `write`; on a file that cannot be
+/// opened, emits "cannot write report: ..." at `anchor` and fails.
+mlir::LogicalResult
+writeReportFile(mlir::Operation *anchor, llvm::StringRef path,
+                llvm::function_ref<void(llvm::raw_ostream &)> write);
 
 } // namespace pp
 
