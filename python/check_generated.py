@@ -100,6 +100,10 @@ def main():
                         help="keep the model's Dropout (training mode)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--tp", type=int, default=1,
+                        help="tensor-parallel devices of each stage "
+                        "(--pp-compile tp=N; mpirun runs devices x tp x dp "
+                        "ranks)")
     parser.add_argument("--dp", type=int, default=1,
                         help="data-parallel replicas of each pipeline")
     parser.add_argument("--hetero", action="store_true",
@@ -150,6 +154,7 @@ def main():
                                 args.work, name, schedule, devices, recompute,
                                 m * args.dp // dp, optimizer,
                                 f" report= emit-dir={program}", dp=dp,
+                                tp=args.tp if name != "reference" else 1,
                                 hetero=args.hetero and dp > 1)
         return mlir, program
 
@@ -172,10 +177,15 @@ def main():
         name = f"{schedule}-{devices}-{recompute}-{launch}"
         if args.dp > 1:
             name += f"-dp{args.dp}"
+        if args.tp > 1:
+            name += f"-tp{args.tp}"
         if args.hetero:
             name += "-hetero"
         mlir, program = compile_program(name, schedule, int(devices),
                                         recompute)
+        if args.tp > 1 and "shard.all_reduce" not in open(mlir).read():
+            sys.exit(f"{name}: tp={args.tp}, but the program has no "
+                     "all-reduce: nothing was split")
         started = time.time()
         train = build(program)
         build_s = time.time() - started
@@ -192,7 +202,7 @@ def main():
                f"--save-onnx={trained}", f"--log={log}"] + data
         if launch == "mpi":
             cmd = shlex.split(args.mpirun) + [
-                "-np", str(int(devices) * args.dp)] + cmd
+                "-np", str(int(devices) * args.dp * args.tp)] + cmd
         else:
             cmd.append("--local")
         started = time.time()

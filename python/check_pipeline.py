@@ -110,7 +110,7 @@ def dropout_count(path):
 
 def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
                      recompute, microbatches, optimizer, extra="", dp=1,
-                     hetero=False):
+                     hetero=False, tp=1):
     """`pipeline-opt model --pp-compile=...` into work/name.mlir on a
     compute-bound cluster of `devices`; recompute is none, full, selective
     or auto@BYTES (automatic under that activation budget). Full and auto
@@ -122,8 +122,10 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
         extra += f" activation-budget={budget}"
     if dp > 1:
         extra += f" dp={dp}"
+    if tp > 1:
+        extra += f" tp={tp}"
     run([pipeline_opt, model,
-         f"--pp-compile=cluster={cluster_file(work, devices * dp, hetero)} "
+         f"--pp-compile=cluster={cluster_file(work, devices * dp * tp, hetero)} "
          f"schedule={schedule} microbatches={microbatches} "
          f"recompute={policy} {optimizer}{extra}", "-o", mlir])
     if policy in ("full", "auto") and "pp.recompute" not in open(mlir).read():

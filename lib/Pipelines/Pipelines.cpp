@@ -192,13 +192,12 @@ validateOptions(const pp::TrainingStepOptions &,
 static LogicalResult
 validateOptions(const pp::CompileOptions &options,
                 function_ref<LogicalResult(const Twine &)> errorHandler) {
-  if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
+  if (!uniformTensorParallel(options.tensorParallel) &&
       !options.emitDir.empty())
     return errorHandler(
         "pp-compile: tp=" + options.tensorParallel +
-        " with emit-dir: tensor-parallel execution is not built yet; "
-        "without emit-dir, --pp-compile stops after --pp-partition's plan "
-        "(report=, plan-dir=/plan.json)");
+        " with emit-dir: different degrees per stage (a list, or tp=auto) "
+        "are planned only; running them is not built (give tp=N)");
   if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
       options.schedule == "auto")
     return errorHandler("pp-compile: tp=" + options.tensorParallel +

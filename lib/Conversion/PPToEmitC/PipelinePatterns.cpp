@@ -13,6 +13,7 @@
 #include "pp/Dialect/PP/IR/PPOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 
 using namespace mlir;
 using namespace pp::emitc_lowering;
@@ -143,6 +144,51 @@ void addStageCall(const TypeConverter &typeConverter,
                                         callee, attrs);
 }
 
+/// A collective of the shard dialect (tensor parallelism) over the whole
+/// one-dimensional grid: `callee(ctx, axis, src, dst)`, or without the axis
+/// for an all-reduce (the StageContext's tensor-parallel group).
+template <typename OpTy>
+class CollectiveLowering : public StageOpLowering<OpTy> {
+public:
+  using Adaptor = typename OpTy::Adaptor;
+  CollectiveLowering(const TypeConverter &typeConverter, MLIRContext *context,
+                     StringRef callee)
+      : StageOpLowering<OpTy>(typeConverter, context), callee(callee) {}
+
+  LogicalResult lower(OpTy op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto grid = SymbolTable::lookupNearestSymbolFrom<shard::GridOp>(
+        op, op.getGridAttr());
+    if (!grid || grid.getShape().size() != 1 ||
+        op.getGridAxes() != ArrayRef<shard::GridAxis>{0})
+      return op.emitError() << "code generation runs collectives over a "
+                               "one-dimensional shard.grid only";
+    std::optional<int64_t> axis;
+    if constexpr (std::is_same_v<OpTy, shard::AllReduceOp>) {
+      if (op.getReduction() != shard::ReductionKind::Sum ||
+          op.getInput().getType() != op.getType())
+        return op.emitError() << "code generation sums only, into the "
+                                 "operand's type";
+    } else if constexpr (std::is_same_v<OpTy, shard::AllGatherOp>) {
+      axis = op.getGatherAxis().getSExtValue();
+    } else {
+      axis = op.getSliceAxis().getSExtValue();
+    }
+    auto dst = emit.result();
+    if (failed(dst))
+      return failure();
+    CallArgs a = emit.ctxArgs();
+    if (axis)
+      a.integer(*axis);
+    a.value(adaptor.getInput()).value(*dst);
+    emit.call(callee, a);
+    return success();
+  }
+
+private:
+  std::string callee;
+};
+
 } // namespace
 
 void pp::emitc_lowering::populatePipelinePatterns(
@@ -175,4 +221,10 @@ void pp::emitc_lowering::populatePipelinePatterns(
                                        "pp::rt::gen::accumulate", slot);
   addStageCall<pipeline::AccumulatedOp>(typeConverter, patterns,
                                         "pp::rt::gen::accumulated", slot);
+  patterns.add<CollectiveLowering<shard::AllReduceOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::gen::tpAllReduce");
+  patterns.add<CollectiveLowering<shard::AllGatherOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::gen::tpAllGather");
+  patterns.add<CollectiveLowering<shard::AllSliceOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::gen::tpAllSlice");
 }

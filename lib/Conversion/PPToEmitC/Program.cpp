@@ -31,6 +31,7 @@
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Shard/IR/ShardOps.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/raw_ostream.h"
@@ -175,6 +176,13 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();
   table.dataParallel = plan.getDataParallel();
+  for (auto grid : module.getOps<shard::GridOp>()) {
+    if (grid.getShape().size() != 1 || table.tensorParallel != 1)
+      return grid.emitError() << "code generation takes one "
+                                 "one-dimensional shard.grid (the "
+                                 "tensor-parallel group)";
+    table.tensorParallel = grid.getShape()[0];
+  }
   table.staleness = plan.getStaleness();
   table.wave = plan.getWave();
   table.updateEvery = plan.getUpdateEvery();
@@ -428,6 +436,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("microBatches", "int64_t", std::to_string(table.microBatches));
   if (table.dataParallel > 1)
     set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
+  if (table.tensorParallel > 1)
+    set.set("tensorParallel", "int64_t", std::to_string(table.tensorParallel));
   if (table.updateEvery > 0)
     set.set("updateEvery", "int64_t", std::to_string(table.updateEvery));
   if (table.staleness >= 0) {

@@ -85,6 +85,8 @@ struct ProgramTable {
   int64_t microBatches = 0;
   /// Data-parallel replicas of the pipeline (the plan's data_parallel).
   int64_t dataParallel = 1;
+  /// Devices of each stage's tensor-parallel group (the shard.grid).
+  int64_t tensorParallel = 1;
   /// The plan's staleness and wave (Wave Synchronous Parallel).
   int64_t staleness = -1;
   int64_t wave = 1;

@@ -268,7 +268,16 @@ bool Job::validateProgram(std::string &error) {
   if (replicas < 1 || replicas > 4096)
     return fail("dataParallel " + std::to_string(replicas) +
                 " is not in [1, 4096]");
-  numRanks = numDevices * static_cast<int>(replicas);
+  tensorParallel = p.tensorParallel;
+  if (tensorParallel < 1 || tensorParallel > 4096)
+    return fail("tensorParallel " + std::to_string(tensorParallel) +
+                " is not in [1, 4096]");
+  if (tensorParallel > 1 &&
+      (p.staleness >= 0 || !p.replicaSchedules.empty() || p.updateEvery > 0))
+    return fail("tensor parallelism runs with synchronous schedules of one "
+                "placement for every replica only (not WSP, weight "
+                "versions or heterogeneous virtual workers)");
+  numRanks = numDevices * static_cast<int>(replicas * tensorParallel);
   if (p.staleness < -1 || p.staleness > 1000000 || p.wave < 1 ||
       p.wave > 1000000)
     return fail("staleness " + std::to_string(p.staleness) + " or wave " +

@@ -64,6 +64,9 @@ struct Job {
   /// r % numDevices of replica r / numDevices).
   int numDevices = 0;
   int64_t replicas = 1;
+  /// Devices of each stage's tensor-parallel group: the ranks are
+  /// numDevices * replicas * tensorParallel (ProgramInfo::tensorParallel).
+  int64_t tensorParallel = 1;
   int numRanks = 0;
   int64_t numStages = 0;
   /// Wave Synchronous Parallel across the replicas (program.staleness >= 0).

@@ -123,14 +123,25 @@ bool Rank::agree(bool ok, const std::string &error) {
 }
 
 bool Rank::splitWorld(std::string &error) {
-  if (job.replicas <= 1)
+  if (job.replicas * job.tensorParallel <= 1)
     return true;
   // Collective on every rank, whether or not it loaded the job.
   std::string splitError;
-  pipelineComm = world.split(static_cast<int>(replica), rank, splitError);
-  if (pipelineComm)
-    replicaComm = world.split(rank, static_cast<int>(replica), splitError);
-  if (!pipelineComm || !replicaComm) {
+  pipelineComm = world.split(static_cast<int>(lane), rank, splitError);
+  // The replicas of a device (and place in its group) reduce gradients.
+  if (pipelineComm && job.replicas > 1)
+    replicaComm = world.split(tpRank * job.numDevices + rank,
+                              static_cast<int>(replica), splitError);
+  if (pipelineComm && job.tensorParallel > 1) {
+    tpComm = world.split(static_cast<int>(replica) * job.numDevices + rank,
+                         tpRank, splitError);
+    if (!tpComm) {
+      error = "rank " + std::to_string(worldRank) +
+              ": creating the tensor-parallel groups: " + splitError;
+      return false;
+    }
+  }
+  if (!pipelineComm || (job.replicas > 1 && !replicaComm)) {
     error = "rank " + std::to_string(worldRank) +
             ": creating the data-parallel groups: " + splitError;
     return false;
@@ -519,7 +530,7 @@ bool Rank::writeCheckpoint() {
   // statistics are each VW's own: every rank writes its file.
   bool wsp = job.waveSynchronous();
   int fileIndex = wsp ? worldRank : rank;
-  bool ok = (replica != 0 && !wsp) ||
+  bool ok = ((replica != 0 || tpRank != 0) && !wsp) ||
             writeRankCheckpoint(
                 checkpointStepDir(dir, completed),
                 captureRankCheckpoint(job, fileIndex, stages, completed), file,
@@ -531,7 +542,7 @@ bool Rank::writeCheckpoint() {
   // in doubles), writes the manifest and commits.
   int numFiles = job.checkpointRanks();
   std::vector<double> files(2 * static_cast<size_t>(numFiles), 0.0);
-  if (replica == 0 || wsp) {
+  if ((replica == 0 && tpRank == 0) || wsp) {
     files[2 * fileIndex] = static_cast<double>(file.size);
     files[2 * fileIndex + 1] = file.crc;
   }
@@ -592,7 +603,9 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
     return false;
   };
   std::vector<double> stats(3 * k + static_cast<size_t>(job.numStages), 0.0);
-  for (size_t i = 0; i < k; ++i) {
+  // The devices of a tensor-parallel group compute the same outputs: the
+  // first of each group reports them.
+  for (size_t i = 0; i < k && tpRank == 0; ++i) {
     for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
       if (outputSeen[i][mb]) {
         stats[3 * i] += outputParts[i][mb];
@@ -602,7 +615,7 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
       stats[3 * i + 2] = static_cast<double>(outputStage[i] + 1);
   }
   // Busy time: the mean over the replicas (this VW's under WSP).
-  for (int64_t s = 0; s < job.numStages; ++s)
+  for (int64_t s = 0; s < job.numStages && tpRank == 0; ++s)
     stats[3 * k + s] = busyMs[s] / static_cast<double>(wsp ? 1 : job.replicas);
   if (Status s = allReduce(stats, wsp ? &pipeline() : nullptr); !s.ok()) {
     abortJob("error: rank " + std::to_string(worldRank) + " (device " +
@@ -860,7 +873,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
   // and (as DDP's broadcast of buffers has it) its running statistics win.
   bool ok = true;
   std::string error;
-  if (replica != 0) {
+  if (replica != 0 || tpRank != 0) {
     // Nothing to write.
   } else if (!options.dumpGlobals.empty()) {
     NamedTensors values;
@@ -868,7 +881,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     if (ok && worldRank == 0)
       ok = dumpGlobals(options.dumpGlobals, values, error);
   }
-  if (ok && replica == 0 && !options.saveOnnx.empty()) {
+  if (ok && replica == 0 && tpRank == 0 && !options.saveOnnx.empty()) {
     NamedTensors values;
     // Every global: BatchNorm running statistics belong in the deployed
     // model too; state without an initializer is skipped.

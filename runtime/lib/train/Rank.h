@@ -33,7 +33,8 @@ class Rank {
 public:
   Rank(Job &job, int worldRank, Communicator &world)
       : job(job), worldRank(worldRank), rank(worldRank % job.numDevices),
-        replica(worldRank / job.numDevices), world(world) {}
+        lane(worldRank / job.numDevices), replica(lane / job.tensorParallel),
+        tpRank(static_cast<int>(lane % job.tensorParallel)), world(world) {}
   ~Rank();
 
   /// Sets up, trains and finishes; the process exit status. `loadError`
@@ -46,7 +47,12 @@ public:
   /// The device of the schedule this rank runs, and its data-parallel
   /// replica (0 without data parallelism).
   const int rank;
+  /// Its pipeline (a replica's, or with tensor parallelism one device of
+  /// each of the replica's groups), the replica, and its place in its
+  /// stages' tensor-parallel groups (ProgramInfo::tensorParallel).
+  const int64_t lane;
   const int64_t replica;
+  const int tpRank;
   /// Every rank of the job: agreement, the step's outputs, checkpoints.
   Communicator &world;
   /// This replica's pipeline, ranked by device: stage messages, gathers.
@@ -57,7 +63,7 @@ public:
   }
   /// The job's rank of device `device` of this replica.
   int worldRankOf(int device) const {
-    return static_cast<int>(replica) * job.numDevices + device;
+    return static_cast<int>(lane) * job.numDevices + device;
   }
   Context kernels;
   bool hasKernelContext = false;
@@ -70,6 +76,8 @@ public:
   /// Data parallelism only: the pipeline of this replica, and this
   /// device's replicas (grad_reduce), split from the world.
   std::unique_ptr<Communicator> pipelineComm, replicaComm;
+  /// Tensor parallelism: the devices of this rank's stages' group.
+  std::unique_ptr<Communicator> tpComm;
   /// The pipeline's messages matched by order (NCCL, --p2p-matching): a
   /// view of pipelineComm (or the world) that pipeline() returns.
   std::unique_ptr<Communicator> orderedPipeline;

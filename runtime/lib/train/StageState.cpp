@@ -30,6 +30,35 @@ void StageContext::fail(const char *op, const std::string &message) {
   throw StageError(op, message);
 }
 
+void StageContext::tensorParallelAllGather(const Tensor &src, int64_t axis,
+                                           Tensor &dst) {
+  // Each rank puts its part in place in zeros; the sum over the group is
+  // the concatenation (x + 0 = x exactly).
+  std::vector<int64_t> starts(src.shape.size(), 0), steps(src.shape.size(), 1);
+  starts[axis] = tensorParallelRank() * src.shape[axis];
+  Status s = sliceGrad(kernels(), src, starts, steps, dst);
+  if (!s.ok())
+    fail("shard.all_gather", s.message);
+  tensorParallelAllReduce(dst);
+}
+
+int StageState::tensorParallelRank() { return rank_.tpRank; }
+
+int StageState::tensorParallelSize() {
+  return static_cast<int>(rank_.job.tensorParallel);
+}
+
+void StageState::tensorParallelAllReduce(Tensor &value) {
+  if (!rank_.tpComm)
+    return; // a group of one
+  sync("shard.all_reduce");
+  Status s = rank_.tpComm->allReduceSum(value);
+  if (!s.ok())
+    fail("shard.all_reduce", "over the tensor-parallel group of rank " +
+                                 std::to_string(rank_.worldRank) + ": " +
+                                 s.message);
+}
+
 namespace {
 
 /// One element of a float dtype in host memory (0 for other dtypes).

@@ -70,6 +70,9 @@ public:
   void accumulated(int slot, Tensor &dst) override;
   uint64_t dropoutSeed(uint64_t stream) override;
   double learningRate(double compiled) override;
+  int tensorParallelRank() override;
+  int tensorParallelSize() override;
+  void tensorParallelAllReduce(Tensor &value) override;
 
   Rank &rank_;
   int64_t stage;

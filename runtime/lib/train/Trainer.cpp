@@ -108,12 +108,15 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   if (comm->size() != job.numRanks) {
     if (comm->rank() == 0) {
       std::string layout = std::to_string(job.numDevices) + " devices";
+      if (job.tensorParallel > 1)
+        layout += " x " + std::to_string(job.tensorParallel) +
+                  " tensor-parallel devices";
       if (job.replicas > 1)
         layout +=
             " x " + std::to_string(job.replicas) + " data-parallel replicas";
       std::fprintf(stderr,
                    "error: the program runs on %s: launch it with "
-                   "mpirun -np %d (this job has %d ranks), or run --local\n",
+                   "mpirun -np %d (it was launched on %d), or run --local\n",
                    layout.c_str(), job.numRanks, comm->size());
     }
     return 1;

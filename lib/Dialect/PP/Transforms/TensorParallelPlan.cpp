@@ -846,7 +846,7 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
   });
   if (uniform)
     os << "one degree for every stage: --pp-compile tp=" << first
-       << " runs it (pp-interpret; generated programs are not built yet)\n";
+       << " runs it (pp-interpret, generated programs under mpirun)\n";
   else
     os << "different degrees per stage: a plan (running it is not built "
           "yet)\n";

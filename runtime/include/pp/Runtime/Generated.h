@@ -99,6 +99,25 @@ inline void accumulate(StageContext &ctx, int slot, const Tensor &value) {
 inline void accumulated(StageContext &ctx, int slot, Tensor &dst) {
   ctx.accumulated(slot, dst);
 }
+/// shard.all_reduce (sum): dst := the sum over the tensor-parallel group
+/// of src.
+inline void tpAllReduce(StageContext &ctx, const Tensor &src, Tensor &dst) {
+  if (dst.data != src.data)
+    check(ctx, copy(ctx.kernels(), src, dst), "shard.all_reduce");
+  ctx.tensorParallelAllReduce(dst);
+}
+/// shard.all_gather: the group's parts of src along `axis`, in rank order.
+inline void tpAllGather(StageContext &ctx, int64_t axis, const Tensor &src,
+                        Tensor &dst) {
+  ctx.tensorParallelAllGather(src, axis, dst);
+}
+/// shard.all_slice: this rank's part of the whole `src` along `axis`.
+inline void tpAllSlice(StageContext &ctx, int64_t axis, const Tensor &src,
+                       Tensor &dst) {
+  std::vector<int64_t> starts(src.shape.size(), 0), steps(src.shape.size(), 1);
+  starts[axis] = ctx.tensorParallelRank() * dst.shape[axis];
+  check(ctx, slice(ctx.kernels(), src, starts, steps, dst), "shard.all_slice");
+}
 inline uint64_t dropoutSeed(StageContext &ctx, uint64_t stream) {
   return ctx.dropoutSeed(stream);
 }

@@ -71,6 +71,19 @@ public:
   /// at the running step: dropouthash::streamSeed(run seed, stream, step),
   /// the same on every stage and rank, as the reference interpreter has it.
   virtual uint64_t dropoutSeed(uint64_t stream) = 0;
+  /// Tensor parallelism (shard.grid of the program): this rank's place in
+  /// its stage's group, and the group's size.
+  virtual int tensorParallelRank() { return 0; }
+  virtual int tensorParallelSize() { return 1; }
+  /// value := the sum of `value` over the group (shard.all_reduce).
+  virtual void tensorParallelAllReduce(Tensor &value) {
+    if (tensorParallelSize() > 1)
+      fail("shard.all_reduce", "this driver has no tensor-parallel group");
+  }
+  /// dst := the group's `src` concatenated along `axis` in rank order
+  /// (shard.all_gather).
+  virtual void tensorParallelAllGather(const Tensor &src, int64_t axis,
+                                       Tensor &dst);
   /// Throws StageError naming the op (and the driver adds rank, stage and
   /// micro-batch).
   [[noreturn]] virtual void fail(const char *op, const std::string &message);
@@ -220,6 +233,12 @@ struct ProgramInfo {
   /// `staleness` waves ahead of the slowest. -1: synchronous.
   int64_t staleness = -1;
   int64_t wave = 1;
+  /// Tensor parallelism: the devices of each stage's group (the program's
+  /// shard.grid). Rank w runs device w % D of lane w / D, the lane being
+  /// replica (w / D) / tensorParallel's device (w / D) % tensorParallel of
+  /// every group: its messages go to the same device of the neighbouring
+  /// stages' groups, its collectives to the other lanes of its replica.
+  int64_t tensorParallel = 1;
   /// Weight-versioned schedules: micro-batches per update (each stage
   /// updates microBatches / updateEvery times a step and keeps the older
   /// versions its actions still read). 0: one update a step.

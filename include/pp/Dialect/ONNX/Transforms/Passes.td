@@ -59,15 +59,17 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     result from a whole activation (a column-parallel input) is marked
     `train.grad_all_reduce`: each device's gradient of that input is only
     its part's share, and --pp-autodiff sums the shares over the group
-    (Megatron's f; the row-parallel all-reduce is its g). pp-interpret runs
-    the result on one interpreter per device. A training-mode Dropout of a
-    split tensor is an error (every device would draw the same mask). Not
-    built yet: a fused QKV projection split into Q, K and V (a Split of the
-    split features), vocabulary-parallel embedding and cross-entropy,
-    convolutions, sequence parallelism, ops with several used results
-    between sharded ops, weights kept split on their devices (each device
-    holds the whole weight and gathers its gradient), and generated
-    programs and pipelines with shard ops.
+    (Megatron's f; the row-parallel all-reduce is its g). After
+    --pp-partition, the ops partitioning makes join their operands' stage.
+    pp-interpret runs the result on one interpreter per device, and
+    generated programs on a rank per device (docs/cli.md). A training-mode
+    Dropout of a split tensor is an error (every device would draw the same
+    mask). Not built yet: a fused QKV projection split into Q, K and V (a
+    Split of the split features), vocabulary-parallel embedding and
+    cross-entropy, convolutions, sequence parallelism, ops with several
+    used results between sharded ops, weights kept split on their devices
+    (each device holds the whole weight and gathers its gradient), and
+    different degrees per stage.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "2",
