@@ -150,11 +150,12 @@ DenseSet<Value> findValuesSavedForBackward(Block &forward) {
 CostModel::~CostModel() = default;
 
 /// Trainable reads feed weights; their bytes belong to the op that uses them.
-static int64_t parameterBytesOf(Operation *op) {
+static int64_t parameterBytesOf(Operation *op,
+                                SymbolTableCollection &symbolTables) {
   int64_t bytes = 0;
   for (Value operand : op->getOperands())
     if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
-      auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+      auto global = symbolTables.lookupNearestSymbolFrom<onnx::GlobalOp>(
           read, read.getGlobalAttr());
       if (global && global.getKind() == onnx::kTrainable)
         bytes += getTensorBytes(read.getType());
@@ -174,7 +175,7 @@ OpWork CostModel::getWork(Operation *op) const {
     if (haveSavedValues ? savedValues.contains(result) : floatResult)
       work.activationBytes += getTensorBytes(result.getType());
   }
-  work.parameterBytes = parameterBytesOf(op);
+  work.parameterBytes = parameterBytesOf(op, symbolTables);
   // Contractions compute an input and a weight gradient of the forward's
   // size each; other ops one adjoint of similar cost.
   auto facts = dyn_cast<onnx::KernelFactsOpInterface>(op);

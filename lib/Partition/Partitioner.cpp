@@ -20,6 +20,7 @@
 
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
@@ -1138,6 +1139,10 @@ struct Family {
   std::vector<uint64_t> cutBytes, cutCount, tieBytes, tieCount;
   /// Stages s for which the downset may be D_s: lo <= s <= hi.
   std::vector<int> lo, hi;
+  /// Compute time of the downset with every block on its fastest device,
+  /// and of all blocks: lower bounds on the sum of stage times.
+  std::vector<double> fastTime;
+  double fastTotal = 0;
 
   unsigned count() const { return size.size(); }
   /// The id of the downset of hash `h`, which must be in the family.
@@ -1231,9 +1236,21 @@ static bool indexFamily(const Model &m, const Level &level, Family &f) {
   f.tieBytes.assign(count, 0);
   f.tieCount.assign(count, 0);
   f.lo.assign(count, 0);
+  f.fastTime.assign(count, 0);
+  std::vector<double> fastest(nb, kInf);
+  for (unsigned b = 0; b < nb; ++b)
+    for (unsigned d = 0; d < m.k; ++d)
+      fastest[b] = std::min(fastest[b], level.time[size_t(b) * m.k + d]);
+  f.fastTotal = 0;
+  for (unsigned b = 0; b < nb; ++b)
+    f.fastTotal += fastest[b];
   f.hi.assign(count, 0);
   std::vector<unsigned> inGroup(m.groups.size());
   int k = m.k;
+  SmallVector<unsigned> pinned;
+  for (unsigned b = 0; b < nb; ++b)
+    if (level.pin[b] >= 0)
+      pinned.push_back(b);
   for (unsigned id = 0; id < count; ++id) {
     if (f.size[id] == 0)
       f.emptyId = id;
@@ -1241,24 +1258,28 @@ static bool indexFamily(const Model &m, const Level &level, Family &f) {
       f.fullId = id;
     std::fill(inGroup.begin(), inGroup.end(), 0);
     int pinIn = 0, pinOut = k;
-    for (unsigned b = 0; b < nb; ++b) {
-      if (!f.contains(id, b)) {
-        if (level.pin[b] >= 0)
-          pinOut = std::min(pinOut, level.pin[b]);
-        continue;
-      }
-      if (level.pin[b] >= 0)
+    for (unsigned b : pinned) {
+      if (f.contains(id, b))
         pinIn = std::max(pinIn, level.pin[b]);
-      for (auto [g, members] : level.groups[b])
-        inGroup[g] += members;
-      for (unsigned v : level.members[b])
-        if (llvm::any_of(m.succs[v], [&](unsigned w) {
-              return !f.contains(id, level.blockOf[w]);
-            })) {
-          f.cutBytes[id] += m.output[v];
-          f.cutCount[id] += 1;
-        }
+      else
+        pinOut = std::min(pinOut, level.pin[b]);
     }
+    // The blocks of the downset: its set bits.
+    for (unsigned word = 0; word < f.words; ++word)
+      for (uint64_t bitsLeft = f.bits[size_t(id) * f.words + word]; bitsLeft;
+           bitsLeft &= bitsLeft - 1) {
+        unsigned b = word * 64 + llvm::countr_zero(bitsLeft);
+        f.fastTime[id] += fastest[b];
+        for (auto [g, members] : level.groups[b])
+          inGroup[g] += members;
+        for (unsigned v : level.members[b])
+          if (llvm::any_of(m.succs[v], [&](unsigned w) {
+                return !f.contains(id, level.blockOf[w]);
+              })) {
+            f.cutBytes[id] += m.output[v];
+            f.cutCount[id] += 1;
+          }
+      }
     for (unsigned g = 0; g < m.groups.size(); ++g)
       if (inGroup[g] != 0 && inGroup[g] != m.groups[g].nodes.size()) {
         f.tieBytes[id] += m.groups[g].gradientBytes;
@@ -1398,9 +1419,13 @@ struct DPOutcome {
 /// DP[s][D] = min over downsets D' <= D of max(DP[s-1][D'], cost of stage s
 /// = D \ D'). For each D, the D' are enumerated by removing maximal blocks in
 /// decreasing order (each D' once), accumulating the stage's sums on the way;
-/// a branch is cut when the stage alone already breaks the memory limit or
-/// exceeds the upper bound on every stage it could be, since removing more
-/// blocks only makes the stage's memory and compute time larger.
+/// a branch is cut when the stage alone already breaks the memory limit,
+/// exceeds the upper bound, or is no better than DP[s][D] found so far, on
+/// every stage s it could be, since removing more blocks only makes the
+/// stage's memory and compute time larger (the last cut skips only states
+/// that could not change the table, so the result is the same; it makes the
+/// work per downset about the crossing point of DP[s-1][C] and the stage's
+/// time instead of everything under the bound).
 class StageDP {
 public:
   StageDP(const Model &m, const Level &level, const Family &family,
@@ -1476,11 +1501,16 @@ bool StageDP::evaluate(unsigned idC, const Stage &stage) {
           limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
       if (mem > allowed || stage.time[s] > bound)
         continue;
+      // No smaller C can improve DP[s][D] either: the stage's time only
+      // grows as blocks are removed, and communication is not negative.
+      if (stage.time[s] >= dp(s, currentD))
+        continue;
       value = stage.time[s] + commOut[size_t(currentD) * m.k + s] +
               commIn[size_t(idC) * m.k + s];
     } else {
       value = mem > limit ? double(mem - limit) : 0.0;
-      if (value > bound)
+      // The overflow only grows as blocks are removed (see above).
+      if (value > bound || value >= dp(s, currentD))
         continue;
     }
     alive = true;
@@ -1575,6 +1605,21 @@ void StageDP::processDownset(unsigned id) {
   currentD = id;
   currentLo = family.lo[id];
   currentHi = family.hi[id];
+  if (objective == Objective::Time && bound != kInf) {
+    // D = D_s needs stages 0..s to hold D and stages s+1..k-1 the rest: the
+    // largest of s + 1 stages is at least their average, which is at least
+    // D's time on the fastest devices over s + 1. A stage s that breaks the
+    // upper bound this way is on no optimal chain (whose every DP value is
+    // at most the bound), so it is not tried (the slack covers rounding).
+    double limit = bound * (1 + 1e-9);
+    double inside = family.fastTime[id];
+    double outside = std::max(0.0, family.fastTotal - inside);
+    while (currentLo <= currentHi && inside / (currentLo + 1) > limit)
+      ++currentLo;
+    while (currentHi >= currentLo && currentHi + 1 < int(k) &&
+           outside / (int(k) - 1 - currentHi) > limit)
+      --currentHi;
+  }
   if (currentLo > currentHi)
     return;
   if (family.size[id] > 0) {
@@ -1649,8 +1694,9 @@ double StageDP::estimateVisits(unsigned samples) {
   prepare();
   unsigned count = family.count();
   samples = std::min(samples, count);
-  // The pruning does not depend on the DP values, so the work of a downset
-  // does not depend on which others were processed.
+  // Only the cut by DP[s][D] depends on the DP values, and the full run has
+  // every smaller downset's values (no larger than here), so it cuts at
+  // least as much: the extrapolation bounds the run's work from above.
   unsigned done = 0;
   for (; done < samples && !aborted; ++done)
     processDownset(family.bySize[uint64_t(done) * count / samples]);

@@ -48,6 +48,14 @@ static llvm::cl::opt<std::string> trainableParams(
                    "wins)"),
     llvm::cl::init(""), llvm::cl::cat(importCategory));
 
+static llvm::cl::opt<bool> shapeOnly(
+    "shape-only",
+    llvm::cl::desc("Do not read initializers' external data (the files may "
+                   "be absent): their globals get a type only, enough to "
+                   "plan (--pp-partition, --pp-compile up to the plan "
+                   "report), not to run or generate code"),
+    llvm::cl::init(false), llvm::cl::cat(importCategory));
+
 /// Imports an .onnx file and returns it as MLIR bytecode for MlirOptMain.
 static std::unique_ptr<llvm::MemoryBuffer>
 importToBuffer(StringRef fileName, DialectRegistry &registry) {
@@ -61,6 +69,7 @@ importToBuffer(StringRef fileName, DialectRegistry &registry) {
     options.batchSize = batchSize;
   options.frozenPattern = frozenParams;
   options.trainablePattern = trainableParams;
+  options.shapeOnly = shapeOnly;
   OwningOpRef<ModuleOp> module =
       pp::importONNXFile(fileName, &context, options);
   if (!module)

@@ -15,6 +15,7 @@
 
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Operation.h"
+#include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/Support/Error.h"
@@ -76,6 +77,10 @@ public:
 protected:
   llvm::DenseSet<mlir::Value> savedValues;
   bool haveSavedValues = false;
+  /// Symbol tables of the modules queried, built on first use (a linear
+  /// lookup per operand per query made planning quadratic in the globals).
+  /// A cost model lives for one pass, which adds no globals while asking.
+  mutable mlir::SymbolTableCollection symbolTables;
 };
 
 /// Roofline: max(FLOPs / peak, bytes / bandwidth) at the op's element type.

@@ -16,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
+#include "mlir/IR/BuiltinDialect.h"
 #include "mlir/IR/DialectResourceBlobManager.h"
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/Verifier.h"
@@ -465,6 +466,28 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
     StringRef kind = pp::onnx::kConstant;
     FailureOr<std::vector<char>> bytes = failure();
     std::optional<std::string> frozen;
+    if (options.shapeOnly &&
+        init.data_location() == onnxpb::TensorProto::EXTERNAL) {
+      // A global of the type only: its resource has no blob.
+      if (stateNames.contains(init.name()))
+        kind = pp::onnx::kState;
+      else if (parameterShaped)
+        frozen = frozenReason(init.name(), *type, {});
+      if (parameterShaped && !stateNames.contains(init.name()))
+        kind = frozen ? pp::onnx::kConstant : pp::onnx::kTrainable;
+      auto &manager = DenseResourceElementsHandle::getManagerInterface(ctx);
+      auto value = DenseResourceElementsAttr::get(
+          *type, manager.insert(init.name(), std::nullopt));
+      auto global =
+          pp::onnx::GlobalOp::create(moduleBuilder, loc, init.name(), kind,
+                                     *type, cast<ElementsAttr>(value));
+      if (frozen)
+        global->setAttr(pp::onnx::kFrozenReasonAttr,
+                        builder.getStringAttr(*frozen));
+      values[init.name()] = pp::onnx::GlobalReadOp::create(
+          builder, loc, *type, FlatSymbolRefAttr::get(ctx, init.name()));
+      continue;
+    }
     if (stateNames.contains(init.name())) {
       kind = pp::onnx::kState;
     } else if (parameterShaped) {
@@ -564,6 +587,8 @@ std::optional<std::string> Importer::frozenReason(StringRef name,
                : std::string("no trainable parameter in the model's ") +
                      pp::kTrainableMetadataKey;
   }
+  if (bytes.empty() && type.getNumElements() > 0)
+    return std::nullopt; // Shape-only: no values to look at.
   auto [finite, integral] = scanFloats(type, bytes);
   if (!finite)
     return "holds non-finite values (a mask)";
@@ -1084,10 +1109,36 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
         model.graph().initializer(), [](const onnxpb::TensorProto &t) {
           return t.data_location() == onnxpb::TensorProto::EXTERNAL;
         });
-    if (hasExternalData && llvm::sys::fs::exists(fileName))
+    if (hasExternalData && options.shapeOnly) {
+      // The data files may be absent, and the checker looks for them: it
+      // checks a copy where the external initializers are graph inputs.
+      onnxpb::ModelProto checked = model;
+      onnxpb::GraphProto *graph = checked.mutable_graph();
+      google::protobuf::RepeatedPtrField<onnxpb::TensorProto> kept;
+      llvm::StringSet<> inputs;
+      for (const onnxpb::ValueInfoProto &input : graph->input())
+        inputs.insert(input.name());
+      for (onnxpb::TensorProto &t : *graph->mutable_initializer()) {
+        if (t.data_location() != onnxpb::TensorProto::EXTERNAL) {
+          *kept.Add() = std::move(t);
+          continue;
+        }
+        if (!inputs.insert(t.name()).second)
+          continue; // Already an input too (IR version < 4).
+        onnxpb::ValueInfoProto *input = graph->add_input();
+        input->set_name(t.name());
+        auto *tensorType = input->mutable_type()->mutable_tensor_type();
+        tensorType->set_elem_type(t.data_type());
+        for (int64_t dim : t.dims())
+          tensorType->mutable_shape()->add_dim()->set_dim_value(dim);
+      }
+      graph->mutable_initializer()->Swap(&kept);
+      onnxpb::checker::check_model(checked);
+    } else if (hasExternalData && llvm::sys::fs::exists(fileName)) {
       onnxpb::checker::check_model(fileName);
-    else
+    } else {
       onnxpb::checker::check_model(model);
+    }
     if (opset < kMinOpset) {
       const UpgradeChecker &checker = upgradeChecker();
       for (int i = 0; i < model.graph().node_size(); ++i) {
@@ -1155,7 +1206,11 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       opset = kMinOpset;
     }
   } catch (const std::exception &e) {
-    return fileError() << "invalid ONNX model: " << e.what(), nullptr;
+    InFlightDiagnostic diag = fileError() << "invalid ONNX model: " << e.what();
+    if (StringRef(e.what()).contains("doesn't exist or is not accessible"))
+      diag.attachNote() << "--shape-only imports the model without its "
+                           "external data, to plan it";
+    return nullptr;
   }
 
   producer = model.producer_name();

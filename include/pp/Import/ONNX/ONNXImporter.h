@@ -21,6 +21,14 @@ struct ONNXImportOptions {
   /// Float initializers whose names match this regex are trained, whatever
   /// the model's metadata or their values say (--frozen-params wins).
   std::string trainablePattern;
+  /// Shape-only import, for planning without weights: initializers whose
+  /// data lies in external files are not read (the files may be absent) and
+  /// become globals of their type only (a `dense_resource` without a blob);
+  /// external float initializers of more than one element are trainable
+  /// unless --frozen-params / --trainable / the model's metadata say
+  /// otherwise. Planning works on such a module; running it or generating
+  /// its code fails naming the first global without data.
+  bool shapeOnly = false;
 };
 
 /// Model metadata (metadata_props) keys that python/pp_export_torch.py

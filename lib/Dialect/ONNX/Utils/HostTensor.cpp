@@ -155,7 +155,8 @@ FailureOr<HostTensor> decodeElements(Location loc, ElementsAttr value) {
     if (!blob)
       return emitError(loc)
                  << "the data of resource '" << resource.getRawHandle().getKey()
-                 << "' is not available (elided from the IR?)",
+                 << "' is not available (elided from the IR, or imported "
+                    "with --shape-only: plan such a model, do not run it)",
              failure();
     ArrayRef<char> data = blob->getData();
     if (data.size() != bytes)

@@ -484,10 +484,11 @@ pp::pipeline::partitionStages(ModuleOp module,
   // reads them, or on a tied group when several nodes do.
   llvm::MapVector<StringRef, SmallVector<unsigned>> readers;
   llvm::StringMap<int64_t> globalBytes;
+  SymbolTableCollection symbolTables;
   for (Operation *op : nodeOps)
     for (Value operand : op->getOperands())
       if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
-        auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
+        auto global = symbolTables.lookupNearestSymbolFrom<onnx::GlobalOp>(
             read, read.getGlobalAttr());
         if (!global || global.getKind() != onnx::kTrainable)
           continue;

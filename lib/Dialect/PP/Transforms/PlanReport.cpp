@@ -329,6 +329,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
 
   std::vector<StageInfo> stages(numStages);
   std::vector<Cut> cuts;
+  SymbolTable symbols(module); // One hash table, not a scan per lookup.
   for (int s = 0; s < numStages; ++s) {
     StageInfo &info = stages[s];
     info.device = schedule.deviceOf(s);
@@ -346,7 +347,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
       func.walk([&](Operation *op) {
         if (auto read = dyn_cast<onnx::GlobalReadOp>(op)) {
           auto global =
-              module.lookupSymbol<onnx::GlobalOp>(read.getGlobalAttr());
+              symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr());
           if (global && global.getKind() == onnx::kTrainable)
             weights.insert(read.getGlobal());
         }
@@ -398,7 +399,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
       scan(phase);
     uint64_t weightBytes = 0;
     for (auto &entry : weights)
-      if (auto global = module.lookupSymbol<onnx::GlobalOp>(entry.getKey()))
+      if (auto global = symbols.lookup<onnx::GlobalOp>(entry.getKey()))
         weightBytes += pp::getTensorBytes(global.getType());
     info.costs.staticBytes =
         static_cast<uint64_t>(weightBytes * (2.0 + stateFactor));
