@@ -346,8 +346,8 @@ def check_bad_inputs():
                  [r"--resume: cannot read directory 'no/such'"])
     if ARGS.mpirun:
         expect_error(["--steps", "2"], [r"the program runs on 2 devices: "
-                                        r"launch it with mpirun -np 2 \(this "
-                                        r"job has 3 ranks\)"],
+                                        r"launch it with mpirun -np 2 \(it "
+                                        r"was launched on 3\)"],
                      status=None, mpi_ranks=3)
 
 
