@@ -100,10 +100,11 @@ def main():
                         help="keep the model's Dropout (training mode)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
-    parser.add_argument("--tp", type=int, default=1,
+    parser.add_argument("--tp", default="1",
                         help="tensor-parallel devices of each stage "
                         "(--pp-compile tp=N; mpirun runs devices x tp x dp "
-                        "ranks)")
+                        "ranks), or of stage by stage (tp=1,2: a stage-wise "
+                        "mix; dp x the sum ranks)")
     parser.add_argument("--dp", type=int, default=1,
                         help="data-parallel replicas of each pipeline")
     parser.add_argument("--hetero", action="store_true",
@@ -131,6 +132,8 @@ def main():
                         "matched the way the NCCL transport matches them must "
                         "give the very same losses and weights as tags")
     args = parser.parse_args()
+    degrees = [int(d) for d in args.tp.split(",")]
+    split = max(degrees) > 1
     os.makedirs(args.work, exist_ok=True)
     # GEMM rounding depends on OpenBLAS's thread count; the programs run
     # with one kernel thread (--threads 1), so the interpreter does too.
@@ -154,7 +157,7 @@ def main():
                                 args.work, name, schedule, devices, recompute,
                                 m * args.dp // dp, optimizer,
                                 f" report= emit-dir={program}", dp=dp,
-                                tp=args.tp if name != "reference" else 1,
+                                tp=args.tp if name != "reference" else "1",
                                 hetero=args.hetero and dp > 1)
         return mlir, program
 
@@ -177,13 +180,13 @@ def main():
         name = f"{schedule}-{devices}-{recompute}-{launch}"
         if args.dp > 1:
             name += f"-dp{args.dp}"
-        if args.tp > 1:
-            name += f"-tp{args.tp}"
+        if split:
+            name += "-tp" + args.tp.replace(",", "-")
         if args.hetero:
             name += "-hetero"
         mlir, program = compile_program(name, schedule, int(devices),
                                         recompute)
-        if args.tp > 1 and "shard.all_reduce" not in open(mlir).read():
+        if split and "shard.all_reduce" not in open(mlir).read():
             sys.exit(f"{name}: tp={args.tp}, but the program has no "
                      "all-reduce: nothing was split")
         started = time.time()
@@ -202,7 +205,9 @@ def main():
                f"--save-onnx={trained}", f"--log={log}"] + data
         if launch == "mpi":
             cmd = shlex.split(args.mpirun) + [
-                "-np", str(int(devices) * args.dp * args.tp)] + cmd
+                "-np", str(args.dp * (int(devices) * degrees[0]
+                                      if len(degrees) == 1
+                                      else sum(degrees)))] + cmd
         else:
             cmd.append("--local")
         started = time.time()

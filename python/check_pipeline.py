@@ -122,10 +122,14 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
         extra += f" activation-budget={budget}"
     if dp > 1:
         extra += f" dp={dp}"
-    if tp > 1:
+    # tp: a degree for every stage, or a per-stage list ("1,2"), whose
+    # groups take one device each of the cluster.
+    degrees = [int(d) for d in str(tp).split(",")]
+    if str(tp) != "1":
         extra += f" tp={tp}"
+    ranks = devices * degrees[0] if len(degrees) == 1 else sum(degrees)
     run([pipeline_opt, model,
-         f"--pp-compile=cluster={cluster_file(work, devices * dp * tp, hetero)} "
+         f"--pp-compile=cluster={cluster_file(work, ranks * dp, hetero)} "
          f"schedule={schedule} microbatches={microbatches} "
          f"recompute={policy} {optimizer}{extra}", "-o", mlir])
     if policy in ("full", "auto") and "pp.recompute" not in open(mlir).read():

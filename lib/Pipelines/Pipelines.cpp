@@ -69,15 +69,18 @@ static std::string compileOptionsText(const pp::CompileOptions &options,
   return kept;
 }
 
-/// The degree of a `tp=` that gives every stage the same one (N, or a list
-/// of equal Ns); std::nullopt for auto or different degrees.
-static std::optional<int64_t> uniformTensorParallel(llvm::StringRef text) {
-  std::optional<int64_t> degree;
+/// The degree --pp-tensor-parallel splits over for a `tp=` that runs: N,
+/// or a list of Ns and 1s (a stage-wise mix, the 1s left whole); 1 for
+/// tp=1 or a list of 1s; std::nullopt for auto or a list of different
+/// degrees above 1, which are planned only.
+static std::optional<int64_t> runnableTensorParallel(llvm::StringRef text) {
+  int64_t degree = 1;
   for (llvm::StringRef item : llvm::split(text, ',')) {
     int64_t value;
-    if (item.trim().getAsInteger(10, value) || (degree && *degree != value))
+    if (item.trim().getAsInteger(10, value) ||
+        (value != 1 && degree != 1 && degree != value))
       return std::nullopt;
-    degree = value;
+    degree = std::max(degree, value);
   }
   return degree;
 }
@@ -129,14 +132,16 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.reportFile = options.report;
   partition.recompute = options.recompute;
   partition.tensorParallel = options.tensorParallel;
-  std::optional<int64_t> degree = uniformTensorParallel(options.tensorParallel);
+  std::optional<int64_t> degree =
+      runnableTensorParallel(options.tensorParallel);
   bool tensorParallel = llvm::StringRef(options.tensorParallel).trim() != "1";
   if (tensorParallel && !options.planDir.empty())
     partition.planJson = options.planDir + "/plan-3d.json";
   pm.addPass(createPartitionPass(partition));
-  // One degree for every stage runs: the stages split over one group each.
-  // Different degrees per stage (a list, or what tp=auto picks) are
-  // planned only: the pipeline ends with --pp-partition's plan.
+  // One degree for every stage runs, and so does a mix of it and 1: the
+  // stages split over one group each, or stay whole on one device.
+  // Different degrees above 1 (or what tp=auto picks) are planned only:
+  // the pipeline ends with --pp-partition's plan.
   if (tensorParallel && !degree)
     return;
   if (degree && *degree > 1) {
@@ -192,12 +197,13 @@ validateOptions(const pp::TrainingStepOptions &,
 static LogicalResult
 validateOptions(const pp::CompileOptions &options,
                 function_ref<LogicalResult(const Twine &)> errorHandler) {
-  if (!uniformTensorParallel(options.tensorParallel) &&
+  if (!runnableTensorParallel(options.tensorParallel) &&
       !options.emitDir.empty())
     return errorHandler(
         "pp-compile: tp=" + options.tensorParallel +
-        " with emit-dir: different degrees per stage (a list, or tp=auto) "
-        "are planned only; running them is not built (give tp=N)");
+        " with emit-dir: different degrees above 1 per stage (a list, or "
+        "tp=auto) are planned only; running them is not built (give tp=N, "
+        "or a list of N and 1)");
   if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
       options.schedule == "auto")
     return errorHandler("pp-compile: tp=" + options.tensorParallel +

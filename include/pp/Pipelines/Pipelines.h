@@ -160,9 +160,10 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<std::string> tensorParallel{
       *this, "tp",
       llvm::cl::desc("Tensor-parallel degree per stage: N, a per-stage list "
-                     "(4,2,2) or auto (--pp-partition's tp); other than 1, "
-                     "--pp-compile stops after the plan (tensor-parallel "
-                     "execution is not built)"),
+                     "(4,2,2) or auto (--pp-partition's tp). N, or a list of "
+                     "N and 1 (a stage-wise mix), compiles and runs; "
+                     "different degrees above 1 and auto stop after the "
+                     "plan"),
       llvm::cl::init("1")};
   Option<std::string> virtualWorkers{
       *this, "virtual-workers",

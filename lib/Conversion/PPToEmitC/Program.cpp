@@ -183,6 +183,23 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
                                  "tensor-parallel group)";
     table.tensorParallel = grid.getShape()[0];
   }
+  // A stage-wise mix: the stages left whole run on one device.
+  if (DenseI64ArrayAttr degrees = pipeline::getTensorParallelStages(module);
+      degrees && table.tensorParallel > 1 &&
+      llvm::any_of(degrees.asArrayRef(), [&](int64_t degree) {
+        return degree != table.tensorParallel;
+      })) {
+    if (static_cast<int64_t>(degrees.size()) != table.numStages ||
+        llvm::any_of(degrees.asArrayRef(), [&](int64_t degree) {
+          return degree != 1 && degree != table.tensorParallel;
+        }))
+      return module.emitError() << "code generation: pp.tensor_parallel_stages "
+                                << degrees << " does not give each of the "
+                                << table.numStages << " stages 1 or the grid's "
+                                << table.tensorParallel << " devices";
+    table.stageTensorParallel.assign(degrees.asArrayRef().begin(),
+                                     degrees.asArrayRef().end());
+  }
   table.staleness = plan.getStaleness();
   table.wave = plan.getWave();
   table.updateEvery = plan.getUpdateEvery();
@@ -438,6 +455,9 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
     set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
   if (table.tensorParallel > 1)
     set.set("tensorParallel", "int64_t", std::to_string(table.tensorParallel));
+  if (!table.stageTensorParallel.empty())
+    set.set("stageTensorParallel", "std::vector<int64_t>",
+            intList(table.stageTensorParallel));
   if (table.updateEvery > 0)
     set.set("updateEvery", "int64_t", std::to_string(table.updateEvery));
   if (table.staleness >= 0) {

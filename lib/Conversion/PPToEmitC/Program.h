@@ -85,8 +85,11 @@ struct ProgramTable {
   int64_t microBatches = 0;
   /// Data-parallel replicas of the pipeline (the plan's data_parallel).
   int64_t dataParallel = 1;
-  /// Devices of each stage's tensor-parallel group (the shard.grid).
+  /// Devices of each stage's tensor-parallel group (the shard.grid), and
+  /// per stage in a stage-wise mix (1 or tensorParallel; empty: all
+  /// tensorParallel).
   int64_t tensorParallel = 1;
+  std::vector<int64_t> stageTensorParallel;
   /// The plan's staleness and wave (Wave Synchronous Parallel).
   int64_t staleness = -1;
   int64_t wave = 1;

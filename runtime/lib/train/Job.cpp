@@ -116,6 +116,10 @@ uint32_t tableHash(const ProgramInfo &p) {
       p.codeHash, p.dataFile, p.onnxFile);
   if (p.staleness >= 0)
     add("wsp", p.staleness, p.wave);
+  if (p.tensorParallel > 1) {
+    add("tp", p.tensorParallel);
+    shape(p.stageTensorParallel);
+  }
   for (const std::string &name : p.deviceNames)
     add(name);
   for (const std::string &name : p.replicaDeviceNames)
@@ -277,7 +281,6 @@ bool Job::validateProgram(std::string &error) {
     return fail("tensor parallelism runs with synchronous schedules of one "
                 "placement for every replica only (not WSP, weight "
                 "versions or heterogeneous virtual workers)");
-  numRanks = numDevices * static_cast<int>(replicas * tensorParallel);
   if (p.staleness < -1 || p.staleness > 1000000 || p.wave < 1 ||
       p.wave > 1000000)
     return fail("staleness " + std::to_string(p.staleness) + " or wave " +
@@ -341,6 +344,44 @@ bool Job::validateProgram(std::string &error) {
       }
     }
   }
+  // The group size of each device: its stages' (which must agree).
+  if (!p.stageTensorParallel.empty() &&
+      static_cast<int64_t>(p.stageTensorParallel.size()) != numStages)
+    return fail("stageTensorParallel has " +
+                std::to_string(p.stageTensorParallel.size()) + " entries for " +
+                std::to_string(numStages) + " stages");
+  deviceTensorParallel.assign(static_cast<size_t>(numDevices),
+                              static_cast<int>(tensorParallel));
+  if (!p.stageTensorParallel.empty()) {
+    std::vector<int> seenStage(static_cast<size_t>(numDevices), -1);
+    for (int64_t s = 0; s < numStages; ++s) {
+      int64_t degree = p.stageTensorParallel[s];
+      if (degree < 1 || degree > tensorParallel)
+        return fail("stage " + std::to_string(s) +
+                    " has tensor-parallel "
+                    "degree " +
+                    std::to_string(degree) + ", not in [1, " +
+                    std::to_string(tensorParallel) + "]");
+      int d = layouts[0].stageDevice[s];
+      if (d < 0)
+        continue;
+      if (seenStage[d] >= 0 && deviceTensorParallel[d] != degree)
+        return fail("device " + std::to_string(d) + " runs stage " +
+                    std::to_string(seenStage[d]) + " on " +
+                    std::to_string(deviceTensorParallel[d]) +
+                    " tensor-parallel devices and stage " + std::to_string(s) +
+                    " on " + std::to_string(degree));
+      seenStage[d] = static_cast<int>(s);
+      deviceTensorParallel[d] = static_cast<int>(degree);
+    }
+  }
+  deviceFirstSlot.assign(static_cast<size_t>(numDevices), 0);
+  ranksPerReplica = 0;
+  for (int d = 0; d < numDevices; ++d) {
+    deviceFirstSlot[d] = ranksPerReplica;
+    ranksPerReplica += deviceTensorParallel[d];
+  }
+  numRanks = ranksPerReplica * static_cast<int>(replicas);
   for (int64_t s = 0; s < numStages; ++s)
     for (int id : p.stageGlobals[s])
       if (id < 0 || id >= static_cast<int>(p.globals.size()))

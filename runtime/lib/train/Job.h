@@ -60,14 +60,25 @@ struct Job {
   TrainOptions options;
   std::string exeDir;
   /// Devices of one pipeline (the schedule's), its data-parallel replicas
-  /// and the ranks of the job (numDevices * replicas; rank r is device
-  /// r % numDevices of replica r / numDevices).
+  /// and the ranks of the job (ranksPerReplica * replicas; rank w is slot
+  /// w % ranksPerReplica of replica w / ranksPerReplica).
   int numDevices = 0;
   int64_t replicas = 1;
-  /// Devices of each stage's tensor-parallel group: the ranks are
-  /// numDevices * replicas * tensorParallel (ProgramInfo::tensorParallel).
+  /// The largest tensor-parallel group (ProgramInfo::tensorParallel).
   int64_t tensorParallel = 1;
+  /// Per device of the schedule: its group's size and the slot of its
+  /// first member in a replica (devices in order, each group's members
+  /// together).
+  std::vector<int> deviceTensorParallel, deviceFirstSlot;
+  int ranksPerReplica = 0;
   int numRanks = 0;
+  /// The device of a slot of a replica.
+  int deviceOfSlot(int slot) const {
+    int d = 0;
+    while (d + 1 < numDevices && deviceFirstSlot[d + 1] <= slot)
+      ++d;
+    return d;
+  }
   int64_t numStages = 0;
   /// Wave Synchronous Parallel across the replicas (program.staleness >= 0).
   bool waveSynchronous() const { return program.staleness >= 0; }

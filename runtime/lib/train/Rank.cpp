@@ -122,19 +122,25 @@ bool Rank::agree(bool ok, const std::string &error) {
   return true;
 }
 
+std::vector<int> Rank::peersOf(int device) const {
+  std::vector<int> peers;
+  int senders = job.deviceTensorParallel[rank];
+  for (int t = tpRank; t < job.deviceTensorParallel[device]; t += senders)
+    peers.push_back(t);
+  return peers;
+}
+
 bool Rank::splitWorld(std::string &error) {
-  if (job.replicas * job.tensorParallel <= 1)
+  if (job.numRanks <= 1)
     return true;
   // Collective on every rank, whether or not it loaded the job.
   std::string splitError;
-  pipelineComm = world.split(static_cast<int>(lane), rank, splitError);
+  pipelineComm = world.split(static_cast<int>(replica), slot, splitError);
   // The replicas of a device (and place in its group) reduce gradients.
   if (pipelineComm && job.replicas > 1)
-    replicaComm = world.split(tpRank * job.numDevices + rank,
-                              static_cast<int>(replica), splitError);
+    replicaComm = world.split(slot, static_cast<int>(replica), splitError);
   if (pipelineComm && job.tensorParallel > 1) {
-    tpComm = world.split(static_cast<int>(replica) * job.numDevices + rank,
-                         tpRank, splitError);
+    tpComm = world.split(worldRankOf(rank), tpRank, splitError);
     if (!tpComm) {
       error = "rank " + std::to_string(worldRank) +
               ": creating the tensor-parallel groups: " + splitError;
@@ -186,19 +192,23 @@ bool Rank::setupMessageMatching(std::string &error) {
   bool headers =
       mode == "headers" || (mode == "auto" && !job.program.messagesInSendOrder);
   Communicator &transport = pipelineComm ? *pipelineComm : world;
-  // The device pairs of this replica that exchange messages, and every
-  // device to device 0 (the gather of the trained globals).
+  // The slot pairs of this replica that exchange messages (each member of
+  // a sending group with its receivers, peersOf), and the first member of
+  // every device to slot 0 (the gather of the trained globals).
   std::set<std::pair<int, int>> links;
   const std::vector<int> &stageDevice = job.layout(replica).stageDevice;
   for (auto [from, to] : job.program.stageLinks) {
     if (from < 0 || to < 0 || from >= job.numStages || to >= job.numStages)
       continue;
     int a = stageDevice[from], b = stageDevice[to];
-    if (a != b)
-      links.insert({a, b});
+    if (a == b)
+      continue;
+    int senders = job.deviceTensorParallel[a];
+    for (int t = 0; t < job.deviceTensorParallel[b]; ++t)
+      links.insert({slotOf(a, t % senders), slotOf(b, t)});
   }
-  for (int d = 1; d < transport.size(); ++d)
-    links.insert({d, 0});
+  for (int d = 1; d < job.numDevices; ++d)
+    links.insert({slotOf(d), 0});
   if (Status s = transport.connect({links.begin(), links.end()}); !s.ok()) {
     error = "rank " + std::to_string(worldRank) +
             ": connecting the pipeline's ranks: " + s.message;
@@ -814,7 +824,7 @@ bool Rank::gather(bool trainableOnly, NamedTensors &values,
         error = "out of memory receiving global '" + g.name + "'";
         return false;
       }
-      Status s = pipeline().recv(t, from, kDriverTag);
+      Status s = pipeline().recv(t, slotOf(from), kDriverTag);
       if (s.ok())
         copyFromBuffer(host.bytes.data(), t.data, bytes);
       freeBuffer(t.data);
@@ -852,7 +862,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
   size_t numTotals = 2 * static_cast<size_t>(job.numDevices);
   std::vector<double> totals(
       numTotals + (waveSync ? 3 * static_cast<size_t>(job.replicas) : 0), 0.0);
-  if (replica == 0) {
+  if (replica == 0 && tpRank == 0) {
     for (int64_t s : job.layout(replica).deviceStages[rank])
       totals[rank] += totalBusyMs[s];
     totals[job.numDevices + rank] =

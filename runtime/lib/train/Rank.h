@@ -32,9 +32,9 @@ class StepLog;
 class Rank {
 public:
   Rank(Job &job, int worldRank, Communicator &world)
-      : job(job), worldRank(worldRank), rank(worldRank % job.numDevices),
-        lane(worldRank / job.numDevices), replica(lane / job.tensorParallel),
-        tpRank(static_cast<int>(lane % job.tensorParallel)), world(world) {}
+      : job(job), worldRank(worldRank), slot(worldRank % job.ranksPerReplica),
+        rank(job.deviceOfSlot(slot)), replica(worldRank / job.ranksPerReplica),
+        tpRank(slot - job.deviceFirstSlot[rank]), world(world) {}
   ~Rank();
 
   /// Sets up, trains and finishes; the process exit status. `loadError`
@@ -44,26 +44,39 @@ public:
   Job &job;
   /// This rank in the job (what mpirun numbers).
   const int worldRank;
-  /// The device of the schedule this rank runs, and its data-parallel
-  /// replica (0 without data parallelism).
+  /// Its place among its replica's ranks (its rank in pipeline()).
+  const int slot;
+  /// The device of the schedule this rank runs, its data-parallel replica
+  /// (0 without data parallelism), and its place in the device's
+  /// tensor-parallel group (Job::deviceTensorParallel).
   const int rank;
-  /// Its pipeline (a replica's, or with tensor parallelism one device of
-  /// each of the replica's groups), the replica, and its place in its
-  /// stages' tensor-parallel groups (ProgramInfo::tensorParallel).
-  const int64_t lane;
   const int64_t replica;
   const int tpRank;
   /// Every rank of the job: agreement, the step's outputs, checkpoints.
   Communicator &world;
-  /// This replica's pipeline, ranked by device: stage messages, gathers.
+  /// This replica's ranks, ranked by slot: stage messages, gathers.
   Communicator &pipeline() {
     if (orderedPipeline)
       return *orderedPipeline;
     return pipelineComm ? *pipelineComm : world;
   }
-  /// The job's rank of device `device` of this replica.
-  int worldRankOf(int device) const {
-    return static_cast<int>(lane) * job.numDevices + device;
+  /// The slot in a replica of member `member` of device `device`'s group.
+  int slotOf(int device, int member = 0) const {
+    return job.deviceFirstSlot[device] + member;
+  }
+  /// The job's rank of member `member` of device `device` of this replica.
+  int worldRankOf(int device, int member = 0) const {
+    return static_cast<int>(replica) * job.ranksPerReplica +
+           slotOf(device, member);
+  }
+  /// The members of `device`'s group that exchange stage messages with this
+  /// rank: from a group of g to one of h, member t of the g sends to each
+  /// t' < h with t' % g == t (the values between stages are whole, or split
+  /// alike over groups of one size).
+  std::vector<int> peersOf(int device) const;
+  /// The member of `device`'s group this rank receives from.
+  int senderOf(int device) const {
+    return tpRank % job.deviceTensorParallel[device];
   }
   Context kernels;
   bool hasKernelContext = false;

@@ -45,7 +45,7 @@ void StageContext::tensorParallelAllGather(const Tensor &src, int64_t axis,
 int StageState::tensorParallelRank() { return rank_.tpRank; }
 
 int StageState::tensorParallelSize() {
-  return static_cast<int>(rank_.job.tensorParallel);
+  return rank_.job.deviceTensorParallel[rank_.rank];
 }
 
 void StageState::tensorParallelAllReduce(Tensor &value) {
@@ -254,21 +254,24 @@ void StageState::send(int peerStage, int tag, int64_t microBatch,
     }
     return;
   }
-  Status s = rank_.pipeline().send(value, peer, mpiTag);
-  if (!s.ok())
-    fail("pp.send", "to stage " + std::to_string(peerStage) + " on rank " +
-                        std::to_string(rank_.worldRankOf(peer)) + ": " +
-                        s.message);
+  for (int member : rank_.peersOf(peer)) {
+    Status s = rank_.pipeline().send(value, rank_.slotOf(peer, member), mpiTag);
+    if (!s.ok())
+      fail("pp.send", "to stage " + std::to_string(peerStage) + " on rank " +
+                          std::to_string(rank_.worldRankOf(peer, member)) +
+                          ": " + s.message);
+  }
 }
 
 void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
   sync("pp.recv");
   int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
+  int member = peer >= 0 ? rank_.senderOf(peer) : 0;
   std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
-                     std::to_string(rank_.worldRankOf(peer)) + " (device " +
-                     rank_.job.deviceName(rank_.replica, peer) + "), tag " +
-                     std::to_string(tag) + ", micro-batch " +
+                     std::to_string(rank_.worldRankOf(peer, member)) +
+                     " (device " + rank_.job.deviceName(rank_.replica, peer) +
+                     "), tag " + std::to_string(tag) + ", micro-batch " +
                      std::to_string(microBatch);
   if (peer == rank_.rank) {
     auto key =
@@ -287,7 +290,7 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   }
   // Waiting for a peer is not work: busy time leaves it out.
   double start = nowSeconds();
-  Status s = rank_.pipeline().recv(dst, peer, mpiTag);
+  Status s = rank_.pipeline().recv(dst, rank_.slotOf(peer, member), mpiTag);
   rank_.waitMs[stage] += (nowSeconds() - start) * 1e3;
   if (!s.ok())
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);

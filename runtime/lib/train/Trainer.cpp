@@ -108,9 +108,19 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   if (comm->size() != job.numRanks) {
     if (comm->rank() == 0) {
       std::string layout = std::to_string(job.numDevices) + " devices";
-      if (job.tensorParallel > 1)
+      bool mixed = std::any_of(
+          job.deviceTensorParallel.begin(), job.deviceTensorParallel.end(),
+          [&](int degree) { return degree != job.tensorParallel; });
+      if (mixed) {
+        layout += " (tensor-parallel groups of";
+        for (int d = 0; d < job.numDevices; ++d)
+          layout +=
+              (d ? ", " : " ") + std::to_string(job.deviceTensorParallel[d]);
+        layout += " devices)";
+      } else if (job.tensorParallel > 1) {
         layout += " x " + std::to_string(job.tensorParallel) +
                   " tensor-parallel devices";
+      }
       if (job.replicas > 1)
         layout +=
             " x " + std::to_string(job.replicas) + " data-parallel replicas";

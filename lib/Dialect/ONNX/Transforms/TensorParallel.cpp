@@ -189,7 +189,8 @@ struct Pair {
 };
 
 /// The groups of `func` that split over `tp` devices, in op order, leaving
-/// out the ops in `excluded` (pinned ones); `onWhole(row, column,
+/// out those with an op in `excluded` (pinned ones, those of stages left
+/// whole); `onWhole(row, column,
 /// features)` is told of each group whose features `tp` does not divide (it
 /// stays whole).
 SmallVector<Pair> groupPairs(
@@ -204,8 +205,14 @@ SmallVector<Pair> groupPairs(
     llvm::SetVector<Operation *> region;
     std::optional<SmallVector<Linear>> columns =
         precedingColumns(*row, &region);
-    if (!columns || llvm::any_of(*columns, [&](const Linear &column) {
-          return used.contains(column.op) || excluded.contains(column.op);
+    if (!columns ||
+        llvm::any_of(*columns,
+                     [&](const Linear &column) {
+                       return used.contains(column.op) ||
+                              excluded.contains(column.op);
+                     }) ||
+        llvm::any_of(region, [&](Operation *between) {
+          return excluded.contains(between);
         }))
       return;
     auto rowWeight = cast<RankedTensorType>(row->weight->get().getType());
@@ -240,11 +247,14 @@ struct TensorParallelPass
       return;
     pinned.clear();
     markedFunctions.clear();
+    if (failed(collectWholeStages(module)))
+      return signalPassFailure();
     if (failed(declareGrid(module)))
       return signalPassFailure();
     FailureOr<SmallVector<Pin>> parsedPins = parsePins(module);
     if (failed(parsedPins))
       return signalPassFailure();
+    module.walk([&](func::FuncOp func) { moveWeightOpsToUsers(func); });
     SmallVector<func::FuncOp> annotated;
     bool pinFailed = false;
     module.walk([&](func::FuncOp func) {
@@ -292,11 +302,37 @@ struct TensorParallelPass
     return success();
   }
 
+  /// In a function --pp-partition split into stages, an op computed from
+  /// weights and constants alone (a transposed weight) joins the earliest
+  /// stage of its users: split, it is a slice of this stage's group, which
+  /// a stage of another degree cannot compute (nor should it be sent).
+  static void moveWeightOpsToUsers(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    for (Operation &op : llvm::reverse(body.without_terminator())) {
+      if (!pp::pipeline::getStage(&op) || op.use_empty() ||
+          (!isa<onnx::ConstantOp, onnx::GlobalReadOp>(op) &&
+           !llvm::all_of(op.getResults(),
+                         [](Value result) { return isWeightDerived(result); })))
+        continue;
+      std::optional<int64_t> first;
+      for (Operation *user : op.getUsers()) {
+        std::optional<int64_t> stage = pp::pipeline::getStage(user);
+        if (!stage) {
+          first.reset();
+          break;
+        }
+        first = first ? std::min(*first, *stage) : *stage;
+      }
+      if (first)
+        pp::pipeline::setStage(&op, *first);
+    }
+  }
+
   /// A function that --pp-partition already split into pipeline stages
   /// keeps every op on one: the ops partitioning made (collectives, slices,
   /// rebuilt reshapes and contractions) join the latest stage of their
-  /// operands, or, reading only weights and constants, the earliest of
-  /// their users.
+  /// activation operands, or, computed from weights and constants alone,
+  /// the earliest of their users.
   static void keepPipelineStages(func::FuncOp func) {
     bool staged = false;
     func.walk([&](Operation *op) {
@@ -313,10 +349,14 @@ struct TensorParallelPass
     for (Operation &op : body) {
       if (!needsStage(op))
         continue;
+      // Weight reads and constants do not count: a slice of a weight
+      // belongs with its users (the weight may be read on a stage that
+      // stays whole).
       std::optional<int64_t> stage;
       for (Value operand : op.getOperands())
         if (Operation *def = operand.getDefiningOp())
-          if (std::optional<int64_t> s = pp::pipeline::getStage(def))
+          if (std::optional<int64_t> s = pp::pipeline::getStage(def);
+              s && !isa<onnx::ConstantOp, onnx::GlobalReadOp>(def))
             stage = stage ? std::max(*stage, *s) : *s;
       if (stage)
         pp::pipeline::setStage(&op, *stage);
@@ -587,6 +627,13 @@ struct TensorParallelPass
                           << " features do not split over tp = " << int64_t(tp);
           return WalkResult::interrupt();
         }
+        if (wholeStageOps.contains(op)) {
+          op->emitError() << "pp-tensor-parallel: pin '" << pin.pattern
+                          << "' names an op of pipeline stage "
+                          << *pp::pipeline::getStage(op)
+                          << ", which the plan leaves on one device (tp=1)";
+          return WalkResult::interrupt();
+        }
         if (pinned.insert(op).second) {
           markWholeWeightReads(func);
           annotate(*linear->weight, dim);
@@ -631,11 +678,41 @@ struct TensorParallelPass
 
   llvm::DenseSet<Operation *> pinned;
   llvm::DenseSet<Operation *> markedFunctions;
+  /// The ops of pipeline stages whose tensor-parallel degree is 1 (a
+  /// stage-wise mix, pp.tensor_parallel_stages): they stay whole and join
+  /// no group, so the values between such a stage and a split one are
+  /// whole.
+  llvm::DenseSet<Operation *> wholeStageOps;
+
+  /// Reads the per-stage degrees --pp-partition planned: each is 1 or tp.
+  LogicalResult collectWholeStages(ModuleOp module) {
+    wholeStageOps.clear();
+    DenseI64ArrayAttr degrees = pp::pipeline::getTensorParallelStages(module);
+    if (!degrees)
+      return success();
+    for (auto [stage, degree] : llvm::enumerate(degrees.asArrayRef()))
+      if (degree != 1 && degree != tp)
+        return module.emitError()
+               << "pp-tensor-parallel: stage " << stage
+               << " is planned on a tensor-parallel group of " << degree
+               << " devices, the pass splits over tp = " << int64_t(tp)
+               << ": a stage-wise mix runs with degrees 1 and one other "
+                  "(different degrees above 1 are not built)";
+    module.walk([&](Operation *op) {
+      std::optional<int64_t> stage = pp::pipeline::getStage(op);
+      if (stage && *stage >= 0 &&
+          *stage < static_cast<int64_t>(degrees.size()) && degrees[*stage] == 1)
+        wholeStageOps.insert(op);
+    });
+    return success();
+  }
 
   /// Whether it annotated anything.
   bool annotatePairs(func::FuncOp func) {
+    llvm::DenseSet<Operation *> excluded = wholeStageOps;
+    excluded.insert(pinned.begin(), pinned.end());
     SmallVector<Pair> groups = groupPairs(
-        func, tp, pinned,
+        func, tp, excluded,
         [&](const Linear &, const Linear &column, int64_t features) {
           column.op->emitRemark()
               << "pp-tensor-parallel: " << features

@@ -613,26 +613,28 @@ pp::pipeline::splitStages(ModuleOp module,
   if (!step)
     return failure();
   // A tensor-parallel plan runs once --pp-tensor-parallel has split the
-  // stages over one group of the plan's degree.
+  // stages over groups of the plan's degree (a stage-wise mix: the others
+  // left whole, on one device).
   if (pipeline::PlanAttr plan = pipeline::getPlan(module);
       plan && plan.getTensorParallel() > 1) {
     DenseI64ArrayAttr stages = pipeline::getTensorParallelStages(module);
-    bool uniform =
+    bool runnable =
         !stages || llvm::all_of(stages.asArrayRef(), [&](int64_t degree) {
-          return degree == plan.getTensorParallel();
+          return degree == 1 || degree == plan.getTensorParallel();
         });
     auto grids = module.getOps<shard::GridOp>();
     bool split = llvm::any_of(grids, [&](shard::GridOp grid) {
       return grid.getShape() == ArrayRef<int64_t>{plan.getTensorParallel()};
     });
-    if (!uniform || !split) {
+    if (!runnable || !split) {
       module.emitError()
           << "pp-split-stages: the plan has tensor-parallel degree "
           << plan.getTensorParallel()
-          << (uniform ? " but the step is not split over a group of that "
-                        "size: run --pp-tensor-parallel=tp=N first"
-                      : " with different degrees per stage, which is "
-                        "planned only (running it is not built)");
+          << (runnable ? " but the step is not split over a group of that "
+                         "size: run --pp-tensor-parallel=tp=N first"
+                       : " and stages of other degrees above 1, which are "
+                         "planned only (running a mix of 1 and one other "
+                         "degree is built)");
       return failure();
     }
   }

@@ -134,18 +134,29 @@ LogicalResult pp::train::differentiate(ModuleOp module,
   b.setListener(&listener);
 
   // Per-device parts of the gradients of whole values (tensor
-  // parallelism), with the group to sum them over.
-  llvm::MapVector<Value, std::pair<Value, train::GradAllReduce>> partials;
+  // parallelism), with the group to sum them over and the pipeline stage
+  // of the earliest split op that made one.
+  struct Partial {
+    Value sum;
+    train::GradAllReduce reduce;
+    std::optional<int64_t> stage;
+  };
+  llvm::MapVector<Value, Partial> partials;
+  // The sum runs on the split ops' stage, not the value's: a stage-wise mix
+  // may give the value's stage one device, which cannot sum the parts.
   auto finishPartial = [&](Value value) {
     auto it = partials.find(value);
     if (it == partials.end())
       return;
-    auto [sum, reduce] = it->second;
-    Value whole =
-        shard::AllReduceOp::create(b, sum.getLoc(), sum.getType(),
-                                   reduce.grid.getValue(), reduce.axes, sum);
+    Partial partial = it->second;
     partials.erase(it);
+    std::optional<int64_t> valueStage = listener.stage;
+    listener.stage = partial.stage;
+    Value whole = shard::AllReduceOp::create(
+        b, partial.sum.getLoc(), partial.sum.getType(),
+        partial.reduce.grid.getValue(), partial.reduce.axes, partial.sum);
     accumulate(value, whole, whole.getLoc());
+    listener.stage = valueStage;
   };
 
   SmallVector<Operation *> ops;
@@ -185,10 +196,13 @@ LogicalResult pp::train::differentiate(ModuleOp module,
       if (!grad || !active.contains(operand))
         continue;
       if (reduce && llvm::is_contained(reduce->operands, int64_t(index))) {
-        auto [it, inserted] = partials.try_emplace(operand, grad, *reduce);
-        if (!inserted)
-          it->second.first =
-              onnx::AddOp::create(b, grad.getLoc(), it->second.first, grad);
+        auto [it, inserted] = partials.try_emplace(
+            operand, Partial{grad, *reduce, listener.stage});
+        if (!inserted) {
+          it->second.sum =
+              onnx::AddOp::create(b, grad.getLoc(), it->second.sum, grad);
+          it->second.stage = listener.stage;
+        }
         continue;
       }
       accumulate(operand, grad, grad.getLoc());

@@ -234,11 +234,15 @@ struct ProgramInfo {
   int64_t staleness = -1;
   int64_t wave = 1;
   /// Tensor parallelism: the devices of each stage's group (the program's
-  /// shard.grid). Rank w runs device w % D of lane w / D, the lane being
-  /// replica (w / D) / tensorParallel's device (w / D) % tensorParallel of
-  /// every group: its messages go to the same device of the neighbouring
-  /// stages' groups, its collectives to the other lanes of its replica.
+  /// shard.grid), the largest when stages differ.
   int64_t tensorParallel = 1;
+  /// A stage-wise mix of degrees: each stage's group size (1 for a stage
+  /// the compiler left whole); empty: every stage's is tensorParallel. The
+  /// devices of one stage share a degree. A replica has sum-over-devices of
+  /// their degree ranks, device by device (rank w is member w - first(d) of
+  /// device d's group); a message from a group of g senders to one of h
+  /// receivers goes from sender t to each receiver t' with t' % g == t.
+  std::vector<int64_t> stageTensorParallel;
   /// Weight-versioned schedules: micro-batches per update (each stage
   /// updates microBatches / updateEvery times a step and keeps the older
   /// versions its actions still read). 0: one update a step.

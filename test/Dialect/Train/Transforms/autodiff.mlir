@@ -173,6 +173,34 @@ func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp
 
 // -----
 
+// Staged (a stage-wise mix: stage 0 whole, stage 1 split): the parts of
+// the gradient of stage 0's %h are summed over the group on stage 1, where
+// the split op that made them runs, and stage 0 gets the whole gradient.
+// CHECK-LABEL: func.func @main
+// CHECK: shard.all_reduce %{{.*}} on @tp grid_axes = [0] {pp.stage = 1 : i64}
+// CHECK: train.softmax_cross_entropy_grad
+// CHECK: %[[WHOLE:.*]] = shard.all_reduce %{{.*}} on @tp grid_axes = [0] {pp.stage = 1 : i64}
+// CHECK: onnx.Mul %[[WHOLE]], %{{.*}} {pp.stage = 0 : i64}
+shard.grid @tp(shape = 2)
+onnx.global "trainable" @e : tensor<2x4xf32>
+onnx.global "trainable" @u : tensor<4x8xf32>
+onnx.global "trainable" @d : tensor<8x4xf32>
+func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp.loss}) {
+  %e = onnx.global_read @e {pp.stage = 0 : i64} : tensor<2x4xf32>
+  %h = onnx.Mul %x, %e {pp.stage = 0 : i64} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %u = onnx.global_read @u {pp.stage = 1 : i64} : tensor<4x8xf32>
+  %us = shard.all_slice %u on @tp grid_axes = [0] slice_axis = 1 {pp.stage = 1 : i64} : tensor<4x8xf32> -> tensor<4x4xf32>
+  %a = onnx.MatMul %h, %us {pp.stage = 1 : i64, train.grad_all_reduce = {axes = array<i16: 0>, grid = @tp, operands = array<i64: 0>}} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %d = onnx.global_read @d {pp.stage = 1 : i64} : tensor<8x4xf32>
+  %ds = shard.all_slice %d on @tp grid_axes = [0] slice_axis = 0 {pp.stage = 1 : i64} : tensor<8x4xf32> -> tensor<4x4xf32>
+  %p = onnx.MatMul %a, %ds {pp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<4x4xf32>) -> tensor<2x4xf32>
+  %s = shard.all_reduce %p on @tp grid_axes = [0] {pp.stage = 1 : i64} : tensor<2x4xf32> -> tensor<2x4xf32>
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %s, %labels {pp.stage = 1 : i64} : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss : tensor<f32>
+}
+
+// -----
+
 shard.grid @tp(shape = 2)
 onnx.global "trainable" @w : tensor<2x4xf32>
 func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp.loss}) {

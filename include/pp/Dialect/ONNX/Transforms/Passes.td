@@ -60,7 +60,11 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     `train.grad_all_reduce`: each device's gradient of that input is only
     its part's share, and --pp-autodiff sums the shares over the group
     (Megatron's f; the row-parallel all-reduce is its g). After
-    --pp-partition, the ops partitioning makes join their operands' stage.
+    --pp-partition, the ops partitioning makes join their activation
+    operands' stage (a weight's slice its users'), and a stage the plan
+    gives one device (pp.tensor_parallel_stages: a stage-wise mix of 1 and
+    tp) stays whole: no group with an op in it splits, so the values it
+    exchanges with split stages are whole.
     pp-interpret runs the result on one interpreter per device, and
     generated programs on a rank per device (docs/cli.md). A training-mode
     Dropout of a split tensor is an error (every device would draw the same
@@ -69,7 +73,7 @@ def TensorParallelPass : Pass<"pp-tensor-parallel", "mlir::ModuleOp"> {
     cross-entropy, convolutions, sequence parallelism, ops with several
     used results between sharded ops, weights kept split on their devices
     (each device holds the whole weight and gathers its gradient), and
-    different degrees per stage.
+    stages of different degrees above 1.
   }];
   let options = [
     Option<"tp", "tp", "int64_t", "2",

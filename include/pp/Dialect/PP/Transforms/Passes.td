@@ -90,7 +90,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "--pp-tensor-parallel split over them), a per-stage list "
            "(tp=4,2,2), or auto (per node of a virtual worker the degree of "
            "the least predicted iteration time that fits memory); 1: no "
-           "tensor parallelism. Plans only: execution is not built">,
+           "tensor parallelism. Records each stage's degree "
+           "(pp.tensor_parallel_stages) for --pp-tensor-parallel">,
     Option<"planJson", "plan-json", "std::string", "\"\"",
            "With tp other than 1: write the three-dimensional plan (pp, "
            "tp, dp, per-stage times and memory, the candidates of "
