@@ -281,12 +281,43 @@ LogicalResult Interpreter::execute(Operation *op) {
     return (*handler)(*this, op);
   auto start = std::chrono::steady_clock::now();
   LogicalResult result = (*handler)(*this, op);
+  double ms = std::chrono::duration<double, std::milli>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
   OpProfile &entry = profile_[op->getName().getStringRef()];
   ++entry.calls;
-  entry.milliseconds += std::chrono::duration<double, std::milli>(
-                            std::chrono::steady_clock::now() - start)
-                            .count();
+  entry.milliseconds += ms;
+  // The node: a forward op's name, or the forward op's name inside a
+  // backward op's fused<"backward"> location.
+  Location loc = op->getLoc();
+  bool backward = false;
+  if (auto fused = dyn_cast<FusedLoc>(loc)) {
+    auto tag = dyn_cast_or_null<StringAttr>(fused.getMetadata());
+    if (!tag || tag.getValue() != "backward" ||
+        fused.getLocations().size() != 1)
+      return result;
+    loc = fused.getLocations().front();
+    backward = true;
+  }
+  if (auto name = dyn_cast<NameLoc>(loc)) {
+    auto [it, inserted] =
+        nodeIndex_.try_emplace(name.getName(), nodeProfile_.size());
+    if (inserted)
+      nodeProfile_.push_back({name.getName().str()});
+    NodeProfile &node = nodeProfile_[it->second];
+    (backward ? node.backwardMs : node.forwardMs) += ms;
+  }
   return result;
+}
+
+std::vector<NodeProfile> Interpreter::getNodeProfile() const {
+  return nodeProfile_;
+}
+
+void Interpreter::clearProfile() {
+  profile_.clear();
+  nodeProfile_.clear();
+  nodeIndex_.clear();
 }
 
 std::vector<OpProfile> Interpreter::getProfile() const {

@@ -89,9 +89,9 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   if (options.schedule == "auto") {
     ChooseSchedulePassOptions choose;
-    choose.compileOptions =
-        compileOptionsText(options, {"schedule", "report", "emit-dir",
-                                     "plan-dir", "auto-schedules"});
+    choose.compileOptions = compileOptionsText(
+        options, {"schedule", "report", "emit-dir", "plan-dir",
+                  "auto-schedules", "measured-log"});
     for (llvm::StringRef name : llvm::split(options.autoSchedules, ','))
       if (!name.trim().empty())
         choose.candidates.push_back(name.trim().str());
@@ -177,6 +177,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   plan.profileFile = options.profile;
   plan.summaryFile = options.report;
   plan.outputDir = options.planDir;
+  plan.measuredLog = options.measuredLog;
   pm.addPass(createPlanReportPass(plan));
   if (!options.emitDir.empty()) {
     EmitProgramPassOptions emit;

@@ -38,6 +38,7 @@
 #include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -117,6 +118,21 @@ static llvm::cl::opt<int64_t> stageMicroBatch(
 static llvm::cl::opt<bool>
     profile("profile",
             llvm::cl::desc("Print the time spent per op kind over all steps"));
+
+static llvm::cl::opt<std::string> writeProfile(
+    "write-profile",
+    llvm::cl::desc("Measure each ONNX node's forward and backward time on "
+                   "this machine's CPU kernels (a training step at the "
+                   "micro-batch size, from --pp-training-step; the mean over "
+                   "the steps after the first) and write the profile JSON "
+                   "that --pp-partition / --pp-compile profile= read"),
+    llvm::cl::value_desc("file.json"));
+
+static llvm::cl::opt<std::string> profileKind(
+    "profile-kind",
+    llvm::cl::desc("With --write-profile: the device kind the times are "
+                   "for (the cluster's kind of this machine)"),
+    llvm::cl::init("cpu"));
 
 /// Sets each global listed in `dir`/globals.txt (name, tab, .npy file) with
 /// `set`; the error naming the file and the global, if any.
@@ -556,10 +572,16 @@ int main(int argc, char **argv) {
     argValues.push_back(std::move(*args[i]));
   }
 
+  if (!writeProfile.empty() && (pipelined || *tensorParallel))
+    return fail("--write-profile measures an unsplit training step (the "
+                "model at the micro-batch size through --pp-training-step), "
+                "not a pipelined or tensor-parallel module");
+  if (!writeProfile.empty() && profileKind.empty())
+    return fail("--profile-kind must name a device kind");
   InterpreterOptions options;
   options.numThreads = numThreads;
   options.seed = seed;
-  options.profile = profile;
+  options.profile = profile || !writeProfile.empty();
   Interpreter interp(*module, options);
   pp::interp::registerTrainHandlers(interp);
   if (*tensorParallel && !pipelined)
@@ -607,6 +629,9 @@ int main(int argc, char **argv) {
     double ms = std::chrono::duration<double, std::milli>(
                     std::chrono::steady_clock::now() - start)
                     .count();
+    // The first step warms caches and allocations up: not measured.
+    if (!writeProfile.empty() && step == 1 && steps > 1)
+      interp.clearProfile();
     if (lossIndex) {
       // Enough digits to round-trip the loss's own type.
       const auto &loss = (*outputs)[*lossIndex];
@@ -632,6 +657,44 @@ int main(int argc, char **argv) {
           "  %-34s %6lld calls %10.3f ms %5.1f%%\n", entry.opName.c_str(),
           static_cast<long long>(entry.calls), entry.milliseconds,
           100.0 * entry.milliseconds / total);
+  }
+
+  if (!writeProfile.empty()) {
+    int measured = steps > 1 ? steps - 1 : steps;
+    if (measured < 1)
+      return fail("--write-profile needs --steps of at least 1");
+    // The cost model asks per op of a node (a forward op's forward and
+    // backward time; an update op's time): a name several ops carry (the
+    // optimizer's updates) gets its times shared among them.
+    llvm::StringMap<int64_t> opsNamed;
+    module->walk([&](Operation *op) {
+      if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+        ++opsNamed[name.getName()];
+    });
+    llvm::json::Object nodes;
+    for (const NodeProfile &node : interp.getNodeProfile()) {
+      double share = measured * std::max<int64_t>(1, opsNamed[node.node]);
+      llvm::json::Object times;
+      times["forward_ms"] = node.forwardMs / share;
+      if (node.backwardMs > 0)
+        times["backward_ms"] = node.backwardMs / share;
+      nodes[node.node] = std::move(times);
+    }
+    size_t count = nodes.size();
+    if (count == 0)
+      return fail("--write-profile: no op of the module carries an ONNX node "
+                  "name (its location): import the .onnx here, or print the "
+                  "module with --mlir-print-debuginfo");
+    llvm::json::Object root;
+    root[profileKind] = std::move(nodes);
+    std::error_code ec;
+    llvm::raw_fd_ostream out(writeProfile, ec);
+    if (ec)
+      return fail("cannot write '" + writeProfile + "': " + ec.message());
+    out << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+    llvm::outs() << "profile: " << count << " nodes of kind '" << profileKind
+                 << "', mean of " << measured << " step(s), written to "
+                 << writeProfile << "\n";
   }
 
   // Every device of a tensor-parallel group keeps the whole weights, updated

@@ -21,6 +21,7 @@
 #include "llvm/Support/Error.h"
 
 #include <memory>
+#include <optional>
 
 namespace pp {
 
@@ -66,6 +67,12 @@ public:
   }
   /// Work of `op` (an onnx op of the forward function).
   virtual OpWork getWork(mlir::Operation *op) const;
+  /// With a measured profile: the op times asked so far that it answered,
+  /// and those left to the roofline (for reports).
+  virtual std::optional<std::pair<int64_t, int64_t>>
+  getProfileCoverage() const {
+    return std::nullopt;
+  }
   /// Seconds of the forward / backward of `op` on `device`.
   virtual double getForwardTime(mlir::Operation *op,
                                 const cluster::Device &device) const;
@@ -98,6 +105,10 @@ public:
                         const cluster::Device &device) const override;
   double getBackwardTime(mlir::Operation *op,
                          const cluster::Device &device) const override;
+  std::optional<std::pair<int64_t, int64_t>>
+  getProfileCoverage() const override {
+    return std::make_pair(hits, misses);
+  }
   /// Ops the profile covered / missed so far (for the plan report).
   mutable int64_t hits = 0, misses = 0;
 

@@ -68,6 +68,14 @@ struct OpProfile {
   double milliseconds = 0;
 };
 
+/// Time spent in the ops of one ONNX node (by location name): its forward
+/// ops, and the backward ops --pp-autodiff built for it (fused<"backward">
+/// locations), with the runs of each that were timed.
+struct NodeProfile {
+  std::string node;
+  double forwardMs = 0, backwardMs = 0;
+};
+
 /// Sums profiles of several interpreters by op kind, most expensive first.
 std::vector<OpProfile>
 mergeProfiles(llvm::ArrayRef<std::vector<OpProfile>> profiles);
@@ -158,6 +166,11 @@ public:
   /// Per-op-kind time of all runs so far, most expensive first (empty unless
   /// InterpreterOptions::profile).
   std::vector<OpProfile> getProfile() const;
+  /// Per-node time of all runs so far, in first-run order (empty unless
+  /// InterpreterOptions::profile); clearProfile starts both anew (after a
+  /// warm-up run).
+  std::vector<NodeProfile> getNodeProfile() const;
+  void clearProfile();
 
   /// Where the next runs draw their Dropout masks: training step `step`
   /// (from 0) and, within it, micro-batch `microBatch` (0 when the run
@@ -197,6 +210,9 @@ private:
   int64_t randomStep_ = 0;
   int64_t randomMicroBatch_ = 0;
   llvm::StringMap<OpProfile> profile_;
+  /// Per node in first-run order, and where each node is.
+  std::vector<NodeProfile> nodeProfile_;
+  llvm::StringMap<size_t> nodeIndex_;
 };
 
 /// Registers the handlers of the onnx dialect's ops (Interpreter's

@@ -192,7 +192,13 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::init("none")};
   Option<std::string> profile{
       *this, "profile",
-      llvm::cl::desc("Measured per-op times (JSON) for the cost model")};
+      llvm::cl::desc("Measured per-op times (JSON) for the cost model "
+                     "(pp-interpret --write-profile)")};
+  Option<std::string> measuredLog{
+      *this, "measured-log",
+      llvm::cl::desc("The --log of a run of this program: the report sets "
+                     "measured step and busy times against the prediction "
+                     "(--pp-plan-report's measured-log)")};
   Option<std::string> report{
       *this, "report",
       llvm::cl::desc("Text summaries of the partition, recomputation and "

@@ -46,6 +46,12 @@ const OptionSpec kOptions[] = {
      "continue from the newest complete, verified checkpoint in DIR"},
     {"save-onnx", "OUT.onnx",
      "write the source model with the trained weights"},
+    {"write-profile", "FILE.json",
+     "time every op (a program of one device): write each ONNX node's mean "
+     "forward and backward ms per micro-batch over the steps after the "
+     "first, as the profile --pp-compile profile= reads"},
+    {"profile-kind", "KIND",
+     "the device kind of --write-profile's times (default cpu)"},
     {"dump-globals", "DIR",
      "write every global to DIR/<name>.npy and DIR/globals.txt"},
     {"data-file", "PATH", "initial values of globals and constants"},
@@ -216,6 +222,12 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       options.resumeDir = value;
     } else if (name == "save-onnx") {
       options.saveOnnx = value;
+    } else if (name == "write-profile") {
+      options.writeProfile = value;
+    } else if (name == "profile-kind") {
+      if (value.empty())
+        return badValue("a device kind");
+      options.profileKind = value;
     } else if (name == "dump-globals") {
       options.dumpGlobals = value;
     } else if (name == "data-file") {

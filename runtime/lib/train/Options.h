@@ -32,6 +32,10 @@ struct TrainOptions {
   int64_t keepCheckpoints = 2;
   std::string resumeDir;
   std::string saveOnnx;
+  /// --write-profile: each ONNX node's measured forward and backward time
+  /// as the profile JSON of --pp-partition profile=, for --profile-kind.
+  std::string writeProfile;
+  std::string profileKind = "cpu";
   std::string dumpGlobals;
   std::string dataFile;
   /// Receive timeout in seconds: finite, positive, at most kMaxTimeout.

@@ -336,10 +336,19 @@ bool Rank::runAction(const ActionInfo &action) {
   try {
     if (job.program.updateEvery > 0 && !kinds::isPerStep(action.kind))
       readWeightVersion(action, latest, temporaries);
+    if (!job.options.writeProfile.empty()) {
+      state.timingOps = true;
+      state.timingPhase = f.phase;
+      state.lastOpSeconds = nowSeconds();
+    }
     f.function(state, microBatch);
     Status s = synchronizeKernels(kernels);
     if (!s.ok())
       throw StageError("kernels", s.message);
+    if (state.timingOps && state.lastOpKey.first >= 0) {
+      opTimes[state.lastOpKey].seconds += nowSeconds() - state.lastOpSeconds;
+      state.lastOpKey.first = -1;
+    }
   } catch (const StageError &e) {
     restore();
     abortJob(where() + "op " + e.op + ": " + e.what() + stepNote);
@@ -751,6 +760,13 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
         std::this_thread::sleep_for(
             std::chrono::duration<double>(delay.ms / 1e3));
     ok = ok && finishStep(start, loopStart, ++stepsRun, log);
+    // --write-profile: the first step warms up and is not measured.
+    if (!options.writeProfile.empty()) {
+      if (step == job.firstStep() && step + 1 < options.steps)
+        opTimes.clear();
+      else
+        ++profiledSteps;
+    }
     bool checkpointDue = options.checkpointEvery > 0 &&
                          (step + 1) % options.checkpointEvery == 0;
     // A checkpoint and the last step end a wave, and the checkpoint holds
@@ -776,6 +792,89 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
     return false;
   }
   return ok;
+}
+
+bool Rank::writeProfile(std::string &error) {
+  if (profiledSteps < 1) {
+    error = "--write-profile: no step was measured (--steps must be at "
+            "least 1)";
+    return false;
+  }
+  // Per node: its forward ops' time per op, its backward ops' time per
+  // forward op (the cost model asks per forward op), an update op's time
+  // per op (the optimizer's ops share one name).
+  struct Node {
+    Rank::OpTime forward, backward, update;
+  };
+  std::map<std::string, Node> nodes;
+  for (const auto &[key, time] : opTimes) {
+    Node &node = nodes[key.second];
+    auto phase = static_cast<kinds::Phase>(key.first);
+    Rank::OpTime &slot = phase == kinds::Phase::Forward  ? node.forward
+                         : phase == kinds::Phase::Update ? node.update
+                                                         : node.backward;
+    slot.seconds += time.seconds;
+    slot.calls += time.calls;
+  }
+  auto quote = [](const std::string &text) {
+    std::string out = "\"";
+    for (char c : text) {
+      if (c == '"' || c == '\\')
+        out += '\\';
+      if (static_cast<unsigned char>(c) < 0x20) {
+        char buffer[8];
+        std::snprintf(buffer, sizeof buffer, "\\u%04x", c);
+        out += buffer;
+        continue;
+      }
+      out += c;
+    }
+    return out + "\"";
+  };
+  double microBatches =
+      static_cast<double>(profiledSteps * job.microBatches * job.replicas);
+  std::string json = "{\n  " + quote(job.options.profileKind) + ": {";
+  bool first = true;
+  for (const auto &[name, node] : nodes) {
+    std::string fields;
+    char buffer[64];
+    if (node.forward.calls > 0) {
+      std::snprintf(buffer, sizeof buffer, "\"forward_ms\": %.9g",
+                    node.forward.seconds * 1e3 / node.forward.calls);
+      fields += buffer;
+    } else if (node.update.calls > 0) {
+      std::snprintf(buffer, sizeof buffer, "\"forward_ms\": %.9g",
+                    node.update.seconds * 1e3 / node.update.calls);
+      fields += buffer;
+    }
+    if (node.backward.calls > 0) {
+      double perForwardOp = node.forward.calls > 0
+                                ? static_cast<double>(node.forward.calls)
+                                : microBatches;
+      std::snprintf(buffer, sizeof buffer, "%s\"backward_ms\": %.9g",
+                    fields.empty() ? "" : ", ",
+                    node.backward.seconds * 1e3 / perForwardOp);
+      fields += buffer;
+    }
+    if (fields.empty())
+      continue;
+    json += std::string(first ? "" : ",") + "\n    " + quote(name) + ": {" +
+            fields + "}";
+    first = false;
+  }
+  json += "\n  }\n}\n";
+  FILE *file = std::fopen(job.options.writeProfile.c_str(), "w");
+  if (!file || std::fwrite(json.data(), 1, json.size(), file) != json.size() ||
+      std::fclose(file) != 0) {
+    error = "--write-profile: cannot write '" + job.options.writeProfile + "'";
+    return false;
+  }
+  std::printf("profile: %zu nodes of kind '%s', mean of %lld step(s), written "
+              "to %s\n",
+              nodes.size(), job.options.profileKind.c_str(),
+              static_cast<long long>(profiledSteps),
+              job.options.writeProfile.c_str());
+  return true;
 }
 
 bool Rank::gather(bool trainableOnly, NamedTensors &values,
@@ -891,6 +990,8 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     if (ok && worldRank == 0)
       ok = dumpGlobals(options.dumpGlobals, values, error);
   }
+  if (ok && worldRank == 0 && !options.writeProfile.empty())
+    ok = writeProfile(error);
   if (ok && replica == 0 && tpRank == 0 && !options.saveOnnx.empty()) {
     NamedTensors values;
     // Every global: BatchNorm running statistics belong in the deployed

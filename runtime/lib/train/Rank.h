@@ -111,6 +111,16 @@ public:
     int request = -1;
   };
   std::map<int64_t, std::vector<Bucket>> reducing; // by stage
+  /// --write-profile: per (phase, ONNX node) the time of its ops and how
+  /// many ran (StageState::opFinished), over the measured steps.
+  struct OpTime {
+    double seconds = 0;
+    int64_t calls = 0;
+  };
+  std::map<std::pair<int, std::string>, OpTime> opTimes;
+  int64_t profiledSteps = 0;
+  /// Writes --write-profile's JSON from opTimes.
+  bool writeProfile(std::string &error);
   /// Messages between two stages of this rank: (from, to, tag, mb).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
 

@@ -20,6 +20,7 @@
 #include <algorithm>
 #include <cstring>
 #include <stdexcept>
+#include <string_view>
 
 using namespace pp::rt;
 using namespace pp::rt::train;
@@ -40,6 +41,26 @@ void StageContext::tensorParallelAllGather(const Tensor &src, int64_t axis,
   if (!s.ok())
     fail("shard.all_gather", s.message);
   tensorParallelAllReduce(dst);
+}
+
+void StageState::opFinished(const char *op) {
+  // Kernels may run asynchronously (CUDA): the op's time ends when they do.
+  if (Status s = synchronizeKernels(kernels()); !s.ok())
+    fail(op, s.message);
+  double now = nowSeconds();
+  std::string_view text(op);
+  // The node: the quoted name of "dialect.op 'node'".
+  size_t open = text.find('\'');
+  size_t close = text.rfind('\'');
+  std::string node(open != std::string_view::npos && close > open
+                       ? text.substr(open + 1, close - open - 1)
+                       : text);
+  lastOpKey = {static_cast<int>(timingPhase), std::move(node)};
+  Rank::OpTime &entry = rank_.opTimes[lastOpKey];
+  entry.seconds += now - lastOpSeconds;
+  ++entry.calls;
+  // The next op's time starts after this bookkeeping.
+  lastOpSeconds = nowSeconds();
 }
 
 int StageState::tensorParallelRank() { return rank_.tpRank; }

@@ -73,6 +73,14 @@ public:
   int tensorParallelRank() override;
   int tensorParallelSize() override;
   void tensorParallelAllReduce(Tensor &value) override;
+  /// --write-profile: the time since the previous op (or the function's
+  /// start) goes to the op's node in the running function's phase.
+  void opFinished(const char *op) override;
+  kinds::Phase timingPhase = kinds::Phase::None;
+  double lastOpSeconds = 0;
+  /// Where the last op's time went: the function's work after it (its
+  /// stashes and sends) joins it when the function returns.
+  std::pair<int, std::string> lastOpKey{-1, {}};
 
   Rank &rank_;
   int64_t stage;

@@ -152,7 +152,8 @@ struct PlanReportPass
     return pipeline::writePlanReport(module, {.clusterSpec = clusterSpec,
                                               .profileFile = profileFile,
                                               .summaryFile = summaryFile,
-                                              .outputDir = outputDir});
+                                              .outputDir = outputDir,
+                                              .measuredLog = measuredLog});
   }
 };
 

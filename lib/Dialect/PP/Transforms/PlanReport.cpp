@@ -16,13 +16,16 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Schedule/Simulator.h"
 #include "pp/Schedule/Timeline.h"
+#include "pp/Support/InputLimits.h"
 
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/Path.h"
@@ -54,6 +57,78 @@ struct StageInfo {
   int64_t recomputed = 0;
   sched::StageCosts costs;
 };
+
+/// What a run's --log says of its steps: medians over the steps after the
+/// first (which warms up), or over the one step there is.
+struct MeasuredRun {
+  int64_t steps = 0;
+  double stepSeconds = 0;
+  std::vector<double> stageBusySeconds;
+};
+
+double median(std::vector<double> values) {
+  llvm::sort(values);
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
+}
+
+/// Reads the JSON lines a generated program's --log writes ({"step",
+/// "step_ms", "busy_ms": [per stage]}); the error names the file and line.
+FailureOr<MeasuredRun> readMeasuredLog(ModuleOp module, StringRef path,
+                                       int numStages) {
+  auto fail = [&](const Twine &message) {
+    emitError(module.getLoc())
+        << "pp-plan-report: measured-log '" << path << "': " << message;
+    return failure();
+  };
+  auto buffer = pp::limits::readRegularFile(
+      path, pp::limits::kMaxProfileFileBytes, "measured log");
+  if (!buffer)
+    return fail(llvm::toString(buffer.takeError()));
+  std::vector<double> stepMs;
+  std::vector<std::vector<double>> busyMs(numStages);
+  int lineNumber = 0;
+  for (StringRef line : llvm::split((*buffer)->getBuffer(), '\n')) {
+    ++lineNumber;
+    if (line.trim().empty())
+      continue;
+    auto where = [&] { return "line " + std::to_string(lineNumber) + ": "; };
+    llvm::Expected<llvm::json::Value> parsed =
+        pp::limits::parseBoundedJSON(line);
+    if (!parsed)
+      return fail(where() + llvm::toString(parsed.takeError()));
+    const llvm::json::Object *entry = parsed->getAsObject();
+    std::optional<double> ms =
+        entry ? entry->getNumber("step_ms") : std::nullopt;
+    const llvm::json::Array *busy =
+        entry ? entry->getArray("busy_ms") : nullptr;
+    if (!ms || *ms < 0)
+      return fail(where() + "expected a step with \"step_ms\" >= 0");
+    if (!busy || static_cast<int>(busy->size()) != numStages)
+      return fail(where() +
+                  "expected \"busy_ms\" with one number per "
+                  "stage (" +
+                  std::to_string(numStages) + ")");
+    stepMs.push_back(*ms);
+    for (int s = 0; s < numStages; ++s) {
+      std::optional<double> b = (*busy)[s].getAsNumber();
+      if (!b || *b < 0)
+        return fail(where() + "busy_ms[" + std::to_string(s) +
+                    "] is not a number >= 0");
+      busyMs[s].push_back(*b);
+    }
+  }
+  if (stepMs.empty())
+    return fail("no step");
+  size_t skip = stepMs.size() > 1 ? 1 : 0;
+  MeasuredRun run;
+  run.steps = static_cast<int64_t>(stepMs.size() - skip);
+  run.stepSeconds = median({stepMs.begin() + skip, stepMs.end()}) / 1e3;
+  for (int s = 0; s < numStages; ++s)
+    run.stageBusySeconds.push_back(
+        median({busyMs[s].begin() + skip, busyMs[s].end()}) / 1e3);
+  return run;
+}
 
 bool isBookkeeping(Operation *op) {
   return isa<onnx::ConstantOp, onnx::GlobalReadOp, pp::train::GlobalWriteOp,
@@ -227,6 +302,14 @@ pp::pipeline::writePlanReport(ModuleOp module,
     deviceNames.push_back(device.getName().str());
   schedule.numDevices = static_cast<int>(deviceNames.size());
   int numStages = schedule.numStages();
+  std::optional<MeasuredRun> measured;
+  if (!options.measuredLog.empty()) {
+    FailureOr<MeasuredRun> run =
+        readMeasuredLog(module, options.measuredLog, numStages);
+    if (failed(run))
+      return failure();
+    measured = *run;
+  }
 
   // Devices of the cluster by name.
   std::vector<int> clusterIndex;
@@ -606,6 +689,36 @@ pp::pipeline::writePlanReport(ModuleOp module,
                         result.iterationTime * 1e3, result.bubbleFraction * 100,
                         samplesPerSecond,
                         replicas > 1 ? " (all replicas)" : "");
+    if (auto coverage = costModel->getProfileCoverage())
+      os << llvm::formatv("cost model: profile {0} measured {1} of {2} op "
+                          "times (forward and backward), the roofline the "
+                          "rest\n",
+                          options.profileFile, coverage->first,
+                          coverage->first + coverage->second);
+    if (measured) {
+      // Per device: the busy time of the stages it runs.
+      auto relative = [](double predicted, double actual) {
+        return actual > 0 ? (predicted - actual) / actual * 100 : 0.0;
+      };
+      os << llvm::formatv(
+          "measured ({0}, median of {1} step(s)): step "
+          "{2:f3} ms, predicted {3:f3} ms ({4}%)\n",
+          options.measuredLog, measured->steps, measured->stepSeconds * 1e3,
+          result.iterationTime * 1e3,
+          llvm::format("%+.1f",
+                       relative(result.iterationTime, measured->stepSeconds)));
+      for (int d = 0; d < p; ++d) {
+        double busy = 0;
+        for (int s = 0; s < numStages; ++s)
+          if (stages[s].device == d)
+            busy += measured->stageBusySeconds[s];
+        os << llvm::formatv(
+            "  device {0}: busy {1:f3} ms, predicted {2:f3} "
+            "ms ({3}%)\n",
+            d, busy * 1e3, result.busy[d] * 1e3,
+            llvm::format("%+.1f", relative(result.busy[d], busy)));
+      }
+    }
     if (sched::usesSplitBackward(schedule.kind) && result.iterationTime > 0)
       os << llvm::formatv(
           "steady-state bubble {0:f1}% (the most idle time between a "
@@ -756,9 +869,17 @@ pp::pipeline::writePlanReport(ModuleOp module,
     json.attribute("micro_batches", schedule.microBatches);
     json.attribute("micro_batch_size", microBatchSize);
     json.attribute("chunks_per_device", schedule.chunksPerDevice);
-    // The three dimensions: the pipeline runs whole stages here (tensor
-    // parallelism is planned by --pp-partition tp=, not executed).
+    // The three dimensions (the plan's largest tensor-parallel degree;
+    // each stage's below).
     int64_t tensorParallel = plan ? plan.getTensorParallel() : 1;
+    if (measured) {
+      json.attributeObject("measured", [&] {
+        json.attribute("log", options.measuredLog);
+        json.attribute("steps", measured->steps);
+        json.attribute("step_seconds", measured->stepSeconds);
+        json.attribute("predicted_step_seconds", result.iterationTime);
+      });
+    }
     json.attribute("pp", static_cast<int64_t>(p));
     json.attribute("tp", tensorParallel);
     json.attribute("dp", replicas);
@@ -786,7 +907,13 @@ pp::pipeline::writePlanReport(ModuleOp module,
         json.object([&] {
           json.attribute("stage", s);
           json.attribute("device", info.device);
-          json.attribute("tp", tensorParallel);
+          DenseI64ArrayAttr degrees = pipeline::getTensorParallelStages(module);
+          json.attribute("tp", degrees && s < static_cast<int>(degrees.size())
+                                   ? degrees[s]
+                                   : tensorParallel);
+          if (measured)
+            json.attribute("measured_busy_seconds",
+                           measured->stageBusySeconds[s]);
           json.attribute("forward_seconds", info.costs.forward);
           json.attribute("backward_seconds", info.costs.backward);
           json.attribute("backward_input_seconds", info.costs.backwardInput);

@@ -46,6 +46,8 @@ inline Tensor reshaped(const Tensor &base, std::vector<int64_t> shape) {
 inline void check(StageContext &ctx, const Status &status, const char *op) {
   if (!status.ok())
     ctx.fail(op, status.message);
+  if (ctx.timingOps)
+    ctx.opFinished(op);
 }
 
 inline const Tensor *addr(const Tensor &value) { return &value; }

@@ -40,6 +40,11 @@ public:
 
   /// Kernel settings (threads; stream and library handles on CUDA).
   virtual Context &kernels() = 0;
+  /// Per-op timing (train --write-profile): while set, the generated code
+  /// calls opFinished after each op with its description ("onnx.MatMul
+  /// 'node name'").
+  bool timingOps = false;
+  virtual void opFinished(const char *op) {}
   /// The planned arena of the running function (pp.arena_bytes).
   virtual char *arena() = 0;
   /// This stage's copy of global `id` (ProgramInfo::globals).

@@ -328,6 +328,11 @@ def PlanReportPass : Pass<"pp-plan-report", "mlir::ModuleOp"> {
            "Write the text summary here ('-' for stdout, '' for none)">,
     Option<"outputDir", "dir", "std::string", "\"\"",
            "Write plan.json, timeline.json and timeline.svg here">,
+    Option<"measuredLog", "measured-log", "std::string", "\"\"",
+           "The --log of a run of this program (JSON lines): the summary "
+           "and plan.json set the measured step time and per-device busy "
+           "time (medians over the steps after the first) against the "
+           "prediction">,
   ];
 }
 

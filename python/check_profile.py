@@ -1,0 +1,158 @@
+"""A measured cost model, end to end.
+
+For one test model: exports it at the micro-batch size, measures each ONNX
+node's forward and backward time on this machine (the generated program of
+the whole model on one device, train --write-profile, kind "cpu"; or the
+interpreter's training step, pp-interpret --write-profile), then for every
+device count compiles the 1F1B pipeline for a cluster of that many "cpu"
+devices with that profile (--pp-compile profile=), builds and runs the
+generated program under mpirun (a rank per device, one kernel thread
+each) with --log, and sets the run against the prediction
+(--pp-plan-report measured-log=). Prints, per device count, the predicted
+and the measured step time and their relative error; --max-error fails
+the run beyond it (benchmarks use it; tests only check the flow).
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import sys
+
+from check_generated import build
+from check_pipeline import export_micro_and_whole
+from compare import run
+
+
+def cpu_cluster(work, devices, link_bandwidth, link_latency):
+    """`devices` CPU ranks of one node: a custom kind whose op times come
+    from the profile (the roofline figures only cover what it lacks)."""
+    path = os.path.join(work, f"cpu{devices}.json")
+    with open(path, "w") as f:
+        json.dump({"nodes": [{"name": "n0", "devices": [{
+            "kind": "cpu", "count": devices,
+            "peak_flops": {"f32": "50GFLOPS"},
+            "memory_bytes": "8GiB", "memory_bandwidth": "10GB/s"}]}],
+            "links": {"intra_node": {"bandwidth": link_bandwidth,
+                                     "latency": link_latency}}}, f)
+    return path
+
+
+def data_flags(mlir, files):
+    """--data flags of a generated program for the input and label files."""
+    names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                      open(mlir).read()).group(1)
+    names = [n.strip().strip('"') for n in names.split(",")]
+    return [f"--data={n}={f}" for n, f in zip(names, files)]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--pp-interpret", default="pp-interpret")
+    parser.add_argument("--work", required=True)
+    parser.add_argument("--mpirun", default="mpirun")
+    parser.add_argument("--devices", default="1,2",
+                        help="comma-separated device (rank) counts")
+    parser.add_argument("--micro-batch", type=int, default=4)
+    parser.add_argument("--microbatches", type=int, default=4)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--profile-steps", type=int, default=11)
+    parser.add_argument("--profile-from", default="generated",
+                        choices=["generated", "interpreter"],
+                        help="time the ops in the generated program of one "
+                        "device (train --write-profile) or in pp-interpret "
+                        "(--write-profile)")
+    parser.add_argument("--link-bandwidth", default="5GB/s")
+    parser.add_argument("--link-latency", default="20us")
+    parser.add_argument("--max-error", type=float, default=None,
+                        help="fail when |predicted / measured - 1| exceeds "
+                        "this (e.g. 0.05)")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    os.environ["OPENBLAS_NUM_THREADS"] = "1"
+    m = args.microbatches
+
+    micro_dir, whole_dir = export_micro_and_whole(
+        args.model, args.work, args.micro_batch, m, "float32")
+    model = os.path.join(micro_dir, "model.onnx")
+
+    files = [os.path.join(whole_dir, "input.npy"),
+             os.path.join(whole_dir, "labels.npy")]
+    profile = os.path.join(args.work, "profile.json")
+    if args.profile_from == "interpreter":
+        # The training step at the micro-batch size on the interpreter; the
+        # node names (locations) key the profile: printed with the module.
+        step = os.path.join(args.work, "step.mlir")
+        run([args.pipeline_opt, model, "--pp-training-step=lr=0.01",
+             "--mlir-print-debuginfo", "-o", step])
+        out = run([args.pp_interpret, step, "--random-inputs",
+                   f"--steps={args.profile_steps}",
+                   f"--write-profile={profile}", "--profile-kind=cpu"])
+    else:
+        # The generated program of the whole model on one device, every op
+        # timed (train --write-profile).
+        cluster = cpu_cluster(args.work, 1, args.link_bandwidth,
+                              args.link_latency)
+        program = os.path.join(args.work, "profile-program")
+        mlir = os.path.join(args.work, "profile-program.mlir")
+        run([args.pipeline_opt, model,
+             f"--pp-compile=cluster={cluster} schedule=1f1b "
+             f"microbatches={m} lr=0.01 report= emit-dir={program}",
+             "-o", mlir])
+        out = run([build(program), "--local", "--threads=1",
+                   f"--steps={args.profile_steps}",
+                   f"--write-profile={profile}", "--profile-kind=cpu"] +
+                  data_flags(mlir, files))
+    print(next(line for line in out.splitlines()
+               if line.startswith("profile: ")))
+    nodes = json.load(open(profile))["cpu"]
+    backward = sum(1 for t in nodes.values() if "backward_ms" in t)
+    print(f"{args.model}: profile ({args.profile_from}) of {len(nodes)} "
+          f"nodes, {backward} with a backward time")
+
+    failed = False
+    for devices in [int(d) for d in args.devices.split(",")]:
+        name = f"1f1b-{devices}"
+        cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
+                              args.link_latency)
+        program = os.path.join(args.work, name)
+        mlir = os.path.join(args.work, name + ".mlir")
+        run([args.pipeline_opt, model,
+             f"--pp-compile=cluster={cluster} schedule=1f1b "
+             f"microbatches={m} lr=0.01 profile={profile} report= "
+             f"emit-dir={program}", "--mlir-print-debuginfo", "-o", mlir])
+        train = build(program)
+        log = os.path.join(args.work, name + ".jsonl")
+        if os.path.exists(log):
+            os.remove(log)
+        run(shlex.split(args.mpirun) + ["-np", str(devices), train,
+             f"--steps={args.steps}", f"--log={log}", "--threads=1"] +
+            data_flags(mlir, files))
+        report = run([args.pipeline_opt, mlir,
+                      f"--pp-plan-report=cluster={cluster} profile={profile} "
+                      f"measured-log={log}", "-o", os.devnull])
+        coverage = re.search(r"cost model: profile \S+ measured (\d+) of "
+                             r"(\d+) op times", report)
+        found = re.search(r"step ([0-9.]+) ms, predicted ([0-9.]+) ms", report)
+        if not coverage or not found:
+            sys.exit(f"{name}: the plan report has no measured comparison:\n"
+                     f"{report}")
+        measured, predicted = float(found.group(1)), float(found.group(2))
+        error = predicted / measured - 1
+        print(f"{args.model} {name}: profile covers {coverage.group(1)} of "
+              f"{coverage.group(2)} op times; step measured {measured:.3f} "
+              f"ms, predicted {predicted:.3f} ms ({error * 100:+.1f}%)")
+        for line in report.splitlines():
+            if line.strip().startswith("device ") and "predicted" in line:
+                print(f"  {line.strip()}")
+        if args.max_error is not None and abs(error) > args.max_error:
+            print(f"{args.model} {name}: |error| {abs(error):.3f} > "
+                  f"{args.max_error}")
+            failed = True
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
