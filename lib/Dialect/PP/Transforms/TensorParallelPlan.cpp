@@ -839,6 +839,17 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
                         w, chosen[w].groups.size(), chosen[w].degreesText(),
                         chosen[w].result.bottleneck * 1e3,
                         chosen[w].iteration * 1e3);
+  // The degree above 1, if the plan has one only: a stage-wise mix of it
+  // and 1 runs like one degree everywhere.
+  unsigned split = 1;
+  bool runnable = true;
+  for (const auto &worker : chosen)
+    for (const auto &group : worker.groups) {
+      if (group.degree > 1 && split > 1 && group.degree != split)
+        runnable = false;
+      if (group.degree > 1)
+        split = group.degree;
+    }
   unsigned first = chosen.front().groups.front().degree;
   bool uniform = llvm::all_of(chosen, [&](const auto &worker) {
     return llvm::all_of(worker.groups,
@@ -847,9 +858,13 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
   if (uniform)
     os << "one degree for every stage: --pp-compile tp=" << first
        << " runs it (pp-interpret, generated programs under mpirun)\n";
+  else if (runnable)
+    os << "a stage-wise mix of tp=" << split
+       << " and tp=1: --pp-compile with this list runs it (pp-interpret, "
+          "generated programs under mpirun)\n";
   else
-    os << "different degrees per stage: a plan (running it is not built "
-          "yet)\n";
+    os << "different degrees above 1 per stage: a plan (running it is not "
+          "built yet)\n";
 }
 
 llvm::json::Value
