@@ -12,7 +12,9 @@ emit-dir=), builds it, and
      the checkpoint it takes (checkpoint/step-<k>), and every step it
      prints must have the reference loss, to the printed digit.
 With --dp N the program trains N data-parallel replicas of the pipeline
-(2 N ranks) and --kill-rank picks the rank to kill (default 1).
+(2 N ranks), with --tp N (or a per-stage list, 1,2) each stage runs on a
+tensor-parallel group of that many ranks, and --kill-rank picks the rank
+to kill (default 1).
 Prints what happened and exits non-zero when any of it fails.
 """
 import argparse
@@ -73,6 +75,9 @@ def main():
                         help="with --dp: Wave Synchronous Parallel with this "
                         "bound (0 keeps the run deterministic)")
     parser.add_argument("--wave", type=int, default=1)
+    parser.add_argument("--tp", default="1",
+                        help="tensor-parallel degree of each stage, or a "
+                        "per-stage list (--pp-compile tp=)")
     parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--hetero", action="store_true",
                         help="make the devices T4s and the last an H100, "
@@ -88,8 +93,11 @@ def main():
     micro_dir, whole_dir = export_micro_and_whole(
         args.model, args.work, args.micro_batch, m * args.dp,
         dropout=args.dropout)
-    ranks = 2 * args.dp
+    degrees = [int(d) for d in args.tp.split(",")]
+    ranks = (2 * degrees[0] if len(degrees) == 1 else sum(degrees)) * args.dp
     dp = f" dp={args.dp}" if args.dp > 1 else ""
+    if args.tp != "1":
+        dp += f" tp={args.tp}"
     if args.staleness >= 0:
         dp += f" staleness={args.staleness} wave={args.wave}"
     program = os.path.join(args.work, "program")
