@@ -19,6 +19,7 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -608,6 +609,46 @@ pp::pipeline::partitionStages(ModuleOp module,
                                   cluster->latency(worker[a], worker[b]));
     return devices;
   };
+  // Virtual workers of the same devices in the same order (kinds, speeds,
+  // memory and links: HetPipe's ED policy makes them so) get the same
+  // plan, so each distinct worker is partitioned once (of 64 such workers
+  // of 16 GPUs, 63 partitions of a 3,270-op model are seconds each).
+  auto workerKey = [&](const std::vector<int> &worker, bool lean) {
+    std::string key = lean ? "lean" : "full";
+    llvm::raw_string_ostream os(key);
+    auto bits = [](double value) { return llvm::bit_cast<uint64_t>(value); };
+    for (int index : worker) {
+      const auto &d = cluster->devices[index];
+      os << '|' << d.kind << ',' << bits(d.peakFlopsF32) << ','
+         << bits(d.peakFlopsF16) << ',' << bits(d.peakFlopsF64) << ','
+         << d.memoryBytes << ',' << bits(d.memoryBandwidth);
+    }
+    for (int a : worker)
+      for (int b : worker)
+        os << '|' << (a == b) << ',' << bits(cluster->bandwidth(a, b)) << ','
+           << bits(cluster->latency(a, b));
+    return key;
+  };
+  std::map<std::string, partition::PartitionResult> workerPlanCache;
+  auto distinctWorkers = [&](const std::vector<std::vector<int>> &list) {
+    std::set<std::string> keys;
+    for (const std::vector<int> &worker : list)
+      keys.insert(workerKey(worker, /*lean=*/false));
+    return keys.size();
+  };
+  // Reads and sets `pipeline`, which the cost queries read.
+  auto partitionWorker =
+      [&](const partition::PartitionGraph &g, const std::vector<int> &worker,
+          bool lean) -> llvm::Expected<partition::PartitionResult> {
+    pipeline = worker;
+    std::string key = workerKey(worker, lean);
+    if (auto it = workerPlanCache.find(key); it != workerPlanCache.end())
+      return it->second;
+    auto plan = partition::partition(g, makeDevices(worker), searchOptions);
+    if (plan)
+      workerPlanCache.emplace(std::move(key), *plan);
+    return plan;
+  };
   // Reads `pipeline`, which later points at the other virtual workers.
   graph.timeFn = [&](unsigned node, unsigned device) {
     const auto &d = cluster->devices[pipeline[device]];
@@ -717,9 +758,7 @@ pp::pipeline::partitionStages(ModuleOp module,
       double slowest = 0;
       bool fits = true;
       for (const std::vector<int> &worker : candidate.second) {
-        pipeline = worker;
-        auto plan =
-            partition::partition(graph, makeDevices(worker), searchOptions);
+        auto plan = partitionWorker(graph, worker, /*lean=*/false);
         if (!plan) {
           llvm::consumeError(plan.takeError());
           fits = false;
@@ -775,7 +814,7 @@ pp::pipeline::partitionStages(ModuleOp module,
   }
   partition::PartitionDevices devices = makeDevices(pipeline);
 
-  auto result = partition::partition(graph, devices, searchOptions);
+  auto result = partitionWorker(graph, workers.front(), /*lean=*/false);
   if (!result) {
     func.emitError() << "partitioning failed: "
                      << llvm::toString(result.takeError());
@@ -789,7 +828,7 @@ pp::pipeline::partitionStages(ModuleOp module,
     partition::PartitionGraph lean = graph;
     for (auto &node : lean.nodes)
       node.activationBytes = 0;
-    auto retry = partition::partition(lean, devices, searchOptions);
+    auto retry = partitionWorker(lean, workers.front(), /*lean=*/true);
     if (!retry) {
       func.emitError() << "partitioning failed: "
                        << llvm::toString(retry.takeError());
@@ -828,14 +867,12 @@ pp::pipeline::partitionStages(ModuleOp module,
   if (dataParallel > 1 && workers.size() > 1) {
     workerPlans.push_back(*result);
     for (unsigned w = 1; w < workers.size(); ++w) {
-      pipeline = workers[w];
-      partition::PartitionDevices other = makeDevices(pipeline);
-      auto plan = partition::partition(graph, other, searchOptions);
+      auto plan = partitionWorker(graph, workers[w], /*lean=*/false);
       if (plan && !plan->feasible && assumesRecompute) {
         partition::PartitionGraph lean = graph;
         for (auto &node : lean.nodes)
           node.activationBytes = 0;
-        plan = partition::partition(lean, other, searchOptions);
+        plan = partitionWorker(lean, workers[w], /*lean=*/true);
       }
       if (!plan) {
         func.emitError() << "partitioning virtual worker " << w
@@ -851,8 +888,8 @@ pp::pipeline::partitionStages(ModuleOp module,
           unsigned d = plan->deviceOrder[st];
           if (plan->shortfall[d] > 0)
             diag << llvm::formatv(" {0} more bytes on {1} (stage {2});",
-                                  plan->shortfall[d], other.devices[d].name,
-                                  st);
+                                  plan->shortfall[d],
+                                  cluster->devices[workers[w][d]].name, st);
         }
         return failure();
       }
@@ -1052,6 +1089,11 @@ pp::pipeline::partitionStages(ModuleOp module,
     else if (!policy.empty() && policyNote.empty())
       os << "virtual-workers=" << policy << ": " << workers.size()
          << " virtual workers\n";
+    if (workers.size() > 1)
+      os << llvm::formatv("virtual workers: {0}, of which {1} distinct "
+                          "(kinds, speeds, memory and links in order): each "
+                          "distinct one partitioned once\n",
+                          workers.size(), distinctWorkers(workers));
     if (!waveAutoReport.empty())
       os << waveAutoReport << "\n";
     if (dataParallel > 1 && staleness >= 0)
@@ -1092,7 +1134,7 @@ pp::pipeline::partitionStages(ModuleOp module,
       auto plan =
           w < workerPlans.size()
               ? llvm::Expected<partition::PartitionResult>(workerPlans[w])
-              : partition::partition(graph, other, searchOptions);
+              : partitionWorker(graph, workers[w], /*lean=*/false);
       if (!plan) {
         os << "virtual worker " << w << ": " << llvm::toString(plan.takeError())
            << "\n";

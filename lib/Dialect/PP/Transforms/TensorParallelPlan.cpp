@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/StringExtras.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/JSON.h"
@@ -138,6 +139,7 @@ private:
   groupsFor(unsigned w, const pp::pipeline::TensorParallelRequest &request);
   /// `w`: the virtual worker the groups belong to.
   Candidate evaluate(const std::vector<Group> &groups, unsigned w);
+  Candidate evaluateUncached(const std::vector<Group> &groups, unsigned w);
   std::string deviceName(int device) const {
     return in.cluster->devices[device].name;
   }
@@ -163,6 +165,10 @@ private:
   /// Per virtual worker, the slowest link from one of its GPUs to a GPU of
   /// another worker (data parallelism's gradient all-reduce).
   std::vector<pp::cluster::LinkParams> crossLink;
+  /// Candidates evaluated, by what they depend on (evaluationKey): virtual
+  /// workers of the same devices get the same plan, each computed once.
+  std::map<std::string, Candidate> evaluated;
+  std::string evaluationKey(const std::vector<Group> &groups, unsigned w);
 };
 
 const DegreeFacts &Planner::facts(unsigned degree) {
@@ -269,7 +275,44 @@ Planner::groupsFor(unsigned w,
   return groups;
 }
 
+std::string Planner::evaluationKey(const std::vector<Group> &groups,
+                                   unsigned w) {
+  const pp::cluster::Cluster &cluster = *in.cluster;
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  auto bits = [](double value) { return llvm::bit_cast<uint64_t>(value); };
+  for (const Group &g : groups) {
+    const auto &d = cluster.devices[g.devices.front()];
+    pp::cluster::LinkParams inside = cluster.slowestLink(g.devices);
+    os << '|' << g.degree << ',' << d.kind << ',' << bits(d.peakFlopsF32) << ','
+       << bits(d.peakFlopsF16) << ',' << bits(d.peakFlopsF64) << ','
+       << d.memoryBytes << ',' << bits(d.memoryBandwidth) << ','
+       << bits(inside.bandwidth) << ',' << bits(inside.latency);
+  }
+  for (const Group &a : groups)
+    for (const Group &b : groups)
+      os << '|' << bits(cluster.bandwidth(a.devices.front(), b.devices.front()))
+         << ',' << bits(cluster.latency(a.devices.front(), b.devices.front()));
+  if (w < crossLink.size())
+    os << '|' << bits(crossLink[w].bandwidth) << ','
+       << bits(crossLink[w].latency);
+  return key;
+}
+
 Candidate Planner::evaluate(const std::vector<Group> &groups, unsigned w) {
+  std::string key = evaluationKey(groups, w);
+  if (auto it = evaluated.find(key); it != evaluated.end()) {
+    Candidate c = it->second;
+    c.groups = groups;
+    return c;
+  }
+  Candidate c = evaluateUncached(groups, w);
+  evaluated.emplace(std::move(key), c);
+  return c;
+}
+
+Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
+                                    unsigned w) {
   Candidate c;
   c.groups = groups;
   const pp::cluster::Cluster &cluster = *in.cluster;
