@@ -1089,11 +1089,6 @@ pp::pipeline::partitionStages(ModuleOp module,
     else if (!policy.empty() && policyNote.empty())
       os << "virtual-workers=" << policy << ": " << workers.size()
          << " virtual workers\n";
-    if (workers.size() > 1)
-      os << llvm::formatv("virtual workers: {0}, of which {1} distinct "
-                          "(kinds, speeds, memory and links in order): each "
-                          "distinct one partitioned once\n",
-                          workers.size(), distinctWorkers(workers));
     if (!waveAutoReport.empty())
       os << waveAutoReport << "\n";
     if (dataParallel > 1 && staleness >= 0)
@@ -1152,6 +1147,11 @@ pp::pipeline::partitionStages(ModuleOp module,
            << count[st];
       os << "\n";
     }
+    if (workers.size() > 1)
+      os << llvm::formatv("virtual workers: {0}, of which {1} distinct "
+                          "(kinds, speeds, memory and links in order): each "
+                          "distinct one partitioned once\n",
+                          workers.size(), distinctWorkers(workers));
     out->keep();
   }
   return success();
