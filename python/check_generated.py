@@ -25,7 +25,6 @@ prints one line per configuration and exits non-zero on a mismatch.
 import argparse
 import json
 import os
-import re
 import shlex
 import subprocess
 import sys
@@ -33,7 +32,8 @@ import time
 
 import numpy as np
 
-from check_pipeline import (compile_pipeline, export_micro_and_whole,
+from check_pipeline import (compile_pipeline, data_flags,
+                            export_micro_and_whole,
                             losses_of, train_on_interpreter, unsplit_step)
 from compare import Comparison, load_globals, run
 
@@ -192,10 +192,7 @@ def main():
         started = time.time()
         train = build(program)
         build_s = time.time() - started
-        names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                          open(mlir).read()).group(1)
-        names = [n.strip().strip('"') for n in names.split(",")]
-        data = [f"--data={n}={f}" for n, f in zip(names, files)]
+        data = data_flags(mlir, files)
         dump = os.path.join(args.work, name + ".generated")
         trained = os.path.join(args.work, name + ".trained.onnx")
         log = os.path.join(args.work, name + ".jsonl")

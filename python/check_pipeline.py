@@ -139,6 +139,15 @@ def compile_pipeline(pipeline_opt, model, work, name, schedule, devices,
     return mlir
 
 
+def data_flags(mlir, files):
+    """The --data flags of a generated program compiled to `mlir`: its
+    inputs (pp.input_names, in order) from `files`."""
+    names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                      open(mlir).read()).group(1)
+    names = [n.strip().strip('"') for n in names.split(",")]
+    return [f"--data={n}={f}" for n, f in zip(names, files)]
+
+
 def train_on_interpreter(pp_interpret, mlir, steps, dump, data):
     """Trains `mlir` for `steps` steps on pp-interpret; its losses and the
     final globals (dumped to `dump`)."""

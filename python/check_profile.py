@@ -20,7 +20,7 @@ import shlex
 import sys
 
 from check_generated import build
-from check_pipeline import export_micro_and_whole
+from check_pipeline import data_flags, export_micro_and_whole
 from compare import run
 
 
@@ -36,14 +36,6 @@ def cpu_cluster(work, devices, link_bandwidth, link_latency):
             "links": {"intra_node": {"bandwidth": link_bandwidth,
                                      "latency": link_latency}}}, f)
     return path
-
-
-def data_flags(mlir, files):
-    """--data flags of a generated program for the input and label files."""
-    names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                      open(mlir).read()).group(1)
-    names = [n.strip().strip('"') for n in names.split(",")]
-    return [f"--data={n}={f}" for n, f in zip(names, files)]
 
 
 def main():

@@ -27,7 +27,7 @@ import sys
 import threading
 import time
 
-from check_pipeline import cluster_file, export_micro_and_whole
+from check_pipeline import cluster_file, data_flags, export_micro_and_whole
 from compare import run
 from check_generated import build
 
@@ -109,11 +109,8 @@ def main():
     if args.hetero and "placements = [" not in open(mlir).read():
         sys.exit("the replicas' partitions do not differ")
     train = build(program)
-    names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                      open(mlir).read()).group(1)
-    names = [n.strip().strip('"') for n in names.split(",")]
-    data = [f"--data={n}={os.path.join(whole_dir, f)}"
-            for n, f in zip(names, ["input.npy", "labels.npy"])]
+    data = data_flags(mlir, [os.path.join(whole_dir, f)
+                             for f in ("input.npy", "labels.npy")])
     mpirun = shlex.split(args.mpirun) + ["-np", str(ranks), train,
                                          f"--steps={args.steps}"] + data
     failures = []

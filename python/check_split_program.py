@@ -26,7 +26,7 @@ import sys
 import numpy as np
 
 from check_generated import build
-from check_pipeline import compile_pipeline, export_micro_and_whole
+from check_pipeline import compile_pipeline, data_flags, export_micro_and_whole
 from compare import load_globals, run
 
 
@@ -101,9 +101,6 @@ def main():
         if not os.path.samefile(os.path.join(program, "model.onnx"), model):
             failures.append(f"{name}: model.onnx is a copy of the model, "
                             f"not a hard link")
-        names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                          open(mlir).read()).group(1)
-        names = [n.strip().strip('"') for n in names.split(",")]
         files = [os.path.join(whole_dir, f)
                  for f in ("input.npy", "labels.npy")]
         log = os.path.join(args.work, name + ".jsonl")
@@ -112,7 +109,7 @@ def main():
             os.remove(log)
         run([train, "--local", f"--steps={args.steps}", f"--log={log}",
              f"--dump-globals={dump}"] +
-            [f"--data={n}={f}" for n, f in zip(names, files)])
+            data_flags(mlir, files))
         results[name] = ([json.loads(line)["loss"] for line in open(log)],
                          load_globals(dump), train)
 

@@ -41,7 +41,8 @@ import sys
 import numpy as np
 
 from check_generated import build
-from check_pipeline import cluster_file, export_micro_and_whole, losses_of
+from check_pipeline import (cluster_file, data_flags, export_micro_and_whole,
+                            losses_of)
 from check_wsp import save_state, trainable_names
 from compare import Comparison, load_globals, run
 
@@ -348,15 +349,12 @@ def main():
             log = os.path.join(work, "program.jsonl")
             if os.path.exists(log):
                 os.remove(log)
-            names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                              open(mlir).read()).group(1)
-            names = [x.strip().strip('"') for x in names.split(",")]
             files = [os.path.join(whole_dir, f)
                      for f in ("input.npy", "labels.npy")]
             out = run(shlex.split(args.mpirun) + ["-np", str(p), exe,
                  f"--steps={args.steps}", f"--dump-globals={dump}",
                  f"--log={log}"] +
-                [f"--data={x}={f}" for x, f in zip(names, files)])
+                data_flags(mlir, files))
             losses = [json.loads(line)["loss"] for line in open(log)]
             runs["mpirun"] = (losses, load_globals(dump))
             # The memory plan (older versions and blend temporaries

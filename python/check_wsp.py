@@ -29,7 +29,8 @@ import sys
 import numpy as np
 
 from check_generated import build
-from check_pipeline import (compile_pipeline, export_micro_and_whole,
+from check_pipeline import (compile_pipeline, data_flags,
+                            export_micro_and_whole,
                             unsplit_step)
 from compare import Comparison, load_globals, run
 
@@ -201,9 +202,6 @@ def main():
         f" report= emit-dir={program} staleness={args.staleness} "
         f"wave={args.wave}", dp=n, hetero=args.hetero)
     train = build(program)
-    names = re.search(r'pp.input_names = \[([^\]]*)\]',
-                      open(mlir).read()).group(1)
-    names = [x.strip().strip('"') for x in names.split(",")]
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     log_dir = os.path.join(args.work, name + ".wsp")
@@ -211,8 +209,7 @@ def main():
     shutil.rmtree(log_dir, ignore_errors=True)
     shutil.rmtree(os.path.join(args.work, "ckpt"), ignore_errors=True)
     cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
-           f"--wsp-log={log_dir}"] + [
-        f"--data={x}={f}" for x, f in zip(names, files)] + [
+           f"--wsp-log={log_dir}"] + data_flags(mlir, files) + [
         f"--test-delay={d}" for d in args.delay]
     if args.checkpoint_every:
         cmd += [f"--checkpoint-every={args.checkpoint_every}",

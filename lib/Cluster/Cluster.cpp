@@ -14,6 +14,7 @@
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/ADT/bit.h"
 #include "llvm/Support/MemoryBuffer.h"
 
 #include <algorithm>
@@ -1113,6 +1114,27 @@ pp::cluster::Cluster::slowestLink(llvm::ArrayRef<int> group) const {
         slowest.latency = std::max(slowest.latency, latency(a, b));
       }
   return slowest;
+}
+
+void pp::cluster::Cluster::appendPlanningKey(llvm::ArrayRef<int> group,
+                                             std::string &key) const {
+  // Bit patterns: values that differ in the last bit are different keys.
+  auto bits = [&](double value) {
+    key += std::to_string(llvm::bit_cast<uint64_t>(value)) + ',';
+  };
+  for (int index : group) {
+    const Device &d = devices[index];
+    key += '|' + d.kind + ',' + std::to_string(d.memoryBytes) + ',';
+    for (double value :
+         {d.peakFlopsF32, d.peakFlopsF16, d.peakFlopsF64, d.memoryBandwidth})
+      bits(value);
+  }
+  for (int a : group)
+    for (int b : group) {
+      key += a == b ? "|=" : "|";
+      bits(bandwidth(a, b));
+      bits(latency(a, b));
+    }
 }
 
 double pp::cluster::ringAllReduceSeconds(double bytes, unsigned n,

@@ -91,6 +91,11 @@ struct Cluster {
   /// bandwidth and the largest latency over its pairs; infinite bandwidth
   /// and no latency for fewer than two devices.
   LinkParams slowestLink(llvm::ArrayRef<int> group) const;
+  /// Appends to `key` what the cost model and the partitioner see of the
+  /// devices `group` (by index, in order): each one's kind, speeds and
+  /// memory, and the link between every pair. Groups with equal keys plan
+  /// alike (the planners share one plan between them).
+  void appendPlanningKey(llvm::ArrayRef<int> group, std::string &key) const;
 };
 
 /// Seconds of a ring all-reduce of `bytes` over `n` devices whose slowest

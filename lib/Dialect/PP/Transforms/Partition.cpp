@@ -19,7 +19,6 @@
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
 #include "llvm/ADT/StringMap.h"
-#include "llvm/ADT/bit.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/Regex.h"
 #include "llvm/Support/ToolOutputFile.h"
@@ -615,18 +614,7 @@ pp::pipeline::partitionStages(ModuleOp module,
   // of 16 GPUs, 63 partitions of a 3,270-op model are seconds each).
   auto workerKey = [&](const std::vector<int> &worker, bool lean) {
     std::string key = lean ? "lean" : "full";
-    llvm::raw_string_ostream os(key);
-    auto bits = [](double value) { return llvm::bit_cast<uint64_t>(value); };
-    for (int index : worker) {
-      const auto &d = cluster->devices[index];
-      os << '|' << d.kind << ',' << bits(d.peakFlopsF32) << ','
-         << bits(d.peakFlopsF16) << ',' << bits(d.peakFlopsF64) << ','
-         << d.memoryBytes << ',' << bits(d.memoryBandwidth);
-    }
-    for (int a : worker)
-      for (int b : worker)
-        os << '|' << (a == b) << ',' << bits(cluster->bandwidth(a, b)) << ','
-           << bits(cluster->latency(a, b));
+    cluster->appendPlanningKey(worker, key);
     return key;
   };
   std::map<std::string, partition::PartitionResult> workerPlanCache;

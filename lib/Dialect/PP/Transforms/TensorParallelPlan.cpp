@@ -277,25 +277,23 @@ Planner::groupsFor(unsigned w,
 
 std::string Planner::evaluationKey(const std::vector<Group> &groups,
                                    unsigned w) {
+  // Each group by its devices (evaluate costs its first one, and its inside
+  // link) and degree, the links between the groups' first devices, and the
+  // worker's link to the other replicas.
   const pp::cluster::Cluster &cluster = *in.cluster;
   std::string key;
-  llvm::raw_string_ostream os(key);
-  auto bits = [](double value) { return llvm::bit_cast<uint64_t>(value); };
+  std::vector<int> firsts;
   for (const Group &g : groups) {
-    const auto &d = cluster.devices[g.devices.front()];
-    pp::cluster::LinkParams inside = cluster.slowestLink(g.devices);
-    os << '|' << g.degree << ',' << d.kind << ',' << bits(d.peakFlopsF32) << ','
-       << bits(d.peakFlopsF16) << ',' << bits(d.peakFlopsF64) << ','
-       << d.memoryBytes << ',' << bits(d.memoryBandwidth) << ','
-       << bits(inside.bandwidth) << ',' << bits(inside.latency);
+    key += "|tp" + std::to_string(g.degree);
+    cluster.appendPlanningKey(g.devices, key);
+    firsts.push_back(g.devices.front());
   }
-  for (const Group &a : groups)
-    for (const Group &b : groups)
-      os << '|' << bits(cluster.bandwidth(a.devices.front(), b.devices.front()))
-         << ',' << bits(cluster.latency(a.devices.front(), b.devices.front()));
+  key += "|groups";
+  cluster.appendPlanningKey(firsts, key);
   if (w < crossLink.size())
-    os << '|' << bits(crossLink[w].bandwidth) << ','
-       << bits(crossLink[w].latency);
+    key += "|cross" +
+           std::to_string(llvm::bit_cast<uint64_t>(crossLink[w].bandwidth)) +
+           ',' + std::to_string(llvm::bit_cast<uint64_t>(crossLink[w].latency));
   return key;
 }
 
