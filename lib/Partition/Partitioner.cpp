@@ -1177,10 +1177,17 @@ struct DownsetEnumerator {
   std::vector<unsigned> missing; ///< Predecessors not yet in the downset.
   unsigned currentSize = 0;
   bool overflow = false;
+  /// Only count the downsets (in `counted`), storing nothing.
+  bool countOnly = false;
+  uint64_t counted = 0;
 
   void record(uint64_t hash) {
-    if (family.count() >= cap) {
+    if ((countOnly ? counted : family.count()) >= cap) {
       overflow = true;
+      return;
+    }
+    if (countOnly) {
+      ++counted;
       return;
     }
     family.bits.insert(family.bits.end(), current.begin(), current.end());
@@ -1306,6 +1313,8 @@ static void drawKeys(Family &f, unsigned nb, unsigned attempt) {
     key = rng();
 }
 
+static uint64_t countDownsets(const Level &level, uint64_t cap);
+
 /// All downsets of `level`; nullopt when there are more than `cap` or they
 /// would take more than `maxWords` words of bitsets.
 static std::optional<Family> allDownsets(const Model &m, const Level &level,
@@ -1313,6 +1322,9 @@ static std::optional<Family> allDownsets(const Model &m, const Level &level,
   unsigned nb = level.numBlocks;
   unsigned words = std::max(1u, (nb + 63) / 64);
   cap = std::min<uint64_t>(cap, std::max<uint64_t>(1, maxWords / words));
+  // Counting first stores nothing when there are too many.
+  if (countDownsets(level, cap) > cap)
+    return std::nullopt;
   for (unsigned attempt = 0;; ++attempt) {
     Family f;
     f.numBlocks = nb;
@@ -1359,8 +1371,9 @@ static uint64_t countDownsets(const Level &level, uint64_t cap) {
     if (e.missing[b] == 0)
       sources.push_back(b);
   }
+  e.countOnly = true;
   e.run(sources, 0);
-  return e.overflow ? cap + 1 : f.count();
+  return e.overflow ? cap + 1 : e.counted;
 }
 
 /// The prefixes of the topological order of `level`.
@@ -1448,8 +1461,14 @@ private:
     uint64_t weight = 0, activation = 0, held = 0;
     uint64_t splitWeight = 0, splitActivation = 0;
     int pin = -1;
-    SmallVector<double, 8> time; ///< Per stage position.
+    /// Blocks removed so far: this stage's row of `timeRows`.
+    unsigned depth = 0;
   };
+  /// The stage's time per stage position (only [currentLo, currentHi] is
+  /// kept up to date: no other position is read).
+  double *timeOf(const Stage &stage) {
+    return timeRows.data() + size_t(stage.depth) * m.k;
+  }
 
   void expand(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
               const Stage &stage);
@@ -1471,6 +1490,8 @@ private:
   std::vector<double> commOut, commIn; ///< [id * k + stage].
   std::vector<unsigned> succCount;     ///< Successors inside C.
   std::vector<unsigned> groupCount;    ///< Tied members inside the stage.
+  /// One row of k stage times per recursion depth (no allocation per state).
+  std::vector<double> timeRows;
   unsigned currentD = 0;
   int currentLo = 0, currentHi = -1;
   uint64_t visits = 0;
@@ -1481,6 +1502,7 @@ private:
 
 bool StageDP::evaluate(unsigned idC, const Stage &stage) {
   int lo = currentLo, hi = currentHi;
+  const double *time = timeOf(stage);
   if (stage.pin >= 0) {
     if (stage.pin < lo || stage.pin > hi)
       return false;
@@ -1499,13 +1521,13 @@ bool StageDP::evaluate(unsigned idC, const Stage &stage) {
     if (objective == Objective::Time) {
       uint64_t allowed =
           limit > UINT64_MAX - slack ? UINT64_MAX : limit + slack;
-      if (mem > allowed || stage.time[s] > bound)
+      if (mem > allowed || time[s] > bound)
         continue;
       // No smaller C can improve DP[s][D] either: the stage's time only
       // grows as blocks are removed, and communication is not negative.
-      if (stage.time[s] >= dp(s, currentD))
+      if (time[s] >= dp(s, currentD))
         continue;
-      value = stage.time[s] + commOut[size_t(currentD) * m.k + s] +
+      value = time[s] + commOut[size_t(currentD) * m.k + s] +
               commIn[size_t(idC) * m.k + s];
     } else {
       value = mem > limit ? double(mem - limit) : 0.0;
@@ -1549,8 +1571,11 @@ void StageDP::expand(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
         next.held += m.groups[g].stateBytes;
       groupCount[g] += members;
     }
-    for (unsigned s = 0; s < m.k; ++s)
-      next.time[s] += costs.blockTime[size_t(s) * level.numBlocks + v];
+    next.depth = stage.depth + 1;
+    const double *time = timeOf(stage);
+    double *nextTime = timeOf(next);
+    for (int s = currentLo; s <= currentHi; ++s)
+      nextTime[s] = time[s] + costs.blockTime[size_t(s) * level.numBlocks + v];
     uint64_t nextHash = hash ^ family.keys[v];
     unsigned idC = family.find(nextHash);
     if (evaluate(idC, next)) {
@@ -1598,6 +1623,7 @@ void StageDP::prepare() {
     }
   succCount.assign(level.numBlocks, 0);
   groupCount.assign(m.groups.size(), 0);
+  timeRows.assign(size_t(level.numBlocks + 1) * k, 0.0);
 }
 
 void StageDP::processDownset(unsigned id) {
@@ -1637,7 +1663,7 @@ void StageDP::processDownset(unsigned id) {
       }
     }
     Stage root;
-    root.time.assign(k, 0.0);
+    std::fill_n(timeRows.begin(), k, 0.0);
     expand(maximal, family.hash[id], root);
     if (aborted)
       return;
@@ -1719,6 +1745,23 @@ struct SearchOutcome {
   uint64_t numDownsets = 0, visits = 0;
   /// With TooManyPairs: downsets the DP got through before giving up.
   uint64_t processed = 0;
+  /// The largest overflow `value` was found with (0: the plan fits).
+  double shortfall = 0;
+  /// Per order of the search: the bottleneck its DP found (infinity when
+  /// it found nothing under the best of the orders before it).
+  std::vector<double> orderValue;
+};
+
+/// A known assignment of the level being searched (a coarser level's
+/// optimum): its costs bound the exact search from above, which then skips
+/// every state above them, and its per-order values say which orders to try
+/// first.
+struct SearchHint {
+  bool valid = false;
+  double value = kInf, shortfall = 0;
+  std::vector<unsigned> order;
+  std::vector<unsigned> stageOfNode;
+  std::vector<double> orderValue;
 };
 
 } // namespace
@@ -1738,11 +1781,20 @@ static OrderCosts makeOrderCosts(const Model &m, const Level &level,
   return c;
 }
 
-/// The best assignment of `level` over `orders`.
+static SearchHint boundingHint(const Model &m, const Level &level,
+                               ArrayRef<std::vector<unsigned>> orders,
+                               const PartitionOptions &options,
+                               unsigned minBlocks);
+
+/// The best assignment of `level` over `orders`. A level of more than
+/// 2 options.boundingBlocks blocks is searched with its coarsening's optimum
+/// as the hint (`minBlocks`: the fewest blocks that coarsening may leave).
 static SearchOutcome searchLevel(const Model &m, const Level &level,
                                  ArrayRef<std::vector<unsigned>> orders,
-                                 const PartitionOptions &options) {
+                                 const PartitionOptions &options,
+                                 unsigned minBlocks) {
   SearchOutcome out;
+  out.orderValue.assign(orders.size(), kInf);
   // Bitsets of at most 2^24 words (128 MiB).
   std::optional<Family> full =
       allDownsets(m, level, options.maxDownsets, uint64_t(1) << 24);
@@ -1750,6 +1802,7 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
     out.status = SearchStatus::TooManyDownsets;
     return out;
   }
+  SearchHint hint = boundingHint(m, level, orders, options, minBlocks);
   out.numDownsets = full->count();
   Family prefix = prefixDownsets(m, level);
   std::vector<OrderCosts> orderCosts;
@@ -1797,14 +1850,36 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   };
   // Minimises the bottleneck over the orders whose entry in `allowed` is set,
   // with memory limits raised by `slack`.
-  auto bestTime = [&](uint64_t slack, const std::vector<char> &allowed) {
-    for (unsigned i = 0; i < orders.size(); ++i) {
+  // The orders the hint found best first (a tighter bound sooner).
+  std::vector<unsigned> byPromise(orders.size());
+  for (unsigned i = 0; i < orders.size(); ++i)
+    byPromise[i] = i;
+  if (hint.valid && hint.orderValue.size() == orders.size())
+    llvm::stable_sort(byPromise, [&](unsigned a, unsigned b) {
+      return hint.orderValue[a] < hint.orderValue[b];
+    });
+  // The hint's assignment at this level, when nothing beats its bound.
+  auto useHint = [&]() {
+    out.value = hint.value;
+    out.order = hint.order;
+    out.stageOfBlock.assign(level.numBlocks, 0);
+    for (unsigned b = 0; b < level.numBlocks; ++b)
+      out.stageOfBlock[b] = hint.stageOfNode[level.members[b].front()];
+  };
+  // Minimises the bottleneck over the orders whose entry in `allowed` is set,
+  // with memory limits raised by `slack`, below `bound`.
+  auto bestTime = [&](uint64_t slack, const std::vector<char> &allowed,
+                      double bound) {
+    out.value = bound;
+    for (unsigned i : byPromise) {
       if (!allowed[i])
         continue;
       DPOutcome result;
       if (!solve(orderCosts[i], Objective::Time, slack, out.value, result))
         return false;
-      if (result.value < out.value) {
+      out.orderValue[i] = result.value;
+      if (result.value < out.value ||
+          (out.order.empty() && result.value <= out.value)) {
         out.value = result.value;
         out.order = orders[i];
         out.stageOfBlock = std::move(result.stageOfBlock);
@@ -1812,20 +1887,28 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
     }
     return true;
   };
+  // A hint that fits with `slack` bounds the time (a relative margin covers
+  // the different order of the sums).
+  auto hintBound = [&](double slack) {
+    return hint.valid && hint.shortfall <= slack ? hint.value * (1 + 1e-9)
+                                                 : kInf;
+  };
 
   std::vector<char> allOrders(orders.size(), 1);
-  if (!bestTime(0, allOrders)) {
+  if (!bestTime(0, allOrders, hintBound(0))) {
     out.status = SearchStatus::TooManyPairs;
     return out;
   }
   if (out.value != kInf) {
+    if (out.order.empty())
+      useHint();
     out.status = SearchStatus::Found;
     return out;
   }
   // Nothing fits: the smallest largest overflow, then the best time with it.
-  double bestShortfall = kInf;
+  double bestShortfall = hint.valid ? hint.shortfall : kInf;
   std::vector<double> shortfall(orders.size(), kInf);
-  for (unsigned i = 0; i < orders.size(); ++i) {
+  for (unsigned i : byPromise) {
     DPOutcome result;
     if (!solve(orderCosts[i], Objective::Shortfall, 0, bestShortfall, result)) {
       out.status = SearchStatus::TooManyPairs;
@@ -1841,13 +1924,61 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   std::vector<char> best(orders.size());
   for (unsigned i = 0; i < orders.size(); ++i)
     best[i] = shortfall[i] == bestShortfall;
-  if (!bestTime(uint64_t(bestShortfall), best)) {
+  // The hint's order is among the best when its overflow is the least.
+  if (hint.valid && hint.shortfall == bestShortfall)
+    for (unsigned i = 0; i < orders.size(); ++i)
+      best[i] |= orders[i] == hint.order;
+  if (!bestTime(uint64_t(bestShortfall), best, hintBound(bestShortfall))) {
     out.status = SearchStatus::TooManyPairs;
     return out;
   }
+  if (out.value != kInf && out.order.empty())
+    useHint();
+  out.shortfall = bestShortfall;
   out.status =
       out.value == kInf ? SearchStatus::NoAssignment : SearchStatus::Found;
   return out;
+}
+
+/// The optimum of `level` coarsened to about options.boundingBlocks
+/// downsets, as a hint for searching `level` itself (an upper bound that
+/// cuts the exact DP's work to the states near the optimum, in every device
+/// order); invalid when `level` is small already or the coarse search
+/// fails.
+static SearchHint boundingHint(const Model &m, const Level &level,
+                               ArrayRef<std::vector<unsigned>> orders,
+                               const PartitionOptions &options,
+                               unsigned minBlocks) {
+  SearchHint hint;
+  unsigned target = options.boundingBlocks;
+  if (target == 0 || level.numBlocks <= 2 * target)
+    return hint;
+  std::function<bool(const Level &)> fits = [target](const Level &candidate) {
+    return countDownsets(candidate, target) <= target;
+  };
+  std::optional<Level> coarse;
+  const Level *current = &level;
+  while (!fits(*current)) {
+    std::optional<Level> next = coarsen(m, *current, minBlocks, fits);
+    if (!next)
+      break;
+    coarse = std::move(next);
+    current = &*coarse;
+  }
+  if (!coarse)
+    return hint;
+  SearchOutcome outcome = searchLevel(m, *coarse, orders, options, minBlocks);
+  if (outcome.status != SearchStatus::Found)
+    return hint;
+  hint.valid = true;
+  hint.value = outcome.value;
+  hint.shortfall = outcome.shortfall;
+  hint.order = outcome.order;
+  hint.orderValue = outcome.orderValue;
+  hint.stageOfNode.resize(m.n);
+  for (unsigned v = 0; v < m.n; ++v)
+    hint.stageOfNode[v] = outcome.stageOfBlock[coarse->blockOf[v]];
+  return hint;
 }
 
 llvm::Expected<PartitionResult>
@@ -1877,7 +2008,7 @@ pp::partition::partition(const PartitionGraph &graph,
   bool exact = true;
   SearchOutcome outcome;
   for (;;) {
-    outcome = searchLevel(m, level, orders, options);
+    outcome = searchLevel(m, level, orders, options, minBlocks);
     if (outcome.status == SearchStatus::Found)
       break;
     if (outcome.status == SearchStatus::NoAssignment)
@@ -1904,7 +2035,7 @@ pp::partition::partition(const PartitionGraph &graph,
       PartitionOptions unlimited = options;
       unlimited.maxDownsets = std::numeric_limits<uint64_t>::max();
       unlimited.maxDownsetPairs = std::numeric_limits<uint64_t>::max();
-      outcome = searchLevel(m, level, orders, unlimited);
+      outcome = searchLevel(m, level, orders, unlimited, minBlocks);
       if (outcome.status == SearchStatus::Found)
         break;
       if (outcome.status == SearchStatus::NoAssignment)

@@ -385,7 +385,7 @@ TEST(Partitioner, CoarseningIsOptimalAtBlockGranularity) {
     else
       c.options.maxDownsetPairs =
           std::uniform_int_distribution<int>(10, 200)(rng);
-    SCOPED_TRACE("case " + std::to_string(i));
+    SCOPED_TRACE(testing::Message() << "case " << i);
     llvm::Expected<PartitionResult> dp =
         partition(c.graph, c.devices, c.options);
     if (!dp) {
@@ -618,6 +618,74 @@ TEST(Partitioner, ResidualChainIsExact) {
   EXPECT_TRUE(r->exact);
   EXPECT_EQ(r->ordersTried, 6u);
   checkResult(c, *r);
+}
+
+/// Large graphs are searched with a coarser level's optimum as the upper
+/// bound: the optimum is the same as without it, with less work.
+TEST(Partitioner, BoundingHintKeepsTheOptimum) {
+  std::mt19937 rng(20261203);
+  auto uniform = [&](double lo, double hi) {
+    return std::uniform_real_distribution<double>(lo, hi)(rng);
+  };
+  uint64_t withHint = 0, without = 0;
+  for (unsigned i = 0; i < caseCount(6); ++i) {
+    // A residual chain of 200 to 300 blocks (600 to 900 ops: few enough
+    // downsets to search exactly) on 2 to 6 devices of up to 3 kinds.
+    Case c;
+    unsigned previous = c.graph.addNode({"stem", {1, 0.5, 2}, 100, 10, 64});
+    for (int block = 0, blocks = 200 + i * 20; block < blocks; ++block) {
+      std::string name = "block" + std::to_string(block);
+      double t = uniform(0.5, 3);
+      auto node = [&](const std::string &suffix, double scale) {
+        return c.graph.addNode({name + suffix,
+                                {t * scale, t * scale * uniform(0.3, 0.6),
+                                 t * scale * uniform(1.5, 3)},
+                                uint64_t(uniform(0, 500)),
+                                uint64_t(uniform(0, 60)),
+                                uint64_t(uniform(16, 128))});
+      };
+      unsigned a = node("/a", 1), b = node("/b", 1), add = node("/add", 0.05);
+      c.graph.addEdge(previous, a);
+      c.graph.addEdge(a, b);
+      c.graph.addEdge(b, add);
+      c.graph.addEdge(previous, add);
+      previous = add;
+    }
+    unsigned k = 2 + i % 5;
+    uint64_t total = 0;
+    for (const PartitionNode &n : c.graph.nodes)
+      total += n.weightBytes + 4 * n.activationBytes;
+    for (unsigned d = 0; d < k; ++d)
+      c.devices.addDevice({"d" + std::to_string(d), d % 3,
+                           uint64_t(total / k * uniform(0.9, 2.0))});
+    c.devices.defaultBandwidth = 500;
+    c.devices.setLink(0, k - 1, 50, 0.01);
+    c.options.tryDeviceOrders = i % 2 == 0;
+    c.options.maxDeviceOrders = 24;
+    c.options.boundingBlocks = 0;
+    llvm::Expected<PartitionResult> plain =
+        partition(c.graph, c.devices, c.options);
+    c.options.boundingBlocks = 64;
+    llvm::Expected<PartitionResult> hinted =
+        partition(c.graph, c.devices, c.options);
+    ASSERT_EQ(bool(plain), bool(hinted));
+    if (!plain) {
+      llvm::consumeError(plain.takeError());
+      llvm::consumeError(hinted.takeError());
+      continue;
+    }
+    SCOPED_TRACE(testing::Message() << "case " << i);
+    EXPECT_EQ(plain->feasible, hinted->feasible);
+    EXPECT_EQ(plain->maxShortfall, hinted->maxShortfall);
+    EXPECT_TRUE(plain->exact);
+    EXPECT_TRUE(hinted->exact);
+    EXPECT_TRUE(near(plain->searchBottleneck, hinted->searchBottleneck))
+        << plain->searchBottleneck << " vs " << hinted->searchBottleneck;
+    checkResult(c, *hinted);
+    withHint += hinted->numPairsVisited;
+    without += plain->numPairsVisited;
+  }
+  EXPECT_LT(withHint, without);
 }
 
 } // namespace

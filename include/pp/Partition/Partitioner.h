@@ -231,6 +231,11 @@ struct PartitionOptions {
   /// Work limit of one dynamic program, in states visited (a downset with one
   /// of its sub-downsets); beyond it the graph is coarsened further.
   uint64_t maxDownsetPairs = 20000000;
+  /// A level of more than twice this many blocks is searched with the
+  /// optimum of its coarsening to about this many downsets as an upper
+  /// bound (the result is the same; the DP skips the states above the
+  /// bound, and the device orders are tried best first). 0: never.
+  unsigned boundingBlocks = 256;
   /// Also try other orders of the devices (distinct up to devices that are
   /// interchangeable: same kind, memory, times and links) and keep the best.
   bool tryDeviceOrders = false;
