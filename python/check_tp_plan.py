@@ -138,14 +138,35 @@ def main():
           f"{plan['dp']}) on {gpus} GPUs: iteration {iteration * 1e3:.3f} ms, "
           f"peak {peak / 1e9:.2f} GB per GPU")
     whole = [c for c in fitting if all(t == 1 for t in c["tp"])]
-    if whole:
-        speedup = whole[0]["iteration_seconds"] / iteration
+    # A skipped tp=1 candidate: its lower bound bounds the speed-up.
+    skipped_whole = [c for c in mine if c.get("skipped") and
+                     all(t == 1 for t in c["tp"])]
+    if whole or skipped_whole:
+        if whole:
+            speedup = whole[0]["iteration_seconds"] / iteration
+            at_least = ""
+        else:
+            whole = skipped_whole
+            speedup = whole[0]["iteration_lower_bound_seconds"] / iteration
+            at_least = "at least "
         print(f"predicted speed-up over tp=1 (pp={whole[0]['pp']}): "
-              f"{speedup:.2f}x")
+              f"{at_least}{speedup:.2f}x")
         if speedup < 1 - 1e-9:
             failures.append("the chosen plan is slower than tp=1")
         if args.min_speedup is not None and speedup < args.min_speedup:
             failures.append(f"speed-up {speedup:.3f} < {args.min_speedup}")
+
+    # A skipped candidate's lower bound must be no better than the plan.
+    for c in mine:
+        if c.get("skipped"):
+            bound = c["iteration_lower_bound_seconds"]
+            if bound < iteration * (1 - 1e-9):
+                failures.append(f"tp={label(c['tp'])} skipped with a lower "
+                                f"bound {bound} s below the plan's "
+                                f"{iteration} s")
+            else:
+                print(f"tp={label(c['tp'])}: skipped, lower bound >= the "
+                      f"plan's iteration")
 
     if args.linear_check:
         uniform = {}
@@ -155,13 +176,17 @@ def main():
                 compute = sum(s["forward_seconds"] + s["backward_seconds"] -
                               s["allreduce_seconds"] for s in c["stages"])
                 uniform[t] = compute
-        if 1 not in uniform or 2 not in uniform:
-            failures.append("linear check needs the tp=1 and tp=2 candidates")
+        if len(uniform) < 2:
+            failures.append("linear check needs two uniform candidates "
+                            "partitioned")
         else:
-            split = 2 * (uniform[1] - uniform[2])
-            rest = uniform[1] - split
+            # S and W from the two smallest degrees partitioned.
+            ta, tb = sorted(uniform)[:2]
+            split = (uniform[ta] - uniform[tb]) / (1 / ta - 1 / tb)
+            rest = uniform[ta] - split / ta
             print(f"split work {split * 1e3:.3f} ms, whole work "
-                  f"{rest * 1e3:.3f} ms per micro-batch (from tp=1 and 2)")
+                  f"{rest * 1e3:.3f} ms per micro-batch (from tp={ta} and "
+                  f"{tb})")
             for t, compute in sorted(uniform.items()):
                 expected = split / t + rest
                 if not close(compute, expected, rtol=1e-6):

@@ -15,7 +15,7 @@ dropout), with the model's `pp.trainable` metadata naming the parameters.
 Usage: /usr/bin/python3 python/make_gpt_shape.py -o gpt3.onnx
          [--layers 96] [--d-model 12288] [--heads 96] [--seq 2048]
          [--vocab 50257] [--batch 1] [--data-file weights.bin]
-         [--cluster-json cluster-1024.json]
+         [--cluster-json cluster-1024.json] [--workers 64]
 """
 import argparse
 import json
@@ -143,10 +143,14 @@ def build(layers, d, heads, seq, vocab, batch, data_file):
 
 def cluster_json(path, workers=64):
     """A 1,024-GPU cluster of three kinds, 8 GPUs per node: 48 nodes of
-    H100, 48 of A100-80, 32 of V100-32, and `workers` virtual workers of
-    16 GPUs each (6 H100, 6 A100-80, 4 V100-32 in that order, each kind's
-    GPUs from one node where they fit)."""
-    kinds = (("H100", 48, 6), ("A100-80", 48, 6), ("V100-32", 32, 4))
+    H100, 48 of A100-80, 32 of V100-32, and `workers` virtual workers (a
+    divisor of 128) of 1024 / `workers` GPUs each (64 workers: 6 H100,
+    6 A100-80, 4 V100-32 in that order; each kind's GPUs in node order)."""
+    if 128 % workers:
+        raise SystemExit(f"--workers {workers} does not divide 128")
+    kinds = tuple((kind, nodes, nodes * 8 // workers)
+                  for kind, nodes in (("H100", 48), ("A100-80", 48),
+                                      ("V100-32", 32)))
     nodes, pools = [], []
     for kind, count, _ in kinds:
         pool = []
@@ -182,10 +186,13 @@ def main():
     ap.add_argument("--data-file", default="weights.bin")
     ap.add_argument("--cluster-json", metavar="PATH",
                     help="also write a 1,024-GPU cluster of three kinds "
-                    "with 64 virtual workers of 16 GPUs")
+                    "with --workers virtual workers")
+    ap.add_argument("--workers", type=int, default=64,
+                    help="virtual workers of the cluster (a divisor of 128; "
+                    "default 64 of 16 GPUs)")
     args = ap.parse_args()
     if args.cluster_json:
-        cluster_json(args.cluster_json)
+        cluster_json(args.cluster_json, args.workers)
     if args.d_model % args.heads:
         ap.error("--d-model must be a multiple of --heads")
     model, data_bytes = build(args.layers, args.d_model, args.heads, args.seq,

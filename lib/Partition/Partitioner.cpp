@@ -29,6 +29,7 @@
 #include <optional>
 #include <queue>
 #include <random>
+#include <set>
 
 using namespace pp::partition;
 using llvm::ArrayRef;
@@ -61,6 +62,14 @@ double PartitionDevices::time(const PartitionGraph &graph, unsigned node,
   const std::vector<double> &times = graph.nodes[node].time;
   unsigned kind = devices[device].kind;
   return kind < times.size() ? times[kind] : 0.0;
+}
+
+std::string PartitionResult::ordersNote() const {
+  if (!ordersTruncated)
+    return "";
+  return llvm::formatv(" (of {0}{1}: the search's limits left the rest out)",
+                       moreOrders ? "more than " : "", ordersListed)
+      .str();
 }
 
 uint64_t pp::partition::inflightMicroBatches(const PartitionOptions &options,
@@ -490,20 +499,52 @@ static std::vector<std::vector<unsigned>> deviceOrders(const Model &m,
     classes[c].push_back(d);
     label[d] = c;
   }
+  auto orderOf = [&](ArrayRef<unsigned> labels) {
+    std::vector<unsigned> next(classes.size(), 0), order;
+    for (unsigned c : labels)
+      order.push_back(classes[c][next[c]++]);
+    return order;
+  };
+  // When not all orders fit maxOrders, those that keep each class together
+  // (every permutation of the classes: on a cluster, a kind's GPUs of one
+  // node side by side, crossing fewer slow links) come first; the rest in
+  // lexicographic order.
+  std::set<std::vector<unsigned>> blockOrders;
+  uint64_t distinct = 1;
+  {
+    // Multinomial m.k! / prod(|class|!), capped.
+    uint64_t placed = 0;
+    for (const auto &members : classes)
+      for (uint64_t i = 1; i <= members.size() && distinct <= maxOrders; ++i)
+        distinct = distinct * ++placed / i;
+  }
+  if (distinct > maxOrders && classes.size() <= 8) {
+    std::vector<unsigned> classOrder(classes.size());
+    for (unsigned c = 0; c < classes.size(); ++c)
+      classOrder[c] = c;
+    do {
+      std::vector<unsigned> labels;
+      for (unsigned c : classOrder)
+        labels.insert(labels.end(), classes[c].size(), c);
+      if (labels == label)
+        continue;
+      if (orders.size() >= maxOrders)
+        break;
+      blockOrders.insert(labels);
+      orders.push_back(orderOf(labels));
+    } while (std::next_permutation(classOrder.begin(), classOrder.end()));
+  }
   std::vector<unsigned> labels = label;
   llvm::sort(labels);
   do {
-    if (labels == label)
+    if (labels == label || blockOrders.count(labels))
       continue;
     if (orders.size() >= maxOrders) {
       if (truncated)
         *truncated = true;
       break;
     }
-    std::vector<unsigned> next(classes.size(), 0), order;
-    for (unsigned c : labels)
-      order.push_back(classes[c][next[c]++]);
-    orders.push_back(std::move(order));
+    orders.push_back(orderOf(labels));
   } while (std::next_permutation(labels.begin(), labels.end()));
   return orders;
 }
@@ -619,6 +660,8 @@ pp::partition::bruteForcePartition(const PartitionGraph &graph,
   r.granularity = llvm::formatv("exhaustive over {0} ops", m.n).str();
   r.ordersTried = orders.size();
   r.ordersTruncated = truncated;
+  r.ordersListed = orders.size();
+  r.moreOrders = truncated;
   return r;
 }
 
@@ -1750,6 +1793,9 @@ struct SearchOutcome {
   /// Per order of the search: the bottleneck its DP found (infinity when
   /// it found nothing under the best of the orders before it).
   std::vector<double> orderValue;
+  /// Orders searched; whether orderSearchPairs left some out.
+  unsigned ordersSearched = 0;
+  bool ordersCut = false;
 };
 
 /// A known assignment of the level being searched (a coarser level's
@@ -1871,9 +1917,15 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   auto bestTime = [&](uint64_t slack, const std::vector<char> &allowed,
                       double bound) {
     out.value = bound;
+    unsigned searched = 0;
     for (unsigned i : byPromise) {
       if (!allowed[i])
         continue;
+      if (searched > 0 && out.visits > options.orderSearchPairs) {
+        out.ordersCut = true;
+        break;
+      }
+      out.ordersSearched = std::max(out.ordersSearched, ++searched);
       DPOutcome result;
       if (!solve(orderCosts[i], Objective::Time, slack, out.value, result))
         return false;
@@ -1908,7 +1960,13 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   // Nothing fits: the smallest largest overflow, then the best time with it.
   double bestShortfall = hint.valid ? hint.shortfall : kInf;
   std::vector<double> shortfall(orders.size(), kInf);
+  unsigned searched = 0;
   for (unsigned i : byPromise) {
+    if (searched > 0 && out.visits > options.orderSearchPairs) {
+      out.ordersCut = true;
+      break;
+    }
+    out.ordersSearched = std::max(out.ordersSearched, ++searched);
     DPOutcome result;
     if (!solve(orderCosts[i], Objective::Shortfall, 0, bestShortfall, result)) {
       out.status = SearchStatus::TooManyPairs;
@@ -2065,7 +2123,9 @@ pp::partition::partition(const PartitionGraph &graph,
                               .str();
   r.numDownsets = outcome.numDownsets;
   r.numPairsVisited = outcome.visits;
-  r.ordersTried = orders.size();
-  r.ordersTruncated = truncated;
+  r.ordersTried = outcome.ordersSearched;
+  r.ordersTruncated = truncated || outcome.ordersCut;
+  r.ordersListed = orders.size();
+  r.moreOrders = truncated;
   return r;
 }

@@ -241,6 +241,11 @@ struct PartitionOptions {
   bool tryDeviceOrders = false;
   /// The most device orders tried, the given order first.
   unsigned maxDeviceOrders = 720;
+  /// Work limit of the device-order search of one level, in DP states
+  /// visited over all its orders: once spent, the orders not yet tried are
+  /// left out (PartitionResult::ordersTried and ordersTruncated say so).
+  /// The first order is always searched.
+  uint64_t orderSearchPairs = 50000000;
 };
 
 /// A partition and its costs.
@@ -276,9 +281,16 @@ struct PartitionResult {
   /// Downsets of the (coarsened) graph and DP states visited.
   uint64_t numDownsets = 0;
   uint64_t numPairsVisited = 0;
-  /// Device orders searched, and whether maxDeviceOrders cut the list short.
+  /// Device orders searched, and whether maxDeviceOrders or
+  /// orderSearchPairs cut the list short.
   unsigned ordersTried = 0;
   bool ordersTruncated = false;
+  /// Distinct device orders listed (at most maxDeviceOrders), and whether
+  /// there were more.
+  unsigned ordersListed = 0;
+  bool moreOrders = false;
+  /// " (of N: ...)" when some orders were left out, else "".
+  std::string ordersNote() const;
 };
 
 /// The optimal partition of `graph` over `devices` (see the file comment).

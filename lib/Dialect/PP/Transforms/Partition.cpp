@@ -449,9 +449,11 @@ pp::pipeline::partitionStages(ModuleOp module,
   for (auto &[name, list] : candidates)
     addChunks(list);
   // Before the per-pair link tables below, which take seconds for
-  // thousands of devices.
+  // thousands of devices. With tensor parallelism a stage is a group of
+  // GPUs (the planner drops groupings of too many stages).
   for (const auto &worker : workers)
-    if (worker.size() > partition::kMaxPartitionDevices) {
+    if (worker.size() > partition::kMaxPartitionDevices &&
+        !(tpRequest && tpRequest->active())) {
       module.emitError() << "pp-partition: " << worker.size()
                          << " stages (devices x chunks) in one pipeline: "
                          << "the partitioner supports at most "
@@ -1102,12 +1104,13 @@ pp::pipeline::partitionStages(ModuleOp module,
           pp::formatMegabytes(devices.memory(d)));
     }
     os << llvm::formatv("bottleneck {0:f3} ms per micro-batch; {1} device "
-                        "order(s) tried{2}\n",
+                        "order(s) tried{3}{2}\n",
                         result->bottleneck * 1e3, result->ordersTried,
                         assumesRecompute
                             ? "; fits only with recomputation (memory "
                               "counts stage inputs, not activations)"
-                            : "");
+                            : "",
+                        result->ordersNote());
     // The other virtual workers get their own plans (the IR carries the
     // first); the slowest one sets the pace of data-parallel training.
     // With data parallelism they were partitioned above.

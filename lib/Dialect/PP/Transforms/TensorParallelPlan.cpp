@@ -97,6 +97,10 @@ struct Candidate {
   bool assumesRecompute = false;
   bool feasible = false;
   std::string error; ///< Partitioning failed.
+  /// No iteration of the candidate can be faster than this (seconds).
+  double lowerBound = 0;
+  /// Not partitioned: its lower bound is no better than the best plan.
+  bool skipped = false;
   double iteration = std::numeric_limits<double>::infinity();
   std::vector<uint64_t> peak; ///< Per stage (per GPU of its group).
   std::vector<double> forward, backward, reduce; ///< Per stage.
@@ -139,6 +143,8 @@ private:
   groupsFor(unsigned w, const pp::pipeline::TensorParallelRequest &request);
   /// `w`: the virtual worker the groups belong to.
   Candidate evaluate(const std::vector<Group> &groups, unsigned w);
+  /// A lower bound on the candidate's iteration (see run()).
+  double iterationLowerBound(const std::vector<Group> &groups);
   Candidate evaluateUncached(const std::vector<Group> &groups, unsigned w);
   std::string deviceName(int device) const {
     return in.cluster->devices[device].name;
@@ -440,18 +446,45 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
     return t.forward + t.backward;
   };
 
-  auto result = partition::partition(graph, devices, options);
+  // Every stage keeps at least one micro-batch of its activations: when
+  // the GPUs' memory cannot hold the nodes' bytes that way (each split part
+  // at the largest degree), keeping activations cannot fit, and only the
+  // lean partition is searched.
+  double needed = 0, capacity = 0;
+  unsigned largest = 1;
+  for (const Group &g : groups) {
+    largest = std::max(largest, g.degree);
+    capacity +=
+        static_cast<double>(cluster.devices[g.devices.front()].memoryBytes);
+  }
+  for (const partition::PartitionNode &node : graph.nodes)
+    needed +=
+        static_cast<double>(node.weightBytes + node.activationBytes) +
+        static_cast<double>(node.splitWeightBytes + node.splitActivationBytes) /
+            largest;
+  for (const partition::TiedGroup &tied : options.tiedGroups)
+    needed += static_cast<double>(tied.stateBytes);
+  bool keepingCannotFit = in.options->recompute != "none" && needed > capacity;
+  llvm::Expected<partition::PartitionResult> result =
+      keepingCannotFit ? llvm::Expected<partition::PartitionResult>(
+                             partition::PartitionResult{})
+                       : partition::partition(graph, devices, options);
+  if (result && keepingCannotFit)
+    result->feasible = false;
   if (result && !result->feasible && in.options->recompute != "none") {
     partition::PartitionGraph lean = graph;
     for (auto &node : lean.nodes)
       node.activationBytes = node.splitActivationBytes = 0;
     auto retry = partition::partition(lean, devices, options);
-    if (retry && retry->feasible) {
+    if (retry && (retry->feasible || keepingCannotFit)) {
       result = std::move(retry);
       c.assumesRecompute = true;
       graph = std::move(lean);
     } else if (!retry) {
-      llvm::consumeError(retry.takeError());
+      if (keepingCannotFit)
+        result = retry.takeError();
+      else
+        llvm::consumeError(retry.takeError());
     }
   }
   if (!result) {
@@ -565,6 +598,40 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
   return c;
 }
 
+double Planner::iterationLowerBound(const std::vector<Group> &groups) {
+  // W: the forward and backward of every op once, each on the group kind
+  // and degree where it is fastest (transfers left out).
+  std::vector<std::pair<int, unsigned>> kinds; // (first device, degree)
+  for (const Group &g : groups)
+    if (llvm::none_of(kinds, [&](const auto &kind) {
+          return in.cluster->devices[kind.first].kind ==
+                     in.cluster->devices[g.devices.front()].kind &&
+                 kind.second == g.degree;
+        }))
+      kinds.push_back({g.devices.front(), g.degree});
+  double work = 0;
+  for (Operation *op : in.nodeOps) {
+    double fastest = std::numeric_limits<double>::infinity();
+    for (auto [device, t] : kinds) {
+      const auto &dev = in.cluster->devices[device];
+      double time = in.costModel->getForwardTime(op, dev) +
+                    in.costModel->getBackwardTime(op, dev);
+      if (t > 1 && facts(t).splitOps.contains(op))
+        time /= t;
+      fastest = std::min(fastest, time);
+    }
+    work += fastest;
+  }
+  // One micro-batch passes every stage forward and back (not for schedules
+  // that split the backward: their chain needs only its input half); every
+  // stage runs m micro-batches, the busiest at least W / k of each.
+  double m = static_cast<double>(in.options->microBatches);
+  double k = static_cast<double>(groups.size());
+  double perStage = m * work / k;
+  return sched::usesSplitBackward(in.kind) ? perStage
+                                           : std::max(work, perStage);
+}
+
 LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
   const pp::PartitionPassOptions &options = *in.options;
   if (options.chunks != 1)
@@ -661,9 +728,34 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
     // A per-stage list names the stages in order: no other order.
     if (!request.automatic && request.degrees.size() > 1)
       in.searchOptions.tryDeviceOrders = false;
-    const Candidate *best = nullptr;
+    // Candidates by a lower bound of their iteration, which skips those
+    // that cannot beat the best plan found (their partition is the work).
+    std::vector<double> bounds;
     for (const std::vector<Group> &groups : options3d)
-      tried[w].push_back(evaluate(groups, w));
+      bounds.push_back(iterationLowerBound(groups));
+    std::vector<size_t> byBound(options3d.size());
+    for (size_t i = 0; i < byBound.size(); ++i)
+      byBound[i] = i;
+    llvm::stable_sort(
+        byBound, [&](size_t a, size_t b) { return bounds[a] < bounds[b]; });
+    std::vector<Candidate> evaluatedHere(options3d.size());
+    double bestSoFar = std::numeric_limits<double>::infinity();
+    for (size_t i : byBound) {
+      if (bounds[i] >= bestSoFar) {
+        Candidate c;
+        c.groups = options3d[i];
+        c.skipped = true;
+        evaluatedHere[i] = std::move(c);
+      } else {
+        evaluatedHere[i] = evaluate(options3d[i], w);
+        if (evaluatedHere[i].feasible)
+          bestSoFar = std::min(bestSoFar, evaluatedHere[i].iteration);
+      }
+      evaluatedHere[i].lowerBound = bounds[i];
+    }
+    const Candidate *best = nullptr;
+    for (Candidate &c : evaluatedHere)
+      tried[w].push_back(std::move(c));
     for (const Candidate &c : tried[w])
       if (c.feasible && (!best || c.iteration < best->iteration * (1 - 1e-9)))
         best = &c;
@@ -682,7 +774,7 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
       // The candidate with the least shortfall.
       const Candidate *closest = nullptr;
       for (const Candidate &c : tried[w])
-        if (c.error.empty() &&
+        if (c.error.empty() && !c.skipped &&
             (!closest || c.result.maxShortfall < closest->result.maxShortfall))
           closest = &c;
       if (closest) {
@@ -818,7 +910,9 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
        << " among";
     for (auto [i, c] : llvm::enumerate(list)) {
       os << (i ? ";" : "") << " " << triple(c, dp) << " ";
-      if (!c.error.empty())
+      if (c.skipped)
+        os << llvm::formatv("skipped (at least {0:f3} ms)", c.lowerBound * 1e3);
+      else if (!c.error.empty())
         os << "failed";
       else if (!c.feasible)
         os << "does not fit";
@@ -958,7 +1052,9 @@ Planner::toJSON(const std::vector<Candidate> &chosen,
       llvm::json::Object entry{{"worker", w},
                                {"pp", c.groups.size()},
                                {"tp", std::move(tp)},
-                               {"feasible", c.feasible}};
+                               {"feasible", c.feasible},
+                               {"skipped", c.skipped},
+                               {"iteration_lower_bound_seconds", c.lowerBound}};
       if (c.feasible) {
         entry["iteration_seconds"] = c.iteration;
         entry["bottleneck_seconds"] = c.result.bottleneck;

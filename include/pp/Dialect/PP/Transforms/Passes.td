@@ -89,7 +89,9 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "N GPUs of one kind on one node, the Megatron groups of "
            "--pp-tensor-parallel split over them), a per-stage list "
            "(tp=4,2,2), or auto (per node of a virtual worker the degree of "
-           "the least predicted iteration time that fits memory); 1: no "
+           "the least predicted iteration time that fits memory; a "
+           "candidate whose iteration has a lower bound no better than the "
+           "best plan found is skipped, and the report says so); 1: no "
            "tensor parallelism. Records each stage's degree "
            "(pp.tensor_parallel_stages) for --pp-tensor-parallel">,
     Option<"planJson", "plan-json", "std::string", "\"\"",
