@@ -518,21 +518,45 @@ static std::vector<std::vector<unsigned>> deviceOrders(const Model &m,
       for (uint64_t i = 1; i <= members.size() && distinct <= maxOrders; ++i)
         distinct = distinct * ++placed / i;
   }
-  if (distinct > maxOrders && classes.size() <= 8) {
-    std::vector<unsigned> classOrder(classes.size());
-    for (unsigned c = 0; c < classes.size(); ++c)
-      classOrder[c] = c;
+  // Kinds: classes whose devices differ in their links only (a GPU kind
+  // on several nodes). Every permutation of the kinds, each kind's classes
+  // in their first order.
+  std::vector<std::vector<unsigned>> kinds; // Classes of each kind.
+  for (unsigned c = 0; c < classes.size(); ++c) {
+    unsigned a = classes[c].front();
+    auto sameKind = [&](unsigned b) {
+      if (m.memory[a] != m.memory[b] ||
+          m.tensorParallel[a] != m.tensorParallel[b])
+        return false;
+      for (unsigned v = 0; v < m.n; ++v)
+        if (m.time[size_t(v) * m.k + a] != m.time[size_t(v) * m.k + b])
+          return false;
+      return true;
+    };
+    auto it = llvm::find_if(kinds, [&](const std::vector<unsigned> &kind) {
+      return sameKind(classes[kind.front()].front());
+    });
+    if (it == kinds.end())
+      kinds.push_back({c});
+    else
+      it->push_back(c);
+  }
+  if (distinct > maxOrders && kinds.size() <= 8) {
+    std::vector<unsigned> kindOrder(kinds.size());
+    for (unsigned c = 0; c < kinds.size(); ++c)
+      kindOrder[c] = c;
     do {
       std::vector<unsigned> labels;
-      for (unsigned c : classOrder)
-        labels.insert(labels.end(), classes[c].size(), c);
+      for (unsigned kind : kindOrder)
+        for (unsigned c : kinds[kind])
+          labels.insert(labels.end(), classes[c].size(), c);
       if (labels == label)
         continue;
       if (orders.size() >= maxOrders)
         break;
       blockOrders.insert(labels);
       orders.push_back(orderOf(labels));
-    } while (std::next_permutation(classOrder.begin(), classOrder.end()));
+    } while (std::next_permutation(kindOrder.begin(), kindOrder.end()));
   }
   std::vector<unsigned> labels = label;
   llvm::sort(labels);
@@ -1470,6 +1494,9 @@ struct DPOutcome {
   double value = kInf;
   std::vector<unsigned> stageOfBlock;
   uint64_t visits = 0;
+  /// Stage evaluations (each state times the stages it may end) and the
+  /// tables' k entries per downset: what the DP costs.
+  uint64_t work = 0;
 };
 
 /// DP[s][D] = min over downsets D' <= D of max(DP[s-1][D'], cost of stage s
@@ -1537,7 +1564,7 @@ private:
   std::vector<double> timeRows;
   unsigned currentD = 0;
   int currentLo = 0, currentHi = -1;
-  uint64_t visits = 0;
+  uint64_t visits = 0, work = 0;
   bool aborted = false;
 };
 
@@ -1602,6 +1629,7 @@ void StageDP::expand(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
       aborted = true;
       return;
     }
+    work += currentHi - currentLo + 1;
     Stage next = stage;
     next.weight += level.weight[v];
     next.activation += level.activation[v];
@@ -1667,6 +1695,7 @@ void StageDP::prepare() {
   succCount.assign(level.numBlocks, 0);
   groupCount.assign(m.groups.size(), 0);
   timeRows.assign(size_t(level.numBlocks + 1) * k, 0.0);
+  work += uint64_t(count) * k;
 }
 
 void StageDP::processDownset(unsigned id) {
@@ -1739,11 +1768,13 @@ DPOutcome StageDP::run() {
     if (aborted) {
       outcome.aborted = true;
       outcome.visits = visits;
+      outcome.work = work;
       return outcome;
     }
     ++outcome.processed;
   }
   outcome.visits = visits;
+  outcome.work = work;
   outcome.value = dp(k - 1, family.fullId);
   if (outcome.value == kInf)
     return outcome;
@@ -1786,6 +1817,8 @@ struct SearchOutcome {
   std::vector<unsigned> stageOfBlock;
   double value = kInf;
   uint64_t numDownsets = 0, visits = 0;
+  /// The DPs' work (DPOutcome::work), for the order search's budget.
+  uint64_t work = 0;
   /// With TooManyPairs: downsets the DP got through before giving up.
   uint64_t processed = 0;
   /// The largest overflow `value` was found with (0: the plan fits).
@@ -1793,7 +1826,7 @@ struct SearchOutcome {
   /// Per order of the search: the bottleneck its DP found (infinity when
   /// it found nothing under the best of the orders before it).
   std::vector<double> orderValue;
-  /// Orders searched; whether orderSearchPairs left some out.
+  /// Orders searched; whether orderSearchWork left some out.
   unsigned ordersSearched = 0;
   bool ordersCut = false;
 };
@@ -1863,6 +1896,7 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
                               options.maxDownsetPairs)
                           .run();
     out.visits += quick.visits;
+    out.work += quick.work;
     if (full->count() == prefix.count()) {
       // The prefixes are all the downsets: the quick DP was the exact one.
       out.processed = quick.processed;
@@ -1886,6 +1920,7 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
                      options.maxDownsetPairs)
                  .run();
     out.visits += result.visits;
+    out.work += result.work;
     if (result.aborted) {
       out.processed = result.processed;
       return false;
@@ -1921,7 +1956,7 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
     for (unsigned i : byPromise) {
       if (!allowed[i])
         continue;
-      if (searched > 0 && out.visits > options.orderSearchPairs) {
+      if (searched > 0 && out.work > options.orderSearchWork) {
         out.ordersCut = true;
         break;
       }
@@ -1962,7 +1997,7 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   std::vector<double> shortfall(orders.size(), kInf);
   unsigned searched = 0;
   for (unsigned i : byPromise) {
-    if (searched > 0 && out.visits > options.orderSearchPairs) {
+    if (searched > 0 && out.work > options.orderSearchWork) {
       out.ordersCut = true;
       break;
     }

@@ -135,8 +135,11 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   std::optional<int64_t> degree =
       runnableTensorParallel(options.tensorParallel);
   bool tensorParallel = llvm::StringRef(options.tensorParallel).trim() != "1";
-  if (tensorParallel && !options.planDir.empty())
+  partition.regroupWorkers = options.regroupWorkers;
+  if (tensorParallel && !options.planDir.empty()) {
     partition.planJson = options.planDir + "/plan-3d.json";
+    partition.timeline = options.planDir + "/timeline-3d.json";
+  }
   pm.addPass(createPartitionPass(partition));
   // One degree for every stage runs, and so does a mix of it and 1: the
   // stages split over one group each, or stay whole on one device.

@@ -545,6 +545,58 @@ TEST(Partitioner, DeviceOrders) {
   EXPECT_EQ(orders.size(), 6u);
 }
 
+/// A cut list of device orders starts with those that keep each kind
+/// together (its devices on different nodes count as one kind); a work
+/// budget over the orders leaves the rest out and says so.
+TEST(Partitioner, KindOrdersFirstAndOrderBudget) {
+  Case c;
+  unsigned previous = c.graph.addNode({"in", {1, 2}, 10, 1, 8});
+  for (int i = 0; i < 40; ++i) {
+    unsigned v = c.graph.addNode(
+        {"op" + std::to_string(i), {1.0 + i % 3, 2.5 + i % 3}, 10, 1, 8});
+    c.graph.addEdge(previous, v);
+    previous = v;
+  }
+  // Kind 0 on nodes A (devices 0, 1) and B (2, 3), kind 1 on node C (4, 5):
+  // a fast link inside a node, a slow one across.
+  std::vector<unsigned> node{0, 0, 1, 1, 2, 2};
+  for (unsigned d = 0; d < 6; ++d)
+    c.devices.addDevice({"d" + std::to_string(d), d < 4 ? 0u : 1u, 1 << 20});
+  for (unsigned a = 0; a < 6; ++a)
+    for (unsigned b = 0; b < 6; ++b)
+      if (a != b)
+        c.devices.setDirectedLink(a, b, node[a] == node[b] ? 1e4 : 10, 0);
+  c.options.tryDeviceOrders = true;
+  c.options.maxDeviceOrders = 4;
+  bool truncated = false;
+  auto orders =
+      candidateDeviceOrders(c.graph, c.devices, c.options, &truncated);
+  EXPECT_TRUE(truncated);
+  ASSERT_EQ(orders.size(), 4u);
+  EXPECT_EQ(orders[0], (std::vector<unsigned>{0, 1, 2, 3, 4, 5}));
+  // The kinds swapped, each kind's nodes in their first order.
+  EXPECT_EQ(orders[1], (std::vector<unsigned>{4, 5, 0, 1, 2, 3}));
+
+  c.options.maxDeviceOrders = 720;
+  llvm::Expected<PartitionResult> all =
+      partition(c.graph, c.devices, c.options);
+  ASSERT_TRUE(bool(all)) << llvm::toString(all.takeError());
+  EXPECT_FALSE(all->ordersTruncated);
+  EXPECT_EQ(all->ordersTried, all->ordersListed);
+  EXPECT_EQ(all->ordersNote(), "");
+  c.options.orderSearchWork = 1;
+  llvm::Expected<PartitionResult> cut =
+      partition(c.graph, c.devices, c.options);
+  ASSERT_TRUE(bool(cut)) << llvm::toString(cut.takeError());
+  checkResult(c, *cut);
+  EXPECT_TRUE(cut->ordersTruncated);
+  EXPECT_EQ(cut->ordersTried, 1u);
+  EXPECT_EQ(cut->ordersListed, all->ordersListed);
+  EXPECT_EQ(cut->ordersNote(), " (of " + std::to_string(all->ordersListed) +
+                                   ": the search's limits left the rest out)");
+  EXPECT_GE(cut->bottleneck, all->bottleneck * (1 - 1e-12));
+}
+
 TEST(Partitioner, EmptyStagesAndPins) {
   Case c;
   c.graph.addNode({"a", {1}, 0, 0, 1});

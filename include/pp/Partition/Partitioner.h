@@ -241,11 +241,12 @@ struct PartitionOptions {
   bool tryDeviceOrders = false;
   /// The most device orders tried, the given order first.
   unsigned maxDeviceOrders = 720;
-  /// Work limit of the device-order search of one level, in DP states
-  /// visited over all its orders: once spent, the orders not yet tried are
-  /// left out (PartitionResult::ordersTried and ordersTruncated say so).
-  /// The first order is always searched.
-  uint64_t orderSearchPairs = 50000000;
+  /// Work limit of the device-order search of one level, over all its
+  /// orders, in stage evaluations (each DP state times the stages it may
+  /// end, plus the tables' k entries per downset): once spent, the orders
+  /// not yet tried are left out (PartitionResult::ordersTried and
+  /// ordersTruncated say so). The first order is always searched.
+  uint64_t orderSearchWork = 20000000;
 };
 
 /// A partition and its costs.
@@ -282,7 +283,7 @@ struct PartitionResult {
   uint64_t numDownsets = 0;
   uint64_t numPairsVisited = 0;
   /// Device orders searched, and whether maxDeviceOrders or
-  /// orderSearchPairs cut the list short.
+  /// orderSearchWork cut the list short.
   unsigned ordersTried = 0;
   bool ordersTruncated = false;
   /// Distinct device orders listed (at most maxDeviceOrders), and whether

@@ -165,6 +165,11 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
                      "different degrees above 1 and auto stop after the "
                      "plan"),
       llvm::cl::init("1")};
+  Option<bool> regroupWorkers{
+      *this, "regroup-workers",
+      llvm::cl::desc("With tp=auto: also plan fewer, larger virtual workers "
+                     "(--pp-partition's regroup-workers)"),
+      llvm::cl::init(false)};
   Option<std::string> virtualWorkers{
       *this, "virtual-workers",
       llvm::cl::desc("Virtual workers by HetPipe's policies: np, ed, hd or "

@@ -53,7 +53,9 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .wave = wave,
                                       .reportFile = reportFile,
                                       .tensorParallel = tensorParallel,
-                                      .planJson = planJson});
+                                      .planJson = planJson,
+                                      .timeline = timeline,
+                                      .regroupWorkers = regroupWorkers});
   }
 };
 

@@ -11,6 +11,7 @@
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
 #include "pp/Schedule/Simulator.h"
+#include "pp/Schedule/Timeline.h"
 
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/DenseSet.h"
@@ -24,8 +25,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
+#include <memory>
 #include <set>
 
 using namespace mlir;
@@ -101,6 +104,14 @@ struct Candidate {
   double lowerBound = 0;
   /// Not partitioned: its lower bound is no better than the best plan.
   bool skipped = false;
+  /// Not partitioned: its weights cannot fit (why, for the error).
+  std::string memoryNote;
+  /// The simulated iteration (for the timeline).
+  struct Trace {
+    sched::Schedule schedule;
+    sched::SimulationResult result;
+  };
+  std::shared_ptr<const Trace> trace;
   double iteration = std::numeric_limits<double>::infinity();
   std::vector<uint64_t> peak; ///< Per stage (per GPU of its group).
   std::vector<double> forward, backward, reduce; ///< Per stage.
@@ -136,6 +147,27 @@ public:
   LogicalResult run(const pp::pipeline::TensorParallelRequest &request);
 
 private:
+  enum class WorkersOutcome { Planned, DoesNotFit, Error };
+  /// Plans every virtual worker of in.workers (crossLink set for them),
+  /// skipping candidates whose lower bound is at least `beat`. `quiet`: a
+  /// worker that does not fit fails without a diagnostic.
+  WorkersOutcome planWorkers(const pp::pipeline::TensorParallelRequest &request,
+                             bool quiet, double beat,
+                             std::vector<Candidate> &chosen,
+                             std::vector<std::vector<Candidate>> &tried);
+  void computeCrossLinks();
+  /// One grouping of the virtual workers tried (regroup-workers).
+  struct Grouping {
+    unsigned workers, gpusPerWorker, microBatches;
+    bool planned;
+    double iteration;
+    std::string degrees;
+  };
+  std::vector<Grouping> groupings;
+  /// Micro-batches per replica: the option's for the workers as given; a
+  /// grouping of g merged workers runs g times as many (the same global
+  /// batch).
+  unsigned microBatches = 0;
   const DegreeFacts &facts(unsigned degree);
   /// Runs of consecutive devices of one node and kind in `worker`.
   std::vector<std::pair<size_t, size_t>> runsOf(const std::vector<int> &worker);
@@ -294,7 +326,7 @@ std::string Planner::evaluationKey(const std::vector<Group> &groups,
     cluster.appendPlanningKey(g.devices, key);
     firsts.push_back(g.devices.front());
   }
-  key += "|groups";
+  key += "|m" + std::to_string(microBatches) + "|groups";
   cluster.appendPlanningKey(firsts, key);
   if (w < crossLink.size())
     key += "|cross" +
@@ -465,6 +497,37 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
   for (const partition::TiedGroup &tied : options.tiedGroups)
     needed += static_cast<double>(tied.stateBytes);
   bool keepingCannotFit = in.options->recompute != "none" && needed > capacity;
+  // Weights, gradients and optimizer state alone: when they exceed the
+  // GPUs' memory, no partition fits, recomputing or not. Per GPU of each
+  // group (split parts at the largest degree), and over all GPUs (each
+  // byte at least once).
+  double resident = 0, residentOnce = 0, allGPUs = 0;
+  for (const partition::PartitionNode &node : graph.nodes) {
+    resident += static_cast<double>(node.weightBytes) +
+                static_cast<double>(node.splitWeightBytes) / largest;
+    residentOnce +=
+        static_cast<double>(node.weightBytes + node.splitWeightBytes);
+  }
+  for (const partition::TiedGroup &tied : options.tiedGroups) {
+    resident += static_cast<double>(tied.stateBytes);
+    residentOnce += static_cast<double>(tied.stateBytes);
+  }
+  for (const Group &g : groups)
+    allGPUs +=
+        static_cast<double>(g.degree) *
+        static_cast<double>(cluster.devices[g.devices.front()].memoryBytes);
+  if (residentOnce > allGPUs) {
+    resident = residentOnce;
+    capacity = allGPUs;
+  }
+  if (resident > capacity) {
+    c.memoryNote = llvm::formatv(
+        "tp={0}: the weights, gradients and optimizer state alone need at "
+        "least {1}, more than the pipeline's GPUs hold ({2})",
+        c.degreesText(), pp::formatMegabytes(static_cast<uint64_t>(resident)),
+        pp::formatMegabytes(static_cast<uint64_t>(capacity)));
+    return c;
+  }
   llvm::Expected<partition::PartitionResult> result =
       keepingCannotFit ? llvm::Expected<partition::PartitionResult>(
                              partition::PartitionResult{})
@@ -544,16 +607,15 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
   std::vector<bool> reduceStages(k, true);
   sched::Schedule schedule;
   std::string error;
-  bool built = sched::isWeightVersioned(in.kind)
-                   ? sched::buildVersionedSchedule(
-                         in.kind, static_cast<int>(k),
-                         static_cast<int>(in.options->microBatches),
-                         static_cast<int>(in.updateEvery),
-                         in.options->verticalSync, schedule, error)
-                   : sched::buildSchedule(
-                         in.kind, static_cast<int>(k),
-                         static_cast<int>(in.options->microBatches), 1,
-                         schedule, error, dp > 1 ? &reduceStages : nullptr);
+  bool built =
+      sched::isWeightVersioned(in.kind)
+          ? sched::buildVersionedSchedule(
+                in.kind, static_cast<int>(k), static_cast<int>(microBatches),
+                static_cast<int>(in.updateEvery), in.options->verticalSync,
+                schedule, error)
+          : sched::buildSchedule(in.kind, static_cast<int>(k),
+                                 static_cast<int>(microBatches), 1, schedule,
+                                 error, dp > 1 ? &reduceStages : nullptr);
   if (!built) {
     c.error = "schedule: " + error;
     c.feasible = false;
@@ -595,6 +657,8 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
   }
   c.iteration = sim.iterationTime;
   c.peak = sim.peakMemory;
+  c.trace = std::make_shared<const Candidate::Trace>(
+      Candidate::Trace{std::move(schedule), std::move(sim)});
   return c;
 }
 
@@ -625,30 +689,14 @@ double Planner::iterationLowerBound(const std::vector<Group> &groups) {
   // One micro-batch passes every stage forward and back (not for schedules
   // that split the backward: their chain needs only its input half); every
   // stage runs m micro-batches, the busiest at least W / k of each.
-  double m = static_cast<double>(in.options->microBatches);
+  double m = static_cast<double>(microBatches);
   double k = static_cast<double>(groups.size());
   double perStage = m * work / k;
   return sched::usesSplitBackward(in.kind) ? perStage
                                            : std::max(work, perStage);
 }
 
-LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
-  const pp::PartitionPassOptions &options = *in.options;
-  if (options.chunks != 1)
-    return emitError("tp=" + options.tensorParallel +
-                     " with chunks=" + std::to_string(options.chunks) +
-                     ": interleaved and V-shaped schedules with tensor "
-                     "parallelism are not built (chunks must be 1)");
-  if (options.staleness != "-1")
-    return emitError("tp=" + options.tensorParallel +
-                     " with staleness=" + options.staleness +
-                     ": Wave Synchronous Parallel with tensor parallelism "
-                     "is not built");
-  if (options.virtualWorkers == "auto")
-    return emitError("tp=" + options.tensorParallel +
-                     " with virtual-workers=auto is not built: name a policy "
-                     "(np, ed, hd)");
-
+void Planner::computeCrossLinks() {
   crossLink.assign(in.workers.size(),
                    {std::numeric_limits<double>::infinity(), 0});
   for (unsigned a = 0; a < in.workers.size(); ++a)
@@ -661,14 +709,21 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
             crossLink[a].latency =
                 std::max(crossLink[a].latency, in.cluster->latency(x, y));
           }
-  std::vector<Candidate> chosen;
-  std::vector<std::vector<Candidate>> tried(in.workers.size());
+}
+
+Planner::WorkersOutcome
+Planner::planWorkers(const pp::pipeline::TensorParallelRequest &request,
+                     bool quiet, double beat, std::vector<Candidate> &chosen,
+                     std::vector<std::vector<Candidate>> &tried) {
+  const pp::PartitionPassOptions &options = *in.options;
+  chosen.clear();
+  tried.assign(in.workers.size(), {});
   for (unsigned w = 0; w < in.workers.size(); ++w) {
     std::vector<std::vector<Group>> options3d;
     if (!request.automatic) {
       FailureOr<std::vector<Group>> groups = groupsFor(w, request);
       if (failed(groups))
-        return failure();
+        return WorkersOutcome::Error;
       options3d.push_back(std::move(*groups));
     } else {
       const std::vector<int> &worker = in.workers[w];
@@ -680,7 +735,11 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
         for (unsigned t = 1; t <= std::min<size_t>(length, kMaxAutoDegree); ++t)
           if (length % t == 0)
             divisors.push_back(t);
-        combinations *= divisors.size();
+        // Saturating: a worker of many nodes has more than 2^64.
+        combinations =
+            combinations > std::numeric_limits<size_t>::max() / divisors.size()
+                ? std::numeric_limits<size_t>::max()
+                : combinations * divisors.size();
         choices.push_back(std::move(divisors));
       }
       auto build = [&](const std::vector<unsigned> &perRun) {
@@ -709,9 +768,12 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
             break;
         }
       } else {
+        std::string count = combinations == std::numeric_limits<size_t>::max()
+                                ? std::string("over 2^64")
+                                : std::to_string(combinations);
         searchNote = llvm::formatv("one degree per virtual worker ({0} "
                                    "per-node combinations are more than {1})",
-                                   combinations, kMaxAutoCombinations);
+                                   count, kMaxAutoCombinations);
         for (unsigned t = 1; t <= kMaxAutoDegree; ++t)
           if (llvm::all_of(runs, [&](auto run) { return run.second % t == 0; }))
             options3d.push_back(build(std::vector<unsigned>(runs.size(), t)));
@@ -721,10 +783,14 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
     llvm::erase_if(options3d, [](const std::vector<Group> &groups) {
       return groups.size() > partition::kMaxPartitionDevices;
     });
-    if (options3d.empty())
-      return emitError(llvm::formatv(
+    if (options3d.empty()) {
+      if (quiet)
+        return WorkersOutcome::DoesNotFit;
+      (void)emitError(llvm::formatv(
           "tp={0}: every grouping has more than {1} stages",
           options.tensorParallel, partition::kMaxPartitionDevices));
+      return WorkersOutcome::Error;
+    }
     // A per-stage list names the stages in order: no other order.
     if (!request.automatic && request.degrees.size() > 1)
       in.searchOptions.tryDeviceOrders = false;
@@ -739,7 +805,7 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
     llvm::stable_sort(
         byBound, [&](size_t a, size_t b) { return bounds[a] < bounds[b]; });
     std::vector<Candidate> evaluatedHere(options3d.size());
-    double bestSoFar = std::numeric_limits<double>::infinity();
+    double bestSoFar = beat;
     for (size_t i : byBound) {
       if (bounds[i] >= bestSoFar) {
         Candidate c;
@@ -761,22 +827,33 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
         best = &c;
     if (!best) {
       const Candidate &first = tried[w].front();
-      if (!first.error.empty())
-        return emitError("tp=" + options.tensorParallel +
-                         ": partitioning failed: " + first.error);
+      if (quiet)
+        return WorkersOutcome::DoesNotFit;
+      if (!first.error.empty()) {
+        (void)emitError("tp=" + options.tensorParallel +
+                        ": partitioning failed: " + first.error);
+        return WorkersOutcome::Error;
+      }
+      if (first.skipped)
+        return WorkersOutcome::DoesNotFit;
       auto diag = in.func.emitError()
                   << "the model does not fit the cluster with tp="
                   << options.tensorParallel << ", schedule " << options.schedule
-                  << " and " << static_cast<unsigned>(options.microBatches)
-                  << " micro-batches";
+                  << " and " << microBatches << " micro-batches";
       if (in.workers.size() > 1)
         diag << " (virtual worker " << w << ")";
       // The candidate with the least shortfall.
       const Candidate *closest = nullptr;
       for (const Candidate &c : tried[w])
-        if (c.error.empty() && !c.skipped &&
+        if (c.error.empty() && !c.skipped && c.memoryNote.empty() &&
             (!closest || c.result.maxShortfall < closest->result.maxShortfall))
           closest = &c;
+      if (!closest)
+        for (const Candidate &c : tried[w])
+          if (!c.memoryNote.empty()) {
+            diag << "; " << c.memoryNote;
+            break;
+          }
       if (closest) {
         diag << "; the best plan, tp=" << closest->degreesText()
              << ", still needs";
@@ -793,10 +870,119 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
                       .memoryBytes)));
         }
       }
-      return failure();
+      return WorkersOutcome::DoesNotFit;
     }
     chosen.push_back(*best);
   }
+  return WorkersOutcome::Planned;
+}
+
+LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
+  const pp::PartitionPassOptions &options = *in.options;
+  if (options.chunks != 1)
+    return emitError("tp=" + options.tensorParallel +
+                     " with chunks=" + std::to_string(options.chunks) +
+                     ": interleaved and V-shaped schedules with tensor "
+                     "parallelism are not built (chunks must be 1)");
+  if (options.staleness != "-1")
+    return emitError("tp=" + options.tensorParallel +
+                     " with staleness=" + options.staleness +
+                     ": Wave Synchronous Parallel with tensor parallelism "
+                     "is not built");
+  if (options.virtualWorkers == "auto")
+    return emitError("tp=" + options.tensorParallel +
+                     " with virtual-workers=auto is not built: name a policy "
+                     "(np, ed, hd)");
+
+  // Groupings of the virtual workers: as given, or (regroup-workers) also
+  // every merge of g consecutive ones, each merged worker's GPUs by kind
+  // (in the order the worker first lists them), then node.
+  std::vector<std::vector<int>> given = in.workers;
+  std::vector<unsigned> merges{1};
+  if (options.regroupWorkers) {
+    if (!request.automatic)
+      return emitError("regroup-workers needs tp=auto (a fixed degree fixes "
+                       "the groups of each worker)");
+    for (unsigned g = 2; g <= given.size(); ++g)
+      if (given.size() % g == 0)
+        merges.push_back(g);
+  }
+  auto merged = [&](unsigned g) {
+    std::vector<std::vector<int>> workers;
+    for (size_t first = 0; first < given.size(); first += g) {
+      std::vector<int> worker;
+      for (size_t w = first; w < first + g; ++w)
+        worker.insert(worker.end(), given[w].begin(), given[w].end());
+      if (g > 1) {
+        std::vector<std::string> kinds;
+        for (int d : worker)
+          if (!llvm::is_contained(kinds, in.cluster->devices[d].kind))
+            kinds.push_back(in.cluster->devices[d].kind);
+        auto rank = [&](int d) {
+          return std::make_pair(llvm::find(kinds, in.cluster->devices[d].kind) -
+                                    kinds.begin(),
+                                in.cluster->devices[d].node);
+        };
+        llvm::stable_sort(worker,
+                          [&](int a, int b) { return rank(a) < rank(b); });
+      }
+      workers.push_back(std::move(worker));
+    }
+    return workers;
+  };
+  std::vector<Candidate> chosen;
+  std::vector<std::vector<Candidate>> tried;
+  double bestIteration = std::numeric_limits<double>::infinity();
+  auto useGrouping = [&](unsigned g) {
+    in.workers = merged(g);
+    microBatches = static_cast<unsigned>(options.microBatches) * g;
+    in.searchOptions.microBatches = microBatches;
+    computeCrossLinks();
+  };
+  unsigned bestMerge = 1;
+  std::string bestNote;
+  for (unsigned g : merges) {
+    useGrouping(g);
+    std::vector<Candidate> chosenHere;
+    std::vector<std::vector<Candidate>> triedHere;
+    WorkersOutcome outcome = planWorkers(request, /*quiet=*/merges.size() > 1,
+                                         bestIteration, chosenHere, triedHere);
+    if (outcome == WorkersOutcome::Error)
+      return failure();
+    Grouping record{static_cast<unsigned>(in.workers.size()),
+                    static_cast<unsigned>(in.workers.front().size()),
+                    microBatches,
+                    false,
+                    std::numeric_limits<double>::infinity(),
+                    ""};
+    if (outcome == WorkersOutcome::Planned) {
+      record.planned = true;
+      record.iteration = 0;
+      for (const Candidate &c : chosenHere)
+        record.iteration = std::max(record.iteration, c.iteration);
+      record.degrees = chosenHere.front().degreesText();
+      if (record.iteration < bestIteration * (1 - 1e-9)) {
+        bestIteration = record.iteration;
+        bestMerge = g;
+        bestNote = searchNote;
+        chosen = std::move(chosenHere);
+        tried = std::move(triedHere);
+      }
+    }
+    groupings.push_back(record);
+  }
+  if (chosen.empty()) {
+    // Nothing fits: the error of the workers as given.
+    useGrouping(1);
+    if (merges.size() > 1 &&
+        planWorkers(request, /*quiet=*/false,
+                    std::numeric_limits<double>::infinity(), chosen,
+                    tried) == WorkersOutcome::Planned)
+      return emitError("regroup-workers: inconsistent search");
+    return failure();
+  }
+  useGrouping(bestMerge);
+  searchNote = bestNote;
 
   // Annotate the module with worker 0's plan.
   const Candidate &plan = chosen.front();
@@ -823,7 +1009,7 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
   unsigned dataParallel = in.workers.size();
   pp::pipeline::setPlan(
       module, pp::pipeline::PlanAttr::get(
-                  module.getContext(), in.kind, options.microBatches, 1,
+                  module.getContext(), in.kind, microBatches, 1,
                   static_cast<int64_t>(order.size()), b.getArrayAttr(order),
                   dataParallel, plan.maxDegree(), /*staleness=*/-1, /*wave=*/1,
                   b.getArrayAttr({}), in.updateEvery, options.verticalSync));
@@ -857,6 +1043,27 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
     out->os() << llvm::formatv("{0:2}", toJSON(chosen, tried)) << "\n";
     out->keep();
   }
+  if (!options.timeline.empty() && plan.trace) {
+    StringRef parent = llvm::sys::path::parent_path(options.timeline);
+    if (!parent.empty())
+      (void)llvm::sys::fs::create_directories(parent);
+    std::vector<std::string> names;
+    for (unsigned g : plan.result.deviceOrder)
+      names.push_back("tp=" + std::to_string(plan.groups[g].degree) + " " +
+                      groupName(plan.groups[g]));
+    SmallString<256> svgPath(options.timeline);
+    llvm::sys::path::replace_extension(svgPath, "svg");
+    std::ofstream trace(options.timeline), svg(svgPath.str().str());
+    if (!trace || !svg) {
+      module.emitError() << "cannot write the timeline '" << options.timeline
+                         << "' or '" << svgPath << "'";
+      return failure();
+    }
+    sched::writeChromeTrace(plan.trace->schedule, plan.trace->result, names,
+                            trace);
+    sched::writeTimelineSVG(plan.trace->schedule, plan.trace->result, names,
+                            svg);
+  }
   return success();
 }
 
@@ -881,8 +1088,7 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
   const Candidate &plan = chosen.front();
   os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
                       "micro-batches, {3} ==\n",
-                      plan.groups.size(), options.schedule,
-                      static_cast<unsigned>(options.microBatches),
+                      plan.groups.size(), options.schedule, microBatches,
                       plan.result.granularity);
   for (const std::string &note : in.notes)
     os << note << "\n";
@@ -900,6 +1106,19 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
     os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                         "(virtual workers), gradients all-reduced per stage\n",
                         dp);
+  if (groupings.size() > 1) {
+    os << "regroup-workers: chose " << dp << " virtual workers of "
+       << in.workers.front().size() << " GPUs among";
+    for (auto [i, g] : llvm::enumerate(groupings)) {
+      os << (i ? ";" : "") << " " << g.workers << " x " << g.gpusPerWorker;
+      if (g.planned)
+        os << llvm::formatv(" (tp={0}, {1} micro-batches each) {2:f3} ms",
+                            g.degrees, g.microBatches, g.iteration * 1e3);
+      else
+        os << " does not fit or cannot beat the best";
+    }
+    os << "\n";
+  }
   for (auto [w, list] : llvm::enumerate(tried)) {
     if (list.size() < 2)
       continue;
@@ -1065,9 +1284,27 @@ Planner::toJSON(const std::vector<Candidate> &chosen,
   double slowest = 0;
   for (const Candidate &c : chosen)
     slowest = std::max(slowest, c.iteration);
+  llvm::json::Array workerList;
+  for (const std::vector<int> &worker : in.workers) {
+    llvm::json::Array names;
+    for (int d : worker)
+      names.push_back(deviceName(d));
+    workerList.push_back(std::move(names));
+  }
+  llvm::json::Array groupingList;
+  for (const Grouping &g : groupings) {
+    llvm::json::Object entry{{"workers", g.workers},
+                             {"gpus_per_worker", g.gpusPerWorker},
+                             {"planned", g.planned}};
+    if (g.planned)
+      entry["iteration_seconds"] = g.iteration;
+    groupingList.push_back(std::move(entry));
+  }
   return llvm::json::Object{
+      {"groupings", std::move(groupingList)},
+      {"virtual_workers", std::move(workerList)},
       {"schedule", options.schedule},
-      {"micro_batches", options.microBatches},
+      {"micro_batches", microBatches},
       {"pp", plan.groups.size()},
       {"tp", plan.maxDegree()},
       {"tp_per_stage", std::move(degrees)},

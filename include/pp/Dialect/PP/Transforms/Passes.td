@@ -98,6 +98,17 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "With tp other than 1: write the three-dimensional plan (pp, "
            "tp, dp, per-stage times and memory, the candidates of "
            "tp=auto) as JSON here">,
+    Option<"timeline", "timeline", "std::string", "\"\"",
+           "With tp other than 1: write the chosen plan's simulated "
+           "iteration (its first virtual worker) here as a Chrome trace "
+           "(Perfetto), and beside it the same as an SVG (the path with "
+           ".svg for its extension)">,
+    Option<"regroupWorkers", "regroup-workers", "bool", "false",
+           "With tp=auto: also plan fewer, larger virtual workers, each the "
+           "union of g consecutive ones (g a divisor of their count; its "
+           "GPUs by kind, in the order the worker first lists them, then "
+           "node), and keep the grouping of the least predicted iteration "
+           "time that fits; the report lists each grouping's result">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect",
                            "pp::pipeline::PPDialect"];
