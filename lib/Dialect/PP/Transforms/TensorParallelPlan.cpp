@@ -164,6 +164,50 @@ private:
     std::string degrees;
   };
   std::vector<Grouping> groupings;
+  /// The cost model's forward and backward seconds of `op` on `device`,
+  /// computed once per op and kind of device (kind, rates and memory
+  /// bandwidth).
+  std::pair<double, double> opTimes(Operation *op,
+                                    const pp::cluster::Device &device) {
+    size_t index = &device - in.cluster->devices.data();
+    if (kindOfDevice.empty())
+      kindOfDevice.assign(in.cluster->devices.size(), -1);
+    if (kindOfDevice[index] < 0) {
+      std::string key =
+          llvm::formatv("{0}|{1}|{2}|{3}|{4}", device.kind, device.peakFlopsF32,
+                        device.peakFlopsF16, device.peakFlopsF64,
+                        device.memoryBandwidth)
+              .str();
+      kindOfDevice[index] =
+          deviceKinds.try_emplace(key, deviceKinds.size()).first->second;
+    }
+    unsigned kind = static_cast<unsigned>(kindOfDevice[index]);
+    auto [it, inserted] = timeCache.try_emplace({op, kind});
+    if (inserted)
+      it->second = {in.costModel->getForwardTime(op, device),
+                    in.costModel->getBackwardTime(op, device)};
+    return it->second;
+  }
+  llvm::StringMap<unsigned> deviceKinds;
+  std::vector<int> kindOfDevice; ///< Per cluster device, -1: not seen.
+  llvm::DenseMap<std::pair<Operation *, unsigned>, std::pair<double, double>>
+      timeCache;
+  /// Bytes of the trainable global `read` reads; nullopt for others.
+  std::optional<uint64_t> trainableBytes(onnx::GlobalReadOp read) {
+    auto [it, inserted] = trainable.try_emplace(read.getOperation());
+    if (inserted) {
+      if (!symbols)
+        symbols.emplace(in.module);
+      auto global =
+          symbols->lookup<onnx::GlobalOp>(read.getGlobalAttr().getValue());
+      if (global && global.getKind() == onnx::kTrainable)
+        it->second =
+            static_cast<uint64_t>(pp::getTensorBytes(global.getType()));
+    }
+    return it->second;
+  }
+  std::optional<SymbolTable> symbols;
+  llvm::DenseMap<Operation *, std::optional<uint64_t>> trainable;
   /// Micro-batches per replica: the option's for the workers as given; a
   /// grouping of g merged workers runs g times as many (the same global
   /// batch).
@@ -383,9 +427,8 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
       if (!read || !isSplitRead(read.getOperation()) ||
           !seen.insert(read.getOperation()).second)
         continue;
-      auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
-          read, read.getGlobalAttr());
-      if (!global || global.getKind() != onnx::kTrainable)
+      std::optional<uint64_t> bytes = trainableBytes(read);
+      if (!bytes)
         continue;
       // Tied weights (read by several nodes) stay whole in their group.
       bool tied = llvm::any_of(options.tiedGroups, [&](const auto &group) {
@@ -393,9 +436,7 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
       });
       if (tied)
         continue;
-      uint64_t state =
-          static_cast<uint64_t>(pp::getTensorBytes(global.getType())) *
-          static_cast<uint64_t>(2.0 + in.stateFactor);
+      uint64_t state = *bytes * static_cast<uint64_t>(2.0 + in.stateFactor);
       uint64_t moved = std::min<uint64_t>(state, node.weightBytes);
       node.weightBytes -= moved;
       node.splitWeightBytes += moved;
@@ -446,8 +487,8 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
     Operation *op = in.nodeOps[v];
     const auto &device = cluster.devices[groups[g].devices.front()];
     unsigned t = groups[g].degree;
-    NodeTimes times{in.costModel->getForwardTime(op, device),
-                    in.costModel->getBackwardTime(op, device), 0, 0, 0};
+    auto [forward, backward] = opTimes(op, device);
+    NodeTimes times{forward, backward, 0, 0, 0};
     if (t <= 1)
       return times;
     const DegreeFacts &f = facts(t);
@@ -678,8 +719,8 @@ double Planner::iterationLowerBound(const std::vector<Group> &groups) {
     double fastest = std::numeric_limits<double>::infinity();
     for (auto [device, t] : kinds) {
       const auto &dev = in.cluster->devices[device];
-      double time = in.costModel->getForwardTime(op, dev) +
-                    in.costModel->getBackwardTime(op, dev);
+      auto [forward, backward] = opTimes(op, dev);
+      double time = forward + backward;
       if (t > 1 && facts(t).splitOps.contains(op))
         time /= t;
       fastest = std::min(fastest, time);
@@ -848,12 +889,17 @@ Planner::planWorkers(const pp::pipeline::TensorParallelRequest &request,
         if (c.error.empty() && !c.skipped && c.memoryNote.empty() &&
             (!closest || c.result.maxShortfall < closest->result.maxShortfall))
           closest = &c;
-      if (!closest)
+      if (!closest) {
         for (const Candidate &c : tried[w])
           if (!c.memoryNote.empty()) {
             diag << "; " << c.memoryNote;
             break;
           }
+        if (request.automatic && !options.regroupWorkers &&
+            in.workers.size() > 1)
+          diag << " (regroup-workers=1 also plans fewer, larger virtual "
+                  "workers)";
+      }
       if (closest) {
         diag << "; the best plan, tp=" << closest->degreesText()
              << ", still needs";
@@ -1152,8 +1198,8 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
     const auto &device = in.cluster->devices[in.workers.front().front()];
     double all = 0, split = 0;
     for (Operation *op : in.nodeOps) {
-      double t = in.costModel->getForwardTime(op, device) +
-                 in.costModel->getBackwardTime(op, device);
+      auto [forward, backward] = opTimes(op, device);
+      double t = forward + backward;
       all += t;
       if (f.splitOps.contains(op))
         split += t;
