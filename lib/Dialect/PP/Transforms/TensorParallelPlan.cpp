@@ -1227,11 +1227,20 @@ void Planner::writeReport(const std::vector<Candidate> &chosen,
       os << llvm::formatv("  data-parallel gradient all-reduce {0:f3} ms\n",
                           plan.gradReduce[s] * 1e3);
   }
-  os << llvm::formatv(
-      "bottleneck {0:f3} ms per micro-batch{1}\n", plan.result.bottleneck * 1e3,
-      plan.assumesRecompute ? "; fits only with recomputation (memory "
-                              "counts stage inputs, not activations)"
-                            : "");
+  // The device orders, when the search's limits left some out.
+  std::string orders =
+      plan.result.ordersTruncated
+          ? llvm::formatv("; {0} device order(s) tried{1}",
+                          plan.result.ordersTried, plan.result.ordersNote())
+                .str()
+          : "";
+  os << llvm::formatv("bottleneck {0:f3} ms per micro-batch{1}{2}\n",
+                      plan.result.bottleneck * 1e3,
+                      plan.assumesRecompute
+                          ? "; fits only with recomputation (memory "
+                            "counts stage inputs, not activations)"
+                          : "",
+                      orders);
   for (unsigned w = 1; w < chosen.size(); ++w)
     os << llvm::formatv("virtual worker {0}: (pp, tp) = ({1}, {2}), "
                         "bottleneck {3:f3} ms, predicted iteration {4:f3} "
