@@ -451,14 +451,22 @@ static llvm::Error checkAssignment(const Model &m, ArrayRef<unsigned> order,
 // Device orders
 //===----------------------------------------------------------------------===//
 
-/// Whether exchanging devices `a` and `b` changes no cost.
-static bool interchangeable(const Model &m, unsigned a, unsigned b) {
-  unsigned k = m.k;
+/// Whether devices `a` and `b` have the same memory, degree and times (they
+/// may differ in their links only: one kind of GPU on several nodes).
+static bool sameKind(const Model &m, unsigned a, unsigned b) {
   if (m.memory[a] != m.memory[b] || m.tensorParallel[a] != m.tensorParallel[b])
     return false;
   for (unsigned v = 0; v < m.n; ++v)
-    if (m.time[size_t(v) * k + a] != m.time[size_t(v) * k + b])
+    if (m.time[size_t(v) * m.k + a] != m.time[size_t(v) * m.k + b])
       return false;
+  return true;
+}
+
+/// Whether exchanging devices `a` and `b` changes no cost.
+static bool interchangeable(const Model &m, unsigned a, unsigned b) {
+  unsigned k = m.k;
+  if (!sameKind(m, a, b))
+    return false;
   for (unsigned x = 0; x < k; ++x) {
     if (x == a || x == b)
       continue;
@@ -523,18 +531,8 @@ static std::vector<std::vector<unsigned>> deviceOrders(const Model &m,
   // in their first order.
   std::vector<std::vector<unsigned>> kinds; // Classes of each kind.
   for (unsigned c = 0; c < classes.size(); ++c) {
-    unsigned a = classes[c].front();
-    auto sameKind = [&](unsigned b) {
-      if (m.memory[a] != m.memory[b] ||
-          m.tensorParallel[a] != m.tensorParallel[b])
-        return false;
-      for (unsigned v = 0; v < m.n; ++v)
-        if (m.time[size_t(v) * m.k + a] != m.time[size_t(v) * m.k + b])
-          return false;
-      return true;
-    };
     auto it = llvm::find_if(kinds, [&](const std::vector<unsigned> &kind) {
-      return sameKind(classes[kind.front()].front());
+      return sameKind(m, classes[kind.front()].front(), classes[c].front());
     });
     if (it == kinds.end())
       kinds.push_back({c});

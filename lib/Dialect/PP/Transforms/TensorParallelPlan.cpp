@@ -519,76 +519,74 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
     return t.forward + t.backward;
   };
 
-  // Every stage keeps at least one micro-batch of its activations: when
-  // the GPUs' memory cannot hold the nodes' bytes that way (each split part
-  // at the largest degree), keeping activations cannot fit, and only the
-  // lean partition is searched.
-  double needed = 0, capacity = 0;
+  // Memory sums that rule a candidate out before partitioning. Per GPU:
+  // each group's memory once, split parts at the largest degree; over all
+  // GPUs: every GPU's memory, every byte once.
   unsigned largest = 1;
+  double capacity = 0, allGPUs = 0;
   for (const Group &g : groups) {
     largest = std::max(largest, g.degree);
-    capacity +=
+    double memory =
         static_cast<double>(cluster.devices[g.devices.front()].memoryBytes);
+    capacity += memory;
+    allGPUs += g.degree * memory;
   }
-  for (const partition::PartitionNode &node : graph.nodes)
-    needed +=
-        static_cast<double>(node.weightBytes + node.activationBytes) +
-        static_cast<double>(node.splitWeightBytes + node.splitActivationBytes) /
-            largest;
-  for (const partition::TiedGroup &tied : options.tiedGroups)
-    needed += static_cast<double>(tied.stateBytes);
-  bool keepingCannotFit = in.options->recompute != "none" && needed > capacity;
-  // Weights, gradients and optimizer state alone: when they exceed the
-  // GPUs' memory, no partition fits, recomputing or not. Per GPU of each
-  // group (split parts at the largest degree), and over all GPUs (each
-  // byte at least once).
-  double resident = 0, residentOnce = 0, allGPUs = 0;
+  double resident = 0, residentOnce = 0, activations = 0;
   for (const partition::PartitionNode &node : graph.nodes) {
-    resident += static_cast<double>(node.weightBytes) +
-                static_cast<double>(node.splitWeightBytes) / largest;
-    residentOnce +=
-        static_cast<double>(node.weightBytes + node.splitWeightBytes);
+    resident +=
+        node.weightBytes + static_cast<double>(node.splitWeightBytes) / largest;
+    residentOnce += node.weightBytes + node.splitWeightBytes;
+    activations += node.activationBytes +
+                   static_cast<double>(node.splitActivationBytes) / largest;
   }
   for (const partition::TiedGroup &tied : options.tiedGroups) {
-    resident += static_cast<double>(tied.stateBytes);
-    residentOnce += static_cast<double>(tied.stateBytes);
+    resident += tied.stateBytes;
+    residentOnce += tied.stateBytes;
   }
-  for (const Group &g : groups)
-    allGPUs +=
-        static_cast<double>(g.degree) *
-        static_cast<double>(cluster.devices[g.devices.front()].memoryBytes);
-  if (residentOnce > allGPUs) {
-    resident = residentOnce;
-    capacity = allGPUs;
-  }
-  if (resident > capacity) {
+  // Weights, gradients and optimizer state alone: when they exceed the
+  // GPUs' memory, no partition fits, recomputing or not.
+  if (resident > capacity || residentOnce > allGPUs) {
+    bool perGPU = residentOnce <= allGPUs;
     c.memoryNote = llvm::formatv(
         "tp={0}: the weights, gradients and optimizer state alone need at "
         "least {1}, more than the pipeline's GPUs hold ({2})",
-        c.degreesText(), pp::formatMegabytes(static_cast<uint64_t>(resident)),
-        pp::formatMegabytes(static_cast<uint64_t>(capacity)));
+        c.degreesText(),
+        pp::formatMegabytes(
+            static_cast<uint64_t>(perGPU ? resident : residentOnce)),
+        pp::formatMegabytes(
+            static_cast<uint64_t>(perGPU ? capacity : allGPUs)));
     return c;
   }
-  llvm::Expected<partition::PartitionResult> result =
-      keepingCannotFit ? llvm::Expected<partition::PartitionResult>(
-                             partition::PartitionResult{})
-                       : partition::partition(graph, devices, options);
-  if (result && keepingCannotFit)
-    result->feasible = false;
-  if (result && !result->feasible && in.options->recompute != "none") {
+  // Every stage keeps at least one micro-batch of its activations: when the
+  // GPUs cannot hold them that way, only the lean partition (stages keep
+  // their inputs, --pp-recompute does the rest) is searched.
+  bool recompute = in.options->recompute != "none";
+  bool keepingCannotFit = recompute && resident + activations > capacity;
+  auto partitionLean = [&] {
     partition::PartitionGraph lean = graph;
     for (auto &node : lean.nodes)
       node.activationBytes = node.splitActivationBytes = 0;
-    auto retry = partition::partition(lean, devices, options);
-    if (retry && (retry->feasible || keepingCannotFit)) {
-      result = std::move(retry);
-      c.assumesRecompute = true;
-      graph = std::move(lean);
-    } else if (!retry) {
-      if (keepingCannotFit)
-        result = retry.takeError();
-      else
+    auto leanResult = partition::partition(lean, devices, options);
+    return std::make_pair(std::move(lean), std::move(leanResult));
+  };
+  llvm::Expected<partition::PartitionResult> result =
+      llvm::Expected<partition::PartitionResult>(partition::PartitionResult{});
+  if (keepingCannotFit) {
+    auto [lean, leanResult] = partitionLean();
+    result = std::move(leanResult);
+    c.assumesRecompute = true;
+    graph = std::move(lean);
+  } else {
+    result = partition::partition(graph, devices, options);
+    if (result && !result->feasible && recompute) {
+      auto [lean, retry] = partitionLean();
+      if (retry && retry->feasible) {
+        result = std::move(retry);
+        c.assumesRecompute = true;
+        graph = std::move(lean);
+      } else if (!retry) {
         llvm::consumeError(retry.takeError());
+      }
     }
   }
   if (!result) {
