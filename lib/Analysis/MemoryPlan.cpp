@@ -4,6 +4,8 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Dialect/Train/IR/TrainOps.h"
 
 #include "mlir/IR/Operation.h"
 #include "llvm/ADT/STLExtras.h"
@@ -26,7 +28,72 @@ int64_t alignUp(int64_t bytes) {
          pp::kArenaAlignment;
 }
 
+/// The operand of an optimizer step whose new value is result `index`.
+Value updatedOperand(Operation *step, unsigned index) {
+  if (auto sgd = dyn_cast<pp::train::SGDOp>(step))
+    return index == 0 ? sgd.getParam() : sgd.getMomentumBuffer();
+  if (auto adam = dyn_cast<pp::train::AdamOp>(step))
+    return index == 0   ? adam.getParam()
+           : index == 1 ? adam.getM()
+                        : adam.getV();
+  return {};
+}
+
+/// The global an op reads or writes, if any.
+FlatSymbolRefAttr globalOf(Operation *op) {
+  if (auto read = dyn_cast<pp::onnx::GlobalReadOp>(op))
+    return read.getGlobalAttr();
+  if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
+    return write.getGlobalAttr();
+  return {};
+}
+
 } // namespace
+
+Operation *pp::inPlaceGlobalUpdate(OpResult result) {
+  Operation *step = result.getOwner();
+  Value operand = updatedOperand(step, result.getResultNumber());
+  if (!operand || !result.hasOneUse())
+    return nullptr;
+  auto read = operand.getDefiningOp<onnx::GlobalReadOp>();
+  auto write = dyn_cast<train::GlobalWriteOp>(*result.getUsers().begin());
+  Block *block = step->getBlock();
+  if (!read || !write || read->getBlock() != block ||
+      write->getBlock() != block ||
+      write.getGlobalAttr() != read.getGlobalAttr() ||
+      !step->isBeforeInBlock(write))
+    return nullptr;
+  FlatSymbolRefAttr global = read.getGlobalAttr();
+  // Between the step and the write the global's storage holds the new
+  // value: nothing may read it there, through an earlier read's value
+  // either (reads are views of the storage), nor the step itself through
+  // another operand.
+  if (llvm::count_if(operand.getUses(), [&](OpOperand &use) {
+        return use.getOwner() == step;
+      }) != 1)
+    return nullptr;
+  bool conflict = false;
+  block->walk([&](onnx::GlobalReadOp other) {
+    if (other.getGlobalAttr() != global)
+      return;
+    for (OpOperand &use : other->getUses()) {
+      Operation *user = block->findAncestorOpInBlock(*use.getOwner());
+      if (!user || (user == step && use.get() != operand) ||
+          (user != step && step->isBeforeInBlock(user) &&
+           user->isBeforeInBlock(write)))
+        conflict = true;
+    }
+  });
+  if (conflict)
+    return nullptr;
+  for (Operation *op = step->getNextNode(); op != write; op = op->getNextNode())
+    if (op->walk([&](Operation *inner) {
+            return globalOf(inner) == global ? WalkResult::interrupt()
+                                             : WalkResult::advance();
+          }).wasInterrupted())
+      return nullptr;
+  return write;
+}
 
 pp::MemoryPlan pp::planMemory(Block &block) {
   MemoryPlan plan;
@@ -40,12 +107,19 @@ pp::MemoryPlan pp::planMemory(Block &block) {
   // its inputs where it runs).
   std::vector<Interval> intervals;
   for (Operation &op : block) {
-    if (isa<onnx::GlobalReadOp, onnx::ConstantOp>(op))
+    // Held buffers are read in place (code generation lends them to the
+    // function), as are globals and constants.
+    if (isa<onnx::GlobalReadOp, onnx::ConstantOp, pipeline::UnstashOp,
+            pipeline::AccumulatedOp>(op))
       continue;
-    for (Value result : op.getResults()) {
+    for (OpResult result : op.getResults()) {
       int64_t bytes = getTensorBytes(result.getType());
       if (bytes <= 0)
         continue;
+      if (inPlaceGlobalUpdate(result)) {
+        plan.inPlace.insert(result);
+        continue;
+      }
       unsigned end = index[&op];
       for (Operation *user : result.getUsers()) {
         Operation *top = block.findAncestorOpInBlock(*user);

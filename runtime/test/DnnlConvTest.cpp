@@ -10,6 +10,9 @@
 // also check that oneDNN really ran, that F64 stays on im2col, that the
 // per-thread primitive cache gives the same bits for a problem seen again,
 // and that threads running convolutions at once get their own results.
+// F32 GEMMs (matmul, gemm) run on oneDNN's sgemm too: DnnlGemm compares
+// them with OpenBLAS's on the shapes of the test models' layers, with every
+// transpose and alpha / beta, under the same tolerance.
 // Without oneDNN in the build they are skipped.
 //
 //===----------------------------------------------------------------------===//
@@ -303,3 +306,72 @@ TEST_F(DnnlConv, EmptyBatchFallsBack) {
 }
 
 } // namespace
+
+namespace {
+
+class DnnlGemm : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!cpu::dnnlAvailable())
+      GTEST_SKIP() << "built without oneDNN";
+  }
+};
+
+std::vector<float> gemmWith(cpu::GemmImpl impl, int threads, Buf<float> &a,
+                            Buf<float> &b, Buf<float> &c, float alpha,
+                            float beta, bool transA, bool transB,
+                            const Shape &yShape) {
+  cpu::GemmImpl previous = cpu::setGemmImpl(impl);
+  Context ctx;
+  ctx.numThreads = threads;
+  Buf<float> y(yShape, std::numeric_limits<float>::quiet_NaN());
+  Tensor at = a.t(), bt = b.t(), ct = c.t(), yt = y.t();
+  Status s = gemm(ctx, at, bt, &ct, alpha, beta, transA, transB, yt);
+  EXPECT_TRUE(s.ok()) << s.message;
+  cpu::setGemmImpl(previous);
+  return y.v;
+}
+
+} // namespace
+
+TEST_F(DnnlGemm, MatchesOpenBlasOnLayerShapes) {
+  // m x n x k: the MLP's and GPT's layers, a classifier head, odd sizes.
+  const int64_t shapes[][3] = {
+      {256, 1024, 1024}, {1024, 1024, 256}, {32, 128, 64}, {8, 10, 512},
+      {1, 1, 1},         {7, 13, 5},        {33, 65, 129}};
+  double worst = 0;
+  for (const auto &shape : shapes)
+    for (int variant = 0; variant < 4; ++variant)
+      for (int threads : {1, 2}) {
+        int64_t m = shape[0], n = shape[1], k = shape[2];
+        bool transA = variant & 1, transB = variant & 2;
+        SCOPED_TRACE(::testing::Message()
+                     << m << "x" << n << "x" << k << " transA " << transA
+                     << " transB " << transB << " threads " << threads);
+        Buf<float> a = randomBuf<float>(transA ? Shape{k, m} : Shape{m, k});
+        Buf<float> b = randomBuf<float>(transB ? Shape{n, k} : Shape{k, n});
+        Buf<float> c = randomBuf<float>({m, n});
+        float alpha = variant == 3 ? 0.5f : 1.f, beta = variant ? -1.5f : 0.f;
+        std::vector<float> want =
+            gemmWith(cpu::GemmImpl::OpenBLAS, threads, a, b, c, alpha, beta,
+                     transA, transB, {m, n});
+        int64_t before = cpu::dnnlGemmCalls();
+        std::vector<float> got = gemmWith(cpu::GemmImpl::Auto, threads, a, b, c,
+                                          alpha, beta, transA, transB, {m, n});
+        EXPECT_EQ(cpu::dnnlGemmCalls() - before, 1);
+        double error = relError(got, want);
+        EXPECT_LE(error, kRelTol);
+        worst = std::max(worst, error);
+      }
+  std::printf("[ worst    ] max|dnnl - openblas| / max|openblas|: %.2g "
+              "(tolerance %.0g)\n",
+              worst, kRelTol);
+}
+
+TEST_F(DnnlGemm, ForcedOpenBlasSkipsOneDnn) {
+  Buf<float> a = randomBuf<float>({4, 3}), b = randomBuf<float>({3, 5}),
+             c = randomBuf<float>({4, 5});
+  int64_t before = cpu::dnnlGemmCalls();
+  gemmWith(cpu::GemmImpl::OpenBLAS, 1, a, b, c, 1.f, 0.f, false, false, {4, 5});
+  EXPECT_EQ(cpu::dnnlGemmCalls(), before);
+}

@@ -6,8 +6,12 @@
 // Placement is greedy by decreasing size at the lowest free offset (the
 // arena planners of TFLite and XLA do the same), aligned for GPU access.
 // Reads of globals and constants are not in the arena (they live in the
-// model's state), nor are stashed values after the function returns (the
-// stash is counted per micro-batch by the schedule).
+// model's state), nor are stashed values and gradient sums (pp.unstash and
+// pp.accumulated read the runtime's held buffers in place; the stash is
+// counted per micro-batch by the schedule). Nor are the results of
+// optimizer steps that update their global in place (inPlaceGlobalUpdate):
+// the step writes the global's storage, as PyTorch's optimizers do, instead
+// of copying the old value in and the new one back.
 //
 //===----------------------------------------------------------------------===//
 #ifndef PP_ANALYSIS_MEMORYPLAN_H
@@ -16,6 +20,7 @@
 #include "mlir/IR/Block.h"
 #include "mlir/IR/Value.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 
 #include <cstdint>
 
@@ -30,6 +35,8 @@ struct MemoryPlan {
   int64_t peakLiveBytes = 0;
   /// Bytes the values would take without reuse.
   int64_t totalBytes = 0;
+  /// Results computed in the storage of the global they update.
+  llvm::DenseSet<mlir::Value> inPlace;
 };
 
 /// Alignment of every buffer in the arena.
@@ -40,6 +47,15 @@ constexpr int64_t kArenaAlignment = 256;
 /// kernel) get none; a value used inside a region lives until the op that
 /// holds the region.
 MemoryPlan planMemory(mlir::Block &block);
+
+/// The train.global_write that stores `result` of an optimizer step
+/// (train.sgd's new parameter or momentum buffer, train.adam's new
+/// parameter, m or v) when the step may compute it in the storage of that
+/// global: the operand it updates is an onnx.global_read of the global in
+/// the same block, the write (in the same block) is the result's only use,
+/// and no value read from the global is used after the step before the
+/// write, nor is the global read or written in between. Null otherwise.
+mlir::Operation *inPlaceGlobalUpdate(mlir::OpResult result);
 
 } // namespace pp
 

@@ -219,6 +219,15 @@ void OpEmitter::check(Value status, StringRef label) {
   call("pp::rt::gen::check", a);
 }
 
+/// Whether `original` is the stage function's micro-batch argument (which
+/// the conversion of the signature may have wrapped in a cast).
+static bool isFunctionMicroBatch(Value original) {
+  if (auto cast = original.getDefiningOp<UnrealizedConversionCastOp>();
+      cast && cast->getNumOperands() == 1)
+    original = cast->getOperand(0);
+  return isa<BlockArgument>(original);
+}
+
 FailureOr<Value> OpEmitter::result(unsigned index) {
   DenseI64ArrayAttr offsets = pipeline::getOffsets(op);
   if (!offsets || index >= offsets.size() || offsets[index] < 0)
@@ -234,6 +243,29 @@ FailureOr<Value> OpEmitter::result(unsigned index) {
       .lit(intList(shapeOf(value)));
   Value view =
       call("pp::rt::gen::view", a, opaqueType(getContext(), kTensorType));
+  // A value that goes to pp.stash is computed in the stash's own buffer, and
+  // a gradient that goes to pp.accumulate in the slot's sum when it is the
+  // step's first: stash and accumulate then have nothing to copy.
+  Operation *holder = nullptr;
+  int holders = 0;
+  for (Operation *user : value.getUsers())
+    if (isa<pipeline::StashOp, pipeline::AccumulateOp>(user)) {
+      holder = user;
+      ++holders;
+    }
+  if (holders == 1 && holder->getBlock() == op->getBlock()) {
+    CallArgs t = ctxArgs();
+    if (auto accumulate = dyn_cast<pipeline::AccumulateOp>(holder)) {
+      t.integer(static_cast<int64_t>(accumulate.getSlot())).value(view);
+      view = call("pp::rt::gen::accumulateTarget", t,
+                  opaqueType(getContext(), kTensorType));
+    } else if (auto stash = dyn_cast<pipeline::StashOp>(holder);
+               isFunctionMicroBatch(stash.getMicroBatch())) {
+      t.integer(static_cast<int64_t>(stash.getSlot())).value(mb).value(view);
+      view = call("pp::rt::gen::stashTarget", t,
+                  opaqueType(getContext(), kTensorType));
+    }
+  }
   replacements[index] = view;
   return view;
 }
@@ -289,12 +321,7 @@ Value OpEmitter::i64(int64_t value) {
 }
 
 FailureOr<Value> OpEmitter::microBatch(Value original) {
-  // The function's argument (which the conversion of the signature may
-  // have wrapped in a cast).
-  if (auto cast = original.getDefiningOp<UnrealizedConversionCastOp>();
-      cast && cast->getNumOperands() == 1)
-    original = cast->getOperand(0);
-  if (isa<BlockArgument>(original))
+  if (isFunctionMicroBatch(original))
     return mb;
   if (original.getDefiningOp<onnx::ConstantOp>()) {
     auto ints = constantInts(original);

@@ -102,6 +102,34 @@ LogicalResult emitStageCall(OpEmitter &emit, StringRef callee,
   return success();
 }
 
+/// pp.unstash / pp.accumulated: the held buffer itself, lent to the
+/// function (`callee(ctx, slot[, microBatch])`), so no arena copy.
+template <typename OpTy> class HeldViewLowering : public StageOpLowering<OpTy> {
+public:
+  using Adaptor = typename OpTy::Adaptor;
+  HeldViewLowering(const TypeConverter &typeConverter, MLIRContext *context,
+                   StringRef callee)
+      : StageOpLowering<OpTy>(typeConverter, context), callee(callee) {}
+
+  LogicalResult lower(OpTy op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    CallArgs a = emit.ctxArgs();
+    a.integer(static_cast<int64_t>(op.getSlot()));
+    if constexpr (std::is_same_v<OpTy, pipeline::UnstashOp>) {
+      auto mb = emit.microBatch(op.getMicroBatch());
+      if (failed(mb))
+        return failure();
+      a.value(*mb);
+    }
+    emit.define(
+        0, emit.call(callee, a, opaqueType(emit.getContext(), kTensorType)));
+    return success();
+  }
+
+private:
+  std::string callee;
+};
+
 template <typename OpTy>
 using MicroBatchOperand = decltype(std::declval<OpTy>().getMicroBatch());
 template <typename AdaptorTy>
@@ -215,12 +243,12 @@ void pp::emitc_lowering::populatePipelinePatterns(
                                  peerAndTag);
   addStageCall<pipeline::StashOp>(typeConverter, patterns, "pp::rt::gen::stash",
                                   slot);
-  addStageCall<pipeline::UnstashOp>(typeConverter, patterns,
-                                    "pp::rt::gen::unstash", slot);
+  patterns.add<HeldViewLowering<pipeline::UnstashOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::gen::unstashView");
   addStageCall<pipeline::AccumulateOp>(typeConverter, patterns,
                                        "pp::rt::gen::accumulate", slot);
-  addStageCall<pipeline::AccumulatedOp>(typeConverter, patterns,
-                                        "pp::rt::gen::accumulated", slot);
+  patterns.add<HeldViewLowering<pipeline::AccumulatedOp>>(
+      typeConverter, patterns.getContext(), "pp::rt::gen::accumulatedView");
   patterns.add<CollectiveLowering<shard::AllReduceOp>>(
       typeConverter, patterns.getContext(), "pp::rt::gen::tpAllReduce");
   patterns.add<CollectiveLowering<shard::AllGatherOp>>(

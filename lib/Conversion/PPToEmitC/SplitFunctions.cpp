@@ -42,13 +42,17 @@ namespace {
 /// operands and the stage context only, and which touch no tensor data: a
 /// later part may call them again for the same value. (Tensor structs are
 /// never changed after they are made: kernels write through their data
-/// pointers.)
+/// pointers.) The held-buffer calls (stash and sum targets, unstash and
+/// accumulated views) give the same buffer when asked again for the same
+/// value while the function runs (StageState).
 constexpr llvm::StringLiteral kPureCallees[] = {
-    "pp::rt::gen::kernels",        "pp::rt::gen::view",
-    "pp::rt::gen::global",         "pp::rt::gen::constant",
-    "pp::rt::gen::reshaped",       "pp::rt::gen::addr",
-    "pp::rt::gen::addrMut",        "pp::rt::gen::pointers",
-    "pp::rt::gen::mutablePointers"};
+    "pp::rt::gen::kernels",          "pp::rt::gen::view",
+    "pp::rt::gen::global",           "pp::rt::gen::constant",
+    "pp::rt::gen::reshaped",         "pp::rt::gen::addr",
+    "pp::rt::gen::addrMut",          "pp::rt::gen::pointers",
+    "pp::rt::gen::mutablePointers",  "pp::rt::gen::stashTarget",
+    "pp::rt::gen::accumulateTarget", "pp::rt::gen::unstashView",
+    "pp::rt::gen::accumulatedView"};
 
 bool isPureOp(Operation *op) {
   if (op->getNumRegions() != 0 || op->getNumResults() != 1)

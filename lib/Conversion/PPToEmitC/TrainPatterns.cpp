@@ -9,6 +9,7 @@
 
 #include "PPToEmitCCommon.h"
 
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 
 #include "llvm/ADT/StringSwitch.h"
@@ -55,6 +56,9 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(train::GlobalWriteOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
+    // The optimizer step already updated the global's storage.
+    if (pp::pipeline::isInPlaceWrite(op))
+      return success();
     CallArgs a = emit.ctxArgs();
     a.attr(op.getGlobalAttr()).value(adaptor.getOperands()[0]);
     emit.call(kWriteGlobalCallee, a);
@@ -63,22 +67,36 @@ public:
 };
 
 /// The IR is functional: an optimizer step copies its inputs into the new
-/// values' own buffers and updates those.
+/// values' own buffers and updates those, except where the memory plan
+/// computes a new value in the storage of the global it replaces
+/// (pp::inPlaceGlobalUpdate): the step then updates the global itself.
+FailureOr<Value> updatedValue(OpEmitter &emit, unsigned index, Value operand) {
+  DenseI64ArrayAttr offsets = pp::pipeline::getOffsets(emit.getOp());
+  if (offsets && index < offsets.size() &&
+      offsets[index] == pp::pipeline::kInPlaceOffset) {
+    emit.define(index, operand);
+    return operand;
+  }
+  auto buffer = emit.result(index);
+  if (failed(buffer))
+    return failure();
+  emitCopy(emit, operand, *buffer);
+  return *buffer;
+}
+
 class SGDLowering : public StageOpLowering<train::SGDOp> {
 public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(train::SGDOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto param = emit.result(0);
+    auto param = updatedValue(emit, 0, adaptor.getParam());
     if (failed(param))
       return failure();
-    emitCopy(emit, adaptor.getParam(), *param);
     Value buffer;
     if (op.getMomentumBuffer()) {
-      auto newBuffer = emit.result(1);
+      auto newBuffer = updatedValue(emit, 1, adaptor.getMomentumBuffer());
       if (failed(newBuffer))
         return failure();
-      emitCopy(emit, adaptor.getMomentumBuffer(), *newBuffer);
       buffer = emit.mutablePointer(*newBuffer);
     }
     Value step = readStep(emit, adaptor.getStep());
@@ -104,13 +122,15 @@ public:
   using StageOpLowering::StageOpLowering;
   LogicalResult lower(train::AdamOp op, Adaptor adaptor,
                       OpEmitter &emit) const override {
-    auto param = emit.result(0), m = emit.result(1), v = emit.result(2);
-    if (failed(param) || failed(m) || failed(v))
+    auto param = updatedValue(emit, 0, adaptor.getParam());
+    if (failed(param))
       return failure();
-    for (auto [from, to] :
-         {std::pair(adaptor.getParam(), *param), std::pair(adaptor.getM(), *m),
-          std::pair(adaptor.getV(), *v)})
-      emitCopy(emit, from, to);
+    auto m = updatedValue(emit, 1, adaptor.getM());
+    if (failed(m))
+      return failure();
+    auto v = updatedValue(emit, 2, adaptor.getV());
+    if (failed(v))
+      return failure();
     Value step = readStep(emit, adaptor.getStep());
     CallArgs a = emit.args();
     a.value(*param)

@@ -17,8 +17,19 @@ void parallelFor(const Context &ctx, int64_t n, int64_t grain,
       body(0, n);
     return;
   }
-  std::vector<std::thread> workers;
   int64_t chunk = (n + threads - 1) / threads;
+#ifdef PP_RUNTIME_HAVE_DNNL
+  // OpenMP's team is the pool oneDNN's kernels run on: one pool of threads
+  // that persist (a thread per call costs 20-50 us, and raced the previous
+  // oneDNN call's spinning workers for the cores; Dnnl.h).
+#pragma omp parallel for num_threads(threads) schedule(static, 1)
+  for (int64_t t = 0; t < threads; ++t) {
+    int64_t begin = t * chunk, end = std::min(n, begin + chunk);
+    if (begin < end)
+      body(begin, end);
+  }
+#else
+  std::vector<std::thread> workers;
   for (int64_t t = 1; t < threads; ++t) {
     int64_t begin = t * chunk, end = std::min(n, begin + chunk);
     if (begin < end)
@@ -27,6 +38,7 @@ void parallelFor(const Context &ctx, int64_t n, int64_t grain,
   body(0, std::min(n, chunk));
   for (std::thread &worker : workers)
     worker.join();
+#endif
 }
 
 int64_t readInt(const Tensor &t, int64_t i) {

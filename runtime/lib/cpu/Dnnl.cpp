@@ -36,7 +36,9 @@ namespace pp::rt::cpu {
 namespace {
 
 std::atomic<int> convImplOverride{-1};
+std::atomic<int> gemmImplOverride{-1};
 std::atomic<int64_t> dnnlCalls{0};
+std::atomic<int64_t> dnnlGemms{0};
 
 ConvImpl environmentConvImpl() {
   static const ConvImpl impl = [] {
@@ -47,7 +49,27 @@ ConvImpl environmentConvImpl() {
   return impl;
 }
 
+GemmImpl environmentGemmImpl() {
+  static const GemmImpl impl = [] {
+    const char *value = std::getenv("PP_RUNTIME_GEMM");
+    return value && std::strcmp(value, "openblas") == 0 ? GemmImpl::OpenBLAS
+                                                        : GemmImpl::Auto;
+  }();
+  return impl;
+}
+
 } // namespace
+
+GemmImpl gemmImpl() {
+  int forced = gemmImplOverride.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<GemmImpl>(forced) : environmentGemmImpl();
+}
+
+GemmImpl setGemmImpl(GemmImpl impl) {
+  GemmImpl previous = gemmImpl();
+  gemmImplOverride.store(static_cast<int>(impl), std::memory_order_relaxed);
+  return previous;
+}
 
 ConvImpl convImpl() {
   int forced = convImplOverride.load(std::memory_order_relaxed);
@@ -62,9 +84,17 @@ ConvImpl setConvImpl(ConvImpl impl) {
 
 int64_t dnnlConvCalls() { return dnnlCalls.load(std::memory_order_relaxed); }
 
+int64_t dnnlGemmCalls() { return dnnlGemms.load(std::memory_order_relaxed); }
+
 #ifndef PP_RUNTIME_HAVE_DNNL
 
 bool dnnlAvailable() { return false; }
+
+bool dnnlSgemm(const Context &, bool, bool, int64_t, int64_t, int64_t, float,
+               const float *, int64_t, const float *, int64_t, float, float *,
+               int64_t) {
+  return false;
+}
 
 bool dnnlConvForward(const Context &, const common::ConvDims &, int,
                      const float *, const float *, const float *, float *) {
@@ -394,6 +424,19 @@ bool run(Pass pass, const Context &ctx, const common::ConvDims &cp, int rank,
 }
 
 } // namespace
+
+bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
+               int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (gemmImpl() != GemmImpl::Auto)
+    return false;
+  OmpThreads scope(std::max(1, ctx.numThreads));
+  if (dnnl_sgemm(transA ? 'T' : 'N', transB ? 'T' : 'N', m, n, k, alpha, a, lda,
+                 b, ldb, beta, c, ldc) != dnnl_success)
+    return false;
+  dnnlGemms.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
 
 bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
                      const float *x, const float *w, const float *bias,

@@ -1,12 +1,18 @@
-//===- Dnnl.h - oneDNN convolutions of the CPU backend ----------*- C++ -*-===//
+//===- Dnnl.h - oneDNN kernels of the CPU backend ---------------*- C++ -*-===//
 //
-// The CPU backend runs F32 convolutions (forward, gradient of the input,
-// gradient of the weight) on oneDNN when the build found it
-// (PP_RUNTIME_HAVE_DNNL), over the caller's NCHW / OIHW buffers, and falls
+// The CPU backend runs F32 GEMMs (dnnl_sgemm) and F32 convolutions (forward,
+// gradient of the input, gradient of the weight) on oneDNN when the build found
+// it (PP_RUNTIME_HAVE_DNNL), over the caller's NCHW / OIHW buffers, and falls
 // back to its own im2col + GEMM for F64 and for any problem oneDNN does not
 // take. PP_RUNTIME_CONV=im2col in the environment (read once; any other
 // value means the default) forces the im2col path; setConvImpl overrides
-// both (tests compare the two paths).
+// both (tests compare the two paths). PP_RUNTIME_GEMM=openblas sends F32
+// GEMMs to OpenBLAS instead; setGemmImpl overrides it.
+//
+// With oneDNN, every parallel loop of the backend runs on OpenMP's pool
+// (parallelFor, Common.cpp): oneDNN's pool. OpenBLAS's own threads spin
+// after each call and would compete with it for the cores, which is why
+// F32 GEMMs default to oneDNN's too (bench/README.md).
 //
 //===----------------------------------------------------------------------===//
 
@@ -25,6 +31,17 @@ enum class ConvImpl {
   Im2col, // always im2col + GEMM
 };
 
+enum class GemmImpl {
+  Auto,     // oneDNN's sgemm where built, else OpenBLAS
+  OpenBLAS, // OpenBLAS (the plain loop without it)
+};
+
+/// The implementation in force: setGemmImpl's, else PP_RUNTIME_GEMM's.
+GemmImpl gemmImpl();
+/// Overrides PP_RUNTIME_GEMM for the whole process; returns the previous
+/// implementation in force.
+GemmImpl setGemmImpl(GemmImpl impl);
+
 /// The implementation in force: setConvImpl's, else PP_RUNTIME_CONV's.
 ConvImpl convImpl();
 /// Overrides PP_RUNTIME_CONV for the whole process; returns the previous
@@ -34,6 +51,15 @@ ConvImpl setConvImpl(ConvImpl impl);
 bool dnnlAvailable();
 /// Number of convolutions (any of the three) oneDNN has run in this process.
 int64_t dnnlConvCalls();
+/// Number of GEMMs oneDNN has run in this process.
+int64_t dnnlGemmCalls();
+
+/// c = alpha * op(a) * op(b) + beta * c on row-major F32 matrices (as
+/// gemmRaw) with ctx.numThreads OpenMP threads; false when oneDNN is not
+/// built in, gemmImpl() is OpenBLAS, or it fails (c is then untouched).
+bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
+               int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
 /// The three F32 convolutions on oneDNN (dw is overwritten, not added to).
 /// Each returns false when oneDNN is not built in or does not take the

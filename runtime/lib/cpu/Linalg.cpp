@@ -1,7 +1,8 @@
 //===- Linalg.cpp - Contractions, convolution and pooling -------*- C++ -*-===//
 //
-// matmul and gemm run on one GEMM primitive: OpenBLAS cblas_?gemm when the
-// build found it, a plain loop otherwise. Convolution lowers to im2col + GEMM
+// matmul and gemm run on one GEMM primitive: oneDNN's sgemm for F32 where
+// the build has oneDNN (Dnnl.h), else OpenBLAS cblas_?gemm when the build
+// found it, a plain loop otherwise. Convolution lowers to im2col + GEMM
 // over chunks of images (one GEMM per group and chunk), its gradients to GEMM
 // + col2im and GEMM against the column matrix; F32 convolutions run on
 // oneDNN instead where the build has it and it takes the problem (Dnnl.h;
@@ -81,6 +82,10 @@ void gemmRaw(const Context &ctx, bool transA, bool transB, int64_t m, int64_t n,
       scaleC(i);
     return;
   }
+  if constexpr (std::is_same_v<T, float>)
+    if (dnnlSgemm(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                  ldc))
+      return;
 #ifdef PP_RUNTIME_HAVE_CBLAS
   constexpr int64_t intMax = std::numeric_limits<int>::max();
   if (m <= intMax && n <= intMax && k <= intMax && lda <= intMax &&

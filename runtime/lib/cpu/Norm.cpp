@@ -308,7 +308,7 @@ Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
   if (x.rank() < 2)
     return Status::error("batchNormStatistics: x needs rank >= 2");
   int64_t n = x.shape[0], c = x.shape[1];
-  int64_t plane = n * c ? x.numel() / (n * c) : 0;
+  int64_t plane = n * c != 0 ? x.numel() / (n * c) : 0;
   if (mean.numel() != c || invStd.numel() != c || mean.dtype != x.dtype ||
       invStd.dtype != x.dtype)
     return Status::error("batchNormStatistics: mean and invStd must hold " +

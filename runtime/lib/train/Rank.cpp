@@ -332,6 +332,7 @@ bool Rank::runAction(const ActionInfo &action) {
       state.globals[id] = t;
     for (const Tensor &t : temporaries)
       pool.release(t);
+    state.releaseLent();
   };
   try {
     if (job.program.updateEvery > 0 && !kinds::isPerStep(action.kind))

@@ -317,10 +317,34 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);
 }
 
+Tensor StageState::stashTarget(int slot, int64_t microBatch,
+                               const Tensor &arenaView) {
+  auto key = std::make_tuple(int64_t(slot), microBatch,
+                             static_cast<const void *>(arenaView.data));
+  if (auto given = targets.find(key); given != targets.end())
+    return given->second;
+  auto [it, inserted] =
+      pendingStashes.emplace(std::make_pair(slot, microBatch), Tensor{});
+  if (!inserted) // another value for the same stash: the first has it
+    return arenaView;
+  it->second = rank_.pool.acquire(arenaView.dtype, arenaView.shape);
+  return targets[key] = it->second;
+}
+
 void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
   sync("pp.stash");
-  Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
-  copyBuffer(copy.data, value.data, value.bytes());
+  Tensor copy;
+  auto pending = pendingStashes.find({slot, microBatch});
+  if (pending != pendingStashes.end()) {
+    copy = pending->second;
+    pendingStashes.erase(pending);
+    expectLayout("pp.stash", "slot " + std::to_string(slot), value, copy.dtype,
+                 copy.shape);
+  } else {
+    copy = rank_.pool.acquire(value.dtype, value.shape);
+  }
+  if (copy.data != value.data)
+    copyBuffer(copy.data, value.data, value.bytes());
   auto [it, inserted] = stashed.emplace(std::make_pair(slot, microBatch), copy);
   if (!inserted) {
     rank_.pool.release(it->second);
@@ -346,8 +370,33 @@ void StageState::takeInto(const char *op, const std::string &what, Tensor &held,
   rank_.pool.release(held);
 }
 
+Tensor StageState::accumulateTarget(int slot, const Tensor &arenaView) {
+  auto key = std::make_tuple(int64_t(slot), int64_t(-1),
+                             static_cast<const void *>(arenaView.data));
+  if (auto given = targets.find(key); given != targets.end())
+    return given->second;
+  if (sums.count(slot))
+    return targets[key] = arenaView;
+  auto [it, inserted] = pendingSums.emplace(slot, Tensor{});
+  if (!inserted) // another gradient for the same sum: the first has it
+    return targets[key] = arenaView;
+  it->second = rank_.pool.acquire(arenaView.dtype, arenaView.shape);
+  return targets[key] = it->second;
+}
+
 void StageState::accumulate(int slot, const Tensor &value) {
   sync("pp.accumulate");
+  auto pending = pendingSums.find(slot);
+  if (pending != pendingSums.end()) {
+    Tensor sum = pending->second;
+    pendingSums.erase(pending);
+    expectLayout("pp.accumulate", "the sum in slot " + std::to_string(slot),
+                 value, sum.dtype, sum.shape);
+    if (sum.data != value.data) // computed elsewhere after all
+      copyBuffer(sum.data, value.data, value.bytes());
+    sums.emplace(slot, sum);
+    return;
+  }
   auto it = sums.find(slot);
   if (it == sums.end()) {
     Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
@@ -374,6 +423,49 @@ void StageState::accumulated(int slot, Tensor &dst) {
   takeInto("pp.accumulated", "the sum in slot " + std::to_string(slot),
            it->second, dst);
   sums.erase(it);
+}
+
+Tensor StageState::unstashView(int slot, int64_t microBatch) {
+  auto key = std::make_pair(int64_t(slot), microBatch);
+  if (auto lent = lentStashes.find(key); lent != lentStashes.end())
+    return lent->second;
+  auto it = stashed.find(key);
+  if (it == stashed.end())
+    fail("pp.unstash", "nothing is stashed in slot " + std::to_string(slot) +
+                           " for micro-batch " + std::to_string(microBatch) +
+                           " (its forward has not run on this device)");
+  Tensor held = it->second;
+  stashed.erase(it);
+  return lentStashes[key] = held;
+}
+
+Tensor StageState::accumulatedView(int slot) {
+  if (auto lent = lentSums.find(slot); lent != lentSums.end())
+    return lent->second;
+  auto it = sums.find(slot);
+  if (it == sums.end())
+    fail("pp.accumulated", "no gradient was accumulated in slot " +
+                               std::to_string(slot) + " this step");
+  Tensor held = it->second;
+  sums.erase(it);
+  return lentSums[slot] = held;
+}
+
+void StageState::releaseLent() {
+  for (auto &[key, t] : lentStashes)
+    rank_.pool.release(t);
+  lentStashes.clear();
+  for (auto &[slot, t] : lentSums)
+    rank_.pool.release(t);
+  lentSums.clear();
+  // Targets a failed function left without their stash or accumulate.
+  for (auto &[slot, t] : pendingSums)
+    rank_.pool.release(t);
+  pendingSums.clear();
+  for (auto &[key, t] : pendingStashes)
+    rank_.pool.release(t);
+  pendingStashes.clear();
+  targets.clear();
 }
 
 uint64_t StageState::dropoutSeed(uint64_t stream) {

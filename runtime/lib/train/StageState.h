@@ -17,6 +17,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -68,6 +69,15 @@ public:
   void unstash(int slot, int64_t microBatch, Tensor &dst) override;
   void accumulate(int slot, const Tensor &value) override;
   void accumulated(int slot, Tensor &dst) override;
+  Tensor stashTarget(int slot, int64_t microBatch,
+                     const Tensor &arenaView) override;
+  Tensor accumulateTarget(int slot, const Tensor &arenaView) override;
+  Tensor unstashView(int slot, int64_t microBatch) override;
+  Tensor accumulatedView(int slot) override;
+  /// Returns the buffers the running function was lent (unstashView,
+  /// accumulatedView), and targets it left unused, to the pool: the
+  /// function has returned.
+  void releaseLent();
   uint64_t dropoutSeed(uint64_t stream) override;
   double learningRate(double compiled) override;
   int tensorParallelRank() override;
@@ -93,6 +103,20 @@ public:
   std::map<std::pair<int64_t, int64_t>, Tensor> stashed;
   /// Gradient sums by slot, pool buffers.
   std::map<int64_t, Tensor> sums;
+  /// Sums whose first gradient is being computed in them (accumulateTarget),
+  /// by slot: they become sums at accumulate.
+  std::map<int64_t, Tensor> pendingSums;
+  /// Stashes being computed in place (stashTarget), by (slot, micro-batch).
+  std::map<std::pair<int64_t, int64_t>, Tensor> pendingStashes;
+  /// Held buffers the running function reads in place (unstashView by
+  /// (slot, micro-batch), accumulatedView by slot).
+  std::map<std::pair<int64_t, int64_t>, Tensor> lentStashes;
+  std::map<int64_t, Tensor> lentSums;
+  /// The targets given to the running function, by (slot, micro-batch or
+  /// -1 for a sum, arena view): a part of a split function that asks again
+  /// for the same value gets the same buffer (SplitFunctions.cpp recomputes
+  /// these calls).
+  std::map<std::tuple<int64_t, int64_t, const void *>, Tensor> targets;
   /// The global index of the running function's replica-local micro-batch
   /// 0: replica * microBatches for a micro-batch action, 0 for a per-step
   /// one (whose messages name micro-batch 0 or -1 themselves).

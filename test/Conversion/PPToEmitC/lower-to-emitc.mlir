@@ -10,7 +10,9 @@
 // CHECK-LABEL: emitc.func @stage0_forward
 // CHECK-SAME: (%[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64)
 // CHECK: %[[K:.*]] = call_opaque "pp::rt::gen::kernels"(%[[CTX]])
-// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
+// The input is stashed: it is read into the stash's buffer.
+// CHECK: %[[XV:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
+// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::stashTarget"(%[[CTX]], %[[MB]], %[[XV]])
 // CHECK: call_opaque "pp::rt::gen::input"(%[[CTX]], %[[MB]], %[[X]])
 // CHECK: %[[W:.*]] = call_opaque "pp::rt::gen::global"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">]}
 // CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"256">
@@ -21,13 +23,15 @@
 // CHECK: return
 // CHECK-LABEL: emitc.func @stage0_backward
 // CHECK: call_opaque "pp::rt::gen::recv"
-// CHECK: call_opaque "pp::rt::gen::unstash"
+// CHECK: call_opaque "pp::rt::gen::unstashView"
 // CHECK: call_opaque "pp::rt::gemm"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"0.000000000e+00f">, #emitc.opaque<"true">, #emitc.opaque<"false">, 3 : index]}
 // CHECK: call_opaque "pp::rt::gen::accumulate"
 // CHECK-LABEL: emitc.func @stage0_update
-// CHECK: call_opaque "pp::rt::gen::accumulated"
+// CHECK: call_opaque "pp::rt::gen::accumulatedView"
+// The step updates the weight's storage: nothing left to write back.
 // CHECK: call_opaque "pp::rt::sgdStep"
-// CHECK: call_opaque "pp::rt::gen::writeGlobal"
+// CHECK-NOT: writeGlobal
+// CHECK: return
 // A bias add and its relu become one generated kernel: the per-element
 // function reads the bias at i mod 8, and the launch runs it over 32 values.
 // CHECK-LABEL: emitc.func @stage1_forward_fused0

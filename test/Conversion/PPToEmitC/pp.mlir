@@ -9,7 +9,8 @@
 // CHECK-LABEL: emitc.func @stage0_forward(
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64) {
 // CHECK-NEXT: call_opaque "pp::rt::gen::kernels"(%[[CTX]]) : (!emitc.opaque<"pp::rt::StageContext&">) -> !emitc.opaque<"pp::rt::Context&">
-// CHECK-NEXT: %[[X:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
+// CHECK-NEXT: %[[XV:.*]] = call_opaque "pp::rt::gen::view"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
+// CHECK-NEXT: %[[X:.*]] = call_opaque "pp::rt::gen::stashTarget"(%[[CTX]], %[[MB]], %[[XV]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
 // CHECK-NEXT: call_opaque "pp::rt::gen::input"(%[[CTX]], %[[MB]], %[[X]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
 // CHECK-NEXT: call_opaque "pp::rt::gen::send"(%[[CTX]], %[[MB]], %[[X]]) {args = [0 : index, #emitc.opaque<"1">, #emitc.opaque<"0">, 1 : index, 2 : index]}
 // CHECK-NEXT: call_opaque "pp::rt::gen::stash"(%[[CTX]], %[[MB]], %[[X]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
@@ -19,17 +20,18 @@
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64) {
 // CHECK: %[[DY:.*]] = call_opaque "pp::rt::gen::view"
 // CHECK: call_opaque "pp::rt::gen::recv"(%[[CTX]], %[[MB]], %[[DY]]) {args = [0 : index, #emitc.opaque<"1">, #emitc.opaque<"1">, 1 : index, 2 : index]}
-// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::gen::unstash"(%[[CTX]], %[[MB]], %[[X]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
-// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::binary"
+// The stash is read in place, and the gradient is computed in its sum when
+// it is the step's first (accumulateTarget).
+// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::unstashView"(%[[CTX]], %[[MB]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
+// CHECK: %[[GV:.*]] = call_opaque "pp::rt::gen::view"
+// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::accumulateTarget"(%[[CTX]], %[[GV]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
+// CHECK: call_opaque "pp::rt::binary"(%{{.*}}, %{{.*}}, %[[X]], %[[G]])
 // CHECK: call_opaque "pp::rt::gen::accumulate"(%[[CTX]], %[[G]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
 
 // A function without a micro-batch argument still takes one.
 // CHECK-LABEL: emitc.func @stage0_update(
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %{{.*}}: i64) {
-// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::gen::accumulated"(%[[CTX]], %[[G]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
+// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::accumulatedView"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">]}
 // CHECK: %[[C:.*]] = "emitc.constant"() <{value = 0 : i64}> : () -> i64
 // CHECK: call_opaque "pp::rt::gen::send"(%[[CTX]], %[[C]], %[[G]])
 
@@ -59,7 +61,7 @@
 // CHECK: literal "{\0A    {\22y\22, \22concat\22, pp::rt::DType::F32, {4, 8}}}"
 // CHECK: <{member = "functions"}>
 // CHECK-SAME: !emitc.lvalue<!emitc.opaque<"std::vector<pp::rt::FunctionInfo>">>
-// CHECK: literal "{\0A    {\22stage0_forward\22, &stage0_forward, 0, pp::kinds::Phase::Forward, 256},\0A    {\22stage0_backward\22, &stage0_backward, 0, pp::kinds::Phase::Backward, 768},
+// CHECK: literal "{\0A    {\22stage0_forward\22, &stage0_forward, 0, pp::kinds::Phase::Forward, 256},\0A    {\22stage0_backward\22, &stage0_backward, 0, pp::kinds::Phase::Backward, 512},
 // CHECK: <{member = "schedule"}>
 // CHECK: literal "{\0A    {\0A        {pp::kinds::ActionKind::Forward, 0, 0, 0},
 // CHECK-SAME: {pp::kinds::ActionKind::OptimizerStep, 4, 1, -1}}}"

@@ -1,8 +1,10 @@
 // RUN: pipeline-opt %s --pp-memory-plan --pp-lower-to-emitc | FileCheck %s
 
-// The train dialect: optimizer steps copy their functional inputs into the
-// new values' buffers and update those in place; gradients are one kernel
-// call each; global writes are StageContext calls by id.
+// The train dialect: an optimizer step updates the globals it replaces in
+// place (--pp-memory-plan marks the results and the writes) and otherwise
+// copies its functional inputs into the new values' buffers and updates
+// those; gradients are one kernel call each; global writes are StageContext
+// calls by id.
 
 // CHECK-LABEL: emitc.func @sgd(
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">
@@ -10,27 +12,43 @@
 // CHECK: %[[STEP:.*]] = call_opaque "pp::rt::gen::global"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"5">]}
 // CHECK: %[[W:.*]] = call_opaque "pp::rt::gen::global"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"0">]}
 // CHECK: %[[BUF:.*]] = call_opaque "pp::rt::gen::global"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"1">]}
-// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::gen::accumulated"(%[[CTX]], %[[G]])
-// CHECK: %[[NW:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::copy"(%[[K]], %[[W]], %[[NW]])
-// CHECK: %[[NB:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::copy"(%[[K]], %[[BUF]], %[[NB]])
-// CHECK: %[[NBP:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[NB]])
+// CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::accumulatedView"(%[[CTX]])
+// CHECK-NOT: pp::rt::copy
+// CHECK: %[[NBP:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[BUF]])
 // CHECK: %[[N:.*]] = call_opaque "pp::rt::gen::readInt"(%[[STEP]])
 // CHECK: %[[LR:.*]] = call_opaque "pp::rt::gen::learningRate"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"1.0000000000000001e-01">]}
-// CHECK: %[[S:.*]] = call_opaque "pp::rt::sgdStep"(%[[K]], %[[NW]], %[[G]], %[[NBP]], %[[N]], %[[LR]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.0000000000000002e-01">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"true">]}
+// CHECK: %[[S:.*]] = call_opaque "pp::rt::sgdStep"(%[[K]], %[[W]], %[[G]], %[[NBP]], %[[N]], %[[LR]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.0000000000000002e-01">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"0.0000000000000000e+00">, #emitc.opaque<"true">]}
 // CHECK: call_opaque "pp::rt::gen::check"(%[[CTX]], %[[S]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22train.sgd\22">]}
-// CHECK: call_opaque "pp::rt::gen::writeGlobal"(%[[CTX]], %[[NW]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
-// CHECK: call_opaque "pp::rt::gen::writeGlobal"(%[[CTX]], %[[NB]]) {args = [0 : index, #emitc.opaque<"1">, 1 : index]}
+// CHECK-NOT: writeGlobal
+// CHECK: return
+
+// The old weight is read again after the step: the step updates a copy,
+// which the write then stores. The momentum buffer is still updated in
+// place.
+// CHECK-LABEL: emitc.func @sgd_old_weight_read_after(
+// CHECK: %[[W:.*]] = call_opaque "pp::rt::gen::global"(%{{.*}}) {args = [0 : index, #emitc.opaque<"0">]}
+// CHECK: %[[BUF:.*]] = call_opaque "pp::rt::gen::global"(%{{.*}}) {args = [0 : index, #emitc.opaque<"1">]}
+// CHECK: call_opaque "pp::rt::gen::accumulatedView"
+// CHECK: %[[NW:.*]] = call_opaque "pp::rt::gen::view"
+// CHECK: call_opaque "pp::rt::copy"(%{{.*}}, %[[W]], %[[NW]])
+// CHECK-NOT: pp::rt::copy
+// CHECK: call_opaque "pp::rt::gen::addrMut"(%[[BUF]])
+// CHECK: call_opaque "pp::rt::sgdStep"(%{{.*}}, %[[NW]],
+// CHECK: call_opaque "pp::rt::unary"(%{{.*}}, %[[W]],
+// CHECK: call_opaque "pp::rt::gen::writeGlobal"(%{{.*}}, %[[NW]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
+// CHECK-NEXT: call_opaque "pp::rt::gen::writeGlobal"(%{{.*}}, %{{.*}}) {args = [0 : index, #emitc.opaque<"3">, 1 : index]}
+// CHECK-NEXT: return
 
 // CHECK-LABEL: emitc.func @adam(
-// CHECK-COUNT-3: call_opaque "pp::rt::copy"
+// CHECK-NOT: pp::rt::copy
 // CHECK: call_opaque "pp::rt::adamStep"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, 6 : index, #emitc.opaque<"9.0000000000000002e-01">, #emitc.opaque<"9.9900000000000000e-01">, #emitc.opaque<"1.0000000000000000e-08">, #emitc.opaque<"1.0000000000000000e-02">, #emitc.opaque<"true">]}
+// CHECK-NOT: writeGlobal
+// CHECK: return
 
 // CHECK-LABEL: emitc.func @grads(
 // CHECK: call_opaque "pp::rt::unaryGrad"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::UnaryKind(4)">, 1 : index, 2 : index, 3 : index, 4 : index, #emitc.opaque<"0.000000000e+00f">]}
-// CHECK: %[[DB:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{8}">]}
+// CHECK: %[[DBV:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{8}">]}
+// CHECK: %[[DB:.*]] = call_opaque "pp::rt::gen::accumulateTarget"(%{{.*}}, %[[DBV]])
 // CHECK: call_opaque "pp::rt::reduceSumTo"(%{{.*}}, %{{.*}}, %[[DB]])
 // CHECK: call_opaque "pp::rt::softmaxGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"1">, #emitc.opaque<"true">, 3 : index]}
 // CHECK: call_opaque "pp::rt::dropoutGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"5.000000000e-01f">, 3 : index]}
@@ -72,6 +90,18 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     train.global_write @w.momentum, %nbuf : tensor<8xf32>
     return
   }
+  func.func @sgd_old_weight_read_after() attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<update>} {
+    %step = onnx.global_read @pp.step : tensor<i64>
+    %w = onnx.global_read @w : tensor<8xf32>
+    %buf = onnx.global_read @w.momentum : tensor<8xf32>
+    %g = pp.accumulated {slot = 0 : i64} : tensor<8xf32>
+    %nw, %nbuf = train.sgd %w, %g, %step momentum_buffer %buf {lr = 0.1 : f64, momentum = 0.9 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<i64>, tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>)
+    %old = onnx.Relu %w : (tensor<8xf32>) -> tensor<8xf32>
+    train.global_write @w, %nw : tensor<8xf32>
+    train.global_write @w.momentum, %nbuf : tensor<8xf32>
+    train.global_write @w.v, %old : tensor<8xf32>
+    return
+  }
   func.func @adam() attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<update>} {
     %step = onnx.global_read @pp.step : tensor<i64>
     %w = onnx.global_read @w : tensor<8xf32>
@@ -80,6 +110,8 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %g = pp.accumulated {slot = 0 : i64} : tensor<8xf32>
     %nw, %nm, %nv = train.adam %w, %g, %m, %v, %step {lr = 0.001 : f64, decoupled = true, weight_decay = 0.01 : f64} : (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<8xf32>, tensor<i64>) -> (tensor<8xf32>, tensor<8xf32>, tensor<8xf32>)
     train.global_write @w, %nw : tensor<8xf32>
+    train.global_write @w.m, %nm : tensor<8xf32>
+    train.global_write @w.v, %nv : tensor<8xf32>
     return
   }
   func.func @grads(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} {

@@ -128,6 +128,13 @@ void pp::pipeline::setOffsets(Operation *op, ArrayRef<int64_t> offsets) {
   op->setAttr(Names::OffsetsAttrHelper::getNameStr(),
               DenseI64ArrayAttr::get(op->getContext(), offsets));
 }
+bool pp::pipeline::isInPlaceWrite(Operation *op) {
+  return op->hasAttr(Names::InPlaceAttrHelper::getNameStr());
+}
+void pp::pipeline::setInPlaceWrite(Operation *op) {
+  op->setAttr(Names::InPlaceAttrHelper::getNameStr(),
+              UnitAttr::get(op->getContext()));
+}
 std::optional<int64_t> pp::pipeline::getArenaBytes(Operation *func) {
   if (auto bytes =
           get<IntegerAttr>(func, Names::ArenaBytesAttrHelper::getNameStr()))
@@ -513,6 +520,10 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
       name == Names::MicroBatchAttrHelper::getNameStr() ||
       name == Names::LossAttrHelper::getNameStr())
     return expect(isa<UnitAttr>(value), "a unit attribute");
+  if (name == Names::InPlaceAttrHelper::getNameStr())
+    return expect(isa<UnitAttr>(value) &&
+                      op->getName().getStringRef() == "train.global_write",
+                  "a unit attribute on a train.global_write");
   if (name == Names::PhaseAttrHelper::getNameStr())
     return expect(isa<PhaseAttr>(value), "a #pp.phase");
   if (name == Names::OffsetsAttrHelper::getNameStr() ||

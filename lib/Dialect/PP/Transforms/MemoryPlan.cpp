@@ -11,9 +11,11 @@
 //     time, so they share one arena of the largest size.
 // Annotates each stage function with `pp.arena_bytes` and each op of its
 // body with the arena offsets of its results (`pp.offsets`, -1 where not
-// planned), and reports the planned peak per device. Code generation
-// allocates exactly this plan (a pp.fused kernel's inner values have no
-// buffer: --pp-fuse-elementwise runs first).
+// planned, -2 for an optimizer step's result computed in its global's
+// storage, whose train.global_write gets `pp.in_place`), and reports the
+// planned peak per device. Code generation allocates exactly this plan (a
+// pp.fused kernel's inner values have no buffer: --pp-fuse-elementwise runs
+// first).
 //
 //===----------------------------------------------------------------------===//
 
@@ -98,8 +100,13 @@ static LogicalResult planScheduleMemory(ModuleOp module,
       if (op.getNumResults() == 0)
         continue;
       SmallVector<int64_t> offsets;
-      for (Value result : op.getResults()) {
+      for (OpResult result : op.getResults()) {
         auto found = plan.offsets.find(result);
+        if (plan.inPlace.contains(result)) {
+          offsets.push_back(pipeline::kInPlaceOffset);
+          pipeline::setInPlaceWrite(pp::inPlaceGlobalUpdate(result));
+          continue;
+        }
         offsets.push_back(found == plan.offsets.end() ? -1 : found->second);
       }
       pipeline::setOffsets(&op, offsets);

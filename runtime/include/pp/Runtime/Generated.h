@@ -101,6 +101,20 @@ inline void accumulate(StageContext &ctx, int slot, const Tensor &value) {
 inline void accumulated(StageContext &ctx, int slot, Tensor &dst) {
   ctx.accumulated(slot, dst);
 }
+inline Tensor stashTarget(StageContext &ctx, int slot, int64_t mb,
+                          const Tensor &arenaView) {
+  return ctx.stashTarget(slot, mb, arenaView);
+}
+inline Tensor accumulateTarget(StageContext &ctx, int slot,
+                               const Tensor &arenaView) {
+  return ctx.accumulateTarget(slot, arenaView);
+}
+inline Tensor unstashView(StageContext &ctx, int slot, int64_t mb) {
+  return ctx.unstashView(slot, mb);
+}
+inline Tensor accumulatedView(StageContext &ctx, int slot) {
+  return ctx.accumulatedView(slot);
+}
 /// shard.all_reduce (sum): dst := the sum over the tensor-parallel group
 /// of src.
 inline void tpAllReduce(StageContext &ctx, const Tensor &src, Tensor &dst) {

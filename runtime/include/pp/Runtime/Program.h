@@ -69,6 +69,24 @@ public:
   /// pp.accumulated; the sum restarts after it is read).
   virtual void accumulate(int slot, const Tensor &value) = 0;
   virtual void accumulated(int slot, Tensor &dst) = 0;
+  /// The buffer to compute a value in that goes to pp.stash (slot,
+  /// micro-batch): the stash's own (stash then has nothing to copy).
+  virtual Tensor stashTarget(int slot, int64_t microBatch,
+                             const Tensor &arenaView) {
+    return arenaView;
+  }
+  /// The buffer to compute a value in that goes to pp.accumulate `slot`:
+  /// the slot's sum itself when the value is the step's first (accumulate
+  /// then has nothing to copy), else `arenaView`.
+  virtual Tensor accumulateTarget(int slot, const Tensor &arenaView) {
+    return arenaView;
+  }
+  /// pp.unstash and pp.accumulated without a copy: the held buffer itself,
+  /// valid until the running stage function returns. Asked again for the
+  /// same value while the function runs, these four give the same buffer
+  /// (the parts of a split function recompute them).
+  virtual Tensor unstashView(int slot, int64_t microBatch) = 0;
+  virtual Tensor accumulatedView(int slot) = 0;
   /// The learning rate an optimizer step uses: the one compiled in, unless
   /// the run overrides it (--lr).
   virtual double learningRate(double compiled) { return compiled; }

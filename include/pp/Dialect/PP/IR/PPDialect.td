@@ -38,7 +38,11 @@ def PP_Dialect : Dialect {
     "::pp::pipeline::PhaseAttr":$phase,
     // --pp-memory-plan: arena offsets of an op's results, arena size of a
     // stage function, planned peak bytes per device on the module.
+    // An offset of -2: the result of an optimizer step computed in the
+    // storage of the global it updates, whose train.global_write is then
+    // `in_place` (nothing left to copy).
     "::mlir::DenseI64ArrayAttr":$offsets,
+    "::mlir::UnitAttr":$in_place,
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::DenseI64ArrayAttr":$planned_peak_bytes,
     // --pp-plan-report: the simulated samples per second of the step (of

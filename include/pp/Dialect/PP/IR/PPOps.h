@@ -95,6 +95,13 @@ void setPhase(mlir::Operation *func, kinds::Phase phase);
 /// device of the module (pp.planned_peak_bytes).
 mlir::DenseI64ArrayAttr getOffsets(mlir::Operation *op);
 void setOffsets(mlir::Operation *op, llvm::ArrayRef<int64_t> offsets);
+/// The offset of an optimizer step's result computed in place, in the
+/// storage of the global it updates (pp::inPlaceGlobalUpdate).
+constexpr int64_t kInPlaceOffset = -2;
+/// A train.global_write of a value computed in its global's storage
+/// (pp.in_place): code generation emits nothing for it.
+bool isInPlaceWrite(mlir::Operation *op);
+void setInPlaceWrite(mlir::Operation *op);
 std::optional<int64_t> getArenaBytes(mlir::Operation *func);
 void setArenaBytes(mlir::Operation *func, int64_t bytes);
 mlir::DenseI64ArrayAttr getPlannedPeakBytes(mlir::ModuleOp module);

@@ -308,7 +308,12 @@ def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
     flight in the schedule's order, and one arena for the temporaries of
     its stage functions, each value placed at an offset chosen from live
     ranges (pp/Analysis/MemoryPlan.h; the values inside a `pp.fused`
-    kernel get none). Functions get `pp.arena_bytes`, the ops of their
+    kernel get none, nor do pp.unstash and pp.accumulated, which read the
+    held buffers in place). An optimizer step whose new value goes back to
+    the global it read, with no reader of the old value in between, is
+    computed in the global's storage: offset -2, and its
+    `train.global_write` gets `pp.in_place` (nothing to copy).
+    Functions get `pp.arena_bytes`, the ops of their
     bodies `pp.offsets`, the module `pp.planned_peak_bytes`; `report`
     prints the breakdown. Code generation allocates exactly this plan.
   }];
