@@ -5,7 +5,8 @@ For each model of python/make_models.py (the test models, and `widemlp`:
 8 layers of 1024 x 1024 and a head at batch 256, compute-bound), the SGD
 step compiled for one stage (`--pp-compile ... emit-dir=`, CMake, `--local
 --threads=T`, OPENBLAS_NUM_THREADS=T) and the same step in PyTorch
-(torch.set_num_threads(T)), same data, float32, on 1 and 2 threads. The two
+(torch.set_num_threads(T), in a process with OPENBLAS_NUM_THREADS=T and
+OMP_NUM_THREADS=T), same data, float32, on 1 and 2 threads. The two
 alternate `--repeats` times so that neither gets a quieter machine; each run
 takes `--steps` steps, the first a warm-up. Prints the median ms per step of
 both over all runs and generated / PyTorch (below 1: the generated step is
@@ -33,9 +34,9 @@ ROOT = os.path.dirname(os.path.abspath(__file__)) + "/.."
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "python"))
 import make_models  # noqa: E402
-from conv_kernels import cpu_model, program_step_times  # noqa: E402
-from generated_step import export, generated  # noqa: E402
-from train_step import torch_step_times  # noqa: E402
+from compare import run  # noqa: E402
+from conv_kernels import cpu_model  # noqa: E402
+from generated_step import data_args, export, generated  # noqa: E402
 
 # Batches: the models' examples, except where a batch of 8 is the common
 # benchmark size (resnet18 and vgg11 at 32 x 32).
@@ -59,6 +60,34 @@ for m, k, n in shapes:
     total += sorted(times)[len(times) // 2]
 print(total * 1e3)
 """
+
+
+def program_step_times(train, work, name, steps, threads):
+    """Step times of the generated program after its warm-up step."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads))
+    log = os.path.join(work, "log.jsonl")
+    if os.path.exists(log):
+        os.remove(log)
+    run([train, "--local", f"--threads={threads}", f"--steps={steps}",
+         f"--log={log}"] + data_args(work, name), env=env)
+    return [json.loads(line)["step_ms"] for line in open(log)][1:]
+
+
+def torch_times(name, work, steps, threads, batch):
+    """PyTorch's step times (train_step.torch_step_times) in a process of
+    its own whose OpenBLAS has `threads` threads too: torch.set_num_threads
+    does not reach Debian's OpenBLAS, whose own threads would otherwise
+    take every core besides torch's (and, on 2 threads, fight them)."""
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    code = ("import json, sys; sys.path[:0] = [%r, %r]; "
+            "from train_step import torch_step_times; "
+            "print(json.dumps(torch_step_times(%r, %r, %d, %d, %d)))"
+            % (os.path.join(ROOT, "bench"), os.path.join(ROOT, "python"),
+               name, work, steps, threads, batch))
+    out = subprocess.run(["/usr/bin/python3", "-c", code], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def widemlp_gemm_shapes(batch):
@@ -111,10 +140,10 @@ def main():
             for threads in threads_list:
                 ours, theirs, gemm = [], [], []
                 for _ in range(args.repeats):
-                    ours += program_step_times(train, work, args.steps,
-                                               threads, "")
-                    theirs += torch_step_times(name, work, args.steps,
-                                               threads, batch)
+                    ours += program_step_times(train, work, name, args.steps,
+                                               threads)
+                    theirs += torch_times(name, work, args.steps, threads,
+                                          batch)
                     if name == "widemlp":
                         gemm.append(sgemm_ms(widemlp_gemm_shapes(batch),
                                              threads))

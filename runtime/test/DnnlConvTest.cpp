@@ -335,10 +335,13 @@ std::vector<float> gemmWith(cpu::GemmImpl impl, int threads, Buf<float> &a,
 } // namespace
 
 TEST_F(DnnlGemm, MatchesOpenBlasOnLayerShapes) {
-  // m x n x k: the MLP's and GPT's layers, a classifier head, odd sizes.
+  // m x n x k: the MLP's and GPT's layers, a classifier head, odd sizes;
+  // on 2 threads the larger ones are split by columns or by rows (ragged
+  // last blocks included).
   const int64_t shapes[][3] = {
       {256, 1024, 1024}, {1024, 1024, 256}, {32, 128, 64}, {8, 10, 512},
-      {1, 1, 1},         {7, 13, 5},        {33, 65, 129}};
+      {1, 1, 1},         {7, 13, 5},        {33, 65, 129}, {100, 300, 200},
+      {300, 100, 200},   {37, 1000, 300}};
   double worst = 0;
   for (const auto &shape : shapes)
     for (int variant = 0; variant < 4; ++variant)
