@@ -19,8 +19,13 @@ sum of their medians against the generated step is the share of sgemm's
 speed the step reaches (the step also runs the ReLUs, the loss, the
 updates).
 
+With --torchvision a,b it times torchvision models the same way (built
+and exported as python/torchvision_sweep.py does: 10 classes, Dropout and
+stochastic depth off, 64 x 64 images unless the sweep says otherwise, batch
+--torchvision-batch).
+
 Usage: /usr/bin/python3 bench/model_steps.py --build build
-           [--models mlp,gpt] [--threads 1,2]
+           [--models mlp,gpt] [--threads 1,2] [--torchvision resnet34]
 """
 import argparse
 import json
@@ -90,6 +95,47 @@ def torch_times(name, work, steps, threads, batch):
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+TORCHVISION_STEPS = r"""
+import json, sys, time
+import numpy as np, torch, torch.nn as nn, torchvision
+sys.path.insert(0, %(python)r)
+from torchvision_sweep import MODEL_KWARGS
+name, work, steps, threads = %(name)r, %(work)r, %(steps)d, %(threads)d
+torch.set_num_threads(threads)
+torch.manual_seed(0)
+model = torchvision.models.get_model(name, weights=None, num_classes=10,
+                                     **MODEL_KWARGS.get(name, {}))
+for module in model.modules():
+    if isinstance(module, nn.Dropout):
+        module.p = 0.0
+    if isinstance(module, torchvision.ops.StochasticDepth):
+        module.p = 0.0
+model.train()
+x = torch.from_numpy(np.load(work + "/input.npy"))
+y = torch.from_numpy(np.load(work + "/labels.npy"))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+times = []
+for _ in range(steps):
+    start = time.perf_counter()
+    optimizer.zero_grad()
+    nn.functional.cross_entropy(model(x), y).backward()
+    optimizer.step()
+    times.append((time.perf_counter() - start) * 1e3)
+print(json.dumps(times[1:]))
+"""
+
+
+def torchvision_times(name, work, steps, threads):
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(threads),
+               OMP_NUM_THREADS=str(threads))
+    code = TORCHVISION_STEPS % {"python": os.path.join(ROOT, "python"),
+                                "name": name, "work": work, "steps": steps,
+                                "threads": threads}
+    out = subprocess.run(["/usr/bin/python3", "-c", code], env=env,
+                         check=True, capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
 def widemlp_gemm_shapes(batch):
     """(m, k, n) of each GEMM of the step: forward, input and weight
     gradients of the 8 hidden layers and the head (the first layer has no
@@ -118,6 +164,9 @@ def main():
     parser.add_argument("--models", default="mlp,resnet18,vgg11,transformer,"
                         "gpt,tied,padnet,widemlp")
     parser.add_argument("--threads", default="1,2")
+    parser.add_argument("--torchvision", default="",
+                        help="torchvision models to time too")
+    parser.add_argument("--torchvision-batch", type=int, default=16)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
@@ -131,19 +180,31 @@ def main():
           f"{'PyTorch ms':>10} {'gen/PT':>7}")
     threads_list = [int(t) for t in args.threads.split(",")]
     rows = []
-    for name in args.models.split(","):
-        _, example, _, _ = make_models.MODELS[name]()
-        batch = BATCH.get(name, example.shape[0])
+    jobs = [(name, False) for name in args.models.split(",") if name]
+    jobs += [(name, True) for name in args.torchvision.split(",") if name]
+    for name, vision in jobs:
+        if vision:
+            batch = args.torchvision_batch
+        else:
+            _, example, _, _ = make_models.MODELS[name]()
+            batch = BATCH.get(name, example.shape[0])
         with tempfile.TemporaryDirectory() as work:
-            export(work, name, batch)
+            if vision:
+                from torchvision_sweep import export_model
+                export_model(name, work, batch, 0.01, 1, "float32")
+            else:
+                export(work, name, batch)
             train = generated(args.build, work, "one", 1, 1)
             for threads in threads_list:
                 ours, theirs, gemm = [], [], []
                 for _ in range(args.repeats):
-                    ours += program_step_times(train, work, name, args.steps,
-                                               threads)
-                    theirs += torch_times(name, work, args.steps, threads,
-                                          batch)
+                    ours += program_step_times(
+                        train, work, "input" if vision else name, args.steps,
+                        threads)
+                    theirs += (torchvision_times(name, work, args.steps,
+                                                 threads) if vision else
+                               torch_times(name, work, args.steps, threads,
+                                           batch))
                     if name == "widemlp":
                         gemm.append(sgemm_ms(widemlp_gemm_shapes(batch),
                                              threads))

@@ -216,8 +216,13 @@ Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
   switch (kind) {
   case UnaryKind::Identity:
     return run([&](int64_t i) { return pdy[i]; });
+  // The gradient is read before the select: a load under the condition is
+  // one the compiler does not vectorise (it might fault).
   case UnaryKind::Relu:
-    return run([&](int64_t i) { return px[i] > T(0) ? pdy[i] : T(0); });
+    return run([&](int64_t i) {
+      T g = pdy[i];
+      return px[i] > T(0) ? g : T(0);
+    });
   case UnaryKind::LeakyRelu:
     // torch: x > 0 ? dy : alpha * dy (so x == 0 takes the alpha branch).
     return run(
