@@ -97,20 +97,12 @@ def torch_times(name, work, steps, threads, batch):
 
 TORCHVISION_STEPS = r"""
 import json, sys, time
-import numpy as np, torch, torch.nn as nn, torchvision
+import numpy as np, torch, torch.nn as nn
 sys.path.insert(0, %(python)r)
-from torchvision_sweep import MODEL_KWARGS
+from torchvision_sweep import make_model
 name, work, steps, threads = %(name)r, %(work)r, %(steps)d, %(threads)d
 torch.set_num_threads(threads)
-torch.manual_seed(0)
-model = torchvision.models.get_model(name, weights=None, num_classes=10,
-                                     **MODEL_KWARGS.get(name, {}))
-for module in model.modules():
-    if isinstance(module, nn.Dropout):
-        module.p = 0.0
-    if isinstance(module, torchvision.ops.StochasticDepth):
-        module.p = 0.0
-model.train()
+model = make_model(name)
 x = torch.from_numpy(np.load(work + "/input.npy"))
 y = torch.from_numpy(np.load(work + "/labels.npy"))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.01)

@@ -113,15 +113,12 @@ def judge(stage, ours, theirs, label, args):
     return errors
 
 
-def export_model(name, work, batch, lr, steps, dtype):
-    """Exports `name`, trains it `steps` steps in torch; returns a dict of
-    facts (params, image size, torch losses)."""
-    import onnx
+def make_model(name):
+    """torchvision's `name` with 10 classes, seed 0, Dropout and stochastic
+    depth off, in training mode."""
     import torch
     import torch.nn as nn
     import torchvision
-    from onnx import numpy_helper
-    from pp_export_torch import export
 
     torch.manual_seed(0)
     model = torchvision.models.get_model(name, weights=None, num_classes=10,
@@ -134,6 +131,19 @@ def export_model(name, work, batch, lr, steps, dtype):
         if isinstance(module, nn.MultiheadAttention):
             module.dropout = 0.0
     model.train()
+    return model
+
+
+def export_model(name, work, batch, lr, steps, dtype):
+    """Exports `name`, trains it `steps` steps in torch; returns a dict of
+    facts (params, image size, torch losses)."""
+    import onnx
+    import torch
+    import torch.nn as nn
+    from onnx import numpy_helper
+    from pp_export_torch import export
+
+    model = make_model(name)
     if dtype == "float64":
         model = model.double()
     size = IMAGE_SIZE.get(name, 224 if name.startswith("vit") else 64)
