@@ -762,6 +762,49 @@ TEST(Pool, MaxPoolTiesAndNaN) {
   EXPECT_EQ(idx[1], 2);
 }
 
+// Rows wide enough for the walk over whole rows (windows wholly inside a
+// row), with ties everywhere (three values) and NaNs: the first maximum in
+// the window's order wins, and the first NaN.
+TEST(Pool, MaxPoolTiesAndNaNOnWideRows) {
+  const PoolCase cases[] = {
+      {2, 3, {9, 23}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, true},
+      {1, 2, {6, 17}, {2, 3}, {1, 2}, {0, 1, 0, 2}, {1, 1}, false},
+      {2, 2, {31}, {3}, {2}, {1, 1}, {1}, true},
+      {1, 1, {4, 40}, {1, 4}, {1, 4}, {0, 0, 0, 0}, {1, 1}, false}};
+  std::mt19937 gen(7);
+  for (const PoolCase &pc : cases)
+    for (int threads : {1, 2}) {
+      Context ctx;
+      ctx.numThreads = threads;
+      Buf<float> x(cat({pc.n, pc.c}, pc.in));
+      for (float &v : x.v)
+        v = gen() % 23 == 0 ? NAN : -float(gen() % 3);
+      Shape yShape = cat({pc.n, pc.c}, poolOut(pc));
+      std::vector<double> want(numelOf(yShape), -INFINITY);
+      std::vector<int64_t> wantIdx(want.size(), -1);
+      forEachPoolTap(
+          pc, [](int64_t) {},
+          [&](int64_t yf, int64_t xf) {
+            if (xf < 0)
+              return;
+            double v = x[xf];
+            if (wantIdx[yf] < 0 || v > want[yf] ||
+                (std::isnan(v) && !std::isnan(want[yf]))) {
+              want[yf] = v;
+              wantIdx[yf] = xf;
+            }
+          });
+      Buf<float> y(yShape, 9.f);
+      Buf<int64_t> idx(yShape, 77);
+      Tensor xt = x.t(), yt = y.t(), it{idx.v.data(), DType::I64, yShape};
+      ASSERT_TRUE(maxPool(ctx, xt, paramsOf(pc), yt, &it).ok());
+      EXPECT_EQ(idx.v, wantIdx);
+      for (size_t i = 0; i < want.size(); ++i)
+        ASSERT_TRUE(std::isnan(want[i]) ? std::isnan(y[i]) : y[i] == want[i])
+            << "output " << i;
+    }
+}
+
 TEST(Pool, GradientsMatchFiniteDifferences) {
   Context ctx;
   std::vector<PoolCase> cases = {
