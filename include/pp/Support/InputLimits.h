@@ -44,6 +44,10 @@ constexpr unsigned kMaxJSONNesting = 64;
 /// (of Expand, Reshape, Tile, ConstantOfShape) whose values are not known
 /// before ONNX's shape inference makes a tensor of that rank.
 constexpr int64_t kMaxRank = 64;
+/// A dim of a value an upgraded (older opset) model declares: ONNX's shape
+/// inference, which the upgrade runs, walks a SAME-padded conv's or pool's
+/// input dims one stride at a time (2^31 - 1).
+constexpr int64_t kMaxUpgradedDim = (int64_t(1) << 31) - 1;
 /// Elements of one tensor the importer accepts (2^40).
 constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 /// Bytes of one tensor the importer accepts (1 TiB).

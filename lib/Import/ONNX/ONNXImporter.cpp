@@ -105,6 +105,8 @@ private:
   llvm::Expected<std::string> externalDataPath(StringRef location);
   LogicalResult checkGraphOutputs(const onnxpb::GraphProto &graph);
   LogicalResult checkShapeOperandLengths(const onnxpb::GraphProto &graph);
+  LogicalResult checkUpgradedDims(const onnxpb::GraphProto &graph,
+                                  int64_t opset);
   LogicalResult checkInferredShapes(const onnxpb::GraphProto &graph,
                                     int64_t opset);
   LogicalResult checkOperandRanks(const onnxpb::GraphProto &graph,
@@ -595,6 +597,37 @@ std::optional<std::string> Importer::frozenReason(StringRef name,
   if (integral)
     return "holds integers only (a mask or an index table)";
   return std::nullopt;
+}
+
+LogicalResult Importer::checkUpgradedDims(const onnxpb::GraphProto &graph,
+                                          int64_t opset) {
+  auto check = [&](const onnxpb::ValueInfoProto &info,
+                   StringRef what) -> LogicalResult {
+    if (!info.type().has_tensor_type())
+      return success();
+    const auto &shape = info.type().tensor_type().shape();
+    for (int d = 0; d < shape.dim_size(); ++d)
+      if (shape.dim(d).has_dim_value() &&
+          shape.dim(d).dim_value() > pp::limits::kMaxUpgradedDim)
+        return fileError() << what << " '" << info.name() << "': dim " << d
+                           << " is " << shape.dim(d).dim_value()
+                           << ", more than the " << pp::limits::kMaxUpgradedDim
+                           << " ONNX's shape inference takes when it "
+                              "upgrades a model from opset "
+                           << opset << "; re-export it with opset " << kMinOpset
+                           << "-" << kMaxOpset;
+    return success();
+  };
+  for (const auto &info : graph.input())
+    if (failed(check(info, "input")))
+      return failure();
+  for (const auto &info : graph.output())
+    if (failed(check(info, "output")))
+      return failure();
+  for (const auto &info : graph.value_info())
+    if (failed(check(info, "value")))
+      return failure();
+  return success();
 }
 
 LogicalResult
@@ -1175,10 +1208,12 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
         }
       }
       // ONNX's shape inference gives Expand (...) an output of as many dims
-      // as its unknown shape operand declares elements: 2^63 of them is a
-      // hang, not an error.
+      // as its unknown shape operand declares elements, and walks a
+      // SAME-padded conv's or pool's input dims one stride at a time: 2^63
+      // of them is a hang, not an error.
       if (failed(checkShapeOperandLengths(model.graph())) ||
-          failed(checkOperandRanks(model.graph(), knownRanks(model.graph()))))
+          failed(checkOperandRanks(model.graph(), knownRanks(model.graph()))) ||
+          failed(checkUpgradedDims(model.graph(), opset)))
         return nullptr;
       // Older models are upgraded with ONNX's own version converter, which
       // needs inferred shapes for some adapters.
