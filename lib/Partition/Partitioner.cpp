@@ -1195,6 +1195,9 @@ struct Family {
   std::vector<uint64_t> bits; ///< [id * words + word].
   std::vector<unsigned> size;
   std::vector<uint64_t> hash;
+  /// The downset this one extends by `addedBlock` (both ~0u for the empty
+  /// one); parents come first, so the quantities are filled incrementally.
+  std::vector<unsigned> parentOf, addedBlock;
   /// Open addressing: (hash, id + 1) slots, id + 1 == 0 when free.
   std::vector<std::pair<uint64_t, unsigned>> slots;
   uint64_t slotMask = 0;
@@ -1246,7 +1249,7 @@ struct DownsetEnumerator {
   bool countOnly = false;
   uint64_t counted = 0;
 
-  void record(uint64_t hash) {
+  void record(uint64_t hash, unsigned parent, unsigned added) {
     if ((countOnly ? counted : family.count()) >= cap) {
       overflow = true;
       return;
@@ -1258,11 +1261,16 @@ struct DownsetEnumerator {
     family.bits.insert(family.bits.end(), current.begin(), current.end());
     family.size.push_back(currentSize);
     family.hash.push_back(hash);
+    family.parentOf.push_back(parent);
+    family.addedBlock.push_back(added);
   }
 
-  /// `candidates`: addable blocks above the last one added, ascending.
-  void run(const SmallVector<unsigned, 8> &candidates, uint64_t hash) {
-    record(hash);
+  /// `candidates`: addable blocks above the last one added, ascending;
+  /// the downset is `parent`'s with `added`.
+  void run(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
+           unsigned parent = ~0u, unsigned added = ~0u) {
+    unsigned self = family.count();
+    record(hash, parent, added);
     for (unsigned i = 0; i < candidates.size() && !overflow; ++i) {
       unsigned v = candidates[i];
       current[v / 64] |= uint64_t(1) << (v % 64);
@@ -1275,7 +1283,7 @@ struct DownsetEnumerator {
       SmallVector<unsigned, 8> next;
       std::merge(candidates.begin() + i + 1, candidates.end(), fresh.begin(),
                  fresh.end(), std::back_inserter(next));
-      run(next, hash ^ family.keys[v]);
+      run(next, hash ^ family.keys[v], self, v);
       for (unsigned w : level.succs[v])
         ++missing[w];
       --currentSize;
@@ -1317,18 +1325,20 @@ static bool indexFamily(const Model &m, const Level &level, Family &f) {
   for (unsigned b = 0; b < nb; ++b)
     f.fastTotal += fastest[b];
   f.hi.assign(count, 0);
-  std::vector<unsigned> inGroup(m.groups.size());
   int k = m.k;
   SmallVector<unsigned> pinned;
   for (unsigned b = 0; b < nb; ++b)
     if (level.pin[b] >= 0)
       pinned.push_back(b);
+  // Each downset's sums from its parent's (parents come first): the block
+  // added, its members' boundary and that of their predecessors, which the
+  // block may close; O(edges) per downset instead of O(blocks).
+  std::vector<unsigned> seen(m.n, ~0u);
   for (unsigned id = 0; id < count; ++id) {
     if (f.size[id] == 0)
       f.emptyId = id;
     if (f.size[id] == nb)
       f.fullId = id;
-    std::fill(inGroup.begin(), inGroup.end(), 0);
     int pinIn = 0, pinOut = k;
     for (unsigned b : pinned) {
       if (f.contains(id, b))
@@ -1336,27 +1346,51 @@ static bool indexFamily(const Model &m, const Level &level, Family &f) {
       else
         pinOut = std::min(pinOut, level.pin[b]);
     }
-    // The blocks of the downset: its set bits.
-    for (unsigned word = 0; word < f.words; ++word)
-      for (uint64_t bitsLeft = f.bits[size_t(id) * f.words + word]; bitsLeft;
-           bitsLeft &= bitsLeft - 1) {
-        unsigned b = word * 64 + llvm::countr_zero(bitsLeft);
-        f.fastTime[id] += fastest[b];
-        for (auto [g, members] : level.groups[b])
-          inGroup[g] += members;
-        for (unsigned v : level.members[b])
-          if (llvm::any_of(m.succs[v], [&](unsigned w) {
-                return !f.contains(id, level.blockOf[w]);
-              })) {
-            f.cutBytes[id] += m.output[v];
-            f.cutCount[id] += 1;
+    if (f.size[id] != 0) {
+      unsigned parent = f.parentOf[id], v = f.addedBlock[id];
+      assert(parent < id && "a downset before its parent");
+      f.fastTime[id] = f.fastTime[parent] + fastest[v];
+      f.cutBytes[id] = f.cutBytes[parent];
+      f.cutCount[id] = f.cutCount[parent];
+      f.tieBytes[id] = f.tieBytes[parent];
+      f.tieCount[id] = f.tieCount[parent];
+      auto leaves = [&](unsigned node) {
+        return llvm::any_of(m.succs[node], [&](unsigned w) {
+          return !f.contains(id, level.blockOf[w]);
+        });
+      };
+      for (unsigned u : level.members[v]) {
+        if (leaves(u)) {
+          f.cutBytes[id] += m.output[u];
+          f.cutCount[id] += 1;
+        }
+        // A predecessor in an earlier block fed u, outside the parent: it
+        // was on the parent's boundary, and may not be on this one.
+        for (unsigned q : m.preds[u]) {
+          if (level.blockOf[q] == v || seen[q] == id)
+            continue;
+          seen[q] = id;
+          if (!leaves(q)) {
+            f.cutBytes[id] -= m.output[q];
+            f.cutCount[id] -= 1;
           }
+        }
       }
-    for (unsigned g = 0; g < m.groups.size(); ++g)
-      if (inGroup[g] != 0 && inGroup[g] != m.groups[g].nodes.size()) {
-        f.tieBytes[id] += m.groups[g].gradientBytes;
-        f.tieCount[id] += 1;
+      for (auto [g, members] : level.groups[v]) {
+        size_t total = m.groups[g].nodes.size();
+        size_t before = llvm::count_if(m.groups[g].nodes, [&](unsigned x) {
+          return f.contains(parent, level.blockOf[x]);
+        });
+        bool wasSplit = before != 0 && before != total;
+        size_t after = before + members;
+        bool isSplit = after != 0 && after != total;
+        if (wasSplit != isSplit) {
+          uint64_t bytes = m.groups[g].gradientBytes;
+          f.tieBytes[id] += isSplit ? bytes : -bytes;
+          f.tieCount[id] += isSplit ? 1 : -1;
+        }
       }
+    }
     int lo = pinIn, hi = pinOut - 1;
     if (f.size[id] != nb)
       hi = std::min(hi, k - 2); // Only D_{k-1} holds everything.
@@ -1460,6 +1494,8 @@ static Family prefixDownsets(const Model &m, const Level &level) {
       f.bits.insert(f.bits.end(), current.begin(), current.end());
       f.size.push_back(i);
       f.hash.push_back(hash);
+      f.parentOf.push_back(i > 0 ? i - 1 : ~0u);
+      f.addedBlock.push_back(i > 0 ? i - 1 : ~0u);
     }
     if (indexFamily(m, level, f))
       return f;
@@ -1628,13 +1664,16 @@ void StageDP::expand(const SmallVector<unsigned, 8> &candidates, uint64_t hash,
       return;
     }
     work += currentHi - currentLo + 1;
-    Stage next = stage;
-    next.weight += level.weight[v];
-    next.activation += level.activation[v];
-    next.splitWeight += level.splitWeight[v];
-    next.splitActivation += level.splitActivation[v];
-    if (level.pin[v] >= 0)
-      next.pin = level.pin[v];
+    // Field by field: a copy-then-add of the struct made the compiler store
+    // and reload overlapping vector halves (a store-forwarding stall that
+    // was a fifth of this loop).
+    Stage next;
+    next.weight = stage.weight + level.weight[v];
+    next.activation = stage.activation + level.activation[v];
+    next.held = stage.held;
+    next.splitWeight = stage.splitWeight + level.splitWeight[v];
+    next.splitActivation = stage.splitActivation + level.splitActivation[v];
+    next.pin = level.pin[v] >= 0 ? level.pin[v] : stage.pin;
     for (auto [g, members] : level.groups[v]) {
       if (groupCount[g] == 0)
         next.held += m.groups[g].stateBytes;

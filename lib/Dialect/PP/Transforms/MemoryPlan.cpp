@@ -55,6 +55,7 @@ struct DeviceMemory {
 /// stage function's arena, the globals, gradient sums and stashes its
 /// stages keep; `setOffsets` records the arena offsets on the functions.
 static LogicalResult planScheduleMemory(ModuleOp module,
+                                        const SymbolTable &symbols,
                                         pipeline::ScheduleOp schedule,
                                         std::vector<DeviceMemory> &allDevices,
                                         std::vector<std::string> &allNames,
@@ -115,13 +116,13 @@ static LogicalResult planScheduleMemory(ModuleOp module,
       auto addGlobal = [&](FlatSymbolRefAttr symbol) {
         if (!globalsOf[it->second].insert(symbol.getValue()).second)
           return;
-        if (auto global = module.lookupSymbol<onnx::GlobalOp>(symbol))
+        if (auto global = symbols.lookup<onnx::GlobalOp>(symbol.getAttr()))
           memory.persistent += pp::getTensorBytes(global.getType());
       };
       if (auto read = dyn_cast<onnx::GlobalReadOp>(op)) {
         addGlobal(read.getGlobalAttr());
         auto global =
-            module.lookupSymbol<onnx::GlobalOp>(read.getGlobalAttr());
+            symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr());
         if (global && global.getKind() == onnx::kTrainable &&
             trainablesOf[*stage].insert(global.getSymName()).second) {
           int64_t bytes = pp::getTensorBytes(global.getType());
@@ -161,12 +162,14 @@ pp::pipeline::planStageMemory(ModuleOp module,
       planAttr && planAttr.hasPlacements() ? planAttr.getDataParallel() : 1;
   std::vector<DeviceMemory> devices;
   std::vector<std::string> names;
+  // One table for every lookup (module.lookupSymbol scans the module).
+  SymbolTable symbols(module);
   for (int64_t replica = 0; replica < numSchedules; ++replica) {
     pipeline::ScheduleOp schedule =
         pipeline::lookupSchedule(module, "pp-memory-plan", replica);
     if (!schedule)
       return failure();
-    if (failed(planScheduleMemory(module, schedule, devices, names,
+    if (failed(planScheduleMemory(module, symbols, schedule, devices, names,
                                   /*setOffsets=*/replica == 0)))
       return failure();
   }

@@ -239,11 +239,12 @@ struct Precision {
 };
 Precision getPrecision(ModuleOp module) {
   Precision precision;
+  SymbolTable symbols(module);
   module.walk([&](onnx::CastOp cast) {
     auto read = cast.getInput().getDefiningOp<onnx::GlobalReadOp>();
-    auto global = read ? SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
-                             read, read.getGlobalAttr())
-                       : onnx::GlobalOp();
+    auto global =
+        read ? symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr())
+             : onnx::GlobalOp();
     if (!global || global.getKind() != onnx::kTrainable)
       return WalkResult::advance();
     Type element = getElementTypeOrSelf(cast.getType());

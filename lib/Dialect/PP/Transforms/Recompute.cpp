@@ -496,14 +496,15 @@ pp::pipeline::planRecomputation(ModuleOp module,
     else if (isa<train::AdamOp>(op))
       stateFactor = std::max(stateFactor, 2.0);
   });
+  SymbolTable symbols(module);
   auto weightBytes = [&](int64_t stage) {
     llvm::SetVector<StringAttr> globals;
     int64_t bytes = 0;
     for (Operation *op : step.forwardOps[stage])
       for (Value operand : op->getOperands())
         if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
-          auto global = SymbolTable::lookupNearestSymbolFrom<onnx::GlobalOp>(
-              read, read.getGlobalAttr());
+          auto global =
+              symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr());
           if (global && global.getKind() == onnx::kTrainable &&
               globals.insert(global.getSymNameAttr()))
             bytes += pp::getTensorBytes(global.getType());

@@ -525,8 +525,12 @@ void Splitter::syncTiedWeights() {
     fn(s, Phase::Update).func.walk([&](train::GlobalWriteOp w) {
       writes.push_back({s, w});
     });
+  // The written globals exist before the loop (what it adds is never
+  // looked up here).
+  SymbolTable symbols(module);
   for (auto [s, write] : writes) {
-    auto global = module.lookupSymbol<onnx::GlobalOp>(write.getGlobalAttr());
+    auto global =
+        symbols.lookup<onnx::GlobalOp>(write.getGlobalAttr().getAttr());
     if (!global || global.getKind() != onnx::kTrainable)
       continue;
     StageFunction &update = fn(s, Phase::Update);

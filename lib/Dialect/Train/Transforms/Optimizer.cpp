@@ -23,21 +23,25 @@ constexpr llvm::StringLiteral kLossScaleGlobal = "pp.loss_scale";
 constexpr llvm::StringLiteral kLossScaleGoodStepsGlobal =
     "pp.loss_scale_good_steps";
 
-/// A state global named `name` holding `initial` (created once).
-FlatSymbolRefAttr stateGlobal(ModuleOp module, OpBuilder &moduleBuilder,
+/// A state global named `name` holding `initial` (created once; `symbols`
+/// is the module's table, kept up to date: module.lookupSymbol scans the
+/// module, once per parameter).
+FlatSymbolRefAttr stateGlobal(SymbolTable &symbols, OpBuilder &moduleBuilder,
                               StringRef name, RankedTensorType type,
                               Location loc, double initial = 0) {
-  if (!module.lookupSymbol(name)) {
+  MLIRContext *context = moduleBuilder.getContext();
+  if (!symbols.lookup(name)) {
     Type element = type.getElementType();
     Attribute value =
         isa<FloatType>(element)
             ? Attribute(moduleBuilder.getFloatAttr(element, initial))
             : Attribute(moduleBuilder.getIntegerAttr(
                   element, static_cast<int64_t>(initial)));
-    onnx::GlobalOp::create(moduleBuilder, loc, name, onnx::kState, type,
-                           DenseElementsAttr::get(type, value));
+    symbols.insert(onnx::GlobalOp::create(moduleBuilder, loc, name,
+                                          onnx::kState, type,
+                                          DenseElementsAttr::get(type, value)));
   }
-  return FlatSymbolRefAttr::get(module.getContext(), name);
+  return FlatSymbolRefAttr::get(context, name);
 }
 
 /// A scalar constant of `element` type.
@@ -106,7 +110,7 @@ void skipOverflowingSteps(OpBuilder &b, Location loc,
                           FlatSymbolRefAttr stepSym, Value previousStep,
                           Value step, FlatSymbolRefAttr scaleSym,
                           bool dynamicScale, int64_t interval,
-                          OpBuilder &moduleBuilder, ModuleOp module) {
+                          OpBuilder &moduleBuilder, SymbolTable &symbols) {
   Type f32 = b.getF32Type();
   // Summed per stage first: one flag crosses from each stage.
   std::map<std::optional<int64_t>, Value> perStage;
@@ -148,7 +152,7 @@ void skipOverflowingSteps(OpBuilder &b, Location loc,
     return;
   auto scaleType = RankedTensorType::get({}, f32);
   FlatSymbolRefAttr goodSym = stateGlobal(
-      module, moduleBuilder, kLossScaleGoodStepsGlobal, scaleType, loc);
+      symbols, moduleBuilder, kLossScaleGoodStepsGlobal, scaleType, loc);
   Value scale = onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym);
   Value good = onnx::AddOp::create(
       b, loc, onnx::GlobalReadOp::create(b, loc, scaleType, goodSym),
@@ -236,11 +240,12 @@ pp::train::applyOptimizer(ModuleOp module,
   auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   OpBuilder b(ret);
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
+  SymbolTable symbols(module);
   Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
   auto scaleType = RankedTensorType::get({}, b.getF32Type());
   FlatSymbolRefAttr scaleSym;
   if (scaling) {
-    scaleSym = stateGlobal(module, moduleBuilder, kLossScaleGlobal, scaleType,
+    scaleSym = stateGlobal(symbols, moduleBuilder, kLossScaleGlobal, scaleType,
                            loc, options.lossScaleValue);
     if (failed(scaleLossSeed(func, scaleSym, scaleType, loc)))
       return failure();
@@ -261,7 +266,7 @@ pp::train::applyOptimizer(ModuleOp module,
   // The 1-based step number, kept across calls in @pp.step.
   auto stepType = RankedTensorType::get({}, b.getI64Type());
   FlatSymbolRefAttr stepSym = stateGlobal(
-      module, moduleBuilder, pp::pipeline::kStepCounterGlobal, stepType, loc);
+      symbols, moduleBuilder, pp::pipeline::kStepCounterGlobal, stepType, loc);
   Value previousStep = onnx::GlobalReadOp::create(b, loc, stepType, stepSym);
   Value step = onnx::AddOp::create(
       b, loc, previousStep,
@@ -276,7 +281,7 @@ pp::train::applyOptimizer(ModuleOp module,
     if (!sym)
       continue;
     gradResults.set(i);
-    auto global = module.lookupSymbol<onnx::GlobalOp>(sym.getAttr());
+    auto global = symbols.lookup<onnx::GlobalOp>(sym.getAttr());
     if (!global) {
       func.emitError() << "gradient of unknown global " << sym;
       return failure();
@@ -305,7 +310,7 @@ pp::train::applyOptimizer(ModuleOp module,
       Value buffer;
       FlatSymbolRefAttr bufferSym;
       if (options.momentum != 0) {
-        bufferSym = stateGlobal(module, moduleBuilder,
+        bufferSym = stateGlobal(symbols, moduleBuilder,
                                 (name + ".momentum").str(), type, loc);
         buffer = onnx::GlobalReadOp::create(b, loc, type, bufferSym);
       }
@@ -319,9 +324,9 @@ pp::train::applyOptimizer(ModuleOp module,
       if (buffer)
         write(bufferSym, sgd.getNewMomentumBuffer(), buffer, grad, false);
     } else {
-      FlatSymbolRefAttr mSym = stateGlobal(module, moduleBuilder,
+      FlatSymbolRefAttr mSym = stateGlobal(symbols, moduleBuilder,
                                            (name + ".adam_m").str(), type, loc);
-      FlatSymbolRefAttr vSym = stateGlobal(module, moduleBuilder,
+      FlatSymbolRefAttr vSym = stateGlobal(symbols, moduleBuilder,
                                            (name + ".adam_v").str(), type, loc);
       Value m = onnx::GlobalReadOp::create(b, loc, type, mSym);
       Value v = onnx::GlobalReadOp::create(b, loc, type, vSym);
@@ -345,7 +350,7 @@ pp::train::applyOptimizer(ModuleOp module,
   if (scaling)
     skipOverflowingSteps(b, loc, writes, stepSym, previousStep, step, scaleSym,
                          dynamicScale, options.lossScaleInterval, moduleBuilder,
-                         module);
+                         symbols);
   SmallVector<Value> kept;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i)
     if (!gradResults.test(i))
