@@ -131,13 +131,18 @@ pp::MemoryPlan pp::planMemory(Block &block) {
     }
   }
 
-  // The lower bound: bytes live at the busiest op.
-  std::vector<int64_t> live(position + 1, 0);
-  for (const Interval &in : intervals)
-    for (unsigned t = in.start; t <= in.end; ++t)
-      live[t] += in.bytes;
-  for (int64_t bytes : live)
-    plan.peakLiveBytes = std::max(plan.peakLiveBytes, bytes);
+  // The lower bound: bytes live at the busiest op (a difference array:
+  // +bytes where a value starts, -bytes after its last use).
+  std::vector<int64_t> delta(position + 2, 0);
+  for (const Interval &in : intervals) {
+    delta[in.start] += in.bytes;
+    delta[in.end + 1] -= in.bytes;
+  }
+  int64_t live = 0;
+  for (int64_t change : delta) {
+    live += change;
+    plan.peakLiveBytes = std::max(plan.peakLiveBytes, live);
+  }
 
   // Greedy by size: each value at the lowest offset free for its lifetime.
   std::vector<size_t> order(intervals.size());
@@ -146,24 +151,26 @@ pp::MemoryPlan pp::planMemory(Block &block) {
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
     return intervals[a].bytes > intervals[b].bytes;
   });
-  std::vector<std::pair<int64_t, size_t>> placed; // (offset, interval)
+  // (offset, interval), kept sorted by offset: the first fit walks the
+  // blocks taken by values alive at the same time in offset order, with no
+  // sort per value (equal offsets in any order give the same fit).
+  std::vector<std::pair<int64_t, size_t>> placed;
   for (size_t i : order) {
     const Interval &in = intervals[i];
-    // Blocks taken by values alive at the same time, by offset.
-    std::vector<std::pair<int64_t, int64_t>> taken;
-    for (auto [offset, j] : placed) {
-      const Interval &other = intervals[j];
-      if (other.start <= in.end && in.start <= other.end)
-        taken.push_back({offset, offset + other.bytes});
-    }
-    llvm::sort(taken);
     int64_t offset = 0;
-    for (auto [begin, end] : taken) {
+    for (auto [begin, j] : placed) {
+      const Interval &other = intervals[j];
+      if (other.start > in.end || in.start > other.end)
+        continue;
       if (offset + in.bytes <= begin)
         break;
-      offset = std::max(offset, end);
+      offset = std::max(offset, begin + other.bytes);
     }
-    placed.push_back({offset, i});
+    placed.insert(llvm::upper_bound(placed, offset,
+                                    [](int64_t value, const auto &entry) {
+                                      return value < entry.first;
+                                    }),
+                  {offset, i});
     plan.offsets[in.value] = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + in.bytes);
   }
