@@ -84,9 +84,11 @@ def run(cmd, timeout):
 
 
 def pass_share(timing_text, name):
-    """Fraction of the total --mlir-timing wall time spent in pass `name`."""
-    total = re.search(r"^\s*([\d.]+) \(100\.0%\)\s+Total", timing_text, re.M)
-    row = re.search(r"^\s*([\d.]+) \(\s*[\d.]+%\)\s+" + name + r"$",
+    """Fraction of the total --mlir-timing wall time spent in pass `name`
+    (the column next to the name: wall time, after user time when the
+    report has both)."""
+    total = re.search(r"([\d.]+) \(100\.0%\)\s+Total$", timing_text, re.M)
+    row = re.search(r"([\d.]+) \(\s*[\d.]+%\)\s+" + name + r"$",
                     timing_text, re.M)
     if not total or not row:
         return None
