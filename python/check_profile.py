@@ -11,12 +11,19 @@ each) with --log, and sets the run against the prediction
 (--pp-plan-report measured-log=). Prints, per device count, the predicted
 and the measured step time and their relative error; --max-error fails
 the run beyond it (benchmarks use it; tests only check the flow).
+
+With --profile-load=ranks the generated profile is measured again for each
+device count d under the load of that run: d copies of the one-device
+program at once, their per-op times averaged, and that device count is
+planned with it (ranks that share a machine's cores, caches and memory
+bandwidth run each op slower than one process alone does).
 """
 import argparse
 import json
 import os
 import re
 import shlex
+import subprocess
 import sys
 
 from check_generated import build
@@ -36,6 +43,38 @@ def cpu_cluster(work, devices, link_bandwidth, link_latency):
             "links": {"intra_node": {"bandwidth": link_bandwidth,
                                      "latency": link_latency}}}, f)
     return path
+
+
+def averaged_profile(paths, out):
+    """Writes to `out` the profile whose every time is the mean of the
+    profiles at `paths` (same program, so the same nodes and fields)."""
+    profiles = [json.load(open(path)) for path in paths]
+    merged = json.loads(json.dumps(profiles[0]))
+    for kind, nodes in merged.items():
+        for node, fields in nodes.items():
+            for field, value in fields.items():
+                if isinstance(value, (int, float)):
+                    fields[field] = sum(p[kind][node][field]
+                                        for p in profiles) / len(profiles)
+    with open(out, "w") as f:
+        json.dump(merged, f, indent=1)
+
+
+def profile_under_load(command, copies, path):
+    """Runs `copies` instances of the profiling `command` (a list whose
+    --write-profile= entry is replaced per copy) at once and writes their
+    averaged profile to `path`."""
+    paths = [f"{path}.{copy}" for copy in range(copies)]
+    procs = [subprocess.Popen(
+        [f"--write-profile={p}" if arg.startswith("--write-profile=") else arg
+         for arg in command], stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT, text=True) for p in paths]
+    for proc in procs:
+        out, _ = proc.communicate()
+        if proc.returncode != 0:
+            sys.exit(f"profiling under load exited {proc.returncode}:\n"
+                     f"{out[-2000:]}")
+    averaged_profile(paths, path)
 
 
 def main():
@@ -58,6 +97,11 @@ def main():
                         "(--write-profile)")
     parser.add_argument("--link-bandwidth", default="5GB/s")
     parser.add_argument("--link-latency", default="20us")
+    parser.add_argument("--profile-load", default="none",
+                        choices=["none", "ranks"],
+                        help="ranks: for d devices, profile with d copies "
+                        "of the one-device program running at once "
+                        "(generated profiles only)")
     parser.add_argument("--max-error", type=float, default=None,
                         help="fail when |predicted / measured - 1| exceeds "
                         "this (e.g. 0.05)")
@@ -93,10 +137,11 @@ def main():
              f"--pp-compile=cluster={cluster} schedule=1f1b "
              f"microbatches={m} lr=0.01 report= emit-dir={program}",
              "-o", mlir])
-        out = run([build(program), "--local", "--threads=1",
-                   f"--steps={args.profile_steps}",
-                   f"--write-profile={profile}", "--profile-kind=cpu"] +
-                  data_flags(mlir, files))
+        profile_command = ([build(program), "--local", "--threads=1",
+                            f"--steps={args.profile_steps}",
+                            f"--write-profile={profile}",
+                            "--profile-kind=cpu"] + data_flags(mlir, files))
+        out = run(profile_command)
     print(next(line for line in out.splitlines()
                if line.startswith("profile: ")))
     nodes = json.load(open(profile))["cpu"]
@@ -104,9 +149,16 @@ def main():
     print(f"{args.model}: profile ({args.profile_from}) of {len(nodes)} "
           f"nodes, {backward} with a backward time")
 
+    if args.profile_load == "ranks" and args.profile_from != "generated":
+        sys.exit("--profile-load=ranks needs --profile-from=generated")
     failed = False
     for devices in [int(d) for d in args.devices.split(",")]:
         name = f"1f1b-{devices}"
+        if args.profile_load == "ranks":
+            profile = os.path.join(args.work, f"profile-{devices}.json")
+            profile_under_load(profile_command, devices, profile)
+            print(f"{args.model} {name}: profile measured under the load of "
+                  f"{devices} copies")
         cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
                               args.link_latency)
         program = os.path.join(args.work, name)
