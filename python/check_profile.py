@@ -13,10 +13,11 @@ and the measured step time and their relative error; --max-error fails
 the run beyond it (benchmarks use it; tests only check the flow).
 
 With --profile-load=ranks the generated profile is measured again for each
-device count d under the load of that run: d copies of the one-device
-program at once, their per-op times averaged, and that device count is
-planned with it (ranks that share a machine's cores, caches and memory
-bandwidth run each op slower than one process alone does).
+device count d under the load of that run: min(d, cores) copies of the
+one-device program at once, their per-op times averaged, and that device
+count is planned with it (ranks that share a machine's caches and memory
+bandwidth run each op slower than one process alone does; ranks beyond the
+cores time-share them, which no per-op time expresses).
 """
 import argparse
 import json
@@ -155,10 +156,13 @@ def main():
     for devices in [int(d) for d in args.devices.split(",")]:
         name = f"1f1b-{devices}"
         if args.profile_load == "ranks":
+            # Ranks beyond the cores time-share them: that is not a slower
+            # op but a rank that waits, which a per-op profile cannot hold.
+            copies = min(devices, os.cpu_count() or 1)
             profile = os.path.join(args.work, f"profile-{devices}.json")
-            profile_under_load(profile_command, devices, profile)
+            profile_under_load(profile_command, copies, profile)
             print(f"{args.model} {name}: profile measured under the load of "
-                  f"{devices} copies")
+                  f"{copies} copies")
         cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
                               args.link_latency)
         program = os.path.join(args.work, name)
