@@ -17,7 +17,17 @@ device count d under the load of that run: min(d, cores) copies of the
 one-device program at once, their per-op times averaged, and that device
 count is planned with it (ranks that share a machine's caches and memory
 bandwidth run each op slower than one process alone does; ranks beyond the
-cores time-share them, which no per-op time expresses).
+cores time-share them, which no per-op time expresses). With
+--profile-load=pipeline the d-rank program planned with the one-device
+profile runs once with --write-profile (each op timed on the rank that runs
+it, under the others' load, receive waits left out), and d ranks are
+planned again with that profile: the program measured is the replanned one.
+
+With 1 among the device counts, each other count's measured speed-up over
+one rank is printed against the ideal 1F1B speed-up d m / (m + d - 1);
+--repeats R runs the programs R more times, alternating, and sets
+the median of their median steps against the prediction and, with 1 rank,
+against each other (one run's step varies with the machine's load).
 """
 import argparse
 import json
@@ -99,10 +109,17 @@ def main():
     parser.add_argument("--link-bandwidth", default="5GB/s")
     parser.add_argument("--link-latency", default="20us")
     parser.add_argument("--profile-load", default="none",
-                        choices=["none", "ranks"],
+                        choices=["none", "ranks", "pipeline"],
                         help="ranks: for d devices, profile with d copies "
-                        "of the one-device program running at once "
+                        "of the one-device program running at once; "
+                        "pipeline: profile the d-rank program planned with "
+                        "the one-device profile, then plan again with it "
                         "(generated profiles only)")
+    parser.add_argument("--repeats", type=int, default=0,
+                        help="run every program this many more times, "
+                        "alternating; print the median step against the "
+                        "prediction and (with 1 among --devices) the "
+                        "speed-up over 1 rank")
     parser.add_argument("--max-error", type=float, default=None,
                         help="fail when |predicted / measured - 1| exceeds "
                         "this (e.g. 0.05)")
@@ -150,11 +167,50 @@ def main():
     print(f"{args.model}: profile ({args.profile_from}) of {len(nodes)} "
           f"nodes, {backward} with a backward time")
 
-    if args.profile_load == "ranks" and args.profile_from != "generated":
-        sys.exit("--profile-load=ranks needs --profile-from=generated")
+    if args.profile_load != "none" and args.profile_from != "generated":
+        sys.exit(f"--profile-load={args.profile_load} needs "
+                 "--profile-from=generated")
     failed = False
+    one_device_profile = profile
+    steps = {}
+    predictions = {}
+    launches = {}
+
+    def median_step(log):
+        """The median step time of a --log after its first step."""
+        times = sorted(json.loads(line)["step_ms"]
+                       for line in open(log).read().splitlines()[1:])
+        return times[len(times) // 2]
+
+    def compile_program(name, cluster, profile):
+        program = os.path.join(args.work, name)
+        mlir = os.path.join(args.work, name + ".mlir")
+        run([args.pipeline_opt, model,
+             f"--pp-compile=cluster={cluster} schedule=1f1b "
+             f"microbatches={m} lr=0.01 profile={profile} report= "
+             f"emit-dir={program}", "--mlir-print-debuginfo", "-o", mlir])
+        return build(program), mlir
+
     for devices in [int(d) for d in args.devices.split(",")]:
         name = f"1f1b-{devices}"
+        if args.profile_load == "pipeline":
+            profile = one_device_profile
+        if args.profile_load == "pipeline" and devices > 1:
+            # The program planned with the one-device profile, each op timed
+            # on its rank while the others run theirs.
+            cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
+                                  args.link_latency)
+            train, mlir = compile_program(name + "-first", cluster,
+                                          one_device_profile)
+            profile = os.path.join(args.work, f"profile-{devices}.json")
+            out = run(shlex.split(args.mpirun) + [
+                "-np", str(devices), train, f"--steps={args.profile_steps}",
+                f"--write-profile={profile}", "--profile-kind=cpu",
+                "--threads=1"] + data_flags(mlir, files))
+            print(f"{args.model} {name}: profile measured in the pipeline "
+                  f"of {devices} ranks planned with the one-device profile: "
+                  + next(line for line in out.splitlines()
+                         if line.startswith("profile: ")))
         if args.profile_load == "ranks":
             # Ranks beyond the cores time-share them: that is not a slower
             # op but a rank that waits, which a per-op profile cannot hold.
@@ -165,19 +221,14 @@ def main():
                   f"{copies} copies")
         cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
                               args.link_latency)
-        program = os.path.join(args.work, name)
-        mlir = os.path.join(args.work, name + ".mlir")
-        run([args.pipeline_opt, model,
-             f"--pp-compile=cluster={cluster} schedule=1f1b "
-             f"microbatches={m} lr=0.01 profile={profile} report= "
-             f"emit-dir={program}", "--mlir-print-debuginfo", "-o", mlir])
-        train = build(program)
+        train, mlir = compile_program(name, cluster, profile)
         log = os.path.join(args.work, name + ".jsonl")
         if os.path.exists(log):
             os.remove(log)
-        run(shlex.split(args.mpirun) + ["-np", str(devices), train,
-             f"--steps={args.steps}", f"--log={log}", "--threads=1"] +
-            data_flags(mlir, files))
+        launches[devices] = (shlex.split(args.mpirun) + [
+            "-np", str(devices), train, f"--steps={args.steps}",
+            "--threads=1"] + data_flags(mlir, files))
+        run(launches[devices] + [f"--log={log}"])
         report = run([args.pipeline_opt, mlir,
                       f"--pp-plan-report=cluster={cluster} profile={profile} "
                       f"measured-log={log}", "-o", os.devnull])
@@ -195,10 +246,46 @@ def main():
         for line in report.splitlines():
             if line.strip().startswith("device ") and "predicted" in line:
                 print(f"  {line.strip()}")
+        steps[devices] = measured
+        predictions[devices] = predicted
+        if devices > 1 and 1 in steps:
+            ideal = devices * m / (m + devices - 1)
+            speedup = steps[1] / measured
+            print(f"{args.model} {name}: speed-up over 1 rank {speedup:.3f}x, "
+                  f"{speedup / ideal * 100:.1f}% of the ideal 1F1B "
+                  f"{ideal:.3f}x")
         if args.max_error is not None and abs(error) > args.max_error:
             print(f"{args.model} {name}: |error| {abs(error):.3f} > "
                   f"{args.max_error}")
             failed = True
+    if args.repeats > 0:
+        medians = {d: [] for d in launches}
+        for repeat in range(args.repeats):
+            for d, command in launches.items():
+                log = os.path.join(args.work, f"repeat-{d}-{repeat}.jsonl")
+                if os.path.exists(log):
+                    os.remove(log)
+                run(command + [f"--log={log}"])
+                medians[d].append(median_step(log))
+        for d in launches:
+            step = sorted(medians[d])[len(medians[d]) // 2]
+            print(f"{args.model} 1f1b-{d}: over {args.repeats} "
+                  f"alternating runs, median step {step:.3f} ms, predicted "
+                  f"{predictions[d]:.3f} ms "
+                  f"({(predictions[d] / step - 1) * 100:+.1f}%)")
+        for d in launches:
+            if d == 1 or 1 not in launches:
+                continue
+            one = sorted(medians[1])[len(medians[1]) // 2]
+            step = sorted(medians[d])[len(medians[d]) // 2]
+            ideal = d * m / (m + d - 1)
+            print(f"{args.model} 1f1b-{d}: over {args.repeats} "
+                  f"alternating runs, median step 1 rank {one:.3f} ms, {d} "
+                  f"ranks {step:.3f} ms: speed-up {one / step:.3f}x, "
+                  f"{one / step / ideal * 100:.1f}% of the ideal {ideal:.3f}x "
+                  f"(per run: "
+                  + ", ".join(f"{a / b:.3f}x" for a, b in
+                              zip(medians[1], medians[d])) + ")")
     sys.exit(1 if failed else 0)
 
 

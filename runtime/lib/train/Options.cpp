@@ -47,9 +47,10 @@ const OptionSpec kOptions[] = {
     {"save-onnx", "OUT.onnx",
      "write the source model with the trained weights"},
     {"write-profile", "FILE.json",
-     "time every op (a program of one device): write each ONNX node's mean "
-     "forward and backward ms per micro-batch over the steps after the "
-     "first, as the profile --pp-compile profile= reads"},
+     "time every op on the rank that runs it (receive waits left out): "
+     "write each ONNX node's mean forward and backward ms per micro-batch "
+     "over the steps after the first, as the profile --pp-compile profile= "
+     "reads"},
     {"profile-kind", "KIND",
      "the device kind of --write-profile's times (default cpu)"},
     {"dump-globals", "DIR",

@@ -795,6 +795,89 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
   return ok;
 }
 
+bool Rank::gatherProfile(std::string &error) {
+  if (job.ranksPerReplica == 1)
+    return true;
+  // One entry: "phase calls seconds name-length\n" and the name's bytes.
+  auto sendBytes = [&](const std::string &bytes) -> Status {
+    int64_t size = static_cast<int64_t>(bytes.size());
+    Tensor count{allocateBuffer(sizeof size), DType::I64, {1}};
+    copyToBuffer(count.data, &size, sizeof size);
+    Status s = pipeline().send(count, 0, kDriverTag);
+    freeBuffer(count.data);
+    if (!s.ok() || size == 0)
+      return s;
+    Tensor text{allocateBuffer(size), DType::U8, {size}};
+    copyToBuffer(text.data, bytes.data(), size);
+    s = pipeline().send(text, 0, kDriverTag);
+    freeBuffer(text.data);
+    return s;
+  };
+  auto recvBytes = [&](int from, std::string &bytes) -> Status {
+    int64_t size = 0;
+    Tensor count{allocateBuffer(sizeof size), DType::I64, {1}};
+    Status s = pipeline().recv(count, from, kDriverTag);
+    if (s.ok())
+      copyFromBuffer(&size, count.data, sizeof size);
+    freeBuffer(count.data);
+    if (!s.ok() || size == 0)
+      return s;
+    Tensor text{allocateBuffer(size), DType::U8, {size}};
+    s = pipeline().recv(text, from, kDriverTag);
+    bytes.resize(static_cast<size_t>(size));
+    if (s.ok())
+      copyFromBuffer(bytes.data(), text.data, size);
+    freeBuffer(text.data);
+    return s;
+  };
+  if (slot != 0) {
+    std::string bytes;
+    char header[96];
+    for (const auto &[key, time] : opTimes) {
+      std::snprintf(header, sizeof header, "%d %lld %.17g %zu\n", key.first,
+                    static_cast<long long>(time.calls), time.seconds,
+                    key.second.size());
+      bytes += header;
+      bytes += key.second;
+    }
+    if (Status s = sendBytes(bytes); !s.ok()) {
+      error = "--write-profile: sending the op times to rank 0: " + s.message;
+      return false;
+    }
+    return true;
+  }
+  for (int from = 1; from < job.ranksPerReplica; ++from) {
+    std::string bytes;
+    if (Status s = recvBytes(from, bytes); !s.ok()) {
+      error = "--write-profile: receiving the op times of rank " +
+              std::to_string(from) + ": " + s.message;
+      return false;
+    }
+    size_t at = 0;
+    while (at < bytes.size()) {
+      int phase = 0;
+      long long calls = 0;
+      double seconds = 0;
+      size_t length = 0;
+      int used = 0;
+      size_t end = bytes.find('\n', at);
+      if (end == std::string::npos ||
+          std::sscanf(bytes.c_str() + at, "%d %lld %lg %zu%n", &phase, &calls,
+                      &seconds, &length, &used) != 4 ||
+          end + 1 + length > bytes.size()) {
+        error = "--write-profile: the op times of rank " +
+                std::to_string(from) + " are malformed";
+        return false;
+      }
+      OpTime &entry = opTimes[{phase, bytes.substr(end + 1, length)}];
+      entry.seconds += seconds;
+      entry.calls += calls;
+      at = end + 1 + length;
+    }
+  }
+  return true;
+}
+
 bool Rank::writeProfile(std::string &error) {
   if (profiledSteps < 1) {
     error = "--write-profile: no step was measured (--steps must be at "
@@ -832,8 +915,8 @@ bool Rank::writeProfile(std::string &error) {
     }
     return out + "\"";
   };
-  double microBatches =
-      static_cast<double>(profiledSteps * job.microBatches * job.replicas);
+  // Replica 0's times (gatherProfile): its micro-batches.
+  double microBatches = static_cast<double>(profiledSteps * job.microBatches);
   std::string json = "{\n  " + quote(job.options.profileKind) + ": {";
   bool first = true;
   for (const auto &[name, node] : nodes) {
@@ -991,6 +1074,8 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     if (ok && worldRank == 0)
       ok = dumpGlobals(options.dumpGlobals, values, error);
   }
+  if (ok && replica == 0 && !options.writeProfile.empty())
+    ok = gatherProfile(error);
   if (ok && worldRank == 0 && !options.writeProfile.empty())
     ok = writeProfile(error);
   if (ok && replica == 0 && tpRank == 0 && !options.saveOnnx.empty()) {

@@ -121,6 +121,10 @@ public:
   int64_t profiledSteps = 0;
   /// Writes --write-profile's JSON from opTimes.
   bool writeProfile(std::string &error);
+  /// --write-profile over several devices: every rank of replica 0 sends its
+  /// opTimes to slot 0, which adds them to its own (each node runs on one
+  /// device; a tensor-parallel group's members average).
+  bool gatherProfile(std::string &error);
   /// Messages between two stages of this rank: (from, to, tag, mb).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
 

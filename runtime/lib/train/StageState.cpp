@@ -312,7 +312,10 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   // Waiting for a peer is not work: busy time leaves it out.
   double start = nowSeconds();
   Status s = rank_.pipeline().recv(dst, rank_.slotOf(peer, member), mpiTag);
-  rank_.waitMs[stage] += (nowSeconds() - start) * 1e3;
+  double waited = nowSeconds() - start;
+  rank_.waitMs[stage] += waited * 1e3;
+  // --write-profile: the wait is not the next op's time either.
+  lastOpSeconds += waited;
   if (!s.ok())
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);
 }

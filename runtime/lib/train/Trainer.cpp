@@ -77,15 +77,6 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   }
   if (!options.local && !launchedByMPI())
     job.options.local = options.local = true;
-  if (!options.writeProfile.empty() && job.numRanks != 1) {
-    if (printer)
-      std::fprintf(stderr,
-                   "error: --write-profile times a program of one device (the "
-                   "whole model compiled for one device); this one runs on %d "
-                   "ranks\n",
-                   job.numRanks);
-    return 2;
-  }
 
   if (options.local) {
     if (!job.load(error)) {
