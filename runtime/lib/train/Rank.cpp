@@ -346,9 +346,9 @@ bool Rank::runAction(const ActionInfo &action) {
     Status s = synchronizeKernels(kernels);
     if (!s.ok())
       throw StageError("kernels", s.message);
-    if (state.timingOps && state.lastOpKey.first >= 0) {
-      opTimes[state.lastOpKey].seconds += nowSeconds() - state.lastOpSeconds;
-      state.lastOpKey.first = -1;
+    if (state.timingOps && state.lastOp) {
+      state.lastOp->seconds += nowSeconds() - state.lastOpSeconds;
+      state.lastOp = nullptr;
     }
   } catch (const StageError &e) {
     restore();
@@ -764,7 +764,8 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
     // --write-profile: the first step warms up and is not measured.
     if (!options.writeProfile.empty()) {
       if (step == job.firstStep() && step + 1 < options.steps)
-        opTimes.clear();
+        for (auto &[key, time] : opTimes) // kept: the stages point at them
+          time = OpTime{};
       else
         ++profiledSteps;
     }
@@ -930,6 +931,9 @@ bool Rank::writeProfile(std::string &error) {
       std::snprintf(buffer, sizeof buffer, "\"forward_ms\": %.9g",
                     node.update.seconds * 1e3 / node.update.calls);
       fields += buffer;
+    } else if (node.backward.calls > 0) {
+      // Its forward ran fused into another node's op (the time is there).
+      fields += "\"forward_ms\": 0";
     }
     if (node.backward.calls > 0) {
       double perForwardOp = node.forward.calls > 0
@@ -939,6 +943,10 @@ bool Rank::writeProfile(std::string &error) {
                     fields.empty() ? "" : ", ",
                     node.backward.seconds * 1e3 / perForwardOp);
       fields += buffer;
+    } else if (node.forward.calls > 0) {
+      // No backward op of its own: none needed (an Add's gradient passes
+      // through), or it ran fused into another node's.
+      fields += ", \"backward_ms\": 0";
     }
     if (fields.empty())
       continue;

@@ -113,10 +113,7 @@ public:
   std::map<int64_t, std::vector<Bucket>> reducing; // by stage
   /// --write-profile: per (phase, ONNX node) the time of its ops and how
   /// many ran (StageState::opFinished), over the measured steps.
-  struct OpTime {
-    double seconds = 0;
-    int64_t calls = 0;
-  };
+  using OpTime = train::OpTime;
   std::map<std::pair<int, std::string>, OpTime> opTimes;
   int64_t profiledSteps = 0;
   /// Writes --write-profile's JSON from opTimes.

@@ -48,17 +48,20 @@ void StageState::opFinished(const char *op) {
   if (Status s = synchronizeKernels(kernels()); !s.ok())
     fail(op, s.message);
   double now = nowSeconds();
-  std::string_view text(op);
-  // The node: the quoted name of "dialect.op 'node'".
-  size_t open = text.find('\'');
-  size_t close = text.rfind('\'');
-  std::string node(open != std::string_view::npos && close > open
-                       ? text.substr(open + 1, close - open - 1)
-                       : text);
-  lastOpKey = {static_cast<int>(timingPhase), std::move(node)};
-  Rank::OpTime &entry = rank_.opTimes[lastOpKey];
-  entry.seconds += now - lastOpSeconds;
-  ++entry.calls;
+  OpTime *&entry = opEntries[{static_cast<int>(timingPhase), op}];
+  if (!entry) {
+    std::string_view text(op);
+    // The node: the quoted name of "dialect.op 'node'" (a fused op's first).
+    size_t open = text.find('\'');
+    size_t close = text.rfind('\'');
+    std::string node(open != std::string_view::npos && close > open
+                         ? text.substr(open + 1, close - open - 1)
+                         : text);
+    entry = &rank_.opTimes[{static_cast<int>(timingPhase), std::move(node)}];
+  }
+  lastOp = entry;
+  entry->seconds += now - lastOpSeconds;
+  ++entry->calls;
   // The next op's time starts after this bookkeeping.
   lastOpSeconds = nowSeconds();
 }

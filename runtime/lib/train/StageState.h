@@ -18,6 +18,7 @@
 #include <memory>
 #include <string>
 #include <tuple>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,6 +47,12 @@ public:
 private:
   std::map<int64_t, std::vector<void *>> free_;
   int64_t allocated_ = 0;
+};
+
+/// --write-profile: the time of a node's ops in one phase and how many ran.
+struct OpTime {
+  double seconds = 0;
+  int64_t calls = 0;
 };
 
 /// The StageContext of one stage on its rank.
@@ -90,7 +97,18 @@ public:
   double lastOpSeconds = 0;
   /// Where the last op's time went: the function's work after it (its
   /// stashes and sends) joins it when the function returns.
-  std::pair<int, std::string> lastOpKey{-1, {}};
+  OpTime *lastOp = nullptr;
+  /// Each (phase, op description) seen, to its node's entry in
+  /// Rank::opTimes: the generated code passes string literals, so the
+  /// pointer names the op and the description is parsed once.
+  struct OpKeyHash {
+    size_t operator()(const std::pair<int, const char *> &key) const {
+      return std::hash<const void *>()(key.second) ^
+             static_cast<size_t>(key.first);
+    }
+  };
+  std::unordered_map<std::pair<int, const char *>, OpTime *, OpKeyHash>
+      opEntries;
 
   Rank &rank_;
   int64_t stage;
