@@ -27,7 +27,9 @@ With 1 among the device counts, each other count's measured speed-up over
 one rank is printed against the ideal 1F1B speed-up d m / (m + d - 1);
 --repeats R runs the programs R more times, alternating, and sets
 the median of their median steps against the prediction and, with 1 rank,
-against each other (one run's step varies with the machine's load).
+against each other (one run's step varies with the machine's load); each
+repeat also times the program's ops once more (--write-profile), and the
+median prediction from those profiles is printed beside the plan's.
 """
 import argparse
 import json
@@ -56,19 +58,41 @@ def cpu_cluster(work, devices, link_bandwidth, link_latency):
     return path
 
 
-def averaged_profile(paths, out):
-    """Writes to `out` the profile whose every time is the mean of the
-    profiles at `paths` (same program, so the same nodes and fields)."""
+def averaged_profile(paths, out, statistic="mean"):
+    """Writes to `out` the profile whose every time is the mean (or the
+    median) of the profiles at `paths` (same program, so the same nodes and
+    fields)."""
     profiles = [json.load(open(path)) for path in paths]
     merged = json.loads(json.dumps(profiles[0]))
     for kind, nodes in merged.items():
         for node, fields in nodes.items():
             for field, value in fields.items():
                 if isinstance(value, (int, float)):
-                    fields[field] = sum(p[kind][node][field]
-                                        for p in profiles) / len(profiles)
+                    values = sorted(p[kind][node][field] for p in profiles)
+                    fields[field] = (sum(values) / len(values)
+                                     if statistic == "mean" else
+                                     values[len(values) // 2])
     with open(out, "w") as f:
         json.dump(merged, f, indent=1)
+
+
+def timed_runs(command, runs, path):
+    """Runs the profiling `command` (a list with a --write-profile= entry)
+    `runs` times one after the other and writes the per-node median of
+    their profiles to `path` (a run in a slow spell of the machine does not
+    move it); returns the last run's output."""
+    if runs == 1:
+        return run([f"--write-profile={path}"
+                    if arg.startswith("--write-profile=") else arg
+                    for arg in command])
+    paths = [f"{path}.run{r}" for r in range(runs)]
+    for p in paths:
+        out = run([f"--write-profile={p}"
+                   if arg.startswith("--write-profile=") else arg
+                   for arg in command])
+    averaged_profile(paths, path, statistic="median")
+    print(f"profile: per-op median of {runs} runs written to {path}")
+    return out
 
 
 def profile_under_load(command, copies, path):
@@ -101,6 +125,9 @@ def main():
     parser.add_argument("--microbatches", type=int, default=4)
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--profile-steps", type=int, default=11)
+    parser.add_argument("--profile-runs", type=int, default=1,
+                        help="generated profiles: time the program this "
+                        "many times and take each op's median")
     parser.add_argument("--profile-from", default="generated",
                         choices=["generated", "interpreter"],
                         help="time the ops in the generated program of one "
@@ -159,7 +186,7 @@ def main():
                             f"--steps={args.profile_steps}",
                             f"--write-profile={profile}",
                             "--profile-kind=cpu"] + data_flags(mlir, files))
-        out = run(profile_command)
+        out = timed_runs(profile_command, args.profile_runs, profile)
     print(next(line for line in out.splitlines()
                if line.startswith("profile: ")))
     nodes = json.load(open(profile))["cpu"]
@@ -175,6 +202,18 @@ def main():
     steps = {}
     predictions = {}
     launches = {}
+    programs = {}
+
+    def report_step(mlir, cluster, profile, log):
+        """The plan report's measured and predicted step of `log`."""
+        report = run([args.pipeline_opt, mlir,
+                      f"--pp-plan-report=cluster={cluster} profile={profile} "
+                      f"measured-log={log}", "-o", os.devnull])
+        found = re.search(r"step ([0-9.]+) ms, predicted ([0-9.]+) ms",
+                          report)
+        if not found:
+            sys.exit(f"the plan report has no measured comparison:\n{report}")
+        return float(found.group(1)), float(found.group(2))
 
     def median_step(log):
         """The median step time of a --log after its first step."""
@@ -203,10 +242,11 @@ def main():
             train, mlir = compile_program(name + "-first", cluster,
                                           one_device_profile)
             profile = os.path.join(args.work, f"profile-{devices}.json")
-            out = run(shlex.split(args.mpirun) + [
+            out = timed_runs(shlex.split(args.mpirun) + [
                 "-np", str(devices), train, f"--steps={args.profile_steps}",
                 f"--write-profile={profile}", "--profile-kind=cpu",
-                "--threads=1"] + data_flags(mlir, files))
+                "--threads=1"] + data_flags(mlir, files), args.profile_runs,
+                profile)
             print(f"{args.model} {name}: profile measured in the pipeline "
                   f"of {devices} ranks planned with the one-device profile: "
                   + next(line for line in out.splitlines()
@@ -222,6 +262,7 @@ def main():
         cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
                               args.link_latency)
         train, mlir = compile_program(name, cluster, profile)
+        programs[devices] = (mlir, cluster)
         log = os.path.join(args.work, name + ".jsonl")
         if os.path.exists(log):
             os.remove(log)
@@ -259,7 +300,12 @@ def main():
                   f"{args.max_error}")
             failed = True
     if args.repeats > 0:
+        # Each repeat runs every program twice: once measured, once timing
+        # its ops (--write-profile). The profiles of the repeats predict the
+        # program as the plan's profile did, from other runs of the same
+        # period: the machine's speed drifts by more than 5% over minutes.
         medians = {d: [] for d in launches}
+        repredicted = {d: [] for d in launches}
         for repeat in range(args.repeats):
             for d, command in launches.items():
                 log = os.path.join(args.work, f"repeat-{d}-{repeat}.jsonl")
@@ -267,12 +313,26 @@ def main():
                     os.remove(log)
                 run(command + [f"--log={log}"])
                 medians[d].append(median_step(log))
+                timed = os.path.join(args.work,
+                                     f"repeat-{d}-{repeat}-profile.json")
+                run(command + [f"--write-profile={timed}",
+                               "--profile-kind=cpu"])
+                mlir, cluster = programs[d]
+                repredicted[d].append(
+                    report_step(mlir, cluster, timed, log)[1])
+
+        def median(values):
+            return sorted(values)[len(values) // 2]
+
         for d in launches:
-            step = sorted(medians[d])[len(medians[d]) // 2]
+            step = median(medians[d])
+            again = median(repredicted[d])
             print(f"{args.model} 1f1b-{d}: over {args.repeats} "
                   f"alternating runs, median step {step:.3f} ms, predicted "
                   f"{predictions[d]:.3f} ms "
-                  f"({(predictions[d] / step - 1) * 100:+.1f}%)")
+                  f"({(predictions[d] / step - 1) * 100:+.1f}%), from the "
+                  f"profiles timed between them {again:.3f} ms "
+                  f"({(again / step - 1) * 100:+.1f}%)")
         for d in launches:
             if d == 1 or 1 not in launches:
                 continue
