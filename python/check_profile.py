@@ -30,6 +30,12 @@ the median of their median steps against the prediction and, with 1 rank,
 against each other (one run's step varies with the machine's load); each
 repeat also times the program's ops once more (--write-profile), and the
 median prediction from those profiles is printed beside the plan's.
+
+With --measure-link the cluster's link is measured (train --measure-links:
+one-way times of 4 B to 16 MiB between 2 ranks) instead of taken from
+--link-bandwidth / --link-latency: the line fitted over every size for the
+one-device plan, and for each device count the line fitted to the sizes
+its plan sends (the plan is made again with that line).
 """
 import argparse
 import json
@@ -56,6 +62,48 @@ def cpu_cluster(work, devices, link_bandwidth, link_latency):
             "links": {"intra_node": {"bandwidth": link_bandwidth,
                                      "latency": link_latency}}}, f)
     return path
+
+
+def fit_link(pair, sizes=None):
+    """(bandwidth, latency) strings of the line latency + bytes / bandwidth
+    with the least squared relative error through `pair`'s one-way times
+    (train --measure-links), over the sizes within 4x of `sizes` (the
+    messages a plan sends; at least the two nearest sizes) or all of them;
+    and the line's worst relative error there."""
+    points = list(zip(pair["bytes"], pair["one_way_us"]))
+    if sizes:
+        low, high = min(sizes) / 4, max(sizes) * 4
+        near = [p for p in points if low <= p[0] <= high]
+        if len(near) < 2:
+            middle = (min(sizes) * max(sizes)) ** 0.5
+            near = sorted(points, key=lambda p: abs(
+                (p[0] / middle) - 1 if p[0] > middle else middle / p[0] - 1))
+            near = sorted(near[:2])
+        points = near
+    sw = sb = st = sbb = sbt = 0.0
+    for b, t in points:
+        w = 1 / (t * t)
+        sw, sb, st = sw + w, sb + w * b, st + w * t
+        sbb, sbt = sbb + w * b * b, sbt + w * b * t
+    denominator = sw * sbb - sb * sb
+    slope = (sw * sbt - sb * st) / denominator if denominator > 0 else 0
+    intercept = (st - slope * sb) / sw
+    if slope <= 0 or intercept <= 0:
+        intercept = points[0][1]
+        slope = max(points[-1][1] - intercept, 1e-6) / max(points[-1][0], 1)
+    worst = max(abs((intercept + slope * b) / t - 1) for b, t in points)
+    return (f"{1e-3 / slope:.4g}GB/s", f"{intercept:.4g}us",
+            [b for b, _ in points], worst)
+
+
+def cut_bytes(pipeline_opt, mlir, cluster, profile, work):
+    """The bytes of each message between the stages of the plan in
+    `mlir` (its report's cuts)."""
+    out = os.path.join(work, "cuts")
+    run([pipeline_opt, mlir, f"--pp-plan-report=cluster={cluster} "
+         f"profile={profile} summary= dir={out}", "-o", os.devnull])
+    plan = json.load(open(os.path.join(out, "plan.json")))
+    return sorted({cut["bytes"] for cut in plan["cuts"]})
 
 
 def averaged_profile(paths, out, statistic="mean"):
@@ -135,6 +183,12 @@ def main():
                         "(--write-profile)")
     parser.add_argument("--link-bandwidth", default="5GB/s")
     parser.add_argument("--link-latency", default="20us")
+    parser.add_argument("--measure-link", action="store_true",
+                        help="time messages between 2 ranks (train "
+                        "--measure-links under mpirun) and use, for each "
+                        "device count, the line fitted to the sizes its "
+                        "plan sends instead of --link-bandwidth and "
+                        "--link-latency")
     parser.add_argument("--profile-load", default="none",
                         choices=["none", "ranks", "pipeline"],
                         help="ranks: for d devices, profile with d copies "
@@ -189,6 +243,20 @@ def main():
         out = timed_runs(profile_command, args.profile_runs, profile)
     print(next(line for line in out.splitlines()
                if line.startswith("profile: ")))
+    link_pair = None
+    if args.measure_link:
+        if args.profile_from != "generated":
+            sys.exit("--measure-link needs --profile-from=generated (the "
+                     "generated program measures the link)")
+        links = os.path.join(args.work, "links.json")
+        run(shlex.split(args.mpirun) + ["-np", "2", profile_command[0],
+                                        f"--measure-links={links}"])
+        link_pair = json.load(open(links))["pairs"][0]
+        bandwidth, latency, _, worst = fit_link(link_pair)
+        args.link_bandwidth, args.link_latency = bandwidth, latency
+        print(f"link: measured between 2 ranks: {latency}, {bandwidth} over "
+              f"{link_pair['bytes'][0]} B to {link_pair['bytes'][-1]} B "
+              f"(worst fit error {worst * 100:.0f}%)")
     nodes = json.load(open(profile))["cpu"]
     backward = sum(1 for t in nodes.values() if "backward_ms" in t)
     print(f"{args.model}: profile ({args.profile_from}) of {len(nodes)} "
@@ -262,6 +330,18 @@ def main():
         cluster = cpu_cluster(args.work, devices, args.link_bandwidth,
                               args.link_latency)
         train, mlir = compile_program(name, cluster, profile)
+        if link_pair and devices > 1:
+            # The line through the sizes this plan sends (a memory hierarchy
+            # bends the whole range's curve); a new plan if it moves.
+            sizes = cut_bytes(args.pipeline_opt, mlir, cluster, profile,
+                              args.work)
+            bandwidth, latency, used, worst = fit_link(link_pair, sizes)
+            print(f"{args.model} {name}: messages of {sizes[0]} to "
+                  f"{sizes[-1]} B: link {latency}, {bandwidth} fitted over "
+                  f"{used[0]} to {used[-1]} B (worst error "
+                  f"{worst * 100:.0f}%)")
+            cluster = cpu_cluster(args.work, devices, bandwidth, latency)
+            train, mlir = compile_program(name, cluster, profile)
         programs[devices] = (mlir, cluster)
         log = os.path.join(args.work, name + ".jsonl")
         if os.path.exists(log):

@@ -51,6 +51,10 @@ const OptionSpec kOptions[] = {
      "write each ONNX node's mean forward and backward ms per micro-batch "
      "over the steps after the first, as the profile --pp-compile profile= "
      "reads"},
+    {"measure-links", "FILE.json",
+     "train nothing: time messages of 4 B to 16 MiB between rank 0 and each "
+     "other rank (2 ranks or more) and write the links' latency and "
+     "bandwidth as the cluster file's \"links\""},
     {"profile-kind", "KIND",
      "the device kind of --write-profile's times (default cpu)"},
     {"dump-globals", "DIR",
@@ -225,6 +229,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       options.saveOnnx = value;
     } else if (name == "write-profile") {
       options.writeProfile = value;
+    } else if (name == "measure-links") {
+      if (value.empty())
+        return badValue("a file path");
+      options.measureLinks = value;
     } else if (name == "profile-kind") {
       if (value.empty())
         return badValue("a device kind");

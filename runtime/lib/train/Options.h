@@ -36,6 +36,8 @@ struct TrainOptions {
   /// as the profile JSON of --pp-partition profile=, for --profile-kind.
   std::string writeProfile;
   std::string profileKind = "cpu";
+  /// --measure-links: the file of the measured links (no training).
+  std::string measureLinks;
   std::string dumpGlobals;
   std::string dataFile;
   /// Receive timeout in seconds: finite, positive, at most kMaxTimeout.

@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Job.h"
+#include "LinkProbe.h"
 #include "Options.h"
 #include "Rank.h"
 
@@ -78,6 +79,22 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   if (!options.local && !launchedByMPI())
     job.options.local = options.local = true;
 
+  if (!options.measureLinks.empty() && options.local) {
+    // Threads of this process: what the in-process communicator costs.
+    int threadCount = std::max(2, job.numRanks);
+    auto group = createInProcessGroup(threadCount);
+    std::vector<int> status(static_cast<size_t>(threadCount), 0);
+    std::vector<std::thread> threads;
+    for (int r = 1; r < threadCount; ++r)
+      threads.emplace_back([&, r] {
+        status[r] = measureLinks(*group[r], options.measureLinks, programName);
+      });
+    status[0] = measureLinks(*group[0], options.measureLinks, programName);
+    for (std::thread &thread : threads)
+      thread.join();
+    return *std::max_element(status.begin(), status.end());
+  }
+
   if (options.local) {
     if (!job.load(error)) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
@@ -105,6 +122,9 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
+  // The links do not depend on the program: any rank count of 2 or more.
+  if (!options.measureLinks.empty())
+    return measureLinks(*comm, options.measureLinks, programName);
   if (comm->size() != job.numRanks) {
     if (comm->rank() == 0) {
       std::string layout = std::to_string(job.numDevices) + " devices";
