@@ -291,20 +291,6 @@ Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
   return Status::error("unreachable");
 }
 
-/// Whether unaryGrad reads y (f(x)) for `kind`; the others ignore it.
-bool gradUsesOutput(UnaryKind kind) {
-  switch (kind) {
-  case UnaryKind::Sigmoid:
-  case UnaryKind::Tanh:
-  case UnaryKind::Sqrt:
-  case UnaryKind::Exp:
-  case UnaryKind::Reciprocal:
-    return true;
-  default:
-    return false;
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//
@@ -536,8 +522,8 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
     return dtypeError(what, dy.dtype);
   // y is only read by the kinds whose derivative is cheaper from f(x); the
   // others accept an empty placeholder.
-  const Tensor &input = gradUsesOutput(kind) ? y : x;
-  const char *inputName = gradUsesOutput(kind) ? " y" : " x";
+  const Tensor &input = unaryGradReadsOutput(kind) ? y : x;
+  const char *inputName = unaryGradReadsOutput(kind) ? " y" : " x";
   if (Status s = expectDType(input, dy.dtype, (what + inputName).c_str());
       !s.ok())
     return s;

@@ -214,20 +214,6 @@ template <typename T> struct UnaryGradOp {
   }
 };
 
-/// Whether unaryGrad reads y (f(x)) for `kind`; the others read x.
-bool gradUsesOutput(UnaryKind kind) {
-  switch (kind) {
-  case UnaryKind::Sigmoid:
-  case UnaryKind::Tanh:
-  case UnaryKind::Sqrt:
-  case UnaryKind::Exp:
-  case UnaryKind::Reciprocal:
-    return true;
-  default:
-    return false;
-  }
-}
-
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//
@@ -617,7 +603,7 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   if (!isFloat(dy.dtype))
     return dtypeError(what, dy.dtype);
   // Only the operand the kind reads is checked; the other may be empty.
-  bool usesY = gradUsesOutput(kind);
+  bool usesY = unaryGradReadsOutput(kind);
   const Tensor &input = usesY ? y : x;
   const char *inputName = usesY ? " y" : " x";
   PP_RT_TRY(expectDType(input, dy.dtype, (what + inputName).c_str()));

@@ -143,6 +143,15 @@ LogicalResult unaryRule(Operation *op, rt::UnaryKind kind, float alpha,
                         Grads &dxs) {
   GradBuilder g(b, op);
   Value x = op->getOperand(0), y = op->getResult(0);
+  // The kernel reads x or y, never both: name the one it reads twice, so
+  // that the backward keeps (stashes) one tensor. Relu reads the sign of
+  // x, which is y's (x > 0 iff y > 0, NaN included): y, which the next
+  // layer keeps anyway, and x is left to the forward (a convolution can
+  // then apply the Relu as it writes).
+  if (rt::unaryGradReadsOutput(kind) || kind == rt::UnaryKind::Relu)
+    x = y;
+  else
+    y = x;
   dxs.push_back(train::UnaryGradOp::create(
       b, g.loc, x.getType(), train::UnaryKindAttr::get(b.getContext(), kind), x,
       y, dys[0], b.getF32FloatAttr(alpha), b.getF32FloatAttr(beta)));

@@ -122,6 +122,13 @@ constexpr const char *toString(UnaryKind kind) { return getInfo(kind).name; }
 constexpr bool hasUnaryGrad(UnaryKind kind) {
   return getInfo(kind).hasUnaryGrad;
 }
+/// Whether unaryGrad computes f'(x) from y = f(x) (the kinds where that is
+/// cheaper) rather than from x; it reads only one of them.
+constexpr bool unaryGradReadsOutput(UnaryKind kind) {
+  return kind == UnaryKind::Sigmoid || kind == UnaryKind::Tanh ||
+         kind == UnaryKind::Sqrt || kind == UnaryKind::Exp ||
+         kind == UnaryKind::Reciprocal;
+}
 constexpr const char *fusedFunction(UnaryKind kind) {
   return getInfo(kind).fused;
 }

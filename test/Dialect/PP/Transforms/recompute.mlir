@@ -11,7 +11,7 @@
 // End to end on two test models: the recomputed steps split into stage
 // programs and get a schedule; the clones land in the backward functions.
 // RUN: pipeline-opt %models/transformer.onnx --batch-size=2 --pp-add-loss --pp-partition=cluster=2xH100 --pp-autodiff --pp-optimizer --pp-recompute="policy=full report=-" --pp-split-stages="microbatches=2" --pp-schedule --mlir-elide-resource-strings-if-larger=1 | FileCheck %s --check-prefix=MODELS
-// RUN: pipeline-opt %models/resnet18.onnx --batch-size=2 --pp-add-loss --pp-partition=cluster=2xH100 --pp-autodiff --pp-optimizer --pp-recompute="policy=selective report=-" --pp-split-stages="microbatches=2 split-backward=true" --pp-schedule="kind=zb-h1" --mlir-elide-resource-strings-if-larger=1 | FileCheck %s --check-prefix=MODELS
+// RUN: pipeline-opt %models/resnet18.onnx --batch-size=2 --pp-add-loss --pp-partition=cluster=2xH100 --pp-autodiff --pp-optimizer --pp-recompute="policy=full report=-" --pp-split-stages="microbatches=2 split-backward=true" --pp-schedule="kind=zb-h1" --mlir-elide-resource-strings-if-larger=1 | FileCheck %s --check-prefix=MODELS
 // MODELS: == recompute: policy
 // MODELS-NEXT: stage 0: kept per micro-batch
 // MODELS-NEXT: stage 1: kept per micro-batch
@@ -29,14 +29,15 @@
 
 // Under a large budget nothing is recomputed.
 // FIT: == recompute: policy auto, schedule 1f1b, 8 micro-batches, 2 stages ==
-// FIT-NEXT: stage 0 (node0/gpu0): kept per micro-batch 1024 B {{.*}} -> 1024 B {{.*}}; 0 ops recomputed
-// FIT-NEXT: stage 1 (node0/gpu1): kept per micro-batch 896 B {{.*}} -> 896 B {{.*}}; 0 ops recomputed
+// FIT-NEXT: stage 0 (node0/gpu0): kept per micro-batch 512 B {{.*}} -> 512 B {{.*}}; 0 ops recomputed
+// FIT-NEXT: stage 1 (node0/gpu1): kept per micro-batch 768 B {{.*}} -> 768 B {{.*}}; 0 ops recomputed
 // FIT-NOT: pp.recompute
 
 //--- policies.mlir
 
-// Two stages. Stage 0 keeps %h and %r (Relu's backward reads both), stage 1
-// keeps %r (for its weight gradient), %o, %t and the log-probabilities.
+// Two stages. Stage 0 keeps %r (Relu's backward reads the sign of its
+// output, not %h), stage 1 keeps %r (for its weight gradient), %t (Tanh's
+// backward reads its output, not %o) and the log-probabilities.
 onnx.global "trainable" @w1 : tensor<16x16xf32>
 onnx.global "trainable" @w2 : tensor<16x4xf32>
 func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp.loss}) {
@@ -54,8 +55,8 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // by stage 0), stage 0 from the step input; each clone comes just before
 // the first backward op of its stage that reads it. The forward is intact.
 // FULL: == recompute: policy full, schedule 1f1b, 8 micro-batches, 2 stages ==
-// FULL-NEXT: stage 0: kept per micro-batch 1024 B {{.*}} -> 0 B {{.*}}; 2 ops recomputed
-// FULL-NEXT: stage 1: kept per micro-batch 896 B {{.*}} -> 512 B {{.*}}; 3 ops recomputed
+// FULL-NEXT: stage 0: kept per micro-batch 512 B {{.*}} -> 0 B {{.*}}; 2 ops recomputed
+// FULL-NEXT: stage 1: kept per micro-batch 768 B {{.*}} -> 512 B {{.*}}; 3 ops recomputed
 // FULL-LABEL: func.func @main
 // FULL: %[[H:.*]] = onnx.MatMul %arg0, %{{.*}} {pp.stage = 0 : i64}
 // FULL-NEXT: %[[R:.*]] = onnx.Relu %[[H]] {pp.stage = 0 : i64}
@@ -67,37 +68,36 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // FULL-NEXT: %[[T2:.*]] = onnx.Tanh %[[O2]] {pp.recompute, pp.stage = 1 : i64}
 // FULL-NEXT: %{{.*}}, %[[LOGP2:.*]] = onnx.SoftmaxCrossEntropyLoss %[[T2]], %arg1 {pp.recompute, pp.stage = 1 : i64}
 // FULL-NEXT: %[[DT:.*]] = train.softmax_cross_entropy_grad %[[SEED]], %[[LOGP2]], %arg1
-// FULL-NEXT: %[[DO:.*]] = train.unary_grad <Tanh> %[[O2]], %[[T2]], %[[DT]]
+// FULL-NEXT: %[[DO:.*]] = train.unary_grad <Tanh> %[[T2]], %[[T2]], %[[DT]]
 // FULL: onnx.Transpose %[[R]] {{.*}}pp.stage = 1 : i64
 // FULL: %[[H2:.*]] = onnx.MatMul %arg0, %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: %[[R2:.*]] = onnx.Relu %[[H2]] {pp.recompute, pp.stage = 0 : i64}
-// FULL-NEXT: train.unary_grad <Relu> %[[H2]], %[[R2]], %{{.*}} {pp.stage = 0 : i64}
+// FULL-NEXT: train.unary_grad <Relu> %[[R2]], %[[R2]], %{{.*}} {pp.stage = 0 : i64}
 // FULL: return %[[LOSS]]
 
-// Selective: only the memory-bound Relu and Tanh.
+// Selective recomputes memory-bound ops whose outputs are not kept anyway:
+// here none, since the backwards of Relu and Tanh read their outputs.
 // SEL-LABEL: func.func @main
-// SEL: %[[H:.*]] = onnx.MatMul %arg0
-// SEL: %[[O:.*]] = onnx.MatMul
-// SEL: pp.loss_seed
-// SEL-NOT: onnx.MatMul {{.*}}pp.recompute
-// SEL: %[[T2:.*]] = onnx.Tanh %[[O]] {pp.recompute, pp.stage = 1 : i64}
-// SEL-NEXT: train.unary_grad <Tanh> %[[O]], %[[T2]]
-// SEL: %[[R2:.*]] = onnx.Relu %[[H]] {pp.recompute, pp.stage = 0 : i64}
-// SEL-NEXT: train.unary_grad <Relu> %[[H]], %[[R2]]
+// SEL: %[[R:.*]] = onnx.Relu
+// SEL: %[[T:.*]] = onnx.Tanh
+// SEL-NOT: pp.recompute
+// SEL: train.unary_grad <Tanh> %[[T]], %[[T]]
+// SEL-NOT: pp.recompute
+// SEL: train.unary_grad <Relu> %[[R]], %[[R]]
 // SEL-NOT: pp.recompute
 // SEL: return
 
 // A budget of 1000 bytes: stage 0 (2 micro-batches in flight under 1F1B)
 // must drop its activations; stage 1 (one in flight) fits as it is.
 // TIGHT: == recompute: policy auto, schedule 1f1b, 8 micro-batches, 2 stages ==
-// TIGHT-NEXT: stage 0 (node0/gpu0): kept per micro-batch 1024 B {{.*}} -> 0 B {{.*}}; 2 ops recomputed; added forward {{.*}} us; 2 in flight x kept 0 B vs budget 1000 B
-// TIGHT-NEXT: stage 1 (node0/gpu1): kept per micro-batch 896 B {{.*}} -> 896 B {{.*}}; 0 ops recomputed; added forward 0.000 us; 1 in flight x kept 896 B vs budget 1000 B
+// TIGHT-NEXT: stage 0 (node0/gpu0): kept per micro-batch 512 B {{.*}} -> 0 B {{.*}}; 2 ops recomputed; added forward {{.*}} us; 2 in flight x kept 0 B vs budget 1000 B
+// TIGHT-NEXT: stage 1 (node0/gpu1): kept per micro-batch 768 B {{.*}} -> 768 B {{.*}}; 0 ops recomputed; added forward 0.000 us; 1 in flight x kept 768 B vs budget 1000 B
 // TIGHT-LABEL: func.func @main
 // TIGHT: pp.loss_seed
 // TIGHT-NOT: pp.recompute, pp.stage = 1
 // TIGHT: %[[H2:.*]] = onnx.MatMul %arg0, %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // TIGHT-NEXT: %[[R2:.*]] = onnx.Relu %[[H2]] {pp.recompute, pp.stage = 0 : i64}
-// TIGHT-NEXT: train.unary_grad <Relu> %[[H2]], %[[R2]]
+// TIGHT-NEXT: train.unary_grad <Relu> %[[R2]], %[[R2]]
 // TIGHT: return
 
 // -----
@@ -126,7 +126,7 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 // FULL: %[[G2:.*]] = onnx.Gelu %[[D]] {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: onnx.MatMul %[[G2]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // FULL-NOT: onnx.Dropout
-// FULL: train.unary_grad <GeluErf> %[[D]], %[[G2]]
+// FULL: train.unary_grad <GeluErf> %[[D]], %[[D]]
 // FULL-NEXT: train.dropout_grad %{{.*}}, %[[MASK]]
 // FULL-NOT: onnx.Dropout
 // FULL: return
@@ -148,9 +148,9 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 
 // -----
 
-// Selective on an attention-like chain: Tanh, both Reshapes, Softmax and
-// the scaling by a scalar are recomputed from the MatMul's output (which
-// Tanh's backward keeps anyway); the MatMuls are not.
+// Selective on an attention-like chain: both Reshapes, Softmax and the
+// scaling by a scalar are recomputed from Tanh's output (which Tanh's
+// backward keeps anyway); the MatMuls are not.
 onnx.global "trainable" @w1 : tensor<16x16xf32>
 onnx.global "trainable" @w2 : tensor<16x4xf32>
 func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp.loss}) {
@@ -171,17 +171,18 @@ func.func @main(%x: tensor<8x16xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {p
 }
 // SEL-LABEL: func.func @main
 // SEL: %[[M:.*]] = onnx.MatMul %arg0
+// SEL-NEXT: %[[S:.*]] = onnx.Tanh %[[M]] {pp.stage = 0 : i64}
 // SEL: pp.loss_seed
 // SEL-NOT: onnx.MatMul {{.*}}pp.recompute
-// SEL: %[[S2:.*]] = onnx.Tanh %[[M]] {pp.recompute, pp.stage = 0 : i64}
-// SEL-NEXT: %[[RE2:.*]] = onnx.Reshape %[[S2]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
+// SEL-NOT: onnx.Tanh {{.*}}pp.recompute
+// SEL: %[[RE2:.*]] = onnx.Reshape %[[S]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // SEL-NEXT: %[[SM2:.*]] = onnx.Softmax %[[RE2]] {pp.recompute, pp.stage = 0 : i64}
 // SEL-NEXT: %[[FL2:.*]] = onnx.Reshape %[[SM2]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // SEL-NEXT: %[[SC2:.*]] = onnx.Mul %[[FL2]], %{{.*}} {pp.recompute, pp.stage = 0 : i64}
 // SEL-NEXT: onnx.Transpose %[[SC2]]
 // SEL-NOT: onnx.MatMul {{.*}}pp.recompute
 // SEL: train.softmax_grad %[[SM2]]
-// SEL: train.unary_grad <Tanh> %[[M]], %[[S2]]
+// SEL: train.unary_grad <Tanh> %[[S]], %[[S]]
 // SEL: return
 
 // -----
@@ -209,16 +210,18 @@ func.func @main(%x: tensor<4x2x3x3xf32>) -> (tensor<f32> {pp.loss}) {
 // FULL: %[[Y2:.*]], %{{.*}}, %{{.*}} = onnx.BatchNormalization %arg0, {{.*}} {pp.recompute, pp.stage = 0 : i64, training_mode = 1 : i64}
 // FULL-NEXT: %[[R2:.*]] = onnx.Relu %[[Y2]] {pp.recompute, pp.stage = 0 : i64}
 // FULL-NEXT: onnx.Mul %{{.*}}, %[[R2]]
-// FULL: train.unary_grad <Relu> %[[Y2]], %[[R2]]
+// FULL: train.unary_grad <Relu> %[[R2]], %[[R2]]
 // FULL: train.global_write @mean, %[[RM]]
 // FULL: train.global_write @var, %[[RV]]
 
+// Selective: Relu's output is kept for its backward, so nothing is
+// recomputed (BatchNorm's output is not kept).
 // SEL-LABEL: func.func @main
 // SEL: %[[Y:.*]], %{{.*}}, %{{.*}} = onnx.BatchNormalization
+// SEL-NEXT: %[[R:.*]] = onnx.Relu %[[Y]] {pp.stage = 0 : i64}
 // SEL: pp.loss_seed
-// SEL-NOT: onnx.BatchNormalization
-// SEL: %[[R2:.*]] = onnx.Relu %[[Y]] {pp.recompute, pp.stage = 0 : i64}
-// SEL: train.unary_grad <Relu> %[[Y]], %[[R2]]
+// SEL-NOT: pp.recompute
+// SEL: train.unary_grad <Relu> %[[R]], %[[R]]
 
 //--- errors.mlir
 

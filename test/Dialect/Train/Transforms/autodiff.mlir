@@ -18,7 +18,9 @@ func.func @main(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp
   // CHECK: %[[LOSS:.*]], %[[LOGP:.*]] = onnx.SoftmaxCrossEntropyLoss
   // CHECK: %[[ONE:.*]] = onnx.Constant dense<1.000000e+00> : tensor<f32>
   // CHECK: %[[DR:.*]] = train.softmax_cross_entropy_grad %[[ONE]], %[[LOGP]], %{{.*}} {reduction = "mean"}
-  // CHECK: %[[DY:.*]] = train.unary_grad <Relu> %[[Y]], %[[R]], %[[DR]] : tensor<8x3xf32>
+  // Relu's gradient reads the sign of its output (that of its input), so
+  // the backward keeps one tensor: the output, in both places.
+  // CHECK: %[[DY:.*]] = train.unary_grad <Relu> %[[R]], %[[R]], %[[DR]] : tensor<8x3xf32>
   // CHECK-NOT: onnx.Gemm %[[DY]], %{{.*}} {beta = 0.000000e+00 : f32} : (tensor<8x3xf32>, tensor<3x4xf32>) -> tensor<8x4xf32>
   // CHECK: %[[DW:.*]] = onnx.Gemm %[[DY]], %{{.*}} {beta = 0.000000e+00 : f32, transA = 1 : i64} : (tensor<8x3xf32>, tensor<8x4xf32>) -> tensor<3x4xf32>
   // CHECK: %[[DB:.*]] = train.reduce_sum_to %[[DY]] : tensor<8x3xf32> to tensor<3xf32>
