@@ -2,6 +2,7 @@
 
 #include "pp/Analysis/CostModel.h"
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Support/InputLimits.h"
 #include "llvm/Support/CheckedArithmetic.h"
@@ -167,6 +168,12 @@ OpWork CostModel::getWork(Operation *op) const {
   OpWork work;
   if (auto cost = dyn_cast<onnx::CostOpInterface>(op))
     work.forwardFlops = static_cast<double>(cost.getForwardFlops());
+  // A fused activation: one more operation per element, no more bytes (the
+  // point of fusing it).
+  if (pipeline::getActivation(op) != rt::UnaryKind::Identity)
+    if (auto type = dyn_cast<RankedTensorType>(op->getResult(0).getType());
+        type && type.hasStaticShape())
+      work.forwardFlops += static_cast<double>(type.getNumElements());
   for (Value operand : op->getOperands())
     work.forwardBytes += getTensorBytes(operand.getType());
   for (Value result : op->getResults()) {

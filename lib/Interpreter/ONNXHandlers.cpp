@@ -11,6 +11,7 @@
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/ONNX/Utils/KernelParams.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Interpreter/Interpreter.h"
 
 #include "llvm/ADT/STLExtras.h"
@@ -22,6 +23,7 @@
 using namespace mlir;
 using namespace pp::interp;
 namespace onnx = pp::onnx;
+namespace pipeline = pp::pipeline;
 namespace rt = pp::rt;
 
 namespace {
@@ -278,7 +280,8 @@ void registerCompute(Interpreter &interp) {
         params->group = static_cast<int64_t>(op.getGroup());
         return withResult(in, op, "conv", [&](rt::Tensor &y) {
           return rt::conv(in.kernelContext(), x.view(), w.view(),
-                          b ? &b->view() : nullptr, *params, y);
+                          b ? &b->view() : nullptr, *params, y,
+                          pipeline::getActivation(op));
         });
       });
 
@@ -366,20 +369,20 @@ void registerCompute(Interpreter &interp) {
         int64_t channels = x.rank() > 1 ? x.shape()[1] : 0;
         Tensor savedMean(x.dtype(), {channels}),
             savedInvStd(x.dtype(), {channels});
-        return in.check(op,
-                        rt::batchNorm(in.kernelContext(), x.view(),
-                                      in.lookup(op.getScale()).view(),
-                                      in.lookup(op.getB()).view(),
-                                      in.lookup(op.getInputMean()).view(),
-                                      in.lookup(op.getInputVar()).view(),
-                                      op.getEpsilon().convertToFloat(),
-                                      op.getMomentum().convertToFloat(),
-                                      training, y->view(), mean->view(),
-                                      var->view(),
-                                      training ? &savedMean.view() : nullptr,
-                                      training ? &savedInvStd.view() : nullptr,
-                                      op.getUnbiasedRunningVar()),
-                        "batchNorm");
+        return in.check(
+            op,
+            rt::batchNorm(
+                in.kernelContext(), x.view(), in.lookup(op.getScale()).view(),
+                in.lookup(op.getB()).view(),
+                in.lookup(op.getInputMean()).view(),
+                in.lookup(op.getInputVar()).view(),
+                op.getEpsilon().convertToFloat(),
+                op.getMomentum().convertToFloat(), training, y->view(),
+                mean->view(), var->view(),
+                training ? &savedMean.view() : nullptr,
+                training ? &savedInvStd.view() : nullptr,
+                op.getUnbiasedRunningVar(), pipeline::getActivation(op)),
+            "batchNorm");
       });
 
   on<onnx::LayerNormalizationOp>(

@@ -10,6 +10,7 @@
 // also check that oneDNN really ran, that F64 stays on im2col, that the
 // per-thread primitive cache gives the same bits for a problem seen again,
 // and that threads running convolutions at once get their own results.
+// A fused Relu (oneDNN's post-op) gives the Relu of the convolution.
 // F32 GEMMs (matmul, gemm) run on oneDNN's sgemm too: DnnlGemm compares
 // them with OpenBLAS's on the shapes of the test models' layers, with every
 // transpose and alpha / beta, under the same tolerance.
@@ -230,6 +231,64 @@ TEST_F(DnnlConv, CachedPrimitivesRepeatTheirResults) {
       EXPECT_TRUE(sameBits(again.dx, first[i].dx)) << "case " << i;
       EXPECT_TRUE(sameBits(again.dw, first[i].dw)) << "case " << i;
     }
+}
+
+/// conv with a fused Relu (the graph's Relu of its output, --pp-fuse-
+/// elementwise) gives what conv then the Relu kernel give: oneDNN's eltwise
+/// post-op on the Auto path, the im2col output then unary on the other, and
+/// unary after the convolution for a kind without a post-op (Sigmoid).
+TEST_F(DnnlConv, FusedActivationIsTheActivationOfTheConvolution) {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  double worst = 0;
+  int64_t negatives = 0;
+  for (const Case &cc : cases()) {
+    Operands ops(cc);
+    WindowParams p = paramsOf(cc);
+    Tensor xt = ops.x.t(), wt = ops.w.t(), bt = ops.b.t();
+    for (ConvImpl impl : {ConvImpl::Auto, ConvImpl::Im2col})
+      for (UnaryKind kind : {UnaryKind::Relu, UnaryKind::Sigmoid})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "impl " << int(impl) << " kind " << toString(kind)
+                       << " threads " << threads);
+          ConvImpl previous = cpu::setConvImpl(impl);
+          Context ctx;
+          ctx.numThreads = threads;
+          Buf<float> plain(ops.dy.shape, nan), want(ops.dy.shape, nan),
+              fused(ops.dy.shape, nan);
+          Tensor plainT = plain.t(), wantT = want.t(), fusedT = fused.t();
+          Status s = conv(ctx, xt, wt, &bt, p, plainT);
+          EXPECT_TRUE(s.ok()) << s.message;
+          s = unary(ctx, kind, plainT, wantT);
+          EXPECT_TRUE(s.ok()) << s.message;
+          int64_t before = cpu::dnnlConvCalls();
+          s = conv(ctx, xt, wt, &bt, p, fusedT, kind);
+          EXPECT_TRUE(s.ok()) << s.message;
+          cpu::setConvImpl(previous);
+          EXPECT_EQ(cpu::dnnlConvCalls() - before,
+                    impl == ConvImpl::Auto ? 1 : 0);
+          if (impl == ConvImpl::Im2col || kind != UnaryKind::Relu) {
+            // The same convolution, then the same kernel.
+            EXPECT_TRUE(sameBits(fused.v, want.v));
+            continue;
+          }
+          // The post-op: zero exactly where the convolution is negative
+          // (of either sign: oneDNN writes -0), elsewhere within the
+          // tolerance (it may pick another implementation).
+          for (size_t i = 0; i < want.v.size(); ++i)
+            if (plain.v[i] < 0) {
+              ++negatives;
+              ASSERT_EQ(fused.v[i], 0.f) << "element " << i;
+            }
+          double error = relError(fused.v, want.v);
+          EXPECT_LE(error, kRelTol);
+          worst = std::max(worst, error);
+        }
+  }
+  EXPECT_GT(negatives, 0);
+  std::printf("[ worst    ] max|post-op - relu(conv)| / max|relu(conv)|: %.2g "
+              "over %lld negative elements (tolerance %.0g)\n",
+              worst, static_cast<long long>(negatives), kRelTol);
 }
 
 /// Device threads of a local job convolve at once, each with its own plans.

@@ -12,8 +12,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
+#include <utility>
 #include <vector>
 
 using namespace pp::rt;
@@ -281,6 +283,59 @@ TEST(BatchNorm, TrainingMatchesReferenceF64) {
   checkBatchNormTraining<double>({4, 3, 2, 5}, 2);
   checkBatchNormTraining<double>({5, 3}, 1);
   checkBatchNormTraining<double>({3, 2, 7}, 3);
+}
+
+/// A fused Relu (--pp-fuse-elementwise) gives the bits of batchNorm then
+/// the Relu kernel, statistics included, in training and inference, on F32
+/// and F64 and on 1 and 2 threads; another kind goes through unary after
+/// the normalisation.
+template <typename T> void checkBatchNormActivation(UnaryKind kind) {
+  for (bool training : {true, false})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "training " << training << " threads " << threads);
+      Context ctx;
+      ctx.numThreads = threads;
+      Shape shape{3, 5, 7, 6};
+      Buf<T> x = randomBuf<T>(shape), scale = randomBuf<T>({5}),
+             bias = randomBuf<T>({5});
+      Buf<T> inMean = randomBuf<T>({5}), inVar = randomBuf<T>({5}, 0.5, 2);
+      auto run = [&](UnaryKind activation, Buf<T> &y, Buf<T> &runMean,
+                     Buf<T> &runVar, Buf<T> &saved, Buf<T> &savedInv) {
+        Tensor xt = x.t(), st = scale.t(), bt = bias.t(), imt = inMean.t(),
+               ivt = inVar.t(), yt = y.t(), rmt = runMean.t(), rvt = runVar.t(),
+               smt = saved.t(), sit = savedInv.t();
+        Status s = batchNorm(ctx, xt, st, bt, imt, ivt, 1e-5f, 0.9f, training,
+                             yt, rmt, rvt, &smt, &sit, true, activation);
+        ASSERT_TRUE(s.ok()) << s.message;
+      };
+      Buf<T> y(shape), rm({5}), rv({5}), sm({5}), si({5});
+      Buf<T> fy(shape), frm({5}), frv({5}), fsm({5}), fsi({5});
+      run(UnaryKind::Identity, y, rm, rv, sm, si);
+      Tensor yt = y.t();
+      Status s = unary(ctx, kind, yt, yt);
+      ASSERT_TRUE(s.ok()) << s.message;
+      run(kind, fy, frm, frv, fsm, fsi);
+      int64_t zeros = 0;
+      for (size_t i = 0; i < y.v.size(); ++i) {
+        ASSERT_EQ(std::memcmp(&fy.v[i], &y.v[i], sizeof(T)), 0)
+            << "element " << i;
+        zeros += y.v[i] == T(0);
+      }
+      if (kind == UnaryKind::Relu)
+        EXPECT_GT(zeros, 0);
+      for (auto [got, want] : {std::pair{&frm, &rm}, std::pair{&frv, &rv},
+                               std::pair{&fsm, &sm}, std::pair{&fsi, &si}})
+        EXPECT_EQ(std::memcmp(got->v.data(), want->v.data(),
+                              want->v.size() * sizeof(T)),
+                  0);
+    }
+}
+
+TEST(BatchNorm, FusedReluIsTheReluOfTheOutput) {
+  checkBatchNormActivation<float>(UnaryKind::Relu);
+  checkBatchNormActivation<double>(UnaryKind::Relu);
+  checkBatchNormActivation<float>(UnaryKind::Tanh);
 }
 
 TEST(BatchNorm, InferenceUsesInputStatistics) {

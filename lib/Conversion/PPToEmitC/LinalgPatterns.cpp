@@ -78,6 +78,7 @@ public:
     a.value(adaptor.getX()).value(adaptor.getW());
     emit.optionalPointer(a, adaptor.getB());
     a.lit(windowLiteral(*params)).value(*out);
+    appendActivation(a, op);
     emit.kernel("pp::rt::conv", a);
     return success();
   }

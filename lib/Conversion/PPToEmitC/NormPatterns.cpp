@@ -50,6 +50,7 @@ public:
       a.lit("nullptr").lit("nullptr");
     }
     a.flag(op.getUnbiasedRunningVar());
+    appendActivation(a, op);
     emit.kernel("pp::rt::batchNorm", a);
     return success();
   }

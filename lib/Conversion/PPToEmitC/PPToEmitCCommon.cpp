@@ -93,6 +93,12 @@ std::string pp::emitc_lowering::intVector(ArrayRef<int64_t> values) {
   return "std::vector<int64_t>" + intList(values);
 }
 
+void pp::emitc_lowering::appendActivation(CallArgs &args, Operation *op) {
+  rt::UnaryKind kind = pp::pipeline::getActivation(op);
+  if (kind != rt::UnaryKind::Identity)
+    args.lit(enumLiteral("UnaryKind", static_cast<int>(kind)));
+}
+
 std::string pp::emitc_lowering::enumLiteral(StringRef enumType, int value) {
   return llvm::formatv("pp::rt::{0}({1})", enumType, value).str();
 }

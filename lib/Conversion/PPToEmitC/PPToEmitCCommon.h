@@ -91,6 +91,10 @@ struct CallArgs {
   CallArgs &f64(double v) { return lit(floatLiteral(v, /*isDouble=*/true)); }
 };
 
+/// Appends the activation fused into `op` (pp.activation), when it has one,
+/// as the kernel's trailing UnaryKind argument.
+void appendActivation(CallArgs &args, mlir::Operation *op);
+
 /// Emits the code of one op of a stage function being lowered, before the
 /// op: arena views of its results (the offsets of --pp-memory-plan), calls
 /// of the runtime and the checks of their statuses. `finish` replaces the

@@ -74,6 +74,10 @@ Status expectFloat(const Tensor &t, const std::vector<int64_t> &shape,
 /// "what: unsupported dtype <dtype>".
 Status dtypeError(const std::string &what, DType dtype);
 
+/// y = activation(y) in place (Identity: nothing): what a kernel that takes
+/// a fused activation runs where it cannot apply it while writing y.
+Status applyActivation(Context &ctx, UnaryKind activation, Tensor &y);
+
 /// Normalises `axis` against `rank` (negative counts from the end); false
 /// when it is out of range.
 bool normalizeAxis(int64_t &axis, int64_t rank);

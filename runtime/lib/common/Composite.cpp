@@ -36,4 +36,14 @@ Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y) {
   return reduce(ctx, ReduceKind::Sum, x, axes, view);
 }
 
+namespace common {
+
+Status applyActivation(Context &ctx, UnaryKind activation, Tensor &y) {
+  if (activation == UnaryKind::Identity)
+    return Status::success();
+  return unary(ctx, activation, y, y);
+}
+
+} // namespace common
+
 } // namespace pp::rt

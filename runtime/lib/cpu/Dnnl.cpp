@@ -97,7 +97,8 @@ bool dnnlSgemm(const Context &, bool, bool, int64_t, int64_t, int64_t, float,
 }
 
 bool dnnlConvForward(const Context &, const common::ConvDims &, int,
-                     const float *, const float *, const float *, float *) {
+                     const float *, const float *, const float *, float *,
+                     bool) {
   return false;
 }
 bool dnnlConvBackwardData(const Context &, const common::ConvDims &, int,
@@ -118,7 +119,12 @@ namespace {
 using dnnl::memory;
 using Tag = memory::format_tag;
 
-enum class Pass : int64_t { Forward, BackwardData, BackwardWeights };
+enum class Pass : int64_t {
+  Forward,
+  ForwardRelu, // with relu as an eltwise post-op
+  BackwardData,
+  BackwardWeights
+};
 
 /// Everything a primitive depends on.
 using Key = std::array<int64_t, 8 + 7 * 3>;
@@ -272,7 +278,14 @@ Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
   Plan plan;
   memory::desc scratch;
   switch (pass) {
-  case Pass::Forward: {
+  case Pass::Forward:
+  case Pass::ForwardRelu: {
+    if (pass == Pass::ForwardRelu) {
+      dnnl::post_ops ops;
+      ops.append_eltwise(/*scale=*/1.f, dnnl::algorithm::eltwise_relu,
+                         /*alpha=*/0.f, /*beta=*/0.f);
+      attr.set_post_ops(ops);
+    }
     dnnl::convolution_forward::primitive_desc pd(forwardDesc(bias), attr,
                                                  engine);
     plan.primitive = dnnl::convolution_forward(pd);
@@ -475,8 +488,9 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
 
 bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
                      const float *x, const float *w, const float *bias,
-                     float *y) {
-  return run(Pass::Forward, ctx, cp, rank, {x, w, bias}, y);
+                     float *y, bool reluPostOp) {
+  return run(reluPostOp ? Pass::ForwardRelu : Pass::Forward, ctx, cp, rank,
+             {x, w, bias}, y);
 }
 
 bool dnnlConvBackwardData(const Context &ctx, const common::ConvDims &cp,

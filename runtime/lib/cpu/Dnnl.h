@@ -66,9 +66,11 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
 /// problem (an empty dim, no implementation, an error while running); the
 /// caller then runs im2col, which writes the whole output. `rank` is the
 /// number of spatial dims (the last `rank` entries of cp.geo's arrays).
+/// With `reluPostOp` the forward writes relu(y) (oneDNN's eltwise post-op:
+/// one pass over y, not two).
 bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
                      const float *x, const float *w, const float *bias,
-                     float *y);
+                     float *y, bool reluPostOp = false);
 bool dnnlConvBackwardData(const Context &ctx, const common::ConvDims &cp,
                           int rank, const float *dy, const float *w, float *dx);
 bool dnnlConvBackwardWeights(const Context &ctx, const common::ConvDims &cp,

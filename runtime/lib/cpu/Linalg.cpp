@@ -574,13 +574,13 @@ int64_t planeGrain(const Geometry &g) {
 } // namespace
 
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
-            const WindowParams &params, Tensor &y) {
+            const WindowParams &params, Tensor &y, UnaryKind activation) {
   // F16 / BF16: im2col + sgemm on f32 copies, rounded once.
   if (anyFloat16(x, w, b, y)) {
     PP_RT_TRY(expectSameDType("conv", {&x, &w, b, &y}));
     Float16Widening wide(ctx);
-    return wide.finish(
-        conv(ctx, wide.in(x), wide.in(w), wide.in(b), params, wide.out(y)));
+    return wide.finish(conv(ctx, wide.in(x), wide.in(w), wide.in(b), params,
+                            wide.out(y), activation));
   }
   static const char *const names[3] = {"x", "w", "y"};
   ConvProblem cp;
@@ -589,15 +589,16 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
     PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
   }
+  bool reluPostOp = activation == UnaryKind::Relu;
   if (x.dtype == DType::F32 && convImpl() == ConvImpl::Auto &&
       dnnlConvForward(ctx, cp, static_cast<int>(x.rank()) - 2, x.as<float>(),
                       w.as<float>(), b ? b->as<float>() : nullptr,
-                      y.as<float>()))
-    return Status::success();
+                      y.as<float>(), reluPostOp))
+    return reluPostOp ? Status::success() : applyActivation(ctx, activation, y);
   PP_RT_FLOAT_DISPATCH(x.dtype, "conv",
                        convForward<T>(ctx, cp, x.as<T>(), w.as<T>(),
                                       b ? b->as<T>() : nullptr, y.as<T>()));
-  return Status::success();
+  return applyActivation(ctx, activation, y);
 }
 
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,

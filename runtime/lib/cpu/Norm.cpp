@@ -166,15 +166,23 @@ void channelMoments(const BatchShape &bs, const T *x, int64_t c, double &mean,
   var = sq / double(bs.count());
 }
 
-/// y = x * a + b on channel c (the folded affine normalisation).
+/// y = x * a + b on channel c (the folded affine normalisation), and with
+/// `relu` relu of it (as the Relu kernel: `v < 0` keeps NaN and -0).
 template <typename T>
 void channelAffine(const BatchShape &bs, const T *x, int64_t c, double a,
-                   double b, T *y) {
+                   double b, bool relu, T *y) {
   T aT = T(a), bT = T(b);
   for (int64_t n = 0; n < bs.n; ++n) {
     int64_t off = (n * bs.c + c) * bs.plane;
-    for (int64_t i = 0; i < bs.plane; ++i)
-      y[off + i] = x[off + i] * aT + bT;
+    if (relu) {
+      for (int64_t i = 0; i < bs.plane; ++i) {
+        T v = x[off + i] * aT + bT;
+        y[off + i] = v < T(0) ? T(0) : v;
+      }
+    } else {
+      for (int64_t i = 0; i < bs.plane; ++i)
+        y[off + i] = x[off + i] * aT + bT;
+    }
   }
 }
 
@@ -236,7 +244,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor &inputVar, float epsilon, float momentum,
                  bool training, Tensor &y, Tensor &runningMean,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
-                 bool unbiasedRunningVar) {
+                 bool unbiasedRunningVar, UnaryKind activation) {
   // F16 / BF16 through f32; y has x's dtype, the per-channel tensors any
   // float dtype.
   if (anyFloat16(x, scale, bias, inputMean, inputVar, y, runningMean,
@@ -247,8 +255,9 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
         batchNorm(ctx, w.in(x), w.in(scale), w.in(bias), w.in(inputMean),
                   w.in(inputVar), epsilon, momentum, training, w.out(y),
                   w.inout(runningMean), w.inout(runningVar), w.out(savedMean),
-                  w.out(savedInvStd), unbiasedRunningVar));
+                  w.out(savedInvStd), unbiasedRunningVar, activation));
   }
+  bool relu = activation == UnaryKind::Relu;
   BatchShape bs;
   PP_RT_TRY(checkBatchNorm(x, scale, bias, inputMean, inputVar, training, y,
                            runningMean, runningVar, savedMean, savedInvStd,
@@ -270,7 +279,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
         }
         double inv = 1.0 / std::sqrt(var[c] + double(epsilon));
         channelAffine(bs, xd, c, inv * sc[c], bi[c] - mean[c] * inv * sc[c],
-                      yd);
+                      relu, yd);
       }
     });
   });
@@ -294,7 +303,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
     if (savedInvStd)
       writeDouble(*savedInvStd, c, inv);
   }
-  return Status::success();
+  return relu ? Status::success() : applyActivation(ctx, activation, y);
 }
 
 Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,

@@ -401,7 +401,7 @@ Status convBackwardWeight(const std::string &what, const Context &ctx,
 } // namespace
 
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
-            const WindowParams &params, Tensor &y) {
+            const WindowParams &params, Tensor &y, UnaryKind activation) {
   static const char *const names[3] = {"x", "w", "y"};
   const std::string what = "conv";
   ConvProblem cp;
@@ -410,11 +410,12 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
     PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
   }
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  PP_RT_TRY(visitFloat(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return convForward<T>(what, ctx, cp, x.as<T>(), w.as<T>(),
                           b ? b->as<T>() : nullptr, y.as<T>());
-  });
+  }));
+  return applyActivation(ctx, activation, y);
 }
 
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,

@@ -449,7 +449,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor &inputVar, float epsilon, float momentum,
                  bool training, Tensor &y, Tensor &runningMean,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
-                 bool unbiasedRunningVar) {
+                 bool unbiasedRunningVar, UnaryKind activation) {
   const std::string what = "batchNorm";
   BatchShape bs;
   PP_RT_TRY(checkBatchNorm(x, scale, bias, inputMean, inputVar, training, y,
@@ -466,7 +466,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
   PP_RT_TRY(scratch.alloc(what, bs.c * (3 + splits), &work));
   double *batchMean = work, *partial = work + bs.c;
   double *coefA = partial + bs.c * splits, *coefB = coefA + bs.c;
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  PP_RT_TRY(visitFloat(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
     if (training) {
@@ -498,7 +498,8 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
       PP_CUDA_LAUNCHED(what);
     }
     return Status::success();
-  });
+  }));
+  return applyActivation(ctx, activation, y);
 }
 
 /// mean and 1 / sqrt(var + eps) per channel from the two partial passes.

@@ -23,6 +23,8 @@
 // CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{2, 4, 4, 4}">]}
 // CHECK: %[[BP:.*]] = call_opaque "pp::rt::gen::addr"(%[[B]])
 // CHECK: call_opaque "pp::rt::conv"(%{{.*}}, %[[X]], %[[W]], %[[BP]], %[[Y]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"pp::rt::WindowParams{std::vector<int64_t>{3, 3}, std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, 2}">, 4 : index]}
+// A fused activation (pp.activation) is the kernel's last argument.
+// CHECK: call_opaque "pp::rt::conv"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"pp::rt::WindowParams{std::vector<int64_t>{3, 3}, std::vector<int64_t>{2, 2}, std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{1, 1}, 2}">, 3 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">]}
 // MaxPool writes its indices through a pointer.
 // CHECK: %[[P:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F32">, #emitc.opaque<"{2, 4, 2, 2}">]}
 // CHECK: %[[I:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::I64">, #emitc.opaque<"{2, 4, 2, 2}">]}
@@ -57,6 +59,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %w = onnx.global_read @k : tensor<4x2x3x3xf32>
     %b = onnx.global_read @kb : tensor<4xf32>
     %y = onnx.Conv %x, %w, %b {group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+    %z = onnx.Conv %x, %w {group = 2 : i64, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>, pp.activation = "Relu"} : (tensor<2x4x8x8xf32>, tensor<4x2x3x3xf32>) -> tensor<2x4x4x4xf32>
     %p, %i = onnx.MaxPool %y {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>) -> (tensor<2x4x2x2xf32>, tensor<2x4x2x2xi64>)
     %a = onnx.AveragePool %y {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, count_include_pad = 1 : i64} : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
     %ga = onnx.GlobalAveragePool %a : (tensor<2x4x4x4xf32>) -> tensor<2x4x1x1xf32>

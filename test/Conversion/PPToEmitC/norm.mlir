@@ -17,7 +17,8 @@
 // CHECK: %[[P1:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[S1]])
 // CHECK: %[[ST:.*]] = call_opaque "pp::rt::batchNorm"(%{{.*}}, %[[X]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[Y]], %[[RM]], %[[RV]], %[[P0]], %[[P1]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.999999747e-06f">, #emitc.opaque<"8.999999762e-01f">, #emitc.opaque<"true">, 6 : index, 7 : index, 8 : index, 9 : index, 10 : index, #emitc.opaque<"false">]}
 // CHECK: call_opaque "pp::rt::gen::check"(%{{.*}}, %[[ST]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22onnx.BatchNormalization 'bn1'\22">]}
-// CHECK: call_opaque "pp::rt::batchNorm"({{.*}}#emitc.opaque<"false">, 6 : index, 7 : index, 8 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"nullptr">, #emitc.opaque<"false">]}
+// Inference mode; its fused Relu is the last argument.
+// CHECK: call_opaque "pp::rt::batchNorm"({{.*}}#emitc.opaque<"false">, 6 : index, 7 : index, 8 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"nullptr">, #emitc.opaque<"false">, #emitc.opaque<"pp::rt::UnaryKind(1)">]}
 
 // CHECK-LABEL: emitc.func @layer_norm(
 // CHECK: call_opaque "pp::rt::layerNorm"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"1">, #emitc.opaque<"9.999999747e-06f">, 3 : index, 4 : index, 5 : index]}
@@ -45,7 +46,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %m = onnx.global_read @m : tensor<3xf32>
     %v = onnx.global_read @v : tensor<3xf32>
     %y, %rm, %rv = onnx.BatchNormalization %x, %s, %b, %m, %v {training_mode = 1 : i64} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>) loc("bn1")
-    %e, %erm, %erv = onnx.BatchNormalization %x, %s, %b, %m, %v : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
+    %e, %erm, %erv = onnx.BatchNormalization %x, %s, %b, %m, %v {pp.activation = "Relu"} : (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>, tensor<3xf32>) -> (tensor<2x3x4x4xf32>, tensor<3xf32>, tensor<3xf32>)
     return
   }
   func.func @layer_norm(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {

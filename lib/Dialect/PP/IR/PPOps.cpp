@@ -135,6 +135,21 @@ void pp::pipeline::setInPlaceWrite(Operation *op) {
   op->setAttr(Names::InPlaceAttrHelper::getNameStr(),
               UnitAttr::get(op->getContext()));
 }
+pp::rt::UnaryKind pp::pipeline::getActivation(Operation *op) {
+  auto name = get<StringAttr>(op, Names::ActivationAttrHelper::getNameStr());
+  std::optional<rt::UnaryKind> kind =
+      name ? rt::parseUnaryKind(name.getValue()) : std::nullopt;
+  return kind.value_or(rt::UnaryKind::Identity);
+}
+void pp::pipeline::setActivation(Operation *op, pp::rt::UnaryKind kind) {
+  op->setAttr(Names::ActivationAttrHelper::getNameStr(),
+              StringAttr::get(op->getContext(), rt::toString(kind)));
+}
+bool pp::pipeline::canFuseActivation(Operation *op, pp::rt::UnaryKind kind) {
+  StringRef name = op->getName().getStringRef();
+  return kind == rt::UnaryKind::Relu &&
+         (name == "onnx.Conv" || name == "onnx.BatchNormalization");
+}
 std::optional<int64_t> pp::pipeline::getArenaBytes(Operation *func) {
   if (auto bytes =
           get<IntegerAttr>(func, Names::ArenaBytesAttrHelper::getNameStr()))
@@ -524,6 +539,13 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     return expect(isa<UnitAttr>(value) &&
                       op->getName().getStringRef() == "train.global_write",
                   "a unit attribute on a train.global_write");
+  if (name == Names::ActivationAttrHelper::getNameStr()) {
+    auto kindName = dyn_cast<StringAttr>(value);
+    std::optional<pp::rt::UnaryKind> kind =
+        kindName ? pp::rt::parseUnaryKind(kindName.getValue()) : std::nullopt;
+    return expect(kind && pp::pipeline::canFuseActivation(op, *kind),
+                  "\"Relu\" on an onnx.Conv or onnx.BatchNormalization");
+  }
   if (name == Names::PhaseAttrHelper::getNameStr())
     return expect(isa<PhaseAttr>(value), "a #pp.phase");
   if (name == Names::OffsetsAttrHelper::getNameStr() ||

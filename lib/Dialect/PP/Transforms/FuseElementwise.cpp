@@ -4,11 +4,15 @@
 // single-use values of one shape and one float type, whose other operands
 // the kernel reads at i mod their element count (same shape, scalar or a
 // suffix of the shape). The last op of a group (its root) is where the
-// kernel runs: the group moves into a pp.fused op there.
+// kernel runs: the group moves into a pp.fused op there. First, a Relu of
+// a convolution's or batch norm's output that nothing else reads becomes
+// that op's pp.activation: its kernel applies it as it writes.
 //
 //===----------------------------------------------------------------------===//
 
 #include "pp/Dialect/PP/Transforms/Transforms.h"
+
+#include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -126,10 +130,40 @@ void fuse(ArrayRef<Operation *> members) {
     op->erase();
 }
 
+/// Fuses each unary op of a value that only it reads into the value's
+/// producer where that op's kernel can apply it (canFuseActivation): one
+/// pass over the tensor instead of two. The Relu's gradient reads its
+/// output only (the producer's result from now on), so no op needs the
+/// value before the activation.
+void fuseActivations(Block &block) {
+  for (Operation &op : llvm::make_early_inc_range(block)) {
+    auto facts = dyn_cast<pp::onnx::KernelFactsOpInterface>(op);
+    std::optional<pp::rt::UnaryKind> kind =
+        facts ? facts.getUnaryKind() : std::nullopt;
+    if (!kind || op.getNumOperands() != 1 || op.getNumResults() != 1)
+      continue;
+    Value input = op.getOperand(0);
+    auto produced = dyn_cast<OpResult>(input);
+    if (!produced || produced.getResultNumber() != 0 || !input.hasOneUse() ||
+        input.getType() != op.getResult(0).getType())
+      continue;
+    Operation *producer = produced.getOwner();
+    if (producer->getBlock() != &block ||
+        pipeline::getActivation(producer) != pp::rt::UnaryKind::Identity ||
+        !pipeline::canFuseActivation(producer, *kind))
+      continue;
+    pipeline::setActivation(producer, *kind);
+    op.getResult(0).replaceAllUsesWith(input);
+    op.erase();
+  }
+}
+
 } // namespace
 
 void pp::pipeline::fuseElementwise(func::FuncOp func) {
-  for (Block &block : func.getBody())
+  for (Block &block : func.getBody()) {
+    fuseActivations(block);
     for (SmallVector<Operation *> &group : findGroups(block))
       fuse(group);
+  }
 }

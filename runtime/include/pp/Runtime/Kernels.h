@@ -230,13 +230,15 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
 /// variance is the biased one (ONNX's reference) or, with
 /// unbiasedRunningVar, the unbiased one (PyTorch's update).
 /// Inference mode uses inputMean / inputVar and copies them to the running
-/// outputs; savedMean / savedInvStd may then be null.
+/// outputs; savedMean / savedInvStd may then be null. `activation`
+/// (Identity: none) is applied to y as conv's is.
 Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor &bias, const Tensor &inputMean,
                  const Tensor &inputVar, float epsilon, float momentum,
                  bool training, Tensor &y, Tensor &runningMean,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
-                 bool unbiasedRunningVar = false);
+                 bool unbiasedRunningVar = false,
+                 UnaryKind activation = UnaryKind::Identity);
 /// The batch statistics of training-mode batch norm, as its gradient needs
 /// them: per channel (dim 1) the mean and 1 / sqrt(biased var + epsilon),
 /// accumulated in double.
@@ -271,8 +273,12 @@ struct WindowParams {
 };
 
 /// N-d convolution (1-3 spatial dims), grouped and dilated; bias may be null.
+/// `activation` (Identity: none) is applied to y as it is written: a Relu
+/// the graph applies to the convolution's output, fused into it (oneDNN's
+/// post-op on the CPU; any other kind or backend runs unary on y after).
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
-            const WindowParams &params, Tensor &y);
+            const WindowParams &params, Tensor &y,
+            UnaryKind activation = UnaryKind::Identity);
 /// dx from dy and w (the transposed convolution).
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
                      const WindowParams &params, Tensor &dx);

@@ -95,3 +95,52 @@ func.func @backward(%x: tensor<2x3xf64>, %y: tensor<2x3xf64>, %dy: tensor<2x3xf6
   %d = onnx.Div %g, %x : (tensor<2x3xf64>, tensor<2x3xf64>) -> tensor<2x3xf64>
   return %d : tensor<2x3xf64>
 }
+
+// -----
+
+// A Relu of a convolution's output that nothing else reads becomes the
+// convolution's activation; the batch norm's Relu too (its running
+// statistics stay separate results). The Add + Relu of a residual is a
+// pp.fused tree as before.
+// CHECK-LABEL: func.func @activations
+// CHECK: %[[C:.*]] = onnx.Conv %{{.*}} {pp.activation = "Relu"}
+// CHECK-NOT: onnx.Relu
+// CHECK: %[[Y:.*]], %[[M:.*]], %{{.*}} = onnx.BatchNormalization %[[C]], {{.*}} {pp.activation = "Relu", training_mode = 1 : i64}
+// CHECK-NOT: onnx.Relu
+// CHECK: %[[F:.*]] = pp.fused %[[Y]], %[[C]]
+// CHECK: onnx.Add
+// CHECK: onnx.Relu
+// CHECK: return %[[F]], %[[M]]
+func.func @activations(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %b: tensor<4xf32>, %s: tensor<4xf32>) -> (tensor<2x4x6x6xf32>, tensor<4xf32>) {
+  %c = onnx.Conv %x, %w, %b : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x6x6xf32>
+  %r = onnx.Relu %c : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %n:3 = onnx.BatchNormalization %r, %s, %s, %s, %s {training_mode = 1 : i64} : (tensor<2x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x6x6xf32>, tensor<4xf32>, tensor<4xf32>)
+  %m = onnx.Relu %n#0 : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %a = onnx.Add %m, %r : (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %y = onnx.Relu %a : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  return %y, %n#1 : tensor<2x4x6x6xf32>, tensor<4xf32>
+}
+
+// -----
+
+// Not fused: a convolution output that something else reads too (it must
+// stay as it is), kinds other than Relu, and producers whose kernel takes no
+// activation.
+// CHECK-LABEL: func.func @activations_unfused
+// CHECK-NOT: pp.activation
+// CHECK: onnx.Relu
+// CHECK: onnx.Sigmoid
+// CHECK: onnx.LeakyRelu
+// CHECK: onnx.Relu
+// CHECK: return
+func.func @activations_unfused(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %g: tensor<8x8xf32>) -> (tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<8x8xf32>) {
+  %c = onnx.Conv %x, %w : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %r = onnx.Relu %c : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %d = onnx.Conv %x, %w : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %s = onnx.Sigmoid %d : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %e = onnx.Conv %x, %w : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<2x4x6x6xf32>
+  %l = onnx.LeakyRelu %e {alpha = 0.1 : f32} : (tensor<2x4x6x6xf32>) -> tensor<2x4x6x6xf32>
+  %m = onnx.MatMul %g, %g : (tensor<8x8xf32>, tensor<8x8xf32>) -> tensor<8x8xf32>
+  %k = onnx.Relu %m : (tensor<8x8xf32>) -> tensor<8x8xf32>
+  return %r, %c, %s, %l, %k : tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<8x8xf32>
+}

@@ -43,6 +43,10 @@ def PP_Dialect : Dialect {
     // `in_place` (nothing left to copy).
     "::mlir::DenseI64ArrayAttr":$offsets,
     "::mlir::UnitAttr":$in_place,
+    // --pp-fuse-elementwise: the Relu an onnx.Conv or
+    // onnx.BatchNormalization applies to its output as it writes it (the
+    // graph's Relu of that output, fused into it): a pp::rt::UnaryKind name.
+    "::mlir::StringAttr":$activation,
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::DenseI64ArrayAttr":$planned_peak_bytes,
     // --pp-plan-report: the simulated samples per second of the step (of

@@ -2,6 +2,7 @@
 #ifndef PP_DIALECT_PP_IR_PPOPS_H
 #define PP_DIALECT_PP_IR_PPOPS_H
 
+#include "pp/Runtime/Kernels.h"
 #include "pp/Runtime/ScheduleKinds.h"
 #include "pp/Schedule/Schedule.h"
 
@@ -102,6 +103,13 @@ constexpr int64_t kInPlaceOffset = -2;
 /// (pp.in_place): code generation emits nothing for it.
 bool isInPlaceWrite(mlir::Operation *op);
 void setInPlaceWrite(mlir::Operation *op);
+/// The activation fused into an op's first result (pp.activation,
+/// --pp-fuse-elementwise): Identity when there is none.
+pp::rt::UnaryKind getActivation(mlir::Operation *op);
+void setActivation(mlir::Operation *op, pp::rt::UnaryKind kind);
+/// Whether the kernel of `op` can apply `kind` to its first result: Relu
+/// on onnx.Conv and onnx.BatchNormalization.
+bool canFuseActivation(mlir::Operation *op, pp::rt::UnaryKind kind);
 std::optional<int64_t> getArenaBytes(mlir::Operation *func);
 void setArenaBytes(mlir::Operation *func, int64_t bytes);
 mlir::DenseI64ArrayAttr getPlannedPeakBytes(mlir::ModuleOp module);

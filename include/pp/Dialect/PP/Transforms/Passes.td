@@ -295,6 +295,13 @@ def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
     place of its last op, holding the group; code generation runs it as one
     kernel, the interpreter runs its body. Runs before --pp-memory-plan,
     which then plans no buffer for the values inside a kernel.
+
+    Before grouping, a Relu whose input is the first result of an
+    `onnx.Conv` or `onnx.BatchNormalization` that nothing else reads is
+    fused into that op: the op gets `pp.activation = "Relu"` and its kernel
+    applies it as it writes (oneDNN's eltwise post-op, batch norm's affine
+    loop), one pass over the tensor instead of two. The Relu's gradient reads
+    its output only, so the value before the activation is needed by no op.
   }];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }

@@ -65,7 +65,9 @@ chooseSchedule(mlir::ModuleOp module,
 mlir::FailureOr<std::optional<std::string>>
 findMessageOutOfOrder(mlir::ModuleOp module);
 
-/// --pp-fuse-elementwise: trees of elementwise ops into pp.fused kernels.
+/// --pp-fuse-elementwise: Relus into the convolution or batch norm that
+/// writes their only input (pp.activation), then trees of elementwise ops
+/// into pp.fused kernels.
 void fuseElementwise(mlir::func::FuncOp func);
 
 /// --pp-memory-plan: arena offsets and the planned peak of each device.
