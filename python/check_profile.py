@@ -36,6 +36,10 @@ one-way times of 4 B to 16 MiB between 2 ranks) instead of taken from
 --link-bandwidth / --link-latency: the line fitted over every size for the
 one-device plan, and for each device count the line fitted to the sizes
 its plan sends (the plan is made again with that line).
+
+With --shared-processors N the ranks share N cores (the cluster file's
+shared_processors): the plan report simulates processor sharing, so more
+ranks than cores are predicted from the profile of one rank alone.
 """
 import argparse
 import json
@@ -50,17 +54,25 @@ from check_pipeline import data_flags, export_micro_and_whole
 from compare import run
 
 
+SHARED_PROCESSORS = 0
+
+
 def cpu_cluster(work, devices, link_bandwidth, link_latency):
     """`devices` CPU ranks of one node: a custom kind whose op times come
-    from the profile (the roofline figures only cover what it lacks)."""
+    from the profile (the roofline figures only cover what it lacks). With
+    --shared-processors the node's ranks share that many cores (one kernel
+    thread each): the plan report simulates processor sharing."""
     path = os.path.join(work, f"cpu{devices}.json")
+    node = {"name": "n0", "devices": [{
+        "kind": "cpu", "count": devices,
+        "peak_flops": {"f32": "50GFLOPS"},
+        "memory_bytes": "8GiB", "memory_bandwidth": "10GB/s"}]}
+    if SHARED_PROCESSORS > 0:
+        node["shared_processors"] = SHARED_PROCESSORS
     with open(path, "w") as f:
-        json.dump({"nodes": [{"name": "n0", "devices": [{
-            "kind": "cpu", "count": devices,
-            "peak_flops": {"f32": "50GFLOPS"},
-            "memory_bytes": "8GiB", "memory_bandwidth": "10GB/s"}]}],
-            "links": {"intra_node": {"bandwidth": link_bandwidth,
-                                     "latency": link_latency}}}, f)
+        json.dump({"nodes": [node],
+                   "links": {"intra_node": {"bandwidth": link_bandwidth,
+                                            "latency": link_latency}}}, f)
     return path
 
 
@@ -201,10 +213,19 @@ def main():
                         "alternating; print the median step against the "
                         "prediction and (with 1 among --devices) the "
                         "speed-up over 1 rank")
+    parser.add_argument("--shared-processors", default="0",
+                        help="the cores the ranks share (a number, or "
+                        "'auto': this machine's): the cluster file says so "
+                        "and the plan report simulates processor sharing "
+                        "(use with the one-device profile, --profile-load "
+                        "none); 0: each rank has a core of its own")
     parser.add_argument("--max-error", type=float, default=None,
                         help="fail when |predicted / measured - 1| exceeds "
                         "this (e.g. 0.05)")
     args = parser.parse_args()
+    global SHARED_PROCESSORS
+    SHARED_PROCESSORS = (os.cpu_count() if args.shared_processors == "auto"
+                         else float(args.shared_processors))
     os.makedirs(args.work, exist_ok=True)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     m = args.microbatches

@@ -386,6 +386,8 @@ private:
   Expected<StringRef> getString(const json::Value &v, StringRef path) const;
   /// A number in base units or a string with a unit; `allowZero` for
   /// latencies.
+  /// A positive number of processors (shared_processors, processors).
+  Expected<double> getProcessors(const json::Value &v, StringRef path) const;
   Expected<double> getQuantity(const json::Value &v, StringRef path,
                                Quantity kind, bool allowZero = false) const;
   Expected<int> getDevice(const json::Value &v, StringRef path) const;
@@ -467,6 +469,15 @@ Expected<double> JSONReader::getQuantity(const json::Value &v, StringRef path,
   return value;
 }
 
+Expected<double> JSONReader::getProcessors(const json::Value &v,
+                                           StringRef path) const {
+  std::optional<double> n = v.getAsNumber();
+  if (!n || !std::isfinite(*n) || *n <= 0 || *n > 1e6)
+    return error(path, "expected a number of processors in (0, 1e6], got " +
+                           describe(v));
+  return *n;
+}
+
 Expected<int> JSONReader::getDevice(const json::Value &v,
                                     StringRef path) const {
   Expected<StringRef> name = getString(v, path);
@@ -524,7 +535,8 @@ Error JSONReader::readNode(const json::Value &v, StringRef path) {
   Expected<const json::Object *> obj = getObject(v, path);
   if (!obj)
     return obj.takeError();
-  if (Error e = checkFields(**obj, path, {"name", "devices", "intra_node"}))
+  if (Error e = checkFields(
+          **obj, path, {"name", "devices", "intra_node", "shared_processors"}))
     return e;
 
   int node = cluster.nodes.size();
@@ -546,6 +558,14 @@ Error JSONReader::readNode(const json::Value &v, StringRef path) {
     if (!p)
       return p.takeError();
     cluster.nodeIntraLinks.back() = *p;
+  }
+  if (const json::Value *shared = (*obj)->get("shared_processors")) {
+    Expected<double> n =
+        getProcessors(*shared, field(path, "shared_processors"));
+    if (!n)
+      return n.takeError();
+    cluster.nodeSharedProcessors.resize(cluster.nodes.size(), 0);
+    cluster.nodeSharedProcessors.back() = *n;
   }
 
   std::string devicesPath = field(path, "devices");
@@ -573,7 +593,7 @@ Error JSONReader::readDeviceEntry(const json::Object &entry, StringRef path,
                                   int node, int &indexInNode) {
   if (Error e = checkFields(entry, path,
                             {"name", "kind", "count", "peak_flops",
-                             "memory_bytes", "memory_bandwidth"}))
+                             "memory_bytes", "memory_bandwidth", "processors"}))
     return e;
 
   const json::Value *kindValue = entry.get("kind");
@@ -671,6 +691,13 @@ Error JSONReader::readDeviceEntry(const json::Object &entry, StringRef path,
     device.memoryBandwidth = *q;
   } else if (!preset) {
     return missing("memory_bandwidth");
+  }
+
+  if (const json::Value *v = entry.get("processors")) {
+    Expected<double> n = getProcessors(*v, field(path, "processors"));
+    if (!n)
+      return n.takeError();
+    device.processors = *n;
   }
 
   std::optional<std::string> explicitName;
@@ -998,8 +1025,13 @@ json::Value toJSON(const Cluster &cluster) {
                                                    {"f64", d.peakFlopsF64}}},
                        {"memory_bytes", d.memoryBytes},
                        {"memory_bandwidth", d.memoryBandwidth}});
+      if (d.processors != 1)
+        devices.back().getAsObject()->try_emplace("processors", d.processors);
     }
     json::Object node{{"name", nodeName}, {"devices", std::move(devices)}};
+    if (n < cluster.nodeSharedProcessors.size() &&
+        cluster.nodeSharedProcessors[n] > 0)
+      node["shared_processors"] = cluster.nodeSharedProcessors[n];
     if (n < cluster.nodeIntraLinks.size() && cluster.nodeIntraLinks[n])
       node["intra_node"] = linkParams(cluster.nodeIntraLinks[n]->bandwidth,
                                       cluster.nodeIntraLinks[n]->latency);

@@ -7,6 +7,10 @@
 // grad_reduce is communication, not compute: it runs on its device's
 // collective channel (one at a time, in schedule order) while the device
 // goes on with its next actions; the stage's optimizer step waits for it.
+// Devices of a sharing group run their actions at a rate that changes when
+// one of the group starts or ends an action: the remaining work is advanced
+// and each running action's end event is posted again (the old one, whose
+// sequence number no longer matches, is skipped).
 //
 //===----------------------------------------------------------------------===//
 
@@ -71,6 +75,15 @@ private:
   void push(double time, Event::Kind kind, int index) {
     queue.push({time, nextSeq++, kind, index});
   }
+  /// The sharing group of `device`, or -1.
+  int groupOf(int device) const {
+    const auto &groups = input.sharing.group;
+    return static_cast<size_t>(device) < groups.size() ? groups[device] : -1;
+  }
+  /// Brings the remaining work of group g's running actions to `now`.
+  void advanceGroup(int g, double now);
+  /// Recomputes group g's rates and posts its running actions' ends.
+  void rescheduleGroup(int g, double now);
   double linkBandwidth(int from, int to) const;
   double linkLatency(int from, int to) const;
   void allocate(int device, uint64_t bytes);
@@ -86,6 +99,13 @@ private:
   /// result.actions (-1 when idle).
   std::vector<size_t> next;
   std::vector<int> running;
+  /// Per device: the sequence number of its valid ActionEnd event, and
+  /// (shared devices) the running action's remaining work at full speed
+  /// and its rate.
+  std::vector<uint64_t> endSeq;
+  std::vector<double> remaining, rate;
+  /// Per sharing group: when its remaining work was last advanced.
+  std::vector<double> groupTime;
   /// Per device: the indices in result.actions of the members of an
   /// overlapped unit whose outputs wait for its end (SimulationInput::
   /// overlappedPairs).
@@ -126,6 +146,13 @@ bool Simulation::checkInput() {
     return fail("the schedule has action lists for " +
                 std::to_string(s.actions.size()) + " devices, expected " +
                 std::to_string(s.numDevices));
+  for (size_t d = 0; d < input.sharing.group.size(); ++d) {
+    int g = input.sharing.group[d];
+    if (g >= static_cast<int>(input.sharing.processors.size()) ||
+        (g >= 0 && !(input.sharing.processors[g] > 0)))
+      return fail("device " + std::to_string(d) + "'s sharing group " +
+                  std::to_string(g) + " has no processors");
+  }
   if (input.stages.size() != static_cast<size_t>(s.numStages()))
     return fail("the input has costs for " +
                 std::to_string(input.stages.size()) + " stages, expected " +
@@ -249,8 +276,48 @@ void Simulation::tryStart(double now) {
     }
     running[d] = static_cast<int>(result.actions.size());
     result.actions.push_back({d, a, now, now + duration});
-    result.busy[d] += duration;
-    push(now + duration, Event::ActionEnd, d);
+    int g = groupOf(d);
+    if (g < 0) {
+      result.busy[d] += duration;
+      endSeq[d] = nextSeq;
+      push(now + duration, Event::ActionEnd, d);
+      continue;
+    }
+    advanceGroup(g, now);
+    remaining[d] = duration;
+    rescheduleGroup(g, now);
+  }
+}
+
+void Simulation::advanceGroup(int g, double now) {
+  double elapsed = now - groupTime[g];
+  groupTime[g] = now;
+  if (elapsed <= 0)
+    return;
+  for (int d = 0; d < schedule.numDevices; ++d)
+    if (groupOf(d) == g && running[d] >= 0)
+      remaining[d] = std::max(0.0, remaining[d] - rate[d] * elapsed);
+}
+
+void Simulation::rescheduleGroup(int g, double now) {
+  const auto &demandOf = input.sharing.demand;
+  auto demand = [&](int d) {
+    return static_cast<size_t>(d) < demandOf.size() && demandOf[d] > 0
+               ? demandOf[d]
+               : 1.0;
+  };
+  double total = 0;
+  for (int d = 0; d < schedule.numDevices; ++d)
+    if (groupOf(d) == g && running[d] >= 0)
+      total += demand(d);
+  double processors = input.sharing.processors[g];
+  double share = total > processors ? processors / total : 1.0;
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    if (groupOf(d) != g || running[d] < 0)
+      continue;
+    rate[d] = share;
+    endSeq[d] = nextSeq;
+    push(now + remaining[d] / share, Event::ActionEnd, d);
   }
 }
 
@@ -286,7 +353,16 @@ void Simulation::send(int fromDevice, const Action &producer,
 void Simulation::finishAction(int device, double now) {
   size_t index = static_cast<size_t>(running[device]);
   const Action &a = result.actions[index].action;
+  int g = groupOf(device);
+  if (g >= 0) {
+    // Shared: the action took what the rates made of it.
+    result.actions[index].end = now;
+    result.busy[device] += now - result.actions[index].start;
+    advanceGroup(g, now);
+  }
   running[device] = -1;
+  if (g >= 0)
+    rescheduleGroup(g, now);
   ++next[device];
   done[slotOf(a)] = 1;
   if (!lastReader.empty()) {
@@ -383,6 +459,10 @@ void Simulation::run() {
       numKinds * schedule.numStages() * (schedule.microBatches + 1);
   next.assign(p, 0);
   running.assign(p, -1);
+  endSeq.assign(p, 0);
+  remaining.assign(p, 0);
+  rate.assign(p, 1);
+  groupTime.assign(input.sharing.processors.size(), 0);
   unitMembers.assign(p, {});
   scheduledOn.assign(numSlots, -1);
   done.assign(numSlots, 0);
@@ -425,9 +505,12 @@ void Simulation::run() {
     while (!queue.empty() && queue.top().time == now) {
       Event event = queue.top();
       queue.pop();
-      if (event.kind == Event::ActionEnd)
+      if (event.kind == Event::ActionEnd) {
+        // Superseded by a later end of the same action (processor sharing).
+        if (event.seq != endSeq[event.index] || running[event.index] < 0)
+          continue;
         finishAction(event.index, now);
-      else if (event.kind == Event::CollectiveEnd)
+      } else if (event.kind == Event::CollectiveEnd)
         done[slotOf(result.actions[event.index].action)] = 1;
       else
         delivered[transferProducer[event.index]] = 1;

@@ -514,7 +514,8 @@ TEST(VirtualWorkers, PolicyErrorsNameTheCounts) {
 }
 
 TEST(ClusterJSON, EveryInputFileParses) {
-  for (const char *name : {"hetpipe.json", "dgx-h100x2.json", "mixed.json"}) {
+  for (const char *name :
+       {"hetpipe.json", "dgx-h100x2.json", "mixed.json", "shared-cores.json"}) {
     SCOPED_TRACE(name);
     Cluster c = parseOK(parseClusterSpec(inputPath(name)));
     EXPECT_GT(c.numDevices(), 0);
@@ -562,6 +563,28 @@ TEST(ClusterJSON, RoundTripsThroughToJSON) {
   }
 }
 
+/// Ranks sharing the cores of a node: read, and written back by toJSON.
+TEST(ClusterJSON, SharedProcessors) {
+  const char *text = R"({"nodes": [
+      {"name": "cpu", "shared_processors": 2, "devices": [
+        {"kind": "c", "count": 3, "processors": 1.5, "peak_flops": {"f32": 1e9},
+         "memory_bytes": "1GiB", "memory_bandwidth": "1GB/s"}]},
+      {"name": "gpu", "devices": [{"kind": "T4"}]}]})";
+  Cluster c = parseOK(parseClusterJSON(text, "test.json"));
+  ASSERT_EQ(c.nodeSharedProcessors.size(), 1u);
+  EXPECT_EQ(c.nodeSharedProcessors[0], 2);
+  EXPECT_EQ(c.devices[0].processors, 1.5);
+  EXPECT_EQ(c.devices[3].processors, 1);
+  std::string written;
+  llvm::raw_string_ostream os(written);
+  os << llvm::formatv("{0:2}", toJSON(c));
+  Cluster back = parseOK(parseClusterJSON(written, "roundtrip.json"));
+  ASSERT_EQ(back.nodeSharedProcessors.size(), 1u);
+  EXPECT_EQ(back.nodeSharedProcessors[0], 2);
+  EXPECT_EQ(back.devices[2].processors, 1.5);
+  EXPECT_EQ(back.devices[3].processors, 1);
+}
+
 //===----------------------------------------------------------------------===//
 // JSON errors: each names the file and the path of the offending value.
 //===----------------------------------------------------------------------===//
@@ -606,7 +629,13 @@ const ErrorCase kErrorCases[] = {
      "nodes[0].name: expected a non-empty string"},
     {R"({"nodes": [{"devices": [{"kind": "T4"}], "device": []}]})",
      "nodes[0].device: unknown field (expected one of: name, devices, "
-     "intra_node)"},
+     "intra_node, shared_processors)"},
+    {R"({"nodes": [{"devices": [{"kind": "T4"}], "shared_processors": 0}]})",
+     "nodes[0].shared_processors: expected a number of processors in (0, "
+     "1e6], got 0"},
+    {DEVICE(R"({"kind": "T4", "processors": "2"})"),
+     "nodes[0].devices[0].processors: expected a number of processors in (0, "
+     "1e6], got \"2\""},
     {R"({"nodes": [{"name": "a", "devices": [{"kind": "T4"}]},
                    {"name": "a", "devices": [{"kind": "T4"}]}]})",
      "nodes[1].name: duplicate node name 'a' (also nodes[0])"},
@@ -628,7 +657,8 @@ const ErrorCase kErrorCases[] = {
      "nodes[0].devices[0].kind: expected a string, got a boolean"},
     {DEVICE(R"({"kind": "T4"}, {"kind": "T4", "memroy_bytes": 1})"),
      "nodes[0].devices[1].memroy_bytes: unknown field (expected one of: "
-     "name, kind, count, peak_flops, memory_bytes, memory_bandwidth)"},
+     "name, kind, count, peak_flops, memory_bytes, memory_bandwidth, "
+     "processors)"},
     {DEVICE(R"({"kind": "T4", "count": 0})"),
      "nodes[0].devices[0].count: expected a positive integer, got 0"},
     {DEVICE(R"({"kind": "T4", "count": 1.5})"),

@@ -1413,3 +1413,92 @@ TEST(BuildVersioned, RejectsInvalidArguments) {
   EXPECT_EQ(error,
             "pipedream is weight-versioned: buildVersionedSchedule builds it");
 }
+
+namespace {
+
+/// Every device of the schedule in sharing group 0 of `processors`, each
+/// action asking for `demand`.
+SimulationInput shared(SimulationInput input, int devices, double processors,
+                       double demand = 1) {
+  input.sharing.group.assign(devices, 0);
+  input.sharing.processors = {processors};
+  input.sharing.demand.assign(devices, demand);
+  return input;
+}
+
+/// The timing of `a` in `r` (fails when absent).
+ActionTiming timingOf(const SimulationResult &r, const Action &a) {
+  for (const ActionTiming &t : r.actions)
+    if (t.action.kind == a.kind && t.action.stage == a.stage &&
+        t.action.microBatch == a.microBatch)
+      return t;
+  ADD_FAILURE() << "no " << toString(a);
+  return {};
+}
+
+} // namespace
+
+/// Two stages on one processor (two ranks on one core): while both run,
+/// each goes at half speed.
+TEST(ProcessorSharing, OverlappingActionsShareTheProcessor) {
+  Schedule s = build(ScheduleKind::OneFOneB, 2, 2);
+  SimulationResult r = simulate(s, shared(uniform(2, 1, 1), 2, 1));
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  ASSERT_FALSE(r.deadlock);
+  // F0.0 alone on [0, 1]; then F1.0 and F0.1 together, one unit each at
+  // rate 1/2: both end at 3.
+  ActionTiming f00 = timingOf(r, {ActionKind::Forward, 0, 0});
+  ActionTiming f10 = timingOf(r, {ActionKind::Forward, 1, 0});
+  ActionTiming f01 = timingOf(r, {ActionKind::Forward, 0, 1});
+  expectRelNear(f00.end, 1, "F0.0 end");
+  expectRelNear(f10.start, 1, "F1.0 start");
+  expectRelNear(f10.end, 3, "F1.0 end");
+  expectRelNear(f01.end, 3, "F0.1 end");
+  // One processor, always some work ready: the makespan is the total work
+  // (2 stages x 2 micro-batches x (F + B)), and busy is wall time.
+  expectRelNear(r.iterationTime, 8, "makespan");
+  EXPECT_GT(r.busy[0] + r.busy[1], 8.0);
+}
+
+/// Enough processors for every device's demand: exactly the unshared
+/// timings; half as many: every schedule takes at least the total work over
+/// the processors and at most the unshared makespan times the shortfall.
+TEST(ProcessorSharing, BoundsForEverySchedule) {
+  forEachSchedule([](ScheduleKind kind, int p, int m, int v) {
+    std::string name = caseName(kind, p, m, v);
+    Schedule s = build(kind, p, m, v);
+    SimulationInput base = uniform(p * v, 1, 2, 1);
+    SimulationResult alone = simulate(s, base);
+    SimulationResult roomy = simulate(s, shared(base, p, 2.0 * p, 2));
+    ASSERT_TRUE(roomy.error.empty()) << name << ": " << roomy.error;
+    ASSERT_EQ(roomy.actions.size(), alone.actions.size()) << name;
+    for (size_t i = 0; i < alone.actions.size(); ++i) {
+      expectRelNear(roomy.actions[i].start, alone.actions[i].start, name);
+      expectRelNear(roomy.actions[i].end, alone.actions[i].end, name);
+    }
+    double processors = std::max(1.0, p / 2.0);
+    SimulationResult tight = simulate(s, shared(base, p, processors));
+    ASSERT_TRUE(tight.error.empty()) << name << ": " << tight.error;
+    ASSERT_FALSE(tight.deadlock) << name;
+    double work = 0;
+    for (const ActionTiming &t : alone.actions)
+      work += t.end - t.start;
+    EXPECT_GE(tight.iterationTime, work / processors * (1 - 1e-9)) << name;
+    EXPECT_GE(tight.iterationTime, alone.iterationTime * (1 - 1e-9)) << name;
+    EXPECT_LE(tight.iterationTime,
+              alone.iterationTime * p / processors * (1 + 1e-9))
+        << name;
+  });
+}
+
+TEST(ProcessorSharing, RejectsAGroupWithoutProcessors) {
+  Schedule s = build(ScheduleKind::OneFOneB, 2, 2);
+  SimulationInput input = shared(uniform(2, 1, 1), 2, 1);
+  input.sharing.group[1] = 3;
+  SimulationResult r = simulate(s, input);
+  EXPECT_EQ(r.error, "device 1's sharing group 3 has no processors");
+  input.sharing.group[1] = 0;
+  input.sharing.processors[0] = 0;
+  EXPECT_EQ(simulate(s, input).error,
+            "device 0's sharing group 0 has no processors");
+}

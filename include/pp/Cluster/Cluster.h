@@ -32,6 +32,9 @@ struct Device {
   int64_t memoryBytes = 0;
   double memoryBandwidth = 0; ///< Bytes/s of device memory.
   int node = 0;               ///< Index into Cluster::nodes.
+  /// The processors of its node's shared pool one of its ops occupies
+  /// (Cluster::nodeSharedProcessors; e.g. a rank's kernel threads).
+  double processors = 1;
 };
 
 /// Bandwidth and latency of a kind of link.
@@ -63,6 +66,11 @@ struct Cluster {
   /// when it differs from the intra-node default (NVLink in one node, PCIe
   /// in another). Shorter than `nodes`, or nullopt: the default applies.
   std::vector<std::optional<LinkParams>> nodeIntraLinks;
+  /// Per node (indexed like `nodes`), the processors its devices share
+  /// (ranks on one CPU's cores, or on one GPU); 0, or shorter than
+  /// `nodes`: each device has its own. While its devices' running ops ask
+  /// for more, each runs at (shared / asked) of its speed.
+  std::vector<double> nodeSharedProcessors;
   /// Optional grouping into virtual workers: device indices per worker, in
   /// pipeline order. Empty: one worker holding every device.
   std::vector<std::vector<int>> virtualWorkers;

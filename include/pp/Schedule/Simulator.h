@@ -17,6 +17,11 @@
 //    were sent (link contention): each occupies the link for
 //    latency + bytes / bandwidth, starting when it is sent or when the link
 //    becomes free, whichever is later.
+//  - Devices may share processors (SimulationInput::sharing: ranks on the
+//    cores of one CPU, or on one GPU): while the running actions of a group
+//    ask for more processors than it has, each progresses at
+//    processors / demand of its own speed (processor sharing), so an action
+//    lasts longer than its cost when it overlaps others of its group.
 //  - Memory of a device = staticBytes of its stages + the stashes alive:
 //    stashBytes from the start of Forward(s, j) to the end of Backward(s, j)
 //    (or BackwardWeight(s, j)), inputGradStashBytes from the start of
@@ -75,6 +80,14 @@ struct SimulationInput {
   /// (our runtime, which runs the members one after the other), each
   /// member's leave when it ends.
   bool overlappedPairs = false;
+  /// Processor sharing: group[d] is device d's group (-1 or missing: it has
+  /// its processors to itself), processors[g] what group g has, demand[d]
+  /// what an action of device d uses (missing: 1). Empty: nothing shared.
+  struct Sharing {
+    std::vector<int> group;
+    std::vector<double> processors;
+    std::vector<double> demand;
+  } sharing;
 };
 
 /// When one action ran.

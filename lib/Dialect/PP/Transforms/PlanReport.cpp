@@ -528,6 +528,23 @@ pp::pipeline::writePlanReport(ModuleOp module,
         input.latency[a][b] =
             cluster->latency(clusterIndex[a], clusterIndex[b]);
       }
+  // Devices of a node whose processors they share (cluster
+  // shared_processors) run at the rate the simulator's sharing gives.
+  auto shareProcessors = [&](sched::SimulationInput &in, auto clusterDevice) {
+    in.sharing = {};
+    const std::vector<double> &shared = cluster->nodeSharedProcessors;
+    if (llvm::none_of(shared, [](double n) { return n > 0; }))
+      return;
+    in.sharing.processors = shared;
+    for (int a = 0; a < p; ++a) {
+      const pp::cluster::Device &device = cluster->devices[clusterDevice(a)];
+      bool isShared = static_cast<size_t>(device.node) < shared.size() &&
+                      shared[device.node] > 0;
+      in.sharing.group.push_back(isShared ? device.node : -1);
+      in.sharing.demand.push_back(device.processors);
+    }
+  };
+  shareProcessors(input, [&](int a) { return clusterIndex[a]; });
   sched::SimulationResult result = sched::simulate(schedule, input);
   if (!result.error.empty()) {
     emitError(scheduleOp.getLoc()) << "simulation: " << result.error;
@@ -556,6 +573,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
               cluster->bandwidth(vwDevice[k][a], vwDevice[k][b]);
           vw.latency[a][b] = cluster->latency(vwDevice[k][a], vwDevice[k][b]);
         }
+    shareProcessors(vw, [&](int a) { return vwDevice[k][a]; });
     sched::SimulationResult r =
         sched::simulate(placed ? vwSchedules[k] : schedule, vw);
     if (!r.error.empty() || r.deadlock) {
@@ -663,6 +681,25 @@ pp::pipeline::writePlanReport(ModuleOp module,
           pp::formatMegabytes(result.peakMemory[d]), plannedText,
           pp::formatMegabytes(device.memoryBytes),
           worst > device.memoryBytes ? "  OVER" : "");
+    }
+    // Shared processors stretch the ops that overlap (busy is wall time).
+    for (auto [n, processors] :
+         llvm::enumerate(cluster->nodeSharedProcessors)) {
+      if (processors <= 0)
+        continue;
+      double demand = 0;
+      int sharing = 0;
+      for (int d = 0; d < p; ++d) {
+        const auto &device = cluster->devices[clusterIndex[d]];
+        if (device.node == static_cast<int>(n)) {
+          demand += device.processors;
+          ++sharing;
+        }
+      }
+      if (sharing > 0)
+        os << llvm::formatv("shared processors: {0} devices of {1} ask for "
+                            "{2} of its {3} processors\n",
+                            sharing, cluster->nodes[n], demand, processors);
     }
     bool waveSynchronous = plan && plan.isWaveSynchronous();
     if (replicas > 1 && waveSynchronous) {
