@@ -172,8 +172,11 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   materialize.blendLambda = options.blendLambda;
   pm.addPass(createMaterializeSchedulePass(materialize));
   // Fused kernels first: the memory plan is the one code generation uses.
-  if (options.fuseElementwise)
-    pm.addNestedPass<func::FuncOp>(createFuseElementwisePass());
+  if (options.fuseElementwise) {
+    FuseElementwisePassOptions fuse;
+    fuse.activations = options.fuseActivations;
+    pm.addNestedPass<func::FuncOp>(createFuseElementwisePass(fuse));
+  }
   pm.addPass(createMemoryPlanPass());
   PlanReportPassOptions plan;
   plan.clusterSpec = options.cluster;

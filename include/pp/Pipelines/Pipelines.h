@@ -241,6 +241,12 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "
                      "(--pp-fuse-elementwise, before the memory plan)"),
       llvm::cl::init(true)};
+  Option<bool> fuseActivations{
+      *this, "fuse-activations",
+      llvm::cl::desc("With fuse-elementwise: fuse Relus into the Conv / "
+                     "BatchNormalization they follow (--pp-fuse-elementwise "
+                     "activations)"),
+      llvm::cl::init(true)};
 };
 
 /// --pp-add-loss, --pp-autodiff, --pp-optimizer.

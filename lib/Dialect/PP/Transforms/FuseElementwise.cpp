@@ -160,9 +160,10 @@ void fuseActivations(Block &block) {
 
 } // namespace
 
-void pp::pipeline::fuseElementwise(func::FuncOp func) {
+void pp::pipeline::fuseElementwise(func::FuncOp func, bool activations) {
   for (Block &block : func.getBody()) {
-    fuseActivations(block);
+    if (activations)
+      fuseActivations(block);
     for (SmallVector<Operation *> &group : findGroups(block))
       fuse(group);
   }

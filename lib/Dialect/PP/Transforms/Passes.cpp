@@ -134,7 +134,7 @@ struct FuseElementwisePass
     : PassAdapter<FuseElementwisePass, pp::impl::FuseElementwisePassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(func::FuncOp func) {
-    pipeline::fuseElementwise(func);
+    pipeline::fuseElementwise(func, activations);
     return success();
   }
 };

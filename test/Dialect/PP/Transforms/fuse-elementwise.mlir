@@ -1,4 +1,5 @@
 // RUN: pipeline-opt %s --pp-fuse-elementwise --split-input-file | FileCheck %s
+// RUN: pipeline-opt %s --pp-fuse-elementwise=activations=false --split-input-file | FileCheck %s --check-prefix=NOACT
 
 // A bias add, its relu and a scale: one tree of single-use values of one
 // type; the bias (a suffix of the shape) and the scalar are inputs, in
@@ -103,6 +104,11 @@ func.func @backward(%x: tensor<2x3xf64>, %y: tensor<2x3xf64>, %dy: tensor<2x3xf6
 // statistics stay separate results). The Add + Relu of a residual is a
 // pp.fused tree as before.
 // CHECK-LABEL: func.func @activations
+// NOACT-LABEL: func.func @activations
+// NOACT-NOT: pp.activation
+// NOACT: onnx.Relu
+// NOACT-NOT: pp.activation
+// NOACT: return
 // CHECK: %[[C:.*]] = onnx.Conv %{{.*}} {pp.activation = "Relu"}
 // CHECK-NOT: onnx.Relu
 // CHECK: %[[Y:.*]], %[[M:.*]], %{{.*}} = onnx.BatchNormalization %[[C]], {{.*}} {pp.activation = "Relu", training_mode = 1 : i64}

@@ -302,7 +302,12 @@ def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
     applies it as it writes (oneDNN's eltwise post-op, batch norm's affine
     loop), one pass over the tensor instead of two. The Relu's gradient reads
     its output only, so the value before the activation is needed by no op.
+    `activations=false` leaves the Relus to the elementwise groups.
   }];
+  let options = [
+    Option<"activations", "activations", "bool", "true",
+           "Fuse Relus into the Conv / BatchNormalization they follow">,
+  ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 

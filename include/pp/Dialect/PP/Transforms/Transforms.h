@@ -68,7 +68,7 @@ findMessageOutOfOrder(mlir::ModuleOp module);
 /// --pp-fuse-elementwise: Relus into the convolution or batch norm that
 /// writes their only input (pp.activation), then trees of elementwise ops
 /// into pp.fused kernels.
-void fuseElementwise(mlir::func::FuncOp func);
+void fuseElementwise(mlir::func::FuncOp func, bool activations = true);
 
 /// --pp-memory-plan: arena offsets and the planned peak of each device.
 mlir::LogicalResult planStageMemory(mlir::ModuleOp module,
