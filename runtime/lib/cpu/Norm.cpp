@@ -167,21 +167,18 @@ void channelMoments(const BatchShape &bs, const T *x, int64_t c, double &mean,
 }
 
 /// y = x * a + b on channel c (the folded affine normalisation), and with
-/// `relu` relu of it (as the Relu kernel: `v < 0` keeps NaN and -0).
-template <typename T>
+/// `Relu` relu of it (as the Relu kernel: `v < 0` keeps NaN and -0).
+template <bool Relu, typename T>
 void channelAffine(const BatchShape &bs, const T *x, int64_t c, double a,
-                   double b, bool relu, T *y) {
+                   double b, T *y) {
   T aT = T(a), bT = T(b);
   for (int64_t n = 0; n < bs.n; ++n) {
     int64_t off = (n * bs.c + c) * bs.plane;
-    if (relu) {
-      for (int64_t i = 0; i < bs.plane; ++i) {
-        T v = x[off + i] * aT + bT;
-        y[off + i] = v < T(0) ? T(0) : v;
-      }
-    } else {
-      for (int64_t i = 0; i < bs.plane; ++i)
-        y[off + i] = x[off + i] * aT + bT;
+    const T *xs = x + off;
+    T *ys = y + off;
+    for (int64_t i = 0; i < bs.plane; ++i) {
+      T v = xs[i] * aT + bT;
+      ys[i] = Relu && v < T(0) ? T(0) : v;
     }
   }
 }
@@ -278,8 +275,11 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
           var[c] = inVar[c];
         }
         double inv = 1.0 / std::sqrt(var[c] + double(epsilon));
-        channelAffine(bs, xd, c, inv * sc[c], bi[c] - mean[c] * inv * sc[c],
-                      relu, yd);
+        double a = inv * sc[c], b = bi[c] - mean[c] * inv * sc[c];
+        if (relu)
+          channelAffine<true>(bs, xd, c, a, b, yd);
+        else
+          channelAffine<false>(bs, xd, c, a, b, yd);
       }
     });
   });
