@@ -296,10 +296,16 @@ public:
             .getResult(0);
     Operation *root = op.getYieldedValue().getDefiningOp();
     std::string label = describeOp(root ? root : op.getOperation());
+    // "<root> fused with <op 'node'>, <op 'node'>, ...": the nodes of the
+    // other ops (train --write-profile counts them at 0 s: the time is the
+    // root's).
     label += " fused with";
+    bool first = true;
     for (Operation &inner : body.without_terminator())
-      if (&inner != root)
-        label += " " + inner.getName().getStringRef().str();
+      if (&inner != root) {
+        label += (first ? " " : ", ") + describeOp(&inner);
+        first = false;
+      }
     emit.check(status, label);
     return success();
   }

@@ -48,20 +48,41 @@ void StageState::opFinished(const char *op) {
   if (Status s = synchronizeKernels(kernels()); !s.ok())
     fail(op, s.message);
   double now = nowSeconds();
-  OpTime *&entry = opEntries[{static_cast<int>(timingPhase), op}];
-  if (!entry) {
+  int phase = static_cast<int>(timingPhase);
+  OpEntry &entry = opEntries[{phase, op}];
+  if (!entry.node) {
+    // The node: the quoted name of "dialect.op 'node'". A fused kernel's
+    // "op 'node' fused with op 'other', op 'another'" names the other nodes
+    // it computes.
+    auto nodeOf = [](std::string_view text) {
+      size_t open = text.find('\'');
+      size_t close = text.rfind('\'');
+      return std::string(open != std::string_view::npos && close > open
+                             ? text.substr(open + 1, close - open - 1)
+                             : text);
+    };
     std::string_view text(op);
-    // The node: the quoted name of "dialect.op 'node'" (a fused op's first).
-    size_t open = text.find('\'');
-    size_t close = text.rfind('\'');
-    std::string node(open != std::string_view::npos && close > open
-                         ? text.substr(open + 1, close - open - 1)
-                         : text);
-    entry = &rank_.opTimes[{static_cast<int>(timingPhase), std::move(node)}];
+    constexpr std::string_view fusedWith = " fused with ";
+    size_t members = text.find(fusedWith);
+    entry.node = &rank_.opTimes[{phase, nodeOf(text.substr(0, members))}];
+    if (members != std::string_view::npos) {
+      std::string_view rest = text.substr(members + fusedWith.size());
+      while (!rest.empty()) {
+        size_t comma = rest.find(", ");
+        std::string_view member = rest.substr(0, comma);
+        if (member.find('\'') != std::string_view::npos)
+          entry.fusedNodes.push_back(&rank_.opTimes[{phase, nodeOf(member)}]);
+        if (comma == std::string_view::npos)
+          break;
+        rest.remove_prefix(comma + 2);
+      }
+    }
   }
-  lastOp = entry;
-  entry->seconds += now - lastOpSeconds;
-  ++entry->calls;
+  lastOp = entry.node;
+  entry.node->seconds += now - lastOpSeconds;
+  ++entry.node->calls;
+  for (OpTime *fused : entry.fusedNodes)
+    ++fused->calls;
   // The next op's time starts after this bookkeeping.
   lastOpSeconds = nowSeconds();
 }

@@ -107,7 +107,13 @@ public:
              static_cast<size_t>(key.first);
     }
   };
-  std::unordered_map<std::pair<int, const char *>, OpTime *, OpKeyHash>
+  /// An op's node entry, and those of the other nodes a fused kernel
+  /// computes ("pp.fused 'a' + 'b'"): they count its calls at 0 s.
+  struct OpEntry {
+    OpTime *node = nullptr;
+    std::vector<OpTime *> fusedNodes;
+  };
+  std::unordered_map<std::pair<int, const char *>, OpEntry, OpKeyHash>
       opEntries;
 
   Rank &rank_;

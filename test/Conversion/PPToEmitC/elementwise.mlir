@@ -77,7 +77,7 @@
 // CHECK: %[[BP:.*]] = call_opaque "pp::rt::fused::data"(%[[BV]])
 // CHECK: %[[BN:.*]] = "emitc.constant"() <{value = 8 : i64}>
 // CHECK: %[[ST:.*]] = call_opaque "pp::rt::fused::forEach"(%{{.*}}, %[[N]], %[[YP]], %[[XP]], %[[XN]], %[[BP]], %[[BN]]) {template_args = [#emitc.opaque<"fused_fused0">]}
-// CHECK: call_opaque "pp::rt::gen::check"(%{{.*}}, %[[ST]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22onnx.Mul 'swish' fused with onnx.Add onnx.Sigmoid\22">]}
+// CHECK: call_opaque "pp::rt::gen::check"(%{{.*}}, %[[ST]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22onnx.Mul 'swish' fused with onnx.Add 'bias_add', onnx.Sigmoid\22">]}
 // CHECK: call_opaque "pp::rt::gen::output"(%{{.*}}, %{{.*}}, %[[YV]])
 
 module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 1>, pp.input_names = ["x", "b", "i"], pp.output_names = ["y"]} {
@@ -116,7 +116,7 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %b = pp.input %mb {index = 1 : i64} : tensor<8xf32>
     %r = pp.fused %x, %b : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> {
     ^bb0(%x0: tensor<4x8xf32>, %b0: tensor<8xf32>):
-      %a = onnx.Add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+      %a = onnx.Add %x0, %b0 : (tensor<4x8xf32>, tensor<8xf32>) -> tensor<4x8xf32> loc("bias_add")
       %s = onnx.Sigmoid %a : (tensor<4x8xf32>) -> tensor<4x8xf32>
       %m = onnx.Mul %s, %x0 : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xf32> loc("swish")
       pp.yield %m : tensor<4x8xf32>
