@@ -131,6 +131,11 @@ def main():
                         "headers) to rerun every config with: messages "
                         "matched the way the NCCL transport matches them must "
                         "give the very same losses and weights as tags")
+    parser.add_argument("--prefetch-off", action="store_true",
+                        help="rerun every config with "
+                        "--prefetch-receives=off: receiving when each "
+                        "action starts must give the very same losses and "
+                        "weights as receiving ahead")
     args = parser.parse_args()
     degrees = [int(d) for d in args.tp.split(",")]
     split = max(degrees) > 1
@@ -270,12 +275,16 @@ def main():
         for failure in check.failures:
             print("MISMATCH", failure)
         failed |= bool(check.failures)
-        for mode in filter(None, args.p2p_matching.split(",")):
+        reruns = [(mode, f"--p2p-matching={mode}", "tags")
+                  for mode in filter(None, args.p2p_matching.split(","))]
+        if args.prefetch_off:
+            reruns.append(("no-prefetch", "--prefetch-receives=off", "on"))
+        for mode, flag, baseline in reruns:
             again = os.path.join(args.work, f"{name}.{mode}.generated")
             proc = subprocess.run(
                 [c for c in cmd if not c.startswith(("--dump-globals",
                                                      "--save-onnx", "--log"))]
-                + [f"--dump-globals={again}", f"--p2p-matching={mode}"],
+                + [f"--dump-globals={again}", flag],
                 capture_output=True, text=True)
             if (mode == "order" and proc.returncode != 0 and
                     "did not prove" in proc.stderr):
@@ -283,7 +292,7 @@ def main():
                       "the compiler did not prove the messages in order")
                 continue
             if proc.returncode != 0:
-                print(f"MISMATCH --p2p-matching={mode} failed "
+                print(f"MISMATCH {flag} failed "
                       f"({proc.returncode}): {proc.stderr.strip()[-2000:]}")
                 failed = True
                 continue
@@ -291,9 +300,8 @@ def main():
             same = (losses_of(proc.stdout) == losses_of(out) and
                     matched.keys() == final.keys() and
                     all(np.array_equal(matched[k], final[k]) for k in final))
-            print(f"{args.model} {name}: --p2p-matching={mode} gives the "
-                  f"same losses and weights as tags: "
-                  f"{'yes' if same else 'NO'}")
+            print(f"{args.model} {name}: {flag} gives the same losses "
+                  f"and weights as {baseline}: {'yes' if same else 'NO'}")
             failed |= not same
         if index == 0:
             # --lr overrides the compiled learning rate: the same value

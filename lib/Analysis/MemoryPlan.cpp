@@ -108,9 +108,10 @@ pp::MemoryPlan pp::planMemory(Block &block) {
   std::vector<Interval> intervals;
   for (Operation &op : block) {
     // Held buffers are read in place (code generation lends them to the
-    // function), as are globals and constants.
+    // function: stashes, sums, received messages), as are globals and
+    // constants.
     if (isa<onnx::GlobalReadOp, onnx::ConstantOp, pipeline::UnstashOp,
-            pipeline::AccumulatedOp>(op))
+            pipeline::AccumulatedOp, pipeline::RecvOp>(op))
       continue;
     for (OpResult result : op.getResults()) {
       int64_t bytes = getTensorBytes(result.getType());

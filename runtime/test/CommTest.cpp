@@ -130,6 +130,25 @@ TEST(InProcessComm, SizeMismatchIsAnError) {
       << s.message;
 }
 
+// A transport without posted receives (the default startRecv) receives at
+// waitRecv, so the driver's prefetch works on every backend.
+TEST(InProcessComm, PostedReceiveIsReceivedAtWait) {
+  auto group = createInProcessGroup(2);
+  std::vector<float> out = {1, 2, 3}, in(3);
+  Tensor o = view(out), i = view(in);
+  int request = 7;
+  ASSERT_TRUE(group[1]->startRecv(i, 0, 4, request).ok());
+  EXPECT_EQ(request, -1);
+  ASSERT_TRUE(group[0]->send(o, 1, 4).ok());
+  Status s = group[1]->waitRecv(request, i, 0, 4);
+  ASSERT_TRUE(s.ok()) << s.message;
+  EXPECT_EQ(in, out);
+  s = group[1]->waitRecv(3, i, 0, 4);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("no receive 3 was started"), std::string::npos)
+      << s.message;
+}
+
 TEST(InProcessComm, AbortWakesEveryWaiter) {
   auto group = createInProcessGroup(3);
   std::vector<std::string> errors(3);

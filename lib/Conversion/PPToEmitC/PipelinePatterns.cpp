@@ -130,6 +130,33 @@ private:
   std::string callee;
 };
 
+/// pp.recv: the driver's buffer holding the message, lent to the function
+/// (`recvView(ctx, peer, tag, microBatch, dtype, shape)`), so the driver can
+/// receive it before the function runs and nothing is copied.
+class RecvLowering : public StageOpLowering<pipeline::RecvOp> {
+public:
+  using StageOpLowering<pipeline::RecvOp>::StageOpLowering;
+
+  LogicalResult lower(pipeline::RecvOp op, pipeline::RecvOp::Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto dtype = dtypeOf(op, op.getType());
+    if (failed(dtype))
+      return failure();
+    auto mb = emit.microBatch(op.getMicroBatch());
+    if (failed(mb))
+      return failure();
+    CallArgs a = emit.ctxArgs();
+    a.integer(static_cast<int64_t>(op.getPeer()))
+        .integer(static_cast<int64_t>(op.getTag()))
+        .value(*mb)
+        .lit(dtypeLiteral(*dtype))
+        .lit(intList(shapeOf(op.getResult())));
+    emit.define(0, emit.call("pp::rt::gen::recvView", a,
+                             opaqueType(emit.getContext(), kTensorType)));
+    return success();
+  }
+};
+
 template <typename OpTy>
 using MicroBatchOperand = decltype(std::declval<OpTy>().getMicroBatch());
 template <typename AdaptorTy>
@@ -239,8 +266,7 @@ void pp::emitc_lowering::populatePipelinePatterns(
                                    "pp::rt::gen::output", index);
   addStageCall<pipeline::SendOp>(typeConverter, patterns, "pp::rt::gen::send",
                                  peerAndTag);
-  addStageCall<pipeline::RecvOp>(typeConverter, patterns, "pp::rt::gen::recv",
-                                 peerAndTag);
+  patterns.add<RecvLowering>(typeConverter, patterns.getContext());
   addStageCall<pipeline::StashOp>(typeConverter, patterns, "pp::rt::gen::stash",
                                   slot);
   patterns.add<HeldViewLowering<pipeline::UnstashOp>>(

@@ -28,6 +28,7 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Runtime/Checksum.h"
+#include "pp/Runtime/Program.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -57,6 +58,18 @@ int64_t ProgramTable::appendData(const void *bytes, int64_t size) {
 //===----------------------------------------------------------------------===//
 
 namespace {
+
+/// The micro-batch a pp.recv names as a constant (one integer).
+FailureOr<int64_t> getConstantMicroBatch(Value microBatch) {
+  auto constant = microBatch.getDefiningOp<onnx::ConstantOp>();
+  if (!constant)
+    return failure();
+  auto decoded = pp::onnx::decodeElements(
+      constant.getLoc(), cast<ElementsAttr>(constant.getValue()));
+  if (failed(decoded) || decoded->numel() != 1)
+    return failure();
+  return static_cast<int64_t>(decoded->getDouble(0));
+}
 
 /// Exclusive upper bound for random integers of input `index`: the size of
 /// the dim it indexes, as pp-interpret --random-inputs draws them.
@@ -219,9 +232,36 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
       return f.emitError() << "stage function has no planned arena "
                               "(pp.arena_bytes): run --pp-memory-plan";
     functionIndex[f.getSymName()] = functions.size();
-    table.functions.push_back(
-        {f.getSymName().str(), *stage,
-         pipeline::getPhase(f).value_or(pp::kinds::Phase::None), *arena});
+    FunctionEntry &entry = table.functions.emplace_back(
+        FunctionEntry{f.getSymName().str(),
+                      *stage,
+                      pipeline::getPhase(f).value_or(pp::kinds::Phase::None),
+                      *arena,
+                      {}});
+    WalkResult walked = f.walk([&](pipeline::RecvOp recv) {
+      auto dtype = dtypeOf(recv, recv.getType());
+      if (failed(dtype))
+        return WalkResult::interrupt();
+      ReceiveEntry &r = entry.receives.emplace_back();
+      r.peerStage = static_cast<int64_t>(recv.getPeer());
+      r.tag = static_cast<int64_t>(recv.getTag());
+      r.microBatch = pp::rt::kFunctionMicroBatch;
+      if (!isa<BlockArgument>(recv.getMicroBatch())) {
+        auto constant = getConstantMicroBatch(recv.getMicroBatch());
+        if (failed(constant)) {
+          recv.emitError() << "code generation needs the micro-batch as the "
+                              "stage function's argument or a constant";
+          return WalkResult::interrupt();
+        }
+        r.microBatch = *constant;
+      }
+      r.dtype = *dtype;
+      auto type = cast<RankedTensorType>(recv.getType());
+      r.shape.assign(type.getShape().begin(), type.getShape().end());
+      return WalkResult::advance();
+    });
+    if (walked.wasInterrupted())
+      return failure();
     functions.push_back(f);
   }
   if (functions.empty())
@@ -519,10 +559,18 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
           }));
   set.set("functions", "std::vector<pp::rt::FunctionInfo>",
           listOf(ArrayRef(table.functions), [](const FunctionEntry &f) {
+            std::string receives;
+            for (auto [i, r] : llvm::enumerate(f.receives))
+              receives +=
+                  std::string(i ? ", " : "") + "{" +
+                  std::to_string(r.peerStage) + ", " + std::to_string(r.tag) +
+                  ", " + std::to_string(r.microBatch) + ", " +
+                  dtypeLiteral(r.dtype) + ", " + shapeLiteral(r.shape) + "}";
             return "{" + quote(f.name) + ", &" + f.name + ", " +
                    std::to_string(f.stage) + ", " +
                    pp::kinds::enumeratorName(f.phase) + ", " +
-                   std::to_string(f.arenaBytes) + "}";
+                   std::to_string(f.arenaBytes) +
+                   (receives.empty() ? "" : ", {" + receives + "}") + "}";
           }));
   set.set("stageGlobals", "std::vector<std::vector<int>>",
           listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {

@@ -54,12 +54,23 @@ struct OutputEntry {
   std::vector<int64_t> shape;
 };
 
+/// A pp.recv of a stage function, for receive prefetch.
+struct ReceiveEntry {
+  int64_t peerStage, tag;
+  /// kFunctionMicroBatch: the function's; else the constant micro-batch.
+  int64_t microBatch;
+  rt::DType dtype = rt::DType::F32;
+  std::vector<int64_t> shape;
+};
+
 struct FunctionEntry {
   std::string name;
   int64_t stage;
   kinds::Phase phase;
   /// The arena of --pp-memory-plan (pp.arena_bytes).
   int64_t arenaBytes;
+  /// Its pp.recv ops in program order.
+  std::vector<ReceiveEntry> receives;
 };
 
 struct ActionEntry {

@@ -42,9 +42,10 @@ namespace {
 /// operands and the stage context only, and which touch no tensor data: a
 /// later part may call them again for the same value. (Tensor structs are
 /// never changed after they are made: kernels write through their data
-/// pointers.) The held-buffer calls (stash and sum targets, unstash and
-/// accumulated views) give the same buffer when asked again for the same
-/// value while the function runs (StageState).
+/// pointers.) The held-buffer calls (stash and sum targets, unstash,
+/// accumulated and receive views) give the same buffer when asked again for
+/// the same value while the function runs (StageState); a receive view
+/// receives on its first call only.
 constexpr llvm::StringLiteral kPureCallees[] = {
     "pp::rt::gen::kernels",          "pp::rt::gen::view",
     "pp::rt::gen::global",           "pp::rt::gen::constant",
@@ -52,7 +53,7 @@ constexpr llvm::StringLiteral kPureCallees[] = {
     "pp::rt::gen::addrMut",          "pp::rt::gen::pointers",
     "pp::rt::gen::mutablePointers",  "pp::rt::gen::stashTarget",
     "pp::rt::gen::accumulateTarget", "pp::rt::gen::unstashView",
-    "pp::rt::gen::accumulatedView"};
+    "pp::rt::gen::accumulatedView",  "pp::rt::gen::recvView"};
 
 bool isPureOp(Operation *op) {
   if (op->getNumRegions() != 0 || op->getNumResults() != 1)

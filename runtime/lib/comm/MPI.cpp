@@ -3,7 +3,8 @@
 // Sends are non-blocking (MPI_Isend from a private copy), so two stages that
 // send to each other at once (activations one way, gradients the other) do
 // not wait on each other; receives poll so they can give up after the
-// timeout. A killed process is reported by mpirun, which stops the job.
+// timeout, and may be posted ahead (startRecv: MPI_Irecv). A killed process is
+// reported by mpirun, which stops the job.
 //
 //===----------------------------------------------------------------------===//
 
@@ -60,9 +61,17 @@ public:
   explicit MPICommunicator(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    // Errors come back as codes (a posted receive's truncation is reported
+    // with the sizes, not as MPI's abort).
+    MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
   }
   ~MPICommunicator() override {
     completeSends(/*wait=*/true);
+    // Receives posted for a step that did not run (a failed job).
+    for (auto &[request, handle] : receives_) {
+      MPI_Cancel(&handle);
+      MPI_Request_free(&handle);
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (finalized)
@@ -129,6 +138,69 @@ public:
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
       return Status::error("recv: MPI_Recv from rank " + std::to_string(peer) +
                            " failed");
+    return Status::success();
+  }
+
+  /// MPI_Irecv now: a message that arrives before waitRecv is matched (and,
+  /// past the eager size, copied) at the next MPI call of this rank.
+  Status startRecv(Tensor &value, int peer, int tag, int &request) override {
+    MPI_Request handle;
+    if (MPI_Irecv(value.data, static_cast<int>(value.bytes()), MPI_BYTE, peer,
+                  tag, comm_, &handle) != MPI_SUCCESS)
+      return Status::error("recv: MPI_Irecv from rank " + std::to_string(peer) +
+                           " failed");
+    request = nextRequest_++;
+    receives_[request] = handle;
+    return Status::success();
+  }
+
+  Status waitRecv(int request, Tensor &value, int peer, int tag) override {
+    if (request < 0)
+      return recv(value, peer, tag);
+    auto it = receives_.find(request);
+    if (it == receives_.end())
+      return Communicator::waitRecv(request, value, peer, tag);
+    MPI_Request handle = it->second;
+    receives_.erase(it);
+    auto deadline = this->deadline();
+    MPI_Status status;
+    PollBackoff backoff;
+    int rc = MPI_SUCCESS;
+    while (true) {
+      int finished = 0;
+      rc = MPI_Test(&handle, &finished, &status);
+      if (finished || rc != MPI_SUCCESS)
+        break;
+      completeSends(/*wait=*/false);
+      if (std::chrono::steady_clock::now() > deadline) {
+        MPI_Cancel(&handle);
+        MPI_Request_free(&handle);
+        return Status::error(
+            "recv: rank " + std::to_string(rank_) +
+            " got no message from rank " + std::to_string(peer) + " (tag " +
+            std::to_string(tag) + ") within " + std::to_string(timeoutSeconds) +
+            " s: is rank " + std::to_string(peer) + " lost?");
+      }
+      backoff.pause();
+    }
+    std::string expected = "recv: rank " + std::to_string(rank_) +
+                           " expected " + std::to_string(value.bytes()) +
+                           " bytes from rank " + std::to_string(peer) +
+                           " (tag " + std::to_string(tag) + "), got ";
+    // A longer message is cut at the posted size (MPI_ERR_TRUNCATE; MPI_Test
+    // returns a completed receive's error).
+    int errorClass = MPI_SUCCESS;
+    if (rc != MPI_SUCCESS)
+      MPI_Error_class(rc, &errorClass);
+    if (errorClass == MPI_ERR_TRUNCATE)
+      return Status::error(expected + "more");
+    if (rc != MPI_SUCCESS)
+      return Status::error("recv: MPI_Irecv from rank " + std::to_string(peer) +
+                           " failed");
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    if (count != value.bytes())
+      return Status::error(expected + std::to_string(count));
     return Status::success();
   }
 
@@ -246,6 +318,8 @@ private:
   int rank_ = 0, size_ = 1;
   std::list<Pending> sends_;
   std::map<int, MPI_Request> reductions_;
+  /// Receives posted by startRecv.
+  std::map<int, MPI_Request> receives_;
   int nextRequest_ = 0;
 };
 

@@ -65,6 +65,8 @@ public:
   ~NCCLCommunicator() override {
     for (auto &[request, event] : reductions_)
       cudaEventDestroy(event);
+    for (auto &[request, posted] : receives_)
+      cudaEventDestroy(posted.first);
     // Sends in flight finish (or time out) before their buffers go.
     for (auto &[key, link] : links_) {
       if (link.sending)
@@ -151,6 +153,48 @@ public:
     return waitUntil(
         "a message from rank " + std::to_string(peer),
         [&] { return cudaStreamQuery(link.stream); }, link.comm);
+  }
+
+  /// ncclRecv on the link's stream now, with an event after it that
+  /// waitRecv waits for: the transfer runs while the caller computes.
+  Status startRecv(Tensor &value, int peer, int tag, int &request) override {
+    (void)tag;
+    auto found = links_.find({peer, rank_});
+    if (found == links_.end())
+      return Status::error("recv: rank " + std::to_string(rank_) +
+                           " has no link from rank " + std::to_string(peer) +
+                           " (connect was not called for it)");
+    Link &link = found->second;
+    if (Status s = settleCopies(); !s.ok())
+      return s;
+    ncclResult_t rc = ncclRecv(value.data, value.bytes(), ncclUint8, link.peer,
+                               link.comm, link.stream);
+    if (Status s = check(rc, "ncclRecv from rank " + std::to_string(peer));
+        !s.ok())
+      return s;
+    cudaEvent_t event;
+    if (cudaEventCreateWithFlags(&event, cudaEventDisableTiming) !=
+            cudaSuccess ||
+        cudaEventRecord(event, link.stream) != cudaSuccess)
+      return Status::error("ncclRecv: cannot record its event");
+    request = nextRequest_++;
+    receives_[request] = {event, link.comm};
+    return Status::success();
+  }
+
+  Status waitRecv(int request, Tensor &value, int peer, int tag) override {
+    if (request < 0)
+      return recv(value, peer, tag);
+    auto it = receives_.find(request);
+    if (it == receives_.end())
+      return Communicator::waitRecv(request, value, peer, tag);
+    auto [event, comm] = it->second;
+    receives_.erase(it);
+    Status s = waitUntil(
+        "a message from rank " + std::to_string(peer),
+        [&] { return cudaEventQuery(event); }, comm);
+    cudaEventDestroy(event);
+    return s;
   }
 
   Status connect(const std::vector<std::pair<int, int>> &links) override {
@@ -364,6 +408,8 @@ private:
   bool world_;
   /// All-reduces in flight: the event recorded after each.
   std::map<int, cudaEvent_t> reductions_;
+  /// Receives posted by startRecv: the event after each and its link.
+  std::map<int, std::pair<cudaEvent_t, ncclComm_t>> receives_;
   /// (sender, receiver) -> the link, for the links with this rank at an end.
   std::map<std::pair<int, int>, Link> links_;
   /// Where sends copy their tensor to its staging buffer.

@@ -99,6 +99,25 @@ public:
     }
   }
 
+  /// Without headers a posted receive takes the link's next message, as
+  /// recv does; with them, a receive must read headers first (waitRecv
+  /// receives then).
+  Status startRecv(Tensor &value, int peer, int tag, int &request) override {
+    request = -1;
+    if (headers_)
+      return Status::success();
+    inner_.timeoutSeconds = timeoutSeconds;
+    Tensor flat = bytesOf(value);
+    return inner_.startRecv(flat, peer, kUntagged, request);
+  }
+  Status waitRecv(int request, Tensor &value, int peer, int tag) override {
+    if (request < 0)
+      return recv(value, peer, tag);
+    inner_.timeoutSeconds = timeoutSeconds;
+    Tensor flat = bytesOf(value);
+    return inner_.waitRecv(request, flat, peer, kUntagged);
+  }
+
   Status allReduceSum(Tensor &value) override {
     return inner_.allReduceSum(value);
   }

@@ -76,6 +76,10 @@ const OptionSpec kOptions[] = {
     {"transport", "auto|nccl|mpi",
      "under mpirun: NCCL between GPUs (auto in a CUDA build with NCCL) or "
      "MPI (through host memory on GPUs)"},
+    {"prefetch-receives", "on|off",
+     "post the next action's receives while the running one computes, so "
+     "messages arrive during compute (on, the default), or each action's "
+     "own when it starts (off)"},
     {"help", nullptr, "print this help"},
 };
 
@@ -281,6 +285,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       if (value != "auto" && value != "nccl" && value != "mpi")
         return badValue("auto, nccl or mpi");
       options.transport = value;
+    } else if (name == "prefetch-receives") {
+      if (value != "on" && value != "off")
+        return badValue("on or off");
+      options.prefetchReceives = value == "on";
     } else if (name == "help") {
       options.help = true;
     }

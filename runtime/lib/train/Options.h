@@ -61,6 +61,10 @@ struct TrainOptions {
   /// --transport under mpirun: "auto" (NCCL in a CUDA build with NCCL,
   /// else MPI), "nccl" or "mpi" (through host copies on GPUs).
   std::string transport = "auto";
+  /// --prefetch-receives: post the next action's receives before the
+  /// running one starts, so transfers overlap compute ("on", the default),
+  /// or each action's own when it starts ("off").
+  bool prefetchReceives = true;
   bool help = false;
 };
 

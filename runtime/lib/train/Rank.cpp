@@ -365,6 +365,40 @@ bool Rank::runAction(const ActionInfo &action) {
   return true;
 }
 
+bool Rank::postReceives(const std::vector<ActionInfo> &actions, size_t index) {
+  auto post = [&](const ActionInfo &action) {
+    const FunctionInfo &f = job.program.functions[action.function];
+    int64_t base = action.microBatch >= 0 ? replica * job.microBatches : 0;
+    int64_t microBatch =
+        action.microBatch >= 0 ? base + action.microBatch : action.microBatch;
+    StageState &state = *stages[action.stage];
+    for (const ReceiveInfo &r : f.receives)
+      state.postReceive(r, microBatch, base);
+  };
+  const ActionInfo *current = &actions[index];
+  try {
+    post(*current);
+    if (!job.options.prefetchReceives)
+      return true;
+    for (size_t next = index + 1; next < actions.size(); ++next)
+      if (actions[next].function >= 0) {
+        current = &actions[next];
+        post(*current);
+        break;
+      }
+  } catch (const std::exception &e) {
+    const StageError *stageError = dynamic_cast<const StageError *>(&e);
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+             deviceName() + "), stage " + std::to_string(current->stage) +
+             ", micro-batch " + std::to_string(current->microBatch) + ", " +
+             kinds::toString(current->kind) + ": " +
+             (stageError ? "op " + stageError->op + ": " : std::string()) +
+             e.what() + " (step " + std::to_string(step + 1) + ")");
+    return false;
+  }
+  return true;
+}
+
 void Rank::planWeightVersions() {
   versionPlans.clear();
   if (job.program.updateEvery <= 0)
@@ -746,7 +780,7 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
           break;
         }
       }
-      if (!(ok = runAction(action)))
+      if (!(ok = postReceives(actions, index) && runAction(action)))
         break;
       if (!versionPlans.empty()) {
         if (update)

@@ -168,6 +168,12 @@ private:
   bool setupMessageMatching(std::string &error);
   /// Runs one action of the schedule; false after aborting the job.
   bool runAction(const ActionInfo &action);
+  /// Posts the receives of actions[index] not posted yet and, with
+  /// --prefetch-receives, those of the next action that runs code in the
+  /// step, so its messages arrive while this one computes. Receives are
+  /// posted in schedule order (what a transport matching by order needs).
+  /// False after aborting the job.
+  bool postReceives(const std::vector<ActionInfo> &actions, size_t index);
 
   /// Weight-versioned schedules (ProgramInfo::updateEvery > 0): per stage of
   /// this rank, its trainable globals and, for each older version some

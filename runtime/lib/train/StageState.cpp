@@ -254,13 +254,18 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
 
 int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
                            const char *op) {
+  return messageTag(peerStage, tag, microBatch, microBatchBase, op);
+}
+
+int StageState::messageTag(int peerStage, int tag, int64_t microBatch,
+                           int64_t base, const char *op) {
   const Job &job = rank_.job;
   if (peerStage < 0 || peerStage >= job.numStages ||
       job.layout(rank_.replica).stageDevice[peerStage] < 0)
     fail(op, "no stage " + std::to_string(peerStage) + " runs in this program");
   // Messages stay within the replica's pipeline: its own micro-batch
   // index makes the tag.
-  int64_t local = microBatch >= 0 ? microBatch - microBatchBase : microBatch;
+  int64_t local = microBatch >= 0 ? microBatch - base : microBatch;
   if (tag < 0 || local < -1 || local >= job.microBatches)
     fail(op, "bad tag " + std::to_string(tag) + " or micro-batch " +
                  std::to_string(microBatch));
@@ -308,16 +313,22 @@ void StageState::send(int peerStage, int tag, int64_t microBatch,
   }
 }
 
+std::string StageState::describeMessage(int peerStage, int tag,
+                                        int64_t microBatch) {
+  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
+  int member = peer >= 0 ? rank_.senderOf(peer) : 0;
+  return "from stage " + std::to_string(peerStage) + " on rank " +
+         std::to_string(rank_.worldRankOf(peer, member)) + " (device " +
+         rank_.job.deviceName(rank_.replica, peer) + "), tag " +
+         std::to_string(tag) + ", micro-batch " + std::to_string(microBatch);
+}
+
 void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
   int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
   sync("pp.recv");
   int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
   int member = peer >= 0 ? rank_.senderOf(peer) : 0;
-  std::string what = "from stage " + std::to_string(peerStage) + " on rank " +
-                     std::to_string(rank_.worldRankOf(peer, member)) +
-                     " (device " + rank_.job.deviceName(rank_.replica, peer) +
-                     "), tag " + std::to_string(tag) + ", micro-batch " +
-                     std::to_string(microBatch);
+  std::string what = describeMessage(peerStage, tag, microBatch);
   if (peer == rank_.rank) {
     auto key =
         std::make_tuple(int64_t(peerStage), stage, int64_t(tag), microBatch);
@@ -344,6 +355,72 @@ void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
     fail("pp.recv", "waiting for the message " + what + ": " + s.message);
 }
 
+void StageState::postReceive(const ReceiveInfo &r, int64_t microBatch,
+                             int64_t base) {
+  int64_t named =
+      r.microBatch == kFunctionMicroBatch ? microBatch : r.microBatch;
+  MessageKey key{r.peerStage, r.tag, named};
+  if (posted.count(key) || lentMessages.count(key))
+    return;
+  int peerStage = static_cast<int>(r.peerStage), tag = static_cast<int>(r.tag);
+  int mpiTag = messageTag(peerStage, tag, named, base, "pp.recv");
+  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
+  if (peer == rank_.rank)
+    return; // its send has a copy on this rank (StageState::send)
+  PostedReceive &p = posted[key];
+  p.buffer = rank_.pool.acquire(r.dtype, r.shape);
+  Status s = rank_.pipeline().startRecv(
+      p.buffer, rank_.slotOf(peer, rank_.senderOf(peer)), mpiTag, p.request);
+  if (!s.ok())
+    fail("pp.recv", "posting the receive of the message " +
+                        describeMessage(peerStage, tag, named) + ": " +
+                        s.message);
+}
+
+Tensor StageState::recvView(int peerStage, int tag, int64_t microBatch,
+                            DType dtype, const std::vector<int64_t> &shape) {
+  MessageKey key{peerStage, tag, microBatch};
+  if (auto lent = lentMessages.find(key); lent != lentMessages.end())
+    return lent->second.buffer;
+  int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
+  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
+  std::string what = describeMessage(peerStage, tag, microBatch);
+  if (peer == rank_.rank) {
+    // The sender's copy is the buffer: nothing to copy.
+    auto it = rank_.local.find(
+        std::make_tuple(int64_t(peerStage), stage, int64_t(tag), microBatch));
+    if (it == rank_.local.end())
+      fail("pp.recv", "no message " + what +
+                          ": its send has not run on this device (the "
+                          "schedule runs the receiver first)");
+    expectLayout("pp.recv", "the message " + what, it->second, dtype, shape);
+    Tensor held = it->second;
+    rank_.local.erase(it);
+    return lentMessages[key].buffer = held;
+  }
+  PostedReceive p;
+  if (auto it = posted.find(key); it != posted.end()) {
+    p = it->second;
+    posted.erase(it);
+  } else {
+    p.buffer = rank_.pool.acquire(dtype, shape);
+  }
+  // Lent at once, so the pool gets the buffer back whatever happens.
+  lentMessages[key].buffer = p.buffer;
+  expectLayout("pp.recv", "the message " + what, p.buffer, dtype, shape);
+  // Waiting for a peer is not work: busy time leaves it out.
+  double start = nowSeconds();
+  Status s = rank_.pipeline().waitRecv(
+      p.request, p.buffer, rank_.slotOf(peer, rank_.senderOf(peer)), mpiTag);
+  double waited = nowSeconds() - start;
+  rank_.waitMs[stage] += waited * 1e3;
+  // --write-profile: the wait is not the next op's time either.
+  lastOpSeconds += waited;
+  if (!s.ok())
+    fail("pp.recv", "waiting for the message " + what + ": " + s.message);
+  return p.buffer;
+}
+
 Tensor StageState::stashTarget(int slot, int64_t microBatch,
                                const Tensor &arenaView) {
   auto key = std::make_tuple(int64_t(slot), microBatch,
@@ -368,7 +445,16 @@ void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
     expectLayout("pp.stash", "slot " + std::to_string(slot), value, copy.dtype,
                  copy.shape);
   } else {
-    copy = rank_.pool.acquire(value.dtype, value.shape);
+    // A received message is stashed as it is: the stash keeps its buffer.
+    for (auto &[key, lent] : lentMessages)
+      if (!lent.kept && lent.buffer.data == value.data &&
+          lent.buffer.bytes() == value.bytes()) {
+        lent.kept = true;
+        copy = Tensor{lent.buffer.data, value.dtype, value.shape};
+        break;
+      }
+    if (!copy.data)
+      copy = rank_.pool.acquire(value.dtype, value.shape);
   }
   if (copy.data != value.data)
     copyBuffer(copy.data, value.data, value.bytes());
@@ -485,6 +571,10 @@ void StageState::releaseLent() {
   for (auto &[slot, t] : lentSums)
     rank_.pool.release(t);
   lentSums.clear();
+  for (auto &[key, lent] : lentMessages)
+    if (!lent.kept)
+      rank_.pool.release(lent.buffer);
+  lentMessages.clear();
   // Targets a failed function left without their stash or accumulate.
   for (auto &[slot, t] : pendingSums)
     rank_.pool.release(t);

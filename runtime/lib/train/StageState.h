@@ -72,6 +72,12 @@ public:
   void send(int peerStage, int tag, int64_t microBatch,
             const Tensor &value) override;
   void recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) override;
+  Tensor recvView(int peerStage, int tag, int64_t microBatch, DType dtype,
+                  const std::vector<int64_t> &shape) override;
+  /// Posts the receive `r` of a function about to run for the global
+  /// micro-batch `microBatch` (replica-local 0 at `base`) into a pool
+  /// buffer, unless it is posted already or its sender runs on this rank.
+  void postReceive(const ReceiveInfo &r, int64_t microBatch, int64_t base);
   void stash(int slot, int64_t microBatch, const Tensor &value) override;
   void unstash(int slot, int64_t microBatch, Tensor &dst) override;
   void accumulate(int slot, const Tensor &value) override;
@@ -136,6 +142,22 @@ public:
   /// (slot, micro-batch), accumulatedView by slot).
   std::map<std::pair<int64_t, int64_t>, Tensor> lentStashes;
   std::map<int64_t, Tensor> lentSums;
+  /// A message by (peer stage, tag, micro-batch as the code names it).
+  using MessageKey = std::tuple<int64_t, int64_t, int64_t>;
+  /// Receives posted before their function asks (postReceive): the pool
+  /// buffer and the communicator's request.
+  struct PostedReceive {
+    Tensor buffer;
+    int request = -1;
+  };
+  std::map<MessageKey, PostedReceive> posted;
+  /// Messages lent to the running function (recvView); `kept` once a
+  /// pp.stash took the buffer itself.
+  struct LentMessage {
+    Tensor buffer;
+    bool kept = false;
+  };
+  std::map<MessageKey, LentMessage> lentMessages;
   /// The targets given to the running function, by (slot, micro-batch or
   /// -1 for a sum, arena view): a part of a split function that asks again
   /// for the same value gets the same buffer (SplitFunctions.cpp recomputes
@@ -159,6 +181,10 @@ private:
                 Tensor &dst);
   /// The transport tag of a message between this stage and `peerStage`.
   int messageTag(int peerStage, int tag, int64_t microBatch, const char *op);
+  int messageTag(int peerStage, int tag, int64_t microBatch, int64_t base,
+                 const char *op);
+  /// "from stage s on rank r (device d), tag t, micro-batch m".
+  std::string describeMessage(int peerStage, int tag, int64_t microBatch);
 };
 
 /// The stages a rank runs, by stage index.

@@ -237,9 +237,65 @@ int main(int argc, char **argv) {
     }
   }
 
+  // Posted receives (receive prefetch): rank 1 posts an 8 MB (rendezvous)
+  // and a small receive before rank 0 sends them, in send order, and waits
+  // for them the other way round; each gets its own message.
+  if (size > 1 && rank < 2) {
+    std::vector<float> big(2 << 20, rank == 0 ? 7.0f : 0.0f), small(3);
+    if (rank == 0)
+      small = {1, 2, 3};
+    // (NCCL: the device mirror is filled here.)
+    Tensor bigT = view(big), smallT = view(small);
+    if (rank == 1) {
+      int bigRequest = -1, smallRequest = -1;
+      expect(comm->startRecv(bigT, 0, 31, bigRequest).ok() &&
+                 comm->startRecv(smallT, 0, 32, smallRequest).ok(),
+             "startRecv", rank);
+      // Rank 0 sends only now: the receives were posted first.
+      std::vector<float> go(1, 1.0f);
+      Tensor goT = view(go);
+      expect(comm->send(goT, 0, 30).ok(), "go send", rank);
+      Status s = comm->waitRecv(smallRequest, smallT, 0, 32);
+      expect(s.ok(), s.message.c_str(), rank);
+      s = comm->waitRecv(bigRequest, bigT, 0, 31);
+      expect(s.ok(), s.message.c_str(), rank);
+      syncToHost();
+      expect(big.front() == 7.0f && big.back() == 7.0f && small[0] == 1.0f &&
+                 small[2] == 3.0f,
+             "posted receives' payloads", rank);
+    } else {
+      std::vector<float> go(1);
+      Tensor goT = view(go);
+      Status s = comm->recv(goT, 1, 30);
+      expect(s.ok(), s.message.c_str(), rank);
+      expect(comm->send(bigT, 1, 31).ok() && comm->send(smallT, 1, 32).ok(),
+             "sends to posted receives", rank);
+    }
+  }
+
   // A receive of the wrong size is an error, not a crash (NCCL does not
   // see sizes).
   bool checksSizes = std::string(comm->backend()) != "nccl";
+  if (checksSizes && size > 1 && rank < 2) {
+    // Posted: a longer and a shorter message than the receive.
+    std::vector<float> four(4, 1.0f), two(2, 1.0f), three(3);
+    Tensor fourT = view(four), twoT = view(two), threeT = view(three);
+    if (rank == 0) {
+      comm->send(fourT, 1, 13);
+      comm->send(twoT, 1, 14);
+    } else {
+      int longer = -1, shorter = -1;
+      expect(comm->startRecv(threeT, 0, 13, longer).ok(), "startRecv", rank);
+      Status s = comm->waitRecv(longer, threeT, 0, 13);
+      expect(!s.ok() &&
+                 s.message.find("expected 12 bytes") != std::string::npos,
+             "longer posted message reported", rank);
+      expect(comm->startRecv(threeT, 0, 14, shorter).ok(), "startRecv", rank);
+      s = comm->waitRecv(shorter, threeT, 0, 14);
+      expect(!s.ok() && s.message.find("got 8") != std::string::npos,
+             "shorter posted message reported", rank);
+    }
+  }
   if (checksSizes && size > 1 && rank < 2) {
     std::vector<float> four(4, 1.0f), three(3);
     Tensor fourT = view(four), threeT = view(three);

@@ -22,7 +22,7 @@
 // CHECK: call_opaque "pp::rt::gen::stash"
 // CHECK: return
 // CHECK-LABEL: emitc.func @stage0_backward
-// CHECK: call_opaque "pp::rt::gen::recv"
+// CHECK: call_opaque "pp::rt::gen::recvView"
 // CHECK: call_opaque "pp::rt::gen::unstashView"
 // CHECK: call_opaque "pp::rt::gemm"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"0.000000000e+00f">, #emitc.opaque<"true">, #emitc.opaque<"false">, 3 : index]}
 // CHECK: call_opaque "pp::rt::gen::accumulate"

@@ -18,14 +18,14 @@
 
 // CHECK-LABEL: emitc.func @stage0_backward(
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64) {
-// CHECK: %[[DY:.*]] = call_opaque "pp::rt::gen::view"
-// CHECK: call_opaque "pp::rt::gen::recv"(%[[CTX]], %[[MB]], %[[DY]]) {args = [0 : index, #emitc.opaque<"1">, #emitc.opaque<"1">, 1 : index, 2 : index]}
+// A message is read in the driver's buffer (received ahead), not the arena.
+// CHECK: %[[DY:.*]] = call_opaque "pp::rt::gen::recvView"(%[[CTX]], %[[MB]]) {args = [0 : index, #emitc.opaque<"1">, #emitc.opaque<"1">, 1 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
 // The stash is read in place, and the gradient is computed in its sum when
 // it is the step's first (accumulateTarget).
 // CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::unstashView"(%[[CTX]], %[[MB]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
 // CHECK: %[[GV:.*]] = call_opaque "pp::rt::gen::view"
 // CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::accumulateTarget"(%[[CTX]], %[[GV]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
-// CHECK: call_opaque "pp::rt::binary"(%{{.*}}, %{{.*}}, %[[X]], %[[G]])
+// CHECK: call_opaque "pp::rt::binary"(%{{.*}}, %[[DY]], %[[X]], %[[G]])
 // CHECK: call_opaque "pp::rt::gen::accumulate"(%[[CTX]], %[[G]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index]}
 
 // A function without a micro-batch argument still takes one.
@@ -37,12 +37,12 @@
 
 // CHECK-LABEL: emitc.func @stage1_forward(
 // CHECK-SAME: %[[CTX:.*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:.*]]: i64) {
-// CHECK: call_opaque "pp::rt::gen::recv"
-// CHECK: call_opaque "pp::rt::gen::output"(%[[CTX]], %[[MB]], %{{.*}}) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
+// CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::recvView"
+// CHECK: call_opaque "pp::rt::gen::output"(%[[CTX]], %[[MB]], %[[Y]]) {args = [0 : index, #emitc.opaque<"0">, 1 : index, 2 : index]}
 
 // CHECK-LABEL: emitc.func @stage1_update(
 // CHECK: %[[C:.*]] = "emitc.constant"() <{value = 0 : i64}> : () -> i64
-// CHECK: call_opaque "pp::rt::gen::recv"(%{{.*}}, %[[C]], %{{.*}}) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"2">, 1 : index, 2 : index]}
+// CHECK: call_opaque "pp::rt::gen::recvView"(%{{.*}}, %[[C]]) {args = [0 : index, #emitc.opaque<"0">, #emitc.opaque<"2">, 1 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{4, 8}">]}
 
 // The table: the arena of each function is pp.arena_bytes of the memory
 // plan, the actions name functions by index.
@@ -61,7 +61,11 @@
 // CHECK: literal "{\0A    {\22y\22, \22concat\22, pp::rt::DType::F32, {4, 8}}}"
 // CHECK: <{member = "functions"}>
 // CHECK-SAME: !emitc.lvalue<!emitc.opaque<"std::vector<pp::rt::FunctionInfo>">>
-// CHECK: literal "{\0A    {\22stage0_forward\22, &stage0_forward, 0, pp::kinds::Phase::Forward, 256},\0A    {\22stage0_backward\22, &stage0_backward, 0, pp::kinds::Phase::Backward, 512},
+// Each function lists its receives (peer stage, tag, micro-batch: -2 for
+// the function's, dtype, shape) for the driver to post ahead.
+// CHECK: literal "{\0A    {\22stage0_forward\22, &stage0_forward, 0, pp::kinds::Phase::Forward, 256},\0A    {\22stage0_backward\22, &stage0_backward, 0, pp::kinds::Phase::Backward, 256, {{[{][{]}}1, 1, -2, pp::rt::DType::F32, {4, 8}{{[}][}]}}},
+// CHECK-SAME: {\22stage1_forward\22, &stage1_forward, 1, pp::kinds::Phase::Forward, 0, {{[{][{]}}0, 0, -2, pp::rt::DType::F32, {4, 8}{{[}][}]}}},
+// CHECK-SAME: {\22stage1_update\22, &stage1_update, 1, pp::kinds::Phase::Update, 0, {{[{][{]}}0, 2, 0, pp::rt::DType::F32, {4, 8}{{[}][}]}}}}"
 // CHECK: <{member = "schedule"}>
 // CHECK: literal "{\0A    {\0A        {pp::kinds::ActionKind::Forward, 0, 0, 0},
 // CHECK-SAME: {pp::kinds::ActionKind::OptimizerStep, 4, 1, -1}}}"

@@ -8,7 +8,10 @@
 //     most micro-batches in flight on that stage in the schedule's order;
 //   - arena: the stage functions' temporaries, placed by live range
 //     (pp/Analysis/MemoryPlan.h); functions of one device run one at a
-//     time, so they share one arena of the largest size.
+//     time, so they share one arena of the largest size;
+//   - messages: the buffers the driver receives into, lent to the function
+//     (the running action's and the next one's, which it receives ahead):
+//     per size, twice the most any function receives.
 // Annotates each stage function with `pp.arena_bytes` and each op of its
 // body with the arena offsets of its results (`pp.offsets`, -1 where not
 // planned, -2 for an optimizer step's result computed in its global's
@@ -44,8 +47,17 @@ struct DeviceMemory {
   /// Weight-versioned schedules: the older versions held at once, and the
   /// blend's two temporaries (I-TiMePReSt).
   int64_t versions = 0;
+  /// Bytes of message size -> the most receives of that size one function
+  /// makes (the driver's buffers are reused by size).
+  std::map<int64_t, int64_t> receivesBySize;
+  int64_t messages() const {
+    int64_t bytes = 0;
+    for (auto [size, count] : receivesBySize)
+      bytes += 2 * size * count;
+    return bytes;
+  }
   int64_t peak() const {
-    return persistent + accumulators + stash + arena + versions;
+    return persistent + accumulators + stash + arena + versions + messages();
   }
 };
 
@@ -112,6 +124,13 @@ static LogicalResult planScheduleMemory(ModuleOp module,
       }
       pipeline::setOffsets(&op, offsets);
     }
+    std::map<int64_t, int64_t> receives;
+    func.walk([&](pipeline::RecvOp recv) {
+      ++receives[pp::getTensorBytes(recv.getType())];
+    });
+    for (auto [size, count] : receives)
+      memory.receivesBySize[size] =
+          std::max(memory.receivesBySize[size], count);
     func.walk([&](Operation *op) {
       auto addGlobal = [&](FlatSymbolRefAttr symbol) {
         if (!globalsOf[it->second].insert(symbol.getValue()).second)
@@ -190,19 +209,21 @@ pp::pipeline::planStageMemory(ModuleOp module,
   llvm::raw_ostream &os = out->os();
   os << "== memory plan per device (persistent = globals, accumulators = "
         "gradient sums, stash = kept activations x micro-batches in "
-        "flight, arena = temporaries) ==\n";
+        "flight, arena = temporaries, messages = receive buffers) ==\n";
   for (auto [d, memory] : llvm::enumerate(devices))
-    os << llvm::formatv("device {0} {1,-14}: persistent {2}, accumulators "
-                        "{3}, stash {4}, arena {5}{6}: peak {7}\n",
-                        d, names[d], pp::formatMegabytes(memory.persistent),
-                        pp::formatMegabytes(memory.accumulators),
-                        pp::formatMegabytes(memory.stash),
-                        pp::formatMegabytes(memory.arena),
-                        memory.versions ? ", older weight versions " +
-                                              pp::formatMegabytes(
-                                                  memory.versions)
-                                        : std::string(),
-                        pp::formatMegabytes(memory.peak()));
+    os << llvm::formatv(
+        "device {0} {1,-14}: persistent {2}, accumulators "
+        "{3}, stash {4}, arena {5}{6}{7}: peak {8}\n",
+        d, names[d], pp::formatMegabytes(memory.persistent),
+        pp::formatMegabytes(memory.accumulators),
+        pp::formatMegabytes(memory.stash), pp::formatMegabytes(memory.arena),
+        memory.versions
+            ? ", older weight versions " + pp::formatMegabytes(memory.versions)
+            : std::string(),
+        memory.messages()
+            ? ", messages " + pp::formatMegabytes(memory.messages())
+            : std::string(),
+        pp::formatMegabytes(memory.peak()));
   out->keep();
   return success();
 }

@@ -46,6 +46,25 @@ public:
   /// Receives into `value` (allocated, with the dtype and shape the sender
   /// used) the message of `peer` under `tag`.
   virtual Status recv(Tensor &value, int peer, int tag) = 0;
+  /// Posts recv(value, peer, tag) and returns at once where the backend can
+  /// (MPI_Irecv, ncclRecv on the link's stream), so the transfer overlaps
+  /// the work that follows (receive prefetch); `value` must stay alive and
+  /// unread until waitRecv has returned. Receives posted this way match
+  /// messages in the order they are posted, as recv does. The default posts
+  /// nothing (request -1) and waitRecv receives then.
+  virtual Status startRecv(Tensor &value, int peer, int tag, int &request) {
+    (void)value, (void)peer, (void)tag;
+    request = -1;
+    return Status::success();
+  }
+  /// Waits (within the timeout) for the receive `request` that startRecv
+  /// posted with the same arguments; `request` -1 receives now.
+  virtual Status waitRecv(int request, Tensor &value, int peer, int tag) {
+    if (request >= 0)
+      return Status::error("waitRecv: no receive " + std::to_string(request) +
+                           " was started");
+    return recv(value, peer, tag);
+  }
   /// value := sum over all ranks of value (same dtype and shape everywhere;
   /// F32 or F64).
   virtual Status allReduceSum(Tensor &value) = 0;

@@ -109,6 +109,10 @@ inline Tensor accumulateTarget(StageContext &ctx, int slot,
                                const Tensor &arenaView) {
   return ctx.accumulateTarget(slot, arenaView);
 }
+inline Tensor recvView(StageContext &ctx, int peer, int tag, int64_t mb,
+                       DType dtype, std::vector<int64_t> shape) {
+  return ctx.recvView(peer, tag, mb, dtype, shape);
+}
 inline Tensor unstashView(StageContext &ctx, int slot, int64_t mb) {
   return ctx.unstashView(slot, mb);
 }

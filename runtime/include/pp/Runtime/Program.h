@@ -62,6 +62,11 @@ public:
                     const Tensor &value) = 0;
   virtual void recv(int peerStage, int tag, int64_t microBatch,
                     Tensor &dst) = 0;
+  /// pp.recv without a copy: a buffer of the driver holding the message
+  /// (received ahead where the driver prefetches), valid until the running
+  /// stage function returns; asked again while it runs, the same buffer.
+  virtual Tensor recvView(int peerStage, int tag, int64_t microBatch,
+                          DType dtype, const std::vector<int64_t> &shape) = 0;
   /// Keeps a value of a micro-batch for its backward (pp.stash / unstash).
   virtual void stash(int slot, int64_t microBatch, const Tensor &value) = 0;
   virtual void unstash(int slot, int64_t microBatch, Tensor &dst) = 0;
@@ -185,6 +190,21 @@ struct OutputInfo {
   std::vector<int64_t> shape;
 };
 
+/// ReceiveInfo::microBatch of a receive of the function's own micro-batch.
+constexpr int64_t kFunctionMicroBatch = -2;
+
+/// A message a stage function receives (its pp.recv), so that the driver
+/// can post the receive before the function runs (receive prefetch).
+struct ReceiveInfo {
+  int64_t peerStage;
+  int64_t tag;
+  /// kFunctionMicroBatch, or the constant micro-batch the receive names
+  /// (-1: a per-step message).
+  int64_t microBatch;
+  DType dtype;
+  std::vector<int64_t> shape;
+};
+
 struct FunctionInfo {
   std::string name;
   StageFunction function;
@@ -192,6 +212,8 @@ struct FunctionInfo {
   /// Which part of its stage's step the function holds.
   kinds::Phase phase;
   int64_t arenaBytes;
+  /// Its receives, in the order it makes them.
+  std::vector<ReceiveInfo> receives = {};
 };
 
 /// One action of a device's schedule, in order.

@@ -1,4 +1,4 @@
-// RUN: pipeline-opt %s --pp-memory-plan="report=-" | FileCheck %s
+// RUN: pipeline-opt %s --split-input-file --pp-memory-plan="report=-" | FileCheck %s
 
 // A chain of 1 KB values: each dies at its user, so two buffers suffice and
 // values alternate between them.
@@ -72,6 +72,60 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 4, num
       pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 1 : i64, weight_version = 0 : i64}
       pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 2 : i64, weight_version = 0 : i64}
       pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 3 : i64, weight_version = 0 : i64}
+    }
+  }
+}
+
+// -----
+
+// Received messages live in the driver's buffers, lent to the function
+// (no arena offset: -1): per size, twice the most one function receives
+// (the running action's and the next one's, received ahead). Stage 1's
+// forward receives two 64 KB messages, its backward one 64 KB and one
+// 4 KB: 2 x (2 x 64 KB + 4 KB) = 270336 bytes, beside a 64 KB arena.
+// CHECK: == memory plan per device
+// CHECK-SAME: messages = receive buffers
+// CHECK: device 1 gpu1          : persistent 0.0 MB, accumulators 0.0 MB, stash 0.0 MB, arena 0.1 MB, messages 0.3 MB: peak 0.3 MB
+// CHECK: module attributes {{.*}}pp.planned_peak_bytes = array<i64: 65536, 335872>
+// CHECK-LABEL: func.func @stage1_forward
+// CHECK-SAME: pp.arena_bytes = 65536 : i64
+// CHECK: pp.recv {{.*}}pp.offsets = array<i64: -1>
+// CHECK: pp.recv {{.*}}pp.offsets = array<i64: -1>
+// CHECK: onnx.Add {{.*}}pp.offsets = array<i64: 0>
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 2>} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<16384xf32>
+    pp.send %x, %mb {peer = 1 : i64, tag = 0 : i64} : tensor<16384xf32>
+    pp.send %x, %mb {peer = 1 : i64, tag = 1 : i64} : tensor<16384xf32>
+    return
+  }
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} {
+    %x = onnx.Constant dense<1.0> : tensor<16384xf32>
+    %y = onnx.Constant dense<1.0> : tensor<1024xf32>
+    pp.send %x, %mb {peer = 1 : i64, tag = 2 : i64} : tensor<16384xf32>
+    pp.send %y, %mb {peer = 1 : i64, tag = 3 : i64} : tensor<1024xf32>
+    return
+  }
+  func.func @stage1_forward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<forward>} {
+    %a = pp.recv %mb {peer = 0 : i64, tag = 0 : i64} : tensor<16384xf32>
+    %b = pp.recv %mb {peer = 0 : i64, tag = 1 : i64} : tensor<16384xf32>
+    %c = onnx.Add %a, %b : (tensor<16384xf32>, tensor<16384xf32>) -> tensor<16384xf32>
+    pp.output %c, %mb {index = 0 : i64, combine = "concat"} : tensor<16384xf32>
+    return
+  }
+  func.func @stage1_backward(%mb: tensor<i64>) attributes {pp.stage = 1 : i64, pp.phase = #pp.phase<backward>} {
+    %a = pp.recv %mb {peer = 0 : i64, tag = 2 : i64} : tensor<16384xf32>
+    %b = pp.recv %mb {peer = 0 : i64, tag = 3 : i64} : tensor<1024xf32>
+    return
+  }
+  pp.schedule {
+    pp.device 0 attributes {name = "gpu0"} {
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action backward @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+    }
+    pp.device 1 attributes {name = "gpu1"} {
+      pp.action forward @stage1_forward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action backward @stage1_backward {stage = 1 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
     }
   }
 }
