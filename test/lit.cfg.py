@@ -35,3 +35,7 @@ for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_VERBOSE"):
     if name in os.environ:
         config.environment[name] = os.environ[name]
 llvm_config.add_tool_substitutions(["pipeline-opt", "pp-interpret"], [config.pp_tools_dir])
+# The long tier (files with `REQUIRES: long-tests`): scripts/test-long.sh
+# sets PP_LONG_TESTS=1; the test command leaves them out.
+if os.environ.get("PP_LONG_TESTS") == "1":
+    config.available_features.add("long-tests")

@@ -18,7 +18,7 @@
 // RUN: FileCheck %s --check-prefix=WHOLE-CPP < %t/program.cpp
 
 // SUMMARY: == program: {{.*}} ==
-// SUMMARY-NEXT: 7 translation units, {{[0-9]+}} KB of C++ (largest 2 KB, budget 1 KB), 15 stage functions and parts (largest {{[0-9]+}} ops, budget 6); data 1 KB
+// SUMMARY-NEXT: 7 translation units, {{[0-9]+}} KB of C++ (largest 3 KB, budget 1 KB), 14 stage functions and parts (largest {{[0-9]+}} ops, budget 6); data 1 KB
 // SUMMARY-NEXT: build: cmake -S [[DIR:.*]] -B [[DIR]]/build -G Ninja && cmake --build [[DIR]]/build
 
 // HEADER: #pragma once
@@ -51,7 +51,7 @@
 
 // FUSED: #include "program.h"
 // FUSED-NEXT: PP_FUSED_INLINE void stage1_forward_fused0(
-// FUSED: void stage1_forward_part1(
+// FUSED: void stage1_forward_part0(
 // FUSED: pp::rt::fused::forEach<stage1_forward_fused0>(
 
 // TABLE: #include "program.h"

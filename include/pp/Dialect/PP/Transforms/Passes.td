@@ -321,7 +321,10 @@ def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
     its stage functions, each value placed at an offset chosen from live
     ranges (pp/Analysis/MemoryPlan.h; the values inside a `pp.fused`
     kernel get none, nor do pp.unstash and pp.accumulated, which read the
-    held buffers in place). An optimizer step whose new value goes back to
+    held buffers in place, nor pp.recv, whose message the driver receives
+    into a buffer of its own, ahead of the function: per size, twice the
+    most one function receives, the `messages` of the report). An
+    optimizer step whose new value goes back to
     the global it read, with no reader of the old value in between, is
     computed in the global's storage: offset -2, and its
     `train.global_write` gets `pp.in_place` (nothing to copy).
