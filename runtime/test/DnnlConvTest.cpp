@@ -418,9 +418,15 @@ TEST_F(DnnlGemm, MatchesOpenBlasOnLayerShapes) {
             gemmWith(cpu::GemmImpl::OpenBLAS, threads, a, b, c, alpha, beta,
                      transA, transB, {m, n});
         int64_t before = cpu::dnnlGemmCalls();
+        int64_t matmulsBefore = cpu::dnnlMatmulCalls();
         std::vector<float> got = gemmWith(cpu::GemmImpl::Auto, threads, a, b, c,
                                           alpha, beta, transA, transB, {m, n});
         EXPECT_EQ(cpu::dnnlGemmCalls() - before, 1);
+        // On one thread the large ones run as the matmul primitive,
+        // whatever the transposes, alpha and beta (no reference kernel
+        // takes them).
+        EXPECT_EQ(cpu::dnnlMatmulCalls() - matmulsBefore,
+                  threads == 1 && m * n * k >= (int64_t(1) << 22) ? 1 : 0);
         double error = relError(got, want);
         EXPECT_LE(error, kRelTol);
         worst = std::max(worst, error);

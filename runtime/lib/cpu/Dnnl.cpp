@@ -23,10 +23,12 @@
 #ifdef PP_RUNTIME_HAVE_DNNL
 #include <algorithm>
 #include <array>
+#include <map>
 #include <memory>
 #include <new>
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 #endif
@@ -39,6 +41,7 @@ std::atomic<int> convImplOverride{-1};
 std::atomic<int> gemmImplOverride{-1};
 std::atomic<int64_t> dnnlCalls{0};
 std::atomic<int64_t> dnnlGemms{0};
+std::atomic<int64_t> dnnlMatmuls{0};
 
 ConvImpl environmentConvImpl() {
   static const ConvImpl impl = [] {
@@ -52,8 +55,11 @@ ConvImpl environmentConvImpl() {
 GemmImpl environmentGemmImpl() {
   static const GemmImpl impl = [] {
     const char *value = std::getenv("PP_RUNTIME_GEMM");
-    return value && std::strcmp(value, "openblas") == 0 ? GemmImpl::OpenBLAS
-                                                        : GemmImpl::Auto;
+    if (value && std::strcmp(value, "openblas") == 0)
+      return GemmImpl::OpenBLAS;
+    if (value && std::strcmp(value, "sgemm") == 0)
+      return GemmImpl::Sgemm;
+    return GemmImpl::Auto;
   }();
   return impl;
 }
@@ -85,6 +91,10 @@ ConvImpl setConvImpl(ConvImpl impl) {
 int64_t dnnlConvCalls() { return dnnlCalls.load(std::memory_order_relaxed); }
 
 int64_t dnnlGemmCalls() { return dnnlGemms.load(std::memory_order_relaxed); }
+
+int64_t dnnlMatmulCalls() {
+  return dnnlMatmuls.load(std::memory_order_relaxed);
+}
 
 #ifndef PP_RUNTIME_HAVE_DNNL
 
@@ -438,13 +448,121 @@ bool run(Pass pass, const Context &ctx, const common::ConvDims &cp, int rank,
 
 } // namespace
 
+namespace {
+
+/// A GEMM as oneDNN's matmul primitive: its blocked (brgemm) kernels ran
+/// widemlp's 256 x 1024 x 1024 layer at 181 GFLOP/s on one core against
+/// 131 for dnnl_sgemm (bench/gemm_epilogue.cpp). Transposes are strides; alpha
+/// an output scale, beta a sum post-op. Primitives are cached per thread (a
+/// program has a few dozen shapes); a shape only a reference kernel takes is
+/// left to sgemm.
+struct MatmulPlan {
+  dnnl::matmul primitive;
+  memory::desc a, b, c;
+  size_t scratchBytes = 0;
+  bool supported = false;
+};
+
+MatmulPlan makeMatmulPlan(bool transA, bool transB, int64_t m, int64_t n,
+                          int64_t k, float alpha, int64_t lda, int64_t ldb,
+                          float beta, int64_t ldc) {
+  using dt = memory::data_type;
+  MatmulPlan plan;
+  plan.a = memory::desc({m, k}, dt::f32,
+                        transA ? memory::dims{1, lda} : memory::dims{lda, 1});
+  plan.b = memory::desc({k, n}, dt::f32,
+                        transB ? memory::dims{1, ldb} : memory::dims{ldb, 1});
+  plan.c = memory::desc({m, n}, dt::f32, memory::dims{ldc, 1});
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (alpha != 1.f)
+    attr.set_output_scales(0, {alpha});
+  if (beta != 0.f) {
+    dnnl::post_ops ops;
+    ops.append_sum(beta);
+    attr.set_post_ops(ops);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan.a, plan.b, plan.c),
+                                  attr, cpuEngine());
+  if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+    return plan;
+  plan.primitive = dnnl::matmul(pd);
+  plan.scratchBytes = pd.scratchpad_desc().get_size();
+  plan.supported = true;
+  return plan;
+}
+
+bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
+               int64_t k, float alpha, const float *a, int64_t lda,
+               const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, int64_t,
+                         int64_t, float, int64_t, int>;
+  thread_local std::map<Key, MatmulPlan> plans;
+  Key key{transA, transB, m, n, k, alpha, lda, ldb, beta, ldc, threads};
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    constexpr size_t maxPlans = 512;
+    if (plans.size() >= maxPlans)
+      plans.clear();
+    MatmulPlan plan;
+    try {
+      plan =
+          makeMatmulPlan(transA, transB, m, n, k, alpha, lda, ldb, beta, ldc);
+    } catch (const dnnl::error &) {
+      plan = MatmulPlan(); // unsupported: sgemm from now on
+    }
+    it = plans.emplace(key, std::move(plan)).first;
+  }
+  MatmulPlan &plan = it->second;
+  if (!plan.supported)
+    return false;
+  thread_local dnnl::stream stream(cpuEngine());
+  thread_local Arena scratch;
+  try {
+    const dnnl::engine &engine = cpuEngine();
+    memory aMem(plan.a, engine, const_cast<float *>(a));
+    memory bMem(plan.b, engine, const_cast<float *>(b));
+    memory cMem(plan.c, engine, c);
+    dnnl::memory::desc scratchDesc(
+        {static_cast<int64_t>(std::max<size_t>(1, plan.scratchBytes))},
+        memory::data_type::u8, memory::format_tag::a);
+    memory scratchMem(scratchDesc, engine,
+                      scratch.get(std::max<size_t>(1, plan.scratchBytes)));
+    plan.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
+                                    {DNNL_ARG_WEIGHTS, bMem},
+                                    {DNNL_ARG_DST, cMem},
+                                    {DNNL_ARG_SCRATCHPAD, scratchMem}});
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  return true;
+}
+
+} // namespace
+
 bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
-  if (gemmImpl() != GemmImpl::Auto)
+  GemmImpl impl = gemmImpl();
+  if (impl == GemmImpl::OpenBLAS)
     return false;
   char ta = transA ? 'T' : 'N', tb = transB ? 'T' : 'N';
   int threads = std::max(1, ctx.numThreads);
+  // On one thread, large GEMMs go to the matmul primitive (widemlp's step:
+  // 69 ms against 112 with sgemm); small ones stay on sgemm, whose dispatch
+  // is cheaper (the primitive was 1.2x slower at 8 x 784 x 128). On several
+  // threads the column split below was as fast (41.5 against 43.2 ms on 2).
+  constexpr int64_t kMatmulFlops = int64_t(1) << 22;
+  if (impl == GemmImpl::Auto && threads == 1 && m * n * k >= kMatmulFlops) {
+    OmpThreads scope(threads);
+    if (runMatmul(threads, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
+                  c, ldc)) {
+      dnnlGemms.fetch_add(1, std::memory_order_relaxed);
+      dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+  }
   // On several threads, each computes a block of c's columns (or rows, when
   // c is taller than wide) with a one-thread sgemm: oneDNN's own split of
   // an (N, T) GEMM of the MLP's shape reached 130-143 GFLOP/s on 2 threads

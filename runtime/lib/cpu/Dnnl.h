@@ -1,13 +1,15 @@
 //===- Dnnl.h - oneDNN kernels of the CPU backend ---------------*- C++ -*-===//
 //
-// The CPU backend runs F32 GEMMs (dnnl_sgemm) and F32 convolutions (forward,
+// The CPU backend runs F32 GEMMs (oneDNN's matmul primitive for large ones
+// on one thread, dnnl_sgemm otherwise) and F32 convolutions (forward,
 // gradient of the input, gradient of the weight) on oneDNN when the build found
 // it (PP_RUNTIME_HAVE_DNNL), over the caller's NCHW / OIHW buffers, and falls
 // back to its own im2col + GEMM for F64 and for any problem oneDNN does not
 // take. PP_RUNTIME_CONV=im2col in the environment (read once; any other
 // value means the default) forces the im2col path; setConvImpl overrides
 // both (tests compare the two paths). PP_RUNTIME_GEMM=openblas sends F32
-// GEMMs to OpenBLAS instead; setGemmImpl overrides it.
+// GEMMs to OpenBLAS instead, PP_RUNTIME_GEMM=sgemm all of them to
+// dnnl_sgemm; setGemmImpl overrides it.
 //
 // With oneDNN, every parallel loop of the backend runs on OpenMP's pool
 // (parallelFor, Common.cpp): oneDNN's pool. OpenBLAS's own threads spin
@@ -32,8 +34,10 @@ enum class ConvImpl {
 };
 
 enum class GemmImpl {
-  Auto,     // oneDNN's sgemm where built, else OpenBLAS
+  Auto,     // oneDNN where built (its matmul primitive for large GEMMs on
+            // one thread, sgemm for the others), else OpenBLAS
   OpenBLAS, // OpenBLAS (the plain loop without it)
+  Sgemm,    // oneDNN's sgemm for every size (no matmul primitive)
 };
 
 /// The implementation in force: setGemmImpl's, else PP_RUNTIME_GEMM's.
@@ -53,6 +57,9 @@ bool dnnlAvailable();
 int64_t dnnlConvCalls();
 /// Number of GEMMs oneDNN has run in this process.
 int64_t dnnlGemmCalls();
+/// Of those, the ones its matmul primitive ran (GEMMs of at least 2^22
+/// multiply-adds on one thread; the others are sgemm's).
+int64_t dnnlMatmulCalls();
 
 /// c = alpha * op(a) * op(b) + beta * c on row-major F32 matrices (as
 /// gemmRaw) with ctx.numThreads OpenMP threads; false when oneDNN is not
