@@ -115,11 +115,7 @@ public:
         break;
       completeSends(/*wait=*/false);
       if (std::chrono::steady_clock::now() > deadline)
-        return Status::error(
-            "recv: rank " + std::to_string(rank_) +
-            " got no message from rank " + std::to_string(peer) + " (tag " +
-            std::to_string(tag) + ") within " + std::to_string(timeoutSeconds) +
-            " s: is rank " + std::to_string(peer) + " lost?");
+        return lostPeer(peer, tag);
       backoff.pause();
     }
     int count = 0;
@@ -128,11 +124,7 @@ public:
       std::vector<char> discard(static_cast<size_t>(count));
       MPI_Recv(discard.data(), count, MPI_BYTE, peer, tag, comm_,
                MPI_STATUS_IGNORE);
-      return Status::error("recv: rank " + std::to_string(rank_) +
-                           " expected " + std::to_string(value.bytes()) +
-                           " bytes from rank " + std::to_string(peer) +
-                           " (tag " + std::to_string(tag) + "), got " +
-                           std::to_string(count));
+      return wrongSize(value, peer, tag, std::to_string(count));
     }
     if (MPI_Recv(value.data, count, MPI_BYTE, peer, tag, comm_,
                  MPI_STATUS_IGNORE) != MPI_SUCCESS)
@@ -175,32 +167,24 @@ public:
       if (std::chrono::steady_clock::now() > deadline) {
         MPI_Cancel(&handle);
         MPI_Request_free(&handle);
-        return Status::error(
-            "recv: rank " + std::to_string(rank_) +
-            " got no message from rank " + std::to_string(peer) + " (tag " +
-            std::to_string(tag) + ") within " + std::to_string(timeoutSeconds) +
-            " s: is rank " + std::to_string(peer) + " lost?");
+        return lostPeer(peer, tag);
       }
       backoff.pause();
     }
-    std::string expected = "recv: rank " + std::to_string(rank_) +
-                           " expected " + std::to_string(value.bytes()) +
-                           " bytes from rank " + std::to_string(peer) +
-                           " (tag " + std::to_string(tag) + "), got ";
     // A longer message is cut at the posted size (MPI_ERR_TRUNCATE; MPI_Test
     // returns a completed receive's error).
     int errorClass = MPI_SUCCESS;
     if (rc != MPI_SUCCESS)
       MPI_Error_class(rc, &errorClass);
     if (errorClass == MPI_ERR_TRUNCATE)
-      return Status::error(expected + "more");
+      return wrongSize(value, peer, tag, "more");
     if (rc != MPI_SUCCESS)
       return Status::error("recv: MPI_Irecv from rank " + std::to_string(peer) +
                            " failed");
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     if (count != value.bytes())
-      return Status::error(expected + std::to_string(count));
+      return wrongSize(value, peer, tag, std::to_string(count));
     return Status::success();
   }
 
@@ -286,6 +270,24 @@ public:
   }
 
 private:
+  /// A receive's timeout.
+  Status lostPeer(int peer, int tag) const {
+    return Status::error("recv: rank " + std::to_string(rank_) +
+                         " got no message from rank " + std::to_string(peer) +
+                         " (tag " + std::to_string(tag) + ") within " +
+                         std::to_string(timeoutSeconds) + " s: is rank " +
+                         std::to_string(peer) + " lost?");
+  }
+
+  /// A message of another size than `value` (`got`: its size, or "more").
+  Status wrongSize(const Tensor &value, int peer, int tag,
+                   const std::string &got) const {
+    return Status::error("recv: rank " + std::to_string(rank_) + " expected " +
+                         std::to_string(value.bytes()) + " bytes from rank " +
+                         std::to_string(peer) + " (tag " + std::to_string(tag) +
+                         "), got " + got);
+  }
+
   /// The MPI type of a tensor the all-reduce sums (F32 or F64).
   static Status sumType(const Tensor &value, MPI_Datatype &type) {
     if (value.dtype == DType::F32)

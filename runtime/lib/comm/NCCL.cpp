@@ -137,22 +137,12 @@ public:
     return Status::success();
   }
 
+  /// A posted receive waited for at once.
   Status recv(Tensor &value, int peer, int tag) override {
-    (void)tag;
-    auto found = links_.find({peer, rank_});
-    if (found == links_.end())
-      return Status::error("recv: rank " + std::to_string(rank_) +
-                           " has no link from rank " + std::to_string(peer) +
-                           " (connect was not called for it)");
-    Link &link = found->second;
-    ncclResult_t rc = ncclRecv(value.data, value.bytes(), ncclUint8, link.peer,
-                               link.comm, link.stream);
-    if (Status s = check(rc, "ncclRecv from rank " + std::to_string(peer));
-        !s.ok())
+    int request = -1;
+    if (Status s = startRecv(value, peer, tag, request); !s.ok())
       return s;
-    return waitUntil(
-        "a message from rank " + std::to_string(peer),
-        [&] { return cudaStreamQuery(link.stream); }, link.comm);
+    return waitRecv(request, value, peer, tag);
   }
 
   /// ncclRecv on the link's stream now, with an event after it that

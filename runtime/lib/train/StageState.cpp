@@ -324,35 +324,11 @@ std::string StageState::describeMessage(int peerStage, int tag,
 }
 
 void StageState::recv(int peerStage, int tag, int64_t microBatch, Tensor &dst) {
-  int mpiTag = messageTag(peerStage, tag, microBatch, "pp.recv");
   sync("pp.recv");
-  int peer = rank_.job.layout(rank_.replica).stageDevice[peerStage];
-  int member = peer >= 0 ? rank_.senderOf(peer) : 0;
-  std::string what = describeMessage(peerStage, tag, microBatch);
-  if (peer == rank_.rank) {
-    auto key =
-        std::make_tuple(int64_t(peerStage), stage, int64_t(tag), microBatch);
-    auto it = rank_.local.find(key);
-    if (it == rank_.local.end())
-      fail("pp.recv", "no message " + what +
-                          ": its send has not run on this device (the "
-                          "schedule runs the receiver first)");
-    expectLayout("pp.recv", "the message " + what, it->second, dst.dtype,
-                 dst.shape);
-    copyBuffer(dst.data, it->second.data, dst.bytes());
-    rank_.pool.release(it->second);
-    rank_.local.erase(it);
-    return;
-  }
-  // Waiting for a peer is not work: busy time leaves it out.
-  double start = nowSeconds();
-  Status s = rank_.pipeline().recv(dst, rank_.slotOf(peer, member), mpiTag);
-  double waited = nowSeconds() - start;
-  rank_.waitMs[stage] += waited * 1e3;
-  // --write-profile: the wait is not the next op's time either.
-  lastOpSeconds += waited;
-  if (!s.ok())
-    fail("pp.recv", "waiting for the message " + what + ": " + s.message);
+  // The driver's buffer, copied into `dst` (hand-written programs receive
+  // into their arena; generated ones read the buffer itself).
+  Tensor held = recvView(peerStage, tag, microBatch, dst.dtype, dst.shape);
+  copyBuffer(dst.data, held.data, dst.bytes());
 }
 
 void StageState::postReceive(const ReceiveInfo &r, int64_t microBatch,
