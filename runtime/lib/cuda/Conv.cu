@@ -6,13 +6,18 @@
 // zero-padded copy of the input (and a crop of the input gradient).
 // Algorithms come from cuDNN's heuristics (cudnnGet*_v7, no benchmarking,
 // no synchronisation), tried in order until one gets its workspace; math is
-// restricted to FMA so FP32 never silently becomes TF32.
+// restricted to FMA so FP32 never silently becomes TF32. The algorithm that
+// ran is remembered per problem (shape, direction, type, device) on the
+// calling thread: cuDNN 9's heuristic query costs far more host time than a
+// small convolution (resnet18 at batch 8 spent most of its H200 step there).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Window.cuh"
 
 #include <cudnn.h>
+
+#include <map>
 
 namespace pp::rt {
 
@@ -169,42 +174,86 @@ Status dnnHandle(const std::string &what, const Context &ctx,
   return Status::success();
 }
 
-/// Runs `run(algo, workspace, bytes)` with the algorithms `perfs` proposes,
-/// in order, skipping those that fail, use tensor-op math, or whose
-/// workspace cannot be allocated.
-template <typename Perf, typename WorkspaceFn, typename RunFn>
-Status runAlgorithms(const std::string &what, cudaStream_t stream,
-                     const Perf *perfs, int count, WorkspaceFn workspace,
-                     RunFn run) {
+constexpr int kMaxAlgos = 16;
+
+/// The three cuDNN calls of a convolution, part of an algorithm-cache key.
+enum class ConvDirection { Forward, BackwardData, BackwardFilter };
+
+/// The algorithm that last ran a problem on this thread (-1: none yet).
+/// Per thread, so --local's device threads never share or lock it.
+int &cachedAlgorithm(const ConvProblem &cp, ConvDirection direction,
+                     int elementBytes) {
+  thread_local std::map<std::vector<int64_t>, int> cache;
+  int device = 0;
+  cudaGetDevice(&device);
+  std::vector<int64_t> key = {
+      int64_t(direction), elementBytes, device,       cp.n, cp.c, cp.m,
+      cp.group,           cp.spatial,   cp.asymmetric};
+  for (const int64_t *dims : {cp.geo.in, cp.geo.out, cp.geo.k, cp.geo.s,
+                              cp.geo.pb, cp.geo.pe, cp.geo.d})
+    key.insert(key.end(), dims, dims + 3);
+  return cache.try_emplace(std::move(key), -1).first->second;
+}
+
+/// Runs `run(algo, workspace, bytes)` with the cached algorithm of the
+/// problem, else with those `query` proposes (heuristics), in order,
+/// skipping those that fail, use tensor-op math, or whose workspace cannot
+/// be allocated; the one that runs is cached.
+template <typename Perf, typename QueryFn, typename WorkspaceFn, typename RunFn>
+Status runAlgorithms(const std::string &what, cudaStream_t stream, int &cached,
+                     QueryFn query, WorkspaceFn workspace, RunFn run) {
+  using Algo = decltype(Perf{}.algo);
+  // Runs one algorithm; NOT_SUPPORTED-family statuses mean "try another".
+  auto attempt = [&](Algo algo, cudnnStatus_t &status) {
+    size_t bytes = 0;
+    if (workspace(algo, &bytes) != CUDNN_STATUS_SUCCESS) {
+      status = CUDNN_STATUS_NOT_SUPPORTED; // not for this problem: skip it
+      return false;
+    }
+    void *ws = nullptr;
+    if (bytes > 0 && cudaMallocAsync(&ws, bytes, stream) != cudaSuccess) {
+      cudaGetLastError(); // out of memory for this one: try the next
+      status = CUDNN_STATUS_ALLOC_FAILED;
+      return false;
+    }
+    status = run(algo, ws, bytes);
+    if (ws)
+      cudaFreeAsync(ws, stream);
+    return status == CUDNN_STATUS_SUCCESS;
+  };
+  // cuDNN 9 numbers the "not supported" family 3000-3999.
+  auto unsupported = [](cudnnStatus_t status) {
+    return static_cast<int>(status) / 1000 ==
+               CUDNN_STATUS_NOT_SUPPORTED / 1000 ||
+           status == CUDNN_STATUS_ALLOC_FAILED;
+  };
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
+  if (cached >= 0) {
+    if (attempt(static_cast<Algo>(cached), last))
+      return Status::success();
+    if (!unsupported(last))
+      return dnnFailure(what, last);
+    cached = -1; // e.g. its workspace no longer fits: ask the heuristics
+  }
+  Perf perfs[kMaxAlgos];
+  int count = 0;
+  PP_DNN_TRY(what, query(perfs, &count));
   for (int i = 0; i < count; ++i) {
     const Perf &perf = perfs[i];
     if (perf.status != CUDNN_STATUS_SUCCESS ||
         perf.mathType == CUDNN_TENSOR_OP_MATH ||
         perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
       continue;
-    size_t bytes = 0;
-    if (workspace(perf.algo, &bytes) != CUDNN_STATUS_SUCCESS)
-      continue;
-    void *ws = nullptr;
-    if (bytes > 0 && cudaMallocAsync(&ws, bytes, stream) != cudaSuccess) {
-      cudaGetLastError(); // out of memory for this one: try the next
-      continue;
-    }
-    last = run(perf.algo, ws, bytes);
-    if (ws)
-      cudaFreeAsync(ws, stream);
-    if (last == CUDNN_STATUS_SUCCESS)
+    if (attempt(perf.algo, last)) {
+      cached = static_cast<int>(perf.algo);
       return Status::success();
-    // cuDNN 9 numbers the "not supported" family 3000-3999: try the next.
-    if (static_cast<int>(last) / 1000 != CUDNN_STATUS_NOT_SUPPORTED / 1000)
+    }
+    if (!unsupported(last))
       return dnnFailure(what, last);
   }
   return Status::error(what + ": no cuDNN algorithm could run this problem (" +
                        cudnnGetErrorString(last) + ")");
 }
-
-constexpr int kMaxAlgos = 16;
 
 template <typename T> struct Scalars { T one = 1, zero = 0; };
 
@@ -292,13 +341,13 @@ Status convForward(const std::string &what, const Context &ctx,
     Scratch scratch(stream);
     const T *input;
     PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
-    cudnnConvolutionFwdAlgoPerf_t perfs[kMaxAlgos];
-    int count = 0;
-    PP_DNN_TRY(what, cudnnGetConvolutionForwardAlgorithm_v7(
-                         h, d.x, d.w, d.conv, d.y, kMaxAlgos, &count, perfs));
     Scalars<T> s;
-    PP_RT_TRY(runAlgorithms(
-        what, stream, perfs, count,
+    PP_RT_TRY(runAlgorithms<cudnnConvolutionFwdAlgoPerf_t>(
+        what, stream, cachedAlgorithm(cp, ConvDirection::Forward, sizeof(T)),
+        [&](cudnnConvolutionFwdAlgoPerf_t *perfs, int *count) {
+          return cudnnGetConvolutionForwardAlgorithm_v7(
+              h, d.x, d.w, d.conv, d.y, kMaxAlgos, count, perfs);
+        },
         [&](cudnnConvolutionFwdAlgo_t algo, size_t *bytes) {
           return cudnnGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv,
                                                          d.y, algo, bytes);
@@ -337,13 +386,13 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
   T *target = dx;
   if (cp.asymmetric)
     PP_RT_TRY(scratch.alloc(what, paddedSize(cp), &target));
-  cudnnConvolutionBwdDataAlgoPerf_t perfs[kMaxAlgos];
-  int count = 0;
-  PP_DNN_TRY(what, cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                       h, d.w, d.y, d.conv, d.x, kMaxAlgos, &count, perfs));
   Scalars<T> s;
-  PP_RT_TRY(runAlgorithms(
-      what, stream, perfs, count,
+  PP_RT_TRY(runAlgorithms<cudnnConvolutionBwdDataAlgoPerf_t>(
+      what, stream, cachedAlgorithm(cp, ConvDirection::BackwardData, sizeof(T)),
+      [&](cudnnConvolutionBwdDataAlgoPerf_t *perfs, int *count) {
+        return cudnnGetConvolutionBackwardDataAlgorithm_v7(
+            h, d.w, d.y, d.conv, d.x, kMaxAlgos, count, perfs);
+      },
       [&](cudnnConvolutionBwdDataAlgo_t algo, size_t *bytes) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv,
                                                             d.x, algo, bytes);
@@ -380,13 +429,14 @@ Status convBackwardWeight(const std::string &what, const Context &ctx,
   Scratch scratch(stream);
   const T *input;
   PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
-  cudnnConvolutionBwdFilterAlgoPerf_t perfs[kMaxAlgos];
-  int count = 0;
-  PP_DNN_TRY(what, cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                       h, d.x, d.y, d.conv, d.w, kMaxAlgos, &count, perfs));
   Scalars<T> s;
-  return runAlgorithms(
-      what, stream, perfs, count,
+  return runAlgorithms<cudnnConvolutionBwdFilterAlgoPerf_t>(
+      what, stream,
+      cachedAlgorithm(cp, ConvDirection::BackwardFilter, sizeof(T)),
+      [&](cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int *count) {
+        return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+            h, d.x, d.y, d.conv, d.w, kMaxAlgos, count, perfs);
+      },
       [&](cudnnConvolutionBwdFilterAlgo_t algo, size_t *bytes) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(
             h, d.x, d.y, d.conv, d.w, algo, bytes);
