@@ -149,6 +149,14 @@ Status createContext(Context &ctx, int device) {
     return bs != CUBLAS_STATUS_SUCCESS ? blasFailure(what, bs)
                                        : dnnFailure(what, ds);
   }
+  // Scratch and cuDNN workspaces come from the stream-ordered pool on every
+  // call: keep what it holds instead of returning it at each synchronisation
+  // (the default threshold, 0), which made each allocation a driver call.
+  cudaMemPool_t pool;
+  if (cudaDeviceGetDefaultMemPool(&pool, device) == cudaSuccess) {
+    uint64_t keep = UINT64_MAX;
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  }
   ctx.stream = stream;
   ctx.blasHandle = blas;
   ctx.dnnHandle = dnn;

@@ -6,10 +6,10 @@
 // zero-padded copy of the input (and a crop of the input gradient).
 // Algorithms come from cuDNN's heuristics (cudnnGet*_v7, no benchmarking,
 // no synchronisation), tried in order until one gets its workspace; math is
-// restricted to FMA so FP32 never silently becomes TF32. The algorithm that
-// ran is remembered per problem (shape, direction, type, device) on the
-// calling thread: cuDNN 9's heuristic query costs far more host time than a
-// small convolution (resnet18 at batch 8 spent most of its H200 step there).
+// restricted to FMA so FP32 never silently becomes TF32. Each problem's
+// descriptors and the algorithm that ran it are kept per thread (ConvPlan):
+// cuDNN 9's heuristic query costs far more host time than a small
+// convolution (resnet18 spent most of its H200 step there).
 //
 //===----------------------------------------------------------------------===//
 
@@ -54,11 +54,14 @@ Status resolveConv(const std::string &what, const Tensor &x, const Tensor &w,
   return Status::success();
 }
 
-/// Owns the cuDNN descriptors of one call.
+/// Owns the cuDNN descriptors of one problem.
 struct Descriptors {
   cudnnTensorDescriptor_t x = nullptr, y = nullptr;
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
+  Descriptors() = default;
+  Descriptors(const Descriptors &) = delete;
+  Descriptors &operator=(const Descriptors &) = delete;
   ~Descriptors() {
     if (conv)
       cudnnDestroyConvolutionDescriptor(conv);
@@ -176,23 +179,38 @@ Status dnnHandle(const std::string &what, const Context &ctx,
 
 constexpr int kMaxAlgos = 16;
 
-/// The three cuDNN calls of a convolution, part of an algorithm-cache key.
+/// The three cuDNN calls of a convolution.
 enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 
-/// The algorithm that last ran a problem on this thread (-1: none yet).
-/// Per thread, so --local's device threads never share or lock it.
-int &cachedAlgorithm(const ConvProblem &cp, ConvDirection direction,
-                     int elementBytes) {
-  thread_local std::map<std::vector<int64_t>, int> cache;
+/// What a problem needs on every call after its first: its descriptors and,
+/// per direction, the algorithm that last ran it (-1: none yet).
+struct ConvPlan {
+  Descriptors d;
+  bool described = false;
+  int algorithm[3] = {-1, -1, -1};
+};
+
+/// The plan of a problem (shape, element type, device) on this thread,
+/// described on first use. Per thread, so --local's device threads never
+/// share or lock it.
+template <typename T>
+Status planFor(const std::string &what, const ConvProblem &cp,
+               ConvPlan *&plan) {
+  thread_local std::map<std::vector<int64_t>, ConvPlan> plans;
   int device = 0;
   cudaGetDevice(&device);
   std::vector<int64_t> key = {
-      int64_t(direction), elementBytes, device,       cp.n, cp.c, cp.m,
-      cp.group,           cp.spatial,   cp.asymmetric};
+      int64_t(sizeof(T)), device,     cp.n,         cp.c, cp.m,
+      cp.group,           cp.spatial, cp.asymmetric};
   for (const int64_t *dims : {cp.geo.in, cp.geo.out, cp.geo.k, cp.geo.s,
                               cp.geo.pb, cp.geo.pe, cp.geo.d})
     key.insert(key.end(), dims, dims + 3);
-  return cache.try_emplace(std::move(key), -1).first->second;
+  plan = &plans.try_emplace(std::move(key)).first->second;
+  if (!plan->described) {
+    PP_RT_TRY(describe<T>(what, cp, plan->d));
+    plan->described = true;
+  }
+  return Status::success();
 }
 
 /// Runs `run(algo, workspace, bytes)` with the cached algorithm of the
@@ -336,14 +354,15 @@ Status convForward(const std::string &what, const Context &ctx,
   } else {
     cudnnHandle_t h;
     PP_RT_TRY(dnnHandle(what, ctx, h));
-    Descriptors d;
-    PP_RT_TRY(describe<T>(what, cp, d));
+    ConvPlan *plan;
+    PP_RT_TRY(planFor<T>(what, cp, plan));
+    const Descriptors &d = plan->d;
     Scratch scratch(stream);
     const T *input;
     PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
     Scalars<T> s;
     PP_RT_TRY(runAlgorithms<cudnnConvolutionFwdAlgoPerf_t>(
-        what, stream, cachedAlgorithm(cp, ConvDirection::Forward, sizeof(T)),
+        what, stream, plan->algorithm[int(ConvDirection::Forward)],
         [&](cudnnConvolutionFwdAlgoPerf_t *perfs, int *count) {
           return cudnnGetConvolutionForwardAlgorithm_v7(
               h, d.x, d.w, d.conv, d.y, kMaxAlgos, count, perfs);
@@ -379,8 +398,9 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
   }
   cudnnHandle_t h;
   PP_RT_TRY(dnnHandle(what, ctx, h));
-  Descriptors d;
-  PP_RT_TRY(describe<T>(what, cp, d));
+  ConvPlan *plan;
+  PP_RT_TRY(planFor<T>(what, cp, plan));
+  const Descriptors &d = plan->d;
   Scratch scratch(stream);
   // With asymmetric pads cuDNN writes the padded gradient; dx is its crop.
   T *target = dx;
@@ -388,7 +408,7 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
     PP_RT_TRY(scratch.alloc(what, paddedSize(cp), &target));
   Scalars<T> s;
   PP_RT_TRY(runAlgorithms<cudnnConvolutionBwdDataAlgoPerf_t>(
-      what, stream, cachedAlgorithm(cp, ConvDirection::BackwardData, sizeof(T)),
+      what, stream, plan->algorithm[int(ConvDirection::BackwardData)],
       [&](cudnnConvolutionBwdDataAlgoPerf_t *perfs, int *count) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(
             h, d.w, d.y, d.conv, d.x, kMaxAlgos, count, perfs);
@@ -424,15 +444,15 @@ Status convBackwardWeight(const std::string &what, const Context &ctx,
   }
   cudnnHandle_t h;
   PP_RT_TRY(dnnHandle(what, ctx, h));
-  Descriptors d;
-  PP_RT_TRY(describe<T>(what, cp, d));
+  ConvPlan *plan;
+  PP_RT_TRY(planFor<T>(what, cp, plan));
+  const Descriptors &d = plan->d;
   Scratch scratch(stream);
   const T *input;
   PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
   Scalars<T> s;
   return runAlgorithms<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      what, stream,
-      cachedAlgorithm(cp, ConvDirection::BackwardFilter, sizeof(T)),
+      what, stream, plan->algorithm[int(ConvDirection::BackwardFilter)],
       [&](cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int *count) {
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             h, d.x, d.y, d.conv, d.w, kMaxAlgos, count, perfs);
