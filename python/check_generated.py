@@ -40,8 +40,11 @@ from compare import Comparison, load_globals, run
 
 def build(program_dir, cuda=False):
     build_dir = os.path.join(program_dir, "build-cuda" if cuda else "build")
-    configure = ["cmake", "-S", program_dir, "-B", build_dir, "-G", "Ninja",
-                 "-DCMAKE_BUILD_TYPE=Release"]
+    configure = ["cmake", "-S", program_dir, "-B", build_dir, "-G", "Ninja"]
+    # PP_PROGRAM_OPT=N (the lit tests set 1): -ON instead of Release's -O3.
+    opt = os.environ.get("PP_PROGRAM_OPT")
+    configure += (["-DCMAKE_BUILD_TYPE=None", f"-DCMAKE_CXX_FLAGS=-O{opt}"]
+                  if opt else ["-DCMAKE_BUILD_TYPE=Release"])
     if cuda:
         configure.append("-DPP_CUDA=ON")
     run(configure)
