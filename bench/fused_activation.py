@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The fused activation (Conv / BatchNormalization + Relu) against the same
+"""The fused activation (Conv / BatchNormalization / Gemm + Relu) against the same
 step with the Relus left as kernels of their own.
 
 For each model, the one-stage SGD step is compiled twice (`--pp-compile`
@@ -10,7 +10,7 @@ steps, the first a warm-up. Prints the median ms per step of both and
 fused / unfused (below 1: fusing is faster), and how many Relus were fused.
 
 Usage: /usr/bin/python3 bench/fused_activation.py --build build
-           [--models vgg11,resnet18,padnet] [--threads 1,2]
+           [--models vgg11,resnet18,padnet,widemlp,mlp] [--threads 1,2]
 """
 import argparse
 import os
@@ -29,7 +29,8 @@ from model_steps import BATCH, program_step_times  # noqa: E402
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
-    parser.add_argument("--models", default="vgg11,resnet18,padnet")
+    parser.add_argument("--models",
+                        default="vgg11,resnet18,padnet,widemlp,mlp")
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)

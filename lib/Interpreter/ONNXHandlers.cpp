@@ -262,7 +262,7 @@ void registerCompute(Interpreter &interp) {
                           in.lookup(op.getB()).view(), c ? &c->view() : nullptr,
                           op.getAlpha().convertToFloat(),
                           op.getBeta().convertToFloat(), op.getTransA() != 0,
-                          op.getTransB() != 0, y);
+                          op.getTransB() != 0, y, pipeline::getActivation(op));
         });
       });
 

@@ -379,13 +379,15 @@ protected:
 std::vector<float> gemmWith(cpu::GemmImpl impl, int threads, Buf<float> &a,
                             Buf<float> &b, Buf<float> &c, float alpha,
                             float beta, bool transA, bool transB,
-                            const Shape &yShape) {
+                            const Shape &yShape,
+                            UnaryKind activation = UnaryKind::Identity) {
   cpu::GemmImpl previous = cpu::setGemmImpl(impl);
   Context ctx;
   ctx.numThreads = threads;
   Buf<float> y(yShape, std::numeric_limits<float>::quiet_NaN());
   Tensor at = a.t(), bt = b.t(), ct = c.t(), yt = y.t();
-  Status s = gemm(ctx, at, bt, &ct, alpha, beta, transA, transB, yt);
+  Status s =
+      gemm(ctx, at, bt, &ct, alpha, beta, transA, transB, yt, activation);
   EXPECT_TRUE(s.ok()) << s.message;
   cpu::setGemmImpl(previous);
   return y.v;
@@ -434,6 +436,54 @@ TEST_F(DnnlGemm, MatchesOpenBlasOnLayerShapes) {
   std::printf("[ worst    ] max|dnnl - openblas| / max|openblas|: %.2g "
               "(tolerance %.0g)\n",
               worst, kRelTol);
+}
+
+TEST_F(DnnlGemm, BiasAndReluEpilogue) {
+  // A linear layer: y = relu(x w^T + bias). On one thread a large one runs
+  // as the matmul primitive with the bias and the Relu as its epilogue; the
+  // others (small, 2 threads, a full c matrix, alpha with a bias) take sgemm
+  // and a Relu pass. Each is compared with OpenBLAS and a separate Relu.
+  struct Case {
+    int64_t m, n, k;
+    Shape c;
+    float alpha;
+  };
+  const Case cases[] = {{256, 1024, 1024, {1024}, 1.f},
+                        {256, 1024, 1024, {1, 1024}, 1.f},
+                        {256, 1024, 1024, {256, 1024}, 1.f},
+                        {256, 1024, 1024, {1024}, 0.5f},
+                        {8, 128, 784, {128}, 1.f}};
+  for (const Case &tc : cases)
+    for (int threads : {1, 2})
+      for (UnaryKind activation : {UnaryKind::Identity, UnaryKind::Relu}) {
+        SCOPED_TRACE(::testing::Message()
+                     << tc.m << "x" << tc.n << "x" << tc.k << " c "
+                     << tc.c.size() << "-d alpha " << tc.alpha << " threads "
+                     << threads << " relu " << (activation == UnaryKind::Relu));
+        Buf<float> a = randomBuf<float>({tc.m, tc.k});
+        Buf<float> b = randomBuf<float>({tc.n, tc.k});
+        Buf<float> c = randomBuf<float>(tc.c);
+        std::vector<float> want =
+            gemmWith(cpu::GemmImpl::OpenBLAS, threads, a, b, c, tc.alpha, 1.f,
+                     false, true, {tc.m, tc.n});
+        if (activation == UnaryKind::Relu)
+          for (float &v : want)
+            v = std::max(v, 0.f);
+        int64_t matmulsBefore = cpu::dnnlMatmulCalls();
+        std::vector<float> got =
+            gemmWith(cpu::GemmImpl::Auto, threads, a, b, c, tc.alpha, 1.f,
+                     false, true, {tc.m, tc.n}, activation);
+        bool large = tc.m * tc.n * tc.k >= (int64_t(1) << 22);
+        EXPECT_EQ(cpu::dnnlMatmulCalls() - matmulsBefore,
+                  threads == 1 && large ? 1 : 0);
+        EXPECT_LE(relError(got, want), kRelTol);
+        if (activation == UnaryKind::Relu) {
+          EXPECT_GE(*std::min_element(got.begin(), got.end()), 0.f);
+          // Half the outputs of a random layer are clamped.
+          int64_t zeros = std::count(got.begin(), got.end(), 0.f);
+          EXPECT_GT(zeros, int64_t(got.size()) / 4);
+        }
+      }
 }
 
 TEST_F(DnnlGemm, ForcedOpenBlasSkipsOneDnn) {

@@ -244,8 +244,8 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<bool> fuseActivations{
       *this, "fuse-activations",
       llvm::cl::desc("With fuse-elementwise: fuse Relus into the Conv / "
-                     "BatchNormalization they follow (--pp-fuse-elementwise "
-                     "activations)"),
+                     "BatchNormalization / Gemm they follow "
+                     "(--pp-fuse-elementwise activations)"),
       llvm::cl::init(true)};
 };
 

@@ -52,6 +52,7 @@ public:
         .flag(op.getTransA() != 0)
         .flag(op.getTransB() != 0)
         .value(*out);
+    appendActivation(a, op);
     emit.kernel("pp::rt::gemm", a);
     return success();
   }

@@ -106,6 +106,12 @@ bool dnnlSgemm(const Context &, bool, bool, int64_t, int64_t, int64_t, float,
   return false;
 }
 
+bool dnnlGemmEpilogue(const Context &, bool, bool, int64_t, int64_t, int64_t,
+                      float, const float *, int64_t, const float *, int64_t,
+                      const float *, bool, float *, int64_t) {
+  return false;
+}
+
 bool dnnlConvForward(const Context &, const common::ConvDims &, int,
                      const float *, const float *, const float *, float *,
                      bool) {
@@ -458,14 +464,20 @@ namespace {
 /// left to sgemm.
 struct MatmulPlan {
   dnnl::matmul primitive;
-  memory::desc a, b, c;
+  memory::desc a, b, c, bias;
   size_t scratchBytes = 0;
   bool supported = false;
 };
 
+/// The epilogue of a matmul: a bias row added to every row of c (instead
+/// of beta * c) and a Relu, applied as the primitive writes c.
+struct MatmulEpilogue {
+  bool bias = false, relu = false;
+};
+
 MatmulPlan makeMatmulPlan(bool transA, bool transB, int64_t m, int64_t n,
                           int64_t k, float alpha, int64_t lda, int64_t ldb,
-                          float beta, int64_t ldc) {
+                          float beta, int64_t ldc, MatmulEpilogue epilogue) {
   using dt = memory::data_type;
   MatmulPlan plan;
   plan.a = memory::desc({m, k}, dt::f32,
@@ -477,13 +489,19 @@ MatmulPlan makeMatmulPlan(bool transA, bool transB, int64_t m, int64_t n,
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (alpha != 1.f)
     attr.set_output_scales(0, {alpha});
-  if (beta != 0.f) {
-    dnnl::post_ops ops;
+  dnnl::post_ops ops;
+  if (beta != 0.f)
     ops.append_sum(beta);
-    attr.set_post_ops(ops);
-  }
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(plan.a, plan.b, plan.c),
-                                  attr, cpuEngine());
+  if (epilogue.relu)
+    ops.append_eltwise(/*scale=*/1.f, dnnl::algorithm::eltwise_relu,
+                       /*alpha=*/0.f, /*beta=*/0.f);
+  attr.set_post_ops(ops);
+  if (epilogue.bias)
+    plan.bias = memory::desc({1, n}, dt::f32, memory::dims{n, 1});
+  dnnl::matmul::primitive_desc pd(
+      epilogue.bias ? dnnl::matmul::desc(plan.a, plan.b, plan.bias, plan.c)
+                    : dnnl::matmul::desc(plan.a, plan.b, plan.c),
+      attr, cpuEngine());
   if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
     return plan;
   plan.primitive = dnnl::matmul(pd);
@@ -492,13 +510,21 @@ MatmulPlan makeMatmulPlan(bool transA, bool transB, int64_t m, int64_t n,
   return plan;
 }
 
+/// On one thread, GEMMs of at least this many multiply-adds run on the
+/// matmul primitive (dnnlSgemm says why).
+constexpr int64_t kMatmulFlops = int64_t(1) << 22;
+
 bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
                int64_t k, float alpha, const float *a, int64_t lda,
-               const float *b, int64_t ldb, float beta, float *c, int64_t ldc) {
+               const float *b, int64_t ldb, float beta, float *c, int64_t ldc,
+               const float *bias = nullptr, bool relu = false) {
   using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, int64_t,
-                         int64_t, float, int64_t, int>;
+                         int64_t, float, int64_t, int, bool, bool>;
   thread_local std::map<Key, MatmulPlan> plans;
-  Key key{transA, transB, m, n, k, alpha, lda, ldb, beta, ldc, threads};
+  MatmulEpilogue epilogue{bias != nullptr, relu};
+  Key key{transA,       transB, m,    n,   k,       alpha,
+          lda,          ldb,    beta, ldc, threads, epilogue.bias,
+          epilogue.relu};
   auto it = plans.find(key);
   if (it == plans.end()) {
     constexpr size_t maxPlans = 512;
@@ -506,8 +532,8 @@ bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
       plans.clear();
     MatmulPlan plan;
     try {
-      plan =
-          makeMatmulPlan(transA, transB, m, n, k, alpha, lda, ldb, beta, ldc);
+      plan = makeMatmulPlan(transA, transB, m, n, k, alpha, lda, ldb, beta, ldc,
+                            epilogue);
     } catch (const dnnl::error &) {
       plan = MatmulPlan(); // unsupported: sgemm from now on
     }
@@ -528,10 +554,14 @@ bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
         memory::data_type::u8, memory::format_tag::a);
     memory scratchMem(scratchDesc, engine,
                       scratch.get(std::max<size_t>(1, plan.scratchBytes)));
-    plan.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
-                                    {DNNL_ARG_WEIGHTS, bMem},
-                                    {DNNL_ARG_DST, cMem},
-                                    {DNNL_ARG_SCRATCHPAD, scratchMem}});
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, aMem},
+                                            {DNNL_ARG_WEIGHTS, bMem},
+                                            {DNNL_ARG_DST, cMem},
+                                            {DNNL_ARG_SCRATCHPAD, scratchMem}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS,
+                   memory(plan.bias, engine, const_cast<float *>(bias)));
+    plan.primitive.execute(stream, args);
     stream.wait();
   } catch (const dnnl::error &) {
     return false;
@@ -553,7 +583,6 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
   // 69 ms against 112 with sgemm); small ones stay on sgemm, whose dispatch
   // is cheaper (the primitive was 1.2x slower at 8 x 784 x 128). On several
   // threads the column split below was as fast (41.5 against 43.2 ms on 2).
-  constexpr int64_t kMatmulFlops = int64_t(1) << 22;
   if (impl == GemmImpl::Auto && threads == 1 && m * n * k >= kMatmulFlops) {
     OmpThreads scope(threads);
     if (runMatmul(threads, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
@@ -601,6 +630,22 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
       return false;
   }
   dnnlGemms.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
+                      int64_t n, int64_t k, float alpha, const float *a,
+                      int64_t lda, const float *b, int64_t ldb,
+                      const float *bias, bool relu, float *c, int64_t ldc) {
+  if (gemmImpl() != GemmImpl::Auto || std::max(1, ctx.numThreads) != 1 ||
+      m * n * k < kMatmulFlops || (bias && alpha != 1.f))
+    return false;
+  OmpThreads scope(1);
+  if (!runMatmul(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc,
+                 bias, relu))
+    return false;
+  dnnlGemms.fetch_add(1, std::memory_order_relaxed);
+  dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

@@ -68,6 +68,16 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+/// c = relu?(alpha * op(a) * op(b) + bias) on row-major F32 matrices, bias
+/// (n values, one per column; may be null) and the Relu applied by oneDNN's
+/// matmul primitive as it writes c. Only where dnnlSgemm would run that
+/// primitive (one thread, at least 2^22 multiply-adds, gemmImpl() Auto) and
+/// alpha is 1 when there is a bias; false otherwise (c is then untouched).
+bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
+                      int64_t n, int64_t k, float alpha, const float *a,
+                      int64_t lda, const float *b, int64_t ldb,
+                      const float *bias, bool relu, float *c, int64_t ldc);
+
 /// The three F32 convolutions on oneDNN (dw is overwritten, not added to).
 /// Each returns false when oneDNN is not built in or does not take the
 /// problem (an empty dim, no implementation, an error while running); the

@@ -183,12 +183,13 @@ Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
 }
 
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
-            float alpha, float beta, bool transA, bool transB, Tensor &y) {
+            float alpha, float beta, bool transA, bool transB, Tensor &y,
+            UnaryKind activation) {
   if (anyFloat16(a, b, c, y)) {
     PP_RT_TRY(expectSameDType("gemm", {&a, &b, c, &y}));
     Float16Widening w(ctx);
     return w.finish(gemm(ctx, w.in(a), w.in(b), w.in(c), alpha, beta, transA,
-                         transB, w.out(y)));
+                         transB, w.out(y), activation));
   }
   int64_t m = 0, k = 0, n = 0;
   PP_RT_TRY(checkGemm(a, b, c, transA, transB, y, m, k, n));
@@ -196,6 +197,16 @@ Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
   if (c)
     cStrides = broadcastStrides(c->shape, {m, n});
   bool useC = c && beta != 0.f;
+  // A linear layer (c a bias row, beta 1) and its Relu: oneDNN's matmul adds
+  // both as it writes y, where it runs the GEMM, instead of a copy of the
+  // bias before and a pass after.
+  bool biasRow = useC && beta == 1.f && cStrides[0] == 0 && cStrides[1] == 1;
+  bool relu = activation == UnaryKind::Relu;
+  if (a.dtype == DType::F32 && k > 0 && (!useC || biasRow) &&
+      dnnlGemmEpilogue(ctx, transA, transB, m, n, k, alpha, a.as<float>(),
+                       a.shape[1], b.as<float>(), b.shape[1],
+                       useC ? c->as<float>() : nullptr, relu, y.as<float>(), n))
+    return relu ? Status::success() : applyActivation(ctx, activation, y);
   PP_RT_FLOAT_DISPATCH(a.dtype, "gemm", {
     T *yd = y.as<T>();
     if (useC) {
@@ -207,7 +218,7 @@ Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
     gemmRaw<T>(ctx, transA, transB, m, n, k, T(alpha), a.as<T>(), a.shape[1],
                b.as<T>(), b.shape[1], useC ? T(beta) : T(0), yd, n);
   });
-  return Status::success();
+  return applyActivation(ctx, activation, y);
 }
 
 //===----------------------------------------------------------------------===//

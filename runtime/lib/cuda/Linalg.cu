@@ -206,7 +206,8 @@ Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
 }
 
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
-            float alpha, float beta, bool transA, bool transB, Tensor &y) {
+            float alpha, float beta, bool transA, bool transB, Tensor &y,
+            UnaryKind activation) {
   const std::string what = "gemm";
   int64_t m = 0, k = 0, n = 0;
   PP_RT_TRY(checkGemm(a, b, c, transA, transB, y, m, k, n));
@@ -214,7 +215,7 @@ Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
   if (m == 0 || n == 0)
     return visitFloat(a.dtype, what, [](auto) { return Status::success(); });
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(a.dtype, what, [&](auto tag) -> Status {
+  PP_RT_TRY(visitFloat(a.dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     T *yd = y.as<T>();
     StridedIndex<1> flat;
@@ -239,7 +240,8 @@ Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
                                      b.as<T>(), int(b.shape[1]), 0,
                                      useC ? T(beta) : T(0), yd, int(n), 0, 1));
     return Status::success();
-  });
+  }));
+  return applyActivation(ctx, activation, y);
 }
 
 } // namespace pp::rt

@@ -15,6 +15,8 @@
 // CHECK: %[[G:.*]] = call_opaque "pp::rt::gen::view"
 // CHECK: %[[CP:.*]] = call_opaque "pp::rt::gen::addr"(%[[C]])
 // CHECK: call_opaque "pp::rt::gemm"(%[[K]], %[[M]], %[[W]], %[[CP]], %[[G]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"2.000000000e+00f">, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"false">, #emitc.opaque<"true">, 4 : index]}
+// A fused Relu (pp.activation) is the Gemm's last argument.
+// CHECK: call_opaque "pp::rt::gemm"(%[[K]], %[[G]], %[[W]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"1.000000000e+00f">, #emitc.opaque<"false">, #emitc.opaque<"false">, 4 : index, #emitc.opaque<"pp::rt::UnaryKind(1)">]}
 
 // CHECK-LABEL: emitc.func @conv_pool(
 // CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{2, 4, 8, 8}">]}
@@ -51,7 +53,8 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %c = onnx.global_read @c : tensor<8xf32>
     %m = onnx.MatMul %x, %w : (tensor<4x8xf32>, tensor<8x8xf32>) -> tensor<4x8xf32> loc("fc1")
     %g = onnx.Gemm %m, %w, %c {alpha = 2.0 : f32, transB = 1 : i64} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
-    pp.output %g, %mb {index = 0 : i64, combine = "concat"} : tensor<4x8xf32>
+    %h = onnx.Gemm %g, %w, %c {pp.activation = "Relu"} : (tensor<4x8xf32>, tensor<8x8xf32>, tensor<8xf32>) -> tensor<4x8xf32>
+    pp.output %h, %mb {index = 0 : i64, combine = "concat"} : tensor<4x8xf32>
     return
   }
   func.func @conv_pool(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {

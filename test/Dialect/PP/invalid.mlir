@@ -276,10 +276,10 @@ pp.schedule {
 
 // -----
 
-// Only the activations a kernel applies: Relu, on a convolution or a batch
-// norm.
+// Only the activations a kernel applies: Relu, on a convolution, a batch
+// norm or a Gemm.
 func.func @activation_kind(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32> {
-  // expected-error @+1 {{pp.activation must be "Relu" on an onnx.Conv or onnx.BatchNormalization, got "Sigmoid"}}
+  // expected-error @+1 {{pp.activation must be "Relu" on an onnx.Conv, onnx.BatchNormalization or onnx.Gemm, got "Sigmoid"}}
   %0 = onnx.Conv %x, %w {pp.activation = "Sigmoid"} : (tensor<1x3x8x8xf32>, tensor<4x3x3x3xf32>) -> tensor<1x4x6x6xf32>
   return %0 : tensor<1x4x6x6xf32>
 }
@@ -287,7 +287,7 @@ func.func @activation_kind(%x: tensor<1x3x8x8xf32>, %w: tensor<4x3x3x3xf32>) -> 
 // -----
 
 func.func @activation_op(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
-  // expected-error @+1 {{pp.activation must be "Relu" on an onnx.Conv or onnx.BatchNormalization, got "Relu"}}
+  // expected-error @+1 {{pp.activation must be "Relu" on an onnx.Conv, onnx.BatchNormalization or onnx.Gemm, got "Relu"}}
   %0 = onnx.MatMul %x, %x {pp.activation = "Relu"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }

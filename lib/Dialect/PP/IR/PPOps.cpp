@@ -148,7 +148,8 @@ void pp::pipeline::setActivation(Operation *op, pp::rt::UnaryKind kind) {
 bool pp::pipeline::canFuseActivation(Operation *op, pp::rt::UnaryKind kind) {
   StringRef name = op->getName().getStringRef();
   return kind == rt::UnaryKind::Relu &&
-         (name == "onnx.Conv" || name == "onnx.BatchNormalization");
+         (name == "onnx.Conv" || name == "onnx.BatchNormalization" ||
+          name == "onnx.Gemm");
 }
 std::optional<int64_t> pp::pipeline::getArenaBytes(Operation *func) {
   if (auto bytes =
@@ -543,8 +544,9 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     auto kindName = dyn_cast<StringAttr>(value);
     std::optional<pp::rt::UnaryKind> kind =
         kindName ? pp::rt::parseUnaryKind(kindName.getValue()) : std::nullopt;
-    return expect(kind && pp::pipeline::canFuseActivation(op, *kind),
-                  "\"Relu\" on an onnx.Conv or onnx.BatchNormalization");
+    return expect(
+        kind && pp::pipeline::canFuseActivation(op, *kind),
+        "\"Relu\" on an onnx.Conv, onnx.BatchNormalization or onnx.Gemm");
   }
   if (name == Names::PhaseAttrHelper::getNameStr())
     return expect(isa<PhaseAttr>(value), "a #pp.phase");

@@ -258,10 +258,12 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
 /// added dim removed from y.
 Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y);
 
-/// y = alpha * op(a) * op(b) + beta * c (c unidirectionally broadcast, may
-/// be null).
+/// y = activation(alpha * op(a) * op(b) + beta * c) (c unidirectionally
+/// broadcast, may be null). The CPU backend applies a Relu inside oneDNN's
+/// matmul where that runs the GEMM (a post-op), else in a pass over y.
 Status gemm(Context &ctx, const Tensor &a, const Tensor &b, const Tensor *c,
-            float alpha, float beta, bool transA, bool transB, Tensor &y);
+            float alpha, float beta, bool transA, bool transB, Tensor &y,
+            UnaryKind activation = UnaryKind::Identity);
 
 /// Geometry of a convolution or pooling window over the spatial dims.
 struct WindowParams {

@@ -150,3 +150,27 @@ func.func @activations_unfused(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>,
   %k = onnx.Relu %m : (tensor<8x8xf32>) -> tensor<8x8xf32>
   return %r, %c, %s, %l, %k : tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<2x4x6x6xf32>, tensor<8x8xf32>
 }
+
+// -----
+
+// A linear layer's Relu becomes the Gemm's activation (oneDNN's matmul
+// applies it with the bias); a Gemm whose output is read elsewhere too keeps
+// its Relu.
+// CHECK-LABEL: func.func @gemm_activation
+// CHECK: %[[H:.*]] = onnx.Gemm %{{.*}}, %{{.*}}, %{{.*}} {pp.activation = "Relu", transB = 1 : i64}
+// CHECK-NOT: onnx.Relu
+// CHECK: %[[O:.*]] = onnx.Gemm %[[H]], %{{.*}} : (
+// CHECK: %[[R:.*]] = onnx.Relu %[[O]]
+// CHECK: return %[[R]], %[[O]]
+// NOACT-LABEL: func.func @gemm_activation
+// NOACT-NOT: pp.activation
+// NOACT: onnx.Relu
+// NOACT: onnx.Relu
+// NOACT: return
+func.func @gemm_activation(%x: tensor<8x16xf32>, %w: tensor<32x16xf32>, %b: tensor<32xf32>, %v: tensor<32x4xf32>) -> (tensor<8x4xf32>, tensor<8x4xf32>) {
+  %g = onnx.Gemm %x, %w, %b {transB = 1 : i64} : (tensor<8x16xf32>, tensor<32x16xf32>, tensor<32xf32>) -> tensor<8x32xf32>
+  %h = onnx.Relu %g : (tensor<8x32xf32>) -> tensor<8x32xf32>
+  %o = onnx.Gemm %h, %v : (tensor<8x32xf32>, tensor<32x4xf32>) -> tensor<8x4xf32>
+  %r = onnx.Relu %o : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %r, %o : tensor<8x4xf32>, tensor<8x4xf32>
+}

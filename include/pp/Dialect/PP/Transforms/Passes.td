@@ -297,16 +297,17 @@ def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
     which then plans no buffer for the values inside a kernel.
 
     Before grouping, a Relu whose input is the first result of an
-    `onnx.Conv` or `onnx.BatchNormalization` that nothing else reads is
-    fused into that op: the op gets `pp.activation = "Relu"` and its kernel
-    applies it as it writes (oneDNN's eltwise post-op, batch norm's affine
-    loop), one pass over the tensor instead of two. The Relu's gradient reads
+    `onnx.Conv`, `onnx.BatchNormalization` or `onnx.Gemm` that nothing else
+    reads is fused into that op: the op gets `pp.activation = "Relu"` and its
+    kernel applies it as it writes (oneDNN's eltwise post-op, batch norm's
+    affine loop; a Gemm's on oneDNN's matmul where that runs it, else a pass
+    after the GEMM), one pass over the tensor instead of two. The Relu's gradient reads
     its output only, so the value before the activation is needed by no op.
     `activations=false` leaves the Relus to the elementwise groups.
   }];
   let options = [
     Option<"activations", "activations", "bool", "true",
-           "Fuse Relus into the Conv / BatchNormalization they follow">,
+           "Fuse Relus into the Conv / BatchNormalization / Gemm they follow">,
   ];
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
