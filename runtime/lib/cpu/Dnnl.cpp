@@ -569,6 +569,25 @@ bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
   return true;
 }
 
+/// Runs a GEMM on the matmul primitive where that is the choice (one
+/// thread, at least kMatmulFlops, gemmImpl() Auto) and counts it; false
+/// elsewhere or when it fails (c untouched).
+bool matmulOnOneThread(const Context &ctx, bool transA, bool transB, int64_t m,
+                       int64_t n, int64_t k, float alpha, const float *a,
+                       int64_t lda, const float *b, int64_t ldb, float beta,
+                       float *c, int64_t ldc, const float *bias, bool relu) {
+  if (gemmImpl() != GemmImpl::Auto || std::max(1, ctx.numThreads) != 1 ||
+      m * n * k < kMatmulFlops)
+    return false;
+  OmpThreads scope(1);
+  if (!runMatmul(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                 ldc, bias, relu))
+    return false;
+  dnnlGemms.fetch_add(1, std::memory_order_relaxed);
+  dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
 } // namespace
 
 bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
@@ -583,15 +602,9 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
   // 69 ms against 112 with sgemm); small ones stay on sgemm, whose dispatch
   // is cheaper (the primitive was 1.2x slower at 8 x 784 x 128). On several
   // threads the column split below was as fast (41.5 against 43.2 ms on 2).
-  if (impl == GemmImpl::Auto && threads == 1 && m * n * k >= kMatmulFlops) {
-    OmpThreads scope(threads);
-    if (runMatmul(threads, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta,
-                  c, ldc)) {
-      dnnlGemms.fetch_add(1, std::memory_order_relaxed);
-      dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
-      return true;
-    }
-  }
+  if (matmulOnOneThread(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+                        beta, c, ldc, nullptr, false))
+    return true;
   // On several threads, each computes a block of c's columns (or rows, when
   // c is taller than wide) with a one-thread sgemm: oneDNN's own split of
   // an (N, T) GEMM of the MLP's shape reached 130-143 GFLOP/s on 2 threads
@@ -637,16 +650,9 @@ bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
                       int64_t n, int64_t k, float alpha, const float *a,
                       int64_t lda, const float *b, int64_t ldb,
                       const float *bias, bool relu, float *c, int64_t ldc) {
-  if (gemmImpl() != GemmImpl::Auto || std::max(1, ctx.numThreads) != 1 ||
-      m * n * k < kMatmulFlops || (bias && alpha != 1.f))
-    return false;
-  OmpThreads scope(1);
-  if (!runMatmul(1, transA, transB, m, n, k, alpha, a, lda, b, ldb, 0.f, c, ldc,
-                 bias, relu))
-    return false;
-  dnnlGemms.fetch_add(1, std::memory_order_relaxed);
-  dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
-  return true;
+  return !(bias && alpha != 1.f) &&
+         matmulOnOneThread(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb,
+                           0.f, c, ldc, bias, relu);
 }
 
 bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,
