@@ -40,12 +40,24 @@ its plan sends (the plan is made again with that line).
 With --shared-processors N the ranks share N cores (the cluster file's
 shared_processors): the plan report simulates processor sharing, so more
 ranks than cores are predicted from the profile of one rank alone.
+
+With --pack DIR nothing runs after the one-device profile: the programs of
+every device count (planned with this machine's profile) go to DIR with
+their inputs and a manifest, for another machine (one with a core per
+rank) without the toolchain; python/run_packed_ranks.py runs them there
+(the link measured, then --repeats alternating runs of each device count,
+each timed once more with --write-profile) and --results RESULTS, given the
+same --work, sets each device count's median step against the predictions
+from that machine's profiles: the one-rank run's (one device's op times)
+and the d-rank run's own (each op timed under the others' load), with the
+link fitted to that machine's measured one-way times.
 """
 import argparse
 import json
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 
@@ -172,6 +184,137 @@ def profile_under_load(command, copies, path):
     averaged_profile(paths, path)
 
 
+def pack_program(pack, name, train):
+    """Copies the program `train` (its executable and data file) to
+    pack/name."""
+    out = os.path.join(pack, name)
+    os.makedirs(out, exist_ok=True)
+    for f in (train, os.path.join(os.path.dirname(os.path.dirname(train)),
+                                  "program.data")):
+        shutil.copy2(f, out)
+
+
+def write_pack_manifest(args, programs, files):
+    """pack/manifest.json: what run_packed_ranks.py runs; work/packed.json:
+    what --results needs of this machine's plans."""
+    inputs = []
+    for f in files:
+        shutil.copy2(f, args.pack)
+        inputs.append(os.path.basename(f))
+    manifest = {"model": args.model, "steps": args.steps,
+                "repeats": max(args.repeats, 1), "inputs": inputs,
+                "programs": {}}
+    for d, (mlir, _) in programs.items():
+        manifest["programs"][str(d)] = {
+            "dir": f"1f1b-{d}",
+            # NAME=FILE of each input, FILE in the pack.
+            "data": [f"{name}={os.path.basename(path)}" for name, path in
+                     (flag[len("--data="):].split("=", 1)
+                      for flag in data_flags(mlir, files))]}
+    with open(os.path.join(args.pack, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1)
+    with open(os.path.join(args.work, "packed.json"), "w") as f:
+        json.dump({"model": args.model, "microbatches": args.microbatches,
+                   "programs": {str(d): list(p) for d, p in
+                                programs.items()}}, f, indent=1)
+    print(f"{args.model}: programs of {', '.join(map(str, programs))} "
+          f"devices packed in {args.pack}")
+
+
+def packed_results(args):
+    """Sets the runs of a pack (run_packed_ranks.py's output in
+    args.results) against the plan report's predictions from the profiles
+    timed in them; returns whether an error exceeds --max-error."""
+    packed = os.path.join(args.work, "packed.json")
+    if not os.path.exists(packed):
+        sys.exit(f"--results: {packed} does not exist: --work must be the "
+                 "directory of a --pack run")
+    state = json.load(open(packed))
+    model, m = state["model"], state["microbatches"]
+    results = os.path.join(args.results, model)
+    if not os.path.exists(os.path.join(results, "manifest.json")):
+        sys.exit(f"--results: {results} holds no runs of {model} "
+                 "(python/run_packed_ranks.py OUT writes OUT/<model>)")
+    manifest = json.load(open(os.path.join(results, "manifest.json")))
+    links = os.path.join(results, "links.json")
+    pair = json.load(open(links))["pairs"][0] if os.path.exists(links) \
+        else None
+    info = os.path.join(args.results, "machine.txt")
+    if os.path.exists(info):
+        print(open(info).read().strip())
+
+    def median(values):
+        return sorted(values)[len(values) // 2]
+
+    def median_step(log):
+        times = sorted(json.loads(line)["step_ms"]
+                       for line in open(log).read().splitlines()[1:])
+        return times[len(times) // 2]
+
+    def predicted_step(mlir, cluster, profile, log):
+        report = run([args.pipeline_opt, mlir,
+                      f"--pp-plan-report=cluster={cluster} profile={profile} "
+                      f"measured-log={log}", "-o", os.devnull])
+        found = re.search(r"predicted ([0-9.]+) ms", report)
+        if not found:
+            sys.exit(f"the plan report has no measured comparison:\n{report}")
+        return float(found.group(1))
+
+    repeats = manifest["repeats"]
+    one_rank = [os.path.join(results, f"repeat-1-{r}-profile.json")
+                for r in range(repeats)]
+    failed = False
+    measured = {}
+    for d, (mlir, cluster) in sorted(state["programs"].items(),
+                                     key=lambda kv: int(kv[0])):
+        d = int(d)
+        if pair and d > 1:
+            sizes = cut_bytes(args.pipeline_opt, mlir, cluster, one_rank[0],
+                              args.work)
+            bandwidth, latency, used, worst = fit_link(pair, sizes)
+            print(f"{model} 1f1b-{d}: messages of {sizes[0]} to {sizes[-1]} "
+                  f"B: measured link {latency}, {bandwidth} over {used[0]} "
+                  f"to {used[-1]} B (worst error {worst * 100:.0f}%)")
+            cluster = cpu_cluster(args.work, d, bandwidth, latency)
+        logs = [os.path.join(results, f"repeat-{d}-{r}.jsonl")
+                for r in range(repeats)]
+        missing = [p for p in logs if not os.path.exists(p)]
+        if missing:
+            sys.exit(f"--results: {model} on {d} ranks: {missing[0]} is "
+                     "missing (a run failed?)")
+        steps = [median_step(log) for log in logs]
+        step = median(steps)
+        measured[d] = (step, steps)
+        own = median([predicted_step(
+            mlir, cluster, os.path.join(results, f"repeat-{d}-{r}-profile.json"),
+            logs[r]) for r in range(repeats)])
+        line = (f"{model} 1f1b-{d}: median of {repeats} alternating runs "
+                f"{step:.3f} ms (" + ", ".join(f"{s:.2f}" for s in steps) +
+                f"); predicted from the {d}-rank runs' profiles {own:.3f} ms "
+                f"({(own / step - 1) * 100:+.1f}%)")
+        errors = [own / step - 1]
+        if d > 1 and os.path.exists(one_rank[0]):
+            one = median([predicted_step(mlir, cluster, p, logs[r])
+                          for r, p in enumerate(one_rank)])
+            line += (f", from the 1-rank runs' profiles {one:.3f} ms "
+                     f"({(one / step - 1) * 100:+.1f}%)")
+        print(line)
+        if args.max_error is not None and \
+                max(abs(e) for e in errors) > args.max_error:
+            print(f"{model} 1f1b-{d}: |error| {abs(errors[0]):.3f} > "
+                  f"{args.max_error}")
+            failed = True
+        if d > 1 and 1 in measured:
+            ideal = d * m / (m + d - 1)
+            speedups = [a / b for a, b in zip(measured[1][1], steps)]
+            speedup = measured[1][0] / step
+            print(f"{model} 1f1b-{d}: speed-up over 1 rank {speedup:.3f}x, "
+                  f"{speedup / ideal * 100:.1f}% of the ideal 1F1B "
+                  f"{ideal:.3f}x (per run: "
+                  + ", ".join(f"{x:.3f}x" for x in speedups) + ")")
+    return failed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--model", required=True)
@@ -219,6 +362,14 @@ def main():
                         "and the plan report simulates processor sharing "
                         "(use with the one-device profile, --profile-load "
                         "none); 0: each rank has a core of its own")
+    parser.add_argument("--pack", default=None,
+                        help="plan and build the programs, do not run "
+                        "them: copy them to this directory for "
+                        "python/run_packed_ranks.py on another machine")
+    parser.add_argument("--results", default=None,
+                        help="the output directory of "
+                        "python/run_packed_ranks.py for this --work's "
+                        "--pack: predictions against its runs")
     parser.add_argument("--max-error", type=float, default=None,
                         help="fail when |predicted / measured - 1| exceeds "
                         "this (e.g. 0.05)")
@@ -227,6 +378,8 @@ def main():
     SHARED_PROCESSORS = (os.cpu_count() if args.shared_processors == "auto"
                          else float(args.shared_processors))
     os.makedirs(args.work, exist_ok=True)
+    if args.results:
+        sys.exit(1 if packed_results(args) else 0)
     os.environ["OPENBLAS_NUM_THREADS"] = "1"
     m = args.microbatches
 
@@ -364,6 +517,9 @@ def main():
             cluster = cpu_cluster(args.work, devices, bandwidth, latency)
             train, mlir = compile_program(name, cluster, profile)
         programs[devices] = (mlir, cluster)
+        if args.pack:
+            pack_program(args.pack, name, train)
+            continue
         log = os.path.join(args.work, name + ".jsonl")
         if os.path.exists(log):
             os.remove(log)
@@ -400,6 +556,9 @@ def main():
             print(f"{args.model} {name}: |error| {abs(error):.3f} > "
                   f"{args.max_error}")
             failed = True
+    if args.pack:
+        write_pack_manifest(args, programs, files)
+        return
     if args.repeats > 0:
         # Each repeat runs every program twice: once measured, once timing
         # its ops (--write-profile). The profiles of the repeats predict the

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Runs the GPU check packed by scripts/gpu-bundle.sh on a GPU node without the
-# toolchain: bash scripts/gpu-bundle-run.sh [.gpu/bundle.tar.xz] [LOG_DIR].
+# Runs the checks packed by scripts/gpu-bundle.sh on a GPU node without the
+# toolchain: bash scripts/gpu-bundle-run.sh [.gpu/bundle.tar.xz] [LOG_DIR]
+# (or .gpu/ranks.tar.xz, the CPU ranks alone).
 # Every check runs (one failing does not stop the others) and the summary
 # lists each as PASS or FAIL; exits non-zero when any failed.
 #   kernels    the CUDA kernels against the CPU run (compare_kernel_runs.py)
@@ -10,8 +11,14 @@
 #              GPU both ranks share it
 #   nccl-2-on-1  (one GPU only) 2 NCCL ranks on one GPU: must fail with an
 #              error that names the cause, not hang
+#   ranks      (when packed) the CPU programs of 1, 2 and 4 ranks, a core
+#              each, run by python/run_packed_ranks.py into LOG_DIR/ranks;
+#              back where the bundle was made, `python/check_profile.py
+#              --model M --work .gpu/ranks-work/M --results LOG_DIR/ranks`
+#              sets their steps against the cost model's predictions
 # Timings (steps/s of --local and of MPI with receive prefetch on/off) go to
-# the log; they are figures, not checks.
+# the log; they are figures, not checks. PP_BUNDLE_CHECKS=ranks runs only
+# the CPU ranks, =gpu only the GPU checks (default: what the archive has).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 bundle=${1:-$root/.gpu/bundle.tar.xz}
@@ -21,8 +28,6 @@ log=$logs/gpu-check.log
 exec > >(tee "$log") 2>&1
 w=$(mktemp -d)
 tar -C "$w" -xJf "$bundle" || { echo "gpu-bundle-run: cannot unpack $bundle"; exit 1; }
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-gpus=$(nvidia-smi --list-gpus | wc -l)
 
 # The node's cuBLAS, cuDNN and NCCL: /usr/local/cuda or pip's nvidia wheels.
 libdirs=""
@@ -74,6 +79,23 @@ trains() { # model, run name, launcher and options...: losses against the CPU's
     $py "$root/python/compare_losses.py" "$w/models/$m.cpu" "$w/$m.$run"
 }
 
+checks=${PP_BUNDLE_CHECKS:-gpu,ranks}
+if [[ ,$checks, == *,ranks,* ]] && [ -d "$w/ranks" ]; then
+  # First, while the GPU checks have not warmed anything: one rank a core.
+  bind="--bind-to core"
+  [ "$(nproc)" -ge 4 ] || bind="--bind-to none" # fewer cores than ranks
+  check ranks $py "$root/python/run_packed_ranks.py" "$logs/ranks" "$w"/ranks/* \
+    --mpirun "$mpirun $bind"
+fi
+if [[ ,$checks, != *,gpu,* ]] || [ ! -d "$w/models" ]; then
+  echo "== summary"
+  printf '%s' "$results"
+  ! grep -q FAIL <<<"$results"
+  exit
+fi
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+gpus=$(nvidia-smi --list-gpus | wc -l)
 mkdir -p "$w/xcuda"
 check kernels kernels
 

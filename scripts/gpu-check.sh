@@ -42,10 +42,8 @@ echo "gpu-check: NCCL on $gpus GPU(s), $ranks rank(s)"
 timeout 300 mpirun --allow-run-as-root --oversubscribe -np "$ranks" "$check"
 echo "gpu-check: generated programs, CPU against CUDA"
 cmake --build "$build" --target pp-test-models
-# name, batch option (MLP's and GPT's batches are static), learning rate:
-# resnet18 at batch 32 and lr 0.002, where float reordering moves its loss
-# well under 1e-3 (scripts/gpu-bundle.sh says why not batch 8).
-for entry in mlp::0.05 gpt::0.05 resnet18:--batch-size=32:0.002; do
+source "$root/scripts/gpu-programs.sh"
+for entry in $gpu_programs; do
   IFS=: read -r model batch lr <<<"$entry"
   program=$work/$model
   "$build/bin/pipeline-opt" "$build/test/models/$model.onnx" $batch \

@@ -412,7 +412,6 @@ Tensor StageState::stashTarget(int slot, int64_t microBatch,
 }
 
 void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
-  sync("pp.stash");
   Tensor copy;
   auto pending = pendingStashes.find({slot, microBatch});
   if (pending != pendingStashes.end()) {
@@ -432,8 +431,14 @@ void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
     if (!copy.data)
       copy = rank_.pool.acquire(value.dtype, value.shape);
   }
-  if (copy.data != value.data)
+  // Most values are computed in their stash buffer: nothing to copy, and no
+  // wait for the kernels (on a GPU, a wait per stash left it idle while
+  // the host queued the next kernels). Buffers change hands in the stream's
+  // order.
+  if (copy.data != value.data) {
+    sync("pp.stash");
     copyBuffer(copy.data, value.data, value.bytes());
+  }
   auto [it, inserted] = stashed.emplace(std::make_pair(slot, microBatch), copy);
   if (!inserted) {
     rank_.pool.release(it->second);
@@ -474,21 +479,25 @@ Tensor StageState::accumulateTarget(int slot, const Tensor &arenaView) {
 }
 
 void StageState::accumulate(int slot, const Tensor &value) {
-  sync("pp.accumulate");
+  // As in stash: a wait for the kernels only before a copy (the sum itself
+  // is a kernel, queued after those that computed `value`).
   auto pending = pendingSums.find(slot);
   if (pending != pendingSums.end()) {
     Tensor sum = pending->second;
     pendingSums.erase(pending);
     expectLayout("pp.accumulate", "the sum in slot " + std::to_string(slot),
                  value, sum.dtype, sum.shape);
-    if (sum.data != value.data) // computed elsewhere after all
+    if (sum.data != value.data) { // computed elsewhere after all
+      sync("pp.accumulate");
       copyBuffer(sum.data, value.data, value.bytes());
+    }
     sums.emplace(slot, sum);
     return;
   }
   auto it = sums.find(slot);
   if (it == sums.end()) {
     Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
+    sync("pp.accumulate");
     copyBuffer(copy.data, value.data, value.bytes());
     sums.emplace(slot, copy);
     return;
