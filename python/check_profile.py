@@ -285,13 +285,19 @@ def packed_results(args):
         steps = [median_step(log) for log in logs]
         step = median(steps)
         measured[d] = (step, steps)
-        own = median([predicted_step(
+        owns = [predicted_step(
             mlir, cluster, os.path.join(results, f"repeat-{d}-{r}-profile.json"),
-            logs[r]) for r in range(repeats)])
+            logs[r]) for r in range(repeats)]
+        own = median(owns)
+        # Each round's prediction against its own run (timed one after the
+        # other): the machine's speed drifts less within a round.
+        paired = [p / s - 1 for p, s in zip(owns, steps)]
         line = (f"{model} 1f1b-{d}: median of {repeats} alternating runs "
                 f"{step:.3f} ms (" + ", ".join(f"{s:.2f}" for s in steps) +
                 f"); predicted from the {d}-rank runs' profiles {own:.3f} ms "
-                f"({(own / step - 1) * 100:+.1f}%)")
+                f"({(own / step - 1) * 100:+.1f}%; per round " +
+                ", ".join(f"{e * 100:+.1f}%" for e in paired) +
+                f", median {median(paired) * 100:+.1f}%)")
         errors = [own / step - 1]
         if d > 1 and os.path.exists(one_rank[0]):
             one = median([predicted_step(mlir, cluster, p, logs[r])
