@@ -184,6 +184,28 @@ def profile_under_load(command, copies, path):
     averaged_profile(paths, path)
 
 
+def report_step(pipeline_opt, mlir, cluster, profile, log):
+    """The plan report's measured and predicted step of `log`."""
+    report = run([pipeline_opt, mlir,
+                  f"--pp-plan-report=cluster={cluster} profile={profile} "
+                  f"measured-log={log}", "-o", os.devnull])
+    found = re.search(r"step ([0-9.]+) ms, predicted ([0-9.]+) ms", report)
+    if not found:
+        sys.exit(f"the plan report has no measured comparison:\n{report}")
+    return float(found.group(1)), float(found.group(2))
+
+
+def median(values):
+    """The middle value (the upper one of an even count)."""
+    return sorted(values)[len(values) // 2]
+
+
+def median_step(log):
+    """The median step time of a --log after its first step."""
+    return median([json.loads(line)["step_ms"]
+                   for line in open(log).read().splitlines()[1:]])
+
+
 def pack_program(pack, name, train):
     """Copies the program `train` (its executable and data file) to
     pack/name."""
@@ -243,22 +265,8 @@ def packed_results(args):
     if os.path.exists(info):
         print(open(info).read().strip())
 
-    def median(values):
-        return sorted(values)[len(values) // 2]
-
-    def median_step(log):
-        times = sorted(json.loads(line)["step_ms"]
-                       for line in open(log).read().splitlines()[1:])
-        return times[len(times) // 2]
-
     def predicted_step(mlir, cluster, profile, log):
-        report = run([args.pipeline_opt, mlir,
-                      f"--pp-plan-report=cluster={cluster} profile={profile} "
-                      f"measured-log={log}", "-o", os.devnull])
-        found = re.search(r"predicted ([0-9.]+) ms", report)
-        if not found:
-            sys.exit(f"the plan report has no measured comparison:\n{report}")
-        return float(found.group(1))
+        return report_step(args.pipeline_opt, mlir, cluster, profile, log)[1]
 
     repeats = manifest["repeats"]
     one_rank = [os.path.join(results, f"repeat-1-{r}-profile.json")
@@ -452,23 +460,6 @@ def main():
     launches = {}
     programs = {}
 
-    def report_step(mlir, cluster, profile, log):
-        """The plan report's measured and predicted step of `log`."""
-        report = run([args.pipeline_opt, mlir,
-                      f"--pp-plan-report=cluster={cluster} profile={profile} "
-                      f"measured-log={log}", "-o", os.devnull])
-        found = re.search(r"step ([0-9.]+) ms, predicted ([0-9.]+) ms",
-                          report)
-        if not found:
-            sys.exit(f"the plan report has no measured comparison:\n{report}")
-        return float(found.group(1)), float(found.group(2))
-
-    def median_step(log):
-        """The median step time of a --log after its first step."""
-        times = sorted(json.loads(line)["step_ms"]
-                       for line in open(log).read().splitlines()[1:])
-        return times[len(times) // 2]
-
     def compile_program(name, cluster, profile):
         program = os.path.join(args.work, name)
         mlir = os.path.join(args.work, name + ".mlir")
@@ -584,11 +575,8 @@ def main():
                 run(command + [f"--write-profile={timed}",
                                "--profile-kind=cpu"])
                 mlir, cluster = programs[d]
-                repredicted[d].append(
-                    report_step(mlir, cluster, timed, log)[1])
-
-        def median(values):
-            return sorted(values)[len(values) // 2]
+                repredicted[d].append(report_step(
+                    args.pipeline_opt, mlir, cluster, timed, log)[1])
 
         for d in launches:
             step = median(medians[d])
@@ -602,8 +590,8 @@ def main():
         for d in launches:
             if d == 1 or 1 not in launches:
                 continue
-            one = sorted(medians[1])[len(medians[1]) // 2]
-            step = sorted(medians[d])[len(medians[d]) // 2]
+            one = median(medians[1])
+            step = median(medians[d])
             ideal = d * m / (m + d - 1)
             print(f"{args.model} 1f1b-{d}: over {args.repeats} "
                   f"alternating runs, median step 1 rank {one:.3f} ms, {d} "

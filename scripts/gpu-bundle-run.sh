@@ -121,6 +121,21 @@ for m in mlp gpt resnet18; do
   done
 done
 
+# Where a step's time goes (host-bound or not): Nsight Systems' summaries
+# of 10 resnet18 steps (CUDA API calls, kernels, copies), where the node
+# has nsys.
+nsys=$(command -v nsys || find /usr/local /opt -name nsys -type f -perm -u+x 2>/dev/null | head -1)
+if [ -n "$nsys" ]; then
+  echo "== nsys: $nsys, resnet18 --local, 10 steps (summaries in nsys-resnet18.txt)"
+  timeout 300 "$nsys" profile --trace=cuda,nvtx,osrt --sample=none -o "$w/nsys-resnet18" \
+    "$w/models/resnet18/train" --local --steps 10 --synthetic --seed 1 >/dev/null 2>&1 &&
+    timeout 300 "$nsys" stats --report cuda_api_sum,cuda_gpu_kern_sum,cuda_gpu_mem_time_sum,osrt_sum \
+      "$w/nsys-resnet18.nsys-rep" >"$logs/nsys-resnet18.txt" 2>&1
+  head -60 "$logs/nsys-resnet18.txt"
+else
+  echo "== nsys: not on this node (no API / kernel time split)"
+fi
+
 check nccl-1 timeout 120 $mpirun -np "$gpus" "$w/bin/pp-rt-nccl-check"
 
 for m in gpt resnet18; do
