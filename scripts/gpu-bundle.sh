@@ -53,11 +53,8 @@ if [ "$kind" = gpu ]; then
   "$build/runtime/pp-rt-crosscheck-cpu" "$pack/xcpu" >/dev/null
   source "$root/scripts/gpu-programs.sh"
   for entry in $gpu_programs; do
-    IFS=: read -r name batch lr <<<"$entry"
-    program=$work/$name
-    "$build/bin/pipeline-opt" "$build/test/models/$name.onnx" $batch \
-      --pp-compile="cluster=2xA100-80 schedule=1f1b microbatches=4 lr=$lr report= emit-dir=$program" \
-      -o "$work/$name.mlir"
+    gpu_program_emit "$build" "$work" "$entry"
+    name=$gpu_program_name program=$gpu_program_dir
     cmake -S "$program" -B "$program/cuda" -G Ninja -DPP_CUDA=ON >/dev/null
     cmake --build "$program/cuda" >/dev/null
     mkdir -p "$pack/models/$name"

@@ -44,11 +44,8 @@ echo "gpu-check: generated programs, CPU against CUDA"
 cmake --build "$build" --target pp-test-models
 source "$root/scripts/gpu-programs.sh"
 for entry in $gpu_programs; do
-  IFS=: read -r model batch lr <<<"$entry"
-  program=$work/$model
-  "$build/bin/pipeline-opt" "$build/test/models/$model.onnx" $batch \
-    --pp-compile="cluster=2xA100-80 schedule=1f1b microbatches=4 lr=$lr report= emit-dir=$program" \
-    -o "$work/$model.mlir"
+  gpu_program_emit "$build" "$work" "$entry"
+  model=$gpu_program_name program=$gpu_program_dir
   cmake -S "$program" -B "$program/cpu" -G Ninja >/dev/null
   cmake --build "$program/cpu" >/dev/null
   cmake -S "$program" -B "$program/cuda" -G Ninja -DPP_CUDA=ON >/dev/null
