@@ -25,6 +25,7 @@ prints one line per configuration and exits non-zero on a mismatch.
 import argparse
 import json
 import os
+import shutil
 import shlex
 import subprocess
 import sys
@@ -47,6 +48,9 @@ def build(program_dir, cuda=False):
                   if opt else ["-DCMAKE_BUILD_TYPE=Release"])
     if cuda:
         configure.append("-DPP_CUDA=ON")
+    # PP_PROGRAM_CCACHE=1 (the lit tests where ccache exists): through ccache.
+    if os.environ.get("PP_PROGRAM_CCACHE") == "1" and shutil.which("ccache"):
+        configure.append("-DCMAKE_CXX_COMPILER_LAUNCHER=ccache")
     run(configure)
     run(["cmake", "--build", build_dir])
     return os.path.join(build_dir, "train")

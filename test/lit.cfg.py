@@ -1,5 +1,6 @@
 # -*- Python -*-
 import os
+import shutil
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -39,6 +40,15 @@ llvm_config.add_tool_substitutions(["pipeline-opt", "pp-interpret"], [config.pp_
 # -O1 compiles them in about half Release's time (GPT: 3.5 s against 6.4)
 # and runs them about as fast, their kernels being in the prebuilt runtime.
 config.environment["PP_PROGRAM_OPT"] = "1"
+# ...through ccache where there is one: many tests build the same program
+# (the same model and plan), in this run and the runs before it. Paths are
+# hashed relative to the source tree, so a fresh clone elsewhere hits too.
+if shutil.which("ccache"):
+    config.environment["PP_PROGRAM_CCACHE"] = "1"
+    config.environment["CCACHE_BASEDIR"] = config.pp_src_root
+    for name in ("CCACHE_DIR", "HOME", "XDG_CACHE_HOME"):
+        if name in os.environ:
+            config.environment[name] = os.environ[name]
 # The long tier (files with `REQUIRES: long-tests`): scripts/test-long.sh
 # sets PP_LONG_TESTS=1; the test command leaves them out.
 if os.environ.get("PP_LONG_TESTS") == "1":
