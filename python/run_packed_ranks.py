@@ -75,7 +75,7 @@ def run_pack(pack, out_root, mpirun, timeout):
                          "--threads=1"] + data
 
     if any(d > 1 for d in programs):
-        two = programs.get(2) and 2 or max(programs)
+        two = 2 if 2 in programs else max(programs)
         ok &= run_logged(
             f"{manifest['model']}: link between 2 ranks",
             mpirun + ["-np", "2",

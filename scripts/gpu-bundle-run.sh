@@ -53,6 +53,11 @@ record() { # name, status
   results="$results$1 $2"$'\n'
   echo "== $1: $2"
 }
+summary() { # the checks' results; fails when any failed
+  echo "== summary"
+  printf '%s' "$results"
+  ! grep -q FAIL <<<"$results"
+}
 check() { # name, command...
   local name=$1
   shift
@@ -88,9 +93,7 @@ if [[ ,$checks, == *,ranks,* ]] && [ -d "$w/ranks" ]; then
     --mpirun "$mpirun $bind"
 fi
 if [[ ,$checks, != *,gpu,* ]] || [ ! -d "$w/models" ]; then
-  echo "== summary"
-  printf '%s' "$results"
-  ! grep -q FAIL <<<"$results"
+  summary
   exit
 fi
 
@@ -167,6 +170,4 @@ else
   done
 fi
 
-echo "== summary"
-printf '%s' "$results"
-! grep -q FAIL <<<"$results"
+summary

@@ -162,6 +162,12 @@ void StageState::sync(const char *op) {
     fail(op, s.message);
 }
 
+void StageState::copyAfterKernels(const char *op, void *dst, const void *src,
+                                  int64_t bytes) {
+  sync(op);
+  copyBuffer(dst, src, bytes);
+}
+
 void StageState::expectLayout(const char *op, const std::string &what,
                               const Tensor &value, DType dtype,
                               const std::vector<int64_t> &shape) {
@@ -191,8 +197,7 @@ void StageState::writeGlobal(int id, const Tensor &value) {
   const GlobalInfo &info = rank_.job.program.globals[id];
   expectLayout("train.global_write", "global '" + info.name + "'", value,
                dst.dtype, dst.shape);
-  sync("train.global_write");
-  copyBuffer(dst.data, value.data, dst.bytes());
+  copyAfterKernels("train.global_write", dst.data, value.data, dst.bytes());
 }
 
 Tensor StageState::constant(int id) {
@@ -435,10 +440,8 @@ void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
   // wait for the kernels (on a GPU, a wait per stash left it idle while
   // the host queued the next kernels). Buffers change hands in the stream's
   // order.
-  if (copy.data != value.data) {
-    sync("pp.stash");
-    copyBuffer(copy.data, value.data, value.bytes());
-  }
+  if (copy.data != value.data)
+    copyAfterKernels("pp.stash", copy.data, value.data, value.bytes());
   auto [it, inserted] = stashed.emplace(std::make_pair(slot, microBatch), copy);
   if (!inserted) {
     rank_.pool.release(it->second);
@@ -459,8 +462,7 @@ void StageState::unstash(int slot, int64_t microBatch, Tensor &dst) {
 void StageState::takeInto(const char *op, const std::string &what, Tensor &held,
                           Tensor &dst) {
   expectLayout(op, what, dst, held.dtype, held.shape);
-  sync(op);
-  copyBuffer(dst.data, held.data, dst.bytes());
+  copyAfterKernels(op, dst.data, held.data, dst.bytes());
   rank_.pool.release(held);
 }
 
@@ -487,18 +489,15 @@ void StageState::accumulate(int slot, const Tensor &value) {
     pendingSums.erase(pending);
     expectLayout("pp.accumulate", "the sum in slot " + std::to_string(slot),
                  value, sum.dtype, sum.shape);
-    if (sum.data != value.data) { // computed elsewhere after all
-      sync("pp.accumulate");
-      copyBuffer(sum.data, value.data, value.bytes());
-    }
+    if (sum.data != value.data) // computed elsewhere after all
+      copyAfterKernels("pp.accumulate", sum.data, value.data, value.bytes());
     sums.emplace(slot, sum);
     return;
   }
   auto it = sums.find(slot);
   if (it == sums.end()) {
     Tensor copy = rank_.pool.acquire(value.dtype, value.shape);
-    sync("pp.accumulate");
-    copyBuffer(copy.data, value.data, value.bytes());
+    copyAfterKernels("pp.accumulate", copy.data, value.data, value.bytes());
     sums.emplace(slot, copy);
     return;
   }

@@ -171,6 +171,9 @@ public:
 private:
   /// Waits for queued kernels; a failure is reported as `op`'s.
   void sync(const char *op);
+  /// copyBuffer after the queued kernels (which may write src) finish.
+  void copyAfterKernels(const char *op, void *dst, const void *src,
+                        int64_t bytes);
   /// Fails `op` unless `value` is (dtype, shape) with data.
   void expectLayout(const char *op, const std::string &what,
                     const Tensor &value, DType dtype,
