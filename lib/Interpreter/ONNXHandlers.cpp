@@ -142,6 +142,12 @@ void registerElementwise(Interpreter &interp) {
   addBinary<onnx::GreaterOp>(interp, B::Greater);
   addBinary<onnx::AndOp>(interp, B::And);
   addBinary<onnx::OrOp>(interp, B::Or);
+  on<onnx::ModOp>(interp, [](Interpreter &in, onnx::ModOp op) -> LogicalResult {
+    return withResult(in, op, "binary", [&](rt::Tensor &c) {
+      return rt::binary(in.kernelContext(), op.getFmod() ? B::FMod : B::Mod,
+                        in.operand(op, 0).view(), in.operand(op, 1).view(), c);
+    });
+  });
 
   on<onnx::PowOp>(interp, [](Interpreter &in, onnx::PowOp op) -> LogicalResult {
     const Tensor &x = in.lookup(op.getX()), &y = in.lookup(op.getY());

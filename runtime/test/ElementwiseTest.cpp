@@ -361,6 +361,40 @@ TEST(Binary, IntegerDivTruncatesTowardZero) {
   EXPECT_NE(s.message.find("division by zero"), std::string::npos);
 }
 
+TEST(Binary, ModSignFollowsDivisorFModDividend) {
+  Context ctx;
+  int32_t min = std::numeric_limits<int32_t>::min();
+  Owned<int32_t> a({6}, {-7, 7, -7, 7, min, 6});
+  Owned<int32_t> b({6}, {3, -3, -3, 3, -1, 3});
+  Owned<int32_t> c({6});
+  // Python: -7 % 3 = 2, 7 % -3 = -2; C: -7 % 3 = -1, 7 % -3 = 1.
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mod, a.t, b.t, c.t).ok());
+  EXPECT_EQ(c.values, (std::vector<int32_t>{2, -2, -1, 1, 0, 0}));
+  ASSERT_TRUE(binary(ctx, BinaryKind::FMod, a.t, b.t, c.t).ok());
+  EXPECT_EQ(c.values, (std::vector<int32_t>{-1, 1, -1, 1, 0, 0}));
+
+  Owned<double> x({4}, {-7.5, 7.5, -7.5, 7.5});
+  Owned<double> y({4}, {2, -2, -2, 2});
+  Owned<double> z({4});
+  ASSERT_TRUE(binary(ctx, BinaryKind::FMod, x.t, y.t, z.t).ok());
+  EXPECT_EQ(z.values, (std::vector<double>{-1.5, 1.5, -1.5, 1.5}));
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mod, x.t, y.t, z.t).ok());
+  EXPECT_EQ(z.values, (std::vector<double>{0.5, -0.5, -1.5, 1.5}));
+
+  Owned<uint8_t> u({2}, {250, 7});
+  Owned<uint8_t> v({}, {4});
+  Owned<uint8_t> w({2});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mod, u.t, v.t, w.t).ok());
+  EXPECT_EQ(w.values, (std::vector<uint8_t>{2, 3}));
+
+  Owned<int32_t> zero({}, {0});
+  for (BinaryKind kind : {BinaryKind::Mod, BinaryKind::FMod}) {
+    Status s = binary(ctx, kind, a.t, zero.t, c.t);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message.find("division by zero"), std::string::npos);
+  }
+}
+
 TEST(Binary, IntegerWraps) {
   Context ctx;
   Owned<int8_t> a({2}, {127, -128});

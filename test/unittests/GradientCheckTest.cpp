@@ -192,6 +192,12 @@ std::vector<GradCase> cases() {
        "  %y = onnx.Div %x, %b : (tensor<2x3xf64>, tensor<3xf64>) -> "
        "tensor<2x3xf64>",
        s23},
+      // |a| up to 3 times |b|: trunc(a / b) is 0 to +-6, so db is tested.
+      {"Mod",
+       {{"x", {2, 3}, -3.0, 3.0}, {"b", {3}, 0.5, 2.0}},
+       "  %y = onnx.Mod %x, %b {fmod = 1 : i64} : (tensor<2x3xf64>, "
+       "tensor<3xf64>) -> tensor<2x3xf64>",
+       s23},
       {"Pow",
        {xPos, {"e", {3}, 0.5, 2.0}},
        "  %y = onnx.Pow %x, %e : (tensor<2x3xf64>, tensor<3xf64>) -> "

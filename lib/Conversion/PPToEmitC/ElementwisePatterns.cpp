@@ -55,6 +55,7 @@ std::optional<rt::BinaryKind> getBinaryKernel(Operation *op) {
       .Case([](onnx::MulOp) { return B::Mul; })
       .Case([](onnx::DivOp) { return B::Div; })
       .Case([](onnx::PowOp) { return B::Pow; })
+      .Case([](onnx::ModOp op) { return op.getFmod() ? B::FMod : B::Mod; })
       .Case([](onnx::EqualOp) { return B::Equal; })
       .Case([](onnx::LessOp) { return B::Less; })
       .Case([](onnx::GreaterOp) { return B::Greater; })

@@ -200,6 +200,10 @@ const char *binaryName(BinaryKind kind) {
     return "And";
   case BinaryKind::Or:
     return "Or";
+  case BinaryKind::Mod:
+    return "Mod";
+  case BinaryKind::FMod:
+    return "FMod";
   }
   return "?";
 }

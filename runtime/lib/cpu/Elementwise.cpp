@@ -326,7 +326,28 @@ template <typename T> T intPow(T base, int64_t exp, bool &divByZero) {
   return intPowUnsigned(base, static_cast<uint64_t>(exp));
 }
 
-/// Add, Sub, Mul, Div on one dtype T (float or integer).
+/// The remainder of x / y with the dividend's sign (`floored`: with the
+/// divisor's). Integer y = 0 sets `divByZero`; MIN % -1 is 0, not undefined.
+template <typename T> T remainder(T x, T y, bool floored, bool &divByZero) {
+  T r;
+  if constexpr (std::is_floating_point_v<T>) {
+    r = std::fmod(x, y);
+  } else {
+    if (y == T(0)) {
+      divByZero = true;
+      return T(0);
+    }
+    if constexpr (std::is_signed_v<T>)
+      if (y == T(-1))
+        return T(0);
+    r = static_cast<T>(x % y);
+  }
+  if (floored && r != T(0) && ((r < T(0)) != (y < T(0))))
+    r = static_cast<T>(r + y);
+  return r;
+}
+
+/// Add, Sub, Mul, Div, Mod, FMod on one dtype T (float or integer).
 template <typename T>
 Status arithmetic(const Context &ctx, BinaryKind kind, const Tensor &a,
                   const Tensor &b, Tensor &c) {
@@ -370,6 +391,22 @@ Status arithmetic(const Context &ctx, BinaryKind kind, const Tensor &a,
         return Status::error("binary Div: integer division by zero");
     }
     return Status::success();
+  case BinaryKind::Mod:
+  case BinaryKind::FMod: {
+    bool floored = kind == BinaryKind::Mod;
+    std::atomic<bool> divByZero{false};
+    mapBroadcast2<T, T, T>(ctx, a, b, c, [&](T x, T y) {
+      bool zero = false;
+      T r = remainder(x, y, floored, zero);
+      if (zero)
+        divByZero.store(true, std::memory_order_relaxed);
+      return r;
+    });
+    if (divByZero)
+      return Status::error(std::string("binary ") + binaryName(kind) +
+                           ": integer remainder of a division by zero");
+    return Status::success();
+  }
   default:
     return Status::error("unreachable");
   }

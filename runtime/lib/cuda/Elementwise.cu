@@ -218,7 +218,29 @@ template <typename T> struct UnaryGradOp {
 // Binary
 //===----------------------------------------------------------------------===//
 
-/// Add, Sub, Mul, Div on one dtype; integer division by zero sets `error`.
+/// The remainder of x / y with the dividend's sign (`floored`: with the
+/// divisor's); integer y = 0 sets `zero`, MIN % -1 is 0.
+template <typename T>
+__device__ T remainderOf(T x, T y, bool floored, bool &zero) {
+  T r;
+  if constexpr (std::is_floating_point_v<T>) {
+    r = fmod(x, y);
+  } else {
+    if (y == T(0)) {
+      zero = true;
+      return T(0);
+    }
+    if (std::is_signed_v<T> && y == T(-1))
+      return T(0);
+    r = static_cast<T>(x % y);
+  }
+  if (floored && r != T(0) && ((r < T(0)) != (y < T(0))))
+    r = static_cast<T>(r + y);
+  return r;
+}
+
+/// Add, Sub, Mul, Div, Mod, FMod on one dtype; an integer division by zero
+/// sets `error`.
 template <typename T> struct ArithOp {
   const T *a;
   const T *b;
@@ -247,6 +269,14 @@ template <typename T> struct ArithOp {
       else
         r = wrapMul(x, y);
       break;
+    case BinaryKind::Mod:
+    case BinaryKind::FMod: {
+      bool zero = false;
+      r = remainderOf(x, y, kind == BinaryKind::Mod, zero);
+      if (zero)
+        atomicMin(error, static_cast<unsigned long long>(i));
+      break;
+    }
     default: // Div
       if constexpr (std::is_floating_point_v<T>) {
         r = x / y;
@@ -677,11 +707,12 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
                        CompareOp<T>{a.as<T>(), b.as<T>(), c.as<uint8_t>(), kind,
                                     a.dtype == DType::Bool});
     });
-  // Integer Div and Pow can divide by zero: those report it via a flag.
-  bool mayFlag =
-      !isFloat(a.dtype) && (kind == BinaryKind::Div ||
-                            (kind == BinaryKind::Pow && !isFloat(b.dtype) &&
-                             !isUnsignedDType(b.dtype)));
+  // Integer Div, Mod and Pow can divide by zero: those report it via a flag.
+  bool mayFlag = !isFloat(a.dtype) &&
+                 (kind == BinaryKind::Div || kind == BinaryKind::Mod ||
+                  kind == BinaryKind::FMod ||
+                  (kind == BinaryKind::Pow && !isFloat(b.dtype) &&
+                   !isUnsignedDType(b.dtype)));
   Scratch scratch(stream);
   unsigned long long *flag = nullptr;
   if (mayFlag)
@@ -697,8 +728,9 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   if (!mayFlag)
     return Status::success();
   return checkDivision(what, stream, flag,
-                       kind == BinaryKind::Div
-                           ? "integer division by zero"
+                       kind == BinaryKind::Div ? "integer division by zero"
+                       : kind != BinaryKind::Pow
+                           ? "integer remainder of a division by zero"
                            : "zero to a negative integer power (division by "
                              "zero)");
 }

@@ -91,3 +91,34 @@ func.func @neg(%x: tensor<2xf32>) -> (tensor<2xi64>, tensor<2xf32>, tensor<2xf32
   %nx = onnx.Neg %x : (tensor<2xf32>) -> tensor<2xf32>
   return %ni, %nf, %nx : tensor<2xi64>, tensor<2xf32>, tensor<2xf32>
 }
+
+// Window shifts and paddings (torchvision's swin_t: pad = (w - W % w) % w).
+// CHECK-LABEL: func.func @mod
+func.func @mod() -> (tensor<4xi64>, tensor<4xi64>, tensor<2xi32>, tensor<2xf32>) {
+  // CHECK-DAG: onnx.Constant dense<[2, -2, -1, 1]> : tensor<4xi64>
+  // CHECK-DAG: onnx.Constant dense<[-1, 1, -1, 1]> : tensor<4xi64>
+  // CHECK-DAG: onnx.Constant dense<0> : tensor<2xi32>
+  // CHECK-DAG: onnx.Constant dense<[-1.500000e+00, 1.500000e+00]> : tensor<2xf32>
+  // CHECK-NOT: onnx.Mod
+  %a = onnx.Constant dense<[-7, 7, -7, 7]> : tensor<4xi64>
+  %b = onnx.Constant dense<[3, -3, -3, 3]> : tensor<4xi64>
+  %floored = onnx.Mod %a, %b : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %truncated = onnx.Mod %a, %b {fmod = 1 : i64} : (tensor<4xi64>, tensor<4xi64>) -> tensor<4xi64>
+  %min = onnx.Constant dense<[-2147483648, 5]> : tensor<2xi32>
+  %minus = onnx.Constant dense<-1> : tensor<i32>
+  %zero = onnx.Mod %min, %minus : (tensor<2xi32>, tensor<i32>) -> tensor<2xi32>
+  %x = onnx.Constant dense<[-7.5, 7.5]> : tensor<2xf32>
+  %y = onnx.Constant dense<[2.0, -2.0]> : tensor<2xf32>
+  %f = onnx.Mod %x, %y {fmod = 1 : i64} : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>
+  return %floored, %truncated, %zero, %f : tensor<4xi64>, tensor<4xi64>, tensor<2xi32>, tensor<2xf32>
+}
+
+// A remainder of a division by zero is not folded (the kernel reports it).
+// CHECK-LABEL: func.func @mod_by_zero
+func.func @mod_by_zero() -> tensor<2xi64> {
+  // CHECK: onnx.Mod
+  %a = onnx.Constant dense<[1, 2]> : tensor<2xi64>
+  %z = onnx.Constant dense<0> : tensor<i64>
+  %r = onnx.Mod %a, %z : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
+  return %r : tensor<2xi64>
+}

@@ -299,3 +299,19 @@ func.func @flatten_overflow(%x: tensor<0x4294967296x4294967296xf32>) -> tensor<0
   return %0 : tensor<0x0xf32>
 }
 
+
+// -----
+
+func.func @mod_floored_float(%a: tensor<3xf32>) -> tensor<3xf32> {
+  // expected-error @+1 {{'onnx.Mod' op fmod must be 1 for floating-point operands}}
+  %0 = onnx.Mod %a, %a : (tensor<3xf32>, tensor<3xf32>) -> tensor<3xf32>
+  return %0 : tensor<3xf32>
+}
+
+// -----
+
+func.func @mod_fmod_value(%a: tensor<3xi64>) -> tensor<3xi64> {
+  // expected-error @+1 {{'onnx.Mod' op fmod must be 0 or 1, not 2}}
+  %0 = onnx.Mod %a, %a {fmod = 2 : i64} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
+  return %0 : tensor<3xi64>
+}

@@ -305,6 +305,35 @@ OpFoldResult DivOp::fold(FoldAdaptor adaptor) {
       });
 }
 
+OpFoldResult ModOp::fold(FoldAdaptor adaptor) {
+  bool floored = getFmod() == 0;
+  return foldArithmetic(
+      adaptor.getA(), adaptor.getB(), getType(),
+      [floored](const APInt &x, const APInt &y) -> std::optional<APInt> {
+        if (y.isZero())
+          return std::nullopt;
+        if (y.isAllOnes()) // MIN % -1 is 0 (srem would overflow)
+          return APInt::getZero(x.getBitWidth());
+        APInt r = x.srem(y);
+        if (floored && !r.isZero() && r.isNegative() != y.isNegative())
+          r += y;
+        return r;
+      },
+      [](APFloat x, const APFloat &y) {
+        x.mod(y); // C's fmod: the verifier allows only fmod = 1 on floats
+        return x;
+      });
+}
+
+LogicalResult ModOp::verify() {
+  if (getFmod() != 0 && getFmod() != 1)
+    return emitOpError("fmod must be 0 or 1, not ") << getFmod();
+  if (getFmod() == 0 && isa<FloatType>(getElementTypeOrSelf(getA().getType())))
+    return emitOpError("fmod must be 1 for floating-point operands (ONNX "
+                       "defines no floored remainder of floats)");
+  return success();
+}
+
 /// The elements of a small constant broadcast (numpy rules) to `type`.
 static std::optional<SmallVector<Attribute>>
 broadcastElements(Attribute attr, ShapedType type) {

@@ -686,7 +686,7 @@ void pp::onnx::registerShardingInterfaceExternalModels(
         onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
         onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp, onnx::HardSigmoidOp,
         onnx::HardSwishOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
-        onnx::PowOp, onnx::WhereOp, onnx::DropoutOp>(context);
+        onnx::PowOp, onnx::ModOp, onnx::WhereOp, onnx::DropoutOp>(context);
     attachReplicatedToTheRest<
 #define GET_OP_LIST
 #include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"

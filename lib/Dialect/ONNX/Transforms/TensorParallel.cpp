@@ -92,7 +92,8 @@ bool isElementwise(Operation *op) {
              onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp,
              onnx::NegOp, onnx::AbsOp, onnx::IdentityOp, onnx::LeakyReluOp,
              onnx::GeluOp, onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::AddOp,
-             onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp>(op);
+             onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp, onnx::ModOp>(
+      op);
 }
 
 /// Whether `value` is computed from constants and weight reads alone (a

@@ -297,6 +297,20 @@ LogicalResult rule(onnx::DivOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult rule(onnx::ModOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  if (!isFloatTensor(op.getC())) // integer remainders have no gradient
+    return dxs.append({nullptr, nullptr}), success();
+  GradBuilder g(b, op);
+  // c = a - b trunc(a/b) (fmod = 1, the only float Mod), trunc locally
+  // constant: dc/da = 1, dc/db = -trunc(a/b) = -(a - c)/b.
+  dxs.push_back(g.reduceTo(dys[0], op.getA().getType()));
+  Value quotient = onnx::SubOp::create(b, g.loc, op.getA(), op.getC());
+  Value db = g.neg(g.div(g.mul(dys[0], quotient), op.getB()));
+  dxs.push_back(g.reduceTo(db, op.getB().getType()));
+  return success();
+}
+
 LogicalResult rule(onnx::PowOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   if (!isFloatTensor(op.getZ()) || !isFloatTensor(op.getY()))
@@ -751,13 +765,14 @@ void pp::train::registerONNXGradients(DialectRegistry &registry) {
            onnx::ReciprocalOp, onnx::IdentityOp, onnx::NegOp, onnx::SoftmaxOp,
            onnx::LogSoftmaxOp, onnx::ClipOp, onnx::CastOp, onnx::DropoutOp,
            onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
-           onnx::WhereOp, onnx::MatMulOp, onnx::GemmOp, onnx::ConvOp,
-           onnx::MaxPoolOp, onnx::AveragePoolOp, onnx::GlobalAveragePoolOp,
-           onnx::BatchNormalizationOp, onnx::LayerNormalizationOp,
-           onnx::SoftmaxCrossEntropyLossOp, onnx::ReduceMeanOp,
-           onnx::ReduceSumOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
-           onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
-           onnx::SplitOp, onnx::SliceOp, onnx::PadOp, onnx::GatherOp>(ctx);
+           onnx::ModOp, onnx::WhereOp, onnx::MatMulOp, onnx::GemmOp,
+           onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
+           onnx::GlobalAveragePoolOp, onnx::BatchNormalizationOp,
+           onnx::LayerNormalizationOp, onnx::SoftmaxCrossEntropyLossOp,
+           onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReshapeOp,
+           onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
+           onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp, onnx::SplitOp,
+           onnx::SliceOp, onnx::PadOp, onnx::GatherOp>(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     attach<shard::AllReduceOp, shard::AllSliceOp, shard::AllGatherOp>(ctx);

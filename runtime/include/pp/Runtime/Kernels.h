@@ -165,7 +165,13 @@ enum class BinaryKind : int {
   Less,
   Greater,
   And,
-  Or
+  Or,
+  /// ONNX Mod with fmod = 0: the remainder has the divisor's sign (floored,
+  /// Python's %).
+  Mod,
+  /// ONNX Mod with fmod = 1: the remainder has the dividend's sign
+  /// (truncated, C's fmod and %).
+  FMod
 };
 
 /// c = a (op) b with numpy broadcasting; comparisons write Bool.

@@ -271,6 +271,26 @@ def ONNX_PowOp : ONNX_Op<"Pow", [Pure]> {
         ::mlir::getElementTypeOrSelf(adaptor.getX().getType()), inferred);
   }];
 }
+def ONNX_ModOp : ONNX_Op<"Mod", [Pure, AllElementTypesMatch<["A", "B", "C"]>]> {
+  let summary = "ONNX Mod: the remainder of A / B, broadcasting";
+  let description = [{
+    With `fmod = 0` (integers only) the remainder has the divisor's sign
+    (Python's `%`); with `fmod = 1` the dividend's (C's `fmod`).
+
+    ```mlir
+    %c = onnx.Mod %a, %b {fmod = 1 : i64} : (tensor<3xf32>, tensor<f32>) -> tensor<3xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_NumericTensor:$A, ONNX_NumericTensor:$B,
+                       DefaultValuedAttr<I64Attr, "0">:$fmod);
+  let results = (outs ONNX_NumericTensor:$C);
+  let inferBody = [{
+    return ::pp::onnx::inferBroadcast(location, adaptor.getOperands(), nullptr,
+                                      inferred);
+  }];
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
 def ONNX_EqualOp : ONNX_BroadcastOp<"Equal", ONNX_Tensor, ONNX_BoolTensor,
     "::mlir::IntegerType::get(context, 1)"> {
   let hasFolder = 1;
