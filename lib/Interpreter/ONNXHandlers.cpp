@@ -798,6 +798,19 @@ void registerMovement(Interpreter &interp) {
                             in.lookup(op.getIndices()).view(), *axis, y);
         });
       });
+
+  on<onnx::ScatterNDOp>(
+      interp, [](Interpreter &in, onnx::ScatterNDOp op) -> LogicalResult {
+        FailureOr<rt::ScatterReduction> reduction = op.getScatterReduction();
+        if (failed(reduction))
+          return failure();
+        return withResult(in, op, "scatterND", [&](rt::Tensor &y) {
+          return rt::scatterND(
+              in.kernelContext(), in.lookup(op.getData()).view(),
+              in.lookup(op.getIndices()).view(),
+              in.lookup(op.getUpdates()).view(), *reduction, y);
+        });
+      });
 }
 
 } // namespace

@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 
 using namespace pp::rt;
 using namespace pp::rt::test;
@@ -347,6 +348,71 @@ TEST(GatherGrad, AdjointOfGather) {
 //===----------------------------------------------------------------------===//
 // Copy
 //===----------------------------------------------------------------------===//
+
+TEST(ScatterND, RowsAndElementsInOrder) {
+  Context ctx;
+  Owned<float> data = iota({4, 3});
+  // k = 1: whole rows; -1 is the last row; a repeated row keeps the last.
+  Owned<int64_t> rows({3, 1}, {1, -1, 1});
+  Owned<float> updates({3, 3}, {10, 11, 12, 20, 21, 22, 30, 31, 32});
+  Owned<float> y({4, 3});
+  ASSERT_TRUE(
+      scatterND(ctx, data.t, rows.t, updates.t, ScatterReduction::None, y.t)
+          .ok());
+  EXPECT_EQ(y.values,
+            (std::vector<float>{0, 1, 2, 30, 31, 32, 6, 7, 8, 20, 21, 22}));
+  // A repeated row accumulates with a reduction; in place (y is data).
+  ASSERT_TRUE(
+      scatterND(ctx, data.t, rows.t, updates.t, ScatterReduction::Add, data.t)
+          .ok());
+  EXPECT_EQ(data.values,
+            (std::vector<float>{0, 1, 2, 43, 46, 49, 6, 7, 8, 29, 31, 33}));
+
+  // k = 2: single elements, i32 indices, each reduction.
+  Owned<int32_t> cells({2, 2}, {0, 2, 3, -3});
+  Owned<int64_t> base({4, 3}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  Owned<int64_t> values({2}, {5, 5});
+  Owned<int64_t> out({4, 3});
+  std::vector<std::pair<ScatterReduction, std::array<int64_t, 2>>> expected = {
+      {ScatterReduction::None, {5, 5}},
+      {ScatterReduction::Add, {8, 15}},
+      {ScatterReduction::Mul, {15, 50}},
+      {ScatterReduction::Max, {5, 10}},
+      {ScatterReduction::Min, {3, 5}}};
+  for (auto [reduction, cell] : expected) {
+    ASSERT_TRUE(
+        scatterND(ctx, base.t, cells.t, values.t, reduction, out.t).ok());
+    EXPECT_EQ(out[2], cell[0]) << static_cast<int>(reduction);
+    EXPECT_EQ(out[9], cell[1]) << static_cast<int>(reduction);
+    EXPECT_EQ(out[0], 1);
+    EXPECT_EQ(out[11], 12);
+  }
+}
+
+TEST(ScatterND, ErrorsNameTheCause) {
+  Context ctx;
+  Owned<float> data = iota({4, 3});
+  Owned<float> y({4, 3});
+  Owned<float> updates({1, 3});
+  Owned<int64_t> far({1, 1}, {4});
+  Status s =
+      scatterND(ctx, data.t, far.t, updates.t, ScatterReduction::None, y.t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("index 4 of tuple 0 (dim 0) is out of range for "
+                           "size 4"),
+            std::string::npos)
+      << s.message;
+  Owned<int64_t> row({1, 1}, {0});
+  Owned<float> wrong({1, 2});
+  s = scatterND(ctx, data.t, row.t, wrong.t, ScatterReduction::None, y.t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("scatterND updates"), std::string::npos)
+      << s.message;
+  Owned<int64_t> tooLong({1, 3}, {0, 0, 0});
+  s = scatterND(ctx, data.t, tooLong.t, updates.t, ScatterReduction::None, y.t);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message.find("last dim 3"), std::string::npos) << s.message;
+}
 
 TEST(Copy, ReshapesAndChecksCount) {
   Context ctx;

@@ -59,6 +59,7 @@ int main(int argc, char **) {
                              addressOf(&split),
                              addressOf(&gather),
                              addressOf(&gatherGrad),
+                             addressOf(&scatterND),
                              addressOf(&copy),
                              addressOf(&dropout),
                              addressOf(&dropoutGrad),

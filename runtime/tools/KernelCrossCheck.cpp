@@ -289,6 +289,32 @@ std::vector<Case> cases() {
            record(n, "dtable", *dt);
          }
        }},
+      {"scatter_nd",
+       [](const std::string &n) {
+         // Rows (k = 1, a repeated and a negative index) replaced, then
+         // single elements (k = 2) added; Mod and FMod of the result.
+         auto data = random({6, 4}, 35), updates = random({3, 4}, 36),
+              y = zeros({6, 4}), z = zeros({6, 4}), cells = random({5}, 38),
+              divisor = random({4}, 39, 0.5, 2), r = zeros({6, 4});
+         auto rows = random({3, 1}, 37, 0, 1, DType::I64);
+         auto at = random({5, 2}, 40, 0, 1, DType::I64);
+         const int64_t rowValues[] = {2, -1, 2};
+         const int64_t cellValues[] = {0, 0, 5, 3, 1, 2, 0, 0, -1, -1};
+         std::copy(rowValues, rowValues + 3, rows->as<int64_t>());
+         std::copy(cellValues, cellValues + 10, at->as<int64_t>());
+         rows->upload();
+         at->upload();
+         if (ok(n, scatterND(ctx, data->tensor, rows->tensor, updates->tensor,
+                             ScatterReduction::None, y->tensor)) &&
+             ok(n, scatterND(ctx, y->tensor, at->tensor, cells->tensor,
+                             ScatterReduction::Add, z->tensor)) &&
+             ok(n, binary(ctx, BinaryKind::FMod, z->tensor, divisor->tensor,
+                          r->tensor))) {
+           record(n, "replaced", *y);
+           record(n, "added", *z);
+           record(n, "fmod", *r);
+         }
+       }},
       {"pad_and_grad",
        [](const std::string &n) {
          // Each mode with a crop; reflect wider than a dim.

@@ -203,6 +203,21 @@ std::vector<GradCase> cases() {
        "  %y = onnx.Pow %x, %e : (tensor<2x3xf64>, tensor<3xf64>) -> "
        "tensor<2x3xf64>",
        s23},
+      // Rows of data replaced by updates (k = 1, a negative index), then
+      // single elements (k = 2): each operand's gradient.
+      {"ScatterNDRows",
+       {{"d", {4, 3}}, {"u", {2, 3}}},
+       "  %i = onnx.Constant dense<[[2], [-4]]> : tensor<2x1xi64>\n"
+       "  %y = onnx.ScatterND %d, %i, %u : (tensor<4x3xf64>, tensor<2x1xi64>, "
+       "tensor<2x3xf64>) -> tensor<4x3xf64>",
+       {4, 3}},
+      {"ScatterNDElements",
+       {{"d", {4, 3}}, {"u", {3}}},
+       "  %i = onnx.Constant dense<[[0, 2], [3, -1], [1, 1]]> : "
+       "tensor<3x2xi64>\n"
+       "  %y = onnx.ScatterND %d, %i, %u : (tensor<4x3xf64>, tensor<3x2xi64>, "
+       "tensor<3xf64>) -> tensor<4x3xf64>",
+       {4, 3}},
       {"Where",
        {x, {"b", {3}}},
        "  %c = onnx.Constant dense<[[true, false, true], [false, true, "

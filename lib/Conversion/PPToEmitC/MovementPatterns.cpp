@@ -305,6 +305,26 @@ public:
   }
 };
 
+class ScatterNDLowering : public StageOpLowering<onnx::ScatterNDOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(onnx::ScatterNDOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    FailureOr<rt::ScatterReduction> reduction = op.getScatterReduction();
+    auto out = emit.result();
+    if (failed(reduction) || failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getData())
+        .value(adaptor.getIndices())
+        .value(adaptor.getUpdates())
+        .lit(enumLiteral("ScatterReduction", static_cast<int>(*reduction)))
+        .value(*out);
+    emit.kernel("pp::rt::scatterND", a);
+    return success();
+  }
+};
+
 } // namespace
 
 void pp::emitc_lowering::populateMovementPatterns(
@@ -315,7 +335,8 @@ void pp::emitc_lowering::populateMovementPatterns(
            ReshapeLowering<onnx::FlattenOp>, ReshapeLowering<onnx::ReshapeOp>,
            ReshapeLowering<onnx::SqueezeOp>, ReshapeLowering<onnx::UnsqueezeOp>,
            TransposeLowering, ConcatLowering, SplitLowering, SliceLowering,
-           PadLowering, GatherLowering>(typeConverter, patterns.getContext());
+           PadLowering, GatherLowering, ScatterNDLowering>(
+          typeConverter, patterns.getContext());
   patterns.add<KernelCallLowering<onnx::ExpandOp>>(
       typeConverter, patterns.getContext(), "pp::rt::expand", 1);
 }

@@ -263,6 +263,65 @@ std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
 // Movement kernels
 //===----------------------------------------------------------------------===//
 
+Status checkScatterND(const Tensor &data, const Tensor &indices,
+                      const Tensor &updates, ScatterReduction reduction,
+                      const Tensor &y, int64_t &tuples, int64_t &k,
+                      int64_t &slice) {
+  const char *what = "scatterND";
+  PP_RT_TRY(expectValid(data, "scatterND data"));
+  PP_RT_TRY(expectValid(indices, "scatterND indices"));
+  PP_RT_TRY(expectValid(updates, "scatterND updates"));
+  if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
+    return Status::error("scatterND indices: expected dtype i64 or i32, got " +
+                         std::string(dtypeName(indices.dtype)));
+  if (static_cast<int>(reduction) < 0 || static_cast<int>(reduction) > 4)
+    return Status::error("scatterND: unknown reduction " +
+                         std::to_string(static_cast<int>(reduction)));
+  if (reduction != ScatterReduction::None && data.dtype == DType::Bool)
+    return dtypeError("scatterND with a reduction", data.dtype);
+  PP_RT_TRY(expectDType(updates, data.dtype, "scatterND updates"));
+  PP_RT_TRY(expectDType(y, data.dtype, "scatterND y"));
+  PP_RT_TRY(expectShape(y, data.shape, "scatterND y"));
+  if (data.rank() == 0 || indices.rank() == 0)
+    return Status::error(std::string(what) +
+                         ": data and indices must have rank >= 1");
+  k = indices.shape.back();
+  if (k < 1 || k > data.rank())
+    return Status::error(std::string(what) + ": indices' last dim " +
+                         std::to_string(k) + " must be in [1, data rank " +
+                         std::to_string(data.rank()) + "]");
+  std::vector<int64_t> expected(indices.shape.begin(), indices.shape.end() - 1);
+  expected.insert(expected.end(), data.shape.begin() + k, data.shape.end());
+  PP_RT_TRY(expectShape(updates, expected, "scatterND updates"));
+  tuples = indices.numel() / k;
+  slice = 1;
+  for (size_t d = static_cast<size_t>(k); d < data.shape.size(); ++d)
+    slice *= data.shape[d];
+  return Status::success();
+}
+
+Status scatterNDOffsets(const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &values, int64_t k,
+                        int64_t slice, std::vector<int64_t> &offsets) {
+  int64_t tuples = static_cast<int64_t>(values.size()) / k;
+  offsets.resize(static_cast<size_t>(tuples));
+  for (int64_t n = 0; n < tuples; ++n) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = values[n * k + d];
+      int64_t normal = index < 0 ? index + shape[d] : index;
+      if (normal < 0 || normal >= shape[d])
+        return Status::error("scatterND: index " + std::to_string(index) +
+                             " of tuple " + std::to_string(n) + " (dim " +
+                             std::to_string(d) + ") is out of range for size " +
+                             std::to_string(shape[d]));
+      offset = offset * shape[d] + normal;
+    }
+    offsets[n] = offset * slice;
+  }
+  return Status::success();
+}
+
 Status checkTranspose(const Tensor &x, const std::vector<int64_t> &perm,
                       const Tensor &y, std::vector<int64_t> &shape,
                       std::vector<int64_t> &strides) {

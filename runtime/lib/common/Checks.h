@@ -160,6 +160,20 @@ std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
                                  const std::vector<int64_t> &indices,
                                  int64_t axis);
 
+/// The argument checks of scatterND (Kernels.h) but the index values: dtypes
+/// and shapes. Sets the tuple count, the tuple length k and the elements of
+/// one addressed slice.
+Status checkScatterND(const Tensor &data, const Tensor &indices,
+                      const Tensor &updates, ScatterReduction reduction,
+                      const Tensor &y, int64_t &tuples, int64_t &k,
+                      int64_t &slice);
+/// The element offset of each index tuple's slice in data (`values` are the
+/// indices' elements, tuple after tuple); an index out of range is an error
+/// that names it.
+Status scatterNDOffsets(const std::vector<int64_t> &shape,
+                        const std::vector<int64_t> &values, int64_t k,
+                        int64_t slice, std::vector<int64_t> &offsets);
+
 /// The argument checks of transpose (Kernels.h): y's shape and, per dim of
 /// y, the stride of x it walks.
 Status checkTranspose(const Tensor &x, const std::vector<int64_t> &perm,

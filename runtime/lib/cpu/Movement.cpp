@@ -281,6 +281,75 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
   return Status::success();
 }
 
+/// The type integer arithmetic wraps in (floats: themselves).
+template <typename T, bool = std::is_integral_v<T>> struct WrappingType {
+  using type = T;
+};
+template <typename T> struct WrappingType<T, true> {
+  using type = std::make_unsigned_t<T>;
+};
+
+/// One element of a ScatterND reduction (integers wrap, as Add does).
+template <typename T> T scatterCombine(ScatterReduction reduction, T x, T u) {
+  using U = typename WrappingType<T>::type;
+  switch (reduction) {
+  case ScatterReduction::Add:
+    return static_cast<T>(static_cast<U>(x) + static_cast<U>(u));
+  case ScatterReduction::Mul:
+    return static_cast<T>(static_cast<U>(x) * static_cast<U>(u));
+  case ScatterReduction::Max:
+    return x < u ? u : x;
+  case ScatterReduction::Min:
+    return u < x ? u : x;
+  case ScatterReduction::None:
+    break;
+  }
+  return u;
+}
+
+Status scatterND(Context &ctx, const Tensor &data, const Tensor &indices,
+                 const Tensor &updates, ScatterReduction reduction, Tensor &y) {
+  int64_t tuples = 0, k = 0, slice = 0;
+  PP_RT_TRY(
+      checkScatterND(data, indices, updates, reduction, y, tuples, k, slice));
+  std::vector<int64_t> values(static_cast<size_t>(indices.numel())), offsets;
+  for (int64_t i = 0; i < indices.numel(); ++i)
+    values[i] = readInt(indices, i);
+  PP_RT_TRY(scatterNDOffsets(data.shape, values, k, slice, offsets));
+  if (reduction != ScatterReduction::None && isFloat16(data.dtype)) {
+    Float16Widening w(ctx);
+    return w.finish(scatterND(ctx, w.in(data), indices, w.in(updates),
+                              reduction, w.out(y)));
+  }
+  size_t bytes = static_cast<size_t>(dtypeSize(data.dtype));
+  if (y.data != data.data && data.numel() > 0)
+    std::memcpy(y.data, data.data, static_cast<size_t>(data.numel()) * bytes);
+  if (reduction == ScatterReduction::None) {
+    // Tuple after tuple: a repeated index keeps the last update.
+    for (int64_t n = 0; n < tuples; ++n)
+      std::memcpy(static_cast<char *>(y.data) + offsets[n] * bytes,
+                  static_cast<const char *>(updates.data) + n * slice * bytes,
+                  static_cast<size_t>(slice) * bytes);
+    return Status::success();
+  }
+  return visitDType(data.dtype, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    T *py = y.as<T>();
+    const T *pu = updates.as<const T>();
+    // Threads split a slice's columns, never the tuples (a repeated index
+    // combines in order).
+    parallelFor(ctx, slice,
+                std::max<int64_t>(1, kGrain / std::max<int64_t>(1, tuples)),
+                [&](int64_t begin, int64_t end) {
+                  for (int64_t n = 0; n < tuples; ++n)
+                    for (int64_t s = begin; s < end; ++s)
+                      py[offsets[n] + s] = scatterCombine(
+                          reduction, py[offsets[n] + s], pu[n * slice + s]);
+                });
+    return Status::success();
+  });
+}
+
 Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata) {
   // F16 / BF16: repeated indices accumulate in f32, rounded once.

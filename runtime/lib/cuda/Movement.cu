@@ -489,6 +489,79 @@ Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
   });
 }
 
+/// One thread per element s of a slice walks the index tuples in order, so a
+/// repeated index combines (or, without a reduction, keeps the last update)
+/// as on the CPU, without atomics.
+template <typename T>
+__global__ void scatterNDKernel(T *y, const T *updates, const int64_t *offsets,
+                                int64_t tuples, int64_t slice,
+                                ScatterReduction reduction) {
+  PP_GRID_STRIDE(s, slice) {
+    for (int64_t n = 0; n < tuples; ++n) {
+      T &x = y[offsets[n] + s];
+      T u = updates[n * slice + s];
+      switch (reduction) {
+      case ScatterReduction::Add:
+        x = static_cast<T>(x + u);
+        break;
+      case ScatterReduction::Mul:
+        x = static_cast<T>(x * u);
+        break;
+      case ScatterReduction::Max:
+        x = x < u ? u : x;
+        break;
+      case ScatterReduction::Min:
+        x = u < x ? u : x;
+        break;
+      default:
+        x = u;
+      }
+    }
+  }
+}
+
+Status scatterND(Context &ctx, const Tensor &data, const Tensor &indices,
+                 const Tensor &updates, ScatterReduction reduction, Tensor &y) {
+  const char *what = "scatterND";
+  int64_t tuples = 0, k = 0, slice = 0;
+  PP_RT_TRY(
+      checkScatterND(data, indices, updates, reduction, y, tuples, k, slice));
+  cudaStream_t stream = streamOf(ctx);
+  // The index tuples are checked and turned into offsets on the host (a
+  // wait on the stream: ScatterND builds masks, it is not on a hot path).
+  std::vector<int64_t> values(static_cast<size_t>(indices.numel())), offsets;
+  std::vector<int32_t> narrow(indices.dtype == DType::I32 ? values.size() : 0);
+  void *host = narrow.empty() ? static_cast<void *>(values.data())
+                              : static_cast<void *>(narrow.data());
+  if (!values.empty()) {
+    PP_CUDA_TRY(what, cudaMemcpyAsync(host, indices.data, indices.bytes(),
+                                      cudaMemcpyDeviceToHost, stream));
+    PP_CUDA_TRY(what, cudaStreamSynchronize(stream));
+  }
+  for (size_t i = 0; i < narrow.size(); ++i)
+    values[i] = narrow[i];
+  PP_RT_TRY(scatterNDOffsets(data.shape, values, k, slice, offsets));
+  if (data.numel() > 0 && y.data != data.data)
+    PP_CUDA_TRY(what, cudaMemcpyAsync(y.data, data.data, data.bytes(),
+                                      cudaMemcpyDeviceToDevice, stream));
+  if (tuples == 0 || slice == 0)
+    return Status::success();
+  Scratch scratch(stream);
+  int64_t *deviceOffsets = nullptr;
+  PP_RT_TRY(uploadVector(what, scratch, stream, offsets, &deviceOffsets));
+  auto launch = [&](auto tag) -> Status {
+    using T = typename decltype(tag)::type;
+    scatterNDKernel<T><<<gridFor(slice), kThreads, 0, stream>>>(
+        y.as<T>(), updates.as<const T>(), deviceOffsets, tuples, slice,
+        reduction);
+    PP_CUDA_LAUNCHED(what);
+    return Status::success();
+  };
+  if (reduction == ScatterReduction::None) // any dtype: moved as bits
+    return visitElementBytes(dtypeSize(data.dtype), launch);
+  return visitDType(data.dtype, launch);
+}
+
 Status copy(Context &ctx, const Tensor &x, Tensor &y) {
   PP_RT_TRY(expectValid(x, "copy x"));
   PP_RT_TRY(expectDType(y, x.dtype, "copy y"));

@@ -122,3 +122,32 @@ func.func @mod_by_zero() -> tensor<2xi64> {
   %r = onnx.Mod %a, %z : (tensor<2xi64>, tensor<i64>) -> tensor<2xi64>
   return %r : tensor<2xi64>
 }
+
+// swin_t's shifted-window mask: zeros, then regions numbered through
+// ScatterND at index tables concatenated from constants.
+// CHECK-LABEL: func.func @scatter_nd_mask
+func.func @scatter_nd_mask() -> (tensor<3x3xf32>, tensor<2x2x2xi64>) {
+  // CHECK-DAG: onnx.Constant dense<{{\[}}[0.000000e+00, 0.000000e+00, 0.000000e+00], [0.000000e+00, 2.000000e+00, 2.000000e+00], [0.000000e+00, 2.000000e+00, 2.000000e+00]]> : tensor<3x3xf32>
+  // CHECK-DAG: onnx.Constant dense<{{\[}}{{\[}}[1, 1], [1, 2]], {{\[}}[2, 1], [2, 2]]]> : tensor<2x2x2xi64>
+  // CHECK-NOT: onnx.ScatterND
+  // CHECK-NOT: onnx.Concat
+  %zeros = onnx.Constant dense<0.0> : tensor<3x3xf32>
+  %rows = onnx.Constant dense<[[[1], [1]], [[2], [2]]]> : tensor<2x2x1xi64>
+  %cols = onnx.Constant dense<[[[1], [-1]], [[1], [-1]]]> : tensor<2x2x1xi64>
+  %at = onnx.Concat %rows, %cols {axis = -1 : i64} : (tensor<2x2x1xi64>, tensor<2x2x1xi64>) -> tensor<2x2x2xi64>
+  %two = onnx.Constant dense<2.0> : tensor<2x2xf32>
+  %mask = onnx.ScatterND %zeros, %at, %two : (tensor<3x3xf32>, tensor<2x2x2xi64>, tensor<2x2xf32>) -> tensor<3x3xf32>
+  %normal = onnx.Constant dense<[[[1, 1], [1, 2]], [[2, 1], [2, 2]]]> : tensor<2x2x2xi64>
+  return %mask, %normal : tensor<3x3xf32>, tensor<2x2x2xi64>
+}
+
+// With a reduction the op stays (the kernel combines).
+// CHECK-LABEL: func.func @scatter_nd_add
+func.func @scatter_nd_add() -> tensor<3xf32> {
+  // CHECK: onnx.ScatterND {{.*}} {reduction = "add"}
+  %d = onnx.Constant dense<1.0> : tensor<3xf32>
+  %i = onnx.Constant dense<[[0], [0]]> : tensor<2x1xi64>
+  %u = onnx.Constant dense<2.0> : tensor<2xf32>
+  %r = onnx.ScatterND %d, %i, %u {reduction = "add"} : (tensor<3xf32>, tensor<2x1xi64>, tensor<2xf32>) -> tensor<3xf32>
+  return %r : tensor<3xf32>
+}

@@ -315,3 +315,31 @@ func.func @mod_fmod_value(%a: tensor<3xi64>) -> tensor<3xi64> {
   %0 = onnx.Mod %a, %a {fmod = 2 : i64} : (tensor<3xi64>, tensor<3xi64>) -> tensor<3xi64>
   return %0 : tensor<3xi64>
 }
+
+// -----
+
+func.func @scatter_nd_updates(%d: tensor<4x3xf32>, %i: tensor<2x1xi64>, %u: tensor<2x4xf32>) -> tensor<4x3xf32> {
+  // expected-error @+2 {{ScatterND updates have shape [2, 4], expected indices.shape[:-1] + data.shape[k:] = [2, 3]}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.ScatterND %d, %i, %u : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x4xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}
+
+// -----
+
+func.func @scatter_nd_reduction(%d: tensor<4xf32>, %i: tensor<1x1xi64>, %u: tensor<1xf32>) -> tensor<4xf32> {
+  // expected-error @+2 {{ScatterND reduction 'sum' is not none, add, mul, max or min}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.ScatterND %d, %i, %u {reduction = "sum"} : (tensor<4xf32>, tensor<1x1xi64>, tensor<1xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
+func.func @scatter_nd_index(%d: tensor<4x3xf32>, %u: tensor<1xf32>) -> tensor<4x3xf32> {
+  %i = onnx.Constant dense<[[1, 3]]> : tensor<1x2xi64>
+  // expected-error @+2 {{ScatterND index 3 is out of range for dim 1 of size 3}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.ScatterND %d, %i, %u : (tensor<4x3xf32>, tensor<1x2xi64>, tensor<1xf32>) -> tensor<4x3xf32>
+  return %0 : tensor<4x3xf32>
+}

@@ -64,9 +64,14 @@ func.func @broadcast(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x1xi1>)
   // CHECK: onnx.Pow
   %4 = onnx.Pow %3, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: onnx.Mod {{.*}} {fmod = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %shape = onnx.Constant dense<[1, 3]> : tensor<2xi64>
   %m = onnx.Mod %3, %b {fmod = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.ScatterND {{.*}} {reduction = "max"} : (tensor<2x3xf32>, tensor<1x1xi64>, tensor<1x3xf32>) -> tensor<2x3xf32>
+  %row = onnx.Constant dense<[[1]]> : tensor<1x1xi64>
+  %u = onnx.Reshape %b, %shape : (tensor<3xf32>, tensor<2xi64>) -> tensor<1x3xf32>
+  %s = onnx.ScatterND %m, %row, %u {reduction = "max"} : (tensor<2x3xf32>, tensor<1x1xi64>, tensor<1x3xf32>) -> tensor<2x3xf32>
   // CHECK: onnx.Equal {{.*}} -> tensor<2x3xi1>
-  %5 = onnx.Equal %m, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
+  %5 = onnx.Equal %s, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   %6 = onnx.Less %4, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   %7 = onnx.Greater %4, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xi1>
   %8 = onnx.And %5, %c : (tensor<2x3xi1>, tensor<2x1xi1>) -> tensor<2x3xi1>

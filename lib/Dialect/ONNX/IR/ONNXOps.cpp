@@ -13,6 +13,7 @@
 #include "mlir/IR/Matchers.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/STLExtras.h"
+#include "llvm/ADT/StringSwitch.h"
 #include "llvm/ADT/TypeSwitch.h"
 #include "llvm/Support/CheckedArithmetic.h"
 #include "llvm/Support/FormatVariadic.h"
@@ -1487,16 +1488,30 @@ OpFoldResult ConcatOp::fold(FoldAdaptor adaptor) {
   auto type = cast<RankedTensorType>(getType());
   if (getInputs().size() == 1)
     return getInputs().front();
-  // Shape vectors are 1-D; larger constants are left alone.
-  if (type.getRank() != 1 || type.getNumElements() > kMaxFoldElements)
+  // Shape vectors, and small index tables (swin_t's ScatterND indices);
+  // larger constants are left alone.
+  if (!type.hasStaticShape() || type.getNumElements() > kMaxFoldElements)
     return {};
-  SmallVector<Attribute> values;
-  for (Attribute input : adaptor.getInputs()) {
-    auto dense = dyn_cast_if_present<DenseElementsAttr>(input);
+  auto axis = normalizeAxis(getLoc(), getAxis(), type.getRank());
+  if (failed(axis))
+    return {};
+  int64_t outer = 1;
+  for (int64_t d : type.getShape().take_front(*axis))
+    outer *= d;
+  SmallVector<SmallVector<Attribute>> inputs;
+  SmallVector<int64_t> chunks; // elements of one outer row, per input
+  for (auto [attr, value] : llvm::zip(adaptor.getInputs(), getInputs())) {
+    auto dense = dyn_cast_if_present<DenseElementsAttr>(attr);
     if (!dense)
       return {};
-    llvm::append_range(values, dense.getValues<Attribute>());
+    inputs.push_back(llvm::to_vector(dense.getValues<Attribute>()));
+    chunks.push_back(outer ? static_cast<int64_t>(inputs.back().size()) / outer
+                           : 0);
   }
+  SmallVector<Attribute> values;
+  for (int64_t o = 0; o < outer; ++o)
+    for (auto [input, chunk] : llvm::zip(inputs, chunks))
+      values.append(input.begin() + o * chunk, input.begin() + (o + 1) * chunk);
   return DenseElementsAttr::get(type, values);
 }
 
@@ -1693,6 +1708,107 @@ OpFoldResult GatherOp::fold(FoldAdaptor adaptor) {
     result.push_back(values[i]);
   }
   return DenseElementsAttr::get(cast<ShapedType>(getType()), result);
+}
+
+/// `[2, 3]`: a shape in an error message.
+static std::string shapeString(ArrayRef<int64_t> shape) {
+  std::string text = "[";
+  for (auto [i, d] : llvm::enumerate(shape))
+    text += (i ? ", " : "") + std::to_string(d);
+  return text + "]";
+}
+
+static std::optional<rt::ScatterReduction>
+parseScatterReduction(StringRef reduction) {
+  return llvm::StringSwitch<std::optional<rt::ScatterReduction>>(reduction)
+      .Case("none", rt::ScatterReduction::None)
+      .Case("add", rt::ScatterReduction::Add)
+      .Case("mul", rt::ScatterReduction::Mul)
+      .Case("max", rt::ScatterReduction::Max)
+      .Case("min", rt::ScatterReduction::Min)
+      .Default(std::nullopt);
+}
+
+FailureOr<rt::ScatterReduction> ScatterNDOp::getScatterReduction() {
+  if (std::optional<rt::ScatterReduction> reduction =
+          parseScatterReduction(getReduction()))
+    return *reduction;
+  return emitOpError("unknown reduction '")
+         << getReduction() << "' (expected none, add, mul, max or min)";
+}
+
+LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  auto data = cast<RankedTensorType>(adaptor.getData().getType());
+  auto indices = cast<RankedTensorType>(adaptor.getIndices().getType());
+  auto updates = cast<RankedTensorType>(adaptor.getUpdates().getType());
+  if (!parseScatterReduction(adaptor.getReduction()))
+    return error(location, "ScatterND reduction '" + adaptor.getReduction() +
+                               "' is not none, add, mul, max or min");
+  if (data.getRank() == 0 || indices.getRank() == 0)
+    return error(location, "ScatterND data and indices must have rank >= 1");
+  int64_t k = indices.getShape().back();
+  if (k < 1 || k > data.getRank())
+    return error(location, "ScatterND indices' last dim " + Twine(k) +
+                               " must be in [1, data rank " +
+                               Twine(data.getRank()) + "]");
+  SmallVector<int64_t> expected(indices.getShape().drop_back());
+  llvm::append_range(expected, data.getShape().drop_front(k));
+  if (updates.getShape() != ArrayRef<int64_t>(expected))
+    return error(location, "ScatterND updates have shape " +
+                               shapeString(updates.getShape()) +
+                               ", expected indices.shape[:-1] + "
+                               "data.shape[k:] = " +
+                               shapeString(expected));
+  if (auto constIndices = getConstantInts(adaptor.getIndices()))
+    for (auto [i, index] : llvm::enumerate(*constIndices)) {
+      int64_t dim = data.getDimSize(static_cast<int64_t>(i) % k);
+      if (index < -dim || index >= dim)
+        return error(location, "ScatterND index " + Twine(index) +
+                                   " is out of range for dim " +
+                                   Twine(static_cast<int64_t>(i) % k) +
+                                   " of size " + Twine(dim));
+    }
+  inferred.push_back(data);
+  return success();
+}
+
+OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
+  // Folds the masks models build from constants (swin_t's shifted-window
+  // attention mask: zeros, then slices set to region numbers).
+  auto data = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
+  auto indices =
+      dyn_cast_if_present<DenseIntElementsAttr>(adaptor.getIndices());
+  auto updates = dyn_cast_if_present<DenseElementsAttr>(adaptor.getUpdates());
+  auto type = cast<RankedTensorType>(getType());
+  if (!data || !indices || !updates || getReduction() != "none" ||
+      type.getNumElements() > kMaxFoldElements)
+    return {};
+  ArrayRef<int64_t> shape = type.getShape();
+  int64_t k = indices.getType().getShape().back();
+  int64_t slice = 1;
+  for (int64_t d : shape.drop_front(k))
+    slice *= d;
+  auto result = llvm::to_vector(data.getValues<Attribute>());
+  auto values = llvm::to_vector(updates.getValues<Attribute>());
+  auto index = llvm::to_vector(indices.getValues<APInt>());
+  for (int64_t n = 0, tuples = index.size() / k; n < tuples; ++n) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t i = index[n * k + d].getSExtValue();
+      if (i < 0)
+        i += shape[d];
+      if (i < 0 || i >= shape[d])
+        return {};
+      offset = offset * shape[d] + i;
+    }
+    for (int64_t s = 0; s < slice; ++s)
+      result[offset * slice + s] =
+          values[updates.isSplat() ? 0 : n * slice + s];
+  }
+  return DenseElementsAttr::get(type, result);
 }
 
 #define GET_OP_CLASSES

@@ -696,6 +696,58 @@ LogicalResult rule(onnx::GatherOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+LogicalResult rule(onnx::ScatterNDOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  if (!isFloatTensor(op.getData()))
+    return dxs.append({nullptr, nullptr, nullptr}), success();
+  if (op.getReduction() != "none")
+    return fail(op, "ScatterND's gradient is built for reduction 'none' only");
+  GradBuilder g(b, op);
+  auto dataType = g.typeOf(op.getData());
+  auto updatesType = g.typeOf(op.getUpdates());
+  ArrayRef<int64_t> shape = dataType.getShape();
+  ArrayRef<int64_t> indexShape = g.typeOf(op.getIndices()).getShape();
+  int64_t k = indexShape.back();
+  // The overwritten elements of data reach y no more: ddata = dy with them
+  // zeroed (ScatterND of zeros).
+  dxs.push_back(onnx::ScatterNDOp::create(
+      b, g.loc, dataType, dys[0], op.getIndices(), g.splat(updatesType, 0.0),
+      op.getReductionAttr()));
+  // dupdates = dy at the tuples (GatherND): dy flattened over the first k
+  // dims, gathered at each tuple's row.
+  SmallVector<int64_t> tupleShape(indexShape.drop_back());
+  Value rows;
+  if (std::optional<SmallVector<int64_t>> values =
+          onnx::getConstantInts(op.getIndices())) {
+    SmallVector<int64_t> linear;
+    for (size_t n = 0; n < values->size() / k; ++n) {
+      int64_t row = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t index = (*values)[n * k + d];
+        row = row * shape[d] + (index < 0 ? index + shape[d] : index);
+      }
+      linear.push_back(row);
+    }
+    rows = g.reshape(g.i64s(linear), tupleShape);
+  } else if (k == 1) {
+    rows = g.reshape(op.getIndices(), tupleShape);
+  } else {
+    return fail(op, "ScatterND's updates gradient needs constant indices "
+                    "when an index tuple has more than one element");
+  }
+  int64_t leading = 1;
+  for (int64_t d : shape.take_front(k))
+    leading *= d;
+  SmallVector<int64_t> flatShape{leading};
+  llvm::append_range(flatShape, shape.drop_front(k));
+  Value gathered = onnx::GatherOp::create(b, g.loc, updatesType,
+                                          g.reshape(dys[0], flatShape), rows,
+                                          b.getI64IntegerAttr(0));
+  dxs.push_back(nullptr);
+  dxs.push_back(gathered);
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Collectives of a tensor-parallel program (shard dialect). Every device runs
 // the same program on its part; a value the collective leaves whole is equal
@@ -772,7 +824,7 @@ void pp::train::registerONNXGradients(DialectRegistry &registry) {
            onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReshapeOp,
            onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
            onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp, onnx::SplitOp,
-           onnx::SliceOp, onnx::PadOp, onnx::GatherOp>(ctx);
+           onnx::SliceOp, onnx::PadOp, onnx::GatherOp, onnx::ScatterNDOp>(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     attach<shard::AllReduceOp, shard::AllSliceOp, shard::AllGatherOp>(ctx);

@@ -331,6 +331,21 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
 /// The adjoint of gather: ddata = 0, then ddata[..., idx, ...] += dy.
 Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata);
+/// ONNX ScatterND reductions.
+enum class ScatterReduction : int {
+  None = 0,
+  Add = 1,
+  Mul = 2,
+  Max = 3,
+  Min = 4
+};
+/// ONNX ScatterND: y = data, then for each index tuple of `indices` (its
+/// last dim k addresses data's first k dims; negative values count from the
+/// end), in order, the slice of y it addresses is replaced by (or combined
+/// with, by `reduction`) the matching slice of `updates`, whose shape is
+/// indices.shape[:-1] + data.shape[k:]. y may be data (in place).
+Status scatterND(Context &ctx, const Tensor &data, const Tensor &indices,
+                 const Tensor &updates, ScatterReduction reduction, Tensor &y);
 /// ONNX Pad modes.
 enum class PadMode : int { Constant = 0, Reflect = 1, Edge = 2 };
 /// ONNX Pad. `pads` holds x's rank begin counts, then as many end counts;

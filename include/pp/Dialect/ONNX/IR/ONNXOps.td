@@ -661,5 +661,30 @@ def ONNX_GatherOp : ONNX_MoveOp<"Gather"> {
   let results = (outs ONNX_Tensor:$output);
   let hasFolder = 1;
 }
+def ONNX_ScatterNDOp : ONNX_MoveOp<"ScatterND",
+    [AllElementTypesMatch<["data", "updates", "output"]>]> {
+  let description = [{
+    `data` with slices replaced (or combined by `reduction`: `add`, `mul`,
+    `max`, `min`) by `updates`. The last dim k of `indices` addresses
+    data's first k dims (negative values count from the end); updates has
+    the shape indices.shape[:-1] + data.shape[k:]. Index tuples apply in
+    order (a repeated one: the last wins without a reduction).
+
+    ```mlir
+    %y = onnx.ScatterND %data, %indices, %updates : (tensor<4x3xf32>, tensor<2x1xi64>, tensor<2x3xf32>) -> tensor<4x3xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_Tensor:$data, ONNX_IndexTensor:$indices,
+                       ONNX_Tensor:$updates,
+                       DefaultValuedAttr<StrAttr, "\"none\"">:$reduction);
+  let results = (outs ONNX_Tensor:$output);
+  let hasFolder = 1;
+  let extraClassDeclaration = [{
+    double getForwardFlops() { return 0; }
+    /// The runtime reduction (fails, with an error at the op, for an
+    /// unknown `reduction`).
+    ::mlir::FailureOr<::pp::rt::ScatterReduction> getScatterReduction();
+  }];
+}
 
 #endif // PP_DIALECT_ONNX_IR_ONNXOPS_TD
