@@ -341,14 +341,21 @@ FailureOr<Value> OpEmitter::microBatch(Value original) {
                             "stage function's argument or a constant";
 }
 
-FailureOr<std::vector<double>> OpEmitter::constantValues(Value original) {
-  auto constant = original.getDefiningOp<onnx::ConstantOp>();
+/// The elements of `original`'s onnx.Constant; an error at `op` when it is
+/// computed at run time.
+static FailureOr<pp::onnx::HostTensor> decodeConstant(Operation *op,
+                                                      Value original) {
+  auto constant = original.getDefiningOp<pp::onnx::ConstantOp>();
   if (!constant)
     return op->emitError()
            << "code generation needs a constant operand here (static "
               "shapes); it is computed at run time";
-  auto decoded = pp::onnx::decodeElements(
-      constant.getLoc(), cast<ElementsAttr>(constant.getValue()));
+  return pp::onnx::decodeElements(constant.getLoc(),
+                                  cast<ElementsAttr>(constant.getValue()));
+}
+
+FailureOr<std::vector<double>> OpEmitter::constantValues(Value original) {
+  auto decoded = decodeConstant(op, original);
   if (failed(decoded))
     return failure();
   std::vector<double> result;
@@ -358,10 +365,15 @@ FailureOr<std::vector<double>> OpEmitter::constantValues(Value original) {
 }
 
 FailureOr<std::vector<int64_t>> OpEmitter::constantInts(Value original) {
-  auto values = constantValues(original);
-  if (failed(values))
+  // Read as integers: through double, torch's "to the end" (INT64_MAX)
+  // would round to 2^63, which no int64 holds.
+  auto decoded = decodeConstant(op, original);
+  if (failed(decoded))
     return failure();
-  return std::vector<int64_t>(values->begin(), values->end());
+  std::vector<int64_t> result;
+  for (int64_t i = 0, e = decoded->numel(); i < e; ++i)
+    result.push_back(decoded->getInt(i));
+  return result;
 }
 
 LogicalResult OpEmitter::finish() {

@@ -38,10 +38,12 @@
 // CHECK: %[[O:.*]] = call_opaque "pp::rt::gen::mutablePointers"(%[[A]], %[[B]])
 // CHECK: call_opaque "pp::rt::split"(%{{.*}}, %[[X]], %[[O]]) {args = [0 : index, 1 : index, #emitc.opaque<"1">, 2 : index]}
 // CHECK: call_opaque "pp::rt::slice"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 1}">, #emitc.opaque<"std::vector<int64_t>{1, 2}">, 2 : index]}
+// CHECK: call_opaque "pp::rt::slice"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 1}">, #emitc.opaque<"std::vector<int64_t>{1, 1}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::gather"(%{{.*}}, %[[X]], %[[I]], %{{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">, 3 : index]}
 // Pad: begin then end counts of every dim, the mode, the constant.
 // CHECK: call_opaque "pp::rt::pad"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 1, -1}">, #emitc.opaque<"pp::rt::PadMode::Constant">, #emitc.opaque<"1.5{{.*}}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::pad"(%{{.*}}, %[[X]], %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 0, 3}">, #emitc.opaque<"pp::rt::PadMode::Reflect">, #emitc.opaque<"0{{.*}}">, 2 : index]}
+// CHECK: call_opaque "pp::rt::scatterND"(%{{.*}}, %[[X]], %{{.*}}, %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"pp::rt::ScatterReduction(1)">, 4 : index]}
 
 // The table lists the globals and each distinct constant with its place in
 // the data file.
@@ -81,6 +83,9 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %ax = onnx.Constant dense<[1]> : tensor<1xi64>
     %sp = onnx.Constant dense<[2]> : tensor<1xi64>
     %s = onnx.Slice %x, %st, %en axes %ax steps %sp : (tensor<4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x3xf32>
+    // torch's "to the end": INT64_MAX, read as an integer (not via double).
+    %end = onnx.Constant dense<[9223372036854775807]> : tensor<1xi64>
+    %tail = onnx.Slice %x, %st, %end axes %ax : (tensor<4x8xf32>, tensor<1xi64>, tensor<1xi64>, tensor<1xi64>) -> tensor<4x7xf32>
     %g = onnx.Gather %x, %i {axis = 0 : i64} : (tensor<4x8xf32>, tensor<3xi64>) -> tensor<3x8xf32>
     %pads = onnx.Constant dense<[0, 2, 1, -1]> : tensor<4xi64>
     %pv = onnx.Constant dense<1.5> : tensor<f32>
@@ -88,6 +93,8 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %rpads = onnx.Constant dense<[2, 3]> : tensor<2xi64>
     %raxes = onnx.Constant dense<[1]> : tensor<1xi64>
     %r = onnx.Pad %x, %rpads axes %raxes {mode = "reflect"} : (tensor<4x8xf32>, tensor<2xi64>, tensor<1xi64>) -> tensor<4x13xf32>
+    %rows = onnx.Constant dense<[[0], [2], [-1]]> : tensor<3x1xi64>
+    %sc = onnx.ScatterND %x, %rows, %g {reduction = "add"} : (tensor<4x8xf32>, tensor<3x1xi64>, tensor<3x8xf32>) -> tensor<4x8xf32>
     return
   }
   onnx.global "trainable" @w : tensor<2x3xf32> = dense<0.5> : tensor<2x3xf32>
