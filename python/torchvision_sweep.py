@@ -283,7 +283,16 @@ def fmt(errors):
     return "/".join(f"{e:.0e}" for e in errors)
 
 
-def write_table(rows, path, args):
+def recheck_note(row, label):
+    """What a rerun (e.g. in float64, a larger batch) of a failed model
+    found, for its reason column."""
+    if "failed" in row:
+        return f"{label}: fails at {row['failed']} ({row['reason'][:120]})"
+    return (f"{label}: trains, loss errors unsplit {fmt(row['step_errors'])}, "
+            f"2-stage {fmt(row['train_errors'])}")
+
+
+def write_table(rows, path, args, rechecks=None):
     lines = [
         "<!-- Written by python/torchvision_sweep.py; do not edit. -->",
         "# torchvision models through pipeline-opt",
@@ -304,6 +313,8 @@ def write_table(rows, path, args):
         "Stages: export (torch.onnx.export via python/pp_export_torch.py), "
         "import, step (pp-interpret, unsplit), plan (--pp-compile), "
         "build (the emitted program), train (the 2-stage program, --local).",
+        *([f"A failed model's reason also gives its rerun ({args.recheck_label})."]
+          if args.recheck else []),
         "",
         "| model | params | image | result | ops per stage | loss errors "
         "per step, unsplit | 2-stage | build s | reason |",
@@ -314,7 +325,11 @@ def write_table(rows, path, args):
         result = "trains" if ok else f"fails at {row['failed']}"
         step = fmt(row["step_errors"]) if "step_errors" in row else "-"
         train = fmt(row["train_errors"]) if "train_errors" in row else "-"
-        reason = "" if ok else row["reason"].replace("|", "\\|")
+        reason = "" if ok else row["reason"]
+        if not ok and rechecks and row["model"] in rechecks:
+            reason += "; " + recheck_note(rechecks[row["model"]],
+                                          args.recheck_label)
+        reason = reason.replace("|", "\\|")
         lines.append(
             f"| {row['model']} | {row.get('params', 0) / 1e6:.1f}M | "
             f"{row.get('image', '-')} | {result} | {row.get('split', '-')} | "
@@ -348,6 +363,11 @@ def main():
     parser.add_argument("--table", help="write the Markdown table here")
     parser.add_argument("--results", help="JSON lines of earlier runs to "
                         "keep (rerun only --models)")
+    parser.add_argument("--recheck", help="JSON lines of a rerun of the "
+                        "failed models (e.g. --dtype float64 --batch 4): "
+                        "the table adds what it found to their reason")
+    parser.add_argument("--recheck-label", default="float64, batch 4",
+                        help="what --recheck's runs were")
     parser.add_argument("--table-only", action="store_true",
                         help="write --table from --results, run nothing")
     parser.add_argument("--export-one", help=argparse.SUPPRESS)
@@ -384,7 +404,12 @@ def main():
             f.write(json.dumps(row) + "\n")
     if args.table:
         ordered = [rows[n] for n in sorted(rows)]
-        write_table(ordered, args.table, args)
+        rechecks = {}
+        if args.recheck:
+            for line in open(args.recheck):
+                row = json.loads(line)
+                rechecks[row["model"]] = row
+        write_table(ordered, args.table, args, rechecks)
     return 0
 
 
