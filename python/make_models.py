@@ -244,6 +244,17 @@ def make_widemlp():
     return model, torch.randn(256, 1024), "input", None
 
 
+def make_swin():
+    """A small Swin Transformer (torchvision's, 2 stages of 2 blocks):
+    shifted windows export as Mod (paddings), ScatterND (the attention
+    mask) and Slices to the end (the roll)."""
+    from torchvision.models.swin_transformer import SwinTransformer
+    model = SwinTransformer(patch_size=[4, 4], embed_dim=16, depths=[2, 2],
+                            num_heads=[2, 2], window_size=[4, 4],
+                            stochastic_depth_prob=0.0, num_classes=10)
+    return model, torch.randn(2, 3, 32, 32), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -253,9 +264,12 @@ MODELS = {
     "tied": make_tied,
     "padnet": make_padnet,
     "widemlp": make_widemlp,
+    "swin": make_swin,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
+# Exported only by the tests that check them (python/torch_reference.py).
+ON_DEMAND = {"swin"}
 
 
 def export(name, out_dir, **model_kwargs):
@@ -285,7 +299,7 @@ def main():
     parser.add_argument("--out", required=True, help="output directory")
     parser.add_argument("--models",
                         default=",".join(m for m in MODELS
-                                         if m not in BENCH_ONLY),
+                                         if m not in BENCH_ONLY | ON_DEMAND),
                         help="comma-separated subset of: " + ",".join(MODELS))
     args = parser.parse_args()
     names = [m.strip() for m in args.models.split(",") if m.strip()]
