@@ -3,12 +3,14 @@
 
 For the cases whose import folds shape arithmetic or decomposes an op (Pad in
 every mode, Tile, the Range/Size/Equal/Where/Expand shape ops, a ViT's class
-token exported from torch): writes a deterministic input, runs the imported
-model with pp-interpret and compares each output with a numpy reference
-(float32 data moved, not computed: exact up to 1e-6). Prints one line per
+token exported from torch, Einsum): writes a deterministic input, runs the
+imported model with pp-interpret and compares each output with a numpy
+reference (float32 data moved, exact; Einsum's float32 sums against numpy's
+float64 ones: both within 1e-6 of the largest value). Prints one line per
 output and exits non-zero on a mismatch.
 
-Usage: check_import_cases.py --pp-interpret PATH --cases DIR [--batch N]
+Usage: check_import_cases.py --pp-interpret PATH --cases DIR [--only a,b]
+       [--batch N]
 """
 import argparse
 import os
@@ -18,6 +20,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from compare import Comparison, run  # noqa: E402
+from make_import_cases import EINSUM_CASES, farange  # noqa: E402
 
 
 def pad(x, pads, mode, value=0.0):
@@ -42,6 +45,11 @@ def references(case, x, batch):
         return {"Y": np.tile(x, (3, 2))}
     if case == "shape_ops":
         return {"Y": x + np.arange(3, dtype=np.float32)[:, None]}
+    if case in EINSUM_CASES:
+        equation, shapes = EINSUM_CASES[case]
+        weights = [farange(s, 0.0625) for s in shapes[1:]]
+        return {"Y": np.einsum(equation, x.astype(np.float64),
+                               *weights).astype(np.float32)}
     if case == "vit_cls_token":
         cls = np.broadcast_to(np.arange(8, dtype=np.float32) * 0.5 + 0.25,
                               (batch, 1, 8))
@@ -50,19 +58,28 @@ def references(case, x, batch):
 
 
 SHAPES = {"pad_modes": (1, 2, 4, 4), "pad_opset2": (2, 3), "tile": (2, 3),
-          "shape_ops": (3, 4), "vit_cls_token": None}
+          "shape_ops": (3, 4), "vit_cls_token": None,
+          **{case: shapes[0] for case, (_, shapes) in EINSUM_CASES.items()}}
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pp-interpret", required=True)
     parser.add_argument("--cases", required=True, help="make_import_cases.py --out DIR")
+    parser.add_argument("--only", default="",
+                        help="these cases (default: all of SHAPES)")
     parser.add_argument("--batch", type=int, default=5,
                         help="--batch-size of vit_cls_token")
     args = parser.parse_args()
     check = Comparison(1e-6, 1e-6)
     rng = np.random.default_rng(0)
+    only = [c for c in args.only.split(",") if c]
+    unknown = [c for c in only if c not in SHAPES]
+    if unknown:
+        parser.error(f"unknown case(s): {', '.join(unknown)}")
     for case, shape in SHAPES.items():
+        if only and case not in only:
+            continue
         if shape is None:
             shape = (args.batch, 4, 8)
         x = rng.uniform(-2, 2, shape).astype(np.float32)

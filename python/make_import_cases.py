@@ -81,11 +81,10 @@ def farange(shape, scale=0.125):
 # --------------------------------------------------------------------------
 
 def unsupported_op():
-    # Einsum is a valid opset-17 op with no onnx dialect equivalent.
-    node = helper.make_node("Einsum", ["A", "B"], ["Y"], name="my_einsum",
-                            equation="ij,jk->ik")
-    return model([node], [tensor("A", FLOAT, [2, 3]), tensor("B", FLOAT, [3, 4])],
-                 [tensor("Y", FLOAT, [2, 4])])
+    # Hardmax is a valid opset-17 op with no onnx dialect equivalent.
+    node = helper.make_node("Hardmax", ["A"], ["Y"], name="my_hardmax")
+    return model([node], [tensor("A", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 3])])
 
 
 def custom_domain():
@@ -623,6 +622,40 @@ def tile():
                  [const("repeats", np.array([3, 2], np.int64))])
 
 
+# Einsum: X against constant operands (farange), each equation's shapes in
+# EINSUM_CASES (python/check_import_cases.py computes numpy.einsum of them).
+EINSUM_CASES = {
+    # attention scores, batched over b and h (maxvit_t's)
+    "einsum_attention": ("bhid,bhjd->bhij", [(2, 2, 3, 4), (2, 2, 5, 4)]),
+    # implicit output: the letters used once, sorted (ik)
+    "einsum_implicit": ("ij,jk", [(3, 4), (4, 6)]),
+    # one operand: i summed away, the rest transposed
+    "einsum_reduce": ("ijk->kj", [(2, 3, 4)]),
+    # three operands, contracted left to right
+    "einsum_chain": ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
+    # "..." in one operand, an outer product dim (n) and a summed one (m)
+    "einsum_ellipsis": ("...ij,jkm->...ki", [(2, 3, 4, 5), (5, 6, 2)]),
+}
+
+
+def einsum_case(equation, shapes):
+    names = ["X"] + [f"W{i}" for i in range(1, len(shapes))]
+    nodes = [helper.make_node("Einsum", names, ["Y"], name="einsum",
+                              equation=equation)]
+    consts = [const(n, farange(s, 0.0625)) for n, s in zip(names[1:],
+                                                           shapes[1:])]
+    out = np.einsum(equation, *(np.zeros(s, np.float32) for s in shapes))
+    return model(nodes, [tensor("X", FLOAT, list(shapes[0]))],
+                 [tensor("Y", FLOAT, list(out.shape))], consts, opset=12)
+
+
+def einsum_diagonal():
+    nodes = [helper.make_node("Einsum", ["X"], ["Y"], name="diag",
+                              equation="ii->i")]
+    return model(nodes, [tensor("X", FLOAT, [3, 3])],
+                 [tensor("Y", FLOAT, [3])])
+
+
 def shape_ops():
     # Range, Size, Cast, Where and Equal of shape data feed ConstantOfShape,
     # Expand and Reshape: all fold, so the results are static.
@@ -744,6 +777,9 @@ CASES = {
     "pad_zero": pad_zero,
     "pad_opset2": pad_opset2,
     "tile": tile,
+    **{name: (lambda e=e, s=s: einsum_case(e, s))
+       for name, (e, s) in EINSUM_CASES.items()},
+    "einsum_diagonal": einsum_diagonal,
     "shape_ops": shape_ops,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,

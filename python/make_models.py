@@ -255,6 +255,27 @@ def make_swin():
     return model, torch.randn(2, 3, 32, 32), "input", None
 
 
+class EinsumAttention(nn.Module):
+    """Single-head attention written with torch.einsum (as maxvit_t's):
+    exports Einsum nodes, which the importer decomposes."""
+
+    def __init__(self, in_features=16, d_model=32, num_classes=10):
+        super().__init__()
+        self.qkv = nn.Linear(in_features, 3 * d_model)
+        self.head = nn.Linear(d_model, num_classes)
+        self.scale = d_model ** -0.5
+
+    def forward(self, x):
+        q, k, v = self.qkv(x).chunk(3, dim=-1)
+        scores = torch.einsum("bid,bjd->bij", q, k) * self.scale
+        mixed = torch.einsum("bij,bjd->bid", scores.softmax(dim=-1), v)
+        return self.head(torch.einsum("bid->bd", mixed))
+
+
+def make_einsum():
+    return EinsumAttention(), torch.randn(4, 8, 16), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -265,11 +286,12 @@ MODELS = {
     "padnet": make_padnet,
     "widemlp": make_widemlp,
     "swin": make_swin,
+    "einsum": make_einsum,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
 # Exported only by the tests that check them (python/torch_reference.py).
-ON_DEMAND = {"swin"}
+ON_DEMAND = {"swin", "einsum"}
 
 
 def export(name, out_dir, **model_kwargs):

@@ -13,6 +13,8 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Support/InputLimits.h"
 
+#include "Einsum.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -130,6 +132,11 @@ private:
   LogicalResult importConstantNode(const onnxpb::NodeProto &node, Location loc);
   LogicalResult importTileNode(const onnxpb::NodeProto &node, Location loc,
                                StringRef where);
+  LogicalResult importEinsumNode(const onnxpb::NodeProto &node, Location loc,
+                                 StringRef where);
+  /// The value a node reads as `name`; an error at `loc` when nothing
+  /// defines it.
+  FailureOr<Value> nodeInput(StringRef name, Location loc, StringRef where);
   FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
                                         Location loc, StringRef where);
   SmallVector<Value> foldOrKeep(Operation *op);
@@ -863,14 +870,10 @@ LogicalResult Importer::importTileNode(const onnxpb::NodeProto &node,
     return emitError(loc) << where << " needs 2 inputs and 1 output", failure();
   Value inputs[2];
   for (int i = 0; i < 2; ++i) {
-    auto it = values.find(node.input(i));
-    if (it == values.end())
-      return emitError(loc)
-                 << "missing input: " << where << " reads '" << node.input(i)
-                 << "', which no graph input, initializer or "
-                    "earlier node defines",
-             failure();
-    inputs[i] = it->second;
+    FailureOr<Value> input = nodeInput(node.input(i), loc, where);
+    if (failed(input))
+      return failure();
+    inputs[i] = *input;
   }
   auto type = dyn_cast<RankedTensorType>(inputs[0].getType());
   auto repeats = pp::onnx::getConstantInts(inputs[1]);
@@ -913,6 +916,49 @@ LogicalResult Importer::importTileNode(const onnxpb::NodeProto &node,
   return success();
 }
 
+LogicalResult Importer::importEinsumNode(const onnxpb::NodeProto &node,
+                                         Location loc, StringRef where) {
+  if (node.output_size() != 1)
+    return emitError(loc) << where << " needs 1 output", failure();
+  std::string equation;
+  bool found = false;
+  for (const onnxpb::AttributeProto &attr : node.attribute())
+    if (attr.name() == "equation") {
+      equation = attr.s();
+      found = true;
+    }
+  if (!found)
+    return emitError(loc) << where << " has no 'equation' attribute", failure();
+  SmallVector<Value> operands;
+  for (const std::string &name : node.input()) {
+    FailureOr<Value> operand = nodeInput(name, loc, where);
+    if (failed(operand))
+      return failure();
+    operands.push_back(*operand);
+  }
+  std::string error;
+  FailureOr<Value> result = pp::onnx::buildEinsum(
+      builder, loc, equation, operands,
+      [&](Operation *op) { return foldOrKeep(op).front(); }, error);
+  if (failed(result))
+    return emitError(loc) << "unsupported op: " << where << ": " << error,
+           failure();
+  if (!node.output(0).empty())
+    values[node.output(0)] = *result;
+  return success();
+}
+
+FailureOr<Value> Importer::nodeInput(StringRef name, Location loc,
+                                     StringRef where) {
+  auto it = values.find(name);
+  if (it == values.end())
+    return emitError(loc) << "missing input: " << where << " reads '" << name
+                          << "', which no graph input, initializer or "
+                             "earlier node defines",
+           failure();
+  return it->second;
+}
+
 SmallVector<Value> Importer::foldOrKeep(Operation *op) {
   SmallVector<Attribute> constants;
   for (Value operand : op->getOperands()) {
@@ -953,6 +999,8 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
     return importConstantNode(node, loc);
   if (node.op_type() == "Tile")
     return importTileNode(node, loc, where);
+  if (node.op_type() == "Einsum")
+    return importEinsumNode(node, loc, where);
 
   std::string opName = "onnx." + node.op_type();
   std::optional<RegisteredOperationName> registered =
@@ -974,17 +1022,14 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
       gap = true;
       continue;
     }
-    auto it = values.find(name);
-    if (it == values.end())
-      return emitError(loc) << "missing input: " << where << " reads '" << name
-                            << "', which no graph input, initializer or "
-                               "earlier node defines",
-             failure();
+    FailureOr<Value> operand = nodeInput(name, loc, where);
+    if (failed(operand))
+      return failure();
     if (gap && !registered->hasTrait<OpTrait::AttrSizedOperandSegments>())
       return emitError(loc) << where << ": an absent optional input before "
                             << "input #" << i << " is not supported",
              failure();
-    operands.push_back(it->second);
+    operands.push_back(*operand);
     segments.push_back(1);
   }
 
