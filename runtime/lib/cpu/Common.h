@@ -150,6 +150,21 @@ private:
   std::deque<Slot> slots; // stable addresses for the returned references
 };
 
+/// Signed integer arithmetic wraps (as PyTorch's does) instead of being
+/// undefined: compute in the unsigned type of the same width.
+template <typename T> T wrapAdd(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+}
+template <typename T> T wrapSub(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+}
+template <typename T> T wrapMul(T a, T b) {
+  using U = std::make_unsigned_t<T>;
+  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+}
+
 /// Converts a double to T the way `cast` does: floats round, integers
 /// truncate toward zero and saturate (NaN gives 0), so the conversion is
 /// never undefined behaviour. Bool callers must use `value != 0` instead.

@@ -29,21 +29,6 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1 / sqrt(2 pi)
 constexpr double kGeluKappa = 0.044715;
 
-/// Signed integer arithmetic wraps (as PyTorch's does) instead of being
-/// undefined: compute in the unsigned type of the same width.
-template <typename T> T wrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <typename T> T wrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-}
-template <typename T> T wrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-}
-
 /// y[i] = f(x[i]) over a flat range (x and y may alias).
 template <typename TX, typename TY, typename Fn>
 void mapFlat(const Context &ctx, const Tensor &x, Tensor &y, Fn f) {

@@ -281,22 +281,17 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
   return Status::success();
 }
 
-/// The type integer arithmetic wraps in (floats: themselves).
-template <typename T, bool = std::is_integral_v<T>> struct WrappingType {
-  using type = T;
-};
-template <typename T> struct WrappingType<T, true> {
-  using type = std::make_unsigned_t<T>;
-};
-
 /// One element of a ScatterND reduction (integers wrap, as Add does).
 template <typename T> T scatterCombine(ScatterReduction reduction, T x, T u) {
-  using U = typename WrappingType<T>::type;
   switch (reduction) {
   case ScatterReduction::Add:
-    return static_cast<T>(static_cast<U>(x) + static_cast<U>(u));
+    if constexpr (std::is_integral_v<T>)
+      return wrapAdd(x, u);
+    return x + u;
   case ScatterReduction::Mul:
-    return static_cast<T>(static_cast<U>(x) * static_cast<U>(u));
+    if constexpr (std::is_integral_v<T>)
+      return wrapMul(x, u);
+    return x * u;
   case ScatterReduction::Max:
     return x < u ? u : x;
   case ScatterReduction::Min:

@@ -1775,39 +1775,50 @@ LogicalResult ScatterNDOp::inferReturnTypes(MLIRContext *,
   return success();
 }
 
+std::optional<SmallVector<int64_t>> ScatterNDOp::getConstantRows() {
+  std::optional<SmallVector<int64_t>> values = getConstantInts(getIndices());
+  if (!values)
+    return std::nullopt;
+  ArrayRef<int64_t> shape = getData().getType().getShape();
+  int64_t k = getIndices().getType().getShape().back();
+  SmallVector<int64_t> rows;
+  for (size_t n = 0; n < values->size() / k; ++n) {
+    int64_t row = 0;
+    for (int64_t d = 0; d < k; ++d) {
+      int64_t index = (*values)[n * k + d];
+      if (index < 0)
+        index += shape[d];
+      if (index < 0 || index >= shape[d])
+        return std::nullopt;
+      row = row * shape[d] + index;
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 OpFoldResult ScatterNDOp::fold(FoldAdaptor adaptor) {
   // Folds the masks models build from constants (swin_t's shifted-window
   // attention mask: zeros, then slices set to region numbers).
   auto data = dyn_cast_if_present<DenseElementsAttr>(adaptor.getData());
-  auto indices =
-      dyn_cast_if_present<DenseIntElementsAttr>(adaptor.getIndices());
   auto updates = dyn_cast_if_present<DenseElementsAttr>(adaptor.getUpdates());
   auto type = cast<RankedTensorType>(getType());
-  if (!data || !indices || !updates || getReduction() != "none" ||
+  if (!data || !updates || getReduction() != "none" ||
       type.getNumElements() > kMaxFoldElements)
     return {};
-  ArrayRef<int64_t> shape = type.getShape();
-  int64_t k = indices.getType().getShape().back();
+  std::optional<SmallVector<int64_t>> rows = getConstantRows();
+  if (!rows)
+    return {};
+  int64_t k = getIndices().getType().getShape().back();
   int64_t slice = 1;
-  for (int64_t d : shape.drop_front(k))
+  for (int64_t d : type.getShape().drop_front(k))
     slice *= d;
   auto result = llvm::to_vector(data.getValues<Attribute>());
   auto values = llvm::to_vector(updates.getValues<Attribute>());
-  auto index = llvm::to_vector(indices.getValues<APInt>());
-  for (int64_t n = 0, tuples = index.size() / k; n < tuples; ++n) {
-    int64_t offset = 0;
-    for (int64_t d = 0; d < k; ++d) {
-      int64_t i = index[n * k + d].getSExtValue();
-      if (i < 0)
-        i += shape[d];
-      if (i < 0 || i >= shape[d])
-        return {};
-      offset = offset * shape[d] + i;
-    }
+  for (auto [n, row] : llvm::enumerate(*rows))
     for (int64_t s = 0; s < slice; ++s)
-      result[offset * slice + s] =
-          values[updates.isSplat() ? 0 : n * slice + s];
-  }
+      result[row * slice + s] =
+          values[updates.isSplat() ? 0 : static_cast<int64_t>(n) * slice + s];
   return DenseElementsAttr::get(type, result);
 }
 

@@ -717,18 +717,8 @@ LogicalResult rule(onnx::ScatterNDOp op, OpBuilder &b, ArrayRef<Value> dys,
   // dims, gathered at each tuple's row.
   SmallVector<int64_t> tupleShape(indexShape.drop_back());
   Value rows;
-  if (std::optional<SmallVector<int64_t>> values =
-          onnx::getConstantInts(op.getIndices())) {
-    SmallVector<int64_t> linear;
-    for (size_t n = 0; n < values->size() / k; ++n) {
-      int64_t row = 0;
-      for (int64_t d = 0; d < k; ++d) {
-        int64_t index = (*values)[n * k + d];
-        row = row * shape[d] + (index < 0 ? index + shape[d] : index);
-      }
-      linear.push_back(row);
-    }
-    rows = g.reshape(g.i64s(linear), tupleShape);
+  if (std::optional<SmallVector<int64_t>> constantRows = op.getConstantRows()) {
+    rows = g.reshape(g.i64s(*constantRows), tupleShape);
   } else if (k == 1) {
     rows = g.reshape(op.getIndices(), tupleShape);
   } else {

@@ -684,6 +684,10 @@ def ONNX_ScatterNDOp : ONNX_MoveOp<"ScatterND",
     /// The runtime reduction (fails, with an error at the op, for an
     /// unknown `reduction`).
     ::mlir::FailureOr<::pp::rt::ScatterReduction> getScatterReduction();
+    /// Per index tuple, the row of data flattened over its first k dims
+    /// that it addresses (negative indices counted from the end); none
+    /// unless the indices are constant and in range.
+    std::optional<::llvm::SmallVector<int64_t>> getConstantRows();
   }];
 }
 
