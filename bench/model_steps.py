@@ -26,8 +26,10 @@ stochastic depth off, 64 x 64 images unless the sweep says otherwise, batch
 
 Usage: /usr/bin/python3 bench/model_steps.py --build build
            [--models mlp,gpt] [--threads 1,2] [--torchvision resnet34]
+           [--keep DIR [--build-only]]
 """
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -161,7 +163,15 @@ def main():
     parser.add_argument("--torchvision-batch", type=int, default=16)
     parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--keep", default="",
+                        help="keep each model's exported model and built "
+                        "program under this folder, and reuse them when "
+                        "there (so a build can run before a quiet timing)")
+    parser.add_argument("--build-only", action="store_true",
+                        help="export and build, time nothing (with --keep)")
     args = parser.parse_args()
+    if args.build_only and not args.keep:
+        parser.error("--build-only needs --keep")
     import torch
     print(f"machine: {os.cpu_count()} cores ({cpu_model()}), load average "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}; torch "
@@ -180,13 +190,24 @@ def main():
         else:
             _, example, _, _ = make_models.MODELS[name]()
             batch = BATCH.get(name, example.shape[0])
-        with tempfile.TemporaryDirectory() as work:
-            if vision:
-                from torchvision_sweep import export_model
-                export_model(name, work, batch, 0.01, 1, "float32")
+        with contextlib.ExitStack() as stack:
+            if args.keep:
+                work = os.path.join(os.path.abspath(args.keep),
+                                    f"{name}-b{batch}")
+                os.makedirs(work, exist_ok=True)
             else:
-                export(work, name, batch)
-            train = generated(args.build, work, "one", 1, 1)
+                work = stack.enter_context(tempfile.TemporaryDirectory())
+            train = os.path.join(work, "one", "build", "train")
+            if not os.path.exists(train):
+                if vision:
+                    from torchvision_sweep import export_model
+                    export_model(name, work, batch, 0.01, 1, "float32")
+                else:
+                    export(work, name, batch)
+                train = generated(args.build, work, "one", 1, 1)
+            if args.build_only:
+                print(f"{name:>12} {batch:>5} built: {train}", flush=True)
+                continue
             for threads in threads_list:
                 ours, theirs, gemm = [], [], []
                 for _ in range(args.repeats):

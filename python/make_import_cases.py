@@ -635,6 +635,16 @@ EINSUM_CASES = {
     "einsum_chain": ("ij,jk,kl->il", [(3, 4), (4, 5), (5, 2)]),
     # "..." in one operand, an outer product dim (n) and a summed one (m)
     "einsum_ellipsis": ("...ij,jkm->...ki", [(2, 3, 4, 5), (5, 6, 2)]),
+    # a diagonal under "..." (ONNX's batch_diagonal), a trace (implicit:
+    # i is used twice, so it is summed), a diagonal of dims apart
+    "einsum_batch_diagonal": ("...ii->...i", [(2, 3, 3)]),
+    "einsum_trace": ("ii", [(4, 4)]),
+    "einsum_diagonal_apart": ("iji,jk->ik", [(3, 4, 3), (4, 2)]),
+    # b of size 1 in the second operand broadcasts against 2, m against 3
+    "einsum_broadcast": ("bijm,bkjm->bikm", [(2, 3, 4, 1), (1, 5, 4, 3)]),
+    # nothing summed: a Mul (an outer product per b; a broadcast gate)
+    "einsum_outer": ("bi,bj->bij", [(2, 3), (2, 4)]),
+    "einsum_gate": ("bid,bid->bid", [(2, 3, 4), (1, 1, 4)]),
 }
 
 
@@ -649,11 +659,12 @@ def einsum_case(equation, shapes):
                  [tensor("Y", FLOAT, list(out.shape))], consts, opset=12)
 
 
-def einsum_diagonal():
-    nodes = [helper.make_node("Einsum", ["X"], ["Y"], name="diag",
-                              equation="ii->i")]
-    return model(nodes, [tensor("X", FLOAT, [3, 3])],
-                 [tensor("Y", FLOAT, [3])])
+def einsum_bad(equation, x_shape, w_shape, y_shape):
+    nodes = [helper.make_node("Einsum", ["X", "W"], ["Y"], name="bad_einsum",
+                              equation=equation)]
+    return model(nodes, [tensor("X", FLOAT, x_shape)],
+                 [tensor("Y", FLOAT, y_shape)],
+                 [const("W", farange(w_shape, 0.0625))], opset=12)
 
 
 def shape_ops():
@@ -779,7 +790,12 @@ CASES = {
     "tile": tile,
     **{name: (lambda e=e, s=s: einsum_case(e, s))
        for name, (e, s) in EINSUM_CASES.items()},
-    "einsum_diagonal": einsum_diagonal,
+    # j is 4 in X and 5 in W: neither is 1
+    "einsum_mismatch": lambda: einsum_bad("ij,jk->ik", [3, 4], (5, 2),
+                                          [3, 2]),
+    # a diagonal of a 3 x 4 dims pair
+    "einsum_uneven_diagonal": lambda: einsum_bad("iij,jk->ik", [3, 4, 2],
+                                                 (2, 2), [3, 2]),
     "shape_ops": shape_ops,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,

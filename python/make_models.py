@@ -257,19 +257,26 @@ def make_swin():
 
 class EinsumAttention(nn.Module):
     """Single-head attention written with torch.einsum (as maxvit_t's):
-    exports Einsum nodes, which the importer decomposes."""
+    exports Einsum nodes, which the importer decomposes. Besides the
+    batched products it has a diagonal (each token's score with itself
+    weights the pooling) and a broadcast (a learned per-feature gate of
+    shape 1 x 1 x d against b x i x d)."""
 
     def __init__(self, in_features=16, d_model=32, num_classes=10):
         super().__init__()
         self.qkv = nn.Linear(in_features, 3 * d_model)
         self.head = nn.Linear(d_model, num_classes)
         self.scale = d_model ** -0.5
+        self.gate = nn.Parameter(torch.linspace(0.5, 1.5, d_model)
+                                 .reshape(1, 1, d_model))
 
     def forward(self, x):
         q, k, v = self.qkv(x).chunk(3, dim=-1)
         scores = torch.einsum("bid,bjd->bij", q, k) * self.scale
         mixed = torch.einsum("bij,bjd->bid", scores.softmax(dim=-1), v)
-        return self.head(torch.einsum("bid->bd", mixed))
+        gated = torch.einsum("bid,bid->bid", mixed, self.gate)
+        weights = torch.einsum("bii->bi", scores).softmax(dim=-1)
+        return self.head(torch.einsum("bid,bi->bd", gated, weights))
 
 
 def make_einsum():

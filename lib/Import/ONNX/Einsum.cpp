@@ -1,9 +1,12 @@
 //===- Einsum.cpp - ONNX Einsum as onnx dialect ops -----------------------===//
 //
-// Each pair of operands becomes one batched MatMul: the letters both share
+// Each pair of operands becomes one batched MatMul (or a Mul, when no letter
+// is summed): the letters both share
 // and the result needs are batch dims, those both share and nothing later
 // needs are contracted (K), the others are M and N; letters only one
-// operand has and nothing needs are summed first (ReduceSum).
+// operand has and nothing needs are summed first (ReduceSum). A letter
+// repeated in one operand takes its diagonal first (a strided Slice), and a
+// dim of 1 against a larger one of the same letter broadcasts.
 //
 //===----------------------------------------------------------------------===//
 
@@ -64,6 +67,27 @@ public:
     for (char c : y.letters)
       if (!contains(x.letters, c))
         freeY += c;
+    if (contracted.empty()) {
+      // Nothing to sum: an elementwise Mul in x's order, with 1s where one
+      // side lacks a letter, rather than a MatMul of K = 1.
+      std::string shared;
+      for (char c : x.letters)
+        if (contains(y.letters, c))
+          shared += c;
+      y = transpose(y, shared + freeY);
+      SmallVector<int64_t> xShape, yShape;
+      for (char c : x.letters) {
+        xShape.push_back(size(x, c));
+        yShape.push_back(contains(y.letters, c) ? size(y, c) : 1);
+      }
+      for (char c : freeY) {
+        xShape.push_back(1);
+        yShape.push_back(size(y, c));
+      }
+      Value product = fold(pp::onnx::MulOp::create(
+          b, loc, reshape(x.value, xShape), reshape(y.value, yShape)));
+      return {product, x.letters + freeY};
+    }
     x = transpose(x, batch + freeX + contracted);
     y = transpose(y, batch + contracted + freeY);
     SmallVector<int64_t> batchDims;
@@ -112,12 +136,80 @@ public:
     return {permuted, order};
   }
 
+  /// Reads the diagonal of each letter the term repeats: the repeated dims
+  /// go last, flatten into one of n^k elements, and a Slice with step
+  /// 1 + n + ... + n^(k-1) reads the elements whose k indices are equal.
+  FailureOr<Term> takeDiagonals(Term t, const std::string &written,
+                                std::string &error) {
+    for (size_t i = 0; i < t.letters.size(); ++i) {
+      char c = t.letters[i];
+      if (t.letters.find(c, i + 1) == std::string::npos)
+        continue;
+      ArrayRef<int64_t> shape = shapeOf(t.value);
+      SmallVector<int64_t> perm, repeated, kept;
+      std::string rest;
+      for (auto [j, letter] : llvm::enumerate(t.letters)) {
+        if (letter != c) {
+          perm.push_back(static_cast<int64_t>(j));
+          kept.push_back(shape[j]);
+          rest += letter;
+        } else {
+          repeated.push_back(static_cast<int64_t>(j));
+          if (shape[j] != shape[i]) {
+            error = "the letter '" + std::string(1, c) + "' of term '" +
+                    written + "' stands for dims of " +
+                    std::to_string(shape[i]) + " and " +
+                    std::to_string(shape[j]) + " (a diagonal needs equal dims)";
+            return failure();
+          }
+        }
+      }
+      perm.append(repeated);
+      int64_t n = shape[i], flat = 1, step = 0;
+      for (size_t k = 0; k < repeated.size(); ++k) {
+        step += flat;
+        flat *= n;
+      }
+      Value value = t.value;
+      if (!llvm::equal(perm, llvm::seq<int64_t>(0, perm.size())))
+        value = fold(pp::onnx::TransposeOp::create(
+            b, loc, value, b.getDenseI64ArrayAttr(perm)));
+      SmallVector<int64_t> flatShape = kept;
+      flatShape.push_back(flat);
+      value = reshape(value, flatShape);
+      int64_t last = static_cast<int64_t>(kept.size());
+      value = fold(pp::onnx::SliceOp::create(
+          b, loc, value, i64s({0}), i64s({flat}), i64s({last}), i64s({step})));
+      t = {value, rest + c};
+      i = static_cast<size_t>(-1); // the letters moved: look again
+    }
+    return t;
+  }
+
+  /// Drops the dims of size 1 whose letter is larger in another term: the
+  /// letter is then that term's alone, which is what broadcasting computes.
+  Term dropBroadcastDims(Term t, const std::map<char, int64_t> &sizes) {
+    SmallVector<int64_t> shape;
+    std::string letters;
+    for (char c : t.letters) {
+      int64_t n = size(t, c);
+      if (n == 1 && sizes.at(c) != 1)
+        continue;
+      shape.push_back(n);
+      letters += c;
+    }
+    if (letters == t.letters)
+      return t;
+    return {reshape(t.value, shape), letters};
+  }
+
+  int64_t size(const Term &t, char c) {
+    return shapeOf(t.value)[t.letters.find(c)];
+  }
+
 private:
   static ArrayRef<int64_t> shapeOf(Value v) {
     return cast<RankedTensorType>(v.getType()).getShape();
-  }
-  int64_t size(const Term &t, char c) {
-    return shapeOf(t.value)[t.letters.find(c)];
   }
   int64_t product(const Term &t, const std::string &letters) {
     int64_t n = 1;
@@ -170,8 +262,7 @@ pp::onnx::buildEinsum(OpBuilder &builder, Location loc, StringRef equation,
   for (StringRef term : llvm::split(StringRef(lhs), ','))
     terms.push_back(term.str());
   if (terms.size() != operands.size()) {
-    error = "equation '" + equation.str() + "' has " +
-            std::to_string(terms.size()) + " operand terms for " +
+    error = "it has " + std::to_string(terms.size()) + " operand terms for " +
             std::to_string(operands.size()) + " inputs";
     return failure();
   }
@@ -222,40 +313,47 @@ pp::onnx::buildEinsum(OpBuilder &builder, Location loc, StringRef equation,
       if (count == 1 && !contains(ellipsis, c))
         output += c;
   }
-  // One size per letter; no diagonals.
+  EinsumBuilder einsum(builder, loc, fold);
+  // A letter repeated within a term reads that term's diagonal; dims of one
+  // letter that are 1 in some terms broadcast against the others' size.
   std::map<char, int64_t> sizes;
   SmallVector<Term> inputs;
   for (auto [term, original, operand] : llvm::zip(terms, written, operands)) {
-    ArrayRef<int64_t> shape =
-        cast<RankedTensorType>(operand.getType()).getShape();
-    for (auto [i, c] : llvm::enumerate(term)) {
+    for (char c : term)
       if (!std::isalpha(static_cast<unsigned char>(c))) {
         error = "term '" + original + "' has the character '" +
                 std::string(1, c) + "' (letters and '...' only)";
         return failure();
       }
-      if (term.find(c) != i) {
-        error = "the letter '" + std::string(1, c) + "' repeats in term '" +
-                original + "' (diagonals are not supported)";
-        return failure();
-      }
-      auto [it, inserted] = sizes.insert({c, shape[i]});
-      if (!inserted && it->second != shape[i]) {
+    FailureOr<Term> diagonal =
+        einsum.takeDiagonals({operand, term}, original, error);
+    if (failed(diagonal))
+      return failure();
+    for (char c : diagonal->letters) {
+      int64_t n = einsum.size(*diagonal, c);
+      auto [it, inserted] = sizes.insert({c, n});
+      if (inserted || it->second == n || n == 1)
+        continue;
+      if (it->second != 1) {
         error = "the dims of '" + std::string(1, c) +
                 "' differ: " + std::to_string(it->second) + " and " +
-                std::to_string(shape[i]) + " (broadcasting is not supported)";
+                std::to_string(n) +
+                " (and neither is 1, so they do not "
+                "broadcast)";
         return failure();
       }
+      it->second = n;
     }
-    inputs.push_back({operand, term});
+    inputs.push_back(*diagonal);
   }
+  for (Term &input : inputs)
+    input = einsum.dropBroadcastDims(input, sizes);
   for (auto [i, c] : llvm::enumerate(output))
     if (!sizes.count(c) || output.find(c) != i) {
       error = "output '" + output + "' names '" + std::string(1, c) +
               "' twice or without an input";
       return failure();
     }
-  EinsumBuilder einsum(builder, loc, fold);
   Term result = inputs.front();
   for (size_t i = 1; i < inputs.size(); ++i) {
     std::string needed = output;

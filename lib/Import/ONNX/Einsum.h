@@ -1,7 +1,8 @@
 //===- Einsum.h - ONNX Einsum as onnx dialect ops ---------------*- C++ -*-===//
 //
 // The importer's decomposition of an Einsum node into ops the dialect has
-// (and differentiates): ReduceSum, Transpose, Reshape and batched MatMul.
+// (and differentiates): ReduceSum, Transpose, Reshape, Slice and batched
+// MatMul.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,9 +20,10 @@ namespace pp::onnx {
 /// `...`) over `operands` with onnx ops created by `builder` at `loc`;
 /// `fold` folds or keeps each created op (the importer's foldOrKeep).
 /// Operands contract pairwise, left to right, each pair as one batched
-/// MatMul. Fails with `error` set for what it does not support: a letter
-/// repeated within one operand (a diagonal) or dims of one letter that
-/// differ (broadcasting).
+/// MatMul; a letter repeated within one operand reads its diagonal, and a
+/// letter's dims of 1 broadcast against its larger dims in other operands.
+/// Fails with `error` set when the equation does not fit the operands (its
+/// terms, their ranks, a letter's dims that differ and are not 1).
 mlir::FailureOr<mlir::Value>
 buildEinsum(mlir::OpBuilder &builder, mlir::Location loc,
             llvm::StringRef equation, llvm::ArrayRef<mlir::Value> operands,

@@ -941,7 +941,8 @@ LogicalResult Importer::importEinsumNode(const onnxpb::NodeProto &node,
       builder, loc, equation, operands,
       [&](Operation *op) { return foldOrKeep(op).front(); }, error);
   if (failed(result))
-    return emitError(loc) << "unsupported op: " << where << ": " << error,
+    return emitError(loc) << where << ": equation '" << equation
+                          << "': " << error,
            failure();
   if (!node.output(0).empty())
     values[node.output(0)] = *result;
