@@ -48,6 +48,20 @@ FlatSymbolRefAttr globalOf(Operation *op) {
   return {};
 }
 
+/// Ops whose result holds their input's bytes under another shape.
+bool isReshapeLike(Operation *op) {
+  return isa<pp::onnx::ReshapeOp, pp::onnx::FlattenOp, pp::onnx::SqueezeOp,
+             pp::onnx::UnsqueezeOp, pp::onnx::IdentityOp>(op);
+}
+
+/// Whether code generation may compute `value` in a held buffer (a stash's
+/// or a gradient sum's, OpEmitter::result) rather than at its offset.
+bool mayBeHeld(Value value) {
+  return llvm::any_of(value.getUsers(), [](Operation *user) {
+    return isa<pp::pipeline::StashOp, pp::pipeline::AccumulateOp>(user);
+  });
+}
+
 } // namespace
 
 Operation *pp::inPlaceGlobalUpdate(OpResult result) {
@@ -106,6 +120,10 @@ pp::MemoryPlan pp::planMemory(Block &block) {
   // uses the value, directly or inside a region (a pp.fused kernel reads
   // its inputs where it runs).
   std::vector<Interval> intervals;
+  // A reshape of a planned value is a view of its bytes: it joins the
+  // interval of the value it reshapes (which then lives as long as the
+  // last view) and gets the same offset, so its copy copies nothing.
+  llvm::DenseMap<Value, size_t> intervalOf;
   for (Operation &op : block) {
     // Held buffers are read in place (code generation lends them to the
     // function: stashes, sums, received messages), as are globals and
@@ -127,6 +145,18 @@ pp::MemoryPlan pp::planMemory(Block &block) {
         if (top)
           end = std::max(end, index[top]);
       }
+      if (isReshapeLike(&op) && !mayBeHeld(result)) {
+        auto viewed = intervalOf.find(op.getOperand(0));
+        if (viewed != intervalOf.end() && !mayBeHeld(op.getOperand(0)) &&
+            alignUp(bytes) == intervals[viewed->second].bytes) {
+          Interval &shared = intervals[viewed->second];
+          shared.end = std::max(shared.end, end);
+          intervalOf[result] = viewed->second;
+          plan.views[result] = shared.value;
+          continue;
+        }
+      }
+      intervalOf[result] = intervals.size();
       intervals.push_back({result, alignUp(bytes), index[&op], end});
       plan.totalBytes += alignUp(bytes);
     }
@@ -175,5 +205,7 @@ pp::MemoryPlan pp::planMemory(Block &block) {
     plan.offsets[in.value] = offset;
     plan.arenaBytes = std::max(plan.arenaBytes, offset + in.bytes);
   }
+  for (auto [view, viewed] : plan.views)
+    plan.offsets[view] = plan.offsets.lookup(viewed);
   return plan;
 }

@@ -11,7 +11,11 @@
 // counted per micro-batch by the schedule). Nor are the results of
 // optimizer steps that update their global in place (inPlaceGlobalUpdate):
 // the step writes the global's storage, as PyTorch's optimizers do, instead
-// of copying the old value in and the new one back.
+// of copying the old value in and the new one back. A reshape (Reshape,
+// Flatten, Squeeze, Unsqueeze, Identity) of a planned value is a view: it
+// shares that value's offset, whose live range grows to the view's last
+// use, so its copy has nothing to do (neither side may be computed in a
+// held buffer, a stash's or a gradient sum's).
 //
 //===----------------------------------------------------------------------===//
 #ifndef PP_ANALYSIS_MEMORYPLAN_H
@@ -37,6 +41,9 @@ struct MemoryPlan {
   int64_t totalBytes = 0;
   /// Results computed in the storage of the global they update.
   llvm::DenseSet<mlir::Value> inPlace;
+  /// Reshapes that share the bytes of a planned value: view -> the value
+  /// whose interval holds them (both have the same offset).
+  llvm::DenseMap<mlir::Value, mlir::Value> views;
 };
 
 /// Alignment of every buffer in the arena.

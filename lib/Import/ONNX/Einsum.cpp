@@ -141,11 +141,15 @@ public:
   /// 1 + n + ... + n^(k-1) reads the elements whose k indices are equal.
   FailureOr<Term> takeDiagonals(Term t, const std::string &written,
                                 std::string &error) {
-    for (size_t i = 0; i < t.letters.size(); ++i) {
-      char c = t.letters[i];
-      if (t.letters.find(c, i + 1) == std::string::npos)
+    std::string distinct;
+    for (char c : t.letters)
+      if (!contains(distinct, c))
+        distinct += c;
+    for (char c : distinct) {
+      if (llvm::count(t.letters, c) < 2)
         continue;
       ArrayRef<int64_t> shape = shapeOf(t.value);
+      int64_t n = size(t, c);
       SmallVector<int64_t> perm, repeated, kept;
       std::string rest;
       for (auto [j, letter] : llvm::enumerate(t.letters)) {
@@ -155,17 +159,17 @@ public:
           rest += letter;
         } else {
           repeated.push_back(static_cast<int64_t>(j));
-          if (shape[j] != shape[i]) {
+          if (shape[j] != n) {
             error = "the letter '" + std::string(1, c) + "' of term '" +
-                    written + "' stands for dims of " +
-                    std::to_string(shape[i]) + " and " +
-                    std::to_string(shape[j]) + " (a diagonal needs equal dims)";
+                    written + "' stands for dims of " + std::to_string(n) +
+                    " and " + std::to_string(shape[j]) +
+                    " (a diagonal needs equal dims)";
             return failure();
           }
         }
       }
       perm.append(repeated);
-      int64_t n = shape[i], flat = 1, step = 0;
+      int64_t flat = 1, step = 0;
       for (size_t k = 0; k < repeated.size(); ++k) {
         step += flat;
         flat *= n;
@@ -181,7 +185,6 @@ public:
       value = fold(pp::onnx::SliceOp::create(
           b, loc, value, i64s({0}), i64s({flat}), i64s({last}), i64s({step})));
       t = {value, rest + c};
-      i = static_cast<size_t>(-1); // the letters moved: look again
     }
     return t;
   }

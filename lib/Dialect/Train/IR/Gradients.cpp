@@ -77,6 +77,13 @@ struct GradBuilder {
     std::swap(perm[perm.size() - 1], perm[perm.size() - 2]);
     return transpose(x, perm);
   }
+  /// alpha op(x) op(y), op a transpose where tx / ty.
+  Value gemm(Value x, Value y, bool tx, bool ty, FloatAttr alpha = {}) {
+    return onnx::GemmOp::create(b, loc, x, y, Value(),
+                                alpha ? alpha : b.getF32FloatAttr(1.0),
+                                b.getF32FloatAttr(0.0), b.getI64IntegerAttr(tx),
+                                b.getI64IntegerAttr(ty));
+  }
   Value expand(Value x, ArrayRef<int64_t> shape) {
     if (typeOf(x).getShape() == shape)
       return x;
@@ -347,6 +354,20 @@ LogicalResult rule(onnx::MatMulOp op, OpBuilder &b, ArrayRef<Value> dys,
   GradBuilder g(b, op);
   if (g.typeOf(op.getA()).getRank() < 2 || g.typeOf(op.getB()).getRank() < 2)
     return fail(op, "MatMul gradient with a rank-1 operand is not supported");
+  auto aType = g.typeOf(op.getA());
+  if (aType.getRank() > 2 && g.typeOf(op.getB()).getRank() == 2) {
+    // A layer's weight B against activations A of [..., K]: with the batch
+    // dims folded into rows, dA = dY B^T and dB = A^T dY are each one GEMM
+    // (dB's sum over the batch is the GEMM's own), where the batched
+    // product would write one K x N matrix per batch element to be summed.
+    int64_t rows = aType.getNumElements() / aType.getShape().back();
+    Value dY = g.reshape(dys[0], {rows, g.typeOf(dys[0]).getShape().back()});
+    Value a = g.reshape(op.getA(), {rows, aType.getShape().back()});
+    dxs.push_back(
+        g.reshape(g.gemm(dY, op.getB(), false, true), aType.getShape()));
+    dxs.push_back(g.gemm(a, dY, true, false));
+    return success();
+  }
   // dA = dY B^T and dB = A^T dY, summed over broadcast batch dims.
   Value dA =
       onnx::MatMulOp::create(b, g.loc, dys[0], g.transposeLast2(op.getB()));
@@ -362,10 +383,8 @@ LogicalResult rule(onnx::GemmOp op, OpBuilder &b, ArrayRef<Value> dys,
   GradBuilder g(b, op);
   FloatAttr alpha =
       op.getAlphaAttr() ? op.getAlphaAttr() : b.getF32FloatAttr(1.0);
-  auto gemm = [&](Value x, Value y, bool tx, bool ty) -> Value {
-    return onnx::GemmOp::create(b, g.loc, x, y, Value(), alpha,
-                                b.getF32FloatAttr(0.0), b.getI64IntegerAttr(tx),
-                                b.getI64IntegerAttr(ty));
+  auto gemm = [&](Value x, Value y, bool tx, bool ty) {
+    return g.gemm(x, y, tx, ty, alpha);
   };
   bool ta = op.getTransA() != 0, tb = op.getTransB() != 0;
   Value dY = dys[0];

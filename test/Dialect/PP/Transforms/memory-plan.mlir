@@ -129,3 +129,46 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     }
   }
 }
+
+// -----
+
+// A reshape of a planned value is a view: it takes that value's offset, and
+// the value's bytes stay taken until the view's last use (so the second
+// Relu cannot reuse them). A value that goes to pp.stash may be computed in
+// the stash's buffer: a reshape of it keeps a buffer and its copy.
+// CHECK-LABEL: func.func @stage0_forward
+// CHECK-SAME: pp.arena_bytes = 2048 : i64
+// CHECK: pp.input {{.*}}pp.offsets = array<i64: 0>
+// CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 1024>
+// CHECK: onnx.Reshape {{.*}}pp.offsets = array<i64: 1024>
+// CHECK: onnx.Flatten {{.*}}pp.offsets = array<i64: 1024>
+// CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 0>
+// CHECK-LABEL: func.func @stage0_backward
+// CHECK: onnx.Relu {{.*}}pp.offsets = array<i64: 1024>
+// CHECK: onnx.Reshape {{.*}}pp.offsets = array<i64: 0>
+module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 1>} {
+  func.func @stage0_forward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<256xf32>
+    %shape = onnx.Constant dense<[16, 16]> : tensor<2xi64>
+    %a = onnx.Relu %x : (tensor<256xf32>) -> tensor<256xf32>
+    %r = onnx.Reshape %a, %shape : (tensor<256xf32>, tensor<2xi64>) -> tensor<16x16xf32>
+    %f = onnx.Flatten %r {axis = 0 : i64} : (tensor<16x16xf32>) -> tensor<1x256xf32>
+    %b = onnx.Relu %f : (tensor<1x256xf32>) -> tensor<1x256xf32>
+    return
+  }
+  func.func @stage0_backward(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<backward>} {
+    %x = pp.input %mb {index = 0 : i64} : tensor<256xf32>
+    %shape = onnx.Constant dense<[16, 16]> : tensor<2xi64>
+    %a = onnx.Relu %x : (tensor<256xf32>) -> tensor<256xf32>
+    pp.stash %a, %mb {slot = 0 : i64} : tensor<256xf32>
+    %r = onnx.Reshape %a, %shape : (tensor<256xf32>, tensor<2xi64>) -> tensor<16x16xf32>
+    %b = onnx.Relu %r : (tensor<16x16xf32>) -> tensor<16x16xf32>
+    return
+  }
+  pp.schedule {
+    pp.device 0 attributes {name = "gpu0"} {
+      pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+      pp.action backward @stage0_backward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+    }
+  }
+}

@@ -55,6 +55,35 @@ func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
 
 // -----
 
+// A weight against activations with batch dims (a Linear on [b, l, k]):
+// the batch dims fold into the rows of two GEMMs, so dW is one GEMM (its
+// sum over the rows is the GEMM's own) and no per-batch K x N products
+// are summed afterwards.
+// CHECK-LABEL: func.func @main
+// CHECK-SAME: %[[X:[^:]*]]: tensor<2x3x4xf32>
+// CHECK: %[[V:.*]] = onnx.global_read @v
+// CHECK: %[[H:.*]] = onnx.MatMul %[[X]], %{{.*}} : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+// CHECK: onnx.MatMul %[[H]], %[[V]] : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+// CHECK: %[[DY:.*]] = onnx.Reshape %{{.*}}, %{{.*}} : (tensor<2x3x5xf32>, tensor<2xi64>) -> tensor<6x5xf32>
+// CHECK: %[[HR:.*]] = onnx.Reshape %[[H]], %{{.*}} : (tensor<2x3x4xf32>, tensor<2xi64>) -> tensor<6x4xf32>
+// CHECK: %[[DH:.*]] = onnx.Gemm %[[DY]], %[[V]] {{{.*}}transB = 1 : i64} : (tensor<6x5xf32>, tensor<4x5xf32>) -> tensor<6x4xf32>
+// CHECK: onnx.Reshape %[[DH]], %{{.*}} : (tensor<6x4xf32>, tensor<3xi64>) -> tensor<2x3x4xf32>
+// CHECK: %[[DV:.*]] = onnx.Gemm %[[HR]], %[[DY]] {{{.*}}transA = 1 : i64{{.*}}} : (tensor<6x4xf32>, tensor<6x5xf32>) -> tensor<4x5xf32>
+// CHECK-NOT: train.reduce_sum_to
+// CHECK: return %{{.*}}, %{{.*}}, %[[DV]]
+onnx.global "trainable" @w : tensor<4x4xf32>
+onnx.global "trainable" @v : tensor<4x5xf32>
+func.func @main(%x: tensor<2x3x4xf32>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @w : tensor<4x4xf32>
+  %v = onnx.global_read @v : tensor<4x5xf32>
+  %h = onnx.MatMul %x, %w : (tensor<2x3x4xf32>, tensor<4x4xf32>) -> tensor<2x3x4xf32>
+  %y = onnx.MatMul %h, %v : (tensor<2x3x4xf32>, tensor<4x5xf32>) -> tensor<2x3x5xf32>
+  %loss = onnx.ReduceMean %y {keepdims = 0 : i64} : (tensor<2x3x5xf32>) -> tensor<f32>
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Training BatchNorm: batch_norm_grad, and running statistics written back.
 onnx.global "trainable" @s : tensor<2xf32>
 onnx.global "trainable" @bias : tensor<2xf32>
