@@ -27,6 +27,8 @@ void pp::buildTrainingStepPipeline(OpPassManager &pm,
   autodiff.funcName = options.funcName;
   pm.addPass(createAutodiffPass(autodiff));
   pm.addPass(createOptimizerPass(options.optimizerOptions(options.funcName)));
+  if (options.foldTransposes)
+    pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
 }
 
 /// The options of `options` as --pp-compile text, without `dropped` and
@@ -154,6 +156,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   }
   pm.addPass(createAutodiffPass());
   pm.addPass(createOptimizerPass(options.optimizerOptions(func)));
+  if (options.foldTransposes)
+    pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
   RecomputePassOptions recompute;
   recompute.policy = options.recompute;
   recompute.clusterSpec = options.cluster;

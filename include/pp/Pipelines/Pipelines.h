@@ -51,6 +51,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
                        llvm::cl::init(0.999)};
   Option<double> epsilon{*this, "epsilon", llvm::cl::desc("Adam epsilon"),
                          llvm::cl::init(1e-8)};
+  Option<bool> foldTransposes{
+      *this, "fold-transposes",
+      llvm::cl::desc("Fold 2-D transposes into the GEMMs that read or write "
+                     "them (--pp-fold-transposes, after --pp-optimizer)"),
+      llvm::cl::init(true)};
   Option<std::string> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("Loss scaling: none, static, dynamic, or auto "
@@ -249,12 +254,14 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::init(true)};
 };
 
-/// --pp-add-loss, --pp-autodiff, --pp-optimizer.
+/// --pp-add-loss, --pp-autodiff, --pp-optimizer, --pp-fold-transposes (with
+/// fold-transposes).
 void buildTrainingStepPipeline(mlir::OpPassManager &pm,
                                const TrainingStepOptions &options);
 
 /// --pp-add-loss, --pp-partition, --pp-autodiff, --pp-optimizer,
-/// --pp-recompute, --pp-split-stages, --pp-schedule, --pp-fuse-elementwise
+/// --pp-fold-transposes (with fold-transposes), --pp-recompute,
+/// --pp-split-stages, --pp-schedule, --pp-fuse-elementwise
 /// (with fuse-elementwise), --pp-memory-plan, --pp-plan-report, and
 /// --pp-emit-program when emit-dir is set. With schedule=auto, one
 /// --pp-choose-schedule that runs this pipeline for each of auto-schedules.

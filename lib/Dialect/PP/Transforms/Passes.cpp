@@ -19,6 +19,7 @@ namespace pp {
 #define GEN_PASS_DEF_VERIFYSCHEDULEPASS
 #define GEN_PASS_DEF_CHOOSESCHEDULEPASS
 #define GEN_PASS_DEF_FUSEELEMENTWISEPASS
+#define GEN_PASS_DEF_FOLDTRANSPOSESPASS
 #define GEN_PASS_DEF_MEMORYPLANPASS
 #define GEN_PASS_DEF_PLANREPORTPASS
 #include "pp/Dialect/PP/Transforms/Passes.h.inc"
@@ -135,6 +136,15 @@ struct FuseElementwisePass
   using PassAdapter::PassAdapter;
   LogicalResult run(func::FuncOp func) {
     pipeline::fuseElementwise(func, activations);
+    return success();
+  }
+};
+
+struct FoldTransposesPass
+    : PassAdapter<FoldTransposesPass, pp::impl::FoldTransposesPassBase> {
+  using PassAdapter::PassAdapter;
+  LogicalResult run(func::FuncOp func) {
+    pipeline::foldTransposes(func);
     return success();
   }
 };

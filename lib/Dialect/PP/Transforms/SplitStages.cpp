@@ -8,7 +8,8 @@
 // an operand whose home differs is fetched by `valueIn`, which inserts the
 // transfer that bridges the two homes (send/recv, stash/unstash,
 // accumulate/accumulated). Constants, global reads and the step counter are
-// cheap and stage-independent, so they are re-materialised where used.
+// cheap and stage-independent, so they are re-materialised where used, as
+// are the casts and transposes of them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -120,6 +121,18 @@ LogicalResult Splitter::assignHomes() {
     Home home;
     std::optional<int64_t> stageAttr = pipeline::getStage(&op);
     if (isa<onnx::ConstantOp, onnx::GlobalReadOp>(op) && &op != seed) {
+      home.rematerialised = true;
+      homes[&op] = home;
+      continue;
+    }
+    // A cast or transpose of a weight (mixed precision's 16-bit copy) is
+    // one pass over it: made again where used rather than stashed from
+    // the forward, a copy of the weight per micro-batch in flight.
+    if (isa<onnx::CastOp, onnx::TransposeOp>(op) &&
+        llvm::all_of(op.getOperands(), [&](Value v) {
+          Operation *def = v.getDefiningOp();
+          return def && homes.count(def) && homes[def].rematerialised;
+        })) {
       home.rematerialised = true;
       homes[&op] = home;
       continue;

@@ -312,6 +312,26 @@ def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
   let dependentDialects = ["pp::pipeline::PPDialect"];
 }
 
+def FoldTransposesPass : Pass<"pp-fold-transposes", "mlir::func::FuncOp"> {
+  let summary = "Fold 2-D transposes into the GEMMs that read or write them";
+  let description = [{
+    torch exports a Linear of a 3-D input as `MatMul(x, Transpose(W))`, and
+    the gradients of a product transpose again, so every step copied each
+    such weight three times. A GEMM reads either operand transposed at no
+    cost, so: a `MatMul` of an activation `[..., K]` and a 2-D `Transpose`
+    becomes a `Gemm` of the activation's rows with `transB` (between
+    Reshapes, which the memory plan makes views), as does a 2-D `MatMul` of
+    a transposed operand; a `Gemm` operand made by a 2-D `Transpose` is read
+    through `transA` / `transB` instead; and a 2-D `Transpose` of a `Gemm`
+    without C that nothing else reads becomes the swapped product
+    (`(A B)^T = B^T A^T`). Transposes left unread are erased. The new ops
+    keep the replaced op's location and attributes (its stage). Runs on the
+    training step after --pp-optimizer, before --pp-split-stages: the
+    backward then reads the weight itself, which every stage function
+    re-reads, rather than a transposed copy stashed per micro-batch.
+  }];
+}
+
 def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {
   let summary = "Plan the buffers of a scheduled pipeline, per device";
   let description = [{

@@ -70,6 +70,11 @@ findMessageOutOfOrder(mlir::ModuleOp module);
 /// into pp.fused kernels.
 void fuseElementwise(mlir::func::FuncOp func, bool activations = true);
 
+/// --pp-fold-transposes: 2-D Transposes into the transA / transB of the
+/// GEMMs that read or write them (a MatMul of a transposed weight becomes a
+/// Gemm).
+void foldTransposes(mlir::func::FuncOp func);
+
 /// --pp-memory-plan: arena offsets and the planned peak of each device.
 mlir::LogicalResult planStageMemory(mlir::ModuleOp module,
                                     const MemoryPlanPassOptions &options);
