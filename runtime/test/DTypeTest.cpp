@@ -278,10 +278,15 @@ TEST(DType, SizesAndNames) {
   EXPECT_STREQ(dtypeName(DType::BF16), "bf16");
   EXPECT_STREQ(dtypeName(DType::U32), "u32");
   EXPECT_STREQ(dtypeName(DType::U64), "u64");
+  EXPECT_EQ(dtypeSize(DType::I16), 2);
+  EXPECT_EQ(dtypeSize(DType::U16), 2);
+  EXPECT_STREQ(dtypeName(DType::I16), "i16");
+  EXPECT_STREQ(dtypeName(DType::U16), "u16");
   // Appended: the older values keep their numbers.
   EXPECT_EQ(static_cast<int>(DType::Bool), 6);
   EXPECT_EQ(static_cast<int>(DType::F16), 7);
   EXPECT_EQ(static_cast<int>(DType::U64), 10);
+  EXPECT_EQ(static_cast<int>(DType::U16), 12);
 }
 
 TEST(Cast, FloatToHalfAndBack) {
@@ -408,8 +413,8 @@ TEST(Cast, UnsignedIntegers) {
 TEST(Cast, EveryPairOfDTypes) {
   // 0, 1 and 2 survive every conversion.
   const std::vector<DType> all = {
-      DType::F32, DType::F64, DType::I64,  DType::I32, DType::I8,
-      DType::U8,  DType::F16, DType::BF16, DType::U32, DType::U64};
+      DType::F32, DType::F64,  DType::I64, DType::I32, DType::I8,  DType::U8,
+      DType::F16, DType::BF16, DType::U32, DType::U64, DType::I16, DType::U16};
   Context ctx;
   for (DType from : all) {
     Owned<uint64_t> src({3});
@@ -488,6 +493,51 @@ TEST(Binary, UnsignedArithmeticAndComparisons) {
   EXPECT_EQ(less.values, (std::vector<uint8_t>{0, 1}));
 }
 
+TEST(Binary, SixteenBitIntegers) {
+  Context ctx;
+  // Wrapping arithmetic: a uint16_t product promotes to int and would
+  // overflow it if computed there.
+  Owned<uint16_t> u({3}, {65535, 65535, 300});
+  Owned<uint16_t> uc({3});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mul, u.t, u.t, uc.t).ok());
+  EXPECT_EQ(uc.values, (std::vector<uint16_t>{1, 1, 24464})); // 90000 % 2^16
+  Owned<int16_t> big({2}, {32767, -32768});
+  Owned<int16_t> one({}, {1});
+  Owned<int16_t> sum({2});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Add, big.t, one.t, sum.t).ok());
+  EXPECT_EQ(sum.values, (std::vector<int16_t>{-32768, -32767}));
+  // ONNX's test_mod_mixed_sign_int16: Mod follows the divisor's sign, FMod
+  // the dividend's.
+  Owned<int16_t> a({6}, {-4, 7, 5, 4, -7, 8});
+  Owned<int16_t> b({6}, {2, -3, 8, -2, 3, 5});
+  Owned<int16_t> m({6});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mod, a.t, b.t, m.t).ok());
+  EXPECT_EQ(m.values, (std::vector<int16_t>{0, -2, 5, 0, 2, 3}));
+  ASSERT_TRUE(binary(ctx, BinaryKind::FMod, a.t, b.t, m.t).ok());
+  EXPECT_EQ(m.values, (std::vector<int16_t>{0, 1, 5, 0, -1, 3}));
+  Owned<uint16_t> ua({3}, {4, 7, 5});
+  Owned<uint16_t> ub({3}, {2, 3, 8});
+  Owned<uint16_t> um({3});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Mod, ua.t, ub.t, um.t).ok());
+  EXPECT_EQ(um.values, (std::vector<uint16_t>{0, 1, 5}));
+  Owned<int16_t> zero({}, {0});
+  EXPECT_FALSE(binary(ctx, BinaryKind::Mod, a.t, zero.t, m.t).ok());
+  // Casts saturate; unary and reductions run on int16.
+  Owned<float> f({4}, {40000, -40000, -1.5f, kNaNF});
+  Owned<int16_t> fi({4});
+  ASSERT_TRUE(cast(ctx, f.t, fi.t).ok());
+  EXPECT_EQ(fi.values, (std::vector<int16_t>{32767, -32768, -1, 0}));
+  Owned<uint16_t> fu({4});
+  ASSERT_TRUE(cast(ctx, f.t, fu.t).ok());
+  EXPECT_EQ(fu.values, (std::vector<uint16_t>{40000, 0, 0, 0}));
+  Owned<int16_t> neg({2});
+  ASSERT_TRUE(unary(ctx, UnaryKind::Abs, big.t, neg.t).ok());
+  EXPECT_EQ(neg.values, (std::vector<int16_t>{32767, -32768})); // wraps
+  Owned<uint16_t> total({});
+  ASSERT_TRUE(reduce(ctx, ReduceKind::Sum, u.t, {0}, total.t).ok());
+  EXPECT_EQ(total[0], uint16_t(65535 + 65535 + 300));
+}
+
 TEST(Reduce, UnsignedIntegers) {
   Context ctx;
   uint64_t top = uint64_t(1) << 63;
@@ -560,6 +610,12 @@ TEST(Fill, NewDTypes) {
   Owned<uint32_t> u32({1});
   ASSERT_TRUE(fill(ctx, u32.t, -5).ok());
   EXPECT_EQ(u32[0], 0u);
+  Owned<int16_t> i16({2});
+  ASSERT_TRUE(fill(ctx, i16.t, -1e6).ok());
+  EXPECT_EQ(i16.values, (std::vector<int16_t>{-32768, -32768}));
+  Owned<uint16_t> u16({1});
+  ASSERT_TRUE(fill(ctx, u16.t, 70000).ok());
+  EXPECT_EQ(u16[0], 65535);
 }
 
 } // namespace

@@ -42,6 +42,12 @@ template <> struct DTypeOf<uint32_t> {
 template <> struct DTypeOf<uint64_t> {
   static constexpr DType value = DType::U64;
 };
+template <> struct DTypeOf<int16_t> {
+  static constexpr DType value = DType::I16;
+};
+template <> struct DTypeOf<uint16_t> {
+  static constexpr DType value = DType::U16;
+};
 
 /// A tensor that owns its storage. Movable (the vector's buffer moves with
 /// it), not copyable (the view would alias).

@@ -229,6 +229,14 @@ static Tensor randomTensor(rt::DType dtype, ArrayRef<int64_t> shape,
     case rt::DType::U64:
       t.as<uint64_t>()[i] = rng() % bound;
       break;
+    case rt::DType::I16:
+      t.as<int16_t>()[i] =
+          static_cast<int16_t>(rng() % std::min<int64_t>(bound, 32768));
+      break;
+    case rt::DType::U16:
+      t.as<uint16_t>()[i] =
+          static_cast<uint16_t>(rng() % std::min<int64_t>(bound, 65536));
+      break;
     }
   }
   return t;

@@ -51,6 +51,10 @@ const char *pp::emitc_lowering::dtypeLiteral(rt::DType dtype) {
     return "pp::rt::DType::U32";
   case rt::DType::U64:
     return "pp::rt::DType::U64";
+  case rt::DType::I16:
+    return "pp::rt::DType::I16";
+  case rt::DType::U16:
+    return "pp::rt::DType::U16";
   }
   return "pp::rt::DType::F32";
 }

@@ -23,6 +23,8 @@ int64_t dtypeSize(DType dtype) {
     return 4;
   case DType::F16:
   case DType::BF16:
+  case DType::I16:
+  case DType::U16:
     return 2;
   case DType::I8:
   case DType::U8:
@@ -56,6 +58,10 @@ const char *dtypeName(DType dtype) {
     return "u32";
   case DType::U64:
     return "u64";
+  case DType::I16:
+    return "i16";
+  case DType::U16:
+    return "u16";
   }
   return "?";
 }

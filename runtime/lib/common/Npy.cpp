@@ -33,6 +33,10 @@ const char *descrOf(DType dtype) {
     return "<u4";
   case DType::U64:
     return "<u8";
+  case DType::I16:
+    return "<i2";
+  case DType::U16:
+    return "<u2";
   }
   return "?";
 }
@@ -54,7 +58,7 @@ bool dtypeOfDescr(string_view descr, DType &dtype) {
   static const std::pair<const char *, DType> table[] = {
       {"<f4", DType::F32}, {"<f8", DType::F64}, {"<i8", DType::I64},
       {"<i4", DType::I32}, {"<f2", DType::F16}, {"<u4", DType::U32},
-      {"<u8", DType::U64}};
+      {"<u8", DType::U64}, {"<i2", DType::I16}, {"<u2", DType::U16}};
   for (const auto &[name, type] : table)
     if (descr == name)
       return dtype = type, true;

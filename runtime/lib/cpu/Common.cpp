@@ -57,6 +57,10 @@ int64_t readInt(const Tensor &t, int64_t i) {
     return t.as<uint32_t>()[i];
   case DType::U64:
     return static_cast<int64_t>(t.as<uint64_t>()[i]);
+  case DType::I16:
+    return t.as<int16_t>()[i];
+  case DType::U16:
+    return t.as<uint16_t>()[i];
   case DType::F32:
     return static_cast<int64_t>(t.as<float>()[i]);
   case DType::F64:
@@ -113,6 +117,12 @@ void writeDouble(Tensor &t, int64_t i, double value) {
     break;
   case DType::U64:
     t.as<uint64_t>()[i] = convertDouble<uint64_t>(value);
+    break;
+  case DType::I16:
+    t.as<int16_t>()[i] = convertDouble<int16_t>(value);
+    break;
+  case DType::U16:
+    t.as<uint16_t>()[i] = convertDouble<uint16_t>(value);
     break;
   case DType::F16:
     t.as<uint16_t>()[i] = doubleToHalf(value);

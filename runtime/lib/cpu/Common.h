@@ -72,6 +72,10 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
     return fn(TypeTag<uint32_t>{});
   case DType::U64:
     return fn(TypeTag<uint64_t>{});
+  case DType::I16:
+    return fn(TypeTag<int16_t>{});
+  case DType::U16:
+    return fn(TypeTag<uint16_t>{});
   case DType::F16:
   case DType::BF16:
     return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
@@ -151,17 +155,22 @@ private:
 };
 
 /// Signed integer arithmetic wraps (as PyTorch's does) instead of being
-/// undefined: compute in the unsigned type of the same width.
+/// undefined: compute in an unsigned type at least as wide as T and as
+/// `unsigned` (a uint16_t product would otherwise promote to a signed int
+/// and overflow).
+template <typename T>
+using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
+                                    std::make_unsigned_t<T>>;
 template <typename T> T wrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
+  using U = WrapType<T>;
   return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
 }
 template <typename T> T wrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
+  using U = WrapType<T>;
   return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
 }
 template <typename T> T wrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
+  using U = WrapType<T>;
   return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
 }
 

@@ -519,6 +519,8 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
     return unaryInt<int32_t>(ctx, kind, x, y);
   case DType::I8:
     return unaryInt<int8_t>(ctx, kind, x, y);
+  case DType::I16:
+    return unaryInt<int16_t>(ctx, kind, x, y);
   default:
     return dtypeError(what, x.dtype);
   }

@@ -92,6 +92,16 @@ int64_t readDeviceInt(const Tensor &t, int64_t i, cudaStream_t stream) {
   }
   case DType::I8:
     return static_cast<int8_t>(bytes[0]);
+  case DType::I16: {
+    int16_t v;
+    std::memcpy(&v, bytes, 2);
+    return v;
+  }
+  case DType::U16: {
+    uint16_t v;
+    std::memcpy(&v, bytes, 2);
+    return v;
+  }
   default:
     return bytes[0];
   }

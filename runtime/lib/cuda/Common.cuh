@@ -55,11 +55,18 @@ inline cudaStream_t streamOf(const Context &ctx) {
 // Dtype dispatch
 //===----------------------------------------------------------------------===//
 
+/// The integer dtypes this backend stores, casts and moves but computes
+/// nothing on (visitDType refuses them).
+inline bool isStorageOnlyInt(DType dtype) {
+  return dtype == DType::U32 || dtype == DType::U64 || dtype == DType::I16 ||
+         dtype == DType::U16;
+}
+
 /// Calls fn(TypeTag<T>{}) with T the storage type of `dtype` (Bool is
 /// uint8_t; kernels that care about truthiness check the dtype). F16, BF16,
-/// U32 and U64 are an error here: on this backend only cast, fill, the data
-/// movement kernels and Pow exponents accept them, handling them before
-/// dispatching.
+/// U32, U64, I16 and U16 are an error here: on this backend only cast, fill,
+/// the data movement kernels and Pow exponents accept them, handling them
+/// before dispatching.
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   switch (dtype) {
   case DType::F32:
@@ -79,6 +86,8 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   case DType::BF16:
   case DType::U32:
   case DType::U64:
+  case DType::I16:
+  case DType::U16:
     return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
                          " on the CUDA backend (cast it first)");
   }

@@ -315,6 +315,10 @@ __device__ __forceinline__ R loadAs(const void *p, DType type, int64_t i) {
     return static_cast<R>(static_cast<const uint32_t *>(p)[i]);
   case DType::U64:
     return static_cast<R>(static_cast<const uint64_t *>(p)[i]);
+  case DType::I16:
+    return static_cast<R>(static_cast<const int16_t *>(p)[i]);
+  case DType::U16:
+    return static_cast<R>(static_cast<const uint16_t *>(p)[i]);
   case DType::F16:
     return static_cast<R>(halfToFloat(static_cast<const uint16_t *>(p)[i]));
   case DType::BF16:
@@ -326,7 +330,8 @@ __device__ __forceinline__ R loadAs(const void *p, DType type, int64_t i) {
 
 /// Whether an exponent of dtype `type` is never negative.
 __host__ __device__ __forceinline__ bool isUnsignedDType(DType type) {
-  return type == DType::U8 || type == DType::U32 || type == DType::U64;
+  return type == DType::U8 || type == DType::U16 || type == DType::U32 ||
+         type == DType::U64;
 }
 
 /// Integer power by squaring (wrapping) for a non-negative exponent.
@@ -489,6 +494,12 @@ __device__ __forceinline__ void storeCast(void *y, DType to, int64_t i, From v,
     break;
   case DType::U64:
     static_cast<uint64_t *>(y)[i] = castValue<uint64_t>(v, fromBool);
+    break;
+  case DType::I16:
+    static_cast<int16_t *>(y)[i] = castValue<int16_t>(v, fromBool);
+    break;
+  case DType::U16:
+    static_cast<uint16_t *>(y)[i] = castValue<uint16_t>(v, fromBool);
     break;
   case DType::Bool:
     static_cast<uint8_t *>(y)[i] = v != From(0);
@@ -677,8 +688,9 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   PP_RT_TRY(expectShape(c, shape, (what + " c").c_str()));
   if (isLogic && a.dtype != DType::Bool)
     return dtypeError(what, a.dtype);
-  // 16-bit floats are storage only; U32 / U64 are only Pow exponents here.
-  if (isFloat16(a.dtype) || a.dtype == DType::U32 || a.dtype == DType::U64)
+  // 16-bit floats are storage only; U32 / U64 / I16 / U16 are only Pow
+  // exponents here.
+  if (isFloat16(a.dtype) || isStorageOnlyInt(a.dtype))
     return dtypeError(what, a.dtype);
   if (!isCompare && !isLogic) {
     if (a.dtype == DType::Bool)
@@ -770,8 +782,7 @@ Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
 Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y) {
   PP_RT_TRY(expectValid(x, "clip x"));
-  if (x.dtype == DType::Bool || isFloat16(x.dtype) || x.dtype == DType::U32 ||
-      x.dtype == DType::U64)
+  if (x.dtype == DType::Bool || isFloat16(x.dtype) || isStorageOnlyInt(x.dtype))
     return dtypeError("clip", x.dtype);
   PP_RT_TRY(expectDType(y, x.dtype, "clip y"));
   PP_RT_TRY(expectShape(y, x.shape, "clip y"));
@@ -833,6 +844,13 @@ Status cast(Context &ctx, const Tensor &x, Tensor &y) {
     return launchMap(
         "cast", stream, n, index,
         CastOp<uint64_t>{x.as<uint64_t>(), y.data, y.dtype, false});
+  case DType::I16:
+    return launchMap("cast", stream, n, index,
+                     CastOp<int16_t>{x.as<int16_t>(), y.data, y.dtype, false});
+  case DType::U16:
+    return launchMap(
+        "cast", stream, n, index,
+        CastOp<uint16_t>{x.as<uint16_t>(), y.data, y.dtype, false});
   default:
     break;
   }
@@ -890,6 +908,14 @@ Status fill(Context &ctx, Tensor &y, double value) {
     return launchMap(
         "fill", stream, n, index,
         FillOp<uint64_t>{y.as<uint64_t>(), convertDouble<uint64_t>(value)});
+  case DType::I16:
+    return launchMap(
+        "fill", stream, n, index,
+        FillOp<int16_t>{y.as<int16_t>(), convertDouble<int16_t>(value)});
+  case DType::U16:
+    return launchMap(
+        "fill", stream, n, index,
+        FillOp<uint16_t>{y.as<uint16_t>(), convertDouble<uint16_t>(value)});
   default:
     break;
   }

@@ -441,6 +441,12 @@ uint64_t elementBits(DType dtype, double value) {
   case DType::U64:
     store(convertDouble<uint64_t>(value));
     break;
+  case DType::I16:
+    store(convertDouble<int16_t>(value));
+    break;
+  case DType::U16:
+    store(convertDouble<uint16_t>(value));
+    break;
   }
   return bits;
 }

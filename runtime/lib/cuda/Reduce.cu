@@ -382,8 +382,7 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &y) {
   const char *what = reduceName(kind);
   PP_RT_TRY(expectValid(x, what));
-  if (x.dtype == DType::Bool || isFloat16(x.dtype) || x.dtype == DType::U32 ||
-      x.dtype == DType::U64)
+  if (x.dtype == DType::Bool || isFloat16(x.dtype) || isStorageOnlyInt(x.dtype))
     return Status::error(std::string(what) + ": unsupported dtype " +
                          dtypeName(x.dtype));
   PP_RT_TRY(expectDType(y, x.dtype, what));

@@ -88,6 +88,12 @@ void fillRandom(HostTensor &t, int64_t bound, std::mt19937_64 &rng) {
     case DType::U8:
       integer(i, std::min<int64_t>(bound, 256));
       break;
+    case DType::I16:
+      integer(i, std::min<int64_t>(bound, 32768));
+      break;
+    case DType::U16:
+      integer(i, std::min<int64_t>(bound, 65536));
+      break;
     }
   }
 }

@@ -98,6 +98,10 @@ int64_t HostTensor::getInt(int64_t i) const {
   case rt::DType::U64:
     // Wraps beyond INT64_MAX.
     return static_cast<int64_t>(as<uint64_t>()[i]);
+  case rt::DType::I16:
+    return as<int16_t>()[i];
+  case rt::DType::U16:
+    return as<uint16_t>()[i];
   case rt::DType::F16:
   case rt::DType::BF16:
     return static_cast<int64_t>(getDouble(i));

@@ -37,6 +37,8 @@ std::optional<rt::DType> getDType(Type elementType) {
     return rt::DType::Bool;
   case 8:
     return integer.isUnsigned() ? rt::DType::U8 : rt::DType::I8;
+  case 16:
+    return integer.isUnsigned() ? rt::DType::U16 : rt::DType::I16;
   case 32:
     return integer.isUnsigned() ? rt::DType::U32 : rt::DType::I32;
   case 64:

@@ -56,7 +56,9 @@ enum class DType : int {
   F16,  // IEEE binary16 bits (Half.h); CPU arithmetic computes in f32
   BF16, // bfloat16 bits (Half.h); CPU arithmetic computes in f32
   U32,
-  U64
+  U64,
+  I16,
+  U16
 };
 
 /// Size in bytes of one element (Bool is one byte).
