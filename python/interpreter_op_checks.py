@@ -122,7 +122,10 @@ def check_elementwise(c):
                  "Tanh": (x, np.tanh(x)), "Erf": (x, erf(x)), "Sqrt": (xp, np.sqrt(xp)),
                  "Exp": (x, np.exp(x)), "Log": (xp, np.log(xp)),
                  "Reciprocal": (xp, 1 / xp), "Floor": (x, np.floor(x)),
-                 "Ceil": (x, np.ceil(x)), "Neg": (x, -x), "Abs": (x, np.abs(x))}
+                 "Ceil": (x, np.ceil(x)), "Neg": (x, -x), "Abs": (x, np.abs(x)),
+                 "Softplus": (x, np.log1p(np.exp(x))), "Softsign": (x, x / (1 + np.abs(x))),
+                 "Sin": (x, np.sin(x)), "Cos": (x, np.cos(x)),
+                 "Round": (x * 2, np.round(x * 2))}
         for op, (inp, ref) in unary.items():
             c.check(f"{op} {dt.__name__}",
                     f"  %r0 = onnx.{op} %a0 : ({ty(inp)}) -> {ty(inp)}",
@@ -131,6 +134,20 @@ def check_elementwise(c):
         c.check(f"LeakyRelu {dt.__name__}",
                 f"  %r0 = onnx.LeakyRelu %a0 {{alpha = 0.3 : f32}} : ({ty(x)}) -> {ty(x)}",
                 [x], [np.where(x > 0, x, alpha * x).astype(dt)])
+        expm1 = np.expm1(x)
+        c.check(f"Elu {dt.__name__}",
+                f"  %r0 = onnx.Elu %a0 {{alpha = 0.3 : f32}} : ({ty(x)}) -> {ty(x)}",
+                [x], [np.where(x > 0, x, alpha * expm1).astype(dt)])
+        selu_alpha, gamma = dt(np.float32(1.5)), dt(np.float32(2.0))
+        c.check(f"Selu {dt.__name__}",
+                f"  %r0 = onnx.Selu %a0 {{alpha = 1.5 : f32, gamma = 2.0 : f32}} : ({ty(x)}) -> {ty(x)}",
+                [x], [(gamma * np.where(x > 0, x, selu_alpha * expm1)).astype(dt)])
+        c.check(f"Celu {dt.__name__}",
+                f"  %r0 = onnx.Celu %a0 {{alpha = 0.3 : f32}} : ({ty(x)}) -> {ty(x)}",
+                [x], [(np.maximum(x, 0) + np.minimum(0, alpha * np.expm1(x / alpha))).astype(dt)])
+        c.check(f"ThresholdedRelu {dt.__name__}",
+                f"  %r0 = onnx.ThresholdedRelu %a0 {{alpha = 0.3 : f32}} : ({ty(x)}) -> {ty(x)}",
+                [x], [np.where(x > alpha, x, 0).astype(dt)])
         c.check(f"Gelu {dt.__name__}",
                 f"  %r0 = onnx.Gelu %a0 : ({ty(x)}) -> {ty(x)}",
                 [x], [(0.5 * x * (1 + erf(x / np.sqrt(2)))).astype(dt)])
@@ -159,7 +176,8 @@ def check_elementwise(c):
             quotient = (a / d).astype(dt)
         else:
             quotient = np.trunc(a.astype(np.float64) / d).astype(dt)
-        arithmetic = {"Add": a + d, "Sub": a - d, "Mul": a * d, "Div": quotient}
+        arithmetic = {"Add": a + d, "Sub": a - d, "Mul": a * d, "Div": quotient,
+                      "Max": np.maximum(a, d), "Min": np.minimum(a, d)}
         compare = {"Equal": a == d, "Less": a < d, "Greater": a > d}
         for op, ref in {**arithmetic, **compare}.items():
             c.check(f"{op} {dt.__name__}",
@@ -245,6 +263,11 @@ def check_reductions(c):
                         const_i64("axes", axes) +
                         f"  %r0 = onnx.ReduceSum %a0, %axes {{keepdims = {keep} : i64}} : "
                         f"({ty(x)}, tensor<{len(axes)}xi64>) -> {ty(ref)}", [x], [ref])
+                for op, reduce in {"ReduceMax": x.max, "ReduceMin": x.min}.items():
+                    ref = reduce(axis=axes, keepdims=bool(keep)).astype(dt)
+                    c.check(f"{op} {dt.__name__} {axes} keepdims={keep}",
+                            f"  %r0 = onnx.{op} %a0 {{axes = {arr(axes)}, keepdims = {keep} : i64}} : "
+                            f"({ty(x)}) -> {ty(ref)}", [x], [ref])
                 if dt in FLOATS:
                     ref = x.mean(axis=axes, keepdims=bool(keep)).astype(dt)
                     c.check(f"ReduceMean {dt.__name__} {axes} keepdims={keep}",

@@ -667,6 +667,45 @@ def einsum_bad(equation, x_shape, w_shape, y_shape):
                  [const("W", farange(w_shape, 0.0625))], opset=12)
 
 
+def decomposed():
+    # Ops the importer builds from others (lib/Import/ONNX/Decompose.cpp):
+    # a 3-input Max, Mean, a 1-input Sum, PRelu with one slope per column,
+    # GreaterOrEqual, ReduceSumSquare and ReduceLogSum over axis 1.
+    nodes = [
+        helper.make_node("Max", ["X", "A", "B"], ["max"], name="max3"),
+        helper.make_node("Mean", ["max", "A"], ["mean"], name="mean2"),
+        helper.make_node("Sum", ["mean"], ["sum"], name="sum1"),
+        helper.make_node("PRelu", ["sum", "slope"], ["prelu"], name="prelu"),
+        helper.make_node("GreaterOrEqual", ["prelu", "A"], ["ge"], name="ge"),
+        helper.make_node("Where", ["ge", "prelu", "A"], ["w"], name="where"),
+        helper.make_node("ReduceSumSquare", ["w"], ["sq"], name="sumsq",
+                         axes=[1], keepdims=0),
+        helper.make_node("ReduceLogSum", ["sq"], ["Y"], name="logsum",
+                         keepdims=1),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [1])],
+                 [const("A", farange((2, 3), 0.25)),
+                  const("B", farange((3,), -0.5)),
+                  const("slope", np.array([0.1, 0.2, 0.3], np.float32))])
+
+
+def prelu_bad_slope():
+    # The slope must broadcast to X: [2] does not to [2, 3].
+    nodes = [helper.make_node("PRelu", ["X", "slope"], ["Y"],
+                              name="bad_prelu")]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 3])],
+                 [const("slope", np.array([0.1, 0.2], np.float32))])
+
+
+def reduce_l2_bad_axis():
+    nodes = [helper.make_node("ReduceL2", ["X"], ["Y"], name="bad_norm",
+                              axes=[2], keepdims=0)]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2])])
+
+
 def shape_ops():
     # Range, Size, Cast, Where and Equal of shape data feed ConstantOfShape,
     # Expand and Reshape: all fold, so the results are static.
@@ -797,6 +836,9 @@ CASES = {
     "einsum_uneven_diagonal": lambda: einsum_bad("iij,jk->ik", [3, 4, 2],
                                                  (2, 2), [3, 2]),
     "shape_ops": shape_ops,
+    "decomposed": decomposed,
+    "prelu_bad_slope": prelu_bad_slope,
+    "reduce_l2_bad_axis": reduce_l2_bad_axis,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,
     "bug_overflowing_dims": bug_overflowing_dims,

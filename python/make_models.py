@@ -283,6 +283,37 @@ def make_einsum():
     return EinsumAttention(), torch.randn(4, 8, 16), "input", None
 
 
+class Activations(nn.Module):
+    """An MLP through the activations and elementwise ops that the other
+    models lack: PReLU (one slope per feature), ELU, SELU, CELU, Softplus,
+    Softsign, sin and cos, torch.maximum / torch.minimum, L1 and L2 norms
+    (ReduceL1, ReduceL2) and a <= mask (LessOrEqual)."""
+
+    def __init__(self, in_features=16, width=32, num_classes=10):
+        super().__init__()
+        self.fc1 = nn.Linear(in_features, width)
+        self.prelu = nn.PReLU(width, init=0.2)
+        self.fc2 = nn.Linear(width, width)
+        self.fc3 = nn.Linear(width, width)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x):
+        h = self.prelu(self.fc1(x))
+        a = nn.functional.elu(self.fc2(h), alpha=0.7)
+        b = nn.functional.selu(self.fc3(h))
+        m = torch.maximum(a, b) + torch.minimum(
+            nn.functional.celu(a, alpha=0.5), nn.functional.softplus(b))
+        s = nn.functional.softsign(m) + torch.sin(m) * torch.cos(h)
+        l2 = torch.norm(s, p=2, dim=-1, keepdim=True)
+        l1 = torch.norm(h, p=1, dim=-1, keepdim=True)
+        s = torch.where(x[:, :1] <= 0.0, s / (l2 + 1), s * l1 / (l1 + 1))
+        return self.head(s)
+
+
+def make_activations():
+    return Activations(), torch.randn(8, 16), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -294,11 +325,12 @@ MODELS = {
     "widemlp": make_widemlp,
     "swin": make_swin,
     "einsum": make_einsum,
+    "activations": make_activations,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
 # Exported only by the tests that check them (python/torch_reference.py).
-ON_DEMAND = {"swin", "einsum"}
+ON_DEMAND = {"swin", "einsum", "activations"}
 
 
 def export(name, out_dir, **model_kwargs):

@@ -31,20 +31,15 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
+# The ops the dialect has and those the importer decomposes (one list).
+from onnx_testdata_coverage import dialect_ops
+
 # Cases whose reference outputs need a looser comparison than ONNX's default,
 # with the reason. (None so far.)
 TOLERANCES = {}
 DEFAULT_RTOL, DEFAULT_ATOL = 1e-3, 1e-7
 
 
-# ONNX ops the importer builds from dialect ops (no op of their own).
-DECOMPOSED_OPS = {"Einsum", "Tile"}
-
-
-def dialect_ops(td_path):
-    text = open(td_path).read()
-    ops = set(re.findall(r'^def ONNX_\w+ : ONNX_\w+<"([A-Z]\w*)"', text, re.M))
-    return ops | DECOMPOSED_OPS
 
 
 def load_list(path):

@@ -16,8 +16,11 @@ import sys
 import onnx
 
 
-# ONNX ops the importer builds from dialect ops (no op of their own).
-DECOMPOSED_OPS = {"Einsum", "Tile"}
+# ONNX ops the importer builds from dialect ops (no op of their own):
+# lib/Import/ONNX/Einsum.cpp, Decompose.cpp and the importer's Tile.
+DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
+                  "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
+                  "ReduceLogSum", "ReduceLogSumExp"}
 
 
 def dialect_ops(td_path):

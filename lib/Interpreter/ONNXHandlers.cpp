@@ -137,6 +137,8 @@ void registerElementwise(Interpreter &interp) {
   addBinary<onnx::SubOp>(interp, B::Sub);
   addBinary<onnx::MulOp>(interp, B::Mul);
   addBinary<onnx::DivOp>(interp, B::Div);
+  addBinary<onnx::MaxOp>(interp, B::Max);
+  addBinary<onnx::MinOp>(interp, B::Min);
   addBinary<onnx::EqualOp>(interp, B::Equal);
   addBinary<onnx::LessOp>(interp, B::Less);
   addBinary<onnx::GreaterOp>(interp, B::Greater);
@@ -249,6 +251,25 @@ LogicalResult toColumnMajor(Operation *op, ArrayRef<int64_t> xShape,
     data[i] = nc * plane + (rest % w) * h + rest / w;
   }
   return success();
+}
+
+/// ReduceMean, ReduceMax, ReduceMin: axes an attribute, none meaning all.
+template <typename OpTy>
+void addAttributeAxesReduce(Interpreter &interp, rt::ReduceKind kind) {
+  on<OpTy>(interp, [kind](Interpreter &in, OpTy op) -> LogicalResult {
+    const Tensor &x = in.lookup(op.getData());
+    std::vector<int64_t> all(x.rank());
+    std::iota(all.begin(), all.end(), 0);
+    ArrayRef<int64_t> requested = all;
+    if (auto axes = op.getAxes(); axes && !axes->empty())
+      requested = *axes;
+    auto axes = onnx::normalizeAxes(op, requested, x.rank());
+    if (failed(axes))
+      return failure();
+    return withResult(in, op, "reduce", [&](rt::Tensor &y) {
+      return rt::reduce(in.kernelContext(), kind, x.view(), *axes, y);
+    });
+  });
 }
 
 void registerCompute(Interpreter &interp) {
@@ -439,22 +460,9 @@ void registerCompute(Interpreter &interp) {
             "softmaxCrossEntropy");
       });
 
-  on<onnx::ReduceMeanOp>(
-      interp, [](Interpreter &in, onnx::ReduceMeanOp op) -> LogicalResult {
-        const Tensor &x = in.lookup(op.getData());
-        std::vector<int64_t> all(x.rank());
-        std::iota(all.begin(), all.end(), 0);
-        ArrayRef<int64_t> requested = all;
-        if (auto axes = op.getAxes(); axes && !axes->empty())
-          requested = *axes;
-        auto axes = onnx::normalizeAxes(op, requested, x.rank());
-        if (failed(axes))
-          return failure();
-        return withResult(in, op, "reduce", [&](rt::Tensor &y) {
-          return rt::reduce(in.kernelContext(), rt::ReduceKind::Mean, x.view(),
-                            *axes, y);
-        });
-      });
+  addAttributeAxesReduce<onnx::ReduceMeanOp>(interp, rt::ReduceKind::Mean);
+  addAttributeAxesReduce<onnx::ReduceMaxOp>(interp, rt::ReduceKind::Max);
+  addAttributeAxesReduce<onnx::ReduceMinOp>(interp, rt::ReduceKind::Min);
 
   on<onnx::ReduceSumOp>(
       interp, [](Interpreter &in, onnx::ReduceSumOp op) -> LogicalResult {

@@ -21,17 +21,21 @@ constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 /// Runs unary on F64 values of shape [n] and returns y.
 std::vector<double> unary64(UnaryKind kind, const std::vector<double> &x,
-                            float alpha = 0.f) {
+                            float alpha = 0.f, float beta = 0.f) {
   Context ctx;
   Owned<double> in({static_cast<int64_t>(x.size())}, x);
   Owned<double> out({static_cast<int64_t>(x.size())});
-  Status s = unary(ctx, kind, in.t, out.t, alpha);
+  Status s = unary(ctx, kind, in.t, out.t, alpha, beta);
   EXPECT_TRUE(s.ok()) << s.message;
   return out.values;
 }
 
+/// The beta the sweeps below pass: Selu's gamma, 0 for the rest (HardSigmoid's
+/// reference assumes 0).
+float betaFor(UnaryKind kind) { return kind == UnaryKind::Selu ? 1.25f : 0.f; }
+
 /// Naive double-precision references of the forward maps.
-double reference(UnaryKind kind, double x, double alpha) {
+double reference(UnaryKind kind, double x, double alpha, double beta = 0) {
   switch (kind) {
   case UnaryKind::Identity:
     return x;
@@ -71,6 +75,28 @@ double reference(UnaryKind kind, double x, double alpha) {
     return std::max(0.0, std::min(1.0, alpha * x));
   case UnaryKind::HardSwish:
     return x * std::max(0.0, std::min(1.0, x / 6 + 0.5));
+  case UnaryKind::Elu:
+    return x >= 0 ? x : alpha * (std::exp(x) - 1);
+  case UnaryKind::Selu:
+    return beta * (x >= 0 ? x : alpha * (std::exp(x) - 1));
+  case UnaryKind::Celu:
+    return std::max(0.0, x) + std::min(0.0, alpha * (std::exp(x / alpha) - 1));
+  case UnaryKind::ThresholdedRelu:
+    return x > alpha ? x : 0;
+  case UnaryKind::Softplus:
+    return std::log(1 + std::exp(x));
+  case UnaryKind::Softsign:
+    return x / (1 + std::fabs(x));
+  case UnaryKind::Sin:
+    return std::sin(x);
+  case UnaryKind::Cos:
+    return std::cos(x);
+  case UnaryKind::Round: {
+    double r = std::floor(x), frac = x - r;
+    if (frac > 0.5 || (frac == 0.5 && std::fmod(r, 2) != 0))
+      r += 1;
+    return r;
+  }
   case UnaryKind::Not:
     break;
   }
@@ -78,12 +104,20 @@ double reference(UnaryKind kind, double x, double alpha) {
 }
 
 const UnaryKind kFloatKinds[] = {
-    UnaryKind::Identity, UnaryKind::Relu,        UnaryKind::LeakyRelu,
-    UnaryKind::Sigmoid,  UnaryKind::Tanh,        UnaryKind::Erf,
-    UnaryKind::GeluErf,  UnaryKind::GeluTanh,    UnaryKind::Sqrt,
-    UnaryKind::Exp,      UnaryKind::Log,         UnaryKind::Neg,
-    UnaryKind::Abs,      UnaryKind::Reciprocal,  UnaryKind::Floor,
-    UnaryKind::Ceil,     UnaryKind::HardSigmoid, UnaryKind::HardSwish};
+    UnaryKind::Identity,    UnaryKind::Relu,
+    UnaryKind::LeakyRelu,   UnaryKind::Sigmoid,
+    UnaryKind::Tanh,        UnaryKind::Erf,
+    UnaryKind::GeluErf,     UnaryKind::GeluTanh,
+    UnaryKind::Sqrt,        UnaryKind::Exp,
+    UnaryKind::Log,         UnaryKind::Neg,
+    UnaryKind::Abs,         UnaryKind::Reciprocal,
+    UnaryKind::Floor,       UnaryKind::Ceil,
+    UnaryKind::HardSigmoid, UnaryKind::HardSwish,
+    UnaryKind::Elu,         UnaryKind::Selu,
+    UnaryKind::Celu,        UnaryKind::ThresholdedRelu,
+    UnaryKind::Softplus,    UnaryKind::Softsign,
+    UnaryKind::Sin,         UnaryKind::Cos,
+    UnaryKind::Round};
 
 bool positiveDomain(UnaryKind kind) {
   return kind == UnaryKind::Sqrt || kind == UnaryKind::Log ||
@@ -103,6 +137,13 @@ TEST(Unary, HandValues) {
   EXPECT_EQ(y[2], 3);
   y = unary64(UnaryKind::Sigmoid, {0, -800, 800});
   EXPECT_EQ(y, (std::vector<double>{0.5, 0, 1})); // no overflow to NaN
+  y = unary64(UnaryKind::Softplus, {-800, 0, 800});
+  EXPECT_EQ(y[0], 0); // neither overflows
+  EXPECT_DOUBLE_EQ(y[1], std::log(2.0));
+  EXPECT_EQ(y[2], 800);
+  // Round halves to even.
+  y = unary64(UnaryKind::Round, {0.5, 1.5, 2.5, -0.5, -1.5, 2.4, -2.6});
+  EXPECT_EQ(y, (std::vector<double>{0, 2, 2, -0, -2, 2, -3}));
   // gelu(1) = Phi(1); the tanh form from PyTorch's docs.
   EXPECT_NEAR(unary64(UnaryKind::GeluErf, {1})[0], 0.8413447460685429, 1e-15);
   EXPECT_NEAR(unary64(UnaryKind::GeluTanh, {1})[0], 0.8411919906082768, 1e-15);
@@ -142,10 +183,10 @@ TEST(Unary, MatchesNaiveFormulasF32) {
     Owned<float> x = positiveDomain(kind) ? random<float>({3, 5}, 7, 0.1, 3)
                                           : random<float>({3, 5}, 7, -3, 3);
     Owned<float> y({3, 5});
-    Status s = unary(ctx, kind, x.t, y.t, 0.2f);
+    Status s = unary(ctx, kind, x.t, y.t, 0.2f, betaFor(kind));
     ASSERT_TRUE(s.ok()) << s.message;
     for (int64_t i = 0; i < 15; ++i)
-      EXPECT_NEAR(y[i], reference(kind, x[i], 0.2f), 2e-6)
+      EXPECT_NEAR(y[i], reference(kind, x[i], 0.2f, betaFor(kind)), 2e-6)
           << "kind " << static_cast<int>(kind) << " x " << x[i];
   }
 }
@@ -207,7 +248,8 @@ TEST(UnaryGrad, FiniteDifferencesF64) {
   Context ctx;
   const double alpha = 0.3;
   for (UnaryKind kind : kFloatKinds) {
-    if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil)
+    if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
+        kind == UnaryKind::Round)
       continue;
     // Keep clear of the kinks at 0 (Relu, LeakyRelu, Abs).
     Owned<double> x = positiveDomain(kind) ? random<double>({2, 4}, 3, 0.2, 3)
@@ -217,11 +259,12 @@ TEST(UnaryGrad, FiniteDifferencesF64) {
         v = 0.5;
     Owned<double> dy = random<double>({2, 4}, 11);
     Owned<double> y({2, 4}), dx({2, 4});
-    ASSERT_TRUE(unary(ctx, kind, x.t, y.t, alpha).ok());
-    Status s = unaryGrad(ctx, kind, x.t, y.t, dy.t, dx.t, alpha);
+    const float beta = betaFor(kind);
+    ASSERT_TRUE(unary(ctx, kind, x.t, y.t, alpha, beta).ok());
+    Status s = unaryGrad(ctx, kind, x.t, y.t, dy.t, dx.t, alpha, beta);
     ASSERT_TRUE(s.ok()) << s.message;
     auto loss = [&](const std::vector<double> &v) {
-      return dot(unary64(kind, v, alpha), dy.values);
+      return dot(unary64(kind, v, alpha, beta), dy.values);
     };
     std::vector<double> expected = numericGrad(x.values, loss);
     for (int64_t i = 0; i < 8; ++i)
@@ -259,7 +302,19 @@ TEST(UnaryGrad, KinksFollowPyTorch) {
   EXPECT_EQ(hdx.values[1], 0);
   EXPECT_DOUBLE_EQ(hdx.values[2], 2 * double(1.f / 6));
   EXPECT_EQ(hdx.values[4], 0);
-  for (UnaryKind kind : {UnaryKind::Floor, UnaryKind::Ceil}) {
+  // Elu at 0 takes the exponential branch (torch's elu_backward), so do
+  // Selu and Celu; ThresholdedRelu at alpha is zero.
+  ASSERT_TRUE(unaryGrad(ctx, UnaryKind::Elu, x.t, none, dy.t, dx.t, 0.5f).ok());
+  EXPECT_EQ(dx.values[1], 1);
+  ASSERT_TRUE(
+      unaryGrad(ctx, UnaryKind::Selu, x.t, none, dy.t, dx.t, 0.5f, 3.f).ok());
+  EXPECT_EQ(dx.values[1], 3);
+  EXPECT_EQ(dx.values[2], 6);
+  ASSERT_TRUE(
+      unaryGrad(ctx, UnaryKind::ThresholdedRelu, x.t, none, dy.t, dx.t, 1.f)
+          .ok());
+  EXPECT_EQ(dx.values, (std::vector<double>{0, 0, 0}));
+  for (UnaryKind kind : {UnaryKind::Floor, UnaryKind::Ceil, UnaryKind::Round}) {
     dx.values = {9, 9, 9};
     ASSERT_TRUE(unaryGrad(ctx, kind, x.t, none, dy.t, dx.t).ok());
     EXPECT_EQ(dx.values, (std::vector<double>{0, 0, 0}));
@@ -427,6 +482,30 @@ TEST(Binary, Pow) {
   Owned<int64_t> neg({1}, {-1});
   Owned<int64_t> out({1});
   EXPECT_FALSE(binary(ctx, BinaryKind::Pow, z.t, neg.t, out.t).ok());
+}
+
+TEST(Binary, MaxMinPropagateNaN) {
+  Context ctx;
+  float nan = float(kNaN);
+  Owned<float> a({4}, {1, nan, 3, -0.5f});
+  Owned<float> b({4}, {2, 1, nan, -0.5f});
+  Owned<float> c({4});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Max, a.t, b.t, c.t).ok());
+  EXPECT_EQ(c[0], 2);
+  EXPECT_TRUE(std::isnan(c[1]));
+  EXPECT_TRUE(std::isnan(c[2]));
+  EXPECT_EQ(c[3], -0.5f);
+  ASSERT_TRUE(binary(ctx, BinaryKind::Min, a.t, b.t, c.t).ok());
+  EXPECT_EQ(c[0], 1);
+  EXPECT_TRUE(std::isnan(c[1]));
+  EXPECT_TRUE(std::isnan(c[2]));
+  Owned<int32_t> ia({3}, {-5, 7, 0});
+  Owned<int32_t> ib({}, {1});
+  Owned<int32_t> ic({3});
+  ASSERT_TRUE(binary(ctx, BinaryKind::Max, ia.t, ib.t, ic.t).ok());
+  EXPECT_EQ(ic.values, (std::vector<int32_t>{1, 7, 1}));
+  ASSERT_TRUE(binary(ctx, BinaryKind::Min, ia.t, ib.t, ic.t).ok());
+  EXPECT_EQ(ic.values, (std::vector<int32_t>{-5, 1, 0}));
 }
 
 TEST(Binary, ComparisonsWriteBool) {

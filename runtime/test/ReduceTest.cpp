@@ -22,24 +22,27 @@ namespace {
 // Reduce
 //===----------------------------------------------------------------------===//
 
-TEST(Reduce, SumMeanMaxOverTwoAxes) {
+TEST(Reduce, SumMeanMaxMinOverTwoAxes) {
   Context ctx;
   Owned<double> x = random<double>({2, 3, 4}, 1);
-  for (ReduceKind kind : {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max}) {
+  for (ReduceKind kind :
+       {ReduceKind::Sum, ReduceKind::Mean, ReduceKind::Max, ReduceKind::Min}) {
     Owned<double> kept({1, 3, 1}), dropped({3});
     ASSERT_TRUE(reduce(ctx, kind, x.t, {0, 2}, kept.t).ok());
     ASSERT_TRUE(reduce(ctx, kind, x.t, {-3, -1}, dropped.t).ok());
     for (int j = 0; j < 3; ++j) {
-      double sum = 0, mx = -INFINITY;
+      double sum = 0, mx = -INFINITY, mn = INFINITY;
       for (int i = 0; i < 2; ++i)
         for (int k = 0; k < 4; ++k) {
           double v = x[(i * 3 + j) * 4 + k];
           sum += v;
           mx = std::max(mx, v);
+          mn = std::min(mn, v);
         }
       double expected = kind == ReduceKind::Sum    ? sum
                         : kind == ReduceKind::Mean ? sum / 8
-                                                   : mx;
+                        : kind == ReduceKind::Max  ? mx
+                                                   : mn;
       EXPECT_NEAR(kept[j], expected, 1e-14);
       EXPECT_EQ(kept[j], dropped[j]);
     }
@@ -79,6 +82,11 @@ TEST(Reduce, MaxPropagatesNaNAndEmptySets) {
   EXPECT_TRUE(std::isnan(r[0]));
   ASSERT_TRUE(reduce(ctx, ReduceKind::Max, e.t, {1}, r.t).ok());
   EXPECT_EQ(r[0], -INFINITY);
+  ASSERT_TRUE(reduce(ctx, ReduceKind::Min, e.t, {1}, r.t).ok());
+  EXPECT_EQ(r[0], INFINITY);
+  ASSERT_TRUE(reduce(ctx, ReduceKind::Min, x.t, {1}, y.t).ok());
+  EXPECT_TRUE(std::isnan(y[0]));
+  EXPECT_EQ(y[1], -3);
 }
 
 TEST(Reduce, Integers) {
@@ -91,6 +99,8 @@ TEST(Reduce, Integers) {
   EXPECT_EQ(y.values, (std::vector<int64_t>{0, 5})); // 2/3, 16/3 truncated
   ASSERT_TRUE(reduce(ctx, ReduceKind::Max, x.t, {1}, y.t).ok());
   EXPECT_EQ(y.values, (std::vector<int64_t>{3, 7}));
+  ASSERT_TRUE(reduce(ctx, ReduceKind::Min, x.t, {1}, y.t).ok());
+  EXPECT_EQ(y.values, (std::vector<int64_t>{-2, 4}));
 }
 
 TEST(Reduce, ParallelMatchesSerial) {

@@ -163,6 +163,20 @@ std::vector<GradCase> cases() {
       {"Reciprocal", {xPos}, unary("Reciprocal"), s23},
       {"Neg", {x}, unary("Neg"), s23},
       {"Identity", {x}, unary("Identity"), s23},
+      {"Elu", {x}, unary("Elu", "{alpha = 0.7 : f32}"), s23},
+      {"Selu",
+       {x},
+       unary("Selu", "{alpha = 1.5 : f32, gamma = 1.2 : f32}"),
+       s23},
+      {"Celu", {x}, unary("Celu", "{alpha = 0.5 : f32}"), s23},
+      {"ThresholdedRelu",
+       {x},
+       unary("ThresholdedRelu", "{alpha = 0.1 : f32}"),
+       s23},
+      {"Softplus", {x}, unary("Softplus"), s23},
+      {"Softsign", {x}, unary("Softsign"), s23},
+      {"Sin", {x}, unary("Sin"), s23},
+      {"Cos", {x}, unary("Cos"), s23},
       {"Softmax", {x}, unary("Softmax", "{axis = 1 : i64}"), s23},
       {"LogSoftmax", {x}, unary("LogSoftmax", "{axis = 0 : i64}"), s23},
       {"Clip",
@@ -197,6 +211,17 @@ std::vector<GradCase> cases() {
        {{"x", {2, 3}, -3.0, 3.0}, {"b", {3}, 0.5, 2.0}},
        "  %y = onnx.Mod %x, %b {fmod = 1 : i64} : (tensor<2x3xf64>, "
        "tensor<3xf64>) -> tensor<2x3xf64>",
+       s23},
+      // Random values: no ties, so each gradient goes to one operand.
+      {"Max",
+       {x, {"b", {3}}},
+       "  %y = onnx.Max %x, %b : (tensor<2x3xf64>, tensor<3xf64>) -> "
+       "tensor<2x3xf64>",
+       s23},
+      {"Min",
+       {{"a", {2, 1}}, x},
+       "  %y = onnx.Min %a, %x : (tensor<2x1xf64>, tensor<2x3xf64>) -> "
+       "tensor<2x3xf64>",
        s23},
       {"Pow",
        {xPos, {"e", {3}, 0.5, 2.0}},
@@ -288,6 +313,16 @@ std::vector<GradCase> cases() {
        "  %y = onnx.ReduceMean %x {axes = array<i64: 1>, keepdims = 0 : i64} : "
        "(tensor<2x3x4xf64>) -> tensor<2x4xf64>",
        {2, 4}},
+      {"ReduceMax",
+       {{"x", {2, 3, 4}}},
+       "  %y = onnx.ReduceMax %x {axes = array<i64: 1>, keepdims = 0 : i64} : "
+       "(tensor<2x3x4xf64>) -> tensor<2x4xf64>",
+       {2, 4}},
+      {"ReduceMin",
+       {{"x", {2, 3, 4}}},
+       "  %y = onnx.ReduceMin %x {axes = array<i64: 0, 2>} : "
+       "(tensor<2x3x4xf64>) -> tensor<1x3x1xf64>",
+       {1, 3, 1}},
       {"ReduceSum",
        {{"x", {2, 3, 4}}},
        "  %axes = onnx.Constant dense<[0, 2]> : tensor<2xi64>\n"

@@ -54,6 +54,8 @@ std::optional<rt::BinaryKind> getBinaryKernel(Operation *op) {
       .Case([](onnx::SubOp) { return B::Sub; })
       .Case([](onnx::MulOp) { return B::Mul; })
       .Case([](onnx::DivOp) { return B::Div; })
+      .Case([](onnx::MaxOp) { return B::Max; })
+      .Case([](onnx::MinOp) { return B::Min; })
       .Case([](onnx::PowOp) { return B::Pow; })
       .Case([](onnx::ModOp op) { return op.getFmod() ? B::FMod : B::Mod; })
       .Case([](onnx::EqualOp) { return B::Equal; })

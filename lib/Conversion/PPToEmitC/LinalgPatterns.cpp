@@ -152,10 +152,13 @@ public:
   }
 };
 
-class ReduceMeanLowering : public StageOpLowering<onnx::ReduceMeanOp> {
+/// ReduceMean, ReduceMax, ReduceMin: axes an attribute, none meaning all.
+template <typename OpTy, rt::ReduceKind Kind>
+class AttributeAxesReduceLowering : public StageOpLowering<OpTy> {
 public:
-  using StageOpLowering::StageOpLowering;
-  LogicalResult lower(onnx::ReduceMeanOp op, Adaptor adaptor,
+  using StageOpLowering<OpTy>::StageOpLowering;
+  using Adaptor = typename OpTy::Adaptor;
+  LogicalResult lower(OpTy op, Adaptor adaptor,
                       OpEmitter &emit) const override {
     int64_t rank = shapeOf(op.getData()).size();
     std::vector<int64_t> all(rank);
@@ -166,7 +169,7 @@ public:
     auto axes = pp::onnx::normalizeAxes(op, requested, rank);
     if (failed(axes))
       return failure();
-    return emitReduce(emit, adaptor.getData(), rt::ReduceKind::Mean, *axes);
+    return emitReduce(emit, adaptor.getData(), Kind, *axes);
   }
 };
 
@@ -202,10 +205,12 @@ void pp::emitc_lowering::populateLinalgPatterns(
     const TypeConverter &typeConverter, RewritePatternSet &patterns) {
   patterns.add<KernelCallLowering<onnx::MatMulOp>>(
       typeConverter, patterns.getContext(), "pp::rt::matmul", 2);
-  patterns
-      .add<GemmLowering, ConvLowering, MaxPoolLowering, AveragePoolLowering,
-           GlobalPoolLowering<onnx::GlobalAveragePoolOp, rt::ReduceKind::Mean>,
-           GlobalPoolLowering<onnx::GlobalMaxPoolOp, rt::ReduceKind::Max>,
-           ReduceMeanLowering, ReduceSumLowering>(typeConverter,
-                                                  patterns.getContext());
+  patterns.add<
+      GemmLowering, ConvLowering, MaxPoolLowering, AveragePoolLowering,
+      GlobalPoolLowering<onnx::GlobalAveragePoolOp, rt::ReduceKind::Mean>,
+      GlobalPoolLowering<onnx::GlobalMaxPoolOp, rt::ReduceKind::Max>,
+      AttributeAxesReduceLowering<onnx::ReduceMeanOp, rt::ReduceKind::Mean>,
+      AttributeAxesReduceLowering<onnx::ReduceMaxOp, rt::ReduceKind::Max>,
+      AttributeAxesReduceLowering<onnx::ReduceMinOp, rt::ReduceKind::Min>,
+      ReduceSumLowering>(typeConverter, patterns.getContext());
 }

@@ -13,6 +13,7 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Support/InputLimits.h"
 
+#include "Decompose.h"
 #include "Einsum.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -134,9 +135,14 @@ private:
                                StringRef where);
   LogicalResult importEinsumNode(const onnxpb::NodeProto &node, Location loc,
                                  StringRef where);
+  LogicalResult importDecomposedNode(const onnxpb::NodeProto &node,
+                                     Location loc, StringRef where);
   /// The value a node reads as `name`; an error at `loc` when nothing
   /// defines it.
   FailureOr<Value> nodeInput(StringRef name, Location loc, StringRef where);
+  /// Every input of `node`, none of them absent ("").
+  FailureOr<SmallVector<Value>> nodeInputs(const onnxpb::NodeProto &node,
+                                           Location loc, StringRef where);
   FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
                                         Location loc, StringRef where);
   SmallVector<Value> foldOrKeep(Operation *op);
@@ -146,6 +152,8 @@ private:
   std::string fileName;
   const pp::ONNXImportOptions &options;
   int64_t opset = 0;
+  /// The model's own opset, before ONNX's version converter upgraded it.
+  int64_t sourceOpset = 0;
   std::string producer;
   // Which float initializers are trained (see frozenReason).
   std::optional<llvm::Regex> frozenRegex, trainableRegex;
@@ -929,16 +937,12 @@ LogicalResult Importer::importEinsumNode(const onnxpb::NodeProto &node,
     }
   if (!found)
     return emitError(loc) << where << " has no 'equation' attribute", failure();
-  SmallVector<Value> operands;
-  for (const std::string &name : node.input()) {
-    FailureOr<Value> operand = nodeInput(name, loc, where);
-    if (failed(operand))
-      return failure();
-    operands.push_back(*operand);
-  }
+  FailureOr<SmallVector<Value>> operands = nodeInputs(node, loc, where);
+  if (failed(operands))
+    return failure();
   std::string error;
   FailureOr<Value> result = pp::onnx::buildEinsum(
-      builder, loc, equation, operands,
+      builder, loc, equation, *operands,
       [&](Operation *op) { return foldOrKeep(op).front(); }, error);
   if (failed(result))
     return emitError(loc) << where << ": equation '" << equation
@@ -947,6 +951,57 @@ LogicalResult Importer::importEinsumNode(const onnxpb::NodeProto &node,
   if (!node.output(0).empty())
     values[node.output(0)] = *result;
   return success();
+}
+
+/// Ops that Decompose.h builds from other onnx ops.
+LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
+                                             Location loc, StringRef where) {
+  if (node.output_size() != 1)
+    return emitError(loc) << where << " needs 1 output", failure();
+  pp::onnx::DecomposedAttrs attrs;
+  attrs.channelSlope = sourceOpset < 7;
+  ArrayRef<StringRef> known = pp::onnx::decomposedAttrNames(node.op_type());
+  for (const onnxpb::AttributeProto &attr : node.attribute()) {
+    if (!llvm::is_contained(known, attr.name()))
+      return emitError(loc) << where << ": attribute '" << attr.name()
+                            << "' is not supported",
+             failure();
+    if (attr.name() == "axes")
+      attrs.axes.emplace(attr.ints().begin(), attr.ints().end());
+    else if (attr.name() == "keepdims")
+      attrs.keepdims = attr.i();
+    else if (attr.name() == "noop_with_empty_axes")
+      attrs.noopWithEmptyAxes = attr.i();
+  }
+  FailureOr<SmallVector<Value>> operands = nodeInputs(node, loc, where);
+  if (failed(operands))
+    return failure();
+  std::string error;
+  FailureOr<Value> result = pp::onnx::buildDecomposed(
+      builder, loc, node.op_type(), *operands, attrs,
+      [&](Operation *op) { return foldOrKeep(op).front(); }, error);
+  if (failed(result))
+    return emitError(loc) << where << ": " << error, failure();
+  if (!node.output(0).empty())
+    values[node.output(0)] = *result;
+  return success();
+}
+
+FailureOr<SmallVector<Value>>
+Importer::nodeInputs(const onnxpb::NodeProto &node, Location loc,
+                     StringRef where) {
+  SmallVector<Value> operands;
+  for (const std::string &name : node.input()) {
+    if (name.empty())
+      return emitError(loc) << where << ": an absent optional input is not "
+                            << "supported",
+             failure();
+    FailureOr<Value> operand = nodeInput(name, loc, where);
+    if (failed(operand))
+      return failure();
+    operands.push_back(*operand);
+  }
+  return operands;
 }
 
 FailureOr<Value> Importer::nodeInput(StringRef name, Location loc,
@@ -1002,6 +1057,8 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
     return importTileNode(node, loc, where);
   if (node.op_type() == "Einsum")
     return importEinsumNode(node, loc, where);
+  if (pp::onnx::isDecomposedOp(node.op_type()))
+    return importDecomposedNode(node, loc, where);
 
   std::string opName = "onnx." + node.op_type();
   std::optional<RegisteredOperationName> registered =
@@ -1169,6 +1226,7 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       opset = entry.version();
   if (opset == 0)
     return fileError() << "the model imports no default-domain opset", nullptr;
+  sourceOpset = opset;
   if (opset > kMaxOpset)
     return fileError() << "opset " << opset << " is newer than the supported "
                        << kMinOpset << "-" << kMaxOpset,

@@ -210,6 +210,10 @@ const char *binaryName(BinaryKind kind) {
     return "Mod";
   case BinaryKind::FMod:
     return "FMod";
+  case BinaryKind::Max:
+    return "Max";
+  case BinaryKind::Min:
+    return "Min";
   }
   return "?";
 }

@@ -152,6 +152,32 @@ Status unaryFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
     return run([](T v) {
       return v * std::min(std::max(v + T(3), T(0)), T(6)) / T(6);
     });
+  case UnaryKind::Elu:
+    return run([alpha](T v) { return v > T(0) ? v : alpha * std::expm1(v); });
+  case UnaryKind::Selu: // beta is gamma
+    return run([alpha, beta](T v) {
+      return beta * (v > T(0) ? v : alpha * std::expm1(v));
+    });
+  case UnaryKind::Celu:
+    return run([alpha](T v) {
+      return std::max(T(0), v) + std::min(T(0), alpha * std::expm1(v / alpha));
+    });
+  case UnaryKind::ThresholdedRelu:
+    return run([alpha](T v) { return v > alpha ? v : T(0); });
+  case UnaryKind::Softplus:
+    // log(1 + e^v) without overflow: max(v, 0) + log1p(e^-|v|).
+    return run([](T v) {
+      return std::max(v, T(0)) + std::log1p(std::exp(-std::abs(v)));
+    });
+  case UnaryKind::Softsign:
+    return run([](T v) { return v / (T(1) + std::abs(v)); });
+  case UnaryKind::Sin:
+    return run([](T v) { return std::sin(v); });
+  case UnaryKind::Cos:
+    return run([](T v) { return std::cos(v); });
+  case UnaryKind::Round:
+    // Halves to even (ONNX Round), the default rounding mode's nearbyint.
+    return run([](T v) { return std::nearbyint(v); });
   case UnaryKind::Identity:
   case UnaryKind::Not:
     break;
@@ -268,8 +294,47 @@ Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
     });
   case UnaryKind::Reciprocal:
     return run([&](int64_t i) { return -pdy[i] * py[i] * py[i]; });
+  // Elu, Selu and Celu as torch's elu_backward from x: x == 0 takes the
+  // exponential branch.
+  case UnaryKind::Elu:
+    return run([&](int64_t i) {
+      T v = px[i];
+      return v > T(0) ? pdy[i] : pdy[i] * alpha * std::exp(v);
+    });
+  case UnaryKind::Selu:
+    return run([&](int64_t i) {
+      T v = px[i];
+      return v > T(0) ? pdy[i] * beta : pdy[i] * beta * alpha * std::exp(v);
+    });
+  case UnaryKind::Celu:
+    return run([&](int64_t i) {
+      T v = px[i];
+      return v > T(0) ? pdy[i] : pdy[i] * std::exp(v / alpha);
+    });
+  case UnaryKind::ThresholdedRelu:
+    return run([&](int64_t i) {
+      T g = pdy[i];
+      return px[i] > alpha ? g : T(0);
+    });
+  case UnaryKind::Softplus:
+    // The logistic function of x, stable on both tails.
+    return run([&](int64_t i) {
+      T v = px[i];
+      T e = std::exp(-std::abs(v));
+      return pdy[i] * (v >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e));
+    });
+  case UnaryKind::Softsign:
+    return run([&](int64_t i) {
+      T d = T(1) + std::abs(px[i]);
+      return pdy[i] / (d * d);
+    });
+  case UnaryKind::Sin:
+    return run([&](int64_t i) { return pdy[i] * std::cos(px[i]); });
+  case UnaryKind::Cos:
+    return run([&](int64_t i) { return -pdy[i] * std::sin(px[i]); });
   case UnaryKind::Floor:
   case UnaryKind::Ceil:
+  case UnaryKind::Round:
   case UnaryKind::Not:
     break;
   }
@@ -332,7 +397,8 @@ template <typename T> T remainder(T x, T y, bool floored, bool &divByZero) {
   return r;
 }
 
-/// Add, Sub, Mul, Div, Mod, FMod on one dtype T (float or integer).
+/// Add, Sub, Mul, Div, Mod, FMod, Max, Min on one dtype T (float or
+/// integer).
 template <typename T>
 Status arithmetic(const Context &ctx, BinaryKind kind, const Tensor &a,
                   const Tensor &b, Tensor &c) {
@@ -392,6 +458,15 @@ Status arithmetic(const Context &ctx, BinaryKind kind, const Tensor &a,
                            ": integer remainder of a division by zero");
     return Status::success();
   }
+  // `x != x`: a NaN x wins; a NaN y wins the comparison's false branch.
+  case BinaryKind::Max:
+    mapBroadcast2<T, T, T>(ctx, a, b, c,
+                           [](T x, T y) { return x > y || x != x ? x : y; });
+    return Status::success();
+  case BinaryKind::Min:
+    mapBroadcast2<T, T, T>(ctx, a, b, c,
+                           [](T x, T y) { return x < y || x != x ? x : y; });
+    return Status::success();
   default:
     return Status::error("unreachable");
   }
@@ -535,9 +610,10 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
     return s;
   if (Status s = expectShape(dx, dy.shape, (what + " dx").c_str()); !s.ok())
     return s;
-  // Floor, Ceil and Not are piecewise constant: their gradient is zero.
+  // Floor, Ceil, Round and Not are piecewise constant: their gradient is
+  // zero.
   if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
-      kind == UnaryKind::Not) {
+      kind == UnaryKind::Round || kind == UnaryKind::Not) {
     if (dx.numel() > 0)
       std::memset(dx.data, 0, dx.bytes());
     return Status::success();

@@ -25,6 +25,8 @@ const char *reduceName(ReduceKind kind) {
     return "reduce Mean";
   case ReduceKind::Max:
     return "reduce Max";
+  case ReduceKind::Min:
+    return "reduce Min";
   }
   return "reduce ?";
 }
@@ -124,6 +126,23 @@ Status reduceTyped(const Context &ctx, ReduceKind kind, const ReducePlan &plan,
             return (v > acc || std::isnan(v)) && !std::isnan(acc) ? v : acc;
           else
             return v > acc ? v : acc;
+        },
+        [](T acc) { return acc; });
+    return Status::success();
+  }
+  if (kind == ReduceKind::Min) {
+    // The min of an empty set is +inf (or the type's highest).
+    T highest = std::numeric_limits<T>::has_infinity
+                    ? std::numeric_limits<T>::infinity()
+                    : std::numeric_limits<T>::max();
+    reduceLoop(
+        ctx, plan, px, py, highest,
+        [](T acc, T v) {
+          // NaN wins, as in torch.amin.
+          if constexpr (std::is_floating_point_v<T>)
+            return (v < acc || std::isnan(v)) && !std::isnan(acc) ? v : acc;
+          else
+            return v < acc ? v : acc;
         },
         [](T acc) { return acc; });
     return Status::success();

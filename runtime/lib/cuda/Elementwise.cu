@@ -105,6 +105,26 @@ __device__ __forceinline__ T unaryFloatOp(UnaryKind kind, T v, T alpha,
     return dm::floor(v);
   case UnaryKind::Ceil:
     return dm::ceil(v);
+  case UnaryKind::Elu:
+    return v > T(0) ? v : alpha * dm::expm1(v);
+  case UnaryKind::Selu: // beta is gamma
+    return beta * (v > T(0) ? v : alpha * dm::expm1(v));
+  case UnaryKind::Celu: {
+    T neg = alpha * dm::expm1(v / alpha);
+    return (v < T(0) ? T(0) : v) + (neg < T(0) ? neg : T(0));
+  }
+  case UnaryKind::ThresholdedRelu:
+    return v > alpha ? v : T(0);
+  case UnaryKind::Softplus: // max(v, 0) + log1p(e^-|v|)
+    return (v < T(0) ? T(0) : v) + dm::log1p(dm::exp(-dm::abs(v)));
+  case UnaryKind::Softsign:
+    return v / (T(1) + dm::abs(v));
+  case UnaryKind::Sin:
+    return dm::sin(v);
+  case UnaryKind::Cos:
+    return dm::cos(v);
+  case UnaryKind::Round: // halves to even, as ONNX Round
+    return dm::rint(v);
   default:
     return v;
   }
@@ -194,6 +214,26 @@ __device__ __forceinline__ T unaryGradOp(UnaryKind kind, T x, T y, T dy,
     return x > T(0) ? dy : x < T(0) ? -dy : T(0); // sign(0) = 0
   case UnaryKind::Reciprocal:
     return -dy * y * y;
+  case UnaryKind::Elu: // torch's elu_backward from x: x == 0 takes exp
+    return x > T(0) ? dy : dy * alpha * dm::exp(x);
+  case UnaryKind::Selu:
+    return x > T(0) ? dy * beta : dy * beta * alpha * dm::exp(x);
+  case UnaryKind::Celu:
+    return x > T(0) ? dy : dy * dm::exp(x / alpha);
+  case UnaryKind::ThresholdedRelu:
+    return x > alpha ? dy : T(0);
+  case UnaryKind::Softplus: {
+    T e = dm::exp(-dm::abs(x));
+    return dy * (x >= T(0) ? T(1) / (T(1) + e) : e / (T(1) + e));
+  }
+  case UnaryKind::Softsign: {
+    T d = T(1) + dm::abs(x);
+    return dy / (d * d);
+  }
+  case UnaryKind::Sin:
+    return dy * dm::cos(x);
+  case UnaryKind::Cos:
+    return -dy * dm::sin(x);
   default:
     return T(0);
   }
@@ -268,6 +308,12 @@ template <typename T> struct ArithOp {
         r = x * y;
       else
         r = wrapMul(x, y);
+      break;
+    case BinaryKind::Max: // a NaN x wins, a NaN y the false branch
+      r = x > y || x != x ? x : y;
+      break;
+    case BinaryKind::Min:
+      r = x < y || x != x ? x : y;
       break;
     case BinaryKind::Mod:
     case BinaryKind::FMod: {
@@ -637,9 +683,10 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   PP_RT_TRY(expectDType(dx, dy.dtype, (what + " dx").c_str()));
   PP_RT_TRY(expectShape(dx, dy.shape, (what + " dx").c_str()));
   cudaStream_t stream = streamOf(ctx);
-  // Floor, Ceil and Not are piecewise constant: their gradient is zero.
+  // Floor, Ceil, Round and Not are piecewise constant: their gradient is
+  // zero.
   if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
-      kind == UnaryKind::Not)
+      kind == UnaryKind::Round || kind == UnaryKind::Not)
     return zeroTensor(what, dx, stream);
   if (!isFloat(dy.dtype))
     return dtypeError(what, dy.dtype);

@@ -26,42 +26,51 @@ const char *reduceName(ReduceKind kind) {
     return "reduce Mean";
   case ReduceKind::Max:
     return "reduce Max";
+  case ReduceKind::Min:
+    return "reduce Min";
   }
   return "reduce ?";
 }
 
-/// Accumulation of Sum/Mean (IsMax false) or Max over elements of T. Max
-/// widens integers to int64 so warp shuffles apply to every dtype.
-template <typename T, bool IsMax> struct Reducer {
+/// Accumulation of Sum/Mean, Max or Min (K) over elements of T. Max and Min
+/// widen integers to int64 so warp shuffles apply to every dtype.
+template <typename T, ReduceKind K> struct Reducer {
   static constexpr bool isFloatT = std::is_floating_point_v<T>;
+  static constexpr bool isExtremum =
+      K == ReduceKind::Max || K == ReduceKind::Min;
   using Acc = std::conditional_t<
-      IsMax, std::conditional_t<isFloatT, T, int64_t>,
+      isExtremum, std::conditional_t<isFloatT, T, int64_t>,
       std::conditional_t<isFloatT, double, unsigned long long>>;
 
-  /// The max of an empty set is -inf (or the type's lowest), as ONNX says.
+  /// The max of an empty set is -inf (or the type's lowest), the min +inf
+  /// (or the highest), as ONNX says.
   __device__ static Acc init() {
-    if constexpr (!IsMax)
+    if constexpr (!isExtremum)
       return Acc(0);
-    else if constexpr (isFloatT)
-      return -std::numeric_limits<T>::infinity();
+    else if constexpr (K == ReduceKind::Max)
+      return isFloatT ? Acc(-std::numeric_limits<T>::infinity())
+                      : Acc(std::numeric_limits<T>::lowest());
     else
-      return Acc(std::numeric_limits<T>::lowest());
+      return isFloatT ? Acc(std::numeric_limits<T>::infinity())
+                      : Acc(std::numeric_limits<T>::max());
   }
   __device__ static Acc lift(T v) {
-    if constexpr (IsMax || isFloatT)
+    if constexpr (isExtremum || isFloatT)
       return Acc(v);
     else
       return static_cast<unsigned long long>(static_cast<int64_t>(v));
   }
-  /// NaN wins the max, as in torch.amax.
+  /// NaN wins the max and the min, as in torch.amax / torch.amin.
   __device__ static Acc combine(Acc acc, Acc v) {
-    if constexpr (IsMax)
+    if constexpr (K == ReduceKind::Max)
       return (v > acc || isNaN(v)) && !isNaN(acc) ? v : acc;
+    else if constexpr (K == ReduceKind::Min)
+      return (v < acc || isNaN(v)) && !isNaN(acc) ? v : acc;
     else
       return acc + v;
   }
   __device__ static T finish(Acc acc, int64_t count, bool mean) {
-    if constexpr (IsMax) {
+    if constexpr (isExtremum) {
       return T(acc);
     } else if constexpr (isFloatT) {
       // 0 / 0 gives NaN for the mean of an empty set, as torch.mean.
@@ -100,11 +109,11 @@ __device__ typename R::Acc accumulate(const T *start, int64_t count,
   return acc;
 }
 
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 __global__ void __launch_bounds__(kThreads)
     reduceThreadKernel(const T *x, T *y, int64_t outputs, int64_t count,
                        StridedIndex<1> kept, StridedIndex<1> red, bool mean) {
-  using R = Reducer<T, IsMax>;
+  using R = Reducer<T, K>;
   PP_GRID_STRIDE(o, outputs) {
     int64_t base[1];
     kept.offsets(o, base);
@@ -112,11 +121,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 __global__ void __launch_bounds__(kThreads)
     reduceBlockKernel(const T *x, T *y, int64_t outputs, int64_t count,
                       StridedIndex<1> kept, StridedIndex<1> red, bool mean) {
-  using R = Reducer<T, IsMax>;
+  using R = Reducer<T, K>;
   __shared__ typename R::Acc smem[32];
   for (int64_t o = blockIdx.x; o < outputs; o += gridDim.x) {
     int64_t base[1];
@@ -134,13 +143,12 @@ constexpr int kColumns = 32, kLanes = 8;
 /// adjacent outputs (coalesced reads) and one split of the reduced range
 /// with 8 lanes; with several splits, partials go to `partial` [split]
 /// [outputs] and reduceColumnFinishKernel combines them in order.
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 __global__ void __launch_bounds__(kColumns *kLanes)
-    reduceColumnKernel(const T *x, T *y,
-                       typename Reducer<T, IsMax>::Acc *partial,
+    reduceColumnKernel(const T *x, T *y, typename Reducer<T, K>::Acc *partial,
                        int64_t outputs, int64_t count, int64_t splits,
                        StridedIndex<1> kept, StridedIndex<1> red, bool mean) {
-  using R = Reducer<T, IsMax>;
+  using R = Reducer<T, K>;
   __shared__ typename R::Acc lanes[kLanes][kColumns];
   int64_t o = int64_t(blockIdx.x) * kColumns + threadIdx.x;
   int64_t per = (count + splits - 1) / splits;
@@ -168,12 +176,12 @@ __global__ void __launch_bounds__(kColumns *kLanes)
     partial[blockIdx.y * outputs + o] = acc;
 }
 
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 __global__ void __launch_bounds__(kThreads)
-    reduceColumnFinishKernel(const typename Reducer<T, IsMax>::Acc *partial,
-                             T *y, int64_t outputs, int64_t count,
-                             int64_t splits, bool mean) {
-  using R = Reducer<T, IsMax>;
+    reduceColumnFinishKernel(const typename Reducer<T, K>::Acc *partial, T *y,
+                             int64_t outputs, int64_t count, int64_t splits,
+                             bool mean) {
+  using R = Reducer<T, K>;
   PP_GRID_STRIDE(o, outputs) {
     typename R::Acc acc = R::init();
     for (int64_t s = 0; s < splits; ++s)
@@ -182,12 +190,12 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 Status launchColumnReduce(const char *what, cudaStream_t stream, const T *x,
                           T *y, int64_t outputs, int64_t count,
                           const StridedIndex<1> &kept,
                           const StridedIndex<1> &red, bool mean) {
-  using Acc = typename Reducer<T, IsMax>::Acc;
+  using Acc = typename Reducer<T, K>::Acc;
   int64_t columnBlocks = (outputs + kColumns - 1) / kColumns;
   // Enough blocks to fill the GPU, each lane with a few dozen elements.
   int64_t splits = std::min<int64_t>(
@@ -198,19 +206,18 @@ Status launchColumnReduce(const char *what, cudaStream_t stream, const T *x,
   if (splits > 1)
     PP_RT_TRY(scratch.alloc(what, splits * outputs, &partial));
   dim3 grid(static_cast<unsigned>(columnBlocks), static_cast<unsigned>(splits));
-  reduceColumnKernel<T, IsMax><<<grid, dim3(kColumns, kLanes), 0, stream>>>(
+  reduceColumnKernel<T, K><<<grid, dim3(kColumns, kLanes), 0, stream>>>(
       x, y, partial, outputs, count, splits, kept, red, mean);
   PP_CUDA_LAUNCHED(what);
   if (splits > 1) {
-    reduceColumnFinishKernel<T, IsMax>
-        <<<gridFor(outputs), kThreads, 0, stream>>>(partial, y, outputs, count,
-                                                    splits, mean);
+    reduceColumnFinishKernel<T, K><<<gridFor(outputs), kThreads, 0, stream>>>(
+        partial, y, outputs, count, splits, mean);
     PP_CUDA_LAUNCHED(what);
   }
   return Status::success();
 }
 
-template <typename T, bool IsMax>
+template <typename T, ReduceKind K>
 Status launchReduce(const char *what, cudaStream_t stream, const T *x, T *y,
                     int64_t outputs, int64_t count, const StridedIndex<1> &kept,
                     const StridedIndex<1> &red, bool mean) {
@@ -218,16 +225,16 @@ Status launchReduce(const char *what, cudaStream_t stream, const T *x, T *y,
   bool keptContiguous = kept.rank >= 1 && kept.strides[0][kept.rank - 1] == 1;
   if (!innerContiguous && keptContiguous && count >= 64 &&
       (outputs + kColumns - 1) / kColumns <= 0x7fffffff)
-    return launchColumnReduce<T, IsMax>(what, stream, x, y, outputs, count,
-                                        kept, red, mean);
+    return launchColumnReduce<T, K>(what, stream, x, y, outputs, count, kept,
+                                    red, mean);
   bool perBlock = innerContiguous ? count > 32 : outputs < 2048 && count > 64;
   if (perBlock) {
     unsigned blocks =
         static_cast<unsigned>(std::min<int64_t>(outputs, int64_t(1) << 20));
-    reduceBlockKernel<T, IsMax><<<blocks, kThreads, 0, stream>>>(
+    reduceBlockKernel<T, K><<<blocks, kThreads, 0, stream>>>(
         x, y, outputs, count, kept, red, mean);
   } else {
-    reduceThreadKernel<T, IsMax><<<gridFor(outputs), kThreads, 0, stream>>>(
+    reduceThreadKernel<T, K><<<gridFor(outputs), kThreads, 0, stream>>>(
         x, y, outputs, count, kept, red, mean);
   }
   PP_CUDA_LAUNCHED(what);
@@ -415,11 +422,17 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
   bool mean = kind == ReduceKind::Mean;
   return visitDType(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    if (kind == ReduceKind::Max)
-      return launchReduce<T, true>(what, stream, x.as<T>(), y.as<T>(), outputs,
-                                   count, kept, red, mean);
-    return launchReduce<T, false>(what, stream, x.as<T>(), y.as<T>(), outputs,
-                                  count, kept, red, mean);
+    switch (kind) {
+    case ReduceKind::Max:
+      return launchReduce<T, ReduceKind::Max>(
+          what, stream, x.as<T>(), y.as<T>(), outputs, count, kept, red, mean);
+    case ReduceKind::Min:
+      return launchReduce<T, ReduceKind::Min>(
+          what, stream, x.as<T>(), y.as<T>(), outputs, count, kept, red, mean);
+    default: // Sum and Mean
+      return launchReduce<T, ReduceKind::Sum>(
+          what, stream, x.as<T>(), y.as<T>(), outputs, count, kept, red, mean);
+    }
   });
 }
 

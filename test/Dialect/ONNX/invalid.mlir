@@ -179,6 +179,14 @@ func.func @gelu_mode(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @celu_alpha(%x: tensor<4xf32>) -> tensor<4xf32> {
+  // expected-error @+1 {{alpha must not be 0}}
+  %0 = onnx.Celu %x {alpha = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>
+  return %0 : tensor<4xf32>
+}
+
+// -----
+
 func.func @cast_unknown_type(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+2 {{unsupported ONNX data type 8 in 'to'}}
   // expected-error @+1 {{failed to infer returned types}}

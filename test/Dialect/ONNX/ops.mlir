@@ -48,7 +48,25 @@ func.func @elementwise(%x: tensor<2x3xf32>, %i: tensor<2x3xi64>, %b: tensor<2x3x
   %19 = onnx.Reciprocal %18 : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %20 = onnx.Floor %19 : (tensor<2x3xf32>) -> tensor<2x3xf32>
   %21 = onnx.Ceil %20 : (tensor<2x3xf32>) -> tensor<2x3xf32>
-  return %21 : tensor<2x3xf32>
+  // CHECK: onnx.Elu {{.*}} {alpha = 5.000000e-01 : f32}
+  %22 = onnx.Elu %21 {alpha = 0.5 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Selu {{.*}} {alpha = 1.500000e+00 : f32, gamma = 2.000000e+00 : f32}
+  %23 = onnx.Selu %22 {alpha = 1.5 : f32, gamma = 2.0 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Celu
+  %24 = onnx.Celu %23 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.ThresholdedRelu {{.*}} {alpha = 2.000000e+00 : f32}
+  %25 = onnx.ThresholdedRelu %24 {alpha = 2.0 : f32} : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Softplus
+  %26 = onnx.Softplus %25 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Softsign
+  %27 = onnx.Softsign %26 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Sin
+  %28 = onnx.Sin %27 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Cos
+  %29 = onnx.Cos %28 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Round
+  %30 = onnx.Round %29 : (tensor<2x3xf32>) -> tensor<2x3xf32>
+  return %30 : tensor<2x3xf32>
 }
 
 // CHECK-LABEL: func.func @broadcast
@@ -65,7 +83,11 @@ func.func @broadcast(%a: tensor<2x3xf32>, %b: tensor<3xf32>, %c: tensor<2x1xi1>)
   %4 = onnx.Pow %3, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   // CHECK: onnx.Mod {{.*}} {fmod = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
   %shape = onnx.Constant dense<[1, 3]> : tensor<2xi64>
-  %m = onnx.Mod %3, %b {fmod = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %m0 = onnx.Mod %3, %b {fmod = 1 : i64} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Max {{.*}} : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  %mx = onnx.Max %m0, %b : (tensor<2x3xf32>, tensor<3xf32>) -> tensor<2x3xf32>
+  // CHECK: onnx.Min {{.*}} : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
+  %m = onnx.Min %b, %mx : (tensor<3xf32>, tensor<2x3xf32>) -> tensor<2x3xf32>
   // CHECK: onnx.ScatterND {{.*}} {reduction = "max"} : (tensor<2x3xf32>, tensor<1x1xi64>, tensor<1x3xf32>) -> tensor<2x3xf32>
   %row = onnx.Constant dense<[[1]]> : tensor<1x1xi64>
   %u = onnx.Reshape %b, %shape : (tensor<3xf32>, tensor<2xi64>) -> tensor<1x3xf32>
@@ -118,6 +140,10 @@ func.func @reduce(%x: tensor<4x8x32xf32>) -> (tensor<4x32xf32>, tensor<4x1x1xf32
   %axes = onnx.Constant dense<[1, 2]> : tensor<2xi64>
   // CHECK: onnx.ReduceSum {{.*}} -> tensor<4x1x1xf32>
   %1 = onnx.ReduceSum %x, %axes : (tensor<4x8x32xf32>, tensor<2xi64>) -> tensor<4x1x1xf32>
+  // CHECK: onnx.ReduceMax {{.*}} -> tensor<4x32xf32>
+  %2 = onnx.ReduceMax %x {axes = array<i64: -2>, keepdims = 0 : i64} : (tensor<4x8x32xf32>) -> tensor<4x32xf32>
+  // CHECK: onnx.ReduceMin {{.*}} -> tensor<1x1x1xf32>
+  %3 = onnx.ReduceMin %x : (tensor<4x8x32xf32>) -> tensor<1x1x1xf32>
   return %0, %1 : tensor<4x32xf32>, tensor<4x1x1xf32>
 }
 

@@ -431,6 +431,13 @@ LogicalResult GeluOp::verify() {
   return success();
 }
 
+LogicalResult CeluOp::verify() {
+  // Celu divides by alpha.
+  if (getAlpha().isZero())
+    return emitOpError("alpha must not be 0");
+  return success();
+}
+
 template <typename SoftmaxLike>
 static LogicalResult verifySoftmax(SoftmaxLike op) {
   int64_t rank = op.getInput().getType().getRank();
@@ -891,13 +898,35 @@ static LogicalResult inferReduce(std::optional<Location> location,
   return success();
 }
 
+/// ReduceMean, ReduceMax, ReduceMin: axes an attribute (none: all).
+template <typename Adaptor>
+static LogicalResult inferAttributeAxesReduce(std::optional<Location> location,
+                                              Adaptor adaptor,
+                                              SmallVectorImpl<Type> &inferred) {
+  return inferReduce(
+      location, cast<RankedTensorType>(adaptor.getData().getType()),
+      adaptor.getAxes(), adaptor.getKeepdims() != 0, false, inferred);
+}
+
 LogicalResult ReduceMeanOp::inferReturnTypes(MLIRContext *,
                                              std::optional<Location> location,
                                              Adaptor adaptor,
                                              SmallVectorImpl<Type> &inferred) {
-  return inferReduce(
-      location, cast<RankedTensorType>(adaptor.getData().getType()),
-      adaptor.getAxes(), adaptor.getKeepdims() != 0, false, inferred);
+  return inferAttributeAxesReduce(location, adaptor, inferred);
+}
+
+LogicalResult ReduceMaxOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferAttributeAxesReduce(location, adaptor, inferred);
+}
+
+LogicalResult ReduceMinOp::inferReturnTypes(MLIRContext *,
+                                            std::optional<Location> location,
+                                            Adaptor adaptor,
+                                            SmallVectorImpl<Type> &inferred) {
+  return inferAttributeAxesReduce(location, adaptor, inferred);
 }
 
 LogicalResult ReduceSumOp::inferReturnTypes(MLIRContext *,

@@ -652,6 +652,16 @@ template <typename... Ops> void attachElementwise(MLIRContext *context) {
   (Ops::template attachInterface<ElementwiseModel<Ops>>(*context), ...);
 }
 
+/// ElementwiseModel for each of `Ops` that runs a unary kernel.
+template <typename... Ops> void attachUnaryKernels(MLIRContext *context) {
+  auto attach = [&](auto *tag) {
+    using Op = std::remove_pointer_t<decltype(tag)>;
+    if constexpr (Op::template hasTrait<onnx::OpTrait::UnaryKernel>())
+      Op::template attachInterface<ElementwiseModel<Op>>(*context);
+  };
+  (attach(static_cast<Ops *>(nullptr)), ...);
+}
+
 /// ReplicatedModel for each of `Ops` that has no model yet.
 template <typename... Ops>
 void attachReplicatedToTheRest(MLIRContext *context) {
@@ -681,12 +691,13 @@ void pp::onnx::registerShardingInterfaceExternalModels(
     onnx::SoftmaxOp::attachInterface<SoftmaxModel<onnx::SoftmaxOp>>(*context);
     onnx::LogSoftmaxOp::attachInterface<SoftmaxModel<onnx::LogSoftmaxOp>>(
         *context);
-    attachElementwise<
-        onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp, onnx::SqrtOp,
-        onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp, onnx::NegOp, onnx::AbsOp,
-        onnx::IdentityOp, onnx::LeakyReluOp, onnx::GeluOp, onnx::HardSigmoidOp,
-        onnx::HardSwishOp, onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp,
-        onnx::PowOp, onnx::ModOp, onnx::WhereOp, onnx::DropoutOp>(context);
+    attachUnaryKernels<
+#define GET_OP_LIST
+#include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
+        >(context);
+    attachElementwise<onnx::IdentityOp, onnx::AddOp, onnx::SubOp, onnx::MulOp,
+                      onnx::DivOp, onnx::PowOp, onnx::ModOp, onnx::MaxOp,
+                      onnx::MinOp, onnx::WhereOp, onnx::DropoutOp>(context);
     attachReplicatedToTheRest<
 #define GET_OP_LIST
 #include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"

@@ -88,12 +88,10 @@ std::optional<Linear> asLinear(Operation *op) {
 /// Ops that compute each element from the same element of their operands
 /// (ONNX broadcasting aside): a split passes through them.
 bool isElementwise(Operation *op) {
-  return isa<onnx::ReluOp, onnx::SigmoidOp, onnx::TanhOp, onnx::ErfOp,
-             onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::ReciprocalOp,
-             onnx::NegOp, onnx::AbsOp, onnx::IdentityOp, onnx::LeakyReluOp,
-             onnx::GeluOp, onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::AddOp,
-             onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp, onnx::ModOp>(
-      op);
+  return op->hasTrait<onnx::OpTrait::UnaryKernel>() ||
+         isa<onnx::IdentityOp, onnx::AddOp, onnx::SubOp, onnx::MulOp,
+             onnx::DivOp, onnx::PowOp, onnx::ModOp, onnx::MaxOp, onnx::MinOp>(
+             op);
 }
 
 /// Whether `value` is computed from constants and weight reads alone (a

@@ -74,7 +74,7 @@ bool isMemoryBound(Operation *op) {
   // Elementwise binary ops with a scalar or broadcast operand (scaling,
   // bias): one big input, so recomputing costs one pass over it.
   if (isa<onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
-          onnx::ModOp>(op)) {
+          onnx::ModOp, onnx::MaxOp, onnx::MinOp>(op)) {
     int64_t out = numElements(op->getResult(0).getType());
     return out > 0 && llvm::any_of(op->getOperands(), [&](Value operand) {
              int64_t in = numElements(operand.getType());

@@ -318,6 +318,40 @@ LogicalResult rule(onnx::ModOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+/// Max and Min as torch.maximum / torch.minimum: the gradient goes to the
+/// operand that was picked, half to each on a tie.
+template <typename MaxOrMin>
+LogicalResult extremumRule(MaxOrMin op, bool isMax, OpBuilder &b,
+                           ArrayRef<Value> dys, Grads &dxs) {
+  if (!isFloatTensor(op.getC())) // integer extrema have no gradient
+    return dxs.append({nullptr, nullptr}), success();
+  GradBuilder g(b, op);
+  Value a = op.getA(), other = op.getB();
+  Value aWins = isMax ? Value(onnx::GreaterOp::create(b, g.loc, a, other))
+                      : Value(onnx::LessOp::create(b, g.loc, a, other));
+  Value bWins = isMax ? Value(onnx::LessOp::create(b, g.loc, a, other))
+                      : Value(onnx::GreaterOp::create(b, g.loc, a, other));
+  Value tie = onnx::EqualOp::create(b, g.loc, a, other);
+  Value zero = g.scalar(dys[0], 0.0);
+  Value halfOrZero = onnx::WhereOp::create(
+      b, g.loc, tie, g.mul(dys[0], g.scalar(dys[0], 0.5)), zero);
+  Value da = onnx::WhereOp::create(b, g.loc, aWins, dys[0], halfOrZero);
+  Value db = onnx::WhereOp::create(b, g.loc, bWins, dys[0], halfOrZero);
+  dxs.push_back(g.reduceTo(da, a.getType()));
+  dxs.push_back(g.reduceTo(db, other.getType()));
+  return success();
+}
+
+LogicalResult rule(onnx::MaxOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  return extremumRule(op, /*isMax=*/true, b, dys, dxs);
+}
+
+LogicalResult rule(onnx::MinOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  return extremumRule(op, /*isMax=*/false, b, dys, dxs);
+}
+
 LogicalResult rule(onnx::PowOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   if (!isFloatTensor(op.getZ()) || !isFloatTensor(op.getY()))
@@ -529,24 +563,32 @@ LogicalResult rule(onnx::SoftmaxCrossEntropyLossOp op, OpBuilder &b,
   return success();
 }
 
+/// x's shape with the reduced dims (none: all) set to 1.
+SmallVector<int64_t> keptShape(RankedTensorType x, ArrayRef<int64_t> axes) {
+  SmallVector<int64_t> kept(x.getShape());
+  for (int64_t i = 0; i < x.getRank(); ++i)
+    if (axes.empty())
+      kept[i] = 1;
+  for (int64_t axis : axes)
+    kept[axis < 0 ? axis + x.getRank() : axis] = 1;
+  return kept;
+}
+
 template <typename ReduceOp>
 LogicalResult reduceRule(ReduceOp op, ArrayRef<int64_t> axes, bool mean,
                          OpBuilder &b, ArrayRef<Value> dys, Grads &dxs) {
   GradBuilder g(b, op);
   auto x = g.typeOf(op.getData());
-  SmallVector<int64_t> kept(x.getShape());
-  int64_t count = 1;
-  SmallVector<bool> reduced(x.getRank(), axes.empty());
-  for (int64_t axis : axes)
-    reduced[axis < 0 ? axis + x.getRank() : axis] = true;
-  for (int64_t i = 0; i < x.getRank(); ++i)
-    if (reduced[i]) {
-      count *= kept[i];
-      kept[i] = 1;
-    }
+  SmallVector<int64_t> kept = keptShape(x, axes);
   Value dy = g.reshape(dys[0], kept);
-  if (mean)
+  if (mean) {
+    // The reduced dims' product (a kept dim of 1 counts 1).
+    int64_t count = 1;
+    for (auto [size, keptSize] : llvm::zip(x.getShape(), kept))
+      if (keptSize == 1)
+        count *= size;
     dy = g.div(dy, g.scalar(dy, double(count)));
+  }
   dxs.push_back(g.expand(dy, x.getShape()));
   return success();
 }
@@ -554,6 +596,34 @@ LogicalResult rule(onnx::ReduceMeanOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   SmallVector<int64_t> axes = orDefault(op.getAxes(), 0, 0);
   return reduceRule(op, axes, true, b, dys, dxs);
+}
+/// ReduceMax / ReduceMin as torch.amax / torch.amin: the gradient is split
+/// evenly among the elements equal to the extremum.
+template <typename ReduceOp>
+LogicalResult reduceExtremumRule(ReduceOp op, OpBuilder &b, ArrayRef<Value> dys,
+                                 Grads &dxs) {
+  if (!isFloatTensor(op.getReduced()))
+    return dxs.push_back(nullptr), success();
+  GradBuilder g(b, op);
+  SmallVector<int64_t> axes = orDefault(op.getAxes(), 0, 0);
+  SmallVector<int64_t> kept = keptShape(g.typeOf(op.getData()), axes);
+  Value hit = onnx::EqualOp::create(b, g.loc, op.getData(),
+                                    g.reshape(op.getReduced(), kept));
+  Value mask = onnx::WhereOp::create(b, g.loc, hit, g.scalar(dys[0], 1.0),
+                                     g.scalar(dys[0], 0.0));
+  Value count = onnx::ReduceSumOp::create(
+      b, g.loc, mask, axes.empty() ? Value() : g.i64s(axes),
+      b.getI64IntegerAttr(1), b.getI64IntegerAttr(0));
+  dxs.push_back(g.mul(mask, g.div(g.reshape(dys[0], kept), count)));
+  return success();
+}
+LogicalResult rule(onnx::ReduceMaxOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  return reduceExtremumRule(op, b, dys, dxs);
+}
+LogicalResult rule(onnx::ReduceMinOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  return reduceExtremumRule(op, b, dys, dxs);
 }
 LogicalResult rule(onnx::ReduceSumOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
@@ -820,20 +890,23 @@ template <typename... OpTys> void attach(MLIRContext *ctx) {
 
 void pp::train::registerONNXGradients(DialectRegistry &registry) {
   registry.addExtension(+[](MLIRContext *ctx, onnx::ONNXDialect *) {
-    attach<onnx::ReluOp, onnx::LeakyReluOp, onnx::SigmoidOp,
+    attach<onnx::ReluOp, onnx::LeakyReluOp, onnx::EluOp, onnx::SeluOp,
+           onnx::CeluOp, onnx::ThresholdedReluOp, onnx::SoftplusOp,
+           onnx::SoftsignOp, onnx::SinOp, onnx::CosOp, onnx::SigmoidOp,
            onnx::HardSigmoidOp, onnx::HardSwishOp, onnx::TanhOp, onnx::ErfOp,
            onnx::GeluOp, onnx::SqrtOp, onnx::ExpOp, onnx::LogOp, onnx::AbsOp,
            onnx::ReciprocalOp, onnx::IdentityOp, onnx::NegOp, onnx::SoftmaxOp,
            onnx::LogSoftmaxOp, onnx::ClipOp, onnx::CastOp, onnx::DropoutOp,
            onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
-           onnx::ModOp, onnx::WhereOp, onnx::MatMulOp, onnx::GemmOp,
-           onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
+           onnx::ModOp, onnx::MaxOp, onnx::MinOp, onnx::WhereOp, onnx::MatMulOp,
+           onnx::GemmOp, onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
            onnx::GlobalAveragePoolOp, onnx::BatchNormalizationOp,
            onnx::LayerNormalizationOp, onnx::SoftmaxCrossEntropyLossOp,
-           onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReshapeOp,
-           onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
-           onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp, onnx::SplitOp,
-           onnx::SliceOp, onnx::PadOp, onnx::GatherOp, onnx::ScatterNDOp>(ctx);
+           onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReduceMaxOp,
+           onnx::ReduceMinOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
+           onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
+           onnx::SplitOp, onnx::SliceOp, onnx::PadOp, onnx::GatherOp,
+           onnx::ScatterNDOp>(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     attach<shard::AllReduceOp, shard::AllSliceOp, shard::AllGatherOp>(ctx);

@@ -147,12 +147,14 @@ inline std::optional<UnaryKind> parseUnaryKind(std::string_view name) {
 }
 
 /// y = f(x); `alpha` is LeakyRelu's slope, `alpha` and `beta` HardSigmoid's
-/// max(0, min(1, alpha * x + beta)). x and y have one shape and dtype.
+/// max(0, min(1, alpha * x + beta)), `alpha` Elu's, Celu's and
+/// ThresholdedRelu's alpha, `alpha` and `beta` Selu's alpha and gamma. x and
+/// y have one shape and dtype.
 Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
              float alpha = 0.f, float beta = 0.f);
 
 /// dx = dy * f'(x) for the differentiable unary kinds (all but Floor, Ceil,
-/// Not, whose gradient is zero). `y` is f(x) (used where cheaper).
+/// Round, Not, whose gradient is zero). `y` is f(x) (used where cheaper).
 Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
                  const Tensor &dy, Tensor &dx, float alpha = 0.f,
                  float beta = 0.f);
@@ -173,7 +175,11 @@ enum class BinaryKind : int {
   Mod,
   /// ONNX Mod with fmod = 1: the remainder has the dividend's sign
   /// (truncated, C's fmod and %).
-  FMod
+  FMod,
+  /// The larger / smaller of a and b; a NaN operand gives NaN (as
+  /// torch.maximum / torch.minimum).
+  Max,
+  Min
 };
 
 /// c = a (op) b with numpy broadcasting; comparisons write Bool.
@@ -207,7 +213,7 @@ Status fill(Context &ctx, Tensor &y, double value);
 // Reductions, softmax, normalisation
 //===----------------------------------------------------------------------===//
 
-enum class ReduceKind : int { Sum, Mean, Max };
+enum class ReduceKind : int { Sum, Mean, Max, Min };
 
 /// Reduces x over `axes` (normalised, ascending); y has the kept shape
 /// (size-1 dims where keepdims, dropped otherwise: both layouts are dense).

@@ -242,3 +242,34 @@ func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp
   %loss, %logp = onnx.SoftmaxCrossEntropyLoss %m, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
   return %loss : tensor<f32>
 }
+
+// -----
+
+// Max as torch.maximum: each operand's gradient where it was picked, half
+// on a tie; the broadcast operand's summed back to its shape. ReduceMax as
+// torch.amax: split evenly among the elements equal to the max.
+onnx.global "trainable" @w : tensor<2x4xf32>
+onnx.global "trainable" @v : tensor<4xf32>
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<2x4xf32>, %labels: tensor<2xi64>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @w : tensor<2x4xf32>
+  %v = onnx.global_read @v : tensor<4xf32>
+  %h = onnx.Mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %m = onnx.Max %h, %v : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xf32>
+  %r = onnx.ReduceMax %m {axes = array<i64: 1>} : (tensor<2x4xf32>) -> tensor<2x1xf32>
+  %s = onnx.Mul %m, %r : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xf32>
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %s, %labels : (tensor<2x4xf32>, tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>)
+  return %loss : tensor<f32>
+  // CHECK: %[[HIT:.*]] = onnx.Equal %[[M:.*]], %{{.*}} : (tensor<2x4xf32>, tensor<2x1xf32>) -> tensor<2x4xi1>
+  // CHECK: %[[MASK:.*]] = onnx.Where %[[HIT]], %{{.*}}, %{{.*}} : (tensor<2x4xi1>, tensor<f32>, tensor<f32>) -> tensor<2x4xf32>
+  // CHECK: %[[COUNT:.*]] = onnx.ReduceSum %[[MASK]], %{{.*}} : (tensor<2x4xf32>, tensor<1xi64>) -> tensor<2x1xf32>
+  // CHECK: %[[SHARE:.*]] = onnx.Div %{{.*}}, %[[COUNT]] : (tensor<2x1xf32>, tensor<2x1xf32>) -> tensor<2x1xf32>
+  // CHECK: onnx.Mul %[[MASK]], %[[SHARE]]
+  // CHECK: %[[AWINS:.*]] = onnx.Greater %[[H:.*]], %[[V:.*]] : (tensor<2x4xf32>, tensor<4xf32>) -> tensor<2x4xi1>
+  // CHECK: %[[BWINS:.*]] = onnx.Less %[[H]], %[[V]]
+  // CHECK: %[[TIE:.*]] = onnx.Equal %[[H]], %[[V]]
+  // CHECK: %[[HALF:.*]] = onnx.Where %[[TIE]]
+  // CHECK: %[[DH:.*]] = onnx.Where %[[AWINS]], %{{.*}}, %[[HALF]]
+  // CHECK: %[[DV:.*]] = onnx.Where %[[BWINS]], %{{.*}}, %[[HALF]]
+  // CHECK: train.reduce_sum_to %[[DV]] : tensor<2x4xf32> to tensor<4xf32>
+}

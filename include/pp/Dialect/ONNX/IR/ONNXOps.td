@@ -161,6 +161,51 @@ def ONNX_HardSigmoidOp : ONNX_UnaryKernelOp<"HardSigmoid", ONNX_FloatTensor,
     float getUnaryBeta() { return getBeta().convertToFloat(); }
   }];
 }
+// x > 0 ? x : alpha * (e^x - 1).
+def ONNX_EluOp : ONNX_UnaryKernelOp<"Elu", ONNX_FloatTensor, "Elu",
+                                    [ONNX_MemoryBound]> {
+  let arguments = (ins ONNX_FloatTensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+  }];
+}
+// gamma * (x > 0 ? x : alpha * (e^x - 1)); the kernel's beta is gamma.
+def ONNX_SeluOp : ONNX_UnaryKernelOp<"Selu", ONNX_FloatTensor, "Selu",
+                                     [ONNX_MemoryBound]> {
+  let arguments = (ins ONNX_FloatTensor:$X,
+                       DefaultValuedAttr<F32Attr, "1.67326319217681884765625">:$alpha,
+                       DefaultValuedAttr<F32Attr, "1.05070102214813232421875">:$gamma);
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+    float getUnaryBeta() { return getGamma().convertToFloat(); }
+  }];
+}
+// max(0, x) + min(0, alpha * (e^(x / alpha) - 1)); alpha must not be 0.
+def ONNX_CeluOp : ONNX_UnaryKernelOp<"Celu", ONNX_FloatTensor, "Celu",
+                                     [ONNX_MemoryBound]> {
+  let arguments = (ins ONNX_FloatTensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+  }];
+}
+// x > alpha ? x : 0.
+def ONNX_ThresholdedReluOp : ONNX_UnaryKernelOp<"ThresholdedRelu", ONNX_FloatTensor,
+                                                "ThresholdedRelu", [ONNX_MemoryBound]> {
+  let arguments = (ins ONNX_FloatTensor:$X, DefaultValuedAttr<F32Attr, "1.0">:$alpha);
+  let extraClassDeclaration = [{
+    float getUnaryAlpha() { return getAlpha().convertToFloat(); }
+  }];
+}
+// log(1 + e^x), computed without overflow.
+def ONNX_SoftplusOp : ONNX_UnaryKernelOp<"Softplus", ONNX_FloatTensor, "Softplus",
+                                         [ONNX_MemoryBound]>;
+def ONNX_SoftsignOp : ONNX_UnaryKernelOp<"Softsign", ONNX_FloatTensor, "Softsign",
+                                         [ONNX_MemoryBound]>;
+def ONNX_SinOp : ONNX_UnaryKernelOp<"Sin", ONNX_FloatTensor, "Sin", [ONNX_MemoryBound]>;
+def ONNX_CosOp : ONNX_UnaryKernelOp<"Cos", ONNX_FloatTensor, "Cos", [ONNX_MemoryBound]>;
+// Halves round to even.
+def ONNX_RoundOp : ONNX_UnaryKernelOp<"Round", ONNX_FloatTensor, "Round">;
 // x * max(0, min(1, x / 6 + 1 / 2)), computed as torch's hardswish.
 def ONNX_HardSwishOp : ONNX_UnaryKernelOp<"HardSwish", ONNX_FloatTensor,
                                           "HardSwish", [ONNX_MemoryBound]>;
@@ -257,6 +302,10 @@ def ONNX_DivOp : ONNX_BroadcastOp<"Div", ONNX_NumericTensor, ONNX_NumericTensor,
     "nullptr", [ONNX_FusibleBinary<"div">]> {
   let hasFolder = 1;
 }
+// ONNX's Max and Min take one or more inputs; the importer chains them as
+// these binary ops. A NaN operand gives NaN.
+def ONNX_MaxOp : ONNX_BroadcastOp<"Max", ONNX_NumericTensor, ONNX_NumericTensor>;
+def ONNX_MinOp : ONNX_BroadcastOp<"Min", ONNX_NumericTensor, ONNX_NumericTensor>;
 def ONNX_PowOp : ONNX_Op<"Pow", [Pure]> {
   let summary = "ONNX Pow: X raised to Y, broadcasting; result has X's element type";
   let description = [{
@@ -478,6 +527,22 @@ def ONNX_ReduceMeanOp : ONNX_Op<"ReduceMean", [Pure]> {
     double getForwardFlops() { return static_cast<double>(::pp::onnx::getNumElements(getData().getType())); }
   }];
 }
+// ReduceMax and ReduceMin as ReduceMean (opset 13-17: axes is an
+// attribute). The extremum of an empty set is -inf / +inf (or the type's
+// lowest / highest); a NaN wins.
+class ONNX_ReduceExtremumOp<string mnemonic> : ONNX_Op<mnemonic, [Pure]> {
+  let summary = "ONNX " # mnemonic # " (opset 13-17: axes is an attribute)";
+  let description = "```mlir\n%y = onnx." # mnemonic
+      # " %x {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<4x8xf32>) -> tensor<4xf32>\n```";
+  let arguments = (ins ONNX_NumericTensor:$data, OptionalAttr<DenseI64ArrayAttr>:$axes,
+                       DefaultValuedAttr<I64Attr, "1">:$keepdims);
+  let results = (outs ONNX_NumericTensor:$reduced);
+  let extraClassDeclaration = [{
+    double getForwardFlops() { return static_cast<double>(::pp::onnx::getNumElements(getData().getType())); }
+  }];
+}
+def ONNX_ReduceMaxOp : ONNX_ReduceExtremumOp<"ReduceMax">;
+def ONNX_ReduceMinOp : ONNX_ReduceExtremumOp<"ReduceMin">;
 def ONNX_ReduceSumOp : ONNX_Op<"ReduceSum", [Pure]> {
   let summary = "ONNX ReduceSum (axes is an optional constant input)";
   let description = [{

@@ -1,0 +1,53 @@
+//===- Decompose.h - ONNX ops imported as other onnx ops --------*- C++ -*-===//
+//
+// ONNX ops that the importer builds from ops the dialect has (and
+// differentiates), so that they need no kernels or gradient rules of their
+// own: variadic Max, Min, Sum and Mean as chains of binary ops, PRelu as a
+// Where, LessOrEqual / GreaterOrEqual as an Or of two comparisons, and the
+// ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp
+// reductions through ReduceSum (and ReduceMax).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef PP_LIB_IMPORT_ONNX_DECOMPOSE_H
+#define PP_LIB_IMPORT_ONNX_DECOMPOSE_H
+
+#include "mlir/IR/Builders.h"
+
+#include <functional>
+#include <optional>
+#include <string>
+
+namespace pp::onnx {
+
+/// Whether the importer builds ONNX op `opType` with buildDecomposed.
+bool isDecomposedOp(llvm::StringRef opType);
+
+/// The attributes the decomposed ops take (the reductions').
+struct DecomposedAttrs {
+  /// Reduce*: the axes attribute (opsets before 18), if given.
+  std::optional<llvm::SmallVector<int64_t>> axes;
+  int64_t keepdims = 1;
+  int64_t noopWithEmptyAxes = 0;
+  /// PRelu of a model from before opset 7 (upgraded): a 1-D slope as long
+  /// as X's dim 1 holds one slope per channel.
+  bool channelSlope = false;
+};
+
+/// The names of the attributes `opType` takes (the others are errors).
+llvm::ArrayRef<llvm::StringRef> decomposedAttrNames(llvm::StringRef opType);
+
+/// Builds ONNX op `opType` (isDecomposedOp) over `operands` with onnx ops
+/// created by `builder` at `loc`; `fold` folds or keeps each created op (the
+/// importer's foldOrKeep). Fails with `error` set when the operands do not
+/// fit the op (their count, element types, shapes).
+mlir::FailureOr<mlir::Value>
+buildDecomposed(mlir::OpBuilder &builder, mlir::Location loc,
+                llvm::StringRef opType, llvm::ArrayRef<mlir::Value> operands,
+                const DecomposedAttrs &attrs,
+                const std::function<mlir::Value(mlir::Operation *)> &fold,
+                std::string &error);
+
+} // namespace pp::onnx
+
+#endif // PP_LIB_IMPORT_ONNX_DECOMPOSE_H
