@@ -706,6 +706,31 @@ def reduce_l2_bad_axis():
                  [tensor("Y", FLOAT, [2])])
 
 
+def resize_modes():
+    # Nearest by 2 (torch's Upsample: asymmetric, floor) repeats elements;
+    # linear to sizes 3 x 5 interpolates.
+    nodes = [
+        helper.make_node("Resize", ["X", "", "scales"], ["N"], name="near",
+                         mode="nearest",
+                         coordinate_transformation_mode="asymmetric",
+                         nearest_mode="floor"),
+        helper.make_node("Resize", ["N", "", "", "sizes"], ["Y"],
+                         name="linear", mode="linear"),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [1, 2, 2, 3])],
+                 [tensor("Y", FLOAT, [1, 2, 3, 5])],
+                 [const("scales", np.array([1, 1, 2, 2], np.float32)),
+                  const("sizes", np.array([1, 2, 3, 5], np.int64))])
+
+
+def resize_cubic():
+    nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"],
+                              name="bad_resize", mode="cubic")]
+    return model(nodes, [tensor("X", FLOAT, [1, 1, 2, 2])],
+                 [tensor("Y", FLOAT, [1, 1, 4, 4])],
+                 [const("scales", np.array([1, 1, 2, 2], np.float32))])
+
+
 def shape_ops():
     # Range, Size, Cast, Where and Equal of shape data feed ConstantOfShape,
     # Expand and Reshape: all fold, so the results are static.
@@ -839,6 +864,8 @@ CASES = {
     "decomposed": decomposed,
     "prelu_bad_slope": prelu_bad_slope,
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
+    "resize_cubic": resize_cubic,
+    "resize_modes": resize_modes,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,
     "bug_overflowing_dims": bug_overflowing_dims,

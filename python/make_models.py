@@ -314,6 +314,34 @@ def make_activations():
     return Activations(), torch.randn(8, 16), "input", None
 
 
+class Decoder(nn.Module):
+    """A small U-Net-like decoder: a strided convolution down, ConvTranspose2d
+    up (stride 2 with output_padding, then grouped and dilated), nearest
+    upsampling by 2 and bilinear by 1.5 (Resize), a skip connection."""
+
+    def __init__(self, num_classes=10):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1,
+                                     output_padding=1)
+        self.up2 = nn.ConvTranspose2d(8, 4, 2, dilation=2, groups=2)
+        self.near = nn.Upsample(scale_factor=2, mode="nearest")
+        self.smooth = nn.Upsample(scale_factor=1.5, mode="bilinear",
+                                  align_corners=False)
+        self.head = nn.Linear(8 + 4, num_classes)
+
+    def forward(self, x):
+        d = torch.relu(self.down(x))                    # [n, 8, 4, 4]
+        u = torch.relu(self.up(d)) + self.near(d)       # [n, 8, 8, 8]
+        s = self.smooth(self.up2(u))                    # [n, 4, 15, 15]
+        pooled = torch.cat([u.mean(dim=(2, 3)), s.mean(dim=(2, 3))], dim=1)
+        return self.head(pooled)
+
+
+def make_decoder():
+    return Decoder(), torch.randn(4, 3, 8, 8), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -326,11 +354,12 @@ MODELS = {
     "swin": make_swin,
     "einsum": make_einsum,
     "activations": make_activations,
+    "decoder": make_decoder,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
 # Exported only by the tests that check them (python/torch_reference.py).
-ON_DEMAND = {"swin", "einsum", "activations"}
+ON_DEMAND = {"swin", "einsum", "activations", "decoder"}
 
 
 def export(name, out_dir, **model_kwargs):

@@ -20,7 +20,7 @@ import onnx
 # lib/Import/ONNX/Einsum.cpp, Decompose.cpp and the importer's Tile.
 DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-                  "ReduceLogSum", "ReduceLogSumExp"}
+                  "ReduceLogSum", "ReduceLogSumExp", "Resize"}
 
 
 def dialect_ops(td_path):

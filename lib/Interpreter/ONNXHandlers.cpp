@@ -312,6 +312,17 @@ void registerCompute(Interpreter &interp) {
         });
       });
 
+  on<onnx::ConvTransposeOp>(
+      interp, [](Interpreter &in, onnx::ConvTransposeOp op) -> LogicalResult {
+        const Tensor &x = in.lookup(op.getX()), &w = in.lookup(op.getW());
+        const Tensor *b = in.lookupOptional(op.getB());
+        rt::WindowParams params = onnx::convTransposeParams(op);
+        return withResult(in, op, "convTranspose", [&](rt::Tensor &y) {
+          return rt::convTranspose(in.kernelContext(), x.view(), w.view(),
+                                   b ? &b->view() : nullptr, params, y);
+        });
+      });
+
   on<onnx::MaxPoolOp>(
       interp, [](Interpreter &in, onnx::MaxPoolOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getX());

@@ -268,6 +268,22 @@ std::vector<GradCase> cases() {
        "(tensor<1x4x5x5xf64>, tensor<2x2x3x3xf64>, tensor<2xf64>) -> "
        "tensor<1x2x3x3xf64>",
        {1, 2, 3, 3}},
+      // Strided with output_padding: out = 2 (3 - 1) + 1 + 3 - 1 - 1 = 6.
+      {"ConvTranspose",
+       {{"x", {1, 2, 3, 3}}, {"w", {2, 3, 3, 3}}, {"b", {3}}},
+       "  %y = onnx.ConvTranspose %x, %w, %b {pads = array<i64: 1, 1, 1, 1>, "
+       "strides = array<i64: 2, 2>, output_padding = array<i64: 1, 1>} : "
+       "(tensor<1x2x3x3xf64>, tensor<2x3x3x3xf64>, tensor<3xf64>) -> "
+       "tensor<1x3x6x6xf64>",
+       {1, 3, 6, 6}},
+      // Grouped (M = 1 x 2), dilated, SAME_UPPER: out = 3 x 2 = 6.
+      {"ConvTransposeGroupedSame",
+       {{"x", {1, 4, 3, 3}}, {"w", {4, 1, 2, 2}}},
+       "  %y = onnx.ConvTranspose %x, %w {group = 2 : i64, auto_pad = "
+       "\"SAME_UPPER\", strides = array<i64: 2, 2>, dilations = array<i64: 2, "
+       "1>} : (tensor<1x4x3x3xf64>, tensor<4x1x2x2xf64>) -> "
+       "tensor<1x2x6x6xf64>",
+       {1, 2, 6, 6}},
       {"MaxPool",
        {{"x", {1, 2, 4, 4}}},
        "  %y, %i = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2>, strides = "

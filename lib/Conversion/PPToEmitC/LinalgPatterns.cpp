@@ -85,6 +85,23 @@ public:
   }
 };
 
+class ConvTransposeLowering : public StageOpLowering<onnx::ConvTransposeOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(onnx::ConvTransposeOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getX()).value(adaptor.getW());
+    emit.optionalPointer(a, adaptor.getB());
+    a.lit(windowLiteral(pp::onnx::convTransposeParams(op))).value(*out);
+    emit.kernel("pp::rt::convTranspose", a);
+    return success();
+  }
+};
+
 class MaxPoolLowering : public StageOpLowering<onnx::MaxPoolOp> {
 public:
   using StageOpLowering::StageOpLowering;
@@ -206,7 +223,8 @@ void pp::emitc_lowering::populateLinalgPatterns(
   patterns.add<KernelCallLowering<onnx::MatMulOp>>(
       typeConverter, patterns.getContext(), "pp::rt::matmul", 2);
   patterns.add<
-      GemmLowering, ConvLowering, MaxPoolLowering, AveragePoolLowering,
+      GemmLowering, ConvLowering, ConvTransposeLowering, MaxPoolLowering,
+      AveragePoolLowering,
       GlobalPoolLowering<onnx::GlobalAveragePoolOp, rt::ReduceKind::Mean>,
       GlobalPoolLowering<onnx::GlobalMaxPoolOp, rt::ReduceKind::Max>,
       AttributeAxesReduceLowering<onnx::ReduceMeanOp, rt::ReduceKind::Mean>,

@@ -8,13 +8,18 @@
 //===----------------------------------------------------------------------===//
 
 #include "Decompose.h"
+#include "FoldingBuilder.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/Matchers.h"
 #include "llvm/ADT/StringSwitch.h"
+
+#include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 
@@ -33,6 +38,7 @@ enum class Kind {
   ReduceSumSquare,
   ReduceLogSum,
   ReduceLogSumExp,
+  Resize,
   None
 };
 
@@ -50,6 +56,7 @@ Kind kindOf(StringRef opType) {
       .Case("ReduceSumSquare", Kind::ReduceSumSquare)
       .Case("ReduceLogSum", Kind::ReduceLogSum)
       .Case("ReduceLogSumExp", Kind::ReduceLogSumExp)
+      .Case("Resize", Kind::Resize)
       .Default(Kind::None);
 }
 
@@ -59,14 +66,20 @@ bool isReduction(Kind kind) {
          kind == Kind::ReduceLogSumExp;
 }
 
-class Decomposer {
+class Decomposer : pp::onnx::FoldingBuilder {
 public:
   Decomposer(OpBuilder &b, Location loc,
              const std::function<Value(Operation *)> &fold, std::string &error)
-      : b(b), loc(loc), fold(fold), error(error) {}
+      : FoldingBuilder(b, loc, fold), error(error) {}
 
   FailureOr<Value> build(Kind kind, ArrayRef<Value> operands,
                          const pp::onnx::DecomposedAttrs &attrs) {
+    if (kind == Kind::Resize)
+      return resize(operands, attrs);
+    // Only Resize has optional inputs.
+    for (auto [i, operand] : llvm::enumerate(operands))
+      if (!operand)
+        return fail("input " + std::to_string(i) + " is absent");
     switch (kind) {
     case Kind::Max:
     case Kind::Min:
@@ -259,12 +272,245 @@ private:
     return sum;
   }
 
-  static Type elementType(Value v) {
-    return cast<ShapedType>(v.getType()).getElementType();
+  /// Resize's output size and scale per dim, from scales or sizes
+  /// (constants; over `axes` where given).
+  LogicalResult resizeTarget(Value x, Value scalesValue, Value sizesValue,
+                             const pp::onnx::DecomposedAttrs &attrs,
+                             SmallVector<int64_t> &out,
+                             SmallVector<double> &scale) {
+    ArrayRef<int64_t> in = shapeOf(x);
+    int64_t rank = static_cast<int64_t>(in.size());
+    auto present = [](Value v) {
+      return v && cast<ShapedType>(v.getType()).getNumElements() > 0;
+    };
+    if (present(scalesValue) == present(sizesValue)) {
+      error = "needs exactly one of scales and sizes";
+      return failure();
+    }
+    SmallVector<int64_t> axes;
+    for (int64_t a : attrs.axes ? *attrs.axes : SmallVector<int64_t>()) {
+      if (a < -rank || a >= rank) {
+        error = "axis " + std::to_string(a) + " is out of range for rank " +
+                std::to_string(rank);
+        return failure();
+      }
+      axes.push_back(a < 0 ? a + rank : a);
+    }
+    if (!attrs.axes)
+      for (int64_t a = 0; a < rank; ++a)
+        axes.push_back(a);
+    SmallVector<double> values;
+    if (present(sizesValue)) {
+      auto sizes = pp::onnx::getConstantInts(sizesValue);
+      if (!sizes) {
+        error = "sizes is not a constant: the result shape cannot be made "
+                "static";
+        return failure();
+      }
+      values.assign(sizes->begin(), sizes->end());
+    } else {
+      DenseElementsAttr attr;
+      if (!matchPattern(scalesValue, m_Constant(&attr)) ||
+          !isa<FloatType>(attr.getElementType())) {
+        error = "scales is not a float constant: the result shape cannot be "
+                "made static";
+        return failure();
+      }
+      for (const APFloat &v : attr.getValues<APFloat>())
+        values.push_back(v.convertToDouble());
+    }
+    if (values.size() != axes.size()) {
+      error = std::string(present(sizesValue) ? "sizes" : "scales") + " has " +
+              std::to_string(values.size()) + " values for " +
+              std::to_string(axes.size()) + " axes";
+      return failure();
+    }
+    out.assign(in.begin(), in.end());
+    scale.assign(rank, 1.0);
+    for (auto [axis, value] : llvm::zip(axes, values)) {
+      if (present(sizesValue)) {
+        out[axis] = static_cast<int64_t>(value);
+        scale[axis] = value / static_cast<double>(in[axis]);
+      } else {
+        scale[axis] = value;
+        out[axis] = static_cast<int64_t>(std::floor(in[axis] * value));
+      }
+      if (!(scale[axis] > 0) || out[axis] <= 0 || out[axis] > (1 << 24)) {
+        error = "the output size of axis " + std::to_string(axis) + " (" +
+                std::to_string(out[axis]) + ") is not positive or too large";
+        return failure();
+      }
+    }
+    return success();
   }
-  static ArrayRef<int64_t> shapeOf(Value v) {
-    return cast<ShapedType>(v.getType()).getShape();
+
+  /// The input coordinate of output index i along an axis (ONNX's
+  /// coordinate_transformation_mode).
+  static double sourceCoordinate(StringRef mode, int64_t i, int64_t inSize,
+                                 int64_t outSize, double scale) {
+    double o = static_cast<double>(i);
+    if (mode == "pytorch_half_pixel")
+      return outSize > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
+    if (mode == "align_corners")
+      return outSize == 1 ? 0.0 : o * (inSize - 1) / (outSize - 1);
+    if (mode == "asymmetric")
+      return o / scale;
+    if (mode == "tf_half_pixel_for_nn") // opset 10's
+      return (o + 0.5) / scale;
+    if (mode == "half_pixel_symmetric") {
+      double adjustment = outSize / (scale * inSize);
+      double center = inSize / 2.0;
+      return center * (1 - adjustment) + (o + 0.5) / scale - 0.5;
+    }
+    return (o + 0.5) / scale - 0.5; // half_pixel
   }
+
+  /// ONNX's nearest_mode rounding.
+  static double roundNearest(StringRef mode, double x) {
+    double floor = std::floor(x);
+    if (mode == "floor")
+      return floor;
+    if (mode == "ceil")
+      return std::ceil(x);
+    if (x - floor == 0.5)
+      return mode == "round_prefer_ceil" ? floor + 1 : floor;
+    return std::round(x);
+  }
+
+  /// Resize: nearest or linear over the constant scales or sizes. Integer
+  /// upsampling that repeats every element (nearest with asymmetric + floor
+  /// or a half-pixel mode + rounding) is a Reshape, Expand and Reshape; any
+  /// other resized axis is a MatMul by its [in, out] interpolation matrix.
+  FailureOr<Value> resize(ArrayRef<Value> operands,
+                          const pp::onnx::DecomposedAttrs &attrs) {
+    if (operands.empty() || !operands[0] || operands.size() > 4)
+      return fail("takes X and at most roi, scales and sizes");
+    Value x = operands[0];
+    StringRef mode = attrs.mode, coord = attrs.coordinateMode;
+    if (mode != "nearest" && mode != "linear")
+      return fail("mode '" + attrs.mode +
+                  "' is not supported (nearest and linear are)");
+    if (coord == "tf_crop_and_resize")
+      return fail("coordinate_transformation_mode 'tf_crop_and_resize' is not "
+                  "supported");
+    if (coord != "half_pixel" && coord != "pytorch_half_pixel" &&
+        coord != "align_corners" && coord != "asymmetric" &&
+        coord != "half_pixel_symmetric" && coord != "tf_half_pixel_for_nn")
+      return fail("unknown coordinate_transformation_mode '" +
+                  attrs.coordinateMode + "'");
+    StringRef nearest = attrs.nearestMode;
+    if (nearest != "round_prefer_floor" && nearest != "round_prefer_ceil" &&
+        nearest != "floor" && nearest != "ceil")
+      return fail("unknown nearest_mode '" + attrs.nearestMode + "'");
+    if (attrs.antialias)
+      return fail("antialias is not supported");
+    if (attrs.keepAspectRatioPolicy != "stretch")
+      return fail("keep_aspect_ratio_policy '" + attrs.keepAspectRatioPolicy +
+                  "' is not supported");
+    SmallVector<int64_t> out;
+    SmallVector<double> scale;
+    if (failed(resizeTarget(x, operands.size() > 2 ? operands[2] : Value(),
+                            operands.size() > 3 ? operands[3] : Value(), attrs,
+                            out, scale)))
+      return failure();
+    ArrayRef<int64_t> in = shapeOf(x);
+    // Whether output index i along an axis reads input i / factor alone.
+    auto repeats = [&](size_t d) {
+      if (out[d] % in[d] != 0 || scale[d] != double(out[d] / in[d]))
+        return false;
+      for (int64_t i = 0; i < out[d]; ++i) {
+        double src = sourceCoordinate(coord, i, in[d], out[d], scale[d]);
+        double idx = roundNearest(nearest, src);
+        idx = std::clamp(idx, 0.0, double(in[d] - 1));
+        if (static_cast<int64_t>(idx) != i / (out[d] / in[d]))
+          return false;
+      }
+      return true;
+    };
+    bool allRepeat = mode == "nearest";
+    for (size_t d = 0; d < in.size() && allRepeat; ++d)
+      allRepeat = repeats(d);
+    if (allRepeat)
+      return repeatElements(x, out);
+    if (!isa<FloatType>(elementType(x)))
+      return fail("resizes integer tensors only by repeating elements "
+                  "(nearest, integer factors)");
+    Value y = x;
+    for (size_t d = 0; d < in.size(); ++d) {
+      if (out[d] == in[d] && scale[d] == 1.0)
+        continue;
+      y = resizeAxis(y, d, mode, attrs, out[d], scale[d]);
+    }
+    return y;
+  }
+
+  /// x [.., d, ..] viewed as [.., d, 1, ..], expanded to [.., d, r, ..]
+  /// and flattened to [.., d r, ..].
+  Value repeatElements(Value x, ArrayRef<int64_t> out) {
+    ArrayRef<int64_t> in = shapeOf(x);
+    SmallVector<int64_t> spread, expanded;
+    for (auto [i, o] : llvm::zip(in, out)) {
+      spread.append({i, 1});
+      expanded.append({i, o / i});
+    }
+    Value view = reshape(x, spread);
+    Value wide = fold(pp::onnx::ExpandOp::create(b, loc, view, i64s(expanded)));
+    return reshape(wide, out);
+  }
+
+  /// Resizes axis d of y by a MatMul with its interpolation matrix (moved
+  /// last and back by Transposes when it is not last).
+  Value resizeAxis(Value y, int64_t d, StringRef mode,
+                   const pp::onnx::DecomposedAttrs &attrs, int64_t outSize,
+                   double scale) {
+    int64_t rank = static_cast<int64_t>(shapeOf(y).size());
+    int64_t inSize = shapeOf(y)[d];
+    std::vector<double> weights(inSize * outSize, 0.0);
+    for (int64_t i = 0; i < outSize; ++i) {
+      double src =
+          sourceCoordinate(attrs.coordinateMode, i, inSize, outSize, scale);
+      auto clampIndex = [&](double v) {
+        return static_cast<int64_t>(std::clamp(v, 0.0, double(inSize - 1)));
+      };
+      if (mode == "nearest") {
+        weights[clampIndex(roundNearest(attrs.nearestMode, src)) * outSize +
+                i] = 1.0;
+        continue;
+      }
+      double low = std::floor(src), ratio = src - low;
+      weights[clampIndex(low) * outSize + i] += 1.0 - ratio;
+      weights[clampIndex(low + 1) * outSize + i] += ratio;
+    }
+    auto element = cast<FloatType>(elementType(y));
+    SmallVector<APFloat> values;
+    for (double w : weights) {
+      APFloat v(w);
+      bool lost;
+      v.convert(element.getFloatSemantics(), APFloat::rmNearestTiesToEven,
+                &lost);
+      values.push_back(v);
+    }
+    Value matrix = fold(pp::onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            RankedTensorType::get({inSize, outSize}, element), values)));
+    SmallVector<int64_t> perm, inverse(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != d)
+        perm.push_back(i);
+    perm.push_back(d);
+    for (int64_t i = 0; i < rank; ++i)
+      inverse[perm[i]] = i;
+    bool last = d == rank - 1;
+    Value moved = last ? y
+                       : fold(pp::onnx::TransposeOp::create(
+                             b, loc, y, b.getDenseI64ArrayAttr(perm)));
+    Value resized = fold(pp::onnx::MatMulOp::create(b, loc, moved, matrix));
+    return last ? resized
+                : fold(pp::onnx::TransposeOp::create(
+                      b, loc, resized, b.getDenseI64ArrayAttr(inverse)));
+  }
+
   Value scalar(Type element, double value) {
     auto type = RankedTensorType::get({}, element);
     Attribute attr = isa<FloatType>(element)
@@ -274,9 +520,6 @@ private:
         b, loc, DenseElementsAttr::get(type, attr)));
   }
 
-  OpBuilder &b;
-  Location loc;
-  const std::function<Value(Operation *)> &fold;
   std::string &error;
 };
 
@@ -289,8 +532,22 @@ bool pp::onnx::isDecomposedOp(StringRef opType) {
 ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
   static const StringRef reductionAttrs[] = {"axes", "keepdims",
                                              "noop_with_empty_axes"};
-  if (isReduction(kindOf(opType)))
+  // cubic_coeff_a and extrapolation_value matter only to the modes Resize
+  // refuses (cubic, tf_crop_and_resize).
+  static const StringRef resizeAttrs[] = {"mode",
+                                          "coordinate_transformation_mode",
+                                          "nearest_mode",
+                                          "cubic_coeff_a",
+                                          "exclude_outside",
+                                          "extrapolation_value",
+                                          "antialias",
+                                          "axes",
+                                          "keep_aspect_ratio_policy"};
+  Kind kind = kindOf(opType);
+  if (isReduction(kind))
     return reductionAttrs;
+  if (kind == Kind::Resize)
+    return resizeAttrs;
   return {};
 }
 

@@ -5,7 +5,10 @@
 // own: variadic Max, Min, Sum and Mean as chains of binary ops, PRelu as a
 // Where, LessOrEqual / GreaterOrEqual as an Or of two comparisons, and the
 // ReduceL1, ReduceL2, ReduceSumSquare, ReduceLogSum and ReduceLogSumExp
-// reductions through ReduceSum (and ReduceMax).
+// reductions through ReduceSum (and ReduceMax), and Resize (nearest or
+// linear, any coordinate transformation): a repeat by integer factors as
+// Reshape/Expand, any other as one MatMul per resized axis by a constant
+// interpolation matrix.
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,12 +35,20 @@ struct DecomposedAttrs {
   /// PRelu of a model from before opset 7 (upgraded): a 1-D slope as long
   /// as X's dim 1 holds one slope per channel.
   bool channelSlope = false;
+  /// Resize.
+  std::string mode = "nearest";
+  std::string coordinateMode = "half_pixel";
+  std::string nearestMode = "round_prefer_floor";
+  std::string keepAspectRatioPolicy = "stretch";
+  int64_t antialias = 0;
+  int64_t excludeOutside = 0;
 };
 
 /// The names of the attributes `opType` takes (the others are errors).
 llvm::ArrayRef<llvm::StringRef> decomposedAttrNames(llvm::StringRef opType);
 
-/// Builds ONNX op `opType` (isDecomposedOp) over `operands` with onnx ops
+/// Builds ONNX op `opType` (isDecomposedOp) over `operands` (null for an
+/// absent optional input) with onnx ops
 /// created by `builder` at `loc`; `fold` folds or keeps each created op (the
 /// importer's foldOrKeep). Fails with `error` set when the operands do not
 /// fit the op (their count, element types, shapes).

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Einsum.h"
+#include "FoldingBuilder.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 
@@ -37,11 +38,9 @@ bool contains(const std::string &letters, char c) {
   return letters.find(c) != std::string::npos;
 }
 
-class EinsumBuilder {
+class EinsumBuilder : pp::onnx::FoldingBuilder {
 public:
-  EinsumBuilder(OpBuilder &builder, Location loc,
-                const std::function<Value(Operation *)> &fold)
-      : b(builder), loc(loc), fold(fold) {}
+  using FoldingBuilder::FoldingBuilder;
 
   /// Contracts two terms into one with the letters of either that `needed`
   /// (later operands and the output) still uses.
@@ -211,30 +210,12 @@ public:
   }
 
 private:
-  static ArrayRef<int64_t> shapeOf(Value v) {
-    return cast<RankedTensorType>(v.getType()).getShape();
-  }
   int64_t product(const Term &t, const std::string &letters) {
     int64_t n = 1;
     for (char c : letters)
       n *= size(t, c);
     return n;
   }
-  Value i64s(ArrayRef<int64_t> values) {
-    auto type = RankedTensorType::get({int64_t(values.size())}, b.getI64Type());
-    return fold(pp::onnx::ConstantOp::create(
-        b, loc, DenseIntElementsAttr::get(type, values)));
-  }
-  Value reshape(Value x, ArrayRef<int64_t> shape) {
-    if (shapeOf(x) == shape)
-      return x;
-    return fold(pp::onnx::ReshapeOp::create(b, loc, x, i64s(shape),
-                                            b.getI64IntegerAttr(0)));
-  }
-
-  OpBuilder &b;
-  Location loc;
-  const std::function<Value(Operation *)> &fold;
 };
 
 } // namespace

@@ -140,9 +140,11 @@ private:
   /// The value a node reads as `name`; an error at `loc` when nothing
   /// defines it.
   FailureOr<Value> nodeInput(StringRef name, Location loc, StringRef where);
-  /// Every input of `node`, none of them absent ("").
+  /// Every input of `node`; an absent one ("") is an error, or null where
+  /// `allowAbsent`.
   FailureOr<SmallVector<Value>> nodeInputs(const onnxpb::NodeProto &node,
-                                           Location loc, StringRef where);
+                                           Location loc, StringRef where,
+                                           bool allowAbsent = false);
   FailureOr<Attribute> convertAttribute(const onnxpb::AttributeProto &attr,
                                         Location loc, StringRef where);
   SmallVector<Value> foldOrKeep(Operation *op);
@@ -462,6 +464,14 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
              failure();
   }
 
+  // Resize's roi, scales and sizes are parameters of the op, never trained:
+  // constants, so that the output shape is static.
+  llvm::StringSet<> operandConstants;
+  for (const auto &node : graph.node())
+    if (node.op_type() == "Resize")
+      for (int i = 1; i < node.input_size(); ++i)
+        operandConstants.insert(node.input(i));
+
   OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
   for (const auto &init : graph.initializer()) {
     if (init.name().empty())
@@ -479,7 +489,8 @@ LogicalResult Importer::importInitializers(const onnxpb::GraphProto &graph) {
     // frozenReason says otherwise; frozen ones stay globals (named in the
     // plan's summary).
     bool parameterShaped = isa<FloatType>(type->getElementType()) &&
-                           type->getRank() > 0 && type->getNumElements() > 1;
+                           type->getRank() > 0 && type->getNumElements() > 1 &&
+                           !operandConstants.contains(init.name());
     StringRef kind = pp::onnx::kConstant;
     FailureOr<std::vector<char>> bytes = failure();
     std::optional<std::string> frozen;
@@ -966,14 +977,29 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
       return emitError(loc) << where << ": attribute '" << attr.name()
                             << "' is not supported",
              failure();
-    if (attr.name() == "axes")
+    StringRef name = attr.name();
+    if (name == "axes")
       attrs.axes.emplace(attr.ints().begin(), attr.ints().end());
-    else if (attr.name() == "keepdims")
+    else if (name == "keepdims")
       attrs.keepdims = attr.i();
-    else if (attr.name() == "noop_with_empty_axes")
+    else if (name == "noop_with_empty_axes")
       attrs.noopWithEmptyAxes = attr.i();
+    else if (name == "mode")
+      attrs.mode = attr.s();
+    else if (name == "coordinate_transformation_mode")
+      attrs.coordinateMode = attr.s();
+    else if (name == "nearest_mode")
+      attrs.nearestMode = attr.s();
+    else if (name == "keep_aspect_ratio_policy")
+      attrs.keepAspectRatioPolicy = attr.s();
+    else if (name == "antialias")
+      attrs.antialias = attr.i();
+    else if (name == "exclude_outside")
+      attrs.excludeOutside = attr.i();
   }
-  FailureOr<SmallVector<Value>> operands = nodeInputs(node, loc, where);
+  // Absent optional inputs are null; the decomposition checks them.
+  FailureOr<SmallVector<Value>> operands =
+      nodeInputs(node, loc, where, /*allowAbsent=*/true);
   if (failed(operands))
     return failure();
   std::string error;
@@ -989,9 +1015,13 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
 
 FailureOr<SmallVector<Value>>
 Importer::nodeInputs(const onnxpb::NodeProto &node, Location loc,
-                     StringRef where) {
+                     StringRef where, bool allowAbsent) {
   SmallVector<Value> operands;
   for (const std::string &name : node.input()) {
+    if (name.empty() && allowAbsent) {
+      operands.push_back(Value());
+      continue;
+    }
     if (name.empty())
       return emitError(loc) << where << ": an absent optional input is not "
                             << "supported",

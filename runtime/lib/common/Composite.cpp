@@ -36,6 +36,22 @@ Status reduceSumTo(Context &ctx, const Tensor &x, Tensor &y) {
   return reduce(ctx, ReduceKind::Sum, x, axes, view);
 }
 
+Status convTranspose(Context &ctx, const Tensor &x, const Tensor &w,
+                     const Tensor *b, const WindowParams &params, Tensor &y) {
+  PP_RT_TRY(convGradInput(ctx, x, w, params, y));
+  if (!b)
+    return Status::success();
+  PP_RT_TRY(expectDType(*b, y.dtype, "convTranspose b"));
+  if (b->rank() != 1 || y.rank() < 2 || b->shape[0] != y.shape[1])
+    return Status::error("convTranspose: b's shape " + shapeString(b->shape) +
+                         " is not [M] of y's shape " + shapeString(y.shape));
+  // b as [M, 1, ...] broadcasts over y's batch and spatial dims.
+  Tensor perChannel = *b;
+  perChannel.shape.assign(y.rank() - 1, 1);
+  perChannel.shape[0] = b->shape[0];
+  return binary(ctx, BinaryKind::Add, y, perChannel, y);
+}
+
 namespace common {
 
 Status applyActivation(Context &ctx, UnaryKind activation, Tensor &y) {

@@ -179,6 +179,15 @@ func.func @gelu_mode(%x: tensor<4xf32>) -> tensor<4xf32> {
 
 // -----
 
+func.func @conv_transpose_output_padding(%x: tensor<1x2x3x3xf32>, %w: tensor<2x3x3x3xf32>) -> tensor<1x3x6x6xf32> {
+  // expected-error @+2 {{output_padding 2 of spatial dim 0 must be >= 0 and less than the stride 2}}
+  // expected-error @+1 {{failed to infer returned types}}
+  %0 = onnx.ConvTranspose %x, %w {strides = array<i64: 2, 2>, output_padding = array<i64: 2, 0>} : (tensor<1x2x3x3xf32>, tensor<2x3x3x3xf32>) -> tensor<1x3x6x6xf32>
+  return %0 : tensor<1x3x6x6xf32>
+}
+
+// -----
+
 func.func @celu_alpha(%x: tensor<4xf32>) -> tensor<4xf32> {
   // expected-error @+1 {{alpha must not be 0}}
   %0 = onnx.Celu %x {alpha = 0.0 : f32} : (tensor<4xf32>) -> tensor<4xf32>

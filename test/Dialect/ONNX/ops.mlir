@@ -108,6 +108,12 @@ func.func @nn(%x: tensor<2x3x8x8xf32>, %w: tensor<4x3x3x3xf32>, %bias: tensor<4x
               %s: tensor<4xf32>, %labels: tensor<2xi64>) -> (tensor<f32>, tensor<2x4xf32>) {
   // CHECK: onnx.Conv {{.*}} {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : {{.*}} -> tensor<2x4x4x4xf32>
   %0 = onnx.Conv %x, %w, %bias {group = 1 : i64, kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>} : (tensor<2x3x8x8xf32>, tensor<4x3x3x3xf32>, tensor<4xf32>) -> tensor<2x4x4x4xf32>
+  // The adjoint shape back (4 -> 8 with output_padding), and from
+  // output_shape: 2 (4 - 1) + 3 - 9 = 0 pads.
+  // CHECK: onnx.ConvTranspose {{.*}} -> tensor<2x3x8x8xf32>
+  %up = onnx.ConvTranspose %0, %w {pads = array<i64: 1, 1, 1, 1>, strides = array<i64: 2, 2>, output_padding = array<i64: 1, 1>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x8x8xf32>
+  // CHECK: onnx.ConvTranspose {{.*}} -> tensor<2x3x9x9xf32>
+  %up9 = onnx.ConvTranspose %0, %w {output_shape = array<i64: 9, 9>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf32>, tensor<4x3x3x3xf32>) -> tensor<2x3x9x9xf32>
   // CHECK: onnx.BatchNormalization {{.*}} -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
   %1:3 = onnx.BatchNormalization %0, %s, %s, %s, %s {training_mode = 1 : i64} : (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>, tensor<4xf32>) -> (tensor<2x4x4x4xf32>, tensor<4xf32>, tensor<4xf32>)
   // CHECK: onnx.MaxPool {{.*}} -> (tensor<2x4x2x2xf32>, tensor<2x4x2x2xi64>)

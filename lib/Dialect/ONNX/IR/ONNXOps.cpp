@@ -705,6 +705,126 @@ LogicalResult ConvOp::inferReturnTypes(MLIRContext *context,
   return success();
 }
 
+/// ConvTranspose's checks and geometry (see the op's description).
+template <typename Adaptor>
+static FailureOr<ConvTransposeGeometry>
+resolveConvTranspose(std::optional<Location> loc, Adaptor adaptor) {
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  if (x.getRank() < 3 || w.getRank() != x.getRank())
+    return error(loc, "ConvTranspose needs X of rank >= 3 and W of the same "
+                      "rank");
+  int64_t group = adaptor.getGroup();
+  if (group <= 0 || x.getDimSize(1) != w.getDimSize(0) ||
+      x.getDimSize(1) % group != 0)
+    return error(loc, "ConvTranspose input channels " + Twine(x.getDimSize(1)) +
+                          " must equal W's dim 0 (" + Twine(w.getDimSize(0)) +
+                          ") and divide by group " + Twine(group));
+  if (Value b = adaptor.getB()) {
+    auto bt = cast<RankedTensorType>(b.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != w.getDimSize(1) * group)
+      return error(loc, "ConvTranspose bias must be 1-D of size M = " +
+                            Twine(w.getDimSize(1) * group));
+  }
+  size_t n = x.getRank() - 2;
+  ConvTransposeGeometry g;
+  g.kernel.assign(w.getShape().begin() + 2, w.getShape().end());
+  if (auto ks = adaptor.getKernelShape(); ks && *ks != ArrayRef(g.kernel))
+    return error(loc, "kernel_shape does not match W");
+  g.strides = toVector(adaptor.getStrides(), n, 1);
+  g.dilations = toVector(adaptor.getDilations(), n, 1);
+  g.pads = toVector(adaptor.getPads(), 2 * n, 0);
+  SmallVector<int64_t> outputPadding =
+      toVector(adaptor.getOutputPadding(), n, 0);
+  if (g.strides.size() != n || g.dilations.size() != n ||
+      g.pads.size() != 2 * n || outputPadding.size() != n)
+    return error(loc, "strides/dilations/output_padding need " + Twine(n) +
+                          " values and pads " + Twine(2 * n));
+  SmallVector<int64_t> outputShape;
+  if (auto os = adaptor.getOutputShape(); os && !os->empty()) {
+    // Spatial dims, or the whole shape.
+    ArrayRef<int64_t> dims = *os;
+    if (dims.size() == n + 2)
+      dims = dims.drop_front(2);
+    if (dims.size() != n)
+      return error(loc, "output_shape needs " + Twine(n) + " spatial dims");
+    outputShape.assign(dims.begin(), dims.end());
+  }
+  StringRef autoPad = adaptor.getAutoPad();
+  if (autoPad != "NOTSET" && autoPad != "VALID" && autoPad != "SAME_UPPER" &&
+      autoPad != "SAME_LOWER")
+    return error(loc, "unsupported auto_pad '" + autoPad + "'");
+  for (size_t i = 0; i < n; ++i) {
+    int64_t in = x.getDimSize(i + 2), s = g.strides[i], d = g.dilations[i];
+    int64_t k = g.kernel[i], op = outputPadding[i];
+    if (s <= 0 || d <= 0 || k <= 0 || in > (int64_t(1) << 40) ||
+        s > (int64_t(1) << 20) || d > (int64_t(1) << 20) ||
+        k > (int64_t(1) << 20))
+      return error(loc, "kernel, strides and dilations must be positive "
+                        "(and below 2^20)");
+    if (op < 0 || op >= s)
+      return error(loc, "output_padding " + Twine(op) + " of spatial dim " +
+                            Twine(i) +
+                            " must be >= 0 and less than the "
+                            "stride " +
+                            Twine(s));
+    int64_t full = s * (in - 1) + op + d * (k - 1) + 1;
+    int64_t target = -1;
+    if (!outputShape.empty())
+      target = outputShape[i];
+    else if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER")
+      target = in * s;
+    if (target >= 0) {
+      int64_t total = full - target;
+      if (total < 0)
+        return error(loc, "output size " + Twine(target) + " of spatial dim " +
+                              Twine(i) + " exceeds the " + Twine(full) +
+                              " the window reaches (negative pads)");
+      // ONNX: SAME_UPPER puts the odd pad at the end, the others at the
+      // start.
+      int64_t half = total / 2;
+      g.pads[i] = autoPad == "SAME_UPPER" ? half : total - half;
+      g.pads[i + n] = autoPad == "SAME_UPPER" ? total - half : half;
+    } else if (autoPad == "VALID") {
+      g.pads[i] = g.pads[i + n] = 0;
+    }
+    if (g.pads[i] < 0 || g.pads[i + n] < 0)
+      return error(loc, "pads must be >= 0");
+    int64_t out = full - g.pads[i] - g.pads[i + n];
+    if (out <= 0)
+      return error(loc, "pads leave no output in spatial dim " + Twine(i));
+    g.outputSpatial.push_back(out);
+  }
+  return g;
+}
+
+LogicalResult ConvTransposeOp::inferReturnTypes(
+    MLIRContext *, std::optional<Location> location, Adaptor adaptor,
+    SmallVectorImpl<Type> &inferred) {
+  auto g = resolveConvTranspose(location, adaptor);
+  if (failed(g))
+    return failure();
+  auto x = cast<RankedTensorType>(adaptor.getX().getType());
+  auto w = cast<RankedTensorType>(adaptor.getW().getType());
+  int64_t group = adaptor.getGroup();
+  SmallVector<int64_t> shape = {x.getDimSize(0), w.getDimSize(1) * group};
+  shape.append(g->outputSpatial);
+  inferred.push_back(RankedTensorType::get(shape, x.getElementType()));
+  return success();
+}
+
+ConvTransposeGeometry ConvTransposeOp::getGeometry() {
+  return *resolveConvTranspose(getLoc(), Adaptor(*this));
+}
+
+double ConvTransposeOp::getForwardFlops() {
+  auto w = getW().getType();
+  // Each input element meets W's M / group x kernel taps of its channel.
+  double perInput =
+      2.0 * static_cast<double>(getNumElements(w) / w.getDimSize(0));
+  return perInput * getNumElements(getX().getType());
+}
+
 double ConvOp::getForwardFlops() {
   auto w = getW().getType();
   double perOutput =

@@ -113,6 +113,17 @@ windowParams(Operation *op, ArrayRef<int64_t> xShape, ArrayRef<int64_t> yShape,
   return p;
 }
 
+rt::WindowParams convTransposeParams(ConvTransposeOp op) {
+  ConvTransposeGeometry g = op.getGeometry();
+  rt::WindowParams p;
+  p.kernel.assign(g.kernel.begin(), g.kernel.end());
+  p.strides.assign(g.strides.begin(), g.strides.end());
+  p.dilations.assign(g.dilations.begin(), g.dilations.end());
+  p.pads.assign(g.pads.begin(), g.pads.end());
+  p.group = static_cast<int64_t>(op.getGroup());
+  return p;
+}
+
 LogicalResult padParams(Operation *op, ArrayRef<int64_t> xShape,
                         ArrayRef<int64_t> pads, ArrayRef<int64_t> axes,
                         std::vector<int64_t> &resolved,

@@ -472,6 +472,36 @@ LogicalResult rule(onnx::ConvOp op, OpBuilder &b, ArrayRef<Value> dys,
   return success();
 }
 
+/// y = convTranspose(x, W) + b, the adjoint of a convolution of y-shaped
+/// inputs by W: dx is that convolution of dy (an onnx.Conv with the same
+/// window), dW the convolution's weight gradient with x in the place of its
+/// output gradient and dy of its input.
+LogicalResult rule(onnx::ConvTransposeOp op, OpBuilder &b, ArrayRef<Value> dys,
+                   Grads &dxs) {
+  GradBuilder g(b, op);
+  onnx::ConvTransposeGeometry geo = op.getGeometry();
+  auto dilations = b.getDenseI64ArrayAttr(geo.dilations);
+  auto group = b.getI64IntegerAttr(op.getGroup());
+  auto kernel = b.getDenseI64ArrayAttr(geo.kernel);
+  auto pads = b.getDenseI64ArrayAttr(geo.pads);
+  auto strides = b.getDenseI64ArrayAttr(geo.strides);
+  dxs.push_back(onnx::ConvOp::create(
+      b, g.loc, op.getX().getType(), dys[0], op.getW(), Value(),
+      b.getStringAttr("NOTSET"), dilations, group, kernel, pads, strides));
+  dxs.push_back(train::ConvGradWeightOp::create(b, g.loc, g.typeOf(op.getW()),
+                                                op.getX(), dys[0], dilations,
+                                                group, kernel, pads, strides));
+  if (op.getB()) {
+    SmallVector<int64_t> axes = {0};
+    for (int64_t i = 2; i < g.typeOf(op.getX()).getRank(); ++i)
+      axes.push_back(i);
+    dxs.push_back(onnx::ReduceSumOp::create(b, g.loc, dys[0], g.i64s(axes),
+                                            b.getI64IntegerAttr(0),
+                                            b.getI64IntegerAttr(0)));
+  }
+  return success();
+}
+
 LogicalResult rule(onnx::MaxPoolOp op, OpBuilder &b, ArrayRef<Value> dys,
                    Grads &dxs) {
   if (!dys[0])
@@ -899,14 +929,14 @@ void pp::train::registerONNXGradients(DialectRegistry &registry) {
            onnx::LogSoftmaxOp, onnx::ClipOp, onnx::CastOp, onnx::DropoutOp,
            onnx::AddOp, onnx::SubOp, onnx::MulOp, onnx::DivOp, onnx::PowOp,
            onnx::ModOp, onnx::MaxOp, onnx::MinOp, onnx::WhereOp, onnx::MatMulOp,
-           onnx::GemmOp, onnx::ConvOp, onnx::MaxPoolOp, onnx::AveragePoolOp,
-           onnx::GlobalAveragePoolOp, onnx::BatchNormalizationOp,
-           onnx::LayerNormalizationOp, onnx::SoftmaxCrossEntropyLossOp,
-           onnx::ReduceMeanOp, onnx::ReduceSumOp, onnx::ReduceMaxOp,
-           onnx::ReduceMinOp, onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp,
-           onnx::UnsqueezeOp, onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp,
-           onnx::SplitOp, onnx::SliceOp, onnx::PadOp, onnx::GatherOp,
-           onnx::ScatterNDOp>(ctx);
+           onnx::GemmOp, onnx::ConvOp, onnx::ConvTransposeOp, onnx::MaxPoolOp,
+           onnx::AveragePoolOp, onnx::GlobalAveragePoolOp,
+           onnx::BatchNormalizationOp, onnx::LayerNormalizationOp,
+           onnx::SoftmaxCrossEntropyLossOp, onnx::ReduceMeanOp,
+           onnx::ReduceSumOp, onnx::ReduceMaxOp, onnx::ReduceMinOp,
+           onnx::ReshapeOp, onnx::FlattenOp, onnx::SqueezeOp, onnx::UnsqueezeOp,
+           onnx::TransposeOp, onnx::ExpandOp, onnx::ConcatOp, onnx::SplitOp,
+           onnx::SliceOp, onnx::PadOp, onnx::GatherOp, onnx::ScatterNDOp>(ctx);
   });
   registry.addExtension(+[](MLIRContext *ctx, shard::ShardDialect *) {
     attach<shard::AllReduceOp, shard::AllSliceOp, shard::AllGatherOp>(ctx);

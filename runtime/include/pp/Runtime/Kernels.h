@@ -301,6 +301,12 @@ Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
 /// dw from dy and x.
 Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
                       const WindowParams &params, Tensor &dw);
+/// ONNX ConvTranspose: y = convGradInput(x, w) (x in the place of a
+/// convolution's dy; w [C, M / group, k...]) plus b per output channel (b
+/// may be null). `params` holds the explicit pads; y's spatial dims are
+/// those a convolution of y with `params` maps to x's.
+Status convTranspose(Context &ctx, const Tensor &x, const Tensor &w,
+                     const Tensor *b, const WindowParams &params, Tensor &y);
 
 /// Max pooling; indices (I64, may be null) are flat offsets into x's NCHW
 /// layout per ONNX (storage_order 0). Padding never wins the max.

@@ -46,6 +46,12 @@ std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
 mlir::Type getElementTypeForONNXDataType(mlir::MLIRContext *ctx,
                                          int64_t dataType);
 
+/// A ConvTranspose's window with its padding made explicit (from auto_pad,
+/// output_shape, pads) and its output spatial dims.
+struct ConvTransposeGeometry {
+  llvm::SmallVector<int64_t> kernel, strides, dilations, pads, outputSpatial;
+};
+
 /// Per-dim start, size and step of a Slice with constant operands (every
 /// dim of the data, clamped as ONNX specifies).
 struct SliceBounds {

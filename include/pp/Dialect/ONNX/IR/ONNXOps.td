@@ -412,6 +412,35 @@ def ONNX_ConvOp : ONNX_Op<"Conv", [Pure, ONNX_Contraction]> {
   let results = (outs ONNX_FloatTensor:$Y);
   let extraClassDeclaration = [{ double getForwardFlops(); }];
 }
+def ONNX_ConvTransposeOp : ONNX_Op<"ConvTranspose", [Pure, ONNX_Contraction]> {
+  let summary = "ONNX ConvTranspose (N-d, grouped, dilated, padded)";
+  let description = [{
+    The adjoint of Conv: X [N, C, in...] and W [C, M / group, k...] give
+    Y [N, M, out...] with out = stride (in - 1) + output_padding +
+    dilation (k - 1) + 1 - pads (explicit, or from auto_pad or output_shape,
+    which must not need negative pads). output_padding must be less than
+    the stride.
+
+    ```mlir
+    %y = onnx.ConvTranspose %x, %w {strides = array<i64: 2, 2>} : (tensor<1x4x4x4xf32>, tensor<4x2x3x3xf32>) -> tensor<1x2x9x9xf32>
+    ```
+  }];
+  let arguments = (ins ONNX_FloatTensor:$X, ONNX_FloatTensor:$W, Optional<ONNX_FloatTensor>:$B,
+                       DefaultValuedAttr<StrAttr, "\"NOTSET\"">:$auto_pad,
+                       OptionalAttr<DenseI64ArrayAttr>:$dilations,
+                       DefaultValuedAttr<I64Attr, "1">:$group,
+                       OptionalAttr<DenseI64ArrayAttr>:$kernel_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$output_padding,
+                       OptionalAttr<DenseI64ArrayAttr>:$output_shape,
+                       OptionalAttr<DenseI64ArrayAttr>:$pads,
+                       OptionalAttr<DenseI64ArrayAttr>:$strides);
+  let results = (outs ONNX_FloatTensor:$Y);
+  let extraClassDeclaration = [{
+    double getForwardFlops();
+    /// The explicit window (the op verified: it succeeds).
+    ::pp::onnx::ConvTransposeGeometry getGeometry();
+  }];
+}
 def ONNX_BatchNormalizationOp : ONNX_Op<"BatchNormalization", [Pure]> {
   let summary = "ONNX BatchNormalization; running statistics results are always present";
   let description = [{

@@ -20,6 +20,8 @@
 
 namespace pp::onnx {
 
+class ConvTransposeOp;
+
 /// The runtime dtype of an MLIR element type (f32, f64, f16, bf16; i1 ->
 /// Bool; ui8, ui32, ui64 -> U8, U32, U64; other i8, i32, i64 -> I8, I32,
 /// I64); nullopt for types the kernels do not support.
@@ -41,6 +43,9 @@ windowParams(mlir::Operation *op, llvm::ArrayRef<int64_t> xShape,
              std::optional<llvm::ArrayRef<int64_t>> pads,
              std::optional<llvm::ArrayRef<int64_t>> strides,
              std::optional<llvm::ArrayRef<int64_t>> dilations);
+
+/// ConvTranspose's window (explicit pads, its group) for rt::convTranspose.
+rt::WindowParams convTransposeParams(ConvTransposeOp op);
 
 /// ONNX Slice: per dim of x, the first index, the step and the result size,
 /// after clamping as ONNX specifies.
