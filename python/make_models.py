@@ -287,7 +287,8 @@ class Activations(nn.Module):
     """An MLP through the activations and elementwise ops that the other
     models lack: PReLU (one slope per feature), ELU, SELU, CELU, Softplus,
     Softsign, sin and cos, torch.maximum / torch.minimum, L1 and L2 norms
-    (ReduceL1, ReduceL2) and a <= mask (LessOrEqual)."""
+    (ReduceL1, ReduceL2), a <= mask (LessOrEqual) and an upper triangle
+    (Trilu)."""
 
     def __init__(self, in_features=16, width=32, num_classes=10):
         super().__init__()
@@ -304,6 +305,7 @@ class Activations(nn.Module):
         m = torch.maximum(a, b) + torch.minimum(
             nn.functional.celu(a, alpha=0.5), nn.functional.softplus(b))
         s = nn.functional.softsign(m) + torch.sin(m) * torch.cos(h)
+        s = s + torch.triu(s.reshape(-1, 4, 8), diagonal=1).reshape(s.shape)
         l2 = torch.norm(s, p=2, dim=-1, keepdim=True)
         l1 = torch.norm(h, p=1, dim=-1, keepdim=True)
         s = torch.where(x[:, :1] <= 0.0, s / (l2 + 1), s * l1 / (l1 + 1))
@@ -316,14 +318,16 @@ def make_activations():
 
 class Decoder(nn.Module):
     """A small U-Net-like decoder: a strided convolution down, ConvTranspose2d
-    up (stride 2 with output_padding, then grouped and dilated), nearest
-    upsampling by 2 and bilinear by 1.5 (Resize), a skip connection."""
+    up (stride 2 with output_padding, then grouped and dilated), GroupNorm
+    (exported as InstanceNormalization between Reshapes), nearest upsampling
+    by 2 and bilinear by 1.5 (Resize), a skip connection."""
 
     def __init__(self, num_classes=10):
         super().__init__()
         self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
         self.up = nn.ConvTranspose2d(8, 8, 3, stride=2, padding=1,
                                      output_padding=1)
+        self.norm = nn.GroupNorm(2, 8)
         self.up2 = nn.ConvTranspose2d(8, 4, 2, dilation=2, groups=2)
         self.near = nn.Upsample(scale_factor=2, mode="nearest")
         self.smooth = nn.Upsample(scale_factor=1.5, mode="bilinear",
@@ -332,7 +336,7 @@ class Decoder(nn.Module):
 
     def forward(self, x):
         d = torch.relu(self.down(x))                    # [n, 8, 4, 4]
-        u = torch.relu(self.up(d)) + self.near(d)       # [n, 8, 8, 8]
+        u = torch.relu(self.norm(self.up(d))) + self.near(d)  # [n, 8, 8, 8]
         s = self.smooth(self.up2(u))                    # [n, 4, 15, 15]
         pooled = torch.cat([u.mean(dim=(2, 3)), s.mean(dim=(2, 3))], dim=1)
         return self.head(pooled)

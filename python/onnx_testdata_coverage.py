@@ -20,7 +20,8 @@ import onnx
 # lib/Import/ONNX/Einsum.cpp, Decompose.cpp and the importer's Tile.
 DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
-                  "ReduceLogSum", "ReduceLogSumExp", "Resize"}
+                  "ReduceLogSum", "ReduceLogSumExp", "Resize", "Trilu",
+                  "InstanceNormalization", "CastLike", "IsNaN", "IsInf", "Sign"}
 
 
 def dialect_ops(td_path):

@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 using namespace mlir;
 
@@ -39,6 +40,12 @@ enum class Kind {
   ReduceLogSum,
   ReduceLogSumExp,
   Resize,
+  Trilu,
+  InstanceNormalization,
+  CastLike,
+  IsNaN,
+  IsInf,
+  Sign,
   None
 };
 
@@ -57,6 +64,12 @@ Kind kindOf(StringRef opType) {
       .Case("ReduceLogSum", Kind::ReduceLogSum)
       .Case("ReduceLogSumExp", Kind::ReduceLogSumExp)
       .Case("Resize", Kind::Resize)
+      .Case("Trilu", Kind::Trilu)
+      .Case("InstanceNormalization", Kind::InstanceNormalization)
+      .Case("CastLike", Kind::CastLike)
+      .Case("IsNaN", Kind::IsNaN)
+      .Case("IsInf", Kind::IsInf)
+      .Case("Sign", Kind::Sign)
       .Default(Kind::None);
 }
 
@@ -76,7 +89,9 @@ public:
                          const pp::onnx::DecomposedAttrs &attrs) {
     if (kind == Kind::Resize)
       return resize(operands, attrs);
-    // Only Resize has optional inputs.
+    if (kind == Kind::Trilu)
+      return trilu(operands, attrs);
+    // Only Resize and Trilu have optional inputs.
     for (auto [i, operand] : llvm::enumerate(operands))
       if (!operand)
         return fail("input " + std::to_string(i) + " is absent");
@@ -91,6 +106,14 @@ public:
     case Kind::LessOrEqual:
     case Kind::GreaterOrEqual:
       return compareOrEqual(kind == Kind::LessOrEqual, operands);
+    case Kind::InstanceNormalization:
+      return instanceNorm(operands, attrs);
+    case Kind::CastLike:
+      return castLike(operands);
+    case Kind::IsNaN:
+    case Kind::IsInf:
+    case Kind::Sign:
+      return classify(kind, operands, attrs);
     case Kind::None:
       break;
     default:
@@ -444,6 +467,130 @@ private:
     return y;
   }
 
+  /// Trilu: x times a constant mask of its last two dims (upper: column -
+  /// row >= k, lower: <= k), so batch dims broadcast and the gradient is a
+  /// Where's.
+  FailureOr<Value> trilu(ArrayRef<Value> operands,
+                         const pp::onnx::DecomposedAttrs &attrs) {
+    if (operands.empty() || !operands[0] || operands.size() > 2)
+      return fail("takes input and an optional k");
+    Value x = operands[0];
+    ArrayRef<int64_t> shape = shapeOf(x);
+    if (shape.size() < 2)
+      return fail("needs an input of rank >= 2");
+    int64_t k = 0;
+    if (operands.size() == 2 && operands[1]) {
+      auto ks = pp::onnx::getConstantInts(operands[1]);
+      if (!ks || ks->size() != 1)
+        return fail("k is not a constant scalar (the mask is built at import)");
+      k = (*ks)[0];
+    }
+    int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    SmallVector<bool> keep;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        keep.push_back(attrs.upper ? j - i >= k : j - i <= k);
+    Value mask = fold(pp::onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            RankedTensorType::get({rows, cols}, b.getI1Type()), keep)));
+    return fold(pp::onnx::WhereOp::create(b, loc, mask, x,
+                                          scalar(elementType(x), 0.0)));
+  }
+
+  /// InstanceNormalization: each (sample, channel) normalised over its
+  /// spatial dims (biased variance), then scale and B per channel.
+  FailureOr<Value> instanceNorm(ArrayRef<Value> operands,
+                                const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 3, 3)))
+      return failure();
+    Value x = operands[0], scale = operands[1], bias = operands[2];
+    ArrayRef<int64_t> shape = shapeOf(x);
+    if (!isa<FloatType>(elementType(x)) || shape.size() < 3)
+      return fail("needs a float input of rank >= 3");
+    for (Value v : {scale, bias})
+      if (shapeOf(v) != ArrayRef<int64_t>{shape[1]} ||
+          elementType(v) != elementType(x))
+        return fail("scale and B must be 1-D of the " +
+                    std::to_string(shape[1]) + " channels");
+    SmallVector<int64_t> spatial, perChannel(shape.size() - 1, 1);
+    for (int64_t d = 2; d < int64_t(shape.size()); ++d)
+      spatial.push_back(d);
+    perChannel[0] = shape[1];
+    auto mean = [&](Value v) {
+      return fold(pp::onnx::ReduceMeanOp::create(
+          b, loc, v, b.getDenseI64ArrayAttr(spatial), b.getI64IntegerAttr(1)));
+    };
+    Value centered = fold(pp::onnx::SubOp::create(b, loc, x, mean(x)));
+    Value var = mean(fold(pp::onnx::MulOp::create(b, loc, centered, centered)));
+    Value std = fold(pp::onnx::SqrtOp::create(
+        b, loc,
+        fold(pp::onnx::AddOp::create(b, loc, var,
+                                     scalar(elementType(x), attrs.epsilon)))));
+    Value normed = fold(pp::onnx::DivOp::create(b, loc, centered, std));
+    Value scaled = fold(
+        pp::onnx::MulOp::create(b, loc, normed, reshape(scale, perChannel)));
+    return fold(
+        pp::onnx::AddOp::create(b, loc, scaled, reshape(bias, perChannel)));
+  }
+
+  /// CastLike: a Cast to the element type of `target_type`.
+  FailureOr<Value> castLike(ArrayRef<Value> operands) {
+    if (failed(expectCount(operands, 2, 2)))
+      return failure();
+    Type target = elementType(operands[1]);
+    // The ONNX data type code of the target (the dialect's own table).
+    for (int64_t code = 1; code <= 16; ++code)
+      if (pp::onnx::getElementTypeForONNXDataType(b.getContext(), code) ==
+          target)
+        return fold(pp::onnx::CastOp::create(
+            b, loc, RankedTensorType::get(shapeOf(operands[0]), target),
+            operands[0], b.getI64IntegerAttr(code)));
+    return fail("target_type's element type is not supported");
+  }
+
+  /// IsNaN as x != x; IsInf as x == +-inf (per detect_negative /
+  /// detect_positive); Sign as 1, -1 or 0 by comparisons, NaN kept.
+  FailureOr<Value> classify(Kind kind, ArrayRef<Value> operands,
+                            const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    Value x = operands[0];
+    Type element = elementType(x);
+    if (!isa<FloatType>(element) && kind != Kind::Sign)
+      return fail("takes float inputs");
+    auto equal = [&](Value a, Value c) {
+      return fold(pp::onnx::EqualOp::create(b, loc, a, c));
+    };
+    if (kind == Kind::IsNaN)
+      return fold(pp::onnx::NotOp::create(b, loc, equal(x, x)));
+    if (kind == Kind::IsInf) {
+      double inf = std::numeric_limits<double>::infinity();
+      Value positive = equal(x, scalar(element, inf));
+      Value negative = equal(x, scalar(element, -inf));
+      if (attrs.detectPositive && attrs.detectNegative)
+        return fold(pp::onnx::OrOp::create(b, loc, positive, negative));
+      if (attrs.detectPositive)
+        return positive;
+      if (attrs.detectNegative)
+        return negative;
+      return fold(pp::onnx::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(
+              RankedTensorType::get(shapeOf(x), b.getI1Type()), false)));
+    }
+    Value zero = scalar(element, 0.0);
+    Value negativeOrZero = fold(pp::onnx::WhereOp::create(
+        b, loc, fold(pp::onnx::LessOp::create(b, loc, x, zero)),
+        scalar(element, -1.0), zero));
+    Value sign = fold(pp::onnx::WhereOp::create(
+        b, loc, fold(pp::onnx::GreaterOp::create(b, loc, x, zero)),
+        scalar(element, 1.0), negativeOrZero));
+    if (!isa<FloatType>(element))
+      return sign;
+    return fold(pp::onnx::WhereOp::create(b, loc, equal(x, x), sign, x));
+  }
+
   /// x [.., d, ..] viewed as [.., d, 1, ..], expanded to [.., d, r, ..]
   /// and flattened to [.., d r, ..].
   Value repeatElements(Value x, ArrayRef<int64_t> out) {
@@ -543,11 +690,20 @@ ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
                                           "antialias",
                                           "axes",
                                           "keep_aspect_ratio_policy"};
+  static const StringRef triluAttrs[] = {"upper"};
+  static const StringRef normAttrs[] = {"epsilon"};
+  static const StringRef isInfAttrs[] = {"detect_negative", "detect_positive"};
   Kind kind = kindOf(opType);
   if (isReduction(kind))
     return reductionAttrs;
   if (kind == Kind::Resize)
     return resizeAttrs;
+  if (kind == Kind::Trilu)
+    return triluAttrs;
+  if (kind == Kind::InstanceNormalization)
+    return normAttrs;
+  if (kind == Kind::IsInf)
+    return isInfAttrs;
   return {};
 }
 

@@ -8,7 +8,9 @@
 // reductions through ReduceSum (and ReduceMax), and Resize (nearest or
 // linear, any coordinate transformation): a repeat by integer factors as
 // Reshape/Expand, any other as one MatMul per resized axis by a constant
-// interpolation matrix.
+// interpolation matrix; Trilu as a Where by a constant mask,
+// InstanceNormalization by means over the spatial dims, CastLike as a Cast,
+// IsNaN / IsInf / Sign by comparisons.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,6 +44,10 @@ struct DecomposedAttrs {
   std::string keepAspectRatioPolicy = "stretch";
   int64_t antialias = 0;
   int64_t excludeOutside = 0;
+  /// Trilu, InstanceNormalization, IsInf.
+  int64_t upper = 1;
+  double epsilon = 1e-5;
+  int64_t detectNegative = 1, detectPositive = 1;
 };
 
 /// The names of the attributes `opType` takes (the others are errors).

@@ -996,6 +996,14 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
       attrs.antialias = attr.i();
     else if (name == "exclude_outside")
       attrs.excludeOutside = attr.i();
+    else if (name == "upper")
+      attrs.upper = attr.i();
+    else if (name == "epsilon")
+      attrs.epsilon = attr.f();
+    else if (name == "detect_negative")
+      attrs.detectNegative = attr.i();
+    else if (name == "detect_positive")
+      attrs.detectPositive = attr.i();
   }
   // Absent optional inputs are null; the decomposition checks them.
   FailureOr<SmallVector<Value>> operands =
