@@ -21,7 +21,8 @@ import onnx
 DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
                   "ReduceLogSum", "ReduceLogSumExp", "Resize", "Trilu",
-                  "InstanceNormalization", "CastLike", "IsNaN", "IsInf", "Sign"}
+                  "InstanceNormalization", "CastLike", "IsNaN", "IsInf", "Sign",
+                  "NegativeLogLikelihoodLoss"}
 
 
 def dialect_ops(td_path):

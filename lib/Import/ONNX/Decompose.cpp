@@ -46,6 +46,7 @@ enum class Kind {
   IsNaN,
   IsInf,
   Sign,
+  NegativeLogLikelihoodLoss,
   None
 };
 
@@ -70,6 +71,7 @@ Kind kindOf(StringRef opType) {
       .Case("IsNaN", Kind::IsNaN)
       .Case("IsInf", Kind::IsInf)
       .Case("Sign", Kind::Sign)
+      .Case("NegativeLogLikelihoodLoss", Kind::NegativeLogLikelihoodLoss)
       .Default(Kind::None);
 }
 
@@ -91,7 +93,9 @@ public:
       return resize(operands, attrs);
     if (kind == Kind::Trilu)
       return trilu(operands, attrs);
-    // Only Resize and Trilu have optional inputs.
+    if (kind == Kind::NegativeLogLikelihoodLoss)
+      return nllLoss(operands, attrs);
+    // Only Resize, Trilu and NegativeLogLikelihoodLoss have optional inputs.
     for (auto [i, operand] : llvm::enumerate(operands))
       if (!operand)
         return fail("input " + std::to_string(i) + " is absent");
@@ -498,6 +502,80 @@ private:
                                           scalar(elementType(x), 0.0)));
   }
 
+  /// NegativeLogLikelihoodLoss: -input[n, target, ...] (times the class
+  /// weight) picked by a one-hot mask (target == class index), none where
+  /// target is ignore_index; mean divides by the picked weights' sum.
+  FailureOr<Value> nllLoss(ArrayRef<Value> operands,
+                           const pp::onnx::DecomposedAttrs &attrs) {
+    if (operands.size() < 2 || operands.size() > 3 || !operands[0] ||
+        !operands[1])
+      return fail("takes input, target and an optional weight");
+    Value input = operands[0], target = operands[1];
+    Value weight = operands.size() == 3 ? operands[2] : Value();
+    ArrayRef<int64_t> shape = shapeOf(input), targetShape = shapeOf(target);
+    Type element = elementType(input);
+    if (!isa<FloatType>(element) || shape.size() < 2)
+      return fail("needs a float input of rank >= 2");
+    SmallVector<int64_t> expectedTarget = {shape[0]};
+    expectedTarget.append(shape.begin() + 2, shape.end());
+    if (targetShape != ArrayRef<int64_t>(expectedTarget) ||
+        !isa<IntegerType>(elementType(target)))
+      return fail("target must be an integer tensor of input's shape without "
+                  "dim 1");
+    if (weight && (shapeOf(weight) != ArrayRef<int64_t>{shape[1]} ||
+                   elementType(weight) != element))
+      return fail("weight must be 1-D of the " + std::to_string(shape[1]) +
+                  " classes");
+    if (attrs.reduction != "none" && attrs.reduction != "sum" &&
+        attrs.reduction != "mean")
+      return fail("unknown reduction '" + attrs.reduction + "'");
+    int64_t classes = shape[1], rank = shape.size();
+    // Classes along dim 1, ones elsewhere; the target with a dim 1 there.
+    SmallVector<int64_t> classShape(rank, 1), targetKept(shape);
+    classShape[1] = classes;
+    targetKept[1] = 1;
+    Type targetElement = elementType(target);
+    SmallVector<APInt> ids;
+    for (int64_t c = 0; c < classes; ++c)
+      ids.push_back(APInt(targetElement.getIntOrFloatBitWidth(), c, true));
+    Value classValues = fold(pp::onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(RankedTensorType::get(classShape, targetElement),
+                               ids)));
+    Value t = reshape(target, targetKept);
+    Value hit = fold(pp::onnx::EqualOp::create(b, loc, t, classValues));
+    if (attrs.ignoreIndex) {
+      Value ignore = fold(pp::onnx::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, targetElement),
+                                 APInt(targetElement.getIntOrFloatBitWidth(),
+                                       *attrs.ignoreIndex, true))));
+      Value kept = fold(pp::onnx::NotOp::create(
+          b, loc, fold(pp::onnx::EqualOp::create(b, loc, t, ignore))));
+      hit = fold(pp::onnx::AndOp::create(b, loc, hit, kept));
+    }
+    Value zero = scalar(element, 0.0);
+    Value picked = fold(pp::onnx::WhereOp::create(b, loc, hit, input, zero));
+    Value classWeight =
+        weight ? reshape(weight, classShape) : scalar(element, 1.0);
+    if (weight)
+      picked = fold(pp::onnx::MulOp::create(b, loc, picked, classWeight));
+    auto sum = [&](Value v, ArrayRef<int64_t> axes, int64_t keep) {
+      return fold(pp::onnx::ReduceSumOp::create(
+          b, loc, v, axes.empty() ? Value() : i64s(axes),
+          b.getI64IntegerAttr(keep), b.getI64IntegerAttr(0)));
+    };
+    Value loss = fold(pp::onnx::NegOp::create(b, loc, sum(picked, {1}, 0)));
+    if (attrs.reduction == "none")
+      return loss;
+    Value total = sum(loss, {}, 0);
+    if (attrs.reduction == "sum")
+      return total;
+    Value weights = fold(pp::onnx::WhereOp::create(
+        b, loc, hit, weight ? classWeight : scalar(element, 1.0), zero));
+    return fold(pp::onnx::DivOp::create(b, loc, total, sum(weights, {}, 0)));
+  }
+
   /// InstanceNormalization: each (sample, channel) normalised over its
   /// spatial dims (biased variance), then scale and B per channel.
   FailureOr<Value> instanceNorm(ArrayRef<Value> operands,
@@ -693,6 +771,7 @@ ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
   static const StringRef triluAttrs[] = {"upper"};
   static const StringRef normAttrs[] = {"epsilon"};
   static const StringRef isInfAttrs[] = {"detect_negative", "detect_positive"};
+  static const StringRef nllAttrs[] = {"reduction", "ignore_index"};
   Kind kind = kindOf(opType);
   if (isReduction(kind))
     return reductionAttrs;
@@ -704,6 +783,8 @@ ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
     return normAttrs;
   if (kind == Kind::IsInf)
     return isInfAttrs;
+  if (kind == Kind::NegativeLogLikelihoodLoss)
+    return nllAttrs;
   return {};
 }
 

@@ -10,7 +10,8 @@
 // Reshape/Expand, any other as one MatMul per resized axis by a constant
 // interpolation matrix; Trilu as a Where by a constant mask,
 // InstanceNormalization by means over the spatial dims, CastLike as a Cast,
-// IsNaN / IsInf / Sign by comparisons.
+// IsNaN / IsInf / Sign by comparisons, NegativeLogLikelihoodLoss by a
+// one-hot mask of the target.
 //
 //===----------------------------------------------------------------------===//
 
@@ -48,6 +49,9 @@ struct DecomposedAttrs {
   int64_t upper = 1;
   double epsilon = 1e-5;
   int64_t detectNegative = 1, detectPositive = 1;
+  /// NegativeLogLikelihoodLoss.
+  std::string reduction = "mean";
+  std::optional<int64_t> ignoreIndex;
 };
 
 /// The names of the attributes `opType` takes (the others are errors).

@@ -1004,6 +1004,10 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
       attrs.detectNegative = attr.i();
     else if (name == "detect_positive")
       attrs.detectPositive = attr.i();
+    else if (name == "reduction")
+      attrs.reduction = attr.s();
+    else if (name == "ignore_index")
+      attrs.ignoreIndex = attr.i();
   }
   // Absent optional inputs are null; the decomposition checks them.
   FailureOr<SmallVector<Value>> operands =
