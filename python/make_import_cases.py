@@ -81,10 +81,11 @@ def farange(shape, scale=0.125):
 # --------------------------------------------------------------------------
 
 def unsupported_op():
-    # Hardmax is a valid opset-17 op with no onnx dialect equivalent.
-    node = helper.make_node("Hardmax", ["A"], ["Y"], name="my_hardmax")
+    # ReduceProd is a valid opset-17 op with no onnx dialect equivalent.
+    node = helper.make_node("ReduceProd", ["A"], ["Y"], name="my_prod",
+                            axes=[1], keepdims=0)
     return model([node], [tensor("A", FLOAT, [2, 3])],
-                 [tensor("Y", FLOAT, [2, 3])])
+                 [tensor("Y", FLOAT, [2])])
 
 
 def custom_domain():

@@ -287,8 +287,9 @@ class Activations(nn.Module):
     """An MLP through the activations and elementwise ops that the other
     models lack: PReLU (one slope per feature), ELU, SELU, CELU, Softplus,
     Softsign, sin and cos, torch.maximum / torch.minimum, L1 and L2 norms
-    (ReduceL1, ReduceL2), a <= mask (LessOrEqual) and an upper triangle
-    (Trilu)."""
+    (ReduceL1, ReduceL2), a <= mask (LessOrEqual), an upper triangle
+    (Trilu), torch.gather (GatherElements), torch.cumsum (CumSum) and a
+    one-hot of argmax (ArgMax)."""
 
     def __init__(self, in_features=16, width=32, num_classes=10):
         super().__init__()
@@ -297,6 +298,11 @@ class Activations(nn.Module):
         self.fc2 = nn.Linear(width, width)
         self.fc3 = nn.Linear(width, width)
         self.head = nn.Linear(width, num_classes)
+        # Every row reads its features in one fixed shuffled order (the same
+        # for every sample, so micro-batches compute what the batch does).
+        self.register_buffer(
+            "order", torch.randperm(width, generator=torch.Generator()
+                                    .manual_seed(1)).reshape(1, width))
 
     def forward(self, x):
         h = self.prelu(self.fc1(x))
@@ -306,6 +312,10 @@ class Activations(nn.Module):
             nn.functional.celu(a, alpha=0.5), nn.functional.softplus(b))
         s = nn.functional.softsign(m) + torch.sin(m) * torch.cos(h)
         s = s + torch.triu(s.reshape(-1, 4, 8), diagonal=1).reshape(s.shape)
+        s = s + 0.5 * torch.gather(s, 1, self.order.expand(s.shape[0], -1))
+        s = s + 0.05 * torch.cumsum(h, dim=1)
+        top = s.argmax(dim=1, keepdim=True) == torch.arange(s.shape[1])
+        s = s + 0.1 * top.to(s.dtype)
         l2 = torch.norm(s, p=2, dim=-1, keepdim=True)
         l1 = torch.norm(h, p=1, dim=-1, keepdim=True)
         s = torch.where(x[:, :1] <= 0.0, s / (l2 + 1), s * l1 / (l1 + 1))
@@ -320,7 +330,8 @@ class Decoder(nn.Module):
     """A small U-Net-like decoder: a strided convolution down, ConvTranspose2d
     up (stride 2 with output_padding, then grouped and dilated), GroupNorm
     (exported as InstanceNormalization between Reshapes), nearest upsampling
-    by 2 and bilinear by 1.5 (Resize), a skip connection."""
+    by 2 and bilinear by 1.5 (Resize), pixel shuffle (DepthToSpace), a skip
+    connection."""
 
     def __init__(self, num_classes=10):
         super().__init__()
@@ -332,13 +343,15 @@ class Decoder(nn.Module):
         self.near = nn.Upsample(scale_factor=2, mode="nearest")
         self.smooth = nn.Upsample(scale_factor=1.5, mode="bilinear",
                                   align_corners=False)
-        self.head = nn.Linear(8 + 4, num_classes)
+        self.head = nn.Linear(8 + 4 + 2, num_classes)
 
     def forward(self, x):
         d = torch.relu(self.down(x))                    # [n, 8, 4, 4]
         u = torch.relu(self.norm(self.up(d))) + self.near(d)  # [n, 8, 8, 8]
         s = self.smooth(self.up2(u))                    # [n, 4, 15, 15]
-        pooled = torch.cat([u.mean(dim=(2, 3)), s.mean(dim=(2, 3))], dim=1)
+        p = nn.functional.pixel_shuffle(u, 2)           # [n, 2, 16, 16]
+        pooled = torch.cat([u.mean(dim=(2, 3)), s.mean(dim=(2, 3)),
+                            p.mean(dim=(2, 3))], dim=1)
         return self.head(pooled)
 
 

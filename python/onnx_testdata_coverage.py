@@ -22,7 +22,10 @@ DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
                   "ReduceLogSum", "ReduceLogSumExp", "Resize", "Trilu",
                   "InstanceNormalization", "CastLike", "IsNaN", "IsInf", "Sign",
-                  "NegativeLogLikelihoodLoss"}
+                  "NegativeLogLikelihoodLoss", "GatherElements", "ArgMax",
+                  "ArgMin", "Hardmax", "OneHot", "CumSum", "DepthToSpace",
+                  "SpaceToDepth", "Xor", "EyeLike", "Shrink", "Tan", "Sinh",
+                  "Cosh", "Asinh", "Acosh", "Atanh"}
 
 
 def dialect_ops(td_path):

@@ -117,14 +117,17 @@ DenseSet<Value> findValuesSavedForBackward(Block &forward) {
       dys.push_back(zero);
       scratch.push_back(zero);
     }
-    Operation *firstNew = scratch.empty() ? nullptr : scratch.front();
+    // No float result (integer index arithmetic): no adjoint flows through
+    // the op, so it saves nothing.
+    if (scratch.empty())
+      continue;
+    Operation *firstNew = scratch.front();
     SmallVector<Value> dxs;
     // A rule that fails (e.g. inference-mode BatchNorm) saves nothing.
     (void)grad.buildGradient(b, dys, dxs);
     // Everything between the stand-ins and the terminator is scratch.
     DenseSet<Operation *> isScratch;
-    for (Operation *it = firstNew ? firstNew : terminator; it != terminator;
-         it = it->getNextNode())
+    for (Operation *it = firstNew; it != terminator; it = it->getNextNode())
       isScratch.insert(it);
     for (Operation *it : isScratch)
       for (Value operand : it->getOperands()) {
@@ -137,8 +140,7 @@ DenseSet<Value> findValuesSavedForBackward(Block &forward) {
       }
     // Erase the scratch ops, users first.
     SmallVector<Operation *> toErase;
-    for (Operation *it = firstNew ? firstNew : terminator; it != terminator;
-         it = it->getNextNode())
+    for (Operation *it = firstNew; it != terminator; it = it->getNextNode())
       toErase.push_back(it);
     for (Operation *it : llvm::reverse(toErase)) {
       it->dropAllUses();

@@ -47,6 +47,23 @@ enum class Kind {
   IsInf,
   Sign,
   NegativeLogLikelihoodLoss,
+  GatherElements,
+  ArgMax,
+  ArgMin,
+  Hardmax,
+  OneHot,
+  CumSum,
+  DepthToSpace,
+  SpaceToDepth,
+  Xor,
+  EyeLike,
+  Shrink,
+  Tan,
+  Sinh,
+  Cosh,
+  Asinh,
+  Acosh,
+  Atanh,
   None
 };
 
@@ -72,6 +89,23 @@ Kind kindOf(StringRef opType) {
       .Case("IsInf", Kind::IsInf)
       .Case("Sign", Kind::Sign)
       .Case("NegativeLogLikelihoodLoss", Kind::NegativeLogLikelihoodLoss)
+      .Case("GatherElements", Kind::GatherElements)
+      .Case("ArgMax", Kind::ArgMax)
+      .Case("ArgMin", Kind::ArgMin)
+      .Case("Hardmax", Kind::Hardmax)
+      .Case("OneHot", Kind::OneHot)
+      .Case("CumSum", Kind::CumSum)
+      .Case("DepthToSpace", Kind::DepthToSpace)
+      .Case("SpaceToDepth", Kind::SpaceToDepth)
+      .Case("Xor", Kind::Xor)
+      .Case("EyeLike", Kind::EyeLike)
+      .Case("Shrink", Kind::Shrink)
+      .Case("Tan", Kind::Tan)
+      .Case("Sinh", Kind::Sinh)
+      .Case("Cosh", Kind::Cosh)
+      .Case("Asinh", Kind::Asinh)
+      .Case("Acosh", Kind::Acosh)
+      .Case("Atanh", Kind::Atanh)
       .Default(Kind::None);
 }
 
@@ -118,6 +152,39 @@ public:
     case Kind::IsInf:
     case Kind::Sign:
       return classify(kind, operands, attrs);
+    case Kind::GatherElements:
+      return gatherElements(operands, attrs);
+    case Kind::ArgMax:
+    case Kind::ArgMin:
+    case Kind::Hardmax:
+      return argExtremum(kind, operands, attrs);
+    case Kind::OneHot:
+      return oneHot(operands, attrs);
+    case Kind::CumSum:
+      return cumSum(operands, attrs);
+    case Kind::DepthToSpace:
+    case Kind::SpaceToDepth:
+      return depthSpace(kind == Kind::DepthToSpace, operands, attrs);
+    case Kind::Xor: {
+      if (failed(expectCount(operands, 2, 2)))
+        return failure();
+      Value a = operands[0], c = operands[1];
+      Value either = fold(pp::onnx::OrOp::create(b, loc, a, c));
+      Value both = fold(pp::onnx::AndOp::create(b, loc, a, c));
+      return fold(pp::onnx::AndOp::create(
+          b, loc, either, fold(pp::onnx::NotOp::create(b, loc, both))));
+    }
+    case Kind::EyeLike:
+      return eyeLike(operands, attrs);
+    case Kind::Shrink:
+      return shrink(operands, attrs);
+    case Kind::Tan:
+    case Kind::Sinh:
+    case Kind::Cosh:
+    case Kind::Asinh:
+    case Kind::Acosh:
+    case Kind::Atanh:
+      return elementary(kind, operands);
     case Kind::None:
       break;
     default:
@@ -413,9 +480,10 @@ private:
     if (operands.empty() || !operands[0] || operands.size() > 4)
       return fail("takes X and at most roi, scales and sizes");
     Value x = operands[0];
-    StringRef mode = attrs.mode, coord = attrs.coordinateMode;
+    std::string modeName = attrs.mode.value_or("nearest");
+    StringRef mode = modeName, coord = attrs.coordinateMode;
     if (mode != "nearest" && mode != "linear")
-      return fail("mode '" + attrs.mode +
+      return fail("mode '" + modeName +
                   "' is not supported (nearest and linear are)");
     if (coord == "tf_crop_and_resize")
       return fail("coordinate_transformation_mode 'tf_crop_and_resize' is not "
@@ -576,6 +644,362 @@ private:
     return fold(pp::onnx::DivOp::create(b, loc, total, sum(weights, {}, 0)));
   }
 
+  /// 0 .. n - 1 of `element` along `axis` of a rank-`rank` shape of ones.
+  Value range(int64_t n, Type element, int64_t rank, int64_t axis) {
+    SmallVector<int64_t> shape(rank, 1);
+    shape[axis] = n;
+    auto type = RankedTensorType::get(shape, element);
+    if (auto integer = dyn_cast<IntegerType>(element)) {
+      SmallVector<APInt> values;
+      for (int64_t i = 0; i < n; ++i)
+        values.push_back(APInt(integer.getWidth(), i, true));
+      return fold(pp::onnx::ConstantOp::create(
+          b, loc, DenseElementsAttr::get(type, values)));
+    }
+    SmallVector<double> values;
+    for (int64_t i = 0; i < n; ++i)
+      values.push_back(static_cast<double>(i));
+    return fold(pp::onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(type,
+                               toFloats(values, cast<FloatType>(element)))));
+  }
+
+  /// `axis` normalised against `rank`, or an error.
+  FailureOr<int64_t> normalizedAxis(int64_t axis, int64_t rank) {
+    if (axis < -rank || axis >= rank) {
+      error = "axis " + std::to_string(axis) + " is out of range for rank " +
+              std::to_string(rank);
+      return failure();
+    }
+    return axis < 0 ? axis + rank : axis;
+  }
+
+  /// `shape` with a dim of 1 inserted at `at`.
+  static SmallVector<int64_t> withOne(ArrayRef<int64_t> shape, int64_t at) {
+    SmallVector<int64_t> result(shape);
+    result.insert(result.begin() + at, 1);
+    return result;
+  }
+
+  /// Negative indices counted from the end of a dim of `size`.
+  Value wrapIndices(Value indices, int64_t size) {
+    Type element = elementType(indices);
+    Value zero = scalar(element, 0.0);
+    Value wrapped = fold(pp::onnx::AddOp::create(
+        b, loc, indices, scalar(element, static_cast<double>(size))));
+    return fold(pp::onnx::WhereOp::create(
+        b, loc, fold(pp::onnx::LessOp::create(b, loc, indices, zero)), wrapped,
+        indices));
+  }
+
+  /// GatherElements: output element e reads data where e's index along
+  /// `axis` is indices[e]: a mask indices[e] == d over a new dim d next to
+  /// the axis selects data, summed over d (so data's gradient is a Where's).
+  FailureOr<Value> gatherElements(ArrayRef<Value> operands,
+                                  const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 2, 2)))
+      return failure();
+    Value data = operands[0], indices = operands[1];
+    ArrayRef<int64_t> shape = shapeOf(data), outShape = shapeOf(indices);
+    int64_t rank = shape.size();
+    FailureOr<int64_t> axis = normalizedAxis(attrs.axis.value_or(0), rank);
+    if (failed(axis))
+      return failure();
+    if (int64_t(outShape.size()) != rank)
+      return fail("indices must have data's rank");
+    for (int64_t d = 0; d < rank; ++d)
+      if (d != *axis && outShape[d] != shape[d])
+        return fail("indices differ from data in dim " + std::to_string(d) +
+                    " (only the axis may differ)");
+    int64_t size = shape[*axis];
+    Value idx =
+        reshape(wrapIndices(indices, size), withOne(outShape, *axis + 1));
+    Value hit = fold(pp::onnx::EqualOp::create(
+        b, loc, idx, range(size, elementType(indices), rank + 1, *axis + 1)));
+    Value spread = reshape(data, withOne(shape, *axis));
+    Value picked = fold(pp::onnx::WhereOp::create(
+        b, loc, hit, spread, scalar(elementType(data), 0.0)));
+    return fold(pp::onnx::ReduceSumOp::create(b, loc, picked, i64s({*axis + 1}),
+                                              b.getI64IntegerAttr(0),
+                                              b.getI64IntegerAttr(0)));
+  }
+
+  /// ArgMax / ArgMin: the least (or, select_last_index, the greatest) index
+  /// along the axis where data equals its extremum (NaN counts as the
+  /// extremum where there is one, as numpy's); Hardmax: 1 at ArgMax's
+  /// index, 0 elsewhere.
+  FailureOr<Value> argExtremum(Kind kind, ArrayRef<Value> operands,
+                               const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    Value data = operands[0];
+    ArrayRef<int64_t> shape = shapeOf(data);
+    int64_t rank = shape.size();
+    int64_t axisAttr = attrs.axis.value_or(kind == Kind::Hardmax ? -1 : 0);
+    FailureOr<int64_t> axis = normalizedAxis(axisAttr, rank);
+    if (failed(axis))
+      return failure();
+    auto axes = b.getDenseI64ArrayAttr({*axis});
+    Value extremum = kind == Kind::ArgMin
+                         ? fold(pp::onnx::ReduceMinOp::create(
+                               b, loc, data, axes, b.getI64IntegerAttr(1)))
+                         : fold(pp::onnx::ReduceMaxOp::create(
+                               b, loc, data, axes, b.getI64IntegerAttr(1)));
+    Value hit = fold(pp::onnx::EqualOp::create(b, loc, data, extremum));
+    if (isa<FloatType>(elementType(data))) {
+      Value nan = fold(pp::onnx::NotOp::create(
+          b, loc, fold(pp::onnx::EqualOp::create(b, loc, data, data))));
+      hit = fold(pp::onnx::OrOp::create(b, loc, hit, nan));
+    }
+    int64_t size = shape[*axis];
+    Value ids = range(size, b.getI64Type(), rank, *axis);
+    bool last = attrs.selectLastIndex && kind != Kind::Hardmax;
+    Value candidates = fold(pp::onnx::WhereOp::create(
+        b, loc, hit, ids,
+        scalar(b.getI64Type(), last ? -1.0 : static_cast<double>(size))));
+    int64_t keep = kind == Kind::Hardmax ? 1 : attrs.keepdims;
+    Value index =
+        last ? fold(pp::onnx::ReduceMaxOp::create(b, loc, candidates, axes,
+                                                  b.getI64IntegerAttr(keep)))
+             : fold(pp::onnx::ReduceMinOp::create(b, loc, candidates, axes,
+                                                  b.getI64IntegerAttr(keep)));
+    if (kind != Kind::Hardmax)
+      return index;
+    Type element = elementType(data);
+    return fold(pp::onnx::WhereOp::create(
+        b, loc, fold(pp::onnx::EqualOp::create(b, loc, ids, index)),
+        scalar(element, 1.0), scalar(element, 0.0)));
+  }
+
+  /// OneHot: values[1] where the index (negative: from the end) equals the
+  /// position along the new axis, values[0] elsewhere.
+  FailureOr<Value> oneHot(ArrayRef<Value> operands,
+                          const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 3, 3)))
+      return failure();
+    Value indices = operands[0], values = operands[2];
+    auto depth = pp::onnx::getConstantInts(operands[1]);
+    if (!depth || depth->size() != 1 || (*depth)[0] <= 0)
+      return fail("depth is not a positive constant scalar: the result shape "
+                  "cannot be made static");
+    if (shapeOf(values) != ArrayRef<int64_t>{2})
+      return fail("values must hold [off, on]");
+    int64_t rank = shapeOf(indices).size() + 1;
+    FailureOr<int64_t> axis = normalizedAxis(attrs.axis.value_or(-1), rank);
+    if (failed(axis))
+      return failure();
+    int64_t n = (*depth)[0];
+    Value idx =
+        reshape(wrapIndices(indices, n), withOne(shapeOf(indices), *axis));
+    Value hit = fold(pp::onnx::EqualOp::create(
+        b, loc, idx, range(n, elementType(indices), rank, *axis)));
+    auto pick = [&](int64_t i) {
+      Value at = fold(pp::onnx::ConstantOp::create(
+          b, loc,
+          DenseElementsAttr::get(RankedTensorType::get({}, b.getI64Type()),
+                                 APInt(64, i))));
+      return fold(pp::onnx::GatherOp::create(b, loc, values, at,
+                                             b.getI64IntegerAttr(0)));
+    };
+    return fold(pp::onnx::WhereOp::create(b, loc, hit, pick(1), pick(0)));
+  }
+
+  /// CumSum along the (constant) axis: a MatMul by the [n, n] 0/1 matrix of
+  /// which inputs each output sums (exclusive: not its own; reverse: from
+  /// the end), with the axis moved last and back.
+  FailureOr<Value> cumSum(ArrayRef<Value> operands,
+                          const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 2, 2)))
+      return failure();
+    Value x = operands[0];
+    auto axisValue = pp::onnx::getConstantInts(operands[1]);
+    if (!axisValue || axisValue->size() != 1)
+      return fail(
+          "axis is not a constant scalar (the sums are built at import)");
+    if (!isa<FloatType>(elementType(x)))
+      return fail("takes float inputs");
+    int64_t rank = shapeOf(x).size();
+    FailureOr<int64_t> axis = normalizedAxis((*axisValue)[0], rank);
+    if (failed(axis))
+      return failure();
+    int64_t n = shapeOf(x)[*axis];
+    std::vector<double> sums(n * n, 0.0);
+    for (int64_t i = 0; i < n; ++i)     // input
+      for (int64_t j = 0; j < n; ++j) { // output
+        bool in = attrs.reverse ? i >= j : i <= j;
+        if (attrs.exclusive && i == j)
+          in = false;
+        sums[i * n + j] = in ? 1.0 : 0.0;
+      }
+    return matmulAlong(x, *axis, sums, n);
+  }
+
+  /// x with axis `d` multiplied by the [in, out] matrix `weights` (row
+  /// major): the axis moved last by a Transpose, a MatMul, moved back.
+  Value matmulAlong(Value x, int64_t d, ArrayRef<double> weights,
+                    int64_t outSize) {
+    int64_t rank = shapeOf(x).size(), inSize = shapeOf(x)[d];
+    auto element = cast<FloatType>(elementType(x));
+    Value matrix = fold(pp::onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            RankedTensorType::get({inSize, outSize}, element),
+            toFloats(weights, element))));
+    SmallVector<int64_t> perm, inverse(rank);
+    for (int64_t i = 0; i < rank; ++i)
+      if (i != d)
+        perm.push_back(i);
+    perm.push_back(d);
+    for (int64_t i = 0; i < rank; ++i)
+      inverse[perm[i]] = i;
+    bool last = d == rank - 1;
+    Value moved = last ? x
+                       : fold(pp::onnx::TransposeOp::create(
+                             b, loc, x, b.getDenseI64ArrayAttr(perm)));
+    Value product = fold(pp::onnx::MatMulOp::create(b, loc, moved, matrix));
+    return last ? product
+                : fold(pp::onnx::TransposeOp::create(
+                      b, loc, product, b.getDenseI64ArrayAttr(inverse)));
+  }
+
+  /// DepthToSpace (DCR or CRD) and SpaceToDepth: a Reshape, a Transpose and
+  /// a Reshape.
+  FailureOr<Value> depthSpace(bool toSpace, ArrayRef<Value> operands,
+                              const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    Value x = operands[0];
+    ArrayRef<int64_t> s = shapeOf(x);
+    int64_t bs = attrs.blocksize;
+    if (s.size() != 4 || bs <= 0)
+      return fail("needs a rank-4 input and a positive blocksize");
+    int64_t n = s[0], c = s[1], h = s[2], w = s[3];
+    SmallVector<int64_t> split, perm, out;
+    if (toSpace) {
+      std::string mode = attrs.mode.value_or("DCR");
+      if (c % (bs * bs) != 0)
+        return fail("channels " + std::to_string(c) +
+                    " do not divide by blocksize^2");
+      if (mode == "DCR") {
+        split = {n, bs, bs, c / (bs * bs), h, w};
+        perm = {0, 3, 4, 1, 5, 2};
+      } else if (mode == "CRD") {
+        split = {n, c / (bs * bs), bs, bs, h, w};
+        perm = {0, 1, 4, 2, 5, 3};
+      } else {
+        return fail("unknown mode '" + mode + "'");
+      }
+      out = {n, c / (bs * bs), h * bs, w * bs};
+    } else {
+      if (h % bs != 0 || w % bs != 0)
+        return fail("spatial dims do not divide by blocksize");
+      split = {n, c, h / bs, bs, w / bs, bs};
+      perm = {0, 3, 5, 1, 2, 4};
+      out = {n, c * bs * bs, h / bs, w / bs};
+    }
+    Value moved = fold(pp::onnx::TransposeOp::create(
+        b, loc, reshape(x, split), b.getDenseI64ArrayAttr(perm)));
+    return reshape(moved, out);
+  }
+
+  /// EyeLike: a constant of input's shape (rank 2) with ones where column -
+  /// row == k, in dtype (default the input's).
+  FailureOr<Value> eyeLike(ArrayRef<Value> operands,
+                           const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    ArrayRef<int64_t> shape = shapeOf(operands[0]);
+    if (shape.size() != 2)
+      return fail("needs a rank-2 input");
+    Type element = elementType(operands[0]);
+    if (attrs.dtype) {
+      element =
+          pp::onnx::getElementTypeForONNXDataType(b.getContext(), *attrs.dtype);
+      if (!element)
+        return fail("dtype " + std::to_string(*attrs.dtype) +
+                    " is not supported");
+    }
+    auto type = RankedTensorType::get(shape, element);
+    SmallVector<Attribute> values;
+    for (int64_t i = 0; i < shape[0]; ++i)
+      for (int64_t j = 0; j < shape[1]; ++j) {
+        double v = j - i == attrs.k ? 1.0 : 0.0;
+        values.push_back(
+            isa<FloatType>(element)
+                ? Attribute(b.getFloatAttr(element, v))
+                : Attribute(b.getIntegerAttr(element, int64_t(v))));
+      }
+    return fold(pp::onnx::ConstantOp::create(
+        b, loc, DenseElementsAttr::get(type, values)));
+  }
+
+  /// Shrink: x + bias below -lambd, x - bias above lambd, 0 between.
+  FailureOr<Value> shrink(ArrayRef<Value> operands,
+                          const pp::onnx::DecomposedAttrs &attrs) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    Value x = operands[0];
+    Type element = elementType(x);
+    Value bias = scalar(element, attrs.bias);
+    Value below = fold(
+        pp::onnx::LessOp::create(b, loc, x, scalar(element, -attrs.lambd)));
+    Value above = fold(
+        pp::onnx::GreaterOp::create(b, loc, x, scalar(element, attrs.lambd)));
+    Value upper = fold(pp::onnx::WhereOp::create(
+        b, loc, above, fold(pp::onnx::SubOp::create(b, loc, x, bias)),
+        scalar(element, 0.0)));
+    return fold(pp::onnx::WhereOp::create(
+        b, loc, below, fold(pp::onnx::AddOp::create(b, loc, x, bias)), upper));
+  }
+
+  /// Tan = sin / cos, Sinh and Cosh by exponentials, Asinh, Acosh and Atanh
+  /// by logarithms.
+  FailureOr<Value> elementary(Kind kind, ArrayRef<Value> operands) {
+    if (failed(expectCount(operands, 1, 1)))
+      return failure();
+    Value x = operands[0];
+    Type element = elementType(x);
+    if (!isa<FloatType>(element))
+      return fail("takes float inputs");
+    auto add = [&](Value p, Value q) {
+      return fold(pp::onnx::AddOp::create(b, loc, p, q));
+    };
+    auto sub = [&](Value p, Value q) {
+      return fold(pp::onnx::SubOp::create(b, loc, p, q));
+    };
+    auto mul = [&](Value p, Value q) {
+      return fold(pp::onnx::MulOp::create(b, loc, p, q));
+    };
+    auto div = [&](Value p, Value q) {
+      return fold(pp::onnx::DivOp::create(b, loc, p, q));
+    };
+    Value one = scalar(element, 1.0), half = scalar(element, 0.5);
+    switch (kind) {
+    case Kind::Tan:
+      return div(fold(pp::onnx::SinOp::create(b, loc, x)),
+                 fold(pp::onnx::CosOp::create(b, loc, x)));
+    case Kind::Sinh:
+    case Kind::Cosh: {
+      Value up = fold(pp::onnx::ExpOp::create(b, loc, x));
+      Value down = fold(pp::onnx::ExpOp::create(
+          b, loc, fold(pp::onnx::NegOp::create(b, loc, x))));
+      return mul(kind == Kind::Sinh ? sub(up, down) : add(up, down), half);
+    }
+    case Kind::Asinh:
+    case Kind::Acosh: {
+      Value root = fold(pp::onnx::SqrtOp::create(
+          b, loc,
+          kind == Kind::Asinh ? add(mul(x, x), one) : sub(mul(x, x), one)));
+      return fold(pp::onnx::LogOp::create(b, loc, add(x, root)));
+    }
+    default: // Atanh
+      return mul(
+          fold(pp::onnx::LogOp::create(b, loc, div(add(one, x), sub(one, x)))),
+          half);
+    }
+  }
+
   /// InstanceNormalization: each (sample, channel) normalised over its
   /// spatial dims (biased variance), then scale and B per channel.
   FailureOr<Value> instanceNorm(ArrayRef<Value> operands,
@@ -683,12 +1107,10 @@ private:
     return reshape(wide, out);
   }
 
-  /// Resizes axis d of y by a MatMul with its interpolation matrix (moved
-  /// last and back by Transposes when it is not last).
+  /// Resizes axis d of y by a MatMul with its interpolation matrix.
   Value resizeAxis(Value y, int64_t d, StringRef mode,
                    const pp::onnx::DecomposedAttrs &attrs, int64_t outSize,
                    double scale) {
-    int64_t rank = static_cast<int64_t>(shapeOf(y).size());
     int64_t inSize = shapeOf(y)[d];
     std::vector<double> weights(inSize * outSize, 0.0);
     for (int64_t i = 0; i < outSize; ++i) {
@@ -706,34 +1128,7 @@ private:
       weights[clampIndex(low) * outSize + i] += 1.0 - ratio;
       weights[clampIndex(low + 1) * outSize + i] += ratio;
     }
-    auto element = cast<FloatType>(elementType(y));
-    SmallVector<APFloat> values;
-    for (double w : weights) {
-      APFloat v(w);
-      bool lost;
-      v.convert(element.getFloatSemantics(), APFloat::rmNearestTiesToEven,
-                &lost);
-      values.push_back(v);
-    }
-    Value matrix = fold(pp::onnx::ConstantOp::create(
-        b, loc,
-        DenseElementsAttr::get(
-            RankedTensorType::get({inSize, outSize}, element), values)));
-    SmallVector<int64_t> perm, inverse(rank);
-    for (int64_t i = 0; i < rank; ++i)
-      if (i != d)
-        perm.push_back(i);
-    perm.push_back(d);
-    for (int64_t i = 0; i < rank; ++i)
-      inverse[perm[i]] = i;
-    bool last = d == rank - 1;
-    Value moved = last ? y
-                       : fold(pp::onnx::TransposeOp::create(
-                             b, loc, y, b.getDenseI64ArrayAttr(perm)));
-    Value resized = fold(pp::onnx::MatMulOp::create(b, loc, moved, matrix));
-    return last ? resized
-                : fold(pp::onnx::TransposeOp::create(
-                      b, loc, resized, b.getDenseI64ArrayAttr(inverse)));
+    return matmulAlong(y, d, weights, outSize);
   }
 
   Value scalar(Type element, double value) {
@@ -772,6 +1167,12 @@ ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
   static const StringRef normAttrs[] = {"epsilon"};
   static const StringRef isInfAttrs[] = {"detect_negative", "detect_positive"};
   static const StringRef nllAttrs[] = {"reduction", "ignore_index"};
+  static const StringRef axisAttrs[] = {"axis"};
+  static const StringRef argAttrs[] = {"axis", "keepdims", "select_last_index"};
+  static const StringRef cumSumAttrs[] = {"exclusive", "reverse"};
+  static const StringRef blockAttrs[] = {"blocksize", "mode"};
+  static const StringRef eyeAttrs[] = {"dtype", "k"};
+  static const StringRef shrinkAttrs[] = {"bias", "lambd"};
   Kind kind = kindOf(opType);
   if (isReduction(kind))
     return reductionAttrs;
@@ -785,6 +1186,19 @@ ArrayRef<StringRef> pp::onnx::decomposedAttrNames(StringRef opType) {
     return isInfAttrs;
   if (kind == Kind::NegativeLogLikelihoodLoss)
     return nllAttrs;
+  if (kind == Kind::GatherElements || kind == Kind::Hardmax ||
+      kind == Kind::OneHot)
+    return axisAttrs;
+  if (kind == Kind::ArgMax || kind == Kind::ArgMin)
+    return argAttrs;
+  if (kind == Kind::CumSum)
+    return cumSumAttrs;
+  if (kind == Kind::DepthToSpace || kind == Kind::SpaceToDepth)
+    return blockAttrs;
+  if (kind == Kind::EyeLike)
+    return eyeAttrs;
+  if (kind == Kind::Shrink)
+    return shrinkAttrs;
   return {};
 }
 

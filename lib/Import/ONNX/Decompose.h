@@ -11,7 +11,10 @@
 // interpolation matrix; Trilu as a Where by a constant mask,
 // InstanceNormalization by means over the spatial dims, CastLike as a Cast,
 // IsNaN / IsInf / Sign by comparisons, NegativeLogLikelihoodLoss by a
-// one-hot mask of the target.
+// one-hot mask of the target; GatherElements, ArgMax/ArgMin, Hardmax and
+// OneHot by masks against the index range, CumSum by a MatMul with a
+// triangular constant, DepthToSpace/SpaceToDepth as Reshape/Transpose, Xor,
+// EyeLike, Shrink, and Tan/Sinh/Cosh/Asinh/Acosh/Atanh by their formulas.
 //
 //===----------------------------------------------------------------------===//
 
@@ -39,7 +42,8 @@ struct DecomposedAttrs {
   /// as X's dim 1 holds one slope per channel.
   bool channelSlope = false;
   /// Resize.
-  std::string mode = "nearest";
+  /// Resize (default nearest) and DepthToSpace (default DCR).
+  std::optional<std::string> mode;
   std::string coordinateMode = "half_pixel";
   std::string nearestMode = "round_prefer_floor";
   std::string keepAspectRatioPolicy = "stretch";
@@ -52,6 +56,13 @@ struct DecomposedAttrs {
   /// NegativeLogLikelihoodLoss.
   std::string reduction = "mean";
   std::optional<int64_t> ignoreIndex;
+  /// GatherElements, ArgMax/ArgMin, Hardmax, OneHot, CumSum (an input),
+  /// DepthToSpace/SpaceToDepth, EyeLike, Shrink.
+  std::optional<int64_t> axis;
+  int64_t selectLastIndex = 0, exclusive = 0, reverse = 0, blocksize = 0;
+  std::optional<int64_t> dtype;
+  int64_t k = 0;
+  double bias = 0.0, lambd = 0.5;
 };
 
 /// The names of the attributes `opType` takes (the others are errors).

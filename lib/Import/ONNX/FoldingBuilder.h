@@ -30,6 +30,19 @@ struct FoldingBuilder {
   static mlir::Type elementType(mlir::Value v) {
     return mlir::cast<mlir::ShapedType>(v.getType()).getElementType();
   }
+  /// `values` rounded (to nearest even) to `element`'s semantics.
+  static llvm::SmallVector<llvm::APFloat>
+  toFloats(llvm::ArrayRef<double> values, mlir::FloatType element) {
+    llvm::SmallVector<llvm::APFloat> result;
+    for (double v : values) {
+      llvm::APFloat f(v);
+      bool lost;
+      f.convert(element.getFloatSemantics(), llvm::APFloat::rmNearestTiesToEven,
+                &lost);
+      result.push_back(f);
+    }
+    return result;
+  }
   /// A 1-D i64 constant.
   mlir::Value i64s(llvm::ArrayRef<int64_t> values) {
     auto type =

@@ -1008,6 +1008,24 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
       attrs.reduction = attr.s();
     else if (name == "ignore_index")
       attrs.ignoreIndex = attr.i();
+    else if (name == "axis")
+      attrs.axis = attr.i();
+    else if (name == "select_last_index")
+      attrs.selectLastIndex = attr.i();
+    else if (name == "exclusive")
+      attrs.exclusive = attr.i();
+    else if (name == "reverse")
+      attrs.reverse = attr.i();
+    else if (name == "blocksize")
+      attrs.blocksize = attr.i();
+    else if (name == "dtype")
+      attrs.dtype = attr.i();
+    else if (name == "k")
+      attrs.k = attr.i();
+    else if (name == "bias")
+      attrs.bias = attr.f();
+    else if (name == "lambd")
+      attrs.lambd = attr.f();
   }
   // Absent optional inputs are null; the decomposition checks them.
   FailureOr<SmallVector<Value>> operands =
