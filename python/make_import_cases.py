@@ -724,6 +724,13 @@ def resize_modes():
                   const("sizes", np.array([1, 2, 3, 5], np.int64))])
 
 
+def eyelike_too_large():
+    # The decomposition would build a 10^8-element constant.
+    nodes = [helper.make_node("EyeLike", ["X"], ["Y"], name="big_eye")]
+    return model(nodes, [tensor("X", FLOAT, [10000, 10000])],
+                 [tensor("Y", FLOAT, [10000, 10000])])
+
+
 def resize_cubic():
     nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"],
                               name="bad_resize", mode="cubic")]
@@ -866,6 +873,7 @@ CASES = {
     "prelu_bad_slope": prelu_bad_slope,
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
     "resize_cubic": resize_cubic,
+    "eyelike_too_large": eyelike_too_large,
     "resize_modes": resize_modes,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,

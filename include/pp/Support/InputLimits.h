@@ -52,6 +52,9 @@ constexpr int64_t kMaxUpgradedDim = (int64_t(1) << 31) - 1;
 constexpr int64_t kMaxTensorElements = int64_t(1) << 40;
 /// Bytes of one tensor the importer accepts (1 TiB).
 constexpr int64_t kMaxTensorBytes = int64_t(1) << 40;
+/// Elements of one constant the importer builds to decompose an op (an
+/// interpolation or prefix-sum matrix, a mask, an index range): 2^26.
+constexpr int64_t kMaxBuiltConstantElements = int64_t(1) << 26;
 /// Bytes of one tensor the reference interpreter allocates (64 GiB).
 constexpr int64_t kMaxInterpreterTensorBytes = int64_t(64) << 30;
 /// Bytes of all values and globals of a module the planners size (16 TiB),

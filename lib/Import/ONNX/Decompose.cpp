@@ -11,6 +11,7 @@
 #include "FoldingBuilder.h"
 
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
+#include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Traits.h"
 #include "mlir/IR/BuiltinAttributes.h"
@@ -196,6 +197,19 @@ public:
 private:
   FailureOr<Value> fail(const std::string &message) {
     error = message;
+    return failure();
+  }
+
+  /// Refuses a constant of `rows` x `cols` elements above the limit.
+  LogicalResult checkBuiltSize(int64_t rows, int64_t cols, StringRef what) {
+    if (rows <= pp::limits::kMaxBuiltConstantElements &&
+        cols <= pp::limits::kMaxBuiltConstantElements &&
+        rows * cols <= pp::limits::kMaxBuiltConstantElements)
+      return success();
+    error = "its " + what.str() + " would hold " + std::to_string(rows) +
+            " x " + std::to_string(cols) +
+            " elements, more than the limit of " +
+            std::to_string(pp::limits::kMaxBuiltConstantElements);
     return failure();
   }
 
@@ -534,6 +548,8 @@ private:
     for (size_t d = 0; d < in.size(); ++d) {
       if (out[d] == in[d] && scale[d] == 1.0)
         continue;
+      if (failed(checkBuiltSize(in[d], out[d], "interpolation matrix")))
+        return failure();
       y = resizeAxis(y, d, mode, attrs, out[d], scale[d]);
     }
     return y;
@@ -558,6 +574,8 @@ private:
       k = (*ks)[0];
     }
     int64_t rows = shape[shape.size() - 2], cols = shape.back();
+    if (failed(checkBuiltSize(rows, cols, "mask")))
+      return failure();
     SmallVector<bool> keep;
     for (int64_t i = 0; i < rows; ++i)
       for (int64_t j = 0; j < cols; ++j)
@@ -598,6 +616,8 @@ private:
         attrs.reduction != "mean")
       return fail("unknown reduction '" + attrs.reduction + "'");
     int64_t classes = shape[1], rank = shape.size();
+    if (failed(checkBuiltSize(classes, 1, "class range")))
+      return failure();
     // Classes along dim 1, ones elsewhere; the target with a dim 1 there.
     SmallVector<int64_t> classShape(rank, 1), targetKept(shape);
     classShape[1] = classes;
@@ -713,6 +733,8 @@ private:
         return fail("indices differ from data in dim " + std::to_string(d) +
                     " (only the axis may differ)");
     int64_t size = shape[*axis];
+    if (failed(checkBuiltSize(size, 1, "index range")))
+      return failure();
     Value idx =
         reshape(wrapIndices(indices, size), withOne(outShape, *axis + 1));
     Value hit = fold(pp::onnx::EqualOp::create(
@@ -753,6 +775,8 @@ private:
       hit = fold(pp::onnx::OrOp::create(b, loc, hit, nan));
     }
     int64_t size = shape[*axis];
+    if (failed(checkBuiltSize(size, 1, "index range")))
+      return failure();
     Value ids = range(size, b.getI64Type(), rank, *axis);
     bool last = attrs.selectLastIndex && kind != Kind::Hardmax;
     Value candidates = fold(pp::onnx::WhereOp::create(
@@ -790,6 +814,8 @@ private:
     if (failed(axis))
       return failure();
     int64_t n = (*depth)[0];
+    if (failed(checkBuiltSize(n, 1, "index range")))
+      return failure();
     Value idx =
         reshape(wrapIndices(indices, n), withOne(shapeOf(indices), *axis));
     Value hit = fold(pp::onnx::EqualOp::create(
@@ -824,6 +850,8 @@ private:
     if (failed(axis))
       return failure();
     int64_t n = shapeOf(x)[*axis];
+    if (failed(checkBuiltSize(n, n, "prefix-sum matrix")))
+      return failure();
     std::vector<double> sums(n * n, 0.0);
     for (int64_t i = 0; i < n; ++i)     // input
       for (int64_t j = 0; j < n; ++j) { // output
@@ -872,8 +900,8 @@ private:
     Value x = operands[0];
     ArrayRef<int64_t> s = shapeOf(x);
     int64_t bs = attrs.blocksize;
-    if (s.size() != 4 || bs <= 0)
-      return fail("needs a rank-4 input and a positive blocksize");
+    if (s.size() != 4 || bs <= 0 || bs > (int64_t(1) << 20))
+      return fail("needs a rank-4 input and a blocksize in [1, 2^20]");
     int64_t n = s[0], c = s[1], h = s[2], w = s[3];
     SmallVector<int64_t> split, perm, out;
     if (toSpace) {
@@ -912,6 +940,8 @@ private:
     ArrayRef<int64_t> shape = shapeOf(operands[0]);
     if (shape.size() != 2)
       return fail("needs a rank-2 input");
+    if (failed(checkBuiltSize(shape[0], shape[1], "result")))
+      return failure();
     Type element = elementType(operands[0]);
     if (attrs.dtype) {
       element =
