@@ -158,6 +158,44 @@ std::vector<Case> cases() {
            record(n, "dx", *dx);
          }
        }},
+      {"activations_and_grads",
+       [](const std::string &n) {
+         // The unary kinds added with the outside-model ops, forward and
+         // unaryGrad (Selu's beta is its gamma).
+         const UnaryKind kinds[] = {
+             UnaryKind::Elu,      UnaryKind::Selu,
+             UnaryKind::Celu,     UnaryKind::ThresholdedRelu,
+             UnaryKind::Softplus, UnaryKind::Softsign,
+             UnaryKind::Sin,      UnaryKind::Cos};
+         auto x = random({3, 29}, 43, -4, 4), dy = random({3, 29}, 44);
+         for (UnaryKind kind : kinds) {
+           auto y = zeros({3, 29}), dx = zeros({3, 29});
+           if (ok(n, unary(ctx, kind, x->tensor, y->tensor, 0.7f, 1.2f)) &&
+               ok(n, unaryGrad(ctx, kind, x->tensor, y->tensor, dy->tensor,
+                               dx->tensor, 0.7f, 1.2f))) {
+             record(n, std::string(toString(kind)) + ".y", *y);
+             record(n, std::string(toString(kind)) + ".dx", *dx);
+           }
+         }
+         auto r = zeros({3, 29});
+         if (ok(n, unary(ctx, UnaryKind::Round, x->tensor, r->tensor)))
+           record(n, "Round.y", *r);
+       }},
+      {"max_min_reduce_min",
+       [](const std::string &n) {
+         auto a = random({4, 6}, 45), b = random({6}, 46), mx = zeros({4, 6}),
+              mn = zeros({4, 6}), rmin = zeros({4, 1});
+         if (ok(n, binary(ctx, BinaryKind::Max, a->tensor, b->tensor,
+                          mx->tensor)) &&
+             ok(n, binary(ctx, BinaryKind::Min, a->tensor, b->tensor,
+                          mn->tensor)) &&
+             ok(n,
+                reduce(ctx, ReduceKind::Min, a->tensor, {1}, rmin->tensor))) {
+           record(n, "max", *mx);
+           record(n, "min", *mn);
+           record(n, "reduce_min", *rmin);
+         }
+       }},
       {"broadcast_div",
        [](const std::string &n) {
          auto a = random({3, 4, 5}, 3), b = random({4, 1}, 4, 0.5, 2),
@@ -252,6 +290,16 @@ std::vector<Case> cases() {
            record(n, "dx", *dx);
            record(n, "dw", *dw);
          }
+       }},
+      {"conv_transpose",
+       [](const std::string &n) {
+         // Stride 2, pads 1, output_padding 1: 5 -> 2 (5 - 1) + 1 + 3 - 2.
+         WindowParams p = window(3, 2, 1);
+         auto x = random({2, 4, 5, 5}, 47), w = random({4, 3, 3, 3}, 48),
+              b = random({3}, 49), y = zeros({2, 3, 10, 10});
+         if (ok(n, convTranspose(ctx, x->tensor, w->tensor, &b->tensor, p,
+                                 y->tensor)))
+           record(n, "y", *y);
        }},
       {"grouped_conv",
        [](const std::string &n) {
