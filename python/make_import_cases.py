@@ -731,6 +731,16 @@ def eyelike_too_large():
                  [tensor("Y", FLOAT, [10000, 10000])])
 
 
+def lstm_clip():
+    # Cell clipping is not supported: an error names it.
+    nodes = [helper.make_node("LSTM", ["X", "W", "R"], ["Y"], name="clipped",
+                              hidden_size=2, clip=3.0)]
+    return model(nodes, [tensor("X", FLOAT, [3, 1, 2])],
+                 [tensor("Y", FLOAT, [3, 1, 1, 2])],
+                 [const("W", farange((1, 8, 2))),
+                  const("R", farange((1, 8, 2)))])
+
+
 def resize_cubic():
     nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"],
                               name="bad_resize", mode="cubic")]
@@ -874,6 +884,7 @@ CASES = {
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
     "resize_cubic": resize_cubic,
     "eyelike_too_large": eyelike_too_large,
+    "lstm_clip": lstm_clip,
     "resize_modes": resize_modes,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,

@@ -359,6 +359,29 @@ def make_decoder():
     return Decoder(), torch.randn(4, 3, 8, 8), "input", None
 
 
+class Recurrent(nn.Module):
+    """A sequence classifier: a bidirectional LSTM (batch first), a GRU over
+    its outputs and a plain RNN, then a head on the last step. The importer
+    unrolls each over the 6 steps (lib/Import/ONNX/Recurrent.cpp)."""
+
+    def __init__(self, features=5, num_classes=10):
+        super().__init__()
+        self.lstm = nn.LSTM(features, 6, batch_first=True, bidirectional=True)
+        self.gru = nn.GRU(12, 7)
+        self.rnn = nn.RNN(7, 4, nonlinearity="relu")
+        self.head = nn.Linear(4, num_classes)
+
+    def forward(self, x):                           # [n, 6, 5]
+        y, _ = self.lstm(x)                         # [n, 6, 12]
+        g, _ = self.gru(y.transpose(0, 1))          # [6, n, 7]
+        r, _ = self.rnn(g)                          # [6, n, 4]
+        return self.head(r[-1])
+
+
+def make_recurrent():
+    return Recurrent(), torch.randn(4, 6, 5), "input", None
+
+
 MODELS = {
     "mlp": make_mlp,
     "resnet18": make_resnet18,
@@ -372,11 +395,12 @@ MODELS = {
     "einsum": make_einsum,
     "activations": make_activations,
     "decoder": make_decoder,
+    "recurrent": make_recurrent,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
 # Exported only by the tests that check them (python/torch_reference.py).
-ON_DEMAND = {"swin", "einsum", "activations", "decoder"}
+ON_DEMAND = {"swin", "einsum", "activations", "decoder", "recurrent"}
 
 
 def export(name, out_dir, **model_kwargs):

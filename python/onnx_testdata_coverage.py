@@ -17,7 +17,8 @@ import onnx
 
 
 # ONNX ops the importer builds from dialect ops (no op of their own):
-# lib/Import/ONNX/Einsum.cpp, Decompose.cpp and the importer's Tile.
+# lib/Import/ONNX/Einsum.cpp, Decompose.cpp, Recurrent.cpp and the
+# importer's Tile.
 DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "GreaterOrEqual", "ReduceL1", "ReduceL2", "ReduceSumSquare",
                   "ReduceLogSum", "ReduceLogSumExp", "Resize", "Trilu",
@@ -25,7 +26,7 @@ DECOMPOSED_OPS = {"Einsum", "Tile", "Sum", "Mean", "PRelu", "LessOrEqual",
                   "NegativeLogLikelihoodLoss", "GatherElements", "ArgMax",
                   "ArgMin", "Hardmax", "OneHot", "CumSum", "DepthToSpace",
                   "SpaceToDepth", "Xor", "EyeLike", "Shrink", "Tan", "Sinh",
-                  "Cosh", "Asinh", "Acosh", "Atanh"}
+                  "Cosh", "Asinh", "Acosh", "Atanh", "RNN", "GRU", "LSTM"}
 
 
 def dialect_ops(td_path):

@@ -15,6 +15,7 @@
 
 #include "Decompose.h"
 #include "Einsum.h"
+#include "Recurrent.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -137,6 +138,8 @@ private:
                                  StringRef where);
   LogicalResult importDecomposedNode(const onnxpb::NodeProto &node,
                                      Location loc, StringRef where);
+  LogicalResult importRecurrentNode(const onnxpb::NodeProto &node, Location loc,
+                                    StringRef where);
   /// The value a node reads as `name`; an error at `loc` when nothing
   /// defines it.
   FailureOr<Value> nodeInput(StringRef name, Location loc, StringRef where);
@@ -1043,6 +1046,53 @@ LogicalResult Importer::importDecomposedNode(const onnxpb::NodeProto &node,
   return success();
 }
 
+/// RNN, GRU and LSTM, unrolled over their static sequence (Recurrent.h).
+LogicalResult Importer::importRecurrentNode(const onnxpb::NodeProto &node,
+                                            Location loc, StringRef where) {
+  pp::onnx::RecurrentAttrs attrs;
+  for (const onnxpb::AttributeProto &attr : node.attribute()) {
+    StringRef name = attr.name();
+    if (name == "activations")
+      attrs.activations.assign(attr.strings().begin(), attr.strings().end());
+    else if (name == "activation_alpha" || name == "activation_beta")
+      attrs.hasActivationParams = attr.floats_size() > 0;
+    else if (name == "clip")
+      attrs.hasClip = true;
+    else if (name == "direction")
+      attrs.direction = attr.s();
+    else if (name == "hidden_size")
+      attrs.hiddenSize = attr.i();
+    else if (name == "input_forget")
+      attrs.inputForget = attr.i();
+    else if (name == "layout")
+      attrs.layout = attr.i();
+    else if (name == "linear_before_reset" && node.op_type() == "GRU")
+      attrs.linearBeforeReset = attr.i();
+    else
+      return emitError(loc)
+                 << where << ": attribute '" << name << "' is not supported",
+             failure();
+  }
+  FailureOr<SmallVector<Value>> operands =
+      nodeInputs(node, loc, where, /*allowAbsent=*/true);
+  if (failed(operands))
+    return failure();
+  std::string error;
+  FailureOr<SmallVector<Value>> results = pp::onnx::buildRecurrent(
+      builder, loc, node.op_type(), *operands, attrs,
+      [&](Operation *op) { return foldOrKeep(op).front(); }, error);
+  if (failed(results))
+    return emitError(loc) << where << ": " << error, failure();
+  if (node.output_size() > static_cast<int>(results->size()))
+    return emitError(loc) << where << " has " << node.output_size()
+                          << " outputs; it computes " << results->size(),
+           failure();
+  for (int i = 0; i < node.output_size(); ++i)
+    if (!node.output(i).empty())
+      values[node.output(i)] = (*results)[i];
+  return success();
+}
+
 FailureOr<SmallVector<Value>>
 Importer::nodeInputs(const onnxpb::NodeProto &node, Location loc,
                      StringRef where, bool allowAbsent) {
@@ -1119,6 +1169,8 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
     return importEinsumNode(node, loc, where);
   if (pp::onnx::isDecomposedOp(node.op_type()))
     return importDecomposedNode(node, loc, where);
+  if (pp::onnx::isRecurrentOp(node.op_type()))
+    return importRecurrentNode(node, loc, where);
 
   std::string opName = "onnx." + node.op_type();
   std::optional<RegisteredOperationName> registered =
