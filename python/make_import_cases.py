@@ -741,6 +741,15 @@ def lstm_clip():
                   const("R", farange((1, 8, 2)))])
 
 
+def resize_huge_scale():
+    # 2 x 1e30 rows: refused before any conversion to an integer.
+    nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"],
+                              name="huge_resize")]
+    return model(nodes, [tensor("X", FLOAT, [1, 1, 2, 2])],
+                 [tensor("Y", FLOAT, [1, 1, 2, 2])],
+                 [const("scales", np.array([1, 1, 1e30, 1], np.float32))])
+
+
 def resize_cubic():
     nodes = [helper.make_node("Resize", ["X", "", "scales"], ["Y"],
                               name="bad_resize", mode="cubic")]
@@ -885,6 +894,7 @@ CASES = {
     "resize_cubic": resize_cubic,
     "eyelike_too_large": eyelike_too_large,
     "lstm_clip": lstm_clip,
+    "resize_huge_scale": resize_huge_scale,
     "resize_modes": resize_modes,
     # known bugs
     "bug_huge_initializer": bug_huge_initializer,

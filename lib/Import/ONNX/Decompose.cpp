@@ -21,6 +21,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 
 using namespace mlir;
@@ -436,18 +437,22 @@ private:
     out.assign(in.begin(), in.end());
     scale.assign(rank, 1.0);
     for (auto [axis, value] : llvm::zip(axes, values)) {
-      if (present(sizesValue)) {
-        out[axis] = static_cast<int64_t>(value);
-        scale[axis] = value / static_cast<double>(in[axis]);
-      } else {
-        scale[axis] = value;
-        out[axis] = static_cast<int64_t>(std::floor(in[axis] * value));
-      }
-      if (!(scale[axis] > 0) || out[axis] <= 0 || out[axis] > (1 << 24)) {
-        error = "the output size of axis " + std::to_string(axis) + " (" +
-                std::to_string(out[axis]) + ") is not positive or too large";
+      if (in[axis] <= 0) {
+        error = "axis " + std::to_string(axis) + " of the input is empty";
         return failure();
       }
+      // Checked as a double first: converting a huge one is undefined.
+      double size = present(sizesValue) ? value : std::floor(in[axis] * value);
+      if (!(size >= 1) || size > double(1 << 24)) {
+        char shown[32];
+        std::snprintf(shown, sizeof(shown), "%.6g", size);
+        error = "the output size of axis " + std::to_string(axis) + " (" +
+                shown + ") is not in [1, 2^24]";
+        return failure();
+      }
+      out[axis] = static_cast<int64_t>(size);
+      scale[axis] =
+          present(sizesValue) ? size / static_cast<double>(in[axis]) : value;
     }
     return success();
   }
