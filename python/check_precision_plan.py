@@ -33,7 +33,7 @@ def main():
     parser.add_argument("--context", type=int, default=128)
     parser.add_argument("--batch", type=int, default=8,
                         help="micro-batch size")
-    parser.add_argument("--max-ratio", type=float, default=0.52)
+    parser.add_argument("--max-ratio", type=float, default=0.53)
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     sys.path.insert(0, HERE)

@@ -691,6 +691,41 @@ def decomposed():
                   const("slope", np.array([0.1, 0.2, 0.3], np.float32))])
 
 
+def gelu_chains():
+    # The erf GELU as exporters write it (lib/Import/ONNX/Fusion.cpp):
+    # torch's x * (1 + erf(x / sqrt(2))) * 0.5, the 0.5 * x first with the
+    # constants on the left, and two chains that must stay as they are: a
+    # factor of 0.6, and an erf the graph also returns.
+    sqrt2, inv = np.float32(np.sqrt(2)), np.float32(1 / np.sqrt(2))
+    nodes = [
+        helper.make_node("Div", ["X", "sqrt2"], ["a1"], name="t_div"),
+        helper.make_node("Erf", ["a1"], ["a2"], name="t_erf"),
+        helper.make_node("Add", ["a2", "one"], ["a3"], name="t_add"),
+        helper.make_node("Mul", ["X", "a3"], ["a4"], name="t_mul"),
+        helper.make_node("Mul", ["a4", "half"], ["Y1"], name="t_half"),
+        helper.make_node("Mul", ["half", "Y1"], ["b0"], name="h_half"),
+        helper.make_node("Mul", ["inv", "Y1"], ["b1"], name="h_scale"),
+        helper.make_node("Erf", ["b1"], ["b2"], name="h_erf"),
+        helper.make_node("Add", ["one", "b2"], ["b3"], name="h_add"),
+        helper.make_node("Mul", ["b0", "b3"], ["Y2"], name="h_gelu"),
+        helper.make_node("Div", ["Y2", "sqrt2"], ["c1"], name="x_div"),
+        helper.make_node("Erf", ["c1"], ["c2"], name="x_erf"),
+        helper.make_node("Add", ["c2", "one"], ["c3"], name="x_add"),
+        helper.make_node("Mul", ["Y2", "c3"], ["c4"], name="x_mul"),
+        helper.make_node("Mul", ["c4", "other"], ["Y3"], name="x_other"),
+        helper.make_node("Div", ["Y3", "sqrt2"], ["d1"], name="e_div"),
+        helper.make_node("Erf", ["d1"], ["Y4"], name="e_erf"),
+        helper.make_node("Add", ["Y4", "one"], ["d3"], name="e_add"),
+        helper.make_node("Mul", ["Y3", "d3"], ["d4"], name="e_mul"),
+        helper.make_node("Mul", ["d4", "half"], ["Y5"], name="e_half"),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor(y, FLOAT, [2, 3]) for y in ("Y2", "Y4", "Y5")],
+                 [const("sqrt2", sqrt2), const("inv", inv),
+                  const("one", np.float32(1)), const("half", np.float32(0.5)),
+                  const("other", np.float32(0.6))])
+
+
 def prelu_bad_slope():
     # The slope must broadcast to X: [2] does not to [2, 3].
     nodes = [helper.make_node("PRelu", ["X", "slope"], ["Y"],
@@ -889,6 +924,7 @@ CASES = {
                                                  (2, 2), [3, 2]),
     "shape_ops": shape_ops,
     "decomposed": decomposed,
+    "gelu_chains": gelu_chains,
     "prelu_bad_slope": prelu_bad_slope,
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
     "resize_cubic": resize_cubic,

@@ -493,3 +493,68 @@ TEST_F(DnnlGemm, ForcedOpenBlasSkipsOneDnn) {
   gemmWith(cpu::GemmImpl::OpenBLAS, 1, a, b, c, 1.f, 0.f, false, false, {4, 5});
   EXPECT_EQ(cpu::dnnlGemmCalls(), before);
 }
+
+namespace {
+
+class DnnlGelu : public ::testing::Test {
+protected:
+  void SetUp() override {
+    if (!cpu::dnnlAvailable())
+      GTEST_SKIP() << "built without oneDNN";
+  }
+};
+
+double geluRef(bool tanhApproximation, double x) {
+  if (tanhApproximation)
+    return 0.5 * x *
+           (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+}
+
+} // namespace
+
+// GELU (erf and tanh) forward and gradient from oneDNN's eltwise primitive,
+// against f64 formulas (the gradient by central differences of them), on 1
+// and 2 threads, over values from -9 to 9 (both tails and the middle); a
+// tensor below kDnnlGeluMinElements stays on the scalar loop.
+TEST_F(DnnlGelu, MatchesTheFormulasInForwardAndGradient) {
+  const int64_t n = 3 * cpu::kDnnlGeluMinElements + 7;
+  Buf<float> x = randomBuf<float>({n}, -9, 9), dy = randomBuf<float>({n});
+  for (bool tanhApproximation : {false, true}) {
+    UnaryKind kind =
+        tanhApproximation ? UnaryKind::GeluTanh : UnaryKind::GeluErf;
+    std::vector<double> y64(n), dx64(n);
+    for (int64_t i = 0; i < n; ++i) {
+      double v = x[i], h = 1e-5;
+      y64[i] = geluRef(tanhApproximation, v);
+      dx64[i] = dy[i] *
+                (geluRef(tanhApproximation, v + h) -
+                 geluRef(tanhApproximation, v - h)) /
+                (2 * h);
+    }
+    for (int threads : {1, 2}) {
+      Context ctx;
+      ctx.numThreads = threads;
+      Buf<float> y({n}), dx({n});
+      Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
+      int64_t before = cpu::dnnlGeluCalls();
+      ASSERT_TRUE(unary(ctx, kind, xt, yt).ok());
+      ASSERT_TRUE(unaryGrad(ctx, kind, xt, yt, dyt, dxt).ok());
+      EXPECT_EQ(cpu::dnnlGeluCalls() - before, 2);
+      expectNear(y.v, y64, 2e-6, "gelu");
+      expectNear(dx.v, dx64, 2e-6, "gelu gradient");
+      // In place, as the generated programs may run it.
+      Buf<float> inPlace = x;
+      Tensor it = inPlace.t();
+      ASSERT_TRUE(unary(ctx, kind, it, it).ok());
+      EXPECT_EQ(inPlace.v, y.v);
+    }
+  }
+  Buf<float> small = randomBuf<float>({cpu::kDnnlGeluMinElements - 1});
+  Buf<float> smallY({cpu::kDnnlGeluMinElements - 1});
+  Tensor st = small.t(), syt = smallY.t();
+  Context ctx;
+  int64_t before = cpu::dnnlGeluCalls();
+  ASSERT_TRUE(unary(ctx, UnaryKind::GeluErf, st, syt).ok());
+  EXPECT_EQ(cpu::dnnlGeluCalls(), before);
+}

@@ -15,6 +15,7 @@
 
 #include "Decompose.h"
 #include "Einsum.h"
+#include "Fusion.h"
 #include "Recurrent.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -1545,8 +1546,11 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(output.name()));
 
-  // Drop what folding left dead (the remains of shape sub-graphs).
-  if (failed(applyPatternsGreedily(func, FrozenRewritePatternSet())))
+  // Drop what folding left dead (the remains of shape sub-graphs) and fuse
+  // the chains exporters write for ops the dialect has (Fusion.h).
+  RewritePatternSet fusions(ctx);
+  pp::onnx::populateImportFusionPatterns(fusions);
+  if (failed(applyPatternsGreedily(func, std::move(fusions))))
     return fileError() << "constant folding did not converge", nullptr;
   if (failed(verify(module)))
     return nullptr;

@@ -42,6 +42,7 @@ std::atomic<int> gemmImplOverride{-1};
 std::atomic<int64_t> dnnlCalls{0};
 std::atomic<int64_t> dnnlGemms{0};
 std::atomic<int64_t> dnnlMatmuls{0};
+std::atomic<int64_t> dnnlGelus{0};
 
 ConvImpl environmentConvImpl() {
   static const ConvImpl impl = [] {
@@ -96,6 +97,8 @@ int64_t dnnlMatmulCalls() {
   return dnnlMatmuls.load(std::memory_order_relaxed);
 }
 
+int64_t dnnlGeluCalls() { return dnnlGelus.load(std::memory_order_relaxed); }
+
 #ifndef PP_RUNTIME_HAVE_DNNL
 
 bool dnnlAvailable() { return false; }
@@ -109,6 +112,11 @@ bool dnnlSgemm(const Context &, bool, bool, int64_t, int64_t, int64_t, float,
 bool dnnlGemmEpilogue(const Context &, bool, bool, int64_t, int64_t, int64_t,
                       float, const float *, int64_t, const float *, int64_t,
                       const float *, bool, float *, int64_t) {
+  return false;
+}
+
+bool dnnlGelu(const Context &, bool, int64_t, const float *, const float *,
+              float *) {
   return false;
 }
 
@@ -653,6 +661,57 @@ bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
   return !(bias && alpha != 1.f) &&
          matmulOnOneThread(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb,
                            0.f, c, ldc, bias, relu);
+}
+
+bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
+              const float *x, const float *dy, float *out) {
+  if (n < kDnnlGeluMinElements)
+    return false;
+  int threads = std::max(1, ctx.numThreads);
+  bool backward = dy != nullptr;
+  // A primitive per (algorithm, pass, size, threads), cached per thread
+  // like the convolutions'; eltwise primitives need no scratchpad.
+  using Key = std::tuple<bool, bool, int64_t, int>;
+  thread_local std::map<Key, dnnl::primitive> plans;
+  Key key{tanhApproximation, backward, n, threads};
+  OmpThreads scope(threads);
+  const dnnl::engine &engine = cpuEngine();
+  memory::desc data({n}, memory::data_type::f32, Tag::a);
+  try {
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      constexpr size_t maxPlans = 512;
+      if (plans.size() >= maxPlans)
+        plans.clear();
+      auto algo = tanhApproximation ? dnnl::algorithm::eltwise_gelu_tanh
+                                    : dnnl::algorithm::eltwise_gelu_erf;
+      dnnl::eltwise_forward::primitive_desc forward(
+          {dnnl::prop_kind::forward_training, algo, data, 0.f, 0.f}, engine);
+      dnnl::primitive primitive =
+          backward ? dnnl::primitive(dnnl::eltwise_backward(
+                         dnnl::eltwise_backward::primitive_desc(
+                             {algo, data, data, 0.f, 0.f}, engine, forward)))
+                   : dnnl::primitive(dnnl::eltwise_forward(forward));
+      it = plans.emplace(key, std::move(primitive)).first;
+    }
+    thread_local dnnl::stream stream(engine);
+    memory xMem(data, engine, const_cast<float *>(x));
+    memory outMem(data, engine, out);
+    if (backward)
+      it->second.execute(
+          stream,
+          {{DNNL_ARG_SRC, xMem},
+           {DNNL_ARG_DIFF_DST, memory(data, engine, const_cast<float *>(dy))},
+           {DNNL_ARG_DIFF_SRC, outMem}});
+    else
+      it->second.execute(stream,
+                         {{DNNL_ARG_SRC, xMem}, {DNNL_ARG_DST, outMem}});
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  dnnlGelus.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 bool dnnlConvForward(const Context &ctx, const common::ConvDims &cp, int rank,

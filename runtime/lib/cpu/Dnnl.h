@@ -61,6 +61,20 @@ int64_t dnnlGemmCalls();
 /// multiply-adds on one thread; the others are sgemm's).
 int64_t dnnlMatmulCalls();
 
+/// Number of GELUs (forward or gradient) oneDNN has run in this process.
+int64_t dnnlGeluCalls();
+
+/// Elements below which dnnlGelu declines (the scalar loop is as fast).
+constexpr int64_t kDnnlGeluMinElements = 1024;
+
+/// GELU over n F32 values on oneDNN's eltwise primitive (its vectorised
+/// erf, or tanh with `tanhApproximation`): out = gelu(x) when dy is null,
+/// else the gradient out = dy * gelu'(x). x and out may alias. False when
+/// oneDNN is not built in, n < kDnnlGeluMinElements, or it fails (out is
+/// then untouched).
+bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
+              const float *x, const float *dy, float *out);
+
 /// c = alpha * op(a) * op(b) + beta * c on row-major F32 matrices (as
 /// gemmRaw) with ctx.numThreads OpenMP threads; false when oneDNN is not
 /// built in, gemmImpl() is OpenBLAS, or it fails (c is then untouched).

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "Dnnl.h"
 
 #include <atomic>
 #include <cstring>
@@ -585,6 +586,12 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
   }
   switch (x.dtype) {
   case DType::F32:
+    // GELU's erf and tanh are scalar libm calls in the loop; oneDNN's are
+    // vectorised (maxvit_t: 2.1 s of a 5.3 s step in erf GELU).
+    if ((kind == UnaryKind::GeluErf || kind == UnaryKind::GeluTanh) &&
+        dnnlGelu(ctx, kind == UnaryKind::GeluTanh, x.numel(),
+                 x.as<const float>(), nullptr, y.as<float>()))
+      return Status::success();
     return unaryFloat<float>(ctx, kind, x, y, alpha, beta);
   case DType::F64:
     return unaryFloat<double>(ctx, kind, x, y, alpha, beta);
@@ -638,8 +645,13 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   }
   if (dy.numel() == 0)
     return Status::success();
-  if (dy.dtype == DType::F32)
+  if (dy.dtype == DType::F32) {
+    if ((kind == UnaryKind::GeluErf || kind == UnaryKind::GeluTanh) &&
+        dnnlGelu(ctx, kind == UnaryKind::GeluTanh, dy.numel(),
+                 x.as<const float>(), dy.as<const float>(), dx.as<float>()))
+      return Status::success();
     return unaryGradFloat<float>(ctx, kind, x, y, dy, dx, alpha, beta);
+  }
   return unaryGradFloat<double>(ctx, kind, x, y, dy, dx, alpha, beta);
 }
 
