@@ -665,7 +665,11 @@ bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
 
 bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
               const float *x, const float *dy, float *out) {
-  if (n < kDnnlGeluMinElements)
+  static const bool scalar = [] {
+    const char *value = std::getenv("PP_RUNTIME_GELU");
+    return value && std::strcmp(value, "scalar") == 0;
+  }();
+  if (n < kDnnlGeluMinElements || scalar)
     return false;
   int threads = std::max(1, ctx.numThreads);
   bool backward = dy != nullptr;

@@ -70,8 +70,9 @@ constexpr int64_t kDnnlGeluMinElements = 1024;
 /// GELU over n F32 values on oneDNN's eltwise primitive (its vectorised
 /// erf, or tanh with `tanhApproximation`): out = gelu(x) when dy is null,
 /// else the gradient out = dy * gelu'(x). x and out may alias. False when
-/// oneDNN is not built in, n < kDnnlGeluMinElements, or it fails (out is
-/// then untouched).
+/// oneDNN is not built in, n < kDnnlGeluMinElements, PP_RUNTIME_GELU=scalar
+/// is in the environment (read once: bench/model_steps.py compares the two),
+/// or it fails (out is then untouched).
 bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
               const float *x, const float *dy, float *out);
 
