@@ -726,6 +726,47 @@ def gelu_chains():
                   const("other", np.float32(0.6))])
 
 
+def gelu_tanh_chains():
+    # GELU's tanh approximation as torch exports GELU(approximate='tanh')
+    # (Pow(x, 3), (x * 0.5) * (1 + tanh)), as written with x * x * x and the
+    # constants on the left ((x * (1 + tanh)) * 0.5), and one with another
+    # cubic coefficient, which must stay as it is.
+    beta, kappa = np.float32(np.sqrt(2 / np.pi)), np.float32(0.044715)
+    nodes = [
+        helper.make_node("Pow", ["X", "three"], ["a1"], name="t_pow"),
+        helper.make_node("Mul", ["a1", "kappa"], ["a2"], name="t_kappa"),
+        helper.make_node("Add", ["X", "a2"], ["a3"], name="t_inner"),
+        helper.make_node("Mul", ["a3", "beta"], ["a4"], name="t_beta"),
+        helper.make_node("Tanh", ["a4"], ["a5"], name="t_tanh"),
+        helper.make_node("Add", ["a5", "one"], ["a6"], name="t_add"),
+        helper.make_node("Mul", ["X", "half"], ["a7"], name="t_half"),
+        helper.make_node("Mul", ["a7", "a6"], ["Y1"], name="t_gelu"),
+        helper.make_node("Mul", ["Y1", "Y1"], ["b1"], name="h_square"),
+        helper.make_node("Mul", ["b1", "Y1"], ["b2"], name="h_cube"),
+        helper.make_node("Mul", ["kappa", "b2"], ["b3"], name="h_kappa"),
+        helper.make_node("Add", ["b3", "Y1"], ["b4"], name="h_inner"),
+        helper.make_node("Mul", ["beta", "b4"], ["b5"], name="h_beta"),
+        helper.make_node("Tanh", ["b5"], ["b6"], name="h_tanh"),
+        helper.make_node("Add", ["one", "b6"], ["b7"], name="h_add"),
+        helper.make_node("Mul", ["Y1", "b7"], ["b8"], name="h_mul"),
+        helper.make_node("Mul", ["half", "b8"], ["Y2"], name="h_gelu"),
+        helper.make_node("Pow", ["Y2", "three"], ["c1"], name="x_pow"),
+        helper.make_node("Mul", ["c1", "other"], ["c2"], name="x_other"),
+        helper.make_node("Add", ["Y2", "c2"], ["c3"], name="x_inner"),
+        helper.make_node("Mul", ["c3", "beta"], ["c4"], name="x_beta"),
+        helper.make_node("Tanh", ["c4"], ["c5"], name="x_tanh"),
+        helper.make_node("Add", ["c5", "one"], ["c6"], name="x_add"),
+        helper.make_node("Mul", ["Y2", "half"], ["c7"], name="x_half"),
+        helper.make_node("Mul", ["c7", "c6"], ["Y3"], name="x_gelu"),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y3", FLOAT, [2, 3])],
+                 [const("three", np.float32(3)), const("kappa", kappa),
+                  const("beta", beta), const("one", np.float32(1)),
+                  const("half", np.float32(0.5)),
+                  const("other", np.float32(0.05))])
+
+
 def prelu_bad_slope():
     # The slope must broadcast to X: [2] does not to [2, 3].
     nodes = [helper.make_node("PRelu", ["X", "slope"], ["Y"],
@@ -925,6 +966,7 @@ CASES = {
     "shape_ops": shape_ops,
     "decomposed": decomposed,
     "gelu_chains": gelu_chains,
+    "gelu_tanh_chains": gelu_tanh_chains,
     "prelu_bad_slope": prelu_bad_slope,
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
     "resize_cubic": resize_cubic,

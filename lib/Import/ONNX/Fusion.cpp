@@ -52,6 +52,49 @@ Value otherOperand(Operation *op, Value known) {
   return {};
 }
 
+/// The last op of x * 0.5 * (1 + f) in either association, (x * (1 + f)) *
+/// 0.5 or (x * 0.5) * (1 + f), given f (of x's type) with one use; null
+/// when that is not what follows f.
+Operation *matchHalfXTimesOnePlus(Value f, Value x) {
+  Type type = x.getType();
+  auto onePlus = singleUser<AddOp>(f);
+  if (!onePlus || otherThanConstant(onePlus, 1.0) != f ||
+      onePlus.getType() != type)
+    return nullptr;
+  auto product = singleUser<MulOp>(onePlus.getResult());
+  if (!product || product.getType() != type)
+    return nullptr;
+  Value factor = otherOperand(product, onePlus.getResult());
+  if (factor && factor == x) {
+    auto half = singleUser<MulOp>(product.getResult());
+    if (half && half.getType() == type &&
+        otherThanConstant(half, 0.5) == product.getResult())
+      return half;
+    return nullptr;
+  }
+  auto halfX = factor ? factor.getDefiningOp<MulOp>() : MulOp();
+  if (halfX && halfX.getResult().hasOneUse() &&
+      otherThanConstant(halfX, 0.5) == x)
+    return product;
+  return nullptr;
+}
+
+/// Whether `x` has f's type and a float element type.
+bool isGeluOperand(Value x, Value f) {
+  auto type = dyn_cast<RankedTensorType>(x.getType());
+  return type && type == f.getType() && isa<FloatType>(type.getElementType());
+}
+
+/// Replaces the chain ending at `root` by onnx.Gelu of x. The chain's last
+/// node names the op (profiles and diagnostics).
+void replaceByGelu(PatternRewriter &rewriter, Operation *root, Value x,
+                   llvm::StringRef approximate) {
+  rewriter.setInsertionPoint(root);
+  Value gelu = GeluOp::create(rewriter, root->getLoc(), x.getType(), x,
+                              rewriter.getStringAttr(approximate));
+  rewriter.replaceOp(root, gelu);
+}
+
 /// Matched from the Erf: erf(x / sqrt(2)) (or erf(x * (1 / sqrt(2)))), one
 /// plus it, then multiplied by x and by 0.5 in either order.
 struct FuseErfGelu : OpRewritePattern<ErfOp> {
@@ -67,39 +110,62 @@ struct FuseErfGelu : OpRewritePattern<ErfOp> {
     } else if (auto mul = dyn_cast_or_null<MulOp>(scale)) {
       x = otherThanConstant(mul, M_SQRT1_2);
     }
-    if (!x || !scale->getResult(0).hasOneUse())
+    if (!x || !scale->getResult(0).hasOneUse() ||
+        !isGeluOperand(x, erf.getResult()))
       return rewriter.notifyMatchFailure(erf, "not erf(x / sqrt(2))");
-    auto type = dyn_cast<RankedTensorType>(x.getType());
-    if (!type || type != erf.getType() ||
-        !isa<FloatType>(type.getElementType()))
-      return rewriter.notifyMatchFailure(erf, "x is not shaped as the erf");
-
-    auto onePlus = singleUser<AddOp>(erf.getResult());
-    if (!onePlus || otherThanConstant(onePlus, 1.0) != erf.getResult() ||
-        onePlus.getType() != type)
-      return rewriter.notifyMatchFailure(erf, "not 1 + erf");
-    // (x * (1 + erf)) * 0.5, or (x * 0.5) * (1 + erf).
-    auto product = singleUser<MulOp>(onePlus.getResult());
-    if (!product || product.getType() != type)
-      return rewriter.notifyMatchFailure(erf, "1 + erf is not multiplied");
-    Value factor = otherOperand(product, onePlus.getResult());
-    Operation *root = nullptr;
-    if (factor == x) {
-      auto half = singleUser<MulOp>(product.getResult());
-      if (half && half.getType() == type &&
-          otherThanConstant(half, 0.5) == product.getResult())
-        root = half;
-    } else if (auto halfX = factor ? factor.getDefiningOp<MulOp>() : MulOp()) {
-      if (halfX.getResult().hasOneUse() && otherThanConstant(halfX, 0.5) == x)
-        root = product;
-    }
+    Operation *root = matchHalfXTimesOnePlus(erf.getResult(), x);
     if (!root)
       return rewriter.notifyMatchFailure(erf, "not x * 0.5 * (1 + erf)");
-    // The chain's last node names the op (profiles and diagnostics).
-    rewriter.setInsertionPoint(root);
-    Value gelu = GeluOp::create(rewriter, root->getLoc(), type, x,
-                                rewriter.getStringAttr("none"));
-    rewriter.replaceOp(root, gelu);
+    replaceByGelu(rewriter, root, x, "none");
+    return success();
+  }
+};
+
+/// Whether `cube` is x^3 with one use: Pow(x, 3), x * (x * x) or
+/// (x * x) * x.
+bool isCubeOf(Value cube, Value x) {
+  if (!cube || !cube.hasOneUse())
+    return false;
+  if (auto pow = cube.getDefiningOp<PowOp>())
+    return pow.getX() == x && isScalarConstant(pow.getY(), 3.0);
+  auto mul = cube.getDefiningOp<MulOp>();
+  if (!mul)
+    return false;
+  Value square = otherOperand(mul, x);
+  auto squareMul = square ? square.getDefiningOp<MulOp>() : MulOp();
+  return squareMul && square.hasOneUse() && squareMul.getA() == x &&
+         squareMul.getB() == x;
+}
+
+/// Matched from the Tanh: tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)), one
+/// plus it, then multiplied by x and by 0.5 in either order (torch's
+/// GELU(approximate='tanh') before opset 20, GPT-2's gelu_new).
+struct FuseTanhGelu : OpRewritePattern<TanhOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(TanhOp tanh,
+                                PatternRewriter &rewriter) const override {
+    constexpr double sqrt2OverPi = 0.79788456080286535588, kappa = 0.044715;
+    auto scale = tanh.getX().getDefiningOp<MulOp>();
+    Value inner = scale ? otherThanConstant(scale, sqrt2OverPi) : Value();
+    auto sum = inner ? inner.getDefiningOp<AddOp>() : AddOp();
+    if (!sum || !scale.getResult().hasOneUse() || !inner.hasOneUse())
+      return rewriter.notifyMatchFailure(tanh, "not tanh(c * (x + ...))");
+    // x + kappa * x^3, either operand order.
+    Value x;
+    for (auto [candidate, term] : {std::pair(sum.getA(), sum.getB()),
+                                   std::pair(sum.getB(), sum.getA())}) {
+      auto cubic = term.getDefiningOp<MulOp>();
+      if (cubic && term.hasOneUse() &&
+          isCubeOf(otherThanConstant(cubic, kappa), candidate))
+        x = candidate;
+    }
+    if (!x || !isGeluOperand(x, tanh.getResult()))
+      return rewriter.notifyMatchFailure(tanh, "not x + 0.044715 * x^3");
+    Operation *root = matchHalfXTimesOnePlus(tanh.getResult(), x);
+    if (!root)
+      return rewriter.notifyMatchFailure(tanh, "not x * 0.5 * (1 + tanh)");
+    replaceByGelu(rewriter, root, x, "tanh");
     return success();
   }
 };
@@ -107,7 +173,7 @@ struct FuseErfGelu : OpRewritePattern<ErfOp> {
 } // namespace
 
 void populateImportFusionPatterns(RewritePatternSet &patterns) {
-  patterns.add<FuseErfGelu>(patterns.getContext());
+  patterns.add<FuseErfGelu, FuseTanhGelu>(patterns.getContext());
 }
 
 } // namespace pp::onnx

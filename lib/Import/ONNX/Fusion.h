@@ -1,7 +1,8 @@
 //===- Fusion.h - Op chains the importer fuses ------------------*- C++ -*-===//
 //
 // Exporters spell some ops as chains of primitive ONNX nodes (torch before
-// opset 20 writes nn.GELU as Div, Erf, Add, Mul, Mul). The importer fuses
+// opset 20 writes nn.GELU as Div, Erf, Add, Mul, Mul, and its tanh
+// approximation as nine ops). The importer fuses
 // such chains back into the dialect's op, which runs one kernel forward and
 // one backward instead of five of each and saves one tensor for the
 // backward instead of three.
@@ -15,9 +16,11 @@
 
 namespace pp::onnx {
 
-/// Adds the erf GELU pattern: x * 0.5 * (1 + erf(x / sqrt(2))) in either
+/// Adds the GELU patterns: x * 0.5 * (1 + erf(x / sqrt(2))) in either
 /// association (and x * (1 / sqrt(2)) for the division, the constants on
-/// either side) becomes onnx.Gelu, named after the chain's last node.
+/// either side) becomes onnx.Gelu, and x * 0.5 * (1 + tanh(sqrt(2 / pi) *
+/// (x + 0.044715 * x^3))) (x^3 a Pow or two Muls) onnx.Gelu with
+/// approximate = "tanh"; each named after the chain's last node.
 void populateImportFusionPatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace pp::onnx
