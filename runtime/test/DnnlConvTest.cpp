@@ -14,6 +14,9 @@
 // F32 GEMMs (matmul, gemm) run on oneDNN's sgemm too: DnnlGemm compares
 // them with OpenBLAS's on the shapes of the test models' layers, with every
 // transpose and alpha / beta, under the same tolerance.
+// GELU (erf and tanh) and softmax / log-softmax with their gradients run on
+// oneDNN's eltwise and softmax primitives: DnnlVectorMath checks them
+// against f64 formulas and the F64 loops.
 // Without oneDNN in the build they are skipped.
 //
 //===----------------------------------------------------------------------===//
@@ -496,7 +499,7 @@ TEST_F(DnnlGemm, ForcedOpenBlasSkipsOneDnn) {
 
 namespace {
 
-class DnnlGelu : public ::testing::Test {
+class DnnlVectorMath : public ::testing::Test {
 protected:
   void SetUp() override {
     if (!cpu::dnnlAvailable())
@@ -517,7 +520,7 @@ double geluRef(bool tanhApproximation, double x) {
 // against f64 formulas (the gradient by central differences of them), on 1
 // and 2 threads, over values from -9 to 9 (both tails and the middle); a
 // tensor below kDnnlGeluMinElements stays on the scalar loop.
-TEST_F(DnnlGelu, MatchesTheFormulasInForwardAndGradient) {
+TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
   const int64_t n = 3 * cpu::kDnnlGeluMinElements + 7;
   Buf<float> x = randomBuf<float>({n}, -9, 9), dy = randomBuf<float>({n});
   for (bool tanhApproximation : {false, true}) {
@@ -557,4 +560,46 @@ TEST_F(DnnlGelu, MatchesTheFormulasInForwardAndGradient) {
   int64_t before = cpu::dnnlGeluCalls();
   ASSERT_TRUE(unary(ctx, UnaryKind::GeluErf, st, syt).ok());
   EXPECT_EQ(cpu::dnnlGeluCalls(), before);
+}
+
+// Softmax and log-softmax with their gradients from oneDNN's primitive
+// against the runtime's F64 loop on the same values: along the last axis
+// (oneDNN's vectorised kernel, which must run) and along a middle axis
+// (whichever runs), on 1 and 2 threads, values from -30 to 30.
+TEST_F(DnnlVectorMath, SoftmaxMatchesTheF64Loop) {
+  for (auto [shape, axis, mustRun] :
+       {std::tuple<Shape, int64_t, bool>{{64, 3, 49}, 2, true},
+        std::tuple<Shape, int64_t, bool>{{8, 300, 5}, 1, false}}) {
+    int64_t n = numelOf(shape);
+    Buf<float> x = randomBuf<float>(shape, -30, 30),
+               dy = randomBuf<float>(shape);
+    Buf<double> x64(shape), dy64(shape);
+    for (int64_t i = 0; i < n; ++i) {
+      x64[i] = x[i];
+      dy64[i] = dy[i];
+    }
+    for (bool log : {false, true}) {
+      Context ctx;
+      Buf<double> y64(shape), dx64(shape);
+      Tensor x64t = x64.t(), y64t = y64.t(), dy64t = dy64.t(), dx64t = dx64.t();
+      ASSERT_TRUE(softmax(ctx, x64t, axis, log, y64t).ok());
+      ASSERT_TRUE(softmaxGrad(ctx, y64t, dy64t, axis, log, dx64t).ok());
+      for (int threads : {1, 2}) {
+        ctx.numThreads = threads;
+        Buf<float> y(shape), dx(shape);
+        Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
+        int64_t before = cpu::dnnlSoftmaxCalls();
+        ASSERT_TRUE(softmax(ctx, xt, axis, log, yt).ok());
+        ASSERT_TRUE(softmaxGrad(ctx, yt, dyt, axis, log, dxt).ok());
+        if (mustRun)
+          EXPECT_EQ(cpu::dnnlSoftmaxCalls() - before, 2);
+        // oneDNN sums a row in f32 (the loop in f64): log(sum) is off by up
+        // to 49 roundings of the sum, 2.8e-6 here.
+        expectNear(y.v, y64.v, log ? 1e-5 : 1e-6,
+                   log ? "log-softmax" : "softmax");
+        // The gradient from the f32 y: its rounding is in dx too.
+        expectNear(dx.v, dx64.v, 1e-5, "gradient");
+      }
+    }
+  }
 }

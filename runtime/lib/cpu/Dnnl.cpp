@@ -43,6 +43,7 @@ std::atomic<int64_t> dnnlCalls{0};
 std::atomic<int64_t> dnnlGemms{0};
 std::atomic<int64_t> dnnlMatmuls{0};
 std::atomic<int64_t> dnnlGelus{0};
+std::atomic<int64_t> dnnlSoftmaxes{0};
 
 ConvImpl environmentConvImpl() {
   static const ConvImpl impl = [] {
@@ -99,6 +100,10 @@ int64_t dnnlMatmulCalls() {
 
 int64_t dnnlGeluCalls() { return dnnlGelus.load(std::memory_order_relaxed); }
 
+int64_t dnnlSoftmaxCalls() {
+  return dnnlSoftmaxes.load(std::memory_order_relaxed);
+}
+
 #ifndef PP_RUNTIME_HAVE_DNNL
 
 bool dnnlAvailable() { return false; }
@@ -117,6 +122,11 @@ bool dnnlGemmEpilogue(const Context &, bool, bool, int64_t, int64_t, int64_t,
 
 bool dnnlGelu(const Context &, bool, int64_t, const float *, const float *,
               float *) {
+  return false;
+}
+
+bool dnnlSoftmax(const Context &, bool, int64_t, int64_t, int64_t,
+                 const float *, const float *, const float *, float *) {
   return false;
 }
 
@@ -715,6 +725,75 @@ bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
     return false;
   }
   dnnlGelus.fetch_add(1, std::memory_order_relaxed);
+  return true;
+}
+
+bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
+                 int64_t inner, const float *x, const float *y, const float *dy,
+                 float *out) {
+  static const bool loop = [] {
+    const char *value = std::getenv("PP_RUNTIME_SOFTMAX");
+    return value && std::strcmp(value, "loop") == 0;
+  }();
+  if (loop || outer * n * inner < kDnnlGeluMinElements)
+    return false;
+  int threads = std::max(1, ctx.numThreads);
+  bool backward = dy != nullptr;
+  // A primitive per problem, cached per thread; an empty primitive marks a
+  // layout oneDNN has only its reference kernel for (the runtime's loop is
+  // faster there).
+  using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, int>;
+  thread_local std::map<Key, dnnl::primitive> plans;
+  Key key{log, backward, outer, n, inner, threads};
+  OmpThreads scope(threads);
+  const dnnl::engine &engine = cpuEngine();
+  memory::desc data({outer, n, inner}, memory::data_type::f32, Tag::abc);
+  try {
+    auto it = plans.find(key);
+    if (it == plans.end()) {
+      constexpr size_t maxPlans = 512;
+      if (plans.size() >= maxPlans)
+        plans.clear();
+      auto make = [&](auto forwardDesc, auto backwardDesc) -> dnnl::primitive {
+        using Forward = decltype(forwardDesc);
+        using Backward = decltype(backwardDesc);
+        typename Forward::primitive_desc forward(
+            {dnnl::prop_kind::forward_training, data, 1}, engine);
+        if (!backward) {
+          if (std::string(forward.impl_info_str()).find("ref") !=
+              std::string::npos)
+            return {};
+          return Forward(forward);
+        }
+        typename Backward::primitive_desc pd({data, data, 1}, engine, forward);
+        if (std::string(pd.impl_info_str()).find("ref") != std::string::npos)
+          return {};
+        return Backward(pd);
+      };
+      dnnl::primitive primitive =
+          log ? make(dnnl::logsoftmax_forward(), dnnl::logsoftmax_backward())
+              : make(dnnl::softmax_forward(), dnnl::softmax_backward());
+      it = plans.emplace(key, std::move(primitive)).first;
+    }
+    if (!it->second)
+      return false;
+    thread_local dnnl::stream stream(engine);
+    memory outMem(data, engine, out);
+    if (backward)
+      it->second.execute(
+          stream,
+          {{DNNL_ARG_DST, memory(data, engine, const_cast<float *>(y))},
+           {DNNL_ARG_DIFF_DST, memory(data, engine, const_cast<float *>(dy))},
+           {DNNL_ARG_DIFF_SRC, outMem}});
+    else
+      it->second.execute(
+          stream, {{DNNL_ARG_SRC, memory(data, engine, const_cast<float *>(x))},
+                   {DNNL_ARG_DST, outMem}});
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  dnnlSoftmaxes.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 

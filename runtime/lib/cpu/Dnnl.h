@@ -76,6 +76,20 @@ constexpr int64_t kDnnlGeluMinElements = 1024;
 bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
               const float *x, const float *dy, float *out);
 
+/// Number of softmaxes (forward or gradient) oneDNN has run in this process.
+int64_t dnnlSoftmaxCalls();
+
+/// Softmax (log-softmax with `log`) of F32 values laid out [outer, n,
+/// inner] along n on oneDNN's primitive (vectorised exp): out = softmax(x)
+/// when dy is null (y unused), else the gradient out = dx from the output y
+/// and dy (x unused). False when oneDNN is not built in, there are fewer
+/// than kDnnlGeluMinElements values, oneDNN has only its reference kernel
+/// for the layout, PP_RUNTIME_SOFTMAX=loop is in the environment (read
+/// once), or it fails (out is then untouched).
+bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
+                 int64_t inner, const float *x, const float *y, const float *dy,
+                 float *out);
+
 /// c = alpha * op(a) * op(b) + beta * c on row-major F32 matrices (as
 /// gemmRaw) with ctx.numThreads OpenMP threads; false when oneDNN is not
 /// built in, gemmImpl() is OpenBLAS, or it fails (c is then untouched).

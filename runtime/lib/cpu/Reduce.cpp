@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "Dnnl.h"
 
 namespace pp::rt {
 
@@ -344,6 +345,12 @@ Status softmax(Context &ctx, const Tensor &x, int64_t axis, bool log,
   }
   int64_t outer, n, inner;
   splitAtAxis(x.shape, a, outer, n, inner);
+  // F32 on oneDNN where it has a vectorised kernel (its exp is; the loop's
+  // std::exp is not): 5x forward, 12x backward on maxvit_t's 49-wide rows.
+  if (x.dtype == DType::F32 &&
+      dnnlSoftmax(ctx, log, outer, n, inner, x.as<const float>(), nullptr,
+                  nullptr, y.as<float>()))
+    return Status::success();
   PP_RT_FLOAT_DISPATCH(x.dtype, what, {
     if (x.numel() > 0)
       softmaxLoop<T>(ctx, x.as<const T>(), y.as<T>(), outer, n, inner, log);
@@ -375,6 +382,10 @@ Status softmaxGrad(Context &ctx, const Tensor &y, const Tensor &dy,
   }
   int64_t outer, n, inner;
   splitAtAxis(y.shape, a, outer, n, inner);
+  if (y.dtype == DType::F32 &&
+      dnnlSoftmax(ctx, log, outer, n, inner, nullptr, y.as<const float>(),
+                  dy.as<const float>(), dx.as<float>()))
+    return Status::success();
   PP_RT_FLOAT_DISPATCH(y.dtype, what, {
     if (y.numel() > 0)
       softmaxGradLoop<T>(ctx, y.as<const T>(), dy.as<const T>(), dx.as<T>(),
