@@ -673,6 +673,20 @@ bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
                            0.f, c, ldc, bias, relu);
 }
 
+/// The primitive cached under `key` in this thread's `plans`, made by
+/// `make` on first use; bounded like the convolutions' plans.
+template <typename Key, typename Make>
+dnnl::primitive &cachedPrimitive(std::map<Key, dnnl::primitive> &plans,
+                                 const Key &key, Make make) {
+  auto it = plans.find(key);
+  if (it != plans.end())
+    return it->second;
+  constexpr size_t maxPlans = 512;
+  if (plans.size() >= maxPlans)
+    plans.clear();
+  return plans.emplace(key, make()).first->second;
+}
+
 bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
               const float *x, const float *dy, float *out) {
   static const bool scalar = [] {
@@ -692,34 +706,27 @@ bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
   const dnnl::engine &engine = cpuEngine();
   memory::desc data({n}, memory::data_type::f32, Tag::a);
   try {
-    auto it = plans.find(key);
-    if (it == plans.end()) {
-      constexpr size_t maxPlans = 512;
-      if (plans.size() >= maxPlans)
-        plans.clear();
+    dnnl::primitive &primitive = cachedPrimitive(plans, key, [&] {
       auto algo = tanhApproximation ? dnnl::algorithm::eltwise_gelu_tanh
                                     : dnnl::algorithm::eltwise_gelu_erf;
       dnnl::eltwise_forward::primitive_desc forward(
           {dnnl::prop_kind::forward_training, algo, data, 0.f, 0.f}, engine);
-      dnnl::primitive primitive =
-          backward ? dnnl::primitive(dnnl::eltwise_backward(
-                         dnnl::eltwise_backward::primitive_desc(
-                             {algo, data, data, 0.f, 0.f}, engine, forward)))
-                   : dnnl::primitive(dnnl::eltwise_forward(forward));
-      it = plans.emplace(key, std::move(primitive)).first;
-    }
+      return backward ? dnnl::primitive(dnnl::eltwise_backward(
+                            dnnl::eltwise_backward::primitive_desc(
+                                {algo, data, data, 0.f, 0.f}, engine, forward)))
+                      : dnnl::primitive(dnnl::eltwise_forward(forward));
+    });
     thread_local dnnl::stream stream(engine);
     memory xMem(data, engine, const_cast<float *>(x));
     memory outMem(data, engine, out);
     if (backward)
-      it->second.execute(
+      primitive.execute(
           stream,
           {{DNNL_ARG_SRC, xMem},
            {DNNL_ARG_DIFF_DST, memory(data, engine, const_cast<float *>(dy))},
            {DNNL_ARG_DIFF_SRC, outMem}});
     else
-      it->second.execute(stream,
-                         {{DNNL_ARG_SRC, xMem}, {DNNL_ARG_DST, outMem}});
+      primitive.execute(stream, {{DNNL_ARG_SRC, xMem}, {DNNL_ARG_DST, outMem}});
     stream.wait();
   } catch (const dnnl::error &) {
     return false;
@@ -749,11 +756,7 @@ bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
   const dnnl::engine &engine = cpuEngine();
   memory::desc data({outer, n, inner}, memory::data_type::f32, Tag::abc);
   try {
-    auto it = plans.find(key);
-    if (it == plans.end()) {
-      constexpr size_t maxPlans = 512;
-      if (plans.size() >= maxPlans)
-        plans.clear();
+    dnnl::primitive &primitive = cachedPrimitive(plans, key, [&] {
       auto make = [&](auto forwardDesc, auto backwardDesc) -> dnnl::primitive {
         using Forward = decltype(forwardDesc);
         using Backward = decltype(backwardDesc);
@@ -770,23 +773,21 @@ bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
           return {};
         return Backward(pd);
       };
-      dnnl::primitive primitive =
-          log ? make(dnnl::logsoftmax_forward(), dnnl::logsoftmax_backward())
-              : make(dnnl::softmax_forward(), dnnl::softmax_backward());
-      it = plans.emplace(key, std::move(primitive)).first;
-    }
-    if (!it->second)
+      return log ? make(dnnl::logsoftmax_forward(), dnnl::logsoftmax_backward())
+                 : make(dnnl::softmax_forward(), dnnl::softmax_backward());
+    });
+    if (!primitive)
       return false;
     thread_local dnnl::stream stream(engine);
     memory outMem(data, engine, out);
     if (backward)
-      it->second.execute(
+      primitive.execute(
           stream,
           {{DNNL_ARG_DST, memory(data, engine, const_cast<float *>(y))},
            {DNNL_ARG_DIFF_DST, memory(data, engine, const_cast<float *>(dy))},
            {DNNL_ARG_DIFF_SRC, outMem}});
     else
-      it->second.execute(
+      primitive.execute(
           stream, {{DNNL_ARG_SRC, memory(data, engine, const_cast<float *>(x))},
                    {DNNL_ARG_DST, outMem}});
     stream.wait();
