@@ -15,6 +15,7 @@
 #include <cstring>
 #include <functional>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -322,8 +323,9 @@ template <typename T> void checkBatchNormActivation(UnaryKind kind) {
             << "element " << i;
         zeros += y.v[i] == T(0);
       }
-      if (kind == UnaryKind::Relu)
+      if (kind == UnaryKind::Relu) {
         EXPECT_GT(zeros, 0);
+      }
       for (auto [got, want] : {std::pair{&frm, &rm}, std::pair{&frv, &rv},
                                std::pair{&fsm, &sm}, std::pair{&fsi, &si}})
         EXPECT_EQ(std::memcmp(got->v.data(), want->v.data(),
@@ -433,6 +435,108 @@ TEST(BatchNorm, F32GradientAgreesWithF64) {
   expectNear(dxf.v, dxd.v, 1e-5, "dx");
   expectNear(dsf.v, dsd.v, 1e-5, "dscale");
   expectNear(dbf.v, dbd.v, 1e-5, "dbias");
+}
+
+/// The F32 kernels against the F64 ones on the same (F32-representable)
+/// values, at sizes that reach the kernels' 8-lane loops and their tails,
+/// with a mean far from zero against the spread (50 +- 1): the statistics
+/// accumulate in double lanes, the elementwise passes run in F32.
+Buf<double> widened(const Buf<float> &b) {
+  Buf<double> d(b.shape);
+  for (size_t i = 0; i < b.v.size(); ++i)
+    d.v[i] = b.v[i];
+  return d;
+}
+
+TEST(BatchNorm, F32MatchesF64OnLargeOffsetPlanes) {
+  for (Shape shape : {Shape{4, 3, 37, 41}, Shape{2, 4, 8, 8}, Shape{3, 2, 3}})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "shape " << shape[0] << "x" << shape[1] << "x"
+                   << numelOf(shape) / (shape[0] * shape[1]) << " threads "
+                   << threads);
+      Context ctx;
+      ctx.numThreads = threads;
+      int64_t c = shape[1];
+      Buf<float> xf = randomBuf<float>(shape, 49, 51),
+                 dyf = randomBuf<float>(shape), scalef = randomBuf<float>({c}),
+                 biasf = randomBuf<float>({c});
+      Buf<double> xd = widened(xf), dyd = widened(dyf),
+                  scaled = widened(scalef), biasd = widened(biasf);
+      auto forward = [&](auto &x, auto &scale, auto &bias, auto &y, auto &saved,
+                         auto &savedInv) {
+        using T = typename std::decay_t<decltype(x.v)>::value_type;
+        Buf<T> rm({c}), rv({c}, T(1));
+        Tensor xt = x.t(), st = scale.t(), bt = bias.t(), rmt = rm.t(),
+               rvt = rv.t(), yt = y.t(), smt = saved.t(), sit = savedInv.t();
+        Status s = batchNorm(ctx, xt, st, bt, rmt, rvt, 1e-5f, 0.9f, true, yt,
+                             rmt, rvt, &smt, &sit);
+        ASSERT_TRUE(s.ok()) << s.message;
+      };
+      auto backward = [&](auto &dy, auto &x, auto &scale, auto &saved,
+                          auto &savedInv, auto &dx, auto &ds, auto &db) {
+        Tensor dyt = dy.t(), xt = x.t(), st = scale.t(), smt = saved.t(),
+               sit = savedInv.t(), dxt = dx.t(), dst = ds.t(), dbt = db.t();
+        Status s = batchNormGrad(ctx, dyt, xt, st, smt, sit, dxt, dst, dbt);
+        ASSERT_TRUE(s.ok()) << s.message;
+      };
+      Buf<float> yf(shape), savedf({c}), invf({c}), dxf(shape), dsf({c}),
+          dbf({c});
+      Buf<double> yd(shape), savedd({c}), invd({c}), dxd(shape), dsd({c}),
+          dbd({c});
+      forward(xf, scalef, biasf, yf, savedf, invf);
+      forward(xd, scaled, biasd, yd, savedd, invd);
+      expectNear(savedf.v, savedd.v, 1e-7, "savedMean");
+      expectNear(invf.v, invd.v, 1e-6, "savedInvStd");
+      expectNear(yf.v, yd.v, 2e-5, "y");
+      // Both gradients from the F32 statistics: their rounding (the mean's
+      // ulp at 50 times the sum of dy) is the interface's, not the kernel's.
+      Buf<double> savedFromF32 = widened(savedf), invFromF32 = widened(invf);
+      backward(dyf, xf, scalef, savedf, invf, dxf, dsf, dbf);
+      backward(dyd, xd, scaled, savedFromF32, invFromF32, dxd, dsd, dbd);
+      expectNear(dxf.v, dxd.v, 2e-5, "dx");
+      expectNear(dsf.v, dsd.v, 1e-5, "dscale");
+      expectNear(dbf.v, dbd.v, 1e-6, "dbias");
+    }
+}
+
+TEST(LayerNorm, F32MatchesF64OnLongOffsetRows) {
+  for (Shape shape : {Shape{40, 67}, Shape{5, 768}, Shape{33, 5}})
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message() << "shape " << shape[0] << "x"
+                                        << shape[1] << " threads " << threads);
+      Context ctx;
+      ctx.numThreads = threads;
+      int64_t rows = shape[0], cols = shape[1];
+      Buf<float> xf = randomBuf<float>(shape, 2, 4),
+                 dyf = randomBuf<float>(shape),
+                 scalef = randomBuf<float>({cols}),
+                 biasf = randomBuf<float>({cols});
+      Buf<double> xd = widened(xf), dyd = widened(dyf),
+                  scaled = widened(scalef), biasd = widened(biasf);
+      auto run = [&](auto &x, auto &dy, auto &scale, auto &bias, auto &y,
+                     auto &mean, auto &inv, auto &dx, auto &ds, auto &db) {
+        Tensor xt = x.t(), st = scale.t(), bt = bias.t(), yt = y.t(),
+               mt = mean.t(), it = inv.t(), dyt = dy.t(), dxt = dx.t(),
+               dst = ds.t(), dbt = db.t();
+        Status s = layerNorm(ctx, xt, st, &bt, -1, 1e-5f, yt, mt, it);
+        ASSERT_TRUE(s.ok()) << s.message;
+        s = layerNormGrad(ctx, dyt, xt, st, mt, it, -1, dxt, dst, &dbt);
+        ASSERT_TRUE(s.ok()) << s.message;
+      };
+      Buf<float> yf(shape), meanf({rows, 1}), invf({rows, 1}), dxf(shape),
+          dsf({cols}), dbf({cols});
+      Buf<double> yd(shape), meand({rows, 1}), invd({rows, 1}), dxd(shape),
+          dsd({cols}), dbd({cols});
+      run(xf, dyf, scalef, biasf, yf, meanf, invf, dxf, dsf, dbf);
+      run(xd, dyd, scaled, biasd, yd, meand, invd, dxd, dsd, dbd);
+      expectNear(meanf.v, meand.v, 1e-7, "mean");
+      expectNear(invf.v, invd.v, 1e-6, "invStdDev");
+      expectNear(yf.v, yd.v, 1e-5, "y");
+      expectNear(dxf.v, dxd.v, 1e-5, "dx");
+      expectNear(dsf.v, dsd.v, 1e-5, "dscale");
+      expectNear(dbf.v, dbd.v, 1e-6, "dbias");
+    }
 }
 
 TEST(BatchNorm, Errors) {

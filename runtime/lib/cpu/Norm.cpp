@@ -2,7 +2,10 @@
 //
 // LayerNormalization and BatchNormalization with their gradients. Statistics
 // accumulate in double whatever the tensor dtype (two passes: mean, then the
-// squared deviations), so F32 results do not drift with large reductions.
+// squared deviations), so F32 results do not drift with large reductions:
+// eight lanes, each of which sums 16 of its elements in the tensor's dtype
+// before it adds them into double (Lanes, Block). The elementwise passes
+// (y, dx) run in the tensor's dtype.
 // Per-channel parameters and statistics may be F32 or F64 independently of
 // x, as ONNX allows (stash_type, T1/T2 of BatchNormalization-15). F16 and
 // BF16 tensors are widened to f32 and the results rounded back
@@ -14,7 +17,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <mutex>
+#include <tuple>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace pp::rt {
 namespace {
@@ -27,6 +36,202 @@ std::vector<double> readAll(const Tensor &t) {
   for (int64_t i = 0; i < t.numel(); ++i)
     v[i] = readDouble(t, i);
   return v;
+}
+
+/// Sums over eight independent partial sums (lanes): lane k adds the
+/// elements whose offset in the call is k mod 8, in order, and total()
+/// combines the lanes pairwise. A single accumulator is one dependent add per
+/// element, and the compiler may not reassociate it by itself. Each lane sums
+/// up to kBlockSteps of its elements in T (a Block, held in vector registers)
+/// and then adds that into double (Lanes): F32 sums of 16 terms lose little
+/// (about 16 ulp of their absolute sum at worst), the sums over a long plane
+/// or row stay in double, and F32 arithmetic is twice as wide as double. The
+/// lanes are 16-byte GCC / Clang vectors in named members: GCC 12 kept an
+/// array of them, or a wider vector, on the stack.
+using Pair = double __attribute__((vector_size(16)));
+using Quad = float __attribute__((vector_size(16)));
+constexpr int64_t kBlockSteps = 16;
+
+struct Lanes {
+  Pair a = {}, b = {}, c = {}, d = {};
+  Lanes &operator+=(const Lanes &o) {
+    a += o.a;
+    b += o.b;
+    c += o.c;
+    d += o.d;
+    return *this;
+  }
+  double total() const {
+    Pair p = (a + c) + (b + d);
+    return p[0] + p[1];
+  }
+};
+
+/// Eight consecutive elements of T in vector registers.
+template <typename T> struct Block;
+
+template <> struct Block<double> {
+  Pair a = {}, b = {}, c = {}, d = {};
+  static Block load(const double *p) {
+    Block r;
+    std::memcpy(&r.a, p, sizeof(Pair));
+    std::memcpy(&r.b, p + 2, sizeof(Pair));
+    std::memcpy(&r.c, p + 4, sizeof(Pair));
+    std::memcpy(&r.d, p + 6, sizeof(Pair));
+    return r;
+  }
+  Block operator+(const Block &o) const {
+    return {a + o.a, b + o.b, c + o.c, d + o.d};
+  }
+  Block operator*(const Block &o) const {
+    return {a * o.a, b * o.b, c * o.c, d * o.d};
+  }
+  Block operator-(double s) const { return {a - s, b - s, c - s, d - s}; }
+  void addTo(Lanes &l) const { l += Lanes{a, b, c, d}; }
+};
+
+template <> struct Block<float> {
+  Quad lo = {}, hi = {};
+  static Block load(const float *p) {
+    Block r;
+    std::memcpy(&r.lo, p, sizeof(Quad));
+    std::memcpy(&r.hi, p + 4, sizeof(Quad));
+    return r;
+  }
+  Block operator+(const Block &o) const { return {lo + o.lo, hi + o.hi}; }
+  Block operator*(const Block &o) const { return {lo * o.lo, hi * o.hi}; }
+  Block operator-(float s) const { return {lo - s, hi - s}; }
+  void addTo(Lanes &l) const {
+#if defined(__SSE2__)
+    // GCC 12 lowers a vector conversion of float pairs to scalar ones.
+    l.a += Pair(_mm_cvtps_pd(lo));
+    l.b += Pair(_mm_cvtps_pd(_mm_movehl_ps(lo, lo)));
+    l.c += Pair(_mm_cvtps_pd(hi));
+    l.d += Pair(_mm_cvtps_pd(_mm_movehl_ps(hi, hi)));
+#else
+    l += Lanes{Pair{lo[0], lo[1]}, Pair{lo[2], lo[3]}, Pair{hi[0], hi[1]},
+               Pair{hi[2], hi[3]}};
+#endif
+  }
+};
+
+/// The lanes of the last n < 8 elements' terms, term(k) for element k.
+template <typename F> Lanes tailLanes(int64_t n, F term) {
+  double t[8] = {};
+  for (int64_t k = 0; k < n; ++k)
+    t[k] = term(k);
+  Lanes r;
+  std::memcpy(&r.a, t, sizeof(r.a));
+  std::memcpy(&r.b, t + 2, sizeof(r.b));
+  std::memcpy(&r.c, t + 4, sizeof(r.c));
+  std::memcpy(&r.d, t + 6, sizeof(r.d));
+  return r;
+}
+
+/// Runs step(i, sums...) over the blocks of 8 elements in [0, n), each
+/// accumulator a Block<T> added into its Lanes every kBlockSteps blocks;
+/// returns the offset of the tail (the last n % 8 elements).
+template <typename T, typename Step, typename... Sums>
+int64_t blockedSums(int64_t n, Step step, Sums &...sums) {
+  int64_t full = n - n % 8, i = 0;
+  while (i < full) {
+    int64_t end = std::min(full, i + 8 * kBlockSteps);
+    std::tuple<decltype((void)sums, Block<T>())...> acc;
+    for (; i < end; i += 8)
+      std::apply([&](auto &...a) { step(i, a...); }, acc);
+    std::apply([&](auto &...a) { (a.addTo(sums), ...); }, acc);
+  }
+  return i;
+}
+
+/// Sum of p[0, n).
+template <typename T> Lanes sumOf(const T *p, int64_t n) {
+  Lanes sum;
+  int64_t i = blockedSums<T>(
+      n, [&](int64_t at, Block<T> &s) { s = s + Block<T>::load(p + at); }, sum);
+  sum += tailLanes(n - i, [&](int64_t k) { return double(p[i + k]); });
+  return sum;
+}
+
+/// Sum of (p[i] - mean)^2 over [0, n), the mean rounded to T: that adds
+/// n * rounding^2 to the sum, as the deviations' own sum is zero.
+template <typename T>
+Lanes squaredDeviationOf(const T *p, int64_t n, double mean) {
+  Lanes sum;
+  T meanT = T(mean);
+  int64_t i = blockedSums<T>(
+      n,
+      [&](int64_t at, Block<T> &s) {
+        Block<T> d = Block<T>::load(p + at) - meanT;
+        s = s + d * d;
+      },
+      sum);
+  sum += tailLanes(n - i, [&](int64_t k) {
+    double d = double(p[i + k] - meanT);
+    return d * d;
+  });
+  return sum;
+}
+
+/// sumDy += sum of dy, sumDyX += sum of dy * (x - mean) over [0, n).
+template <typename T>
+void addGradSums(Lanes &sumDy, Lanes &sumDyX, const T *dy, const T *x,
+                 int64_t n, double mean) {
+  T meanT = T(mean);
+  int64_t i = blockedSums<T>(
+      n,
+      [&](int64_t at, Block<T> &s, Block<T> &sx) {
+        Block<T> g = Block<T>::load(dy + at);
+        s = s + g;
+        sx = sx + g * (Block<T>::load(x + at) - meanT);
+      },
+      sumDy, sumDyX);
+  sumDy += tailLanes(n - i, [&](int64_t k) { return double(dy[i + k]); });
+  sumDyX += tailLanes(
+      n - i, [&](int64_t k) { return double(dy[i + k] * (x[i + k] - meanT)); });
+}
+
+/// sumG += sum of dy * w, sumGX += sum of dy * w * (x - mean) over [0, n).
+template <typename T>
+void addWeightedGradSums(Lanes &sumG, Lanes &sumGX, const T *dy, const T *w,
+                         const T *x, int64_t n, double mean) {
+  T meanT = T(mean);
+  int64_t i = blockedSums<T>(
+      n,
+      [&](int64_t at, Block<T> &s, Block<T> &sx) {
+        Block<T> g = Block<T>::load(dy + at) * Block<T>::load(w + at);
+        s = s + g;
+        sx = sx + g * (Block<T>::load(x + at) - meanT);
+      },
+      sumG, sumGX);
+  sumG +=
+      tailLanes(n - i, [&](int64_t k) { return double(dy[i + k] * w[i + k]); });
+  sumGX += tailLanes(n - i, [&](int64_t k) {
+    return double(dy[i + k] * w[i + k] * (x[i + k] - meanT));
+  });
+}
+
+/// ds[j] += dy[j] * (x[j] - mean) * inv, db[j] += dy[j] over [0, n): one
+/// row's share of the scale and bias gradients, in T (the caller sums a few
+/// rows so, then folds them into double).
+template <typename T>
+void addParameterGrads(T *ds, T *db, const T *dy, const T *x, int64_t n, T mean,
+                       T inv) {
+  for (int64_t j = 0; j < n; ++j) {
+    ds[j] += dy[j] * ((x[j] - mean) * inv);
+    db[j] += dy[j];
+  }
+}
+
+/// dx = dy * a + (x - mean) * b + c over [0, n), in T as the forward's
+/// affine pass (the sums above carry the precision; this is one rounding per
+/// term); dx may be dy or x (each element is read before it is written).
+template <typename T>
+void gradAffine(const T *dy, const T *x, T *dx, int64_t n, double mean,
+                double a, double b, double c) {
+  T meanT = T(mean), aT = T(a), bT = T(b), cT = T(c);
+  for (int64_t i = 0; i < n; ++i)
+    dx[i] = dy[i] * aT + (x[i] - meanT) * bT + cT;
 }
 
 //===----------------------------------------------------------------------===//
@@ -74,12 +279,8 @@ void layerNormImpl(const Context &ctx, const LayerNormShape &ln, const T *x,
     for (int64_t r = begin; r < end; ++r) {
       const T *xr = x + r * inner;
       T *yr = y + r * inner;
-      double sum = 0, sq = 0;
-      for (int64_t j = 0; j < inner; ++j)
-        sum += xr[j];
-      double mu = sum / double(inner);
-      for (int64_t j = 0; j < inner; ++j)
-        sq += (xr[j] - mu) * (xr[j] - mu);
+      double mu = sumOf(xr, inner).total() / double(inner);
+      double sq = squaredDeviationOf(xr, inner, mu).total();
       double inv = 1.0 / std::sqrt(sq / double(inner) + epsilon);
       T muT = T(mu), invT = T(inv);
       for (int64_t j = 0; j < inner; ++j)
@@ -96,33 +297,44 @@ void layerNormGradImpl(const Context &ctx, const LayerNormShape &ln,
                        const Tensor &mean, const Tensor &invStdDev, T *dx,
                        T *dscale, int64_t scaleSize, T *dbias) {
   int64_t inner = ln.inner;
-  std::vector<double> sc(inner);
+  std::vector<T> scT(inner);
   for (int64_t j = 0; j < inner; ++j)
-    sc[j] = scale[ln.paramIndex[j]];
+    scT[j] = scale[ln.paramIndex[j]];
   // Parameter gradients: each chunk of rows sums into its own buffer, the
   // buffers merge under a lock.
   std::vector<double> dsAcc(inner, 0.0), dbAcc(inner, 0.0);
   std::mutex merge;
   int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(inner, 1));
   parallelFor(ctx, ln.outer, grain, [&](int64_t begin, int64_t end) {
-    std::vector<double> ds(inner, 0.0), db(inner, 0.0), xhat(inner);
+    // Rows add their parameter gradients in T for kRowsPerFold rows at a
+    // time, then into double: T sums of a few terms lose little, and a
+    // double update per element and row cost as much as the rest.
+    constexpr int64_t kRowsPerFold = 16;
+    std::vector<double> ds(inner, 0.0), db(inner, 0.0);
+    std::vector<T> dsRows(inner, T(0)), dbRows(inner, T(0));
+    auto fold = [&] {
+      for (int64_t j = 0; j < inner; ++j) {
+        ds[j] += double(dsRows[j]);
+        db[j] += double(dbRows[j]);
+        dsRows[j] = dbRows[j] = T(0);
+      }
+    };
     for (int64_t r = begin; r < end; ++r) {
       const T *dyr = dy + r * inner, *xr = x + r * inner;
       T *dxr = dx + r * inner;
       double mu = readDouble(mean, r), inv = readDouble(invStdDev, r);
       // dx = inv * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
-      double sumG = 0, sumGX = 0;
-      for (int64_t j = 0; j < inner; ++j) {
-        xhat[j] = (xr[j] - mu) * inv;
-        double gj = dyr[j] * sc[j];
-        sumG += gj;
-        sumGX += gj * xhat[j];
-        ds[j] += dyr[j] * xhat[j];
-        db[j] += dyr[j];
-      }
-      double meanG = sumG / double(inner), meanGX = sumGX / double(inner);
+      Lanes sumG, sumGX;
+      addWeightedGradSums(sumG, sumGX, dyr, scT.data(), xr, inner, mu);
+      double meanG = sumG.total() / double(inner),
+             meanGX = sumGX.total() * inv / double(inner);
+      T invT = T(inv), meanGT = T(meanG), muT = T(mu), kT = T(inv * meanGX);
+      addParameterGrads(dsRows.data(), dbRows.data(), dyr, xr, inner, muT,
+                        invT);
+      if ((r - begin) % kRowsPerFold == kRowsPerFold - 1 || r + 1 == end)
+        fold();
       for (int64_t j = 0; j < inner; ++j)
-        dxr[j] = T(inv * (dyr[j] * sc[j] - meanG - xhat[j] * meanGX));
+        dxr[j] = invT * (dyr[j] * scT[j] - meanGT - (xr[j] - muT) * kT);
     }
     std::lock_guard<std::mutex> lock(merge);
     for (int64_t j = 0; j < inner; ++j) {
@@ -151,33 +363,29 @@ void layerNormGradImpl(const Context &ctx, const LayerNormShape &ln,
 template <typename T>
 void channelMoments(const BatchShape &bs, const T *x, int64_t c, double &mean,
                     double &var) {
-  double sum = 0, sq = 0;
-  for (int64_t n = 0; n < bs.n; ++n) {
-    const T *p = x + (n * bs.c + c) * bs.plane;
-    for (int64_t i = 0; i < bs.plane; ++i)
-      sum += p[i];
-  }
-  mean = sum / double(bs.count());
-  for (int64_t n = 0; n < bs.n; ++n) {
-    const T *p = x + (n * bs.c + c) * bs.plane;
-    for (int64_t i = 0; i < bs.plane; ++i)
-      sq += (p[i] - mean) * (p[i] - mean);
-  }
-  var = sq / double(bs.count());
+  Lanes sum, sq;
+  for (int64_t n = 0; n < bs.n; ++n)
+    sum += sumOf(x + (n * bs.c + c) * bs.plane, bs.plane);
+  mean = sum.total() / double(bs.count());
+  for (int64_t n = 0; n < bs.n; ++n)
+    sq += squaredDeviationOf(x + (n * bs.c + c) * bs.plane, bs.plane, mean);
+  var = sq.total() / double(bs.count());
 }
 
-/// y = x * a + b on channel c (the folded affine normalisation), and with
-/// `Relu` relu of it (as the Relu kernel: `v < 0` keeps NaN and -0).
+/// y = (x - mean) * a + b on channel c (the folded affine normalisation),
+/// and with `Relu` relu of it (as the Relu kernel: `v < 0` keeps NaN and
+/// -0). Centred before the scaling: x * a + (b - mean * a) cancels when the
+/// mean is large against the spread.
 template <bool Relu, typename T>
-void channelAffine(const BatchShape &bs, const T *x, int64_t c, double a,
-                   double b, T *y) {
-  T aT = T(a), bT = T(b);
+void channelAffine(const BatchShape &bs, const T *x, int64_t c, double mean,
+                   double a, double b, T *y) {
+  T meanT = T(mean), aT = T(a), bT = T(b);
   for (int64_t n = 0; n < bs.n; ++n) {
     int64_t off = (n * bs.c + c) * bs.plane;
     const T *xs = x + off;
     T *ys = y + off;
     for (int64_t i = 0; i < bs.plane; ++i) {
-      T v = xs[i] * aT + bT;
+      T v = (xs[i] - meanT) * aT + bT;
       ys[i] = Relu && v < T(0) ? T(0) : v;
     }
   }
@@ -275,11 +483,11 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
           var[c] = inVar[c];
         }
         double inv = 1.0 / std::sqrt(var[c] + double(epsilon));
-        double a = inv * sc[c], b = bi[c] - mean[c] * inv * sc[c];
+        double a = inv * sc[c];
         if (relu)
-          channelAffine<true>(bs, xd, c, a, b, yd);
+          channelAffine<true>(bs, xd, c, mean[c], a, bi[c], yd);
         else
-          channelAffine<false>(bs, xd, c, a, b, yd);
+          channelAffine<false>(bs, xd, c, mean[c], a, bi[c], yd);
       }
     });
   });
@@ -371,25 +579,22 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
     T *dxd = dx.as<T>();
     parallelFor(ctx, bs.c, channelGrain(bs), [&](int64_t begin, int64_t end) {
       for (int64_t c = begin; c < end; ++c) {
-        double sumDy = 0, sumDyX = 0;
+        Lanes dySum, dyXSum;
         for (int64_t n = 0; n < bs.n; ++n) {
           int64_t off = (n * bs.c + c) * bs.plane;
-          for (int64_t i = 0; i < bs.plane; ++i) {
-            sumDy += dyd[off + i];
-            sumDyX += dyd[off + i] * ((xd[off + i] - mean[c]) * inv[c]);
-          }
+          addGradSums(dySum, dyXSum, dyd + off, xd + off, bs.plane, mean[c]);
         }
+        double sumDy = dySum.total(), sumDyX = dyXSum.total() * inv[c];
         db[c] = sumDy;
         ds[c] = sumDyX;
-        // dx = scale * inv / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)).
+        // dx = scale * inv / m * (m * dy - sum(dy) - xhat * sum(dy * xhat)),
+        // as dy * a + (x - mean) * b + c.
         double k = sc[c] * inv[c] / count;
+        double a = k * count, b = -k * sumDyX * inv[c], cOff = -k * sumDy;
         for (int64_t n = 0; n < bs.n; ++n) {
           int64_t off = (n * bs.c + c) * bs.plane;
-          for (int64_t i = 0; i < bs.plane; ++i) {
-            double xhat = (xd[off + i] - mean[c]) * inv[c];
-            dxd[off + i] =
-                T(k * (count * dyd[off + i] - sumDy - xhat * sumDyX));
-          }
+          gradAffine(dyd + off, xd + off, dxd + off, bs.plane, mean[c], a, b,
+                     cOff);
         }
       }
     });
