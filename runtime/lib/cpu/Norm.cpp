@@ -211,15 +211,20 @@ void addWeightedGradSums(Lanes &sumG, Lanes &sumGX, const T *dy, const T *w,
   });
 }
 
-/// ds[j] += dy[j] * (x[j] - mean) * inv, db[j] += dy[j] over [0, n): one
-/// row's share of the scale and bias gradients, in T (the caller sums a few
-/// rows so, then folds them into double).
+/// One row of the layer norm gradient over [0, n), in T: dx = inv * (dy * w
+/// - meanG - xhat * meanGX) with xhat = (x - mean) * inv, and the row's
+/// share of the scale and bias gradients, ds += dy * xhat and db += dy (the
+/// caller sums a few rows so, then folds them into double). dx may be dy or
+/// x; ds and db are the caller's own buffers.
 template <typename T>
-void addParameterGrads(T *ds, T *db, const T *dy, const T *x, int64_t n, T mean,
-                       T inv) {
+void rowGradients(const T *dy, const T *x, const T *w, T *dx, T *__restrict ds,
+                  T *__restrict db, int64_t n, T mean, T inv, T meanG,
+                  T meanGX) {
   for (int64_t j = 0; j < n; ++j) {
-    ds[j] += dy[j] * ((x[j] - mean) * inv);
-    db[j] += dy[j];
+    T g = dy[j], xhat = (x[j] - mean) * inv;
+    ds[j] += g * xhat;
+    db[j] += g;
+    dx[j] = inv * (g * w[j] - meanG - xhat * meanGX);
   }
 }
 
@@ -328,13 +333,10 @@ void layerNormGradImpl(const Context &ctx, const LayerNormShape &ln,
       addWeightedGradSums(sumG, sumGX, dyr, scT.data(), xr, inner, mu);
       double meanG = sumG.total() / double(inner),
              meanGX = sumGX.total() * inv / double(inner);
-      T invT = T(inv), meanGT = T(meanG), muT = T(mu), kT = T(inv * meanGX);
-      addParameterGrads(dsRows.data(), dbRows.data(), dyr, xr, inner, muT,
-                        invT);
+      rowGradients(dyr, xr, scT.data(), dxr, dsRows.data(), dbRows.data(),
+                   inner, T(mu), T(inv), T(meanG), T(meanGX));
       if ((r - begin) % kRowsPerFold == kRowsPerFold - 1 || r + 1 == end)
         fold();
-      for (int64_t j = 0; j < inner; ++j)
-        dxr[j] = invT * (dyr[j] * scT[j] - meanGT - (xr[j] - muT) * kT);
     }
     std::lock_guard<std::mutex> lock(merge);
     for (int64_t j = 0; j < inner; ++j) {
