@@ -121,10 +121,7 @@ template <typename F> Lanes tailLanes(int64_t n, F term) {
   for (int64_t k = 0; k < n; ++k)
     t[k] = term(k);
   Lanes r;
-  std::memcpy(&r.a, t, sizeof(r.a));
-  std::memcpy(&r.b, t + 2, sizeof(r.b));
-  std::memcpy(&r.c, t + 4, sizeof(r.c));
-  std::memcpy(&r.d, t + 6, sizeof(r.d));
+  Block<double>::load(t).addTo(r);
   return r;
 }
 
@@ -173,42 +170,31 @@ Lanes squaredDeviationOf(const T *p, int64_t n, double mean) {
   return sum;
 }
 
-/// sumDy += sum of dy, sumDyX += sum of dy * (x - mean) over [0, n).
-template <typename T>
-void addGradSums(Lanes &sumDy, Lanes &sumDyX, const T *dy, const T *x,
+/// sumG += sum of g, sumGX += sum of g * (x - mean) over [0, n), with
+/// g = dy * w when Weighted (layer norm's scale), else g = dy (w unused).
+template <bool Weighted, typename T>
+void addGradSums(Lanes &sumG, Lanes &sumGX, const T *dy, const T *w, const T *x,
                  int64_t n, double mean) {
   T meanT = T(mean);
+  auto g = [&](int64_t at) {
+    if constexpr (Weighted)
+      return dy[at] * w[at];
+    else
+      return dy[at];
+  };
   int64_t i = blockedSums<T>(
       n,
       [&](int64_t at, Block<T> &s, Block<T> &sx) {
-        Block<T> g = Block<T>::load(dy + at);
-        s = s + g;
-        sx = sx + g * (Block<T>::load(x + at) - meanT);
-      },
-      sumDy, sumDyX);
-  sumDy += tailLanes(n - i, [&](int64_t k) { return double(dy[i + k]); });
-  sumDyX += tailLanes(
-      n - i, [&](int64_t k) { return double(dy[i + k] * (x[i + k] - meanT)); });
-}
-
-/// sumG += sum of dy * w, sumGX += sum of dy * w * (x - mean) over [0, n).
-template <typename T>
-void addWeightedGradSums(Lanes &sumG, Lanes &sumGX, const T *dy, const T *w,
-                         const T *x, int64_t n, double mean) {
-  T meanT = T(mean);
-  int64_t i = blockedSums<T>(
-      n,
-      [&](int64_t at, Block<T> &s, Block<T> &sx) {
-        Block<T> g = Block<T>::load(dy + at) * Block<T>::load(w + at);
-        s = s + g;
-        sx = sx + g * (Block<T>::load(x + at) - meanT);
+        Block<T> gb = Block<T>::load(dy + at);
+        if constexpr (Weighted)
+          gb = gb * Block<T>::load(w + at);
+        s = s + gb;
+        sx = sx + gb * (Block<T>::load(x + at) - meanT);
       },
       sumG, sumGX);
-  sumG +=
-      tailLanes(n - i, [&](int64_t k) { return double(dy[i + k] * w[i + k]); });
-  sumGX += tailLanes(n - i, [&](int64_t k) {
-    return double(dy[i + k] * w[i + k] * (x[i + k] - meanT));
-  });
+  sumG += tailLanes(n - i, [&](int64_t k) { return double(g(i + k)); });
+  sumGX += tailLanes(
+      n - i, [&](int64_t k) { return double(g(i + k) * (x[i + k] - meanT)); });
 }
 
 /// One row of the layer norm gradient over [0, n), in T: dx = inv * (dy * w
@@ -330,7 +316,8 @@ void layerNormGradImpl(const Context &ctx, const LayerNormShape &ln,
       double mu = readDouble(mean, r), inv = readDouble(invStdDev, r);
       // dx = inv * (g - mean(g) - xhat * mean(g * xhat)), g = dy * scale.
       Lanes sumG, sumGX;
-      addWeightedGradSums(sumG, sumGX, dyr, scT.data(), xr, inner, mu);
+      addGradSums</*Weighted=*/true>(sumG, sumGX, dyr, scT.data(), xr, inner,
+                                     mu);
       double meanG = sumG.total() / double(inner),
              meanGX = sumGX.total() * inv / double(inner);
       rowGradients(dyr, xr, scT.data(), dxr, dsRows.data(), dbRows.data(),
@@ -532,23 +519,14 @@ Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
       invStd.dtype != x.dtype)
     return Status::error("batchNormStatistics: mean and invStd must hold " +
                          std::to_string(c) + " values of x's dtype");
+  BatchShape bs{n, c, plane};
   PP_RT_FLOAT_DISPATCH(x.dtype, "batchNormStatistics", {
-    const T *data = x.as<T>();
     parallelFor(ctx, c, 1, [&](int64_t begin, int64_t end) {
       for (int64_t ch = begin; ch < end; ++ch) {
-        double sum = 0, sq = 0;
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < plane; ++i)
-            sum += data[(b * c + ch) * plane + i];
-        double m = sum / double(n * plane);
-        for (int64_t b = 0; b < n; ++b)
-          for (int64_t i = 0; i < plane; ++i) {
-            double d = data[(b * c + ch) * plane + i] - m;
-            sq += d * d;
-          }
+        double m, var;
+        channelMoments(bs, x.as<const T>(), ch, m, var);
         mean.as<T>()[ch] = static_cast<T>(m);
-        invStd.as<T>()[ch] =
-            static_cast<T>(1.0 / std::sqrt(sq / double(n * plane) + epsilon));
+        invStd.as<T>()[ch] = static_cast<T>(1.0 / std::sqrt(var + epsilon));
       }
     });
   });
@@ -584,7 +562,9 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
         Lanes dySum, dyXSum;
         for (int64_t n = 0; n < bs.n; ++n) {
           int64_t off = (n * bs.c + c) * bs.plane;
-          addGradSums(dySum, dyXSum, dyd + off, xd + off, bs.plane, mean[c]);
+          addGradSums</*Weighted=*/false>(dySum, dyXSum, dyd + off,
+                                          static_cast<const T *>(nullptr),
+                                          xd + off, bs.plane, mean[c]);
         }
         double sumDy = dySum.total(), sumDyX = dyXSum.total() * inv[c];
         db[c] = sumDy;
