@@ -3,7 +3,9 @@
 // The CPU backend runs F32 convolutions on oneDNN when built with it
 // (lib/cpu/Dnnl.h). These tests run every convolution kernel (conv with and
 // without bias, convGradInput, convGradWeight) twice on the same random
-// operands, once forced onto the im2col + GEMM path and once on oneDNN, and
+// operands, once forced onto the im2col + GEMM path and once on oneDNN
+// (ConvImpl::OneDnn, which keeps the depthwise problems oneDNN runs on its
+// own GEMM there instead of the direct loops of DepthwiseConvTest), and
 // require max|dnnl - im2col| <= 1e-5 * max|im2col| over 1-D, 2-D and 3-D
 // problems with strides, asymmetric pads, dilations, groups (depthwise
 // included), 1x1 kernels and batches of 1 to 16, on 1 and 2 threads. They
@@ -183,8 +185,10 @@ TEST_F(DnnlConv, MatchesIm2colOnEveryKernel) {
                    << "case " << index << " threads " << threads);
       Outputs ref = runWith(ConvImpl::Im2col, cc, ops, threads);
       int64_t before = cpu::dnnlConvCalls();
-      Outputs got = runWith(ConvImpl::Auto, cc, ops, threads);
-      // Every case here is one oneDNN takes: all four calls ran on it.
+      Outputs got = runWith(ConvImpl::OneDnn, cc, ops, threads);
+      // Every case here is one oneDNN takes: all four calls ran on it
+      // (ConvImpl::OneDnn: its own im2col + GEMM included, which Auto
+      // leaves to the direct depthwise loops, DepthwiseConvTest).
       EXPECT_EQ(cpu::dnnlConvCalls() - before, 4);
       double errors[4] = {relError(got.y, ref.y),
                           relError(got.yBias, ref.yBias),
@@ -248,7 +252,7 @@ TEST_F(DnnlConv, FusedActivationIsTheActivationOfTheConvolution) {
     Operands ops(cc);
     WindowParams p = paramsOf(cc);
     Tensor xt = ops.x.t(), wt = ops.w.t(), bt = ops.b.t();
-    for (ConvImpl impl : {ConvImpl::Auto, ConvImpl::Im2col})
+    for (ConvImpl impl : {ConvImpl::OneDnn, ConvImpl::Im2col})
       for (UnaryKind kind : {UnaryKind::Relu, UnaryKind::Sigmoid})
         for (int threads : {1, 2}) {
           SCOPED_TRACE(::testing::Message()
@@ -269,7 +273,7 @@ TEST_F(DnnlConv, FusedActivationIsTheActivationOfTheConvolution) {
           EXPECT_TRUE(s.ok()) << s.message;
           cpu::setConvImpl(previous);
           EXPECT_EQ(cpu::dnnlConvCalls() - before,
-                    impl == ConvImpl::Auto ? 1 : 0);
+                    impl == ConvImpl::OneDnn ? 1 : 0);
           if (impl == ConvImpl::Im2col || kind != UnaryKind::Relu) {
             // The same convolution, then the same kernel.
             EXPECT_TRUE(sameBits(fused.v, want.v));

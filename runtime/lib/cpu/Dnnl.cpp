@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Dnnl.h"
+#include "Depthwise.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -48,8 +49,11 @@ std::atomic<int64_t> dnnlSoftmaxes{0};
 ConvImpl environmentConvImpl() {
   static const ConvImpl impl = [] {
     const char *value = std::getenv("PP_RUNTIME_CONV");
-    return value && std::strcmp(value, "im2col") == 0 ? ConvImpl::Im2col
-                                                      : ConvImpl::Auto;
+    if (value && std::strcmp(value, "im2col") == 0)
+      return ConvImpl::Im2col;
+    if (value && std::strcmp(value, "onednn") == 0)
+      return ConvImpl::OneDnn;
+    return ConvImpl::Auto;
   }();
   return impl;
 }
@@ -205,6 +209,9 @@ struct Operand {
 /// w or dy, then the bias if any) and one output.
 struct Plan {
   bool supported = false;
+  // oneDNN runs the problem on its own im2col + GEMM (gemm:jit), not a JIT
+  // convolution kernel.
+  bool gemmFallback = false;
   dnnl::primitive primitive;
   std::vector<Operand> inputs;
   Operand output;
@@ -272,6 +279,14 @@ Operand makeOperand(int arg, const memory::desc &user, const memory::desc &want,
   return op;
 }
 
+/// Whether oneDNN picked its im2col + GEMM for the problem: for depthwise
+/// problems (no JIT kernel in oneDNN 2.6 for the weight gradient of 7x7
+/// kernels, or for planes smaller than the pads) that is one GEMM of a single
+/// row per channel, many times slower than the direct loops.
+bool runsOnGemm(const dnnl::primitive_desc_base &pd) {
+  return std::string(pd.impl_info_str()).find("gemm") != std::string::npos;
+}
+
 Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
   const common::Geometry &g = cp.geo;
   const dnnl::engine &engine = cpuEngine();
@@ -323,6 +338,7 @@ Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
     dnnl::convolution_forward::primitive_desc pd(forwardDesc(bias), attr,
                                                  engine);
     plan.primitive = dnnl::convolution_forward(pd);
+    plan.gemmFallback = runsOnGemm(pd);
     plan.inputs.push_back(
         makeOperand(DNNL_ARG_SRC, xUser, pd.src_desc(), true));
     plan.inputs.push_back(
@@ -341,6 +357,7 @@ Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
     dnnl::convolution_backward_data::primitive_desc pd(desc, attr, engine,
                                                        hint);
     plan.primitive = dnnl::convolution_backward_data(pd);
+    plan.gemmFallback = runsOnGemm(pd);
     plan.inputs.push_back(
         makeOperand(DNNL_ARG_DIFF_DST, yUser, pd.diff_dst_desc(), true));
     plan.inputs.push_back(
@@ -357,6 +374,7 @@ Plan makePlan(Pass pass, const common::ConvDims &cp, int rank, bool bias) {
     dnnl::convolution_backward_weights::primitive_desc pd(desc, attr, engine,
                                                           hint);
     plan.primitive = dnnl::convolution_backward_weights(pd);
+    plan.gemmFallback = runsOnGemm(pd);
     plan.inputs.push_back(
         makeOperand(DNNL_ARG_SRC, xUser, pd.src_desc(), true));
     plan.inputs.push_back(
@@ -431,7 +449,8 @@ bool run(Pass pass, const Context &ctx, const common::ConvDims &cp, int rank,
   bool bias = inputs.size() > 2 && inputs.begin()[2];
   OmpThreads scope(threads);
   Plan &plan = planFor(pass, cp, rank, bias, threads);
-  if (!plan.supported)
+  if (!plan.supported ||
+      (plan.gemmFallback && isDepthwise(cp) && convImpl() != ConvImpl::OneDnn))
     return false;
   thread_local dnnl::stream stream(cpuEngine());
   constexpr size_t outputSlot = 3, scratchSlot = 4;

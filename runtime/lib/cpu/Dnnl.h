@@ -29,8 +29,13 @@
 namespace pp::rt::cpu {
 
 enum class ConvImpl {
-  Auto,   // oneDNN where built and where it takes the problem, else im2col
+  Auto,   // oneDNN where built and where it takes the problem with a JIT
+          // kernel, else the direct depthwise loops (Depthwise.h) where they
+          // apply, else im2col
   Im2col, // always im2col + GEMM
+  OneDnn, // oneDNN wherever it takes the problem, its own im2col + GEMM
+          // included; im2col elsewhere (the behaviour before the direct
+          // depthwise loops, kept for benchmarks)
 };
 
 enum class GemmImpl {

@@ -5,8 +5,9 @@
 // found it, a plain loop otherwise. Convolution lowers to im2col + GEMM
 // over chunks of images (one GEMM per group and chunk), its gradients to GEMM
 // + col2im and GEMM against the column matrix; F32 convolutions run on
-// oneDNN instead where the build has it and it takes the problem (Dnnl.h;
-// PP_RUNTIME_CONV=im2col forces im2col). Pooling runs direct loops over
+// oneDNN instead where the build has it and it takes the problem with a JIT
+// kernel (Dnnl.h; PP_RUNTIME_CONV=im2col forces im2col), depthwise ones
+// that oneDNN does not take so on direct loops (Depthwise.h). Pooling runs direct loops over
 // the (n, c) planes. Spatial geometry is normalised to three dims (missing
 // leading dims have size 1), so one loop nest serves 1-D, 2-D and 3-D.
 // F16 and BF16 operands run this f32 code on widened copies
@@ -15,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "Depthwise.h"
 #include "Dnnl.h"
 
 #include <algorithm>
@@ -601,11 +603,18 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
   }
   bool reluPostOp = activation == UnaryKind::Relu;
-  if (x.dtype == DType::F32 && convImpl() == ConvImpl::Auto &&
+  if (x.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
       dnnlConvForward(ctx, cp, static_cast<int>(x.rank()) - 2, x.as<float>(),
                       w.as<float>(), b ? b->as<float>() : nullptr,
                       y.as<float>(), reluPostOp))
     return reluPostOp ? Status::success() : applyActivation(ctx, activation, y);
+  if (convImpl() == ConvImpl::Auto && isDepthwise(cp)) {
+    PP_RT_FLOAT_DISPATCH(x.dtype, "conv",
+                         depthwiseForward<T>(ctx, cp, x.as<T>(), w.as<T>(),
+                                             b ? b->as<T>() : nullptr,
+                                             y.as<T>()));
+    return applyActivation(ctx, activation, y);
+  }
   PP_RT_FLOAT_DISPATCH(x.dtype, "conv",
                        convForward<T>(ctx, cp, x.as<T>(), w.as<T>(),
                                       b ? b->as<T>() : nullptr, y.as<T>()));
@@ -623,10 +632,16 @@ Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
   static const char *const names[3] = {"dx", "w", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradInput", dx, w, dy, params, names, cp));
-  if (dx.dtype == DType::F32 && convImpl() == ConvImpl::Auto &&
+  if (dx.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
       dnnlConvBackwardData(ctx, cp, static_cast<int>(dx.rank()) - 2,
                            dy.as<float>(), w.as<float>(), dx.as<float>()))
     return Status::success();
+  if (convImpl() == ConvImpl::Auto && isDepthwise(cp)) {
+    PP_RT_FLOAT_DISPATCH(
+        dx.dtype, "convGradInput",
+        depthwiseBackwardData<T>(ctx, cp, dy.as<T>(), w.as<T>(), dx.as<T>()));
+    return Status::success();
+  }
   PP_RT_FLOAT_DISPATCH(
       dx.dtype, "convGradInput",
       convBackwardInput<T>(ctx, cp, dy.as<T>(), w.as<T>(), dx.as<T>()));
@@ -643,10 +658,16 @@ Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
   static const char *const names[3] = {"x", "dw", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradWeight", x, dw, dy, params, names, cp));
-  if (x.dtype == DType::F32 && convImpl() == ConvImpl::Auto &&
+  if (x.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
       dnnlConvBackwardWeights(ctx, cp, static_cast<int>(x.rank()) - 2,
                               dy.as<float>(), x.as<float>(), dw.as<float>()))
     return Status::success();
+  if (convImpl() == ConvImpl::Auto && isDepthwise(cp)) {
+    PP_RT_FLOAT_DISPATCH(x.dtype, "convGradWeight",
+                         depthwiseBackwardWeights<T>(ctx, cp, dy.as<T>(),
+                                                     x.as<T>(), dw.as<T>()));
+    return Status::success();
+  }
   PP_RT_FLOAT_DISPATCH(
       x.dtype, "convGradWeight",
       convBackwardWeight<T>(ctx, cp, dy.as<T>(), x.as<T>(), dw.as<T>()));
