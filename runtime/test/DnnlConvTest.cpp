@@ -16,9 +16,9 @@
 // F32 GEMMs (matmul, gemm) run on oneDNN's sgemm too: DnnlGemm compares
 // them with OpenBLAS's on the shapes of the test models' layers, with every
 // transpose and alpha / beta, under the same tolerance.
-// GELU (erf and tanh) and softmax / log-softmax with their gradients run on
-// oneDNN's eltwise and softmax primitives: DnnlVectorMath checks them
-// against f64 formulas and the F64 loops.
+// GELU (erf and tanh) and softmax / log-softmax with their gradients, and
+// sigmoid and tanh forward, run on oneDNN's eltwise and softmax primitives:
+// DnnlVectorMath checks them against f64 formulas and the F64 loops.
 // Without oneDNN in the build they are skipped.
 //
 //===----------------------------------------------------------------------===//
@@ -523,9 +523,9 @@ double geluRef(bool tanhApproximation, double x) {
 // GELU (erf and tanh) forward and gradient from oneDNN's eltwise primitive,
 // against f64 formulas (the gradient by central differences of them), on 1
 // and 2 threads, over values from -9 to 9 (both tails and the middle); a
-// tensor below kDnnlGeluMinElements stays on the scalar loop.
+// tensor below kDnnlEltwiseMinElements stays on the scalar loop.
 TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
-  const int64_t n = 3 * cpu::kDnnlGeluMinElements + 7;
+  const int64_t n = 3 * cpu::kDnnlEltwiseMinElements + 7;
   Buf<float> x = randomBuf<float>({n}, -9, 9), dy = randomBuf<float>({n});
   for (bool tanhApproximation : {false, true}) {
     UnaryKind kind =
@@ -544,10 +544,10 @@ TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
       ctx.numThreads = threads;
       Buf<float> y({n}), dx({n});
       Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
-      int64_t before = cpu::dnnlGeluCalls();
+      int64_t before = cpu::dnnlEltwiseCalls();
       ASSERT_TRUE(unary(ctx, kind, xt, yt).ok());
       ASSERT_TRUE(unaryGrad(ctx, kind, xt, yt, dyt, dxt).ok());
-      EXPECT_EQ(cpu::dnnlGeluCalls() - before, 2);
+      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 2);
       expectNear(y.v, y64, 2e-6, "gelu");
       expectNear(dx.v, dx64, 2e-6, "gelu gradient");
       // In place, as the generated programs may run it.
@@ -557,13 +557,43 @@ TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
       EXPECT_EQ(inPlace.v, y.v);
     }
   }
-  Buf<float> small = randomBuf<float>({cpu::kDnnlGeluMinElements - 1});
-  Buf<float> smallY({cpu::kDnnlGeluMinElements - 1});
+  Buf<float> small = randomBuf<float>({cpu::kDnnlEltwiseMinElements - 1});
+  Buf<float> smallY({cpu::kDnnlEltwiseMinElements - 1});
   Tensor st = small.t(), syt = smallY.t();
   Context ctx;
-  int64_t before = cpu::dnnlGeluCalls();
+  int64_t before = cpu::dnnlEltwiseCalls();
   ASSERT_TRUE(unary(ctx, UnaryKind::GeluErf, st, syt).ok());
-  EXPECT_EQ(cpu::dnnlGeluCalls(), before);
+  EXPECT_EQ(cpu::dnnlEltwiseCalls(), before);
+}
+
+// Sigmoid and tanh forward from oneDNN's eltwise primitive against f64
+// formulas, on 1 and 2 threads, over values from -20 to 20 (both saturated
+// tails), in place too; their gradients (from y) stay on the loop.
+TEST_F(DnnlVectorMath, SigmoidAndTanhMatchTheFormulas) {
+  const int64_t n = 3 * cpu::kDnnlEltwiseMinElements + 5;
+  Buf<float> x = randomBuf<float>({n}, -20, 20), dy = randomBuf<float>({n});
+  for (UnaryKind kind : {UnaryKind::Sigmoid, UnaryKind::Tanh}) {
+    std::vector<double> y64(n);
+    for (int64_t i = 0; i < n; ++i)
+      y64[i] = kind == UnaryKind::Sigmoid ? 1 / (1 + std::exp(-double(x[i])))
+                                          : std::tanh(double(x[i]));
+    for (int threads : {1, 2}) {
+      Context ctx;
+      ctx.numThreads = threads;
+      Buf<float> y({n}), dx({n});
+      Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
+      int64_t before = cpu::dnnlEltwiseCalls();
+      ASSERT_TRUE(unary(ctx, kind, xt, yt).ok());
+      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 1);
+      expectNear(y.v, y64, 2e-6, toString(kind));
+      ASSERT_TRUE(unaryGrad(ctx, kind, xt, yt, dyt, dxt).ok());
+      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 1);
+      Buf<float> inPlace = x;
+      Tensor it = inPlace.t();
+      ASSERT_TRUE(unary(ctx, kind, it, it).ok());
+      EXPECT_EQ(inPlace.v, y.v);
+    }
+  }
 }
 
 // Softmax and log-softmax with their gradients from oneDNN's primitive

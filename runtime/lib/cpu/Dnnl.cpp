@@ -43,7 +43,7 @@ std::atomic<int> gemmImplOverride{-1};
 std::atomic<int64_t> dnnlCalls{0};
 std::atomic<int64_t> dnnlGemms{0};
 std::atomic<int64_t> dnnlMatmuls{0};
-std::atomic<int64_t> dnnlGelus{0};
+std::atomic<int64_t> dnnlEltwises{0};
 std::atomic<int64_t> dnnlSoftmaxes{0};
 
 ConvImpl environmentConvImpl() {
@@ -102,7 +102,22 @@ int64_t dnnlMatmulCalls() {
   return dnnlMatmuls.load(std::memory_order_relaxed);
 }
 
-int64_t dnnlGeluCalls() { return dnnlGelus.load(std::memory_order_relaxed); }
+int64_t dnnlEltwiseCalls() {
+  return dnnlEltwises.load(std::memory_order_relaxed);
+}
+
+bool dnnlEltwiseTakes(UnaryKind kind, bool gradient) {
+  switch (kind) {
+  case UnaryKind::GeluErf:
+  case UnaryKind::GeluTanh:
+    return true;
+  case UnaryKind::Sigmoid:
+  case UnaryKind::Tanh:
+    return !gradient;
+  default:
+    return false;
+  }
+}
 
 int64_t dnnlSoftmaxCalls() {
   return dnnlSoftmaxes.load(std::memory_order_relaxed);
@@ -124,8 +139,8 @@ bool dnnlGemmEpilogue(const Context &, bool, bool, int64_t, int64_t, int64_t,
   return false;
 }
 
-bool dnnlGelu(const Context &, bool, int64_t, const float *, const float *,
-              float *) {
+bool dnnlEltwise(const Context &, UnaryKind, int64_t, const float *,
+                 const float *, float *) {
   return false;
 }
 
@@ -706,28 +721,32 @@ dnnl::primitive &cachedPrimitive(std::map<Key, dnnl::primitive> &plans,
   return plans.emplace(key, make()).first->second;
 }
 
-bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
-              const float *x, const float *dy, float *out) {
+bool dnnlEltwise(const Context &ctx, UnaryKind kind, int64_t n, const float *x,
+                 const float *dy, float *out) {
   static const bool scalar = [] {
-    const char *value = std::getenv("PP_RUNTIME_GELU");
+    const char *value = std::getenv("PP_RUNTIME_ELTWISE");
     return value && std::strcmp(value, "scalar") == 0;
   }();
-  if (n < kDnnlGeluMinElements || scalar)
-    return false;
-  int threads = std::max(1, ctx.numThreads);
   bool backward = dy != nullptr;
+  if (n < kDnnlEltwiseMinElements || scalar ||
+      !dnnlEltwiseTakes(kind, backward))
+    return false;
+  dnnl::algorithm algo =
+      kind == UnaryKind::GeluErf    ? dnnl::algorithm::eltwise_gelu_erf
+      : kind == UnaryKind::GeluTanh ? dnnl::algorithm::eltwise_gelu_tanh
+      : kind == UnaryKind::Sigmoid  ? dnnl::algorithm::eltwise_logistic
+                                    : dnnl::algorithm::eltwise_tanh;
+  int threads = std::max(1, ctx.numThreads);
   // A primitive per (algorithm, pass, size, threads), cached per thread
   // like the convolutions'; eltwise primitives need no scratchpad.
-  using Key = std::tuple<bool, bool, int64_t, int>;
+  using Key = std::tuple<int, bool, int64_t, int>;
   thread_local std::map<Key, dnnl::primitive> plans;
-  Key key{tanhApproximation, backward, n, threads};
+  Key key{static_cast<int>(algo), backward, n, threads};
   OmpThreads scope(threads);
   const dnnl::engine &engine = cpuEngine();
   memory::desc data({n}, memory::data_type::f32, Tag::a);
   try {
     dnnl::primitive &primitive = cachedPrimitive(plans, key, [&] {
-      auto algo = tanhApproximation ? dnnl::algorithm::eltwise_gelu_tanh
-                                    : dnnl::algorithm::eltwise_gelu_erf;
       dnnl::eltwise_forward::primitive_desc forward(
           {dnnl::prop_kind::forward_training, algo, data, 0.f, 0.f}, engine);
       return backward ? dnnl::primitive(dnnl::eltwise_backward(
@@ -750,7 +769,7 @@ bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
   } catch (const dnnl::error &) {
     return false;
   }
-  dnnlGelus.fetch_add(1, std::memory_order_relaxed);
+  dnnlEltwises.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
 
@@ -761,7 +780,7 @@ bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
     const char *value = std::getenv("PP_RUNTIME_SOFTMAX");
     return value && std::strcmp(value, "loop") == 0;
   }();
-  if (loop || outer * n * inner < kDnnlGeluMinElements)
+  if (loop || outer * n * inner < kDnnlEltwiseMinElements)
     return false;
   int threads = std::max(1, ctx.numThreads);
   bool backward = dy != nullptr;

@@ -66,20 +66,26 @@ int64_t dnnlGemmCalls();
 /// multiply-adds on one thread; the others are sgemm's).
 int64_t dnnlMatmulCalls();
 
-/// Number of GELUs (forward or gradient) oneDNN has run in this process.
-int64_t dnnlGeluCalls();
+/// Number of eltwise calls (GELU forward or gradient, sigmoid or tanh
+/// forward) oneDNN has run in this process.
+int64_t dnnlEltwiseCalls();
 
-/// Elements below which dnnlGelu declines (the scalar loop is as fast).
-constexpr int64_t kDnnlGeluMinElements = 1024;
+/// Elements below which dnnlEltwise declines (the loop is as fast).
+constexpr int64_t kDnnlEltwiseMinElements = 1024;
 
-/// GELU over n F32 values on oneDNN's eltwise primitive (its vectorised
-/// erf, or tanh with `tanhApproximation`): out = gelu(x) when dy is null,
-/// else the gradient out = dy * gelu'(x). x and out may alias. False when
-/// oneDNN is not built in, n < kDnnlGeluMinElements, PP_RUNTIME_GELU=scalar
-/// is in the environment (read once: bench/model_steps.py compares the two),
-/// or it fails (out is then untouched).
-bool dnnlGelu(const Context &ctx, bool tanhApproximation, int64_t n,
-              const float *x, const float *dy, float *out);
+/// Whether dnnlEltwise runs `kind` (forward, and the gradient too when
+/// `gradient`): GELU (erf and tanh) both ways; sigmoid and tanh forward only
+/// (their gradients, from y, are plain arithmetic the loop vectorises).
+bool dnnlEltwiseTakes(UnaryKind kind, bool gradient);
+
+/// `kind` over n F32 values on oneDNN's eltwise primitive (its vectorised
+/// erf, exp and tanh): out = f(x) when dy is null, else the gradient out = dy
+/// * f'(x). x and out may alias. False when oneDNN is not built in, the kind
+/// is not one dnnlEltwiseTakes, n < kDnnlEltwiseMinElements,
+/// PP_RUNTIME_ELTWISE=scalar is in the environment (read once: the
+/// benchmarks compare the two), or it fails (out is then untouched).
+bool dnnlEltwise(const Context &ctx, UnaryKind kind, int64_t n, const float *x,
+                 const float *dy, float *out);
 
 /// Number of softmaxes (forward or gradient) oneDNN has run in this process.
 int64_t dnnlSoftmaxCalls();
@@ -88,7 +94,7 @@ int64_t dnnlSoftmaxCalls();
 /// inner] along n on oneDNN's primitive (vectorised exp): out = softmax(x)
 /// when dy is null (y unused), else the gradient out = dx from the output y
 /// and dy (x unused). False when oneDNN is not built in, there are fewer
-/// than kDnnlGeluMinElements values, oneDNN has only its reference kernel
+/// than kDnnlEltwiseMinElements values, oneDNN has only its reference kernel
 /// for the layout, PP_RUNTIME_SOFTMAX=loop is in the environment (read
 /// once), or it fails (out is then untouched).
 bool dnnlSoftmax(const Context &ctx, bool log, int64_t outer, int64_t n,
