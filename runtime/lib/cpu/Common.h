@@ -10,6 +10,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <deque>
 #include <functional>
 #include <initializer_list>
@@ -193,19 +194,21 @@ template <typename T> T convertDouble(double value) {
 }
 
 /// Walks the flat indices [begin, end) of a row-major index space `shape`
-/// and calls body(i, offsets), where offsets[k] is the element offset of
-/// operand k read through strides[k] (0 on broadcast dims). The innermost
-/// dim runs as a tight loop; an odometer carries into the outer dims.
-template <size_t N, typename Fn>
-void forEachStrided(const std::vector<int64_t> &shape,
-                    const std::array<std::vector<int64_t>, N> &strides,
-                    int64_t begin, int64_t end, Fn &&body) {
+/// a run of the innermost dim at a time: calls row(i, count, offsets) for
+/// indices [i, i + count), where offsets[k] is the element offset of index i
+/// in operand k read through strides[k] (0 on broadcast dims); the caller
+/// steps operand k by strides[k].back() within the run. An odometer carries
+/// into the outer dims.
+template <size_t N, typename Row>
+void forEachStridedRow(const std::vector<int64_t> &shape,
+                       const std::array<std::vector<int64_t>, N> &strides,
+                       int64_t begin, int64_t end, Row &&row) {
   if (begin >= end)
     return;
   std::array<int64_t, N> off{};
   int64_t rank = static_cast<int64_t>(shape.size());
   if (rank == 0) {
-    body(begin, off);
+    row(begin, int64_t(1), off);
     return;
   }
   std::vector<int64_t> idx(rank, 0);
@@ -217,23 +220,16 @@ void forEachStrided(const std::vector<int64_t> &shape,
       off[k] += idx[d] * strides[k][d];
   }
   int64_t inner = shape[rank - 1];
-  std::array<int64_t, N> innerStride;
-  for (size_t k = 0; k < N; ++k)
-    innerStride[k] = strides[k][rank - 1];
   int64_t i = begin;
   while (true) {
     int64_t count = std::min(inner - idx[rank - 1], end - i);
-    for (int64_t j = 0; j < count; ++j) {
-      body(i + j, off);
-      for (size_t k = 0; k < N; ++k)
-        off[k] += innerStride[k];
-    }
+    row(i, count, off);
     i += count;
     if (i >= end)
       return;
     // The innermost dim is exhausted: rewind it and carry.
     for (size_t k = 0; k < N; ++k)
-      off[k] -= innerStride[k] * inner;
+      off[k] -= strides[k][rank - 1] * idx[rank - 1];
     idx[rank - 1] = 0;
     for (int64_t d = rank - 2; d >= 0; --d) {
       ++idx[d];
@@ -246,6 +242,68 @@ void forEachStrided(const std::vector<int64_t> &shape,
       idx[d] = 0;
     }
   }
+}
+
+/// Walks the flat indices [begin, end) of a row-major index space `shape`
+/// and calls body(i, offsets), where offsets[k] is the element offset of
+/// operand k read through strides[k] (0 on broadcast dims). The innermost
+/// dim runs as a tight loop.
+template <size_t N, typename Fn>
+void forEachStrided(const std::vector<int64_t> &shape,
+                    const std::array<std::vector<int64_t>, N> &strides,
+                    int64_t begin, int64_t end, Fn &&body) {
+  std::array<int64_t, N> innerStride{};
+  if (!shape.empty())
+    for (size_t k = 0; k < N; ++k)
+      innerStride[k] = strides[k].back();
+  forEachStridedRow(shape, strides, begin, end,
+                    [&](int64_t i, int64_t count, std::array<int64_t, N> off) {
+                      for (int64_t j = 0; j < count; ++j) {
+                        body(i + j, off);
+                        for (size_t k = 0; k < N; ++k)
+                          off[k] += innerStride[k];
+                      }
+                    });
+}
+
+/// py[i] = px[offset of i] over [begin, end) of the strided walk (one
+/// operand): a contiguous run is one memcpy, a broadcast run one fill.
+template <typename T>
+void gatherStrided(const std::vector<int64_t> &shape,
+                   const std::array<std::vector<int64_t>, 1> &strides,
+                   const T *px, T *py, int64_t begin, int64_t end) {
+  int64_t step = shape.empty() ? 0 : strides[0].back();
+  forEachStridedRow(
+      shape, strides, begin, end,
+      [&](int64_t i, int64_t count, const std::array<int64_t, 1> &o) {
+        const T *src = px + o[0];
+        if (step == 1)
+          std::memcpy(py + i, src, count * sizeof(T));
+        else if (step == 0)
+          std::fill(py + i, py + i + count, *src);
+        else
+          for (int64_t j = 0; j < count; ++j)
+            py[i + j] = src[j * step];
+      });
+}
+
+/// px[offset of i] = py[i] over [begin, end) of the strided walk: the
+/// adjoint copy of gatherStrided for walks whose offsets are distinct.
+template <typename T>
+void scatterStrided(const std::vector<int64_t> &shape,
+                    const std::array<std::vector<int64_t>, 1> &strides,
+                    const T *py, T *px, int64_t begin, int64_t end) {
+  int64_t step = shape.empty() ? 0 : strides[0].back();
+  forEachStridedRow(
+      shape, strides, begin, end,
+      [&](int64_t i, int64_t count, const std::array<int64_t, 1> &o) {
+        T *dst = px + o[0];
+        if (step == 1)
+          std::memcpy(dst, py + i, count * sizeof(T));
+        else
+          for (int64_t j = 0; j < count; ++j)
+            dst[j * step] = py[i + j];
+      });
 }
 
 } // namespace pp::rt::cpu

@@ -60,11 +60,34 @@ void mapBroadcast2(const Context &ctx, const Tensor &a, const Tensor &b,
   std::array<std::vector<int64_t>, 2> strides = {
       broadcastStrides(a.shape, c.shape), broadcastStrides(b.shape, c.shape)};
   coalesceDims(shape, strides);
+  // Runs of the innermost dim with a contiguous or a broadcast operand (a
+  // bias, a scale, a scalar) get loops the compiler vectorises; a runtime
+  // stride of 0 or 1 in the loop would not be.
+  int64_t sa = shape.empty() ? 0 : strides[0].back(),
+          sb = shape.empty() ? 0 : strides[1].back();
   parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
-    forEachStrided(shape, strides, begin, end,
-                   [&](int64_t i, const std::array<int64_t, 2> &o) {
-                     pc[i] = op(pa[o[0]], pb[o[1]]);
-                   });
+    forEachStridedRow(
+        shape, strides, begin, end,
+        [&](int64_t i, int64_t count, const std::array<int64_t, 2> &o) {
+          const TA *ra = pa + o[0];
+          const TB *rb = pb + o[1];
+          TC *rc = pc + i;
+          if (sa == 1 && sb == 1) {
+            for (int64_t j = 0; j < count; ++j)
+              rc[j] = op(ra[j], rb[j]);
+          } else if (sa == 1 && sb == 0) {
+            TB vb = rb[0];
+            for (int64_t j = 0; j < count; ++j)
+              rc[j] = op(ra[j], vb);
+          } else if (sa == 0 && sb == 1) {
+            TA va = ra[0];
+            for (int64_t j = 0; j < count; ++j)
+              rc[j] = op(va, rb[j]);
+          } else {
+            for (int64_t j = 0; j < count; ++j)
+              rc[j] = op(ra[j * sa], rb[j * sb]);
+          }
+        });
   });
 }
 
@@ -884,10 +907,7 @@ Status expand(Context &ctx, const Tensor &x, Tensor &y) {
         broadcastStrides(x.shape, y.shape)};
     coalesceDims(shape, strides);
     parallelFor(ctx, y.numel(), kGrain, [&](int64_t begin, int64_t end) {
-      forEachStrided(shape, strides, begin, end,
-                     [&](int64_t i, const std::array<int64_t, 1> &o) {
-                       py[i] = px[o[0]];
-                     });
+      gatherStrided(shape, strides, px, py, begin, end);
     });
     return Status::success();
   });

@@ -137,10 +137,7 @@ Status transpose(Context &ctx, const Tensor &x,
       return Status::success();
     }
     parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
-      forEachStrided(shape, strides, begin, end,
-                     [&](int64_t i, const std::array<int64_t, 1> &o) {
-                       py[i] = px[o[0]];
-                     });
+      gatherStrided(shape, strides, px, py, begin, end);
     });
     return Status::success();
   });
@@ -161,10 +158,7 @@ Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
     const T *px = x.as<const T>() + base;
     T *py = y.as<T>();
     parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
-      forEachStrided(shape, strides, begin, end,
-                     [&](int64_t i, const std::array<int64_t, 1> &o) {
-                       py[i] = px[o[0]];
-                     });
+      gatherStrided(shape, strides, px, py, begin, end);
     });
     return Status::success();
   });
@@ -189,10 +183,7 @@ Status sliceGrad(Context &ctx, const Tensor &dy,
     const T *pdy = dy.as<const T>();
     T *pdx = dx.as<T>() + base;
     parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
-      forEachStrided(shape, strides, begin, end,
-                     [&](int64_t i, const std::array<int64_t, 1> &o) {
-                       pdx[o[0]] = pdy[i];
-                     });
+      scatterStrided(shape, strides, pdy, pdx, begin, end);
     });
     return Status::success();
   });
