@@ -727,6 +727,76 @@ template <typename T> void poolAgainstDirect() {
 TEST(Pool, MatchesDirectLoopsF32) { poolAgainstDirect<float>(); }
 TEST(Pool, MatchesDirectLoopsF64) { poolAgainstDirect<double>(); }
 
+/// Pools of one or two spatial dims without dilation run a loop over each
+/// window's clamped rectangle; the others walk every tap. Both visit the
+/// same taps in the same order: each 2-D case, pooled plane by plane, gives
+/// the bits of the same planes stacked in depth and pooled as 3-D with a
+/// depth-1 kernel (the general walk).
+TEST(Pool, PlanarPathGivesTheGeneralWalksBits) {
+  int index = 0;
+  for (const PoolCase &pc : poolCases()) {
+    if (pc.in.size() != 2 || pc.dilations != Shape{1, 1})
+      continue;
+    SCOPED_TRACE(::testing::Message() << "case " << index++);
+    constexpr int64_t depth = 2;
+    PoolCase deep{pc.n,
+                  pc.c,
+                  {depth, pc.in[0], pc.in[1]},
+                  {1, pc.kernel[0], pc.kernel[1]},
+                  {1, pc.strides[0], pc.strides[1]},
+                  {0, pc.pads[0], pc.pads[1], 0, pc.pads[2], pc.pads[3]},
+                  {1, 1, 1},
+                  pc.ceil};
+    Context ctx;
+    Buf<double> x3 = randomBuf<double>(cat({pc.n, pc.c}, deep.in));
+    Shape y3Shape = cat({pc.n, pc.c}, poolOut(deep));
+    Buf<double> dy3 = randomBuf<double>(y3Shape);
+    int64_t planes = pc.n * pc.c, in2 = pc.in[0] * pc.in[1];
+    int64_t out2 = numelOf(y3Shape) / planes / depth;
+    // Depth slice d of x3 / dy3 as a 2-D tensor.
+    auto slice = [&](const Buf<double> &b, int64_t d, int64_t size,
+                     Shape shape) {
+      Buf<double> r(cat({pc.n, pc.c}, shape));
+      for (int64_t p = 0; p < planes; ++p)
+        std::copy_n(b.v.begin() + (p * depth + d) * size, size,
+                    r.v.begin() + p * size);
+      return r;
+    };
+    Shape out2Shape(y3Shape.end() - 2, y3Shape.end());
+    auto run = [&](auto kernel, Buf<double> &in, Shape outShape,
+                   const PoolCase &c) {
+      Buf<double> out(outShape, 7.0);
+      Tensor it = in.t(), ot = out.t();
+      Status s = kernel(it, paramsOf(c), ot);
+      EXPECT_TRUE(s.ok()) << s.message;
+      return out;
+    };
+    for (int mode = 0; mode < 3; ++mode) {
+      bool includePad = mode == 2;
+      auto forward = [&](Tensor &in, const WindowParams &p, Tensor &out) {
+        return mode == 0 ? maxPool(ctx, in, p, out, nullptr)
+                         : avgPool(ctx, in, p, includePad, out);
+      };
+      auto backward = [&](Tensor &dy, const WindowParams &p, Tensor &dx) {
+        return avgPoolGrad(ctx, dy, p, includePad, dx);
+      };
+      Buf<double> y3 = run(forward, x3, y3Shape, deep);
+      Buf<double> dx3 = run(backward, dy3, x3.shape, deep);
+      for (int64_t d = 0; d < depth; ++d) {
+        Buf<double> x2 = slice(x3, d, in2, pc.in);
+        Buf<double> y2 = run(forward, x2, cat({pc.n, pc.c}, out2Shape), pc);
+        EXPECT_EQ(y2.v, slice(y3, d, out2, out2Shape).v) << "mode " << mode;
+        if (mode == 0)
+          continue;
+        Buf<double> dy2 = slice(dy3, d, out2, out2Shape);
+        Buf<double> dx2 = run(backward, dy2, x2.shape, pc);
+        EXPECT_EQ(dx2.v, slice(dx3, d, in2, pc.in).v) << "mode " << mode;
+      }
+    }
+  }
+  EXPECT_EQ(index, 4); // the 2-D cases without dilation
+}
+
 TEST(Pool, CountIncludePadDivisors) {
   // 1x1x3x3 of ones, 3x3 window, pads 1, stride 2: corner windows cover 4
   // inputs of 9 taps.

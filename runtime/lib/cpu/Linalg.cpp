@@ -584,6 +584,49 @@ int64_t planeGrain(const Geometry &g) {
                            16384 / std::max<int64_t>(1, g.outSize * g.kSize));
 }
 
+/// Pools of one or two spatial dims without dilation (every CNN's): the
+/// in-bounds taps of each window form a rectangle, clamped once per window,
+/// where the general walk (forEachWindow) tests every tap (MaxPool: 23% of
+/// a squeezenet step; AveragePool: 99 ms of a maxvit_t step).
+bool planarWindows(const Geometry &g) {
+  return g.out[0] == 1 && g.in[0] == 1 && g.k[0] == 1 && g.pb[0] == 0 &&
+         g.d[1] == 1 && g.d[2] == 1;
+}
+
+/// Calls fn(flat, oh, ow, h0, h1, w0, w1) for each output of a planar pool
+/// in order: rows [h0, h1) and columns [w0, w1) of the input are its
+/// window's in-bounds taps (empty for a window wholly in padding), in the
+/// order forEachWindow visits them.
+template <typename Fn> void forEachPlanarWindow(const Geometry &g, Fn &&fn) {
+  for (int64_t oh = 0, flat = 0; oh < g.out[1]; ++oh) {
+    int64_t ih0 = oh * g.s[1] - g.pb[1];
+    int64_t h0 = std::max<int64_t>(ih0, 0);
+    int64_t h1 = std::min<int64_t>(ih0 + g.k[1], g.in[1]);
+    for (int64_t ow = 0; ow < g.out[2]; ++ow, ++flat) {
+      int64_t iw0 = ow * g.s[2] - g.pb[2];
+      int64_t w0 = std::max<int64_t>(iw0, 0);
+      int64_t w1 = std::min<int64_t>(iw0 + g.k[2], g.in[2]);
+      fn(flat, oh, ow, h0, h1, w0, w1);
+    }
+  }
+}
+
+/// The divisors of a planar average pool: divisor(oh, ow) = rows[oh] *
+/// cols[ow], as avgDivisor computes them (its depth factor is 1).
+struct PlanarDivisors {
+  std::vector<int64_t> rows, cols;
+  PlanarDivisors(const Geometry &g, bool countIncludePad)
+      : rows(g.out[1]), cols(g.out[2]) {
+    for (int i : {1, 2}) {
+      std::vector<int64_t> &counts = i == 1 ? rows : cols;
+      for (int64_t o = 0; o < g.out[i]; ++o)
+        counts[o] = countIncludePad
+                        ? countTaps(g, i, o, -g.pb[i], g.in[i] + g.pe[i])
+                        : countTaps(g, i, o, 0, g.in[i]);
+    }
+  }
+};
+
 } // namespace
 
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
@@ -693,61 +736,49 @@ Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
   PP_RT_FLOAT_DISPATCH(x.dtype, "maxPool", {
     const T *xd = x.as<T>();
     T *yd = y.as<T>();
-    // Pools of one or two spatial dims without dilation (every CNN's) take
-    // a loop over each window's in-bounds taps, clamped once per window;
-    // the general walk tests every tap (23% of a squeezenet step).
-    bool planar = g.out[0] == 1 && g.in[0] == 1 && g.k[0] == 1 &&
-                  g.pb[0] == 0 && g.d[1] == 1 && g.d[2] == 1;
-    if (planar) {
+    if (planarWindows(g)) {
       parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
         for (int64_t pl = begin; pl < end; ++pl) {
           const T *xp = xd + pl * g.inSize;
           T *yp = yd + pl * g.outSize;
           int64_t *ip = idx ? idx + pl * g.outSize : nullptr;
           int64_t base = pl * g.inSize;
-          for (int64_t oh = 0, flat = 0; oh < g.out[1]; ++oh) {
-            int64_t ih0 = oh * g.s[1] - g.pb[1];
-            int64_t h0 = std::max<int64_t>(ih0, 0);
-            int64_t h1 = std::min<int64_t>(ih0 + g.k[1], g.in[1]);
-            for (int64_t ow = 0; ow < g.out[2]; ++ow, ++flat) {
-              int64_t iw0 = ow * g.s[2] - g.pb[2];
-              int64_t w0 = std::max<int64_t>(iw0, 0);
-              int64_t w1 = std::min<int64_t>(iw0 + g.k[2], g.in[2]);
-              if (h0 >= h1 || w0 >= w1) { // a window wholly in padding
-                yp[flat] = -std::numeric_limits<T>::infinity();
-                if (ip)
-                  ip[flat] = -1;
-                continue;
-              }
-              // The maximum first (selects the compiler keeps in
-              // registers), then the first tap that holds it: the first
-              // maximum wins ties and a NaN propagates (the first NaN).
-              T best = xp[h0 * g.in[2] + w0];
-              bool nan = false;
-              for (int64_t ih = h0; ih < h1; ++ih) {
-                const T *row = xp + ih * g.in[2];
-                for (int64_t iw = w0; iw < w1; ++iw) {
-                  T v = row[iw];
-                  best = v > best ? v : best;
-                  nan |= v != v;
-                }
-              }
-              int64_t arg = -1;
-              for (int64_t ih = h0; ih < h1 && arg < 0; ++ih) {
-                const T *row = xp + ih * g.in[2];
-                for (int64_t iw = w0; iw < w1; ++iw)
-                  if (nan ? row[iw] != row[iw] : row[iw] == best) {
-                    arg = ih * g.in[2] + iw;
-                    break;
-                  }
-              }
-              if (nan)
-                best = xp[arg];
-              yp[flat] = best;
+          forEachPlanarWindow(g, [&](int64_t flat, int64_t, int64_t, int64_t h0,
+                                     int64_t h1, int64_t w0, int64_t w1) {
+            if (h0 >= h1 || w0 >= w1) { // a window wholly in padding
+              yp[flat] = -std::numeric_limits<T>::infinity();
               if (ip)
-                ip[flat] = base + arg;
+                ip[flat] = -1;
+              return;
             }
-          }
+            // The maximum first (selects the compiler keeps in registers),
+            // then the first tap that holds it: the first maximum wins ties
+            // and a NaN propagates (the first NaN).
+            T best = xp[h0 * g.in[2] + w0];
+            bool nan = false;
+            for (int64_t ih = h0; ih < h1; ++ih) {
+              const T *row = xp + ih * g.in[2];
+              for (int64_t iw = w0; iw < w1; ++iw) {
+                T v = row[iw];
+                best = v > best ? v : best;
+                nan |= v != v;
+              }
+            }
+            int64_t arg = -1;
+            for (int64_t ih = h0; ih < h1 && arg < 0; ++ih) {
+              const T *row = xp + ih * g.in[2];
+              for (int64_t iw = w0; iw < w1; ++iw)
+                if (nan ? row[iw] != row[iw] : row[iw] == best) {
+                  arg = ih * g.in[2] + iw;
+                  break;
+                }
+            }
+            if (nan)
+              best = xp[arg];
+            yp[flat] = best;
+            if (ip)
+              ip[flat] = base + arg;
+          });
         }
       });
       return Status::success();
@@ -847,6 +878,26 @@ Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
   PP_RT_FLOAT_DISPATCH(x.dtype, "avgPool", {
     const T *xd = x.as<T>();
     T *yd = y.as<T>();
+    if (planarWindows(g)) {
+      PlanarDivisors div(g, countIncludePad);
+      parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
+        for (int64_t pl = begin; pl < end; ++pl) {
+          const T *xp = xd + pl * g.inSize;
+          T *yp = yd + pl * g.outSize;
+          forEachPlanarWindow(g, [&](int64_t flat, int64_t oh, int64_t ow,
+                                     int64_t h0, int64_t h1, int64_t w0,
+                                     int64_t w1) {
+            T sum = 0;
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw)
+                sum += xp[ih * g.in[2] + iw];
+            int64_t divisor = div.rows[oh] * div.cols[ow];
+            yp[flat] = divisor > 0 ? sum / T(divisor) : T(0);
+          });
+        }
+      });
+      return Status::success();
+    }
     parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
       for (int64_t pl = begin; pl < end; ++pl) {
         const T *xp = xd + pl * g.inSize;
@@ -879,6 +930,26 @@ Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
   PP_RT_FLOAT_DISPATCH(dx.dtype, "avgPoolGrad", {
     const T *dyd = dy.as<T>();
     T *dxd = dx.as<T>();
+    if (planarWindows(g)) {
+      PlanarDivisors div(g, countIncludePad);
+      parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
+        for (int64_t pl = begin; pl < end; ++pl) {
+          const T *dyp = dyd + pl * g.outSize;
+          T *dxp = dxd + pl * g.inSize;
+          std::fill(dxp, dxp + g.inSize, T(0));
+          forEachPlanarWindow(g, [&](int64_t flat, int64_t oh, int64_t ow,
+                                     int64_t h0, int64_t h1, int64_t w0,
+                                     int64_t w1) {
+            int64_t divisor = div.rows[oh] * div.cols[ow];
+            T share = divisor > 0 ? dyp[flat] / T(divisor) : T(0);
+            for (int64_t ih = h0; ih < h1; ++ih)
+              for (int64_t iw = w0; iw < w1; ++iw)
+                dxp[ih * g.in[2] + iw] += share;
+          });
+        }
+      });
+      return Status::success();
+    }
     parallelFor(ctx, planes, planeGrain(g), [&](int64_t begin, int64_t end) {
       for (int64_t pl = begin; pl < end; ++pl) {
         const T *dyp = dyd + pl * g.outSize;
