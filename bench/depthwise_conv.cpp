@@ -16,6 +16,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelBench.h"
 #include "cpu/Dnnl.h"
 #include "pp/Runtime/Kernels.h"
 
@@ -29,6 +30,7 @@
 #include <vector>
 
 using namespace pp::rt;
+using namespace pp::bench;
 using pp::rt::cpu::ConvImpl;
 
 namespace {
@@ -37,40 +39,6 @@ struct Layer {
   const char *model;
   int64_t n, c, size, kernel, stride;
 };
-
-Tensor tensorOf(std::vector<float> &v, std::vector<int64_t> shape) {
-  Tensor t;
-  t.data = v.data();
-  t.dtype = DType::F32;
-  t.shape = std::move(shape);
-  return t;
-}
-
-std::vector<float> filled(int64_t n, float offset) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = offset + std::sin(0.37f * float(i)) + 0.25f * std::cos(float(i));
-  return v;
-}
-
-double ms(const std::function<void()> &call) {
-  auto t0 = std::chrono::steady_clock::now();
-  call();
-  auto t1 = std::chrono::steady_clock::now();
-  return std::chrono::duration<double, std::milli>(t1 - t0).count();
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
-void check(const Status &s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "error: %s\n", s.message.c_str());
-    std::exit(1);
-  }
-}
 
 void benchLayer(Context &ctx, int reps, int rounds, const Layer &l) {
   int64_t pad = l.kernel / 2;
@@ -104,7 +72,7 @@ void benchLayer(Context &ctx, int reps, int rounds, const Layer &l) {
         std::vector<double> times;
         int64_t before = cpu::dnnlConvCalls();
         for (int i = 0; i < reps; ++i)
-          times.push_back(ms(kernels[k]));
+          times.push_back(msOf(kernels[k]));
         if (impl == ConvImpl::Auto) {
           direct = cpu::dnnlConvCalls() == before;
           autoMs.push_back(median(times));

@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "KernelBench.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <algorithm>
@@ -22,43 +23,9 @@
 #include <vector>
 
 using namespace pp::rt;
+using namespace pp::bench;
 
 namespace {
-
-Tensor tensorOf(std::vector<float> &v, std::vector<int64_t> shape) {
-  Tensor t;
-  t.data = v.data();
-  t.dtype = DType::F32;
-  t.shape = std::move(shape);
-  return t;
-}
-
-std::vector<float> filled(int64_t n, float offset) {
-  std::vector<float> v(n);
-  for (int64_t i = 0; i < n; ++i)
-    v[i] = offset + std::sin(0.37f * float(i)) + 0.25f * std::cos(float(i));
-  return v;
-}
-
-double medianMs(int reps, const std::function<void()> &call) {
-  call(); // warm-up (primitive caches, first touch)
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    call();
-    auto t1 = std::chrono::steady_clock::now();
-    ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
-
-void check(const Status &s) {
-  if (!s.ok()) {
-    std::fprintf(stderr, "error: %s\n", s.message.c_str());
-    std::exit(1);
-  }
-}
 
 void benchBatchNorm(Context &ctx, int reps, std::vector<int64_t> shape) {
   int64_t c = shape[1], n = 1;

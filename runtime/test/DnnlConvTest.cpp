@@ -106,18 +106,6 @@ std::vector<Case> cases() {
   };
 }
 
-/// max|got - want| / max|want| (0 for an all-zero want).
-double relError(const std::vector<float> &got, const std::vector<float> &want) {
-  double diff = 0, scale = 0;
-  for (size_t i = 0; i < got.size(); ++i) {
-    diff = std::max(diff, std::fabs(double(got[i]) - double(want[i])));
-    scale = std::max(scale, std::fabs(double(want[i])));
-  }
-  if (!std::isfinite(diff))
-    return diff;
-  return scale > 0 ? diff / scale : diff;
-}
-
 /// The outputs of the four kernels on one problem.
 struct Outputs {
   std::vector<float> y, yBias, dx, dw;
@@ -158,13 +146,6 @@ Outputs runWith(ConvImpl impl, const Case &cc, Operands &ops, int threads) {
   Outputs out = runAll(cc, ops, threads);
   cpu::setConvImpl(previous);
   return out;
-}
-
-bool sameBits(const std::vector<float> &a, const std::vector<float> &b) {
-  return a.size() == b.size() &&
-         std::equal(a.begin(), a.end(), b.begin(), [](float u, float v) {
-           return std::memcmp(&u, &v, sizeof(float)) == 0;
-         });
 }
 
 class DnnlConv : public ::testing::Test {
@@ -511,34 +492,42 @@ protected:
   }
 };
 
-double geluRef(bool tanhApproximation, double x) {
-  if (tanhApproximation)
+/// The f64 formula of each kind dnnlEltwise runs.
+double eltwiseRef(UnaryKind kind, double x) {
+  switch (kind) {
+  case UnaryKind::GeluTanh:
     return 0.5 * x *
            (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
-  return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case UnaryKind::GeluErf:
+    return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+  case UnaryKind::Sigmoid:
+    return 1 / (1 + std::exp(-x));
+  default:
+    return std::tanh(x);
+  }
 }
 
 } // namespace
 
-// GELU (erf and tanh) forward and gradient from oneDNN's eltwise primitive,
+// GELU (erf and tanh) forward and gradient, sigmoid and tanh forward from
+// oneDNN's eltwise primitive (their gradients, from y, stay on the loop),
 // against f64 formulas (the gradient by central differences of them), on 1
-// and 2 threads, over values from -9 to 9 (both tails and the middle); a
-// tensor below kDnnlEltwiseMinElements stays on the scalar loop.
+// and 2 threads, over values from -12 to 12 (both tails and the middle), in
+// place too; a tensor below kDnnlEltwiseMinElements stays on the loop.
 TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
   const int64_t n = 3 * cpu::kDnnlEltwiseMinElements + 7;
-  Buf<float> x = randomBuf<float>({n}, -9, 9), dy = randomBuf<float>({n});
-  for (bool tanhApproximation : {false, true}) {
-    UnaryKind kind =
-        tanhApproximation ? UnaryKind::GeluTanh : UnaryKind::GeluErf;
+  Buf<float> x = randomBuf<float>({n}, -12, 12), dy = randomBuf<float>({n});
+  for (UnaryKind kind : {UnaryKind::GeluErf, UnaryKind::GeluTanh,
+                         UnaryKind::Sigmoid, UnaryKind::Tanh}) {
+    SCOPED_TRACE(toString(kind));
     std::vector<double> y64(n), dx64(n);
     for (int64_t i = 0; i < n; ++i) {
       double v = x[i], h = 1e-5;
-      y64[i] = geluRef(tanhApproximation, v);
-      dx64[i] = dy[i] *
-                (geluRef(tanhApproximation, v + h) -
-                 geluRef(tanhApproximation, v - h)) /
-                (2 * h);
+      y64[i] = eltwiseRef(kind, v);
+      dx64[i] =
+          dy[i] * (eltwiseRef(kind, v + h) - eltwiseRef(kind, v - h)) / (2 * h);
     }
+    int64_t calls = cpu::dnnlEltwiseTakes(kind, /*gradient=*/true) ? 2 : 1;
     for (int threads : {1, 2}) {
       Context ctx;
       ctx.numThreads = threads;
@@ -547,9 +536,9 @@ TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
       int64_t before = cpu::dnnlEltwiseCalls();
       ASSERT_TRUE(unary(ctx, kind, xt, yt).ok());
       ASSERT_TRUE(unaryGrad(ctx, kind, xt, yt, dyt, dxt).ok());
-      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 2);
-      expectNear(y.v, y64, 2e-6, "gelu");
-      expectNear(dx.v, dx64, 2e-6, "gelu gradient");
+      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, calls);
+      expectNear(y.v, y64, 2e-6, "forward");
+      expectNear(dx.v, dx64, 2e-6, "gradient");
       // In place, as the generated programs may run it.
       Buf<float> inPlace = x;
       Tensor it = inPlace.t();
@@ -563,37 +552,8 @@ TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
   Context ctx;
   int64_t before = cpu::dnnlEltwiseCalls();
   ASSERT_TRUE(unary(ctx, UnaryKind::GeluErf, st, syt).ok());
+  ASSERT_TRUE(unary(ctx, UnaryKind::Sigmoid, st, syt).ok());
   EXPECT_EQ(cpu::dnnlEltwiseCalls(), before);
-}
-
-// Sigmoid and tanh forward from oneDNN's eltwise primitive against f64
-// formulas, on 1 and 2 threads, over values from -20 to 20 (both saturated
-// tails), in place too; their gradients (from y) stay on the loop.
-TEST_F(DnnlVectorMath, SigmoidAndTanhMatchTheFormulas) {
-  const int64_t n = 3 * cpu::kDnnlEltwiseMinElements + 5;
-  Buf<float> x = randomBuf<float>({n}, -20, 20), dy = randomBuf<float>({n});
-  for (UnaryKind kind : {UnaryKind::Sigmoid, UnaryKind::Tanh}) {
-    std::vector<double> y64(n);
-    for (int64_t i = 0; i < n; ++i)
-      y64[i] = kind == UnaryKind::Sigmoid ? 1 / (1 + std::exp(-double(x[i])))
-                                          : std::tanh(double(x[i]));
-    for (int threads : {1, 2}) {
-      Context ctx;
-      ctx.numThreads = threads;
-      Buf<float> y({n}), dx({n});
-      Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
-      int64_t before = cpu::dnnlEltwiseCalls();
-      ASSERT_TRUE(unary(ctx, kind, xt, yt).ok());
-      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 1);
-      expectNear(y.v, y64, 2e-6, toString(kind));
-      ASSERT_TRUE(unaryGrad(ctx, kind, xt, yt, dyt, dxt).ok());
-      EXPECT_EQ(cpu::dnnlEltwiseCalls() - before, 1);
-      Buf<float> inPlace = x;
-      Tensor it = inPlace.t();
-      ASSERT_TRUE(unary(ctx, kind, it, it).ok());
-      EXPECT_EQ(inPlace.v, y.v);
-    }
-  }
 }
 
 // Softmax and log-softmax with their gradients from oneDNN's primitive

@@ -15,7 +15,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <type_traits>
@@ -73,6 +75,27 @@ void expectNear(const std::vector<T> &got, const std::vector<double> &want,
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(double(got[i]), want[i], rel * (1 + std::fabs(want[i])))
         << what << " at " << i;
+}
+
+/// max|got - want| / max|want| (the difference itself for an all-zero
+/// want; non-finite when any difference is).
+template <typename T, typename U>
+double relError(const std::vector<T> &got, const std::vector<U> &want) {
+  double diff = 0, scale = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    diff = std::max(diff, std::fabs(double(got[i]) - double(want[i])));
+    scale = std::max(scale, std::fabs(double(want[i])));
+  }
+  if (!std::isfinite(diff))
+    return diff;
+  return scale > 0 ? diff / scale : diff;
+}
+
+/// Whether a and b hold the same bits.
+template <typename T>
+bool sameBits(const std::vector<T> &a, const std::vector<T> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(T)) == 0;
 }
 
 /// Central differences of `loss` with respect to each element of `x`.
