@@ -726,6 +726,27 @@ def gelu_chains():
                   const("other", np.float32(0.6))])
 
 
+def identity_dropouts():
+    # Dropouts that keep every element (ratio 0 in training mode, as torch
+    # exports nn.Dropout(p=0.0); inference mode by default or by a false
+    # training_mode) become their input; one that drops (ratio 0.5, or
+    # ONNX's default ratio in training mode) and one whose mask the graph
+    # returns stay.
+    nodes = [
+        helper.make_node("Dropout", ["X", "zero", "on"], ["a"], name="zero"),
+        helper.make_node("Dropout", ["a", "half", "on"], ["b"], name="half"),
+        helper.make_node("Dropout", ["b"], ["c"], name="inference"),
+        helper.make_node("Dropout", ["c", "zero", "on"], ["d", "M"],
+                         name="mask_read"),
+        helper.make_node("Dropout", ["d", "", "on"], ["e"], name="default"),
+        helper.make_node("Dropout", ["e", "half", "off"], ["Y"], name="off"),
+    ]
+    return model(nodes, [tensor("X", FLOAT, [2, 3])],
+                 [tensor("Y", FLOAT, [2, 3]), tensor("M", TensorProto.BOOL, [2, 3])],
+                 [const("zero", np.float32(0)), const("half", np.float32(0.5)),
+                  const("on", np.bool_(True)), const("off", np.bool_(False))])
+
+
 def gelu_tanh_chains():
     # GELU's tanh approximation as torch exports GELU(approximate='tanh')
     # (Pow(x, 3), (x * 0.5) * (1 + tanh)), as written with x * x * x and the
@@ -967,6 +988,7 @@ CASES = {
     "decomposed": decomposed,
     "gelu_chains": gelu_chains,
     "gelu_tanh_chains": gelu_tanh_chains,
+    "identity_dropouts": identity_dropouts,
     "prelu_bad_slope": prelu_bad_slope,
     "reduce_l2_bad_axis": reduce_l2_bad_axis,
     "resize_cubic": resize_cubic,

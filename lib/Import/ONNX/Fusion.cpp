@@ -170,10 +170,39 @@ struct FuseTanhGelu : OpRewritePattern<TanhOp> {
   }
 };
 
+/// A Dropout that keeps every element (inference mode, or ratio 0: torch
+/// exports nn.Dropout(p=0.0) in training mode, as swin_t and vit_b_32 have)
+/// and whose mask nobody reads is its input: no copy of x and no mask
+/// forward, no masked copy of the gradient backward.
+struct DropIdentityDropout : OpRewritePattern<DropoutOp> {
+  using OpRewritePattern::OpRewritePattern;
+
+  LogicalResult matchAndRewrite(DropoutOp dropout,
+                                PatternRewriter &rewriter) const override {
+    if (!dropout.getMask().use_empty())
+      return rewriter.notifyMatchFailure(dropout, "its mask is read");
+    bool training = false;
+    if (Value mode = dropout.getTrainingMode()) {
+      std::optional<SmallVector<int64_t>> ints = getConstantInts(mode);
+      if (!ints || ints->size() != 1)
+        return rewriter.notifyMatchFailure(dropout, "training_mode unknown");
+      training = ints->front() != 0;
+    }
+    // ONNX's default ratio is 0.5.
+    if (training &&
+        (!dropout.getRatio() || !isScalarConstant(dropout.getRatio(), 0.0)))
+      return rewriter.notifyMatchFailure(dropout, "drops elements");
+    rewriter.replaceAllUsesWith(dropout.getOutput(), dropout.getData());
+    rewriter.eraseOp(dropout);
+    return success();
+  }
+};
+
 } // namespace
 
 void populateImportFusionPatterns(RewritePatternSet &patterns) {
-  patterns.add<FuseErfGelu, FuseTanhGelu>(patterns.getContext());
+  patterns.add<FuseErfGelu, FuseTanhGelu, DropIdentityDropout>(
+      patterns.getContext());
 }
 
 } // namespace pp::onnx

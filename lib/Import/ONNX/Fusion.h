@@ -5,7 +5,7 @@
 // approximation as nine ops). The importer fuses
 // such chains back into the dialect's op, which runs one kernel forward and
 // one backward instead of five of each and saves one tensor for the
-// backward instead of three.
+// backward instead of three. Dropouts that drop nothing go the same way.
 //
 //===----------------------------------------------------------------------===//
 
@@ -20,7 +20,9 @@ namespace pp::onnx {
 /// association (and x * (1 / sqrt(2)) for the division, the constants on
 /// either side) becomes onnx.Gelu, and x * 0.5 * (1 + tanh(sqrt(2 / pi) *
 /// (x + 0.044715 * x^3))) (x^3 a Pow or two Muls) onnx.Gelu with
-/// approximate = "tanh"; each named after the chain's last node.
+/// approximate = "tanh"; each named after the chain's last node. A
+/// Dropout that keeps every element (inference mode or ratio 0) and whose
+/// mask is unread becomes its input.
 void populateImportFusionPatterns(mlir::RewritePatternSet &patterns);
 
 } // namespace pp::onnx

@@ -256,6 +256,11 @@ LogicalResult rule(onnx::DropoutOp op, OpBuilder &b, ArrayRef<Value> dys,
       return fail(op, "Dropout ratio must be a constant");
     ratio = (*attr.getValues<APFloat>().begin()).convertToFloat();
   }
+  // Ratio 0 keeps every element unscaled.
+  if (ratio == 0.f) {
+    dxs.push_back(dys[0]);
+    return success();
+  }
   dxs.push_back(train::DropoutGradOp::create(b, g.loc, dys[0].getType(), dys[0],
                                              op.getMask(),
                                              b.getF32FloatAttr(ratio)));

@@ -158,6 +158,30 @@ func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
 
 // -----
 
+// Ratio 0 and inference mode keep every element unscaled: their gradient
+// is dy itself; ratio 0.5 in training mode masks and scales it.
+onnx.global "trainable" @wz : tensor<2x4xf32>
+// CHECK-LABEL: func.func @main
+func.func @main(%x: tensor<2x4xf32>) -> (tensor<f32> {pp.loss}) {
+  %w = onnx.global_read @wz : tensor<2x4xf32>
+  %h = onnx.Mul %x, %w : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x4xf32>
+  %zero = onnx.Constant dense<0.0> : tensor<f32>
+  %half = onnx.Constant dense<0.5> : tensor<f32>
+  %on = onnx.Constant dense<true> : tensor<i1>
+  %off = onnx.Constant dense<false> : tensor<i1>
+  %a, %ma = onnx.Dropout %h ratio %zero training_mode %on : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %b, %mb = onnx.Dropout %a ratio %half training_mode %off : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  // CHECK: %{{.*}}, %[[MASK:.*]] = onnx.Dropout {{.*}} {stream = 2 : i64}
+  %c, %mc = onnx.Dropout %b ratio %half training_mode %on : (tensor<2x4xf32>, tensor<f32>, tensor<i1>) -> (tensor<2x4xf32>, tensor<2x4xi1>)
+  %loss = onnx.ReduceSum %c {keepdims = 0 : i64} : (tensor<2x4xf32>) -> tensor<f32>
+  // CHECK: %[[DC:.*]] = train.dropout_grad %{{.*}}, %[[MASK]] {ratio = 5.000000e-01 : f32}
+  // CHECK-NOT: train.dropout_grad
+  // CHECK: onnx.Mul %[[DC]], %{{.*}}
+  return %loss : tensor<f32>
+}
+
+// -----
+
 // Tensor parallelism: the per-device program of --pp-tensor-parallel. The
 // gradient of a sum over the group (shard.all_reduce) passes through, a
 // weight slice's gradient is gathered, and the parts of a whole value's
