@@ -74,6 +74,22 @@ std::vector<double> refMatmul(const Buf<T> &a, const Buf<T> &b, Shape &yShape) {
   return y;
 }
 
+/// x with its last two dims swapped: what matmul reads back through
+/// transA / transB.
+template <typename T> Buf<T> swapLastTwo(const Buf<T> &x) {
+  Shape shape = x.shape;
+  size_t r = shape.size();
+  std::swap(shape[r - 2], shape[r - 1]);
+  Buf<T> t(shape);
+  int64_t rows = x.shape[r - 2], cols = x.shape[r - 1];
+  int64_t size = rows * cols;
+  for (int64_t at = 0; size > 0 && at < int64_t(x.v.size()); at += size)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        t.v[at + j * rows + i] = x.v[at + i * cols + j];
+  return t;
+}
+
 template <typename T> void checkMatmul(const Shape &as, const Shape &bs) {
   SCOPED_TRACE(::testing::Message() << "a " << ::testing::PrintToString(as)
                                     << " b " << ::testing::PrintToString(bs));
@@ -81,13 +97,25 @@ template <typename T> void checkMatmul(const Shape &as, const Shape &bs) {
   Buf<T> a = randomBuf<T>(as), b = randomBuf<T>(bs);
   Shape yShape;
   std::vector<double> want = refMatmul(a, b, yShape);
-  for (int threads : {1, 3}) {
-    ctx.numThreads = threads;
-    Buf<T> y(yShape, T(7));
-    Tensor at = a.t(), bt = b.t(), yt = y.t();
-    Status s = matmul(ctx, at, bt, yt);
-    ASSERT_TRUE(s.ok()) << s.message;
-    expectNear(y.v, want, tol<T>(), "matmul");
+  // Each operand of rank >= 2 also stored transposed and read through its
+  // flag: the same product.
+  for (bool transA : {false, true}) {
+    for (bool transB : {false, true}) {
+      if ((transA && as.size() < 2) || (transB && bs.size() < 2))
+        continue;
+      SCOPED_TRACE(::testing::Message()
+                   << "transA " << transA << " transB " << transB);
+      Buf<T> aStored = transA ? swapLastTwo(a) : a;
+      Buf<T> bStored = transB ? swapLastTwo(b) : b;
+      for (int threads : {1, 3}) {
+        ctx.numThreads = threads;
+        Buf<T> y(yShape, T(7));
+        Tensor at = aStored.t(), bt = bStored.t(), yt = y.t();
+        Status s = matmul(ctx, at, bt, yt, transA, transB);
+        ASSERT_TRUE(s.ok()) << s.message;
+        expectNear(y.v, want, tol<T>(), "matmul");
+      }
+    }
   }
 }
 
@@ -103,6 +131,9 @@ template <typename T> void matmulShapes() {
   checkMatmul<T>({2, 3, 4}, {2, 4, 5});
   checkMatmul<T>({3, 0}, {0, 2}); // empty contraction gives zeros
   checkMatmul<T>({0, 3}, {3, 2});
+  // Attention's shapes: q k^T and its gradients, batch dims of both.
+  checkMatmul<T>({2, 3, 7, 5}, {2, 3, 5, 7});
+  checkMatmul<T>({2, 3, 7, 7}, {1, 3, 7, 5});
 }
 
 TEST(Matmul, ShapesF32) { matmulShapes<float>(); }
@@ -129,6 +160,12 @@ TEST(Matmul, Errors) {
   EXPECT_NE(s.message.find("broadcast"), std::string::npos) << s.message;
   Tensor scalar{a.v.data(), DType::F32, {}};
   EXPECT_FALSE(matmul(ctx, scalar, bt, yt).ok());
+  Buf<float> v({3}), yv({5});
+  Tensor vt = v.t(), yvt = yv.t();
+  s = matmul(ctx, vt, b2t, yvt, /*transA=*/true, false);
+  EXPECT_NE(s.message.find("a transposed operand needs rank >= 2"),
+            std::string::npos)
+      << s.message;
   Buf<int64_t> ai({2, 3}), bi({3, 5}), yi({2, 5});
   Tensor ait{ai.v.data(), DType::I64, ai.shape},
       bit{bi.v.data(), DType::I64, bi.shape},

@@ -276,6 +276,20 @@ std::vector<Case> cases() {
          if (ok(n, matmul(ctx, a->tensor, b->tensor, y->tensor)))
            record(n, "y", *y);
        }},
+      {"batched_matmul_transposed",
+       [](const std::string &n) {
+         // Attention's q k^T (both batched: strided) and a gradient's
+         // a^T dy against a broadcast operand (one pointer per matrix).
+         auto q = random({2, 3, 7, 5}, 50), k = random({2, 3, 7, 5}, 51),
+              s = zeros({2, 3, 7, 7}), a = random({2, 1, 7, 6}, 52),
+              dy = random({1, 3, 7, 4}, 53), da = zeros({2, 3, 6, 4});
+         if (ok(n, matmul(ctx, q->tensor, k->tensor, s->tensor, false, true)) &&
+             ok(n,
+                matmul(ctx, a->tensor, dy->tensor, da->tensor, true, false))) {
+           record(n, "qk", *s);
+           record(n, "ady", *da);
+         }
+       }},
       {"conv_and_grads",
        [](const std::string &n) {
          WindowParams p = window(3, 2, 1);

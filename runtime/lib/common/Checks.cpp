@@ -470,11 +470,17 @@ Status checkSplit(const Tensor &x, int64_t axis,
 //===----------------------------------------------------------------------===//
 
 Status checkMatmul(const Tensor &a, const Tensor &b, const Tensor &y,
-                   MatmulShape &ms) {
+                   MatmulShape &ms, bool transA, bool transB) {
   if (a.rank() < 1 || b.rank() < 1)
     return Status::error("matmul: operands need rank >= 1, got a " +
                          shapeString(a.shape) + " and b " +
                          shapeString(b.shape));
+  if ((transA && a.rank() < 2) || (transB && b.rank() < 2))
+    return Status::error(
+        "matmul: a transposed operand needs rank >= 2, got "
+        "a " +
+        shapeString(a.shape) + (transA ? " (transposed)" : "") + " and b " +
+        shapeString(b.shape) + (transB ? " (transposed)" : ""));
   PP_RT_TRY(expectValid(a, "matmul: a"));
   PP_RT_TRY(expectValid(b, "matmul: b"));
   PP_RT_TRY(expectDType(b, a.dtype, "matmul: b"));
@@ -485,6 +491,10 @@ Status checkMatmul(const Tensor &a, const Tensor &b, const Tensor &y,
     as.insert(as.begin(), 1);
   if (bs.size() == 1)
     bs.push_back(1);
+  if (transA)
+    std::swap(as[as.size() - 2], as.back());
+  if (transB)
+    std::swap(bs[bs.size() - 2], bs.back());
   int64_t m = as[as.size() - 2], k = as.back();
   int64_t kb = bs[bs.size() - 2], n = bs.back();
   if (k != kb)

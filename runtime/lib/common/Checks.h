@@ -228,7 +228,6 @@ struct MatmulShape {
   std::vector<int64_t> aBatch, bBatch, batch;
 };
 
-/// The argument checks of matmul (Kernels.h); fills `ms`.
 /// The axes a reduction of x into y reduces (negative axes count from the
 /// end; duplicates and out-of-range axes are errors), checking that y has
 /// x's shape with those axes kept as 1 or dropped.
@@ -236,8 +235,11 @@ Status checkReduceAxes(const char *what, const Tensor &x,
                        const std::vector<int64_t> &axes, const Tensor &y,
                        std::vector<bool> &reduced);
 
+/// The argument checks of matmul (Kernels.h) on op(a) and op(b), op
+/// swapping the last two dims where transA / transB (operands of rank >= 2
+/// then); fills `ms` with op(a)'s m and k and op(b)'s n.
 Status checkMatmul(const Tensor &a, const Tensor &b, const Tensor &y,
-                   MatmulShape &ms);
+                   MatmulShape &ms, bool transA = false, bool transB = false);
 
 /// The argument checks of gemm (Kernels.h); sets op(a) [m, k], op(b) [k, n].
 Status checkGemm(const Tensor &a, const Tensor &b, const Tensor *c, bool transA,

@@ -136,51 +136,49 @@ void gemmRaw(const Context &ctx, bool transA, bool transB, int64_t m, int64_t n,
 
 template <typename T>
 void matmulImpl(const Context &ctx, const T *a, const T *b, T *y,
-                const std::vector<int64_t> &aBatch,
-                const std::vector<int64_t> &bBatch,
-                const std::vector<int64_t> &batch, int64_t m, int64_t k,
-                int64_t n) {
-  int64_t batchCount = product(batch);
-  // b shared by every batch and a not broadcast: fold a's batch into rows
-  // and run one large GEMM (the common linear-layer case).
-  if (product(bBatch) == 1 && aBatch == batch) {
-    gemmRaw<T>(ctx, false, false, batchCount * m, n, k, T(1), a, k, b, n, T(0),
-               y, n);
+                const MatmulShape &ms, bool transA, bool transB) {
+  int64_t m = ms.m, k = ms.k, n = ms.n;
+  int64_t batchCount = product(ms.batch);
+  // Leading dims of the stored matrices: a is [m, k] or, transposed, [k, m].
+  int64_t lda = transA ? m : k, ldb = transB ? k : n;
+  // b shared by every batch and a not broadcast (nor transposed): fold a's
+  // batch into rows and run one large GEMM (the common linear-layer case).
+  if (product(ms.bBatch) == 1 && ms.aBatch == ms.batch && !transA) {
+    gemmRaw<T>(ctx, false, transB, batchCount * m, n, k, T(1), a, lda, b, ldb,
+               T(0), y, n);
     return;
   }
-  std::vector<int64_t> aStrides = broadcastStrides(aBatch, batch);
-  std::vector<int64_t> bStrides = broadcastStrides(bBatch, batch);
-  int64_t rank = static_cast<int64_t>(batch.size());
+  std::vector<int64_t> aStrides = broadcastStrides(ms.aBatch, ms.batch);
+  std::vector<int64_t> bStrides = broadcastStrides(ms.bBatch, ms.batch);
+  int64_t rank = static_cast<int64_t>(ms.batch.size());
   forEachItem(ctx, batchCount, [&](int64_t i, const Context &inner) {
     int64_t aOff = 0, bOff = 0, rem = i;
     for (int64_t d = rank - 1; d >= 0; --d) {
-      int64_t idx = rem % batch[d];
-      rem /= batch[d];
+      int64_t idx = rem % ms.batch[d];
+      rem /= ms.batch[d];
       aOff += idx * aStrides[d];
       bOff += idx * bStrides[d];
     }
-    gemmRaw<T>(inner, false, false, m, n, k, T(1), a + aOff * m * k, k,
-               b + bOff * k * n, n, T(0), y + i * m * n, n);
+    gemmRaw<T>(inner, transA, transB, m, n, k, T(1), a + aOff * m * k, lda,
+               b + bOff * k * n, ldb, T(0), y + i * m * n, n);
   });
 }
 
 } // namespace
 
-Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
+Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y,
+              bool transA, bool transB) {
   // F16 / BF16: sgemm on f32 copies (f32 accumulation), rounded once.
   if (anyFloat16(a, b, y)) {
     PP_RT_TRY(expectSameDType("matmul", {&a, &b, &y}));
     Float16Widening w(ctx);
-    return w.finish(matmul(ctx, w.in(a), w.in(b), w.out(y)));
+    return w.finish(matmul(ctx, w.in(a), w.in(b), w.out(y), transA, transB));
   }
   MatmulShape ms;
-  PP_RT_TRY(checkMatmul(a, b, y, ms));
-  int64_t m = ms.m, k = ms.k, n = ms.n;
-  const std::vector<int64_t> &aBatch = ms.aBatch, &bBatch = ms.bBatch,
-                             &batch = ms.batch;
-  PP_RT_FLOAT_DISPATCH(a.dtype, "matmul",
-                       matmulImpl<T>(ctx, a.as<T>(), b.as<T>(), y.as<T>(),
-                                     aBatch, bBatch, batch, m, k, n));
+  PP_RT_TRY(checkMatmul(a, b, y, ms, transA, transB));
+  PP_RT_FLOAT_DISPATCH(
+      a.dtype, "matmul",
+      matmulImpl<T>(ctx, a.as<T>(), b.as<T>(), y.as<T>(), ms, transA, transB));
   return Status::success();
 }
 

@@ -82,16 +82,19 @@ cublasStatus_t gemmStrided(cublasHandle_t h, bool transA, bool transB, int m,
 }
 
 template <typename T>
-cublasStatus_t gemmPointers(cublasHandle_t h, int m, int n, int k,
-                            const T *const *a, const T *const *b, T *const *c,
+cublasStatus_t gemmPointers(cublasHandle_t h, bool transA, bool transB, int m,
+                            int n, int k, const T *const *a, int lda,
+                            const T *const *b, int ldb, T *const *c,
                             int batch) {
   T one = 1, zero = 0;
+  cublasOperation_t opA = transA ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasOperation_t opB = transB ? CUBLAS_OP_T : CUBLAS_OP_N;
   if constexpr (std::is_same_v<T, float>)
-    return cublasSgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, n,
-                              a, k, &zero, c, n, batch);
+    return cublasSgemmBatched(h, opB, opA, n, m, k, &one, b, ldb, a, lda, &zero,
+                              c, n, batch);
   else
-    return cublasDgemmBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b, n,
-                              a, k, &zero, c, n, batch);
+    return cublasDgemmBatched(h, opB, opA, n, m, k, &one, b, ldb, a, lda, &zero,
+                              c, n, batch);
 }
 
 /// Whether `dims` (padded on the left to batch's rank) is all ones or
@@ -111,10 +114,11 @@ bool wholeOrBroadcast(const std::vector<int64_t> &dims,
 
 template <typename T>
 Status matmulImpl(const std::string &what, const Context &ctx, const T *a,
-                  const T *b, T *y, const std::vector<int64_t> &aBatch,
-                  const std::vector<int64_t> &bBatch,
-                  const std::vector<int64_t> &batch, int64_t m, int64_t k,
-                  int64_t n) {
+                  const T *b, T *y, const MatmulShape &ms, bool transA,
+                  bool transB) {
+  const std::vector<int64_t> &aBatch = ms.aBatch, &bBatch = ms.bBatch,
+                             &batch = ms.batch;
+  int64_t m = ms.m, k = ms.k, n = ms.n;
   cudaStream_t stream = streamOf(ctx);
   int64_t batchCount = product(batch, 0, batch.size());
   if (batchCount == 0 || m == 0 || n == 0)
@@ -126,23 +130,25 @@ Status matmulImpl(const std::string &what, const Context &ctx, const T *a,
   }
   cublasHandle_t h;
   PP_RT_TRY(blasHandle(what, ctx, h));
-  // b shared by every batch and a not broadcast: fold a's batch into rows
-  // and run one large GEMM (the common linear-layer case).
-  if (product(bBatch, 0, bBatch.size()) == 1 && aBatch == batch &&
+  // Leading dims of the stored matrices: a is [m, k] or, transposed, [k, m].
+  int64_t lda = transA ? m : k, ldb = transB ? k : n;
+  // b shared by every batch and a not broadcast (nor transposed): fold a's
+  // batch into rows and run one large GEMM (the common linear-layer case).
+  if (product(bBatch, 0, bBatch.size()) == 1 && aBatch == batch && !transA &&
       fitsInt(batchCount * m) && fitsInt(n) && fitsInt(k)) {
-    PP_BLAS_TRY(what, gemmStrided<T>(h, false, false, int(batchCount * m),
-                                     int(n), int(k), T(1), a, int(k), 0, b,
-                                     int(n), 0, T(0), y, int(n), 0, 1));
+    PP_BLAS_TRY(what, gemmStrided<T>(h, false, transB, int(batchCount * m),
+                                     int(n), int(k), T(1), a, int(lda), 0, b,
+                                     int(ldb), 0, T(0), y, int(n), 0, 1));
     return Status::success();
   }
   PP_RT_TRY(intCheck(what, {m, n, k, batchCount}));
   bool aBroadcast, bBroadcast;
   if (wholeOrBroadcast(aBatch, batch, aBroadcast) &&
       wholeOrBroadcast(bBatch, batch, bBroadcast)) {
-    PP_BLAS_TRY(what, gemmStrided<T>(h, false, false, int(m), int(n), int(k),
-                                     T(1), a, int(k), aBroadcast ? 0 : m * k, b,
-                                     int(n), bBroadcast ? 0 : k * n, T(0), y,
-                                     int(n), m * n, int(batchCount)));
+    PP_BLAS_TRY(what, gemmStrided<T>(h, transA, transB, int(m), int(n), int(k),
+                                     T(1), a, int(lda), aBroadcast ? 0 : m * k,
+                                     b, int(ldb), bBroadcast ? 0 : k * n, T(0),
+                                     y, int(n), m * n, int(batchCount)));
     return Status::success();
   }
   // General numpy broadcast: one pointer per matrix.
@@ -165,10 +171,11 @@ Status matmulImpl(const std::string &what, const Context &ctx, const T *a,
   Scratch scratch(stream);
   const T **device = nullptr;
   PP_RT_TRY(uploadVector(what, scratch, stream, pointers, &device));
-  PP_BLAS_TRY(what, gemmPointers<T>(
-                        h, int(m), int(n), int(k), device, device + batchCount,
-                        const_cast<T *const *>(device + 2 * batchCount),
-                        int(batchCount)));
+  PP_BLAS_TRY(what,
+              gemmPointers<T>(h, transA, transB, int(m), int(n), int(k), device,
+                              int(lda), device + batchCount, int(ldb),
+                              const_cast<T *const *>(device + 2 * batchCount),
+                              int(batchCount)));
   return Status::success();
 }
 
@@ -191,17 +198,15 @@ template <typename T> struct ScaleOp {
 
 } // namespace
 
-Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y) {
+Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y,
+              bool transA, bool transB) {
   const std::string what = "matmul";
   MatmulShape ms;
-  PP_RT_TRY(checkMatmul(a, b, y, ms));
-  int64_t m = ms.m, k = ms.k, n = ms.n;
-  const std::vector<int64_t> &aBatch = ms.aBatch, &bBatch = ms.bBatch,
-                             &batch = ms.batch;
+  PP_RT_TRY(checkMatmul(a, b, y, ms, transA, transB));
   return visitFloat(a.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return matmulImpl<T>(what, ctx, a.as<T>(), b.as<T>(), y.as<T>(), aBatch,
-                         bBatch, batch, m, k, n);
+    return matmulImpl<T>(what, ctx, a.as<T>(), b.as<T>(), y.as<T>(), ms, transA,
+                         transB);
   });
 }
 

@@ -268,9 +268,12 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
 // Contractions and convolution
 //===----------------------------------------------------------------------===//
 
-/// numpy matmul: batch dims broadcast; rank-1 operands are promoted and the
-/// added dim removed from y.
-Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y);
+/// numpy matmul of op(a) and op(b): batch dims broadcast; rank-1 operands
+/// are promoted and the added dim removed from y. op swaps the last two dims
+/// of an operand of rank >= 2 where transA / transB: the GEMMs read it
+/// transposed, with no copy.
+Status matmul(Context &ctx, const Tensor &a, const Tensor &b, Tensor &y,
+              bool transA = false, bool transB = false);
 
 /// y = activation(alpha * op(a) * op(b) + beta * c) (c unidirectionally
 /// broadcast, may be null). The CPU backend applies a Relu inside oneDNN's
