@@ -226,6 +226,15 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
         });
       });
 
+  on<train::MatMulOp>(
+      interp, [](Interpreter &in, train::MatMulOp op) -> LogicalResult {
+        return withResults(in, op, "matmul", [&](std::vector<Tensor> &r) {
+          return rt::matmul(in.kernelContext(), in.operand(op, 0).view(),
+                            in.operand(op, 1).view(), r[0].view(),
+                            op.getTransA(), op.getTransB());
+        });
+      });
+
   on<train::SoftmaxCrossEntropyGradOp>(
       interp,
       [](Interpreter &in,

@@ -380,6 +380,26 @@ public:
   }
 };
 
+/// `matmul(a, b, y, transA, transB)`: the GEMMs read the operands in place.
+class MatMulLowering : public StageOpLowering<train::MatMulOp> {
+public:
+  using StageOpLowering::StageOpLowering;
+  LogicalResult lower(train::MatMulOp op, Adaptor adaptor,
+                      OpEmitter &emit) const override {
+    auto out = emit.result();
+    if (failed(out))
+      return failure();
+    CallArgs a = emit.args();
+    a.value(adaptor.getA())
+        .value(adaptor.getB())
+        .value(*out)
+        .flag(op.getTransA())
+        .flag(op.getTransB());
+    emit.kernel("pp::rt::matmul", a);
+    return success();
+  }
+};
+
 class SoftmaxCrossEntropyGradLowering
     : public StageOpLowering<train::SoftmaxCrossEntropyGradOp> {
 public:
@@ -413,7 +433,8 @@ void pp::emitc_lowering::populateTrainPatterns(
                UnaryGradLowering, SoftmaxGradLowering, LayerNormGradLowering,
                BatchNormGradLowering, AvgPoolGradLowering, SliceGradLowering,
                PadGradLowering, GatherGradLowering, DropoutGradLowering,
-               SoftmaxCrossEntropyGradLowering>(typeConverter, context);
+               MatMulLowering, SoftmaxCrossEntropyGradLowering>(typeConverter,
+                                                                context);
   patterns.add<KernelCallLowering<train::ReduceSumToOp>>(
       typeConverter, context, "pp::rt::reduceSumTo", 1);
   patterns.add<KernelCallLowering<train::MaxPoolGradOp>>(

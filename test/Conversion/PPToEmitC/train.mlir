@@ -52,6 +52,7 @@
 // CHECK: call_opaque "pp::rt::reduceSumTo"(%{{.*}}, %{{.*}}, %[[DB]])
 // CHECK: call_opaque "pp::rt::softmaxGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"1">, #emitc.opaque<"true">, 3 : index]}
 // CHECK: call_opaque "pp::rt::dropoutGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"5.000000000e-01f">, 3 : index]}
+// CHECK: call_opaque "pp::rt::matmul"({{.*}}) {args = [0 : index, 1 : index, 2 : index, 3 : index, #emitc.opaque<"true">, #emitc.opaque<"false">]}
 // CHECK: call_opaque "pp::rt::sliceGrad"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 1}">, #emitc.opaque<"std::vector<int64_t>{1, 2}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::gatherGrad"({{.*}}) {args = [0 : index, 1 : index, 2 : index, #emitc.opaque<"0">, 3 : index]}
 // CHECK: call_opaque "pp::rt::padGrad"({{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"std::vector<int64_t>{0, 2, 1, -1}">, #emitc.opaque<"pp::rt::PadMode::Reflect">, 2 : index]}
@@ -122,6 +123,8 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %ds = train.softmax_grad %x, %dx {axis = -1 : i64, log = true} : tensor<4x8xf32>
     %mask = onnx.Less %x, %dx : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<4x8xi1>
     %dd = train.dropout_grad %ds, %mask {ratio = 0.5 : f32} : tensor<4x8xf32>, tensor<4x8xi1>
+    %dm = train.matmul %dd, %x {trans_a} : (tensor<4x8xf32>, tensor<4x8xf32>) -> tensor<8x8xf32>
+    pp.accumulate %dm {slot = 1 : i64} : tensor<8x8xf32>
     %dsl = train.slice_grad %dd {starts = array<i64: 0, 1>, steps = array<i64: 1, 2>} : (tensor<4x8xf32>) -> tensor<4x16xf32>
     %dg = train.gather_grad %dsl, %i {axis = -2 : i64} : (tensor<4x16xf32>, tensor<3xi64>) -> tensor<5x16xf32>
     %dp = train.pad_grad %dsl {mode = "reflect", pads = array<i64: 0, 2, 1, -1>} : (tensor<4x16xf32>) -> tensor<3x15xf32>

@@ -63,3 +63,35 @@ func.func @pad_grad_mode(%dy: tensor<2x4xf32>) -> tensor<2x4xf32> {
   %0 = train.pad_grad %dy {mode = "wrap", pads = array<i64: 0, 0, 0, 0>} : (tensor<2x4xf32>) -> tensor<2x4xf32>
   return %0 : tensor<2x4xf32>
 }
+
+// -----
+
+func.func @matmul_contraction(%a: tensor<2x3x4xf32>, %b: tensor<2x3x4xf32>) {
+  // expected-error @+1 {{contraction dims differ: 4 vs 3}}
+  %0 = train.matmul %a, %b : (tensor<2x3x4xf32>, tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_result(%a: tensor<2x3x4xf32>, %b: tensor<1x3x4xf32>) {
+  // expected-error @+1 {{result type 'tensor<2x3x4xf32>' is not the product's shape 'tensor<2x4x4xf32>'}}
+  %0 = train.matmul %a, %b {trans_a} : (tensor<2x3x4xf32>, tensor<1x3x4xf32>) -> tensor<2x3x4xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_batch(%a: tensor<2x3x4xf32>, %b: tensor<3x4x5xf32>) {
+  // expected-error @+1 {{batch dims do not broadcast}}
+  %0 = train.matmul %a, %b : (tensor<2x3x4xf32>, tensor<3x4x5xf32>) -> tensor<2x3x5xf32>
+  return
+}
+
+// -----
+
+func.func @matmul_rank(%a: tensor<4xf32>, %b: tensor<4x5xf32>) {
+  // expected-error @+1 {{operands need rank >= 2, got 1 and 2}}
+  %0 = train.matmul %a, %b : (tensor<4xf32>, tensor<4x5xf32>) -> tensor<5xf32>
+  return
+}

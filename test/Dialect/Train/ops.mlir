@@ -11,6 +11,8 @@ func.func @grads(%x: tensor<2x4xf32>, %dy: tensor<2x4xf32>, %m: tensor<2x4xi1>, 
   %2 = train.softmax_grad %x, %dy {axis = 1 : i64, log = true} : tensor<2x4xf32>
   // CHECK: train.dropout_grad
   %3 = train.dropout_grad %dy, %m {ratio = 0.5 : f32} : tensor<2x4xf32>, tensor<2x4xi1>
+  // CHECK: train.matmul %{{.*}}, %{{.*}} {trans_b} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x2xf32>
+  %mm = train.matmul %x, %dy {trans_b} : (tensor<2x4xf32>, tensor<2x4xf32>) -> tensor<2x2xf32>
   // CHECK: train.slice_grad {{.*}} -> tensor<2x6xf32>
   %4 = train.slice_grad %dy {starts = array<i64: 0, 1>, steps = array<i64: 1, 1>} : (tensor<2x4xf32>) -> tensor<2x6xf32>
   // CHECK: train.pad_grad {{.*}} {mode = "edge", pads = array<i64: 0, 1, 0, -1>} : (tensor<2x4xf32>) -> tensor<2x4xf32>

@@ -82,6 +82,45 @@ StringRef UnaryGradOp::getFusedElementFunction() {
   return pp::rt::fusedGradFunction(getKind());
 }
 
+LogicalResult MatMulOp::verify() {
+  auto a = cast<RankedTensorType>(getA().getType());
+  auto b = cast<RankedTensorType>(getB().getType());
+  auto y = cast<RankedTensorType>(getY().getType());
+  if (a.getElementType() != b.getElementType() ||
+      a.getElementType() != y.getElementType())
+    return emitOpError("operand and result element types differ");
+  if (a.getRank() < 2 || b.getRank() < 2)
+    return emitOpError("operands need rank >= 2, got ")
+           << a.getRank() << " and " << b.getRank();
+  SmallVector<int64_t> as(a.getShape()), bs(b.getShape());
+  if (getTransA())
+    std::swap(as[as.size() - 2], as.back());
+  if (getTransB())
+    std::swap(bs[bs.size() - 2], bs.back());
+  if (as.back() != bs[bs.size() - 2])
+    return emitOpError("contraction dims differ: ")
+           << as.back() << " vs " << bs[bs.size() - 2];
+  SmallVector<int64_t> shape;
+  if (!mlir::OpTrait::util::getBroadcastedShape(
+          ArrayRef<int64_t>(as).drop_back(2),
+          ArrayRef<int64_t>(bs).drop_back(2), shape))
+    return emitOpError("batch dims do not broadcast");
+  shape.push_back(as[as.size() - 2]);
+  shape.push_back(bs.back());
+  if (y.getShape() != ArrayRef<int64_t>(shape))
+    return emitOpError("result type ")
+           << y << " is not the product's shape "
+           << RankedTensorType::get(shape, a.getElementType());
+  return success();
+}
+
+double MatMulOp::getForwardFlops() {
+  // In double: products of static sizes can pass int64's range.
+  auto a = cast<RankedTensorType>(getA().getType());
+  double k = a.getDimSize(a.getRank() - (getTransA() ? 2 : 1));
+  return 2 * k * static_cast<double>(getY().getType().getNumElements());
+}
+
 LogicalResult ReduceSumToOp::verify() {
   auto from = cast<RankedTensorType>(getX().getType());
   auto to = cast<RankedTensorType>(getY().getType());

@@ -46,19 +46,58 @@ func.func @backward(%x: tensor<6x4xf32>, %dy: tensor<6x5xf32>) -> (tensor<6x4xf3
 
 // -----
 
-// Left alone: a Transpose of more than 2 dims, and a Gemm with C (its
-// transpose would transpose C too).
+// Left alone: a Transpose that moves more than the last two dims, and a
+// Gemm with C (its transpose would transpose C too).
 // CHECK-LABEL: func.func @kept
-// CHECK: onnx.Transpose %{{.*}} {perm = array<i64: 0, 2, 1>}
+// CHECK: onnx.Transpose %{{.*}} {perm = array<i64: 1, 0, 2>}
 // CHECK: onnx.MatMul
 // CHECK: %[[G:.*]] = onnx.Gemm
 // CHECK: onnx.Transpose %[[G]]
-func.func @kept(%x: tensor<2x3x4xf32>, %y: tensor<2x3x5xf32>, %a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x5xf32>) -> (tensor<2x4x5xf32>, tensor<5x3xf32>) {
-  %xt = onnx.Transpose %x {perm = array<i64: 0, 2, 1>} : (tensor<2x3x4xf32>) -> tensor<2x4x3xf32>
-  %m = onnx.MatMul %xt, %y : (tensor<2x4x3xf32>, tensor<2x3x5xf32>) -> tensor<2x4x5xf32>
+func.func @kept(%x: tensor<3x2x4xf32>, %y: tensor<2x4x5xf32>, %a: tensor<3x4xf32>, %b: tensor<4x5xf32>, %c: tensor<3x5xf32>) -> (tensor<2x3x5xf32>, tensor<5x3xf32>) {
+  %xt = onnx.Transpose %x {perm = array<i64: 1, 0, 2>} : (tensor<3x2x4xf32>) -> tensor<2x3x4xf32>
+  %m = onnx.MatMul %xt, %y : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
   %g = onnx.Gemm %a, %b, %c : (tensor<3x4xf32>, tensor<4x5xf32>, tensor<3x5xf32>) -> tensor<3x5xf32>
   %gt = onnx.Transpose %g {perm = array<i64: 1, 0>} : (tensor<3x5xf32>) -> tensor<5x3xf32>
-  return %m, %gt : tensor<2x4x5xf32>, tensor<5x3xf32>
+  return %m, %gt : tensor<2x3x5xf32>, tensor<5x3xf32>
+}
+
+// -----
+
+// Attention's scores s = q k^T and their gradients as --pp-autodiff writes
+// them: dq = dy (k^T)^T, whose two swaps cancel into a plain MatMul of k;
+// dk = (q^T dy)^T, the transposed product swapped into dy^T q. Every
+// Transpose goes.
+// CHECK-LABEL: func.func @attention
+// CHECK-SAME: (%[[Q:[^:]*]]: tensor<2x3x7x5xf32>, %[[K:[^:]*]]: tensor<2x3x7x5xf32>, %[[DY:[^:]*]]: tensor<2x3x7x7xf32>)
+// CHECK-NEXT: %[[S:.*]] = train.matmul %[[Q]], %[[K]] {pp.stage = 0 : i64, trans_b} : (tensor<2x3x7x5xf32>, tensor<2x3x7x5xf32>) -> tensor<2x3x7x7xf32>
+// CHECK-NEXT: %[[DQ:.*]] = onnx.MatMul %[[DY]], %[[K]] : (tensor<2x3x7x7xf32>, tensor<2x3x7x5xf32>) -> tensor<2x3x7x5xf32>
+// CHECK-NEXT: %[[DK:.*]] = train.matmul %[[DY]], %[[Q]] {trans_a} : (tensor<2x3x7x7xf32>, tensor<2x3x7x5xf32>) -> tensor<2x3x7x5xf32>
+// CHECK-NEXT: return %[[S]], %[[DQ]], %[[DK]]
+func.func @attention(%q: tensor<2x3x7x5xf32>, %k: tensor<2x3x7x5xf32>, %dy: tensor<2x3x7x7xf32>) -> (tensor<2x3x7x7xf32>, tensor<2x3x7x5xf32>, tensor<2x3x7x5xf32>) {
+  %kt = onnx.Transpose %k {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x7x5xf32>) -> tensor<2x3x5x7xf32>
+  %s = onnx.MatMul %q, %kt {pp.stage = 0 : i64} : (tensor<2x3x7x5xf32>, tensor<2x3x5x7xf32>) -> tensor<2x3x7x7xf32>
+  %ktt = onnx.Transpose %kt {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x5x7xf32>) -> tensor<2x3x7x5xf32>
+  %dq = onnx.MatMul %dy, %ktt : (tensor<2x3x7x7xf32>, tensor<2x3x7x5xf32>) -> tensor<2x3x7x5xf32>
+  %qt = onnx.Transpose %q {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x7x5xf32>) -> tensor<2x3x5x7xf32>
+  %dkt = onnx.MatMul %qt, %dy : (tensor<2x3x5x7xf32>, tensor<2x3x7x7xf32>) -> tensor<2x3x5x7xf32>
+  %dk = onnx.Transpose %dkt {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x5x7xf32>) -> tensor<2x3x7x5xf32>
+  return %s, %dq, %dk : tensor<2x3x7x7xf32>, tensor<2x3x7x5xf32>, tensor<2x3x7x5xf32>
+}
+
+// -----
+
+// Broadcast batch dims keep broadcasting through the flags; a transposed
+// product that something else reads stays, and so does its Transpose.
+// CHECK-LABEL: func.func @broadcast
+// CHECK-SAME: (%[[A:[^:]*]]: tensor<2x1x7x6xf32>, %[[DY:[^:]*]]: tensor<1x3x7x4xf32>)
+// CHECK-NEXT: %[[P:.*]] = train.matmul %[[A]], %[[DY]] {trans_a} : (tensor<2x1x7x6xf32>, tensor<1x3x7x4xf32>) -> tensor<2x3x6x4xf32>
+// CHECK-NEXT: %[[PT:.*]] = onnx.Transpose %[[P]]
+// CHECK-NEXT: return %[[P]], %[[PT]]
+func.func @broadcast(%a: tensor<2x1x7x6xf32>, %dy: tensor<1x3x7x4xf32>) -> (tensor<2x3x6x4xf32>, tensor<2x3x4x6xf32>) {
+  %at = onnx.Transpose %a {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x1x7x6xf32>) -> tensor<2x1x6x7xf32>
+  %p = onnx.MatMul %at, %dy : (tensor<2x1x6x7xf32>, tensor<1x3x7x4xf32>) -> tensor<2x3x6x4xf32>
+  %pt = onnx.Transpose %p {perm = array<i64: 0, 1, 3, 2>} : (tensor<2x3x6x4xf32>) -> tensor<2x3x4x6xf32>
+  return %p, %pt : tensor<2x3x6x4xf32>, tensor<2x3x4x6xf32>
 }
 
 // -----

@@ -313,7 +313,7 @@ def FuseElementwisePass : Pass<"pp-fuse-elementwise", "mlir::func::FuncOp"> {
 }
 
 def FoldTransposesPass : Pass<"pp-fold-transposes", "mlir::func::FuncOp"> {
-  let summary = "Fold 2-D transposes into the GEMMs that read or write them";
+  let summary = "Fold transposes into the GEMMs that read or write them";
   let description = [{
     torch exports a Linear of a 3-D input as `MatMul(x, Transpose(W))`, and
     the gradients of a product transpose again, so every step copied each
@@ -329,7 +329,16 @@ def FoldTransposesPass : Pass<"pp-fold-transposes", "mlir::func::FuncOp"> {
     training step after --pp-optimizer, before --pp-split-stages: the
     backward then reads the weight itself, which every stage function
     re-reads, rather than a transposed copy stashed per micro-batch.
+
+    Batched products get the same: a `MatMul` whose operands (rank >= 2)
+    come through Transposes of their last two dims (attention's `q @ k^T`,
+    and the backward's `dy @ B^T` and `A^T @ dy`) becomes `train.matmul`
+    reading the Transposes' inputs with `trans_a` / `trans_b` (an
+    `onnx.MatMul` where two swaps cancel), and a Transpose of the last two
+    dims of a product (rank >= 3) that nothing else reads becomes the
+    swapped product.
   }];
+  let dependentDialects = ["pp::train::TrainDialect"];
 }
 
 def MemoryPlanPass : Pass<"pp-memory-plan", "mlir::ModuleOp"> {

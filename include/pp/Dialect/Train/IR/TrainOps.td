@@ -116,6 +116,30 @@ def Train_BatchNormGradOp : Train_GradOp<"batch_norm_grad"> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
 
+def Train_MatMulOp : Train_Op<"matmul",
+    [Pure, ONNX_Contraction,
+     DeclareOpInterfaceMethods<ONNX_CostOpInterface, ["getForwardFlops"]>,
+     DeclareOpInterfaceMethods<ONNX_KernelFactsOpInterface>]> {
+  let summary = "numpy matmul of op(A) and op(B), op swapping the last two dims";
+  let description = [{
+    `onnx.MatMul` of operands read transposed where `trans_a` / `trans_b`
+    (operands of rank >= 2): the last two dims of that operand swapped,
+    batch dims broadcast as numpy does. --pp-fold-transposes makes it from
+    a MatMul of a Transpose that swaps the last two dims (attention's
+    `q @ k^T` and the gradients of batched products), so that the GEMMs
+    read the operand in place instead of a transposed copy.
+
+    ```mlir
+    %s = train.matmul %q, %k {trans_b} : (tensor<2x4x7x8xf32>, tensor<2x4x7x8xf32>) -> tensor<2x4x7x7xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$A, Train_FloatTensor:$B,
+                       UnitAttr:$trans_a, UnitAttr:$trans_b);
+  let results = (outs Train_FloatTensor:$Y);
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+  let hasVerifier = 1;
+}
+
 class Train_WindowGradOp<string mnemonic> : Train_GradOp<mnemonic> {
   let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
 }
