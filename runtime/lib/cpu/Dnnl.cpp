@@ -139,6 +139,12 @@ bool dnnlGemmEpilogue(const Context &, bool, bool, int64_t, int64_t, int64_t,
   return false;
 }
 
+bool dnnlBatchedMatmul(const Context &, int64_t, bool, bool, bool, bool,
+                       int64_t, int64_t, int64_t, const float *, const float *,
+                       float *) {
+  return false;
+}
+
 bool dnnlEltwise(const Context &, UnaryKind, int64_t, const float *,
                  const float *, float *) {
   return false;
@@ -705,6 +711,79 @@ bool dnnlGemmEpilogue(const Context &ctx, bool transA, bool transB, int64_t m,
   return !(bias && alpha != 1.f) &&
          matmulOnOneThread(ctx, transA, transB, m, n, k, alpha, a, lda, b, ldb,
                            0.f, c, ldc, bias, relu);
+}
+
+bool dnnlBatchedMatmul(const Context &ctx, int64_t batch, bool transA,
+                       bool aShared, bool transB, bool bShared, int64_t m,
+                       int64_t n, int64_t k, const float *a, const float *b,
+                       float *y) {
+  if (gemmImpl() != GemmImpl::Auto || batch < 1 || m < 1 || n < 1 || k < 1)
+    return false;
+  int threads = std::max(1, ctx.numThreads);
+  using Key = std::tuple<int64_t, bool, bool, bool, bool, int64_t, int64_t,
+                         int64_t, int>;
+  thread_local std::map<Key, MatmulPlan> plans;
+  Key key{batch, transA, aShared, transB, bShared, m, n, k, threads};
+  auto it = plans.find(key);
+  if (it == plans.end()) {
+    constexpr size_t maxPlans = 512;
+    if (plans.size() >= maxPlans)
+      plans.clear();
+    using dt = memory::data_type;
+    MatmulPlan plan;
+    // Transposes are strides; a shared operand is a batch of one, which
+    // the primitive broadcasts.
+    auto operand = [](int64_t count, int64_t rows, int64_t cols,
+                      bool transposed) {
+      return memory::desc({count, rows, cols}, dt::f32,
+                          transposed ? memory::dims{rows * cols, 1, rows}
+                                     : memory::dims{rows * cols, cols, 1});
+    };
+    plan.a = operand(aShared ? 1 : batch, m, k, transA);
+    plan.b = operand(bShared ? 1 : batch, k, n, transB);
+    plan.c = operand(batch, m, n, false);
+    try {
+      OmpThreads scope(threads);
+      dnnl::primitive_attr attr;
+      attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+      dnnl::matmul::primitive_desc pd(
+          dnnl::matmul::desc(plan.a, plan.b, plan.c), attr, cpuEngine());
+      if (std::string(pd.impl_info_str()).find("ref") == std::string::npos) {
+        plan.primitive = dnnl::matmul(pd);
+        plan.scratchBytes = pd.scratchpad_desc().get_size();
+        plan.supported = true;
+      }
+    } catch (const dnnl::error &) {
+      plan = MatmulPlan(); // unsupported: the per-matrix GEMMs
+    }
+    it = plans.emplace(key, std::move(plan)).first;
+  }
+  MatmulPlan &plan = it->second;
+  if (!plan.supported)
+    return false;
+  OmpThreads scope(threads);
+  thread_local dnnl::stream stream(cpuEngine());
+  thread_local Arena scratch;
+  try {
+    const dnnl::engine &engine = cpuEngine();
+    memory aMem(plan.a, engine, const_cast<float *>(a));
+    memory bMem(plan.b, engine, const_cast<float *>(b));
+    memory cMem(plan.c, engine, y);
+    dnnl::memory::desc scratchDesc(
+        {static_cast<int64_t>(std::max<size_t>(1, plan.scratchBytes))},
+        memory::data_type::u8, memory::format_tag::a);
+    memory scratchMem(scratchDesc, engine,
+                      scratch.get(std::max<size_t>(1, plan.scratchBytes)));
+    plan.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
+                                    {DNNL_ARG_WEIGHTS, bMem},
+                                    {DNNL_ARG_DST, cMem},
+                                    {DNNL_ARG_SCRATCHPAD, scratchMem}});
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
+  return true;
 }
 
 /// The primitive cached under `key` in this thread's `plans`, made by

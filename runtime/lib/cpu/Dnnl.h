@@ -108,6 +108,18 @@ bool dnnlSgemm(const Context &ctx, bool transA, bool transB, int64_t m,
                int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
                const float *b, int64_t ldb, float beta, float *c, int64_t ldc);
 
+/// y[i] = op(a[i]) * op(b[i]) for i < batch on row-major F32 matrices in
+/// one call of oneDNN's matmul primitive (its batched brgemm kernels, the
+/// batch split over ctx.numThreads): a is `batch` m x k matrices (k x m
+/// where transA) one after the other, or one matrix every item reads
+/// (aShared); the same for b (k x n, n x k where transB); y is `batch`
+/// m x n matrices. False when oneDNN is not built in, gemmImpl() is not
+/// Auto, or it fails (y is then untouched).
+bool dnnlBatchedMatmul(const Context &ctx, int64_t batch, bool transA,
+                       bool aShared, bool transB, bool bShared, int64_t m,
+                       int64_t n, int64_t k, const float *a, const float *b,
+                       float *y);
+
 /// c = relu?(alpha * op(a) * op(b) + bias) on row-major F32 matrices, bias
 /// (n values, one per column; may be null) and the Relu applied by oneDNN's
 /// matmul primitive as it writes c. Only where dnnlSgemm would run that
