@@ -568,6 +568,37 @@ MatmulPlan makeMatmulPlan(bool transA, bool transB, int64_t m, int64_t n,
   return plan;
 }
 
+/// Runs a supported plan on a, b and c (and the bias row where the plan has
+/// one) with this thread's stream and scratchpad; false when oneDNN fails.
+bool executeMatmulPlan(MatmulPlan &plan, const float *a, const float *b,
+                       float *c, const float *bias) {
+  thread_local dnnl::stream stream(cpuEngine());
+  thread_local Arena scratch;
+  try {
+    const dnnl::engine &engine = cpuEngine();
+    memory aMem(plan.a, engine, const_cast<float *>(a));
+    memory bMem(plan.b, engine, const_cast<float *>(b));
+    memory cMem(plan.c, engine, c);
+    dnnl::memory::desc scratchDesc(
+        {static_cast<int64_t>(std::max<size_t>(1, plan.scratchBytes))},
+        memory::data_type::u8, memory::format_tag::a);
+    memory scratchMem(scratchDesc, engine,
+                      scratch.get(std::max<size_t>(1, plan.scratchBytes)));
+    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, aMem},
+                                            {DNNL_ARG_WEIGHTS, bMem},
+                                            {DNNL_ARG_DST, cMem},
+                                            {DNNL_ARG_SCRATCHPAD, scratchMem}};
+    if (bias)
+      args.emplace(DNNL_ARG_BIAS,
+                   memory(plan.bias, engine, const_cast<float *>(bias)));
+    plan.primitive.execute(stream, args);
+    stream.wait();
+  } catch (const dnnl::error &) {
+    return false;
+  }
+  return true;
+}
+
 /// On one thread, GEMMs of at least this many multiply-adds run on the
 /// matmul primitive (dnnlSgemm says why).
 constexpr int64_t kMatmulFlops = int64_t(1) << 22;
@@ -598,33 +629,7 @@ bool runMatmul(int threads, bool transA, bool transB, int64_t m, int64_t n,
     it = plans.emplace(key, std::move(plan)).first;
   }
   MatmulPlan &plan = it->second;
-  if (!plan.supported)
-    return false;
-  thread_local dnnl::stream stream(cpuEngine());
-  thread_local Arena scratch;
-  try {
-    const dnnl::engine &engine = cpuEngine();
-    memory aMem(plan.a, engine, const_cast<float *>(a));
-    memory bMem(plan.b, engine, const_cast<float *>(b));
-    memory cMem(plan.c, engine, c);
-    dnnl::memory::desc scratchDesc(
-        {static_cast<int64_t>(std::max<size_t>(1, plan.scratchBytes))},
-        memory::data_type::u8, memory::format_tag::a);
-    memory scratchMem(scratchDesc, engine,
-                      scratch.get(std::max<size_t>(1, plan.scratchBytes)));
-    std::unordered_map<int, memory> args = {{DNNL_ARG_SRC, aMem},
-                                            {DNNL_ARG_WEIGHTS, bMem},
-                                            {DNNL_ARG_DST, cMem},
-                                            {DNNL_ARG_SCRATCHPAD, scratchMem}};
-    if (bias)
-      args.emplace(DNNL_ARG_BIAS,
-                   memory(plan.bias, engine, const_cast<float *>(bias)));
-    plan.primitive.execute(stream, args);
-    stream.wait();
-  } catch (const dnnl::error &) {
-    return false;
-  }
-  return true;
+  return plan.supported && executeMatmulPlan(plan, a, b, c, bias);
 }
 
 /// Runs a GEMM on the matmul primitive where that is the choice (one
@@ -759,29 +764,9 @@ bool dnnlBatchedMatmul(const Context &ctx, int64_t batch, bool transA,
     it = plans.emplace(key, std::move(plan)).first;
   }
   MatmulPlan &plan = it->second;
-  if (!plan.supported)
-    return false;
   OmpThreads scope(threads);
-  thread_local dnnl::stream stream(cpuEngine());
-  thread_local Arena scratch;
-  try {
-    const dnnl::engine &engine = cpuEngine();
-    memory aMem(plan.a, engine, const_cast<float *>(a));
-    memory bMem(plan.b, engine, const_cast<float *>(b));
-    memory cMem(plan.c, engine, y);
-    dnnl::memory::desc scratchDesc(
-        {static_cast<int64_t>(std::max<size_t>(1, plan.scratchBytes))},
-        memory::data_type::u8, memory::format_tag::a);
-    memory scratchMem(scratchDesc, engine,
-                      scratch.get(std::max<size_t>(1, plan.scratchBytes)));
-    plan.primitive.execute(stream, {{DNNL_ARG_SRC, aMem},
-                                    {DNNL_ARG_WEIGHTS, bMem},
-                                    {DNNL_ARG_DST, cMem},
-                                    {DNNL_ARG_SCRATCHPAD, scratchMem}});
-    stream.wait();
-  } catch (const dnnl::error &) {
+  if (!plan.supported || !executeMatmulPlan(plan, a, b, y, nullptr))
     return false;
-  }
   dnnlMatmuls.fetch_add(1, std::memory_order_relaxed);
   return true;
 }
