@@ -1,12 +1,18 @@
 # -*- Python -*-
 import os
 import shutil
+import sys
 
-import lit.formats
 from lit.llvm import llvm_config
 
+# The test format lives in a module, not here: lit's worker processes
+# unpickle it by name.
+sys.path.insert(0, os.path.dirname(__file__))
+from pp_lit_format import ShTestRemovingPassedOutputs  # noqa: E402
+
+
 config.name = "PIPELINE_OPT"
-config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.test_format = ShTestRemovingPassedOutputs(not llvm_config.use_lit_shell)
 config.suffixes = [".mlir", ".test"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.pp_obj_root, "test")
@@ -46,7 +52,7 @@ config.environment["PP_PROGRAM_OPT"] = "1"
 if shutil.which("ccache"):
     config.environment["PP_PROGRAM_CCACHE"] = "1"
     config.environment["CCACHE_BASEDIR"] = config.pp_src_root
-    for name in ("CCACHE_DIR", "HOME", "XDG_CACHE_HOME"):
+    for name in ("CCACHE_DIR", "CCACHE_DISABLE", "HOME", "XDG_CACHE_HOME"):
         if name in os.environ:
             config.environment[name] = os.environ[name]
 # The long tier (files with `REQUIRES: long-tests`): scripts/test-long.sh

@@ -7,6 +7,7 @@
 
 #include "pp/Interpreter/Npy.h"
 #include "pp/Runtime/Npy.h"
+#include "pp/Support/FileOutput.h"
 #include "pp/Support/InputLimits.h"
 
 #include "llvm/Support/FileSystem.h"
@@ -65,8 +66,5 @@ llvm::Error pp::interp::writeNpy(StringRef path, const Tensor &tensor) {
     return llvm::createStringError(ec, "cannot write '" + path +
                                            "': " + ec.message());
   os << serializeNpy(tensor);
-  os.close();
-  if (os.has_error())
-    return llvm::createStringError(os.error(), "cannot write '" + path + "'");
-  return llvm::Error::success();
+  return pp::finishWriting(os, path);
 }

@@ -12,6 +12,7 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Import/ONNX/ONNXImporter.h"
 #include "pp/InitAllPasses.h"
+#include "pp/Support/FileOutput.h"
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
@@ -149,7 +150,15 @@ int main(int argc, char **argv) {
     llvm::errs() << errorMessage << "\n";
     return 1;
   }
-  if (failed(MlirOptMain(output->os(), std::move(input), registry, config)))
+  bool passed =
+      succeeded(MlirOptMain(output->os(), std::move(input), registry, config));
+  // A full disk or a closed pipe: say so and fail, rather than let the
+  // stream's destructor abort with "IO failure on output stream".
+  if (llvm::Error error = pp::finishWriting(output->os(), outputFile)) {
+    llvm::errs() << "error: " << llvm::toString(std::move(error)) << "\n";
+    return 1;
+  }
+  if (!passed)
     return 1;
   output->keep();
   return 0;

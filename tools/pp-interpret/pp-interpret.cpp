@@ -24,6 +24,7 @@
 #include "pp/Interpreter/TensorParallel.h"
 #include "pp/Interpreter/TrainHandlers.h"
 #include "pp/Runtime/Half.h"
+#include "pp/Support/FileOutput.h"
 #include "pp/Support/InputLimits.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -700,6 +701,8 @@ int main(int argc, char **argv) {
     if (ec)
       return fail("cannot write '" + writeProfile + "': " + ec.message());
     out << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
+    if (llvm::Error error = pp::finishWriting(out, writeProfile))
+      return fail(llvm::toString(std::move(error)));
     llvm::outs() << "profile: " << count << " nodes of kind '" << profileKind
                  << "', mean of " << measured << " step(s), written to "
                  << writeProfile << "\n";
@@ -740,6 +743,8 @@ int main(int argc, char **argv) {
     if (ec)
       return fail("cannot write '" + indexPath + "': " + ec.message());
     os << index;
+    if (llvm::Error error = pp::finishWriting(os, indexPath))
+      return fail(llvm::toString(std::move(error)));
   }
 
   if (steps == 0)

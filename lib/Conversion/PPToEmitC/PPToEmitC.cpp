@@ -13,6 +13,7 @@
 #include "Program.h"
 
 #include "pp/Dialect/PP/IR/PPOps.h"
+#include "pp/Support/FileOutput.h"
 
 #include "mlir/Dialect/EmitC/IR/EmitC.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -150,15 +151,7 @@ pp::lowerPipelineToEmitC(ModuleOp module, const EmitProgramOptions &options,
 
 LogicalResult pp::writeFileBytes(Operation *anchor, StringRef path,
                                  StringRef bytes) {
-  std::error_code error;
-  llvm::raw_fd_ostream os(path, error, llvm::sys::fs::OF_None);
-  if (error)
-    return anchor->emitError()
-           << "cannot write '" << path << "': " << error.message();
-  os << bytes;
-  os.close();
-  if (os.has_error())
-    return anchor->emitError()
-           << "cannot write '" << path << "': " << os.error().message();
+  if (llvm::Error error = pp::writeFileContents(path, bytes))
+    return anchor->emitError() << llvm::toString(std::move(error));
   return success();
 }

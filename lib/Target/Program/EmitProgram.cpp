@@ -303,7 +303,8 @@ struct EmitProgramPass : public pp::impl::EmitProgramPassBase<EmitProgramPass> {
           (largest + 1023) / 1024, int64_t(maxTuBytes) / 1024, functions.size(),
           largestFunction, int64_t(maxFunctionOps),
           (bytes.size() + 1023) / 1024);
-      out->keep();
+      if (failed(pp::keepReportFile(module, *out, summaryFile)))
+        return signalPassFailure();
     }
   }
 

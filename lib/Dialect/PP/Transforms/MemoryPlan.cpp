@@ -224,6 +224,5 @@ pp::pipeline::planStageMemory(ModuleOp module,
             ? ", messages " + pp::formatMegabytes(memory.messages())
             : std::string(),
         pp::formatMegabytes(memory.peak()));
-  out->keep();
-  return success();
+  return pp::keepReportFile(module, *out, options.reportFile);
 }

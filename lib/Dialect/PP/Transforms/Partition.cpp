@@ -1143,7 +1143,8 @@ pp::pipeline::partitionStages(ModuleOp module,
                           "(kinds, speeds, memory and links in order): each "
                           "distinct one partitioned once\n",
                           workers.size(), distinctWorkers(workers));
-    out->keep();
+    if (failed(pp::keepReportFile(module, *out, options.reportFile)))
+      return failure();
   }
   return success();
 }

@@ -16,6 +16,7 @@
 #include "pp/Dialect/PP/Transforms/Transforms.h"
 #include "pp/Schedule/Simulator.h"
 #include "pp/Schedule/Timeline.h"
+#include "pp/Support/FileOutput.h"
 #include "pp/Support/InputLimits.h"
 
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
@@ -848,7 +849,8 @@ pp::pipeline::writePlanReport(ModuleOp module,
     explainPlan(os, stages, input, schedule.microBatches, result.iterationTime);
     writeTrainableSet(module, os);
     writePrecision(module, os);
-    out->keep();
+    if (failed(pp::keepReportFile(module, *out, options.summaryFile)))
+      return failure();
   }
 
   if (options.outputDir.empty())
@@ -884,8 +886,12 @@ pp::pipeline::writePlanReport(ModuleOp module,
       }
       std::ofstream vws(pathOf("timeline-vws.json"));
       sched::writeChromeTrace(pipelines, vws);
+      vws.close();
       vwsWritten = static_cast<bool>(vws);
     }
+    // close() flushes: a full disk shows there, not in the writes.
+    trace.close();
+    svg.close();
     if (!trace || !svg || !vwsWritten) {
       emitError(module.getLoc())
           << "cannot write the timeline to '" << options.outputDir << "'";
@@ -1013,5 +1019,9 @@ pp::pipeline::writePlanReport(ModuleOp module,
       });
   });
   planFile << "\n";
+  if (llvm::Error error = pp::finishWriting(planFile, pathOf("plan.json"))) {
+    emitError(module.getLoc()) << llvm::toString(std::move(error));
+    return failure();
+  }
   return success();
 }

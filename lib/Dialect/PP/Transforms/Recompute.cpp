@@ -617,6 +617,5 @@ pp::pipeline::planRecomputation(ModuleOp module,
                           report.inFlight, report.after, report.budget);
     os << "\n";
   }
-  out->keep();
-  return success();
+  return pp::keepReportFile(module, *out, options.reportFile);
 }

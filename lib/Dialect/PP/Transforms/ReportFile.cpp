@@ -1,6 +1,7 @@
 //===- ReportFile.cpp - Text reports of the passes --------------*- C++ -*-===//
 
 #include "pp/Dialect/PP/Transforms/ReportFile.h"
+#include "pp/Support/FileOutput.h"
 
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/FileSystem.h"
@@ -37,6 +38,14 @@ pp::writeReportFile(mlir::Operation *anchor, llvm::StringRef path,
   if (!out)
     return anchor->emitError() << "cannot write report: " << error;
   write(out->os());
-  out->keep();
+  return keepReportFile(anchor, *out, path);
+}
+
+mlir::LogicalResult pp::keepReportFile(mlir::Operation *anchor,
+                                       llvm::ToolOutputFile &file,
+                                       llvm::StringRef path) {
+  file.keep();
+  if (llvm::Error error = finishWriting(file.os(), path))
+    return anchor->emitError() << llvm::toString(std::move(error));
   return mlir::success();
 }

@@ -1085,7 +1085,8 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
       return failure();
     }
     out->os() << llvm::formatv("{0:2}", toJSON(chosen, tried)) << "\n";
-    out->keep();
+    if (failed(pp::keepReportFile(module, *out, options.planJson)))
+      return failure();
   }
   if (!options.timeline.empty() && plan.trace) {
     StringRef parent = llvm::sys::path::parent_path(options.timeline);
@@ -1107,6 +1108,13 @@ LogicalResult Planner::run(const pp::pipeline::TensorParallelRequest &request) {
                             trace);
     sched::writeTimelineSVG(plan.trace->schedule, plan.trace->result, names,
                             svg);
+    trace.close();
+    svg.close();
+    if (!trace || !svg) {
+      module.emitError() << "cannot write the timeline '" << options.timeline
+                         << "' or '" << svgPath << "' (disk full?)";
+      return failure();
+    }
   }
   return success();
 }

@@ -20,9 +20,15 @@
 namespace pp {
 
 /// Opens `path` for a report (see above); null with `error` set on failure.
-/// Call keep() on the result once written.
+/// Finish it with keepReportFile once written.
 std::unique_ptr<llvm::ToolOutputFile> openReportFile(llvm::StringRef path,
                                                      std::string *error);
+
+/// Keeps a report opened by openReportFile and flushes it; a write that
+/// failed (a full disk) emits "cannot write '<path>': ..." at `anchor`.
+mlir::LogicalResult keepReportFile(mlir::Operation *anchor,
+                                   llvm::ToolOutputFile &file,
+                                   llvm::StringRef path);
 
 /// Writes a report to `path` with `write`; on a file that cannot be
 /// opened, emits "cannot write report: ..." at `anchor` and fails.
