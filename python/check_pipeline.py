@@ -29,10 +29,14 @@ A tensor passes when max|split - reference| <= rtol * max|reference| + atol;
 prints one line per configuration and exits non-zero on a mismatch.
 """
 import argparse
+import hashlib
+import importlib.util
 import json
 import os
 import re
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
@@ -65,15 +69,18 @@ def export_micro_and_whole(model, work, micro_batch, microbatches,
     micro-batch size and at the whole mini-batch into work/micro and
     work/whole; returns both directories (model.onnx, input.npy, labels.npy
     in each)."""
-    dirs = []
-    for name, batch in (("micro", micro_batch),
-                        ("whole", micro_batch * microbatches)):
-        out = os.path.join(work, name)
-        run([sys.executable, os.path.join(HERE, "torch_reference.py"),
-             "--model", model, "--out", out, "--steps", "0",
-             "--batch", str(batch), "--dtype", dtype] +
-            (["--dropout"] if dropout else []))
-        dirs.append(out)
+    dirs = [os.path.join(work, "micro"), os.path.join(work, "whole")]
+    batches = [micro_batch, micro_batch * microbatches]
+
+    def export(outs):
+        # One process for both: importing torch is most of an export's time.
+        command = [sys.executable, os.path.join(HERE, "torch_reference.py"),
+                   "--model", model, "--steps", "0", "--dtype", dtype]
+        for out, batch in zip(outs, batches):
+            command += ["--out", out, "--batch", str(batch)]
+        run(command + (["--dropout"] if dropout else []))
+
+    cached_export(export, dirs, [model, dtype, dropout] + batches)
     if dropout:
         count = dropout_count(os.path.join(dirs[0], "model.onnx"))
         if count == 0:
@@ -81,6 +88,46 @@ def export_micro_and_whole(model, work, micro_batch, microbatches,
                      "training mode with a non-zero ratio")
         print(f"{model}: {count} Dropout ops in training mode")
     return dirs
+
+
+def cached_export(export, dirs, key_fields):
+    """Runs export(dirs), or copies what an earlier call with the same
+    `key_fields` exported into PP_EXPORT_CACHE (the lit tests set it; many
+    of them export the same model at the same batch sizes). The exports are
+    deterministic and the key holds the exporting scripts' text, so a copy
+    is the file a new export would write."""
+    cache = os.environ.get("PP_EXPORT_CACHE")
+    if not cache:
+        export(dirs)
+        return
+    digest = hashlib.sha256(repr(key_fields).encode())
+    sources = [os.path.join(HERE, script)
+               for script in ("torch_reference.py", "make_models.py")]
+    # The exporter's version, read without importing torch (3 s).
+    for package in ("torch", "onnx"):
+        spec = importlib.util.find_spec(package)
+        if spec and spec.origin:
+            sources.append(os.path.join(os.path.dirname(spec.origin),
+                                        "version.py"))
+    for source in sources:
+        if os.path.exists(source):
+            with open(source, "rb") as f:
+                digest.update(f.read())
+    entry = os.path.join(cache, digest.hexdigest()[:24])
+    names = [str(i) for i in range(len(dirs))]
+    if not os.path.isdir(entry):
+        os.makedirs(cache, exist_ok=True)
+        # Exported aside, then renamed: a concurrent test sees the whole
+        # entry or none, and the loser of a race drops its copy.
+        staging = tempfile.mkdtemp(dir=cache, prefix="tmp-")
+        export([os.path.join(staging, n) for n in names])
+        try:
+            os.rename(staging, entry)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+    for name, out in zip(names, dirs):
+        shutil.rmtree(out, ignore_errors=True)
+        shutil.copytree(os.path.join(entry, name), out)
 
 
 def dropout_count(path):

@@ -49,7 +49,9 @@ def make_data(name, example, seed):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True, choices=sorted(make_models.MODELS))
-    parser.add_argument("--out", required=True)
+    parser.add_argument("--out", required=True, action="append",
+                        help="output directory; repeat it (with a --batch "
+                        "each) for several batch sizes of the same model")
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--momentum", type=float, default=0.0)
@@ -63,23 +65,35 @@ def main():
     parser.add_argument("--autocast", choices=["none", "bf16"], default="none",
                         help="run the forward pass under torch.autocast on "
                         "the CPU (bf16): fp32 weights, bf16 matmuls")
-    parser.add_argument("--batch", type=int, default=0,
+    parser.add_argument("--batch", type=int, action="append",
                         help="batch size (default: the model's example)")
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode) in the "
                         "export; torch's masks are not ours, so its losses "
                         "are no reference then")
     args = parser.parse_args()
-    os.makedirs(args.out, exist_ok=True)
+    if args.batch and len(args.batch) > 1 and len(args.batch) != len(args.out):
+        parser.error("give one --batch, or one per --out")
     warnings.filterwarnings("ignore", message="ONNX Preprocess - Removing mutation")
     torch.use_deterministic_algorithms(True)
+    # Several exports in one process: importing torch is most of the time
+    # of one (about 3 of 4 s for the MLP).
+    for i, out in enumerate(args.out):
+        batches = args.batch or [0]
+        batch = batches[i] if len(batches) > 1 else batches[0]
+        reference(args, out, batch)
 
+
+def reference(args, out, batch):
+    """Exports the model at batch size `batch` (0: its example's) into `out`
+    and trains it there; each call starts from the same seed."""
+    os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     model, example, input_name, _ = make_models.MODELS[args.model]()
-    if args.batch:
+    if batch:
         # A bigger batch keeps BatchNorm over 1x1 feature maps well
         # conditioned (two values per channel amplify float32 rounding).
-        example = example[:1].expand(args.batch, *example.shape[1:]).clone()
+        example = example[:1].expand(batch, *example.shape[1:]).clone()
     if not args.dropout:
         disable_dropout(model)
     model.train()
@@ -87,7 +101,7 @@ def main():
         model = model.double()
         if example.is_floating_point():
             example = example.double()
-    path = os.path.join(args.out, "model.onnx")
+    path = os.path.join(out, "model.onnx")
     torch.onnx.export(model, (example,), path, opset_version=17,
                       training=torch.onnx.TrainingMode.TRAINING,
                       do_constant_folding=False, input_names=[input_name],
@@ -105,8 +119,8 @@ def main():
     inputs, labels = make_data(args.model, example, args.seed)
     if example.is_floating_point():
         inputs = inputs.astype(args.dtype)
-    np.save(os.path.join(args.out, "input.npy"), inputs)
-    np.save(os.path.join(args.out, "labels.npy"), labels)
+    np.save(os.path.join(out, "input.npy"), inputs)
+    np.save(os.path.join(out, "labels.npy"), labels)
     if args.optimizer == "sgd":
         optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
                                     momentum=args.momentum,
@@ -129,10 +143,10 @@ def main():
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
-    np.save(os.path.join(args.out, "losses.npy"), np.array(losses))
+    np.save(os.path.join(out, "losses.npy"), np.array(losses))
     final = {key: value.detach().numpy() for key, value in
              model.state_dict().items() if key in initializers}
-    np.savez(os.path.join(args.out, "final.npz"), **final)
+    np.savez(os.path.join(out, "final.npz"), **final)
     print(f"{args.model}: losses {losses}")
 
 

@@ -46,6 +46,10 @@ llvm_config.add_tool_substitutions(["pipeline-opt", "pp-interpret"], [config.pp_
 # -O1 compiles them in about half Release's time (GPT: 3.5 s against 6.4)
 # and runs them about as fast, their kernels being in the prebuilt runtime.
 config.environment["PP_PROGRAM_OPT"] = "1"
+# Many tests export the same test model at the same batch sizes
+# (python/check_pipeline.py's export_micro_and_whole): exported once a run.
+config.environment["PP_EXPORT_CACHE"] = os.path.join(
+    config.pp_obj_root, "test", "export-cache")
 # ...through ccache where there is one: many tests build the same program
 # (the same model and plan), in this run and the runs before it. Paths are
 # hashed relative to the source tree, so a fresh clone elsewhere hits too.
