@@ -78,10 +78,9 @@ def main():
     torch.use_deterministic_algorithms(True)
     # Several exports in one process: importing torch is most of the time
     # of one (about 3 of 4 s for the MLP).
+    batches = args.batch or [0]
     for i, out in enumerate(args.out):
-        batches = args.batch or [0]
-        batch = batches[i] if len(batches) > 1 else batches[0]
-        reference(args, out, batch)
+        reference(args, out, batches[i] if len(batches) > 1 else batches[0])
 
 
 def reference(args, out, batch):

@@ -60,11 +60,5 @@ std::string pp::interp::serializeNpy(const Tensor &tensor) {
 }
 
 llvm::Error pp::interp::writeNpy(StringRef path, const Tensor &tensor) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec, llvm::sys::fs::OF_None);
-  if (ec)
-    return llvm::createStringError(ec, "cannot write '" + path +
-                                           "': " + ec.message());
-  os << serializeNpy(tensor);
-  return pp::finishWriting(os, path);
+  return pp::writeFileContents(path, serializeNpy(tensor));
 }

@@ -696,12 +696,9 @@ int main(int argc, char **argv) {
                   "module with --mlir-print-debuginfo");
     llvm::json::Object root;
     root[profileKind] = std::move(nodes);
-    std::error_code ec;
-    llvm::raw_fd_ostream out(writeProfile, ec);
-    if (ec)
-      return fail("cannot write '" + writeProfile + "': " + ec.message());
-    out << llvm::formatv("{0:2}", llvm::json::Value(std::move(root))) << "\n";
-    if (llvm::Error error = pp::finishWriting(out, writeProfile))
+    std::string json =
+        llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str();
+    if (llvm::Error error = pp::writeFileContents(writeProfile, json + "\n"))
       return fail(llvm::toString(std::move(error)));
     llvm::outs() << "profile: " << count << " nodes of kind '" << profileKind
                  << "', mean of " << measured << " step(s), written to "
@@ -738,12 +735,7 @@ int main(int argc, char **argv) {
     }
     llvm::SmallString<256> indexPath(dumpGlobals);
     llvm::sys::path::append(indexPath, "globals.txt");
-    std::error_code ec;
-    llvm::raw_fd_ostream os(indexPath, ec);
-    if (ec)
-      return fail("cannot write '" + indexPath + "': " + ec.message());
-    os << index;
-    if (llvm::Error error = pp::finishWriting(os, indexPath))
+    if (llvm::Error error = pp::writeFileContents(indexPath, index))
       return fail(llvm::toString(std::move(error)));
   }
 
