@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""Weight-versioned schedules against 1F1B, generated programs, same run.
+"""Weight-versioned schedules against 1F1B, continuous and drained.
 
 For 2 and 4 MPI ranks (a stage each): the model's step of m micro-batches
 compiled with schedule=1f1b, pipedream, pipedream-2bw (an update every p
 micro-batches, its m >= p) and nf1b (an update every --update-every),
-built, and run alternately --repeats times; per schedule the samples per
-second (median step after a warm-up), its ratio to 1F1B, and the bubble
-measured from each stage's busy time (--log): 1 - mean busy / step time.
-A step drains the pipeline at its end (the runtime's unit for logs and
-checkpoints), so the asynchronous schedules gain within a step, more so
-as m grows. With more ranks than cores the ranks share cores (bubble and
-rates then include that).
+built, and run alternately --repeats times. Each weight-versioned program
+runs twice: continuous (--drain-every 0: the steps of the run form one
+stream, the next steps' forwards overlapping earlier backwards) and
+drained (--drain-every 1: the pipeline empties after every step, as 1F1B
+does). Per configuration: samples per second over the whole run after the
+first step (sum of the logged step times; a continuous run's first step
+carries the fill, its last the drain), its ratio to 1F1B, and the
+no-bubble bound: the samples of a step over the slowest stage's median
+busy time per step (--log busy_ms), with the share of it reached. With
+more ranks than cores the ranks share cores (rates then include that).
 
 Usage: /usr/bin/python3 bench/versioned_schedules.py --build build
 """
@@ -52,7 +55,7 @@ def main():
     parser.add_argument("--update-every", type=int, default=2,
                         help="nf1b's micro-batches per update")
     parser.add_argument("--ranks", default="2,4")
-    parser.add_argument("--steps", type=int, default=6)
+    parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
                         "--oversubscribe")
@@ -60,11 +63,11 @@ def main():
     m, mb = args.microbatches, args.micro_batch
     cores = os.cpu_count() or 1
     print(f"{args.model}, {m} micro-batches of {mb} per step, 1 thread per "
-          f"rank, {cores} cores, median of {args.steps - 1} steps x "
-          f"{args.repeats} runs")
-    print("| ranks | schedule | update every | samples/s | vs 1F1B | "
-          "bubble (busy) |")
-    print("|---|---|---|---|---|---|")
+          f"rank, {cores} cores, {args.steps - 1} steps after the first, "
+          f"median of {args.repeats} runs")
+    print("| ranks | schedule | update every | pipeline | samples/s | "
+          "vs 1F1B | no-bubble bound | of the bound |")
+    print("|---|---|---|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as work:
         export(work, args.model, mb)
         data_dir = os.path.join(work, "whole")
@@ -79,25 +82,35 @@ def main():
                        ("nf1b", args.update_every)]
             exes = {s: program(args.build, work, f"{s}-{p}", p, m, s, n)
                     for s, n in configs}
-            times = {s: [] for s, _ in configs}
-            busy = {s: [] for s, _ in configs}
+            runs = [("1f1b", 0, 1)]
+            for s, n in configs[1:]:
+                runs += [(s, n, 0), (s, n, 1)]
+            times = {r: [] for r in runs}
+            busy = {r: [] for r in runs}
             for _ in range(args.repeats):
-                for s, _ in configs:
-                    times[s] += step_times(
-                        mpirun + ["-np", str(p), exes[s]] +
-                        data_args(data_dir, args.model),
-                        os.path.join(work, f"{s}-{p}.jsonl"), args.steps,
-                        busy[s])
-            base = m * mb / statistics.median(times["1f1b"]) * 1e3
-            for s, n in configs:
-                step = statistics.median(times[s])
+                for r in runs:
+                    s, n, drain = r
+                    log = os.path.join(work, f"{s}-{p}-{drain}.jsonl")
+                    per_step = step_times(
+                        mpirun + ["-np", str(p), exes[s],
+                                  f"--drain-every={drain}"] +
+                        data_args(data_dir, args.model), log, args.steps,
+                        busy[r])
+                    times[r].append(sum(per_step) / len(per_step))
+            base = m * mb / statistics.median(times[runs[0]]) * 1e3
+            for r in runs:
+                s, n, drain = r
+                step = statistics.median(times[r])
                 rate = m * mb / step * 1e3
-                # busy[s]: per run, each stage's median busy ms per step.
-                mean_busy = statistics.mean(busy[s])
-                print(f"| {p} | {s} | {n or m} | {rate:.1f} | "
-                      f"{rate / base:.2f}x | "
-                      f"{100 * (1 - mean_busy / step):.1f}% |")
-
+                # busy[r]: per run, each stage's median busy ms per step.
+                slowest = max(busy[r][i::p] and statistics.median(
+                    busy[r][i::p]) for i in range(p))
+                bound = m * mb / slowest * 1e3
+                mode = ("drains every step" if drain == 1 or s == "1f1b"
+                        else "continuous")
+                print(f"| {p} | {s} | {n or m} | {mode} | {rate:.1f} | "
+                      f"{rate / base:.2f}x | {bound:.1f} | "
+                      f"{100 * rate / bound:.0f}% |")
 
 if __name__ == "__main__":
     main()

@@ -213,40 +213,68 @@ class Oracle:
             if key not in self.trainable or phase == "update":
                 self.state[stage][key] = value
 
-    def train(self, steps, forward, backward):
+    def train(self, steps, rule, drain_every=1):
+        """Trains `steps` steps in windows that end at every multiple of
+        drain_every (0: one window): the rule(micro-batches) of a window
+        numbers its micro-batches and versions from the window's start, as
+        if the window were one step of its micro-batches."""
         p, m, n = self.p, self.m, self.n
         losses = []
-        for step in range(steps):
-            # versions[s][v]: stage s's trainables after v updates this step.
-            versions = [{0: {k: v for k, v in self.state[s].items()
-                             if k in self.trainable}} for s in range(p)]
-            for u in range(m // n):
-                micro = range(u * n, u * n + n)
-                for j in micro:
-                    for s in range(p):
-                        self.call(s, "forward", step, j,
-                                  versions[s][forward[s][j]])
-                for j in micro:
-                    for s in reversed(range(p)):
-                        version, blend = backward[s][j]
-                        weights = versions[s][version]
-                        if blend is not None:
-                            latest, factor = blend
-                            wl = versions[s][latest]
-                            c = np.float32(factor)
-                            weights = {k: wl[k] + c * (weights[k] - wl[k])
-                                       for k in weights}
-                        self.call(s, "backward", step, j, weights)
-                for s in range(p):
-                    self.call(s, "update", step, -1, {})
-                    versions[s][u + 1] = {k: v for k, v in
-                                          self.state[s].items()
-                                          if k in self.trainable}
-            parts = [float(np.load(os.path.join(self.io,
-                                                f"output_{0}_{j}.npy")))
-                     for j in range(m)]
-            losses.append(sum(parts) / m)
+        first = 0
+        while first < steps:
+            last = (steps if drain_every == 0 else
+                    min(steps, (first // drain_every + 1) * drain_every))
+            forward, backward = rule((last - first) * m)
+            self.window(first, last - first, forward, backward, losses)
+            first = last
         return losses
+
+    def window(self, first, count, forward, backward, losses):
+        p, m, n = self.p, self.m, self.n
+        total = count * m
+        # The oldest version any read from micro-batch J on needs, per
+        # stage: older ones are dropped (a window holds many).
+        needed = [[0] * (total + 1) for _ in range(p)]
+        for s in range(p):
+            needed[s][total] = 1 << 30
+            for j in reversed(range(total)):
+                reads = [forward[s][j], backward[s][j][0]]
+                if backward[s][j][1]:
+                    reads.append(backward[s][j][1][0])
+                needed[s][j] = min([needed[s][j + 1]] + reads)
+        # versions[s][v]: stage s's trainables after v updates this window.
+        versions = [{0: {k: v for k, v in self.state[s].items()
+                         if k in self.trainable}} for s in range(p)]
+        for u in range(total // n):
+            micro = range(u * n, u * n + n)
+            for j in micro:
+                for s in range(p):
+                    self.call(s, "forward", first + j // m, j % m,
+                              versions[s][forward[s][j]])
+            for j in micro:
+                for s in reversed(range(p)):
+                    version, blend = backward[s][j]
+                    weights = versions[s][version]
+                    if blend is not None:
+                        latest, factor = blend
+                        wl = versions[s][latest]
+                        c = np.float32(factor)
+                        weights = {k: wl[k] + c * (weights[k] - wl[k])
+                                   for k in weights}
+                    self.call(s, "backward", first + j // m, j % m, weights)
+            step = first + micro[-1] // m
+            for s in range(p):
+                self.call(s, "update", step, -1, {})
+                versions[s][u + 1] = {k: v for k, v in
+                                      self.state[s].items()
+                                      if k in self.trainable}
+                for v in [v for v in versions[s]
+                          if v < needed[s][micro[-1] + 1]]:
+                    del versions[s][v]
+            if (micro[-1] + 1) % m == 0:
+                parts = [float(np.load(os.path.join(
+                    self.io, f"output_{0}_{j}.npy"))) for j in range(m)]
+                losses.append(sum(parts) / m)
 
     def final(self):
         """Each global a stage function reads (weights, optimizer and
@@ -285,6 +313,23 @@ def main():
                              "under mpirun")
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
                         "--oversubscribe")
+    parser.add_argument("--drain-every", type=int, default=1,
+                        help="steps between drains of the pipeline (0: "
+                             "only at the end): the program runs the steps "
+                             "of each window as one stream and the oracle "
+                             "applies the rule over the window (the "
+                             "interpreter, which drains every step, is "
+                             "compared only with 1)")
+    parser.add_argument("--program-drain-every", type=int, default=None,
+                        help="the program's --drain-every when it should "
+                             "differ from the oracle's (a negative control: "
+                             "the check must then fail)")
+    parser.add_argument("--resume-at", type=int, default=0,
+                        help="with --program: train to this step with a "
+                             "checkpoint there, then resume to --steps")
+    parser.add_argument("--local", action="store_true",
+                        help="with --program: also train it as one process "
+                             "(--local)")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
     args = parser.parse_args()
@@ -330,15 +375,20 @@ def main():
             sys.exit(f"{name}: the plan has {stages} stages, not {p}")
         forward, backward = version_rule(schedule, p, m, n, vertical,
                                          args.lam)
+        def rule(micro_batches):
+            return version_rule(schedule, p, micro_batches, n, vertical,
+                                args.lam)
         oracle = Oracle(args.pp_interpret, mlir, work, inputs, p, m, n)
-        oracle_losses = oracle.train(args.steps, forward, backward)
+        oracle_losses = oracle.train(args.steps, rule, args.drain_every)
         oracle_final = oracle.final()
 
         runs = {}
-        dump = os.path.join(work, "interpreter.globals")
-        out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
-                   f"--dump-globals={dump}"] + data)
-        runs["interpreter"] = (losses_of(out), load_globals(dump))
+        if args.drain_every == 1:
+            # The interpreter drains every step.
+            dump = os.path.join(work, "interpreter.globals")
+            out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
+                       f"--dump-globals={dump}"] + data)
+            runs["interpreter"] = (losses_of(out), load_globals(dump))
         if args.program:
             program = os.path.join(work, "program")
             run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -351,12 +401,35 @@ def main():
                 os.remove(log)
             files = [os.path.join(whole_dir, f)
                      for f in ("input.npy", "labels.npy")]
+            program_drain = (args.drain_every if args.program_drain_every
+                             is None else args.program_drain_every)
+            drain = [f"--drain-every={program_drain}"]
+            if args.resume_at:
+                # Stopped after a checkpoint at step resume_at (a drain),
+                # then resumed to the end: the uninterrupted run's result.
+                ckpt = os.path.join(work, "checkpoints")
+                shutil.rmtree(ckpt, ignore_errors=True)
+                run(shlex.split(args.mpirun) + ["-np", str(p), exe,
+                     f"--steps={args.resume_at}",
+                     f"--checkpoint-every={args.resume_at}",
+                     f"--checkpoint={ckpt}", f"--log={log}"] + drain +
+                    data_flags(mlir, files))
+                drain += [f"--resume={ckpt}"]
             out = run(shlex.split(args.mpirun) + ["-np", str(p), exe,
                  f"--steps={args.steps}", f"--dump-globals={dump}",
-                 f"--log={log}"] +
+                 f"--log={log}"] + drain +
                 data_flags(mlir, files))
             losses = [json.loads(line)["loss"] for line in open(log)]
             runs["mpirun"] = (losses, load_globals(dump))
+            if args.local:
+                dump = os.path.join(work, "local.globals")
+                os.remove(log)
+                run([exe, "--local", f"--steps={args.steps}",
+                     f"--dump-globals={dump}", f"--log={log}"] +
+                    [f"--drain-every={program_drain}"] +
+                    data_flags(mlir, files))
+                losses = [json.loads(line)["loss"] for line in open(log)]
+                runs["local"] = (losses, load_globals(dump))
             # The memory plan (older versions and blend temporaries
             # included) against what each rank allocated.
             for d, planned, measured in re.findall(

@@ -1502,3 +1502,109 @@ TEST(ProcessorSharing, RejectsAGroupWithoutProcessors) {
   EXPECT_EQ(simulate(s, input).error,
             "device 0's sharing group 0 has no processors");
 }
+
+namespace {
+
+WindowBuilder versionedWindows(ScheduleKind kind, int p, int m, int n,
+                               bool vertical) {
+  return [=](int steps, Schedule &out, std::string &error) {
+    return buildVersionedSchedule(kind, p, steps * m, n, vertical, out,
+                                  error);
+  };
+}
+
+} // namespace
+
+// Every weight-versioned schedule is periodic from step to step: the stream
+// from its 2- and 3-step windows expands to the builder's window of any
+// length (checked to 7 steps here, 5 inside buildStream).
+TEST(StreamSchedule, ExpandsToEveryWindow) {
+  forEachVersioned([&](ScheduleKind kind, int p, int m, int n, bool vertical) {
+    std::string name = versionedName(kind, p, m, n, vertical);
+    StreamSchedule stream;
+    std::string error;
+    bool built = buildStream(versionedWindows(kind, p, m, n, vertical), m,
+                             m / n, stream, error);
+    // I-TiMePReSt's blends follow the versions kept, whose pattern can
+    // repeat over more than one step (p = 6, m = 1): it drains every step.
+    if (!built && kind == ScheduleKind::ITimePReSt && m == 1)
+      return;
+    ASSERT_TRUE(built) << name << ": " << error;
+    int first = stream.minSteps;
+    // A warm-up longer than a step delays the steady state; the others'
+    // orders repeat once the first window's cool-down is past.
+    if (kind != ScheduleKind::ITimePReSt)
+      EXPECT_LE(first, 2 + 2 * (p - 1) / m) << name;
+    for (int steps : {first, first + 1, first + 4, first + 5}) {
+      Schedule window = buildVersioned(kind, p, steps * m, n, vertical);
+      for (int d = 0; d < p; ++d)
+        ASSERT_EQ(expandStream(stream, d, steps), window.actions[d])
+            << name << ", " << steps << " steps, device " << d;
+    }
+    // The body is one step's work: m forwards and m backwards of each
+    // stage, and its m / n updates.
+    for (int d = 0; d < p; ++d) {
+      int forwards = 0, backwards = 0, updates = 0;
+      for (const Action &a : stream.body[d]) {
+        forwards += a.kind == ActionKind::Forward;
+        backwards += a.kind == ActionKind::Backward;
+        updates += a.kind == ActionKind::OptimizerStep;
+      }
+      EXPECT_EQ(forwards, m) << name << ", device " << d;
+      EXPECT_EQ(backwards, m) << name << ", device " << d;
+      EXPECT_EQ(updates, m / n) << name << ", device " << d;
+    }
+  });
+}
+
+// The window's steady steps have no fill and drain: with equal stage times
+// a steady step of a long window takes m (F + B) on the busiest stage,
+// where a drained step takes (m + p - 1) (F + B) under 1F1B.
+TEST(StreamSchedule, SteadyStepsHaveNoBubble) {
+  for (int p : {2, 4})
+    for (ScheduleKind kind :
+         {ScheduleKind::PipeDream, ScheduleKind::PipeDream2BW}) {
+      int m = 8, n = kind == ScheduleKind::PipeDream ? 1 : p;
+      StreamSchedule stream;
+      std::string error;
+      ASSERT_TRUE(buildStream(versionedWindows(kind, p, m, n, false), m,
+                              m / n, stream, error))
+          << error;
+      SimulationInput input;
+      input.stages.assign(p, StageCosts{});
+      for (StageCosts &c : input.stages) {
+        c.forward = 1;
+        c.backward = 2;
+      }
+      auto windowTime = [&](int steps) {
+        Schedule s = buildVersioned(kind, p, steps * m, n);
+        for (int d = 0; d < p; ++d)
+          s.actions[d] = expandStream(stream, d, steps);
+        SimulationResult r = simulate(s, input);
+        EXPECT_FALSE(r.deadlock) << toString(kind);
+        return r.iterationTime;
+      };
+      double steady = windowTime(6) - windowTime(5);
+      EXPECT_NEAR(steady, m * 3.0, 1e-9) << toString(kind) << " p=" << p;
+      Schedule drained = buildVersioned(kind, p, m, n);
+      EXPECT_NEAR(simulate(drained, input).iterationTime, (m + p - 1) * 3.0,
+                  1e-9)
+          << toString(kind) << " p=" << p;
+    }
+}
+
+// An order that changes from step to step is refused, naming the device.
+TEST(StreamSchedule, RefusesAnOrderThatIsNotPeriodic) {
+  WindowBuilder reversed = [](int steps, Schedule &out, std::string &error) {
+    if (!buildVersionedSchedule(ScheduleKind::PipeDream, 2, 4 * steps, 1,
+                                false, out, error))
+      return false;
+    // Device 1 swaps two actions at a place that moves with the window.
+    std::swap(out.actions[1][steps], out.actions[1][steps + 2]);
+    return true;
+  };
+  StreamSchedule stream;
+  std::string error;
+  EXPECT_FALSE(buildStream(reversed, 4, 4, stream, error));
+  EXPECT_NE(error.find("device 1"), std::string::npos) << error;
+}

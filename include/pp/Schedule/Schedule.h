@@ -124,6 +124,7 @@
 #include "pp/Runtime/ScheduleKinds.h"
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -318,6 +319,54 @@ std::vector<Action> dependencies(const Schedule &schedule, const Action &action,
 /// simulator reports deadlocks). On failure returns false and describes the
 /// first problem in `error`.
 bool validateSchedule(const Schedule &schedule, std::string &error);
+
+/// A weight-versioned schedule run as one stream of steps that drains only
+/// at the end of a window of steps (before a checkpoint, an evaluation, the
+/// end of the run or every --drain-every steps): the next mini-batches'
+/// forwards start while earlier ones' backwards run, across step
+/// boundaries, as the schedule's steady state allows.
+///
+/// A window of K >= minSteps steps runs, on each device, the action list
+/// the schedule's builder gives for K m micro-batches (one step of K m,
+/// versions counted from the window's start). That list is periodic: on
+/// device d it is
+///   prologue[d], body[d] shifted by 0, 1, ..., K - minSteps - 1,
+///   epilogue[d] shifted by K - minSteps - 1
+/// where shifting by r adds r m to an action's micro-batch and r U to the
+/// version it reads (U = updatesPerStep; an optimizer step's micro-batch
+/// field counts updates and moves by r U too). prologue holds the warm-up
+/// and first steps, body one steady-state step, epilogue the last steps and
+/// the cool-down (the parts as in the window of minSteps + 1 steps). A
+/// shorter window runs its steps one by one, each drained (minSteps > 2
+/// only when the warm-up is longer than a step: m small against p).
+struct StreamSchedule {
+  int microBatches = 0;
+  int updatesPerStep = 0;
+  int minSteps = 2;
+  std::vector<std::vector<Action>> prologue, body, epilogue;
+};
+
+/// Builds the schedule of a window of `steps` steps (steps m micro-batches,
+/// one step to the builder): what buildStream decomposes.
+using WindowBuilder =
+    std::function<bool(int steps, Schedule &out, std::string &error)>;
+
+/// Decomposes the windows `buildWindow` gives into a StreamSchedule (from
+/// the windows of minSteps and minSteps + 1 steps, minSteps the smallest
+/// from 2 that works) and checks that expanding it gives the builder's
+/// windows of minSteps + 2 and + 3 steps exactly. Fails with `error` naming
+/// the device whose order is not periodic.
+bool buildStream(const WindowBuilder &buildWindow, int microBatches,
+                 int updatesPerStep, StreamSchedule &out, std::string &error);
+
+/// `action` moved `shift` steps later (see StreamSchedule).
+Action shiftAction(const Action &action, int shift, int microBatches,
+                   int updatesPerStep);
+
+/// The action list of device `device` for a window of `steps` >=
+/// stream.minSteps steps.
+std::vector<Action> expandStream(const StreamSchedule &stream, int device,
+                                 int steps);
 
 } // namespace pp::schedule
 

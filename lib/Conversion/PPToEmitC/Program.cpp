@@ -322,10 +322,8 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
       if (auto text = dyn_cast<StringAttr>(name))
         table.replicaDeviceNames.push_back(text.str());
   auto peaks = pipeline::getPlannedPeakBytes(module);
-  auto collectSchedule = [&](pipeline::ScheduleOp op,
-                             std::vector<std::vector<ActionEntry>> &list) {
-    for (auto device : op.getBody().front().getOps<pipeline::DeviceOp>()) {
-      std::vector<ActionEntry> &actions = list.emplace_back();
+  auto collectDevice = [&](pipeline::DeviceOp device,
+                           std::vector<ActionEntry> &actions) {
       for (auto action :
            device.getBody().front().getOps<pipeline::ActionOp>()) {
         int function = -1;
@@ -341,8 +339,25 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
           entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
         }
       }
-    }
   };
+  auto collectSchedule = [&](pipeline::ScheduleOp op,
+                             std::vector<std::vector<ActionEntry>> &list) {
+    for (auto device : op.getBody().front().getOps<pipeline::DeviceOp>())
+      collectDevice(device, list.emplace_back());
+  };
+  for (auto stream : module.getOps<pipeline::StreamOp>())
+    for (auto device :
+         stream.getBody().front().getOps<pipeline::DeviceOp>()) {
+      std::vector<ActionEntry> all;
+      collectDevice(device, all);
+      auto prologue = static_cast<size_t>(*device.getPrologueLength());
+      auto body = static_cast<size_t>(*device.getBodyLength());
+      ProgramTable::StreamEntry &entry = table.stream.emplace_back();
+      entry.minSteps = static_cast<int64_t>(stream.getMinSteps());
+      entry.prologue.assign(all.begin(), all.begin() + prologue);
+      entry.body.assign(all.begin() + prologue, all.begin() + prologue + body);
+      entry.epilogue.assign(all.begin() + prologue + body, all.end());
+    }
   for (auto device : schedule.getBody().front().getOps<pipeline::DeviceOp>())
     table.deviceNames.push_back(device.getName().str());
   collectSchedule(schedule, table.schedule);
@@ -599,6 +614,15 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
             listOf(ArrayRef(table.replicaSchedules),
                    [&](const std::vector<std::vector<ActionEntry>> &list) {
                      return listOf(ArrayRef(list), actionList);
+                   }));
+  if (!table.stream.empty())
+    set.set("stream", "std::vector<pp::rt::StreamInfo>",
+            listOf(ArrayRef(table.stream),
+                   [&](const ProgramTable::StreamEntry &entry) {
+                     return "{" + actionList(entry.prologue) + ",\n      " +
+                            actionList(entry.body) + ",\n      " +
+                            actionList(entry.epilogue) + ", " +
+                            std::to_string(entry.minSteps) + "}";
                    }));
   Value result = emitc::LoadOp::create(b, loc, infoType, program);
   emitc::ReturnOp::create(b, loc, result);

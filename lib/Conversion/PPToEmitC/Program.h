@@ -124,6 +124,13 @@ struct ProgramTable {
   /// The schedules of replicas 1 .. dataParallel-1 when the plan places
   /// each replica's stages on its own (heterogeneous virtual workers).
   std::vector<std::vector<std::vector<ActionEntry>>> replicaSchedules;
+  /// Weight-versioned schedules: each device's pp.stream split into the
+  /// warm-up, the steady step and the cool-down (empty: none).
+  struct StreamEntry {
+    std::vector<ActionEntry> prologue, body, epilogue;
+    int64_t minSteps = 2;
+  };
+  std::vector<StreamEntry> stream;
   /// (sender stage, receiver stage) of every pp.send, once each.
   std::vector<std::pair<int64_t, int64_t>> stageLinks;
   /// Whether every device pair's messages arrive in the order they are

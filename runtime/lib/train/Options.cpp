@@ -38,6 +38,10 @@ const OptionSpec kOptions[] = {
     {"log", "FILE",
      "per-step log: CSV when FILE ends in .csv, else JSON lines"},
     {"checkpoint-every", "N", "write a checkpoint every N steps"},
+    {"drain-every", "N",
+     "weight-versioned schedules: drain the pipeline every N steps (default "
+     "0: only before a checkpoint and at the end; 1: every step). Between "
+     "drains the next steps' forwards overlap earlier backwards"},
     {"checkpoint", "DIR",
      "checkpoint directory (default ./checkpoint): DIR/step-<k>/, DIR/latest"},
     {"keep-checkpoints", "K",
@@ -221,6 +225,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       if (!parseInt(value, number) || number < 1)
         return badValue("a positive integer");
       options.checkpointEvery = number;
+    } else if (name == "drain-every") {
+      if (!parseInt(value, number) || number < 0)
+        return badValue("a non-negative integer");
+      options.drainEvery = number;
     } else if (name == "keep-checkpoints") {
       if (!parseInt(value, number) || number < 1 || number > 1000000)
         return badValue("a positive integer");

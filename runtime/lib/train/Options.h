@@ -27,6 +27,9 @@ struct TrainOptions {
   int threads = 1;
   std::string logFile;
   int64_t checkpointEvery = 0;
+  /// --drain-every: steps between drains of a weight-versioned schedule's
+  /// stream (0: only before a checkpoint and at the end of the run).
+  int64_t drainEvery = 0;
   std::string checkpointDir = "checkpoint";
   /// How many of the newest checkpoints are kept (the older are removed).
   int64_t keepCheckpoints = 2;

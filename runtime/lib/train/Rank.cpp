@@ -248,7 +248,6 @@ bool Rank::setup(std::string &error) {
     stages[s] = std::make_unique<StageState>(*this, s, job.seed);
   if (!loadGlobals(error))
     return false;
-  planWeightVersions();
   // Under WSP every rank has its own checkpoint file.
   bool wsp = job.waveSynchronous();
   if (job.resuming && (wsp || job.layouts.size() == 1 || replica == 0) &&
@@ -310,9 +309,7 @@ bool Rank::runAction(const ActionInfo &action) {
   StageState &state = *stages[action.stage];
   // Replica r's micro-batch j is the global micro-batch r m + j: the slice
   // of the inputs it reads and its Dropout masks, as in the interpreter.
-  int64_t microBatch = action.microBatch >= 0
-                           ? replica * job.microBatches + action.microBatch
-                           : action.microBatch;
+  int64_t microBatch = placeAction(action);
   auto where = [&] {
     return "error: rank " + std::to_string(worldRank) + " (device " +
            deviceName() + "), stage " + std::to_string(action.stage) +
@@ -320,8 +317,7 @@ bool Rank::runAction(const ActionInfo &action) {
            kinds::toString(action.kind) + " " + f.name + ": ";
   };
   std::string stepNote = " (step " + std::to_string(step + 1) + ")";
-  state.microBatchBase =
-      action.microBatch >= 0 ? replica * job.microBatches : 0;
+  state.microBatchBase = functionMicroBatch(action).second;
   double start = nowSeconds();
   // Weight-versioned schedules: the stage's trainables point at the
   // version the action reads while it runs.
@@ -360,17 +356,41 @@ bool Rank::runAction(const ActionInfo &action) {
     return false;
   }
   restore();
-  busyMs[action.stage] += (nowSeconds() - start) * 1e3 - waitMs[action.stage];
+  double end = nowSeconds();
+  running().busyMs[action.stage] +=
+      (end - start) * 1e3 - waitMs[action.stage];
+  running().endSeconds = end;
   waitMs[action.stage] = 0;
   return true;
+}
+
+std::pair<int64_t, int64_t>
+Rank::functionMicroBatch(const ActionInfo &action) const {
+  if (action.microBatch < 0)
+    return {action.microBatch, 0};
+  int64_t m = job.microBatches;
+  int64_t base = action.microBatch / m * m * job.replicas + replica * m;
+  return {base + action.microBatch % m, base};
+}
+
+int64_t Rank::placeAction(const ActionInfo &action) {
+  int64_t steps = static_cast<int64_t>(window.size());
+  if (action.microBatch >= 0) {
+    step = windowStart + action.microBatch / job.microBatches;
+  } else if (action.kind == kinds::ActionKind::OptimizerStep &&
+             job.program.updateEvery > 0) {
+    // The u-th update of the window belongs to step u / U.
+    int64_t perStep = job.microBatches / job.program.updateEvery;
+    step = windowStart + updatesThisStep[action.stage] / perStep;
+  }
+  step = std::min(std::max(step, windowStart), windowStart + steps - 1);
+  return functionMicroBatch(action).first;
 }
 
 bool Rank::postReceives(const std::vector<ActionInfo> &actions, size_t index) {
   auto post = [&](const ActionInfo &action) {
     const FunctionInfo &f = job.program.functions[action.function];
-    int64_t base = action.microBatch >= 0 ? replica * job.microBatches : 0;
-    int64_t microBatch =
-        action.microBatch >= 0 ? base + action.microBatch : action.microBatch;
+    auto [microBatch, base] = functionMicroBatch(action);
     StageState &state = *stages[action.stage];
     for (const ReceiveInfo &r : f.receives)
       state.postReceive(r, microBatch, base);
@@ -399,13 +419,12 @@ bool Rank::postReceives(const std::vector<ActionInfo> &actions, size_t index) {
   return true;
 }
 
-void Rank::planWeightVersions() {
+void Rank::planWeightVersions(const std::vector<ActionInfo> &list) {
   versionPlans.clear();
   if (job.program.updateEvery <= 0)
     return;
   const ProgramInfo &p = job.program;
   std::map<int64_t, int64_t> updates;
-  const std::vector<ActionInfo> &list = job.actionsOf(replica, rank);
   for (size_t i = 0; i < list.size(); ++i) {
     const ActionInfo &a = list[i];
     VersionPlan &plan = versionPlans[a.stage];
@@ -472,7 +491,7 @@ void Rank::readWeightVersion(const ActionInfo &action,
       throw std::runtime_error("weight version " + std::to_string(version) +
                                " of the stage is not kept (" +
                                std::to_string(current) +
-                               " updates so far this step)");
+                               " updates so far this window of steps)");
     return &it->second;
   };
   std::map<int, Tensor> *source = versionOf(action.weightVersion);
@@ -624,8 +643,13 @@ bool Rank::writeCheckpoint() {
   return agree(ok, "--checkpoint: " + error);
 }
 
-bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
-                      StepLog &log) {
+bool Rank::finishStep(double startSeconds, double stepSeconds,
+                      double loopStart, int64_t stepsDone, StepLog &log) {
+  const StepRecord &record = running();
+  const auto &outputParts = record.outputParts;
+  const auto &outputSeen = record.outputSeen;
+  const auto &outputStage = record.outputStage;
+  const auto &busyMs = record.busyMs;
   // A reduction no optimizer step waited for ends with the step.
   while (!reducing.empty())
     if (!finishGradReduce(reducing.begin()->first))
@@ -677,7 +701,8 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
              ": gathering the step's outputs: " + s.message);
     return false;
   }
-  double stepSeconds = nowSeconds() - startSeconds;
+  if (stepSeconds < 0)
+    stepSeconds = nowSeconds() - startSeconds;
 
   // Every rank sees the same reduced values, so all stop alike.
   std::vector<double> values(k);
@@ -732,6 +757,127 @@ bool Rank::finishStep(double startSeconds, double loopStart, int64_t stepsDone,
   return true;
 }
 
+int64_t Rank::windowEnd(int64_t first) const {
+  const TrainOptions &options = job.options;
+  // A stream runs one pipeline (no replicas, no WSP); a profile measures
+  // drained steps.
+  if (job.program.stream.size() <= static_cast<size_t>(rank) ||
+      options.drainEvery == 1 ||
+      job.replicas > 1 || job.waveSynchronous() ||
+      !options.writeProfile.empty())
+    return first + 1;
+  // Drains at multiples of each period, counted from step 0, so a resumed
+  // run drains where the uninterrupted one did.
+  auto nextMultiple = [&](int64_t period) {
+    return (first / period + 1) * period;
+  };
+  int64_t end = std::min(options.steps, nextMultiple(kMaxWindowSteps));
+  if (options.checkpointEvery > 0)
+    end = std::min(end, nextMultiple(options.checkpointEvery));
+  if (options.drainEvery > 0)
+    end = std::min(end, nextMultiple(options.drainEvery));
+  // Shorter than the stream's warm-up: drained steps.
+  if (end - first < job.program.stream[static_cast<size_t>(rank)].minSteps)
+    return first + 1;
+  return end;
+}
+
+std::vector<ActionInfo> Rank::windowActions(int64_t steps) const {
+  if (steps == 1)
+    return job.actionsOf(replica, rank);
+  const StreamInfo &stream = job.program.stream[static_cast<size_t>(rank)];
+  int64_t m = job.microBatches;
+  int64_t updates = m / job.program.updateEvery;
+  auto shifted = [&](ActionInfo a, int64_t shift) {
+    if (a.kind != kinds::ActionKind::OptimizerStep && a.microBatch >= 0)
+      a.microBatch += shift * m;
+    if (!kinds::isPerStep(a.kind)) {
+      a.weightVersion += shift * updates;
+      if (a.blendVersion >= 0)
+        a.blendVersion += shift * updates;
+    }
+    return a;
+  };
+  std::vector<ActionInfo> list = stream.prologue;
+  for (int64_t r = 0; r < steps - stream.minSteps; ++r)
+    for (const ActionInfo &a : stream.body)
+      list.push_back(shifted(a, r));
+  for (const ActionInfo &a : stream.epilogue)
+    list.push_back(shifted(a, steps - stream.minSteps - 1));
+  return list;
+}
+
+bool Rank::runWindow(int64_t steps) {
+  const TrainOptions &options = job.options;
+  size_t k = job.reported.size();
+  // Indexed by global micro-batch (every replica's).
+  int64_t totalMicroBatches = job.microBatches * job.replicas;
+  window.assign(static_cast<size_t>(steps), StepRecord{});
+  for (StepRecord &record : window) {
+    record.outputParts.assign(k, std::vector<double>(totalMicroBatches, 0.0));
+    record.outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
+    record.outputStage.assign(k, -1);
+    record.busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
+  }
+  waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
+  for (auto &[stage, count] : updatesThisStep)
+    count = 0;
+  // --test-delay: after this rank's last action of each step.
+  int64_t delayed = windowStart;
+  auto delayThrough = [&](int64_t last) {
+    for (; delayed <= last; ++delayed)
+      for (const TrainOptions::TestDelay &delay : options.testDelays)
+        if (delay.rank == worldRank && delayed % delay.every == delay.at)
+          std::this_thread::sleep_for(
+              std::chrono::duration<double>(delay.ms / 1e3));
+  };
+  std::vector<ActionInfo> owned;
+  if (steps > 1)
+    owned = windowActions(steps);
+  const std::vector<ActionInfo> &actions =
+      steps > 1 ? owned : job.actionsOf(replica, rank);
+  planWeightVersions(actions);
+  step = windowStart;
+  for (size_t index = 0; index < actions.size(); ++index) {
+    const ActionInfo &action = actions[index];
+    if (action.kind == kinds::ActionKind::GradReduce) {
+      if (job.replicas > 1 && !gradReduce(action))
+        return false;
+      continue;
+    }
+    if (action.kind == kinds::ActionKind::OptimizerStep &&
+        !finishGradReduce(action.stage))
+      return false;
+    if (action.function < 0)
+      continue; // nothing to run (a reduction with nothing to reduce)
+    bool update = action.kind == kinds::ActionKind::OptimizerStep;
+    if (update && !versionPlans.empty()) {
+      try {
+        keepWeightVersion(action.stage);
+      } catch (const std::exception &e) {
+        abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+                 deviceName() + "), stage " + std::to_string(action.stage) +
+                 ": keeping a weight version: " + e.what());
+        return false;
+      }
+    }
+    int64_t before = step;
+    if (!postReceives(actions, index) || !runAction(action))
+      return false;
+    if (steps > 1 && step > before)
+      delayThrough(step - 1);
+    if (!versionPlans.empty()) {
+      if (update)
+        ++updatesThisStep[action.stage];
+      releaseWeightVersions(action.stage, index);
+    }
+    if (waveSync)
+      waveSync->progress();
+  }
+  delayThrough(windowStart + steps - 1);
+  return true;
+}
+
 bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
   const TrainOptions &options = job.options;
   StepLog log;
@@ -741,87 +887,60 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
   if (!agree(error.empty(), error))
     return false;
 
-  size_t k = job.reported.size();
   double loopStart = nowSeconds();
   bool ok = true;
-  for (step = job.firstStep(); ok && step < options.steps; ++step) {
+  for (int64_t first = job.firstStep(); ok && first < options.steps;) {
+    int64_t last = windowEnd(first);
+    int64_t steps = last - first;
     double start = nowSeconds();
-    // Indexed by global micro-batch (every replica's).
-    int64_t totalMicroBatches = job.microBatches * job.replicas;
-    outputParts.assign(k, std::vector<double>(totalMicroBatches, 0.0));
-    outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
-    outputStage.assign(k, -1);
-    busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
-    waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
-    for (auto &[stage, count] : updatesThisStep)
-      count = 0;
-    const std::vector<ActionInfo> &actions = job.actionsOf(replica, rank);
-    for (size_t index = 0; index < actions.size(); ++index) {
-      const ActionInfo &action = actions[index];
-      if (action.kind == kinds::ActionKind::GradReduce) {
-        if (job.replicas > 1 && !(ok = gradReduce(action)))
-          break;
-        continue;
+    windowStart = first;
+    if (!(ok = runWindow(steps))) {
+      ++step; // as after a failed step: the reports name the steps run
+      break;
+    }
+    // The window's steps end in order: each its time from the end of the
+    // one before (on rank 0, whose stage-0 backward ends each step in a
+    // pipeline); a drained step its whole time.
+    double previousEnd = start;
+    for (step = first; ok && step < last; ++step) {
+      double stepSeconds = -1;
+      if (steps > 1) {
+        stepSeconds = std::max(running().endSeconds - previousEnd, 0.0);
+        previousEnd = std::max(previousEnd, running().endSeconds);
       }
-      if (action.kind == kinds::ActionKind::OptimizerStep &&
-          !(ok = finishGradReduce(action.stage)))
-        break;
-      if (action.function < 0)
-        continue; // nothing to run (a reduction with nothing to reduce)
-      bool update = action.kind == kinds::ActionKind::OptimizerStep;
-      if (update && !versionPlans.empty()) {
-        try {
-          keepWeightVersion(action.stage);
-        } catch (const std::exception &e) {
+      ok = finishStep(start, stepSeconds, loopStart, ++stepsRun, log);
+      // --write-profile: the first step warms up and is not measured.
+      if (!options.writeProfile.empty()) {
+        if (step == job.firstStep() && step + 1 < options.steps)
+          for (auto &[key, time] : opTimes) // kept: the stages point at them
+            time = OpTime{};
+        else
+          ++profiledSteps;
+      }
+      bool checkpointDue = options.checkpointEvery > 0 &&
+                           (step + 1) % options.checkpointEvery == 0;
+      // A checkpoint and the last step end a wave, and the checkpoint holds
+      // every wave applied.
+      if (ok && waveSync) {
+        std::string error;
+        bool force = checkpointDue || step + 1 == options.steps;
+        if (!waveSync->afterStep(step, force, stepLoss, error) ||
+            (checkpointDue && !waveSync->drain(error))) {
           abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-                   deviceName() + "), stage " + std::to_string(action.stage) +
-                   ": keeping a weight version: " + e.what());
+                   deviceName() + "), virtual worker " +
+                   std::to_string(replica) + ", step " +
+                   std::to_string(step + 1) +
+                   ": Wave Synchronous Parallel: " + error);
           ok = false;
-          break;
         }
       }
-      if (!(ok = postReceives(actions, index) && runAction(action)))
-        break;
-      if (!versionPlans.empty()) {
-        if (update)
-          ++updatesThisStep[action.stage];
-        releaseWeightVersions(action.stage, index);
-      }
-      if (waveSync)
-        waveSync->progress();
+      if (ok && checkpointDue)
+        ok = writeCheckpoint();
     }
-    for (const TrainOptions::TestDelay &delay : options.testDelays)
-      if (ok && delay.rank == worldRank && step % delay.every == delay.at)
-        std::this_thread::sleep_for(
-            std::chrono::duration<double>(delay.ms / 1e3));
-    ok = ok && finishStep(start, loopStart, ++stepsRun, log);
-    // --write-profile: the first step warms up and is not measured.
-    if (!options.writeProfile.empty()) {
-      if (step == job.firstStep() && step + 1 < options.steps)
-        for (auto &[key, time] : opTimes) // kept: the stages point at them
-          time = OpTime{};
-      else
-        ++profiledSteps;
-    }
-    bool checkpointDue = options.checkpointEvery > 0 &&
-                         (step + 1) % options.checkpointEvery == 0;
-    // A checkpoint and the last step end a wave, and the checkpoint holds
-    // every wave applied.
-    if (ok && waveSync) {
-      std::string error;
-      bool force = checkpointDue || step + 1 == options.steps;
-      if (!waveSync->afterStep(step, force, stepLoss, error) ||
-          (checkpointDue && !waveSync->drain(error))) {
-        abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-                 deviceName() + "), virtual worker " + std::to_string(replica) +
-                 ", step " + std::to_string(step + 1) +
-                 ": Wave Synchronous Parallel: " + error);
-        ok = false;
-      }
-    }
-    if (ok && checkpointDue)
-      ok = writeCheckpoint();
+    first = last;
   }
+  // Later reports (the summary) name the last step.
+  step = std::min(step, options.steps);
   seconds = nowSeconds() - loopStart;
   if (ok && !log.close(error)) {
     abortJob("error: " + error);

@@ -125,12 +125,26 @@ public:
   /// Messages between two stages of this rank: (from, to, tag, mb).
   std::map<std::tuple<int64_t, int64_t, int64_t, int64_t>, Tensor> local;
 
-  // The running step.
+  // The running step, and the window of steps it belongs to: the steps
+  // between two drains of the pipeline (one step unless a weight-versioned
+  // schedule runs its steps as a stream, ProgramInfo::stream).
   int64_t step = 0;
-  std::vector<std::vector<double>> outputParts; // [reported][mb]
-  std::vector<std::vector<char>> outputSeen;
-  std::vector<int64_t> outputStage;
-  std::vector<double> busyMs, totalBusyMs; // per stage
+  int64_t windowStart = 0;
+  /// What each step of the window produced: its outputs and busy times,
+  /// and when this rank ended its last action of the step.
+  struct StepRecord {
+    std::vector<std::vector<double>> outputParts; // [reported][mb]
+    std::vector<std::vector<char>> outputSeen;
+    std::vector<int64_t> outputStage;
+    std::vector<double> busyMs; // per stage
+    double endSeconds = 0;
+  };
+  std::vector<StepRecord> window;
+  /// The running step's record.
+  StepRecord &running() {
+    return window[static_cast<size_t>(step - windowStart)];
+  }
+  std::vector<double> totalBusyMs; // per stage
   /// Time each stage waited in receives, left out of its busy time.
   std::vector<double> waitMs;
   /// The step's loss as finishStep reduced it (this VW's under WSP).
@@ -160,6 +174,26 @@ private:
   bool loadGlobals(std::string &error);
   /// Runs the steps from Job::firstStep, logging and checkpointing.
   bool trainSteps(int64_t &stepsRun, double &seconds);
+  /// The step after the last of the window that starts at `first`: the
+  /// next drain (a checkpoint, --drain-every, the end of the run, or at
+  /// most kMaxWindowSteps steps); first + 1 when every step drains.
+  int64_t windowEnd(int64_t first) const;
+  /// The longest window: its expanded action list is held in memory.
+  static constexpr int64_t kMaxWindowSteps = 4096;
+  /// This rank's actions for the window of `steps` steps.
+  std::vector<ActionInfo> windowActions(int64_t steps) const;
+  /// Runs the actions of the window [windowStart, windowStart + steps);
+  /// false after aborting the job.
+  bool runWindow(int64_t steps);
+  /// Sets `step` to the step `action` of the window belongs to (an update
+  /// by its stage's count of updates so far) and returns the micro-batch
+  /// its function takes: (window step offset) R m + replica m + j for
+  /// micro-batch j of the step, R the replicas.
+  int64_t placeAction(const ActionInfo &action);
+  /// The micro-batch the function of `action` takes and its base (the
+  /// index of its step's micro-batch 0 in this replica); -1, 0 for a
+  /// per-step action.
+  std::pair<int64_t, int64_t> functionMicroBatch(const ActionInfo &action) const;
   /// Splits the world into the pipelines and replica groups.
   bool splitWorld(std::string &error);
   /// Chooses how the pipeline's receives find their messages
@@ -186,9 +220,9 @@ private:
   /// Per stage: copies of the versions still to be read (pool buffers),
   /// and the updates made this step (the latest version).
   std::map<int64_t, std::map<int64_t, std::map<int, Tensor>>> versions;
-  std::map<int64_t, int64_t> updatesThisStep;
+  std::map<int64_t, int64_t> updatesThisStep; // this window's
   /// Plans the versions of this rank's stages from its action list.
-  void planWeightVersions();
+  void planWeightVersions(const std::vector<ActionInfo> &list);
   /// Points the stage's trainables at the version `action` reads (a blend
   /// in a pool buffer for I-TiMePReSt), keeping the latest in `latest`.
   void readWeightVersion(const ActionInfo &action,
@@ -211,8 +245,10 @@ private:
   /// Stops the job for a failed grad_reduce of `stage`.
   void abortGradReduce(int64_t stage, const std::string &message);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
-  bool finishStep(double startSeconds, double loopStart, int64_t stepsDone,
-                  StepLog &log);
+  /// The step took `stepSeconds`, or until now from `startSeconds` when
+  /// that is negative.
+  bool finishStep(double startSeconds, double stepSeconds, double loopStart,
+                  int64_t stepsDone, StepLog &log);
   /// Writes this rank's checkpoint file, and the meta once all have.
   bool writeCheckpoint();
   /// Writes --dump-globals / --save-onnx and prints the summary.

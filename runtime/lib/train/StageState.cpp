@@ -214,9 +214,11 @@ void StageState::input(int index, int64_t microBatch, Tensor &dst) {
   const Job &job = rank_.job;
   if (index < 0 || index >= static_cast<int>(job.program.inputs.size()))
     fail("pp.input", "no input " + std::to_string(index));
-  // `microBatch` is global: replica r m + j (Rank::runAction).
+  // `microBatch` is global: replica r m + j (Rank::runAction), plus
+  // total times the step's place in its window (Rank::placeAction).
   int64_t total = job.microBatches * job.replicas;
-  if (microBatch < 0 || microBatch >= total)
+  if (microBatch < 0 ||
+      microBatch >= total * static_cast<int64_t>(rank_.window.size()))
     fail("pp.input", "no micro-batch " + std::to_string(microBatch) +
                          " of input " + std::to_string(index));
   const InputInfo &info = job.program.inputs[index];
@@ -227,8 +229,8 @@ void StageState::input(int index, int64_t microBatch, Tensor &dst) {
   sync("pp.input");
   int64_t chunk = dst.bytes();
   int64_t batch = rank_.step % job.numBatches;
-  const char *src =
-      job.inputData[index].bytes.data() + (batch * total + microBatch) * chunk;
+  const char *src = job.inputData[index].bytes.data() +
+                    (batch * total + microBatch % total) * chunk;
   copyToBuffer(dst.data, src, chunk);
 }
 
@@ -236,7 +238,9 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
   const Job &job = rank_.job;
   if (index < 0 || index >= static_cast<int>(job.program.outputs.size()))
     fail("pp.output", "no output " + std::to_string(index));
-  if (microBatch < 0 || microBatch >= job.microBatches * job.replicas)
+  int64_t total = job.microBatches * job.replicas;
+  if (microBatch < 0 ||
+      microBatch >= total * static_cast<int64_t>(rank_.window.size()))
     fail("pp.output", "output " + std::to_string(index) +
                           " has no slot for micro-batch " +
                           std::to_string(microBatch));
@@ -252,9 +256,11 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
   char bytes[8] = {};
   copyFromBuffer(bytes, value.data, value.bytes());
   size_t k = static_cast<size_t>(it - job.reported.begin());
-  rank_.outputParts[k][microBatch] = elementAsDouble(value.dtype, bytes);
-  rank_.outputSeen[k][microBatch] = 1;
-  rank_.outputStage[k] = stage;
+  Rank::StepRecord &record = rank_.running();
+  record.outputParts[k][microBatch % total] =
+      elementAsDouble(value.dtype, bytes);
+  record.outputSeen[k][microBatch % total] = 1;
+  record.outputStage[k] = stage;
 }
 
 int StageState::messageTag(int peerStage, int tag, int64_t microBatch,

@@ -439,6 +439,43 @@ LogicalResult ScheduleOp::verify() {
   return success();
 }
 
+LogicalResult StreamOp::verify() {
+  PlanAttr plan = getPlan((*this)->getParentOfType<ModuleOp>());
+  if (!plan)
+    return emitOpError("needs the enclosing module's pp.plan");
+  if (!plan.isWeightVersioned())
+    return emitOpError("needs a weight-versioned plan: a synchronous "
+                       "schedule drains every step");
+  if (getMinSteps() < 2)
+    return emitOpError("min_steps must be at least 2, got ") << getMinSteps();
+  int64_t expected = 0;
+  for (Operation &op : getBody().front()) {
+    auto device = dyn_cast<DeviceOp>(op);
+    if (!device)
+      return op.emitOpError("is not a pp.device inside pp.stream");
+    if (static_cast<int64_t>(device.getIndex()) != expected++)
+      return device.emitOpError("devices must be numbered 0, 1, ... in "
+                                "order; expected ")
+             << expected - 1;
+    if (!device.getPrologueLength() || !device.getBodyLength())
+      return device.emitOpError(
+          "inside pp.stream needs prologue_length and body_length");
+    auto size = static_cast<int64_t>(
+        std::distance(device.getBody().front().begin(),
+                      device.getBody().front().end()));
+    int64_t prologue = static_cast<int64_t>(*device.getPrologueLength());
+    int64_t body = static_cast<int64_t>(*device.getBodyLength());
+    if (prologue < 0 || body < 0 || prologue + body > size)
+      return device.emitOpError("prologue_length ")
+             << prologue << " and body_length " << body << " do not split its "
+             << size << " actions";
+  }
+  if (expected != plan.getNumDevices())
+    return emitOpError("has ") << expected << " devices, the plan "
+                               << plan.getNumDevices();
+  return success();
+}
+
 ScheduleOp pp::pipeline::getSchedule(ModuleOp module, int64_t replica) {
   ScheduleOp shared;
   for (auto schedule : module.getOps<ScheduleOp>()) {
@@ -485,14 +522,17 @@ LogicalResult ActionOp::verify() {
     return emitOpError("blend_version must be newer than weight_version");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
-  PlanAttr plan = schedule.getPlan();
+  // A pp.stream's actions run replica 0's placement (it has one pipeline).
+  PlanAttr plan = schedule ? schedule.getPlan()
+                           : getPlan((*this)->getParentOfType<ModuleOp>());
   if (!plan)
     return failure(); // The schedule reports it.
   int64_t stage = getStageAttr().getInt();
   if (stage < 0 || stage >= plan.getNumStages())
     return emitOpError("stage ") << stage << " is out of range";
   int64_t deviceIndex = device.getIndexAttr().getInt();
-  int64_t replica = plan.hasPlacements() ? schedule.getReplicaIndex() : 0;
+  int64_t replica =
+      plan.hasPlacements() && schedule ? schedule.getReplicaIndex() : 0;
   if (plan.getDeviceOf(stage, replica) != deviceIndex)
     return emitOpError("stage ")
            << stage << " belongs on device " << plan.getDeviceOf(stage, replica)

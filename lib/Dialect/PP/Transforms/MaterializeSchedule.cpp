@@ -19,6 +19,7 @@
 
 #include <cmath>
 #include <map>
+#include <optional>
 #include <tuple>
 
 using namespace mlir;
@@ -36,6 +37,9 @@ LogicalResult pp::pipeline::materializeSchedule(
   }
   for (auto old :
        llvm::make_early_inc_range(module.getOps<pipeline::ScheduleOp>()))
+    old.erase();
+  for (auto old :
+       llvm::make_early_inc_range(module.getOps<pipeline::StreamOp>()))
     old.erase();
   sched::ScheduleKind scheduleKind = plan.getSchedule();
   if (!options.kind.empty()) {
@@ -202,39 +206,48 @@ LogicalResult pp::pipeline::materializeSchedule(
       return failure();
     }
 
+  // Weight-versioned schedules also run as a stream of steps that drains
+  // only where the run asks (pp.stream).
+  std::optional<sched::StreamSchedule> stream;
+  if (versioned) {
+    int m = static_cast<int>(plan.getMicroBatches());
+    int n = static_cast<int>(plan.getUpdateEvery());
+    sched::WindowBuilder window = [&](int steps, sched::Schedule &out,
+                                      std::string &message) {
+      return sched::buildVersionedSchedule(scheduleKind, numDevices,
+                                           steps * m, n,
+                                           plan.getVerticalSync(), out,
+                                           message) &&
+             sched::orderStepActions(out, updateFirst, message);
+    };
+    stream.emplace();
+    if (!sched::buildStream(window, m, m / n, *stream, error)) {
+      // Still a valid schedule: every step drains.
+      module.emitWarning() << "the " << kindName
+                           << " schedule drains every step (its order does "
+                              "not repeat from step to step: "
+                           << error << ")";
+      stream.reset();
+    }
+  }
+
   // The schedule's kind and chunks become the plan's.
   plan = plan.withSchedule(scheduleKind).withChunks(v);
   pipeline::setPlan(module, plan);
   OpBuilder b(module.getBodyRegion());
   b.setInsertionPointToEnd(module.getBody());
   ArrayAttr replicaDevices = pipeline::getReplicaDevices(module);
-  for (auto [replica, schedule] : llvm::enumerate(schedules)) {
-    auto scheduleOp = pipeline::ScheduleOp::create(
-        b, module.getLoc(),
-        placed ? b.getI64IntegerAttr(static_cast<int64_t>(replica))
-               : IntegerAttr());
-    Block *body = new Block();
-    scheduleOp.getBody().push_back(body);
-    for (int d = 0; d < numDevices; ++d) {
-      OpBuilder db = OpBuilder::atBlockEnd(body);
-      std::string name;
-      if (replica == 0) {
-        // The plan names the device of each of replica 0's stages; its
-        // first stage on device d is d unless the plan places the stages.
-        int64_t first = placed ? 0 : d;
-        while (placed && first < numStages && plan.getDeviceOf(first, 0) != d)
-          ++first;
-        name = plan.getStageDeviceName(first).value_or("").str();
-      } else if (replicaDevices) {
-        size_t index = (replica - 1) * numDevices + d;
-        if (index < replicaDevices.size())
-          if (auto text = dyn_cast<StringAttr>(replicaDevices[index]))
-            name = text.getValue().str();
-      }
-      if (name.empty())
-        name = "device" + std::to_string(d);
+  // One pp.device holding `actions` at the end of `parent`.
+  auto emitDevice =
+      [&](Block *parent, int d, std::string name,
+          const std::vector<sched::Action> &list)
+      -> FailureOr<pipeline::DeviceOp> {
+    OpBuilder db = OpBuilder::atBlockEnd(parent);
+    if (name.empty())
+      name = "device" + std::to_string(d);
       auto device = pipeline::DeviceOp::create(
-          db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name));
+          db, module.getLoc(), db.getI64IntegerAttr(d), db.getStringAttr(name),
+          IntegerAttr(), IntegerAttr());
       Block *actions = new Block();
       device.getBody().push_back(actions);
       OpBuilder ab = OpBuilder::atBlockEnd(actions);
@@ -267,7 +280,7 @@ LogicalResult pp::pipeline::materializeSchedule(
         }
         return success();
       };
-      for (const sched::Action &action : schedule.actions[d]) {
+      for (const sched::Action &action : list) {
         LogicalResult ok = success();
         // A split module runs a whole backward as its two halves, back to
         // back.
@@ -280,6 +293,65 @@ LogicalResult pp::pipeline::materializeSchedule(
         if (failed(ok))
           return failure();
       }
+      return device;
+  };
+  for (auto [replica, schedule] : llvm::enumerate(schedules)) {
+    auto scheduleOp = pipeline::ScheduleOp::create(
+        b, module.getLoc(),
+        placed ? b.getI64IntegerAttr(static_cast<int64_t>(replica))
+               : IntegerAttr());
+    Block *body = new Block();
+    scheduleOp.getBody().push_back(body);
+    for (int d = 0; d < numDevices; ++d) {
+      std::string name;
+      if (replica == 0) {
+        // The plan names the device of each of replica 0's stages; its
+        // first stage on device d is d unless the plan places the stages.
+        int64_t first = placed ? 0 : d;
+        while (placed && first < numStages && plan.getDeviceOf(first, 0) != d)
+          ++first;
+        name = plan.getStageDeviceName(first).value_or("").str();
+      } else if (replicaDevices) {
+        size_t index = (replica - 1) * numDevices + d;
+        if (index < replicaDevices.size())
+          if (auto text = dyn_cast<StringAttr>(replicaDevices[index]))
+            name = text.getValue().str();
+      }
+      if (failed(emitDevice(body, d, name, schedule.actions[d])))
+        return failure();
+    }
+  }
+  if (stream) {
+    auto streamOp = pipeline::StreamOp::create(
+        b, module.getLoc(), b.getI64IntegerAttr(stream->minSteps));
+    Block *body = new Block();
+    streamOp.getBody().push_back(body);
+    for (int d = 0; d < numDevices; ++d) {
+      std::vector<sched::Action> actions = stream->prologue[d];
+      size_t prologue = actions.size();
+      actions.insert(actions.end(), stream->body[d].begin(),
+                     stream->body[d].end());
+      actions.insert(actions.end(), stream->epilogue[d].begin(),
+                     stream->epilogue[d].end());
+      FailureOr<pipeline::DeviceOp> device = emitDevice(
+          body, d, plan.getStageDeviceName(d).value_or("").str(), actions);
+      if (failed(device))
+        return failure();
+      // A split backward is two actions: count what was emitted.
+      auto emitted = [&](size_t from, size_t to) {
+        int64_t count = 0;
+        for (size_t i = from; i < to; ++i)
+          count += actions[i].kind == sched::ActionKind::Backward &&
+                           splitBackward
+                       ? 2
+                       : 1;
+        return count;
+      };
+      OpBuilder attrs(module.getContext());
+      device->setPrologueLengthAttr(
+          attrs.getI64IntegerAttr(emitted(0, prologue)));
+      device->setBodyLengthAttr(attrs.getI64IntegerAttr(
+          emitted(prologue, prologue + stream->body[d].size())));
     }
   }
   // Never a schedule the interpreter or a generated program would deadlock

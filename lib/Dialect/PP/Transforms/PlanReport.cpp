@@ -42,6 +42,30 @@ namespace sched = pp::schedule;
 
 namespace {
 
+/// A steady step of a weight-versioned schedule run as a stream of steps
+/// (train --drain-every 0): the simulated window of 6 steps less the window
+/// of 5; 0 when a window cannot be built or simulated.
+double continuousStepSeconds(const pp::schedule::Schedule &schedule,
+                             const pp::schedule::SimulationInput &input,
+                             bool verticalSync) {
+  double times[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    pp::schedule::Schedule window;
+    std::string error;
+    if (!pp::schedule::buildVersionedSchedule(
+            schedule.kind, schedule.numDevices,
+            (5 + i) * schedule.microBatches, schedule.microBatchesPerUpdate,
+            verticalSync, window, error))
+      return 0;
+    pp::schedule::SimulationResult result =
+        pp::schedule::simulate(window, input);
+    if (!result.error.empty() || result.deadlock)
+      return 0;
+    times[i] = result.iterationTime;
+  }
+  return std::max(times[1] - times[0], 0.0);
+}
+
 /// Waves the WSP prediction simulates: enough for the VWs' steady state.
 constexpr int64_t kSimulatedWaves = 50;
 
@@ -617,6 +641,16 @@ pp::pipeline::writePlanReport(ModuleOp module,
                                 ? microBatchSize * schedule.microBatches *
                                       replicas / result.iterationTime
                                 : 0;
+  // Weight-versioned schedules also run as a stream that drains only at
+  // checkpoints and the end: their steady step.
+  double continuousStep =
+      plan && plan.isWeightVersioned() && replicas == 1 && !placed
+          ? continuousStepSeconds(schedule, input, plan.getVerticalSync())
+          : 0;
+  double continuousSamplesPerSecond =
+      continuousStep > 0
+          ? microBatchSize * schedule.microBatches / continuousStep
+          : 0;
   // WSP: every VW's samples of every simulated wave, and the same VWs
   // meeting every wave (D = 0) for comparison.
   double waveSamples = static_cast<double>(microBatchSize) *
@@ -781,6 +815,13 @@ pp::pipeline::writePlanReport(ModuleOp module,
         os << " stage " << s << " "
            << (stale[s].empty() ? 0 : *llvm::max_element(stale[s]));
       os << "\n";
+      if (continuousStep > 0)
+        os << llvm::formatv(
+            "continuous (train --drain-every 0: steps run as one stream, "
+            "drained at checkpoints and the end): {0:f3} ms a step, {1:f0} "
+            "samples/s ({2:f2}x the drained step's)\n",
+            continuousStep * 1e3, continuousSamplesPerSecond,
+            result.iterationTime / continuousStep);
       if (schedule.kind == sched::ScheduleKind::NF1B ||
           schedule.kind == sched::ScheduleKind::VTimePReSt ||
           schedule.kind == sched::ScheduleKind::ITimePReSt) {
@@ -992,6 +1033,11 @@ pp::pipeline::writePlanReport(ModuleOp module,
       json.attribute("bubble_fraction", result.bubbleFraction);
       json.attribute("steady_bubble_fraction", result.steadyBubbleFraction);
       json.attribute("samples_per_second", samplesPerSecond);
+      if (continuousStep > 0) {
+        json.attribute("continuous_step_seconds", continuousStep);
+        json.attribute("continuous_samples_per_second",
+                       continuousSamplesPerSecond);
+      }
       json.attribute("data_parallel", replicas);
     });
     if (waveSynchronous)

@@ -234,6 +234,18 @@ struct ActionInfo {
   double blendFactor = 0;
 };
 
+/// A weight-versioned schedule's steps as one stream (pp.stream): a window
+/// of K >= minSteps steps that drains only at its end runs the prologue,
+/// the body K - minSteps times (the r-th moved r steps later: r
+/// microBatches added to micro-batches, r U to the versions read, U the
+/// updates per step) and the epilogue moved K - minSteps - 1 steps;
+/// micro-batches and versions count from the window's start. A shorter
+/// window runs its steps drained.
+struct StreamInfo {
+  std::vector<ActionInfo> prologue, body, epilogue;
+  int64_t minSteps = 2;
+};
+
 struct ProgramInfo {
   std::string modelName;
   kinds::ScheduleKind scheduleKind;
@@ -301,6 +313,9 @@ struct ProgramInfo {
   /// replica runs `schedule`. plannedPeakBytes then holds every replica's
   /// devices, replica-major.
   std::vector<std::vector<std::vector<ActionInfo>>> replicaSchedules;
+  /// Per device: its actions when steps run as one stream (weight-versioned
+  /// schedules; empty: every step drains).
+  std::vector<StreamInfo> stream;
   /// (sender stage, receiver stage) of every message the stage code sends.
   std::vector<std::pair<int64_t, int64_t>> stageLinks;
   /// Whether, in every replica, each device pair's messages are received in

@@ -217,11 +217,48 @@ def PP_ScheduleOp : PP_Op<"schedule", [NoTerminator, SingleBlock,
   }];
 }
 
+def PP_StreamOp : PP_Op<"stream", [NoTerminator, SingleBlock,
+                                     NoRegionArguments]> {
+  let summary = "The steps of a weight-versioned schedule as one stream";
+  let description = [{
+    How a weight-versioned schedule runs when the pipeline does not drain
+    between steps (pp/Schedule/Schedule.h, StreamSchedule): one `pp.device`
+    per device holding the actions of a window of `min_steps` + 1 steps
+    (versions counted from the window's start), split by the device's
+    `prologue_length` and `body_length` into the warm-up and first steps,
+    one steady-state step, and the last steps with the cool-down. A window
+    of K >= min_steps steps runs the prologue, the body K - min_steps times
+    (the r-th moved r steps later: r m added to micro-batches, r U to
+    weight versions, U the updates per step) and the epilogue moved
+    K - min_steps - 1 steps. A shorter window runs `pp.schedule` step by
+    step (min_steps exceeds 2 only when the warm-up is longer than a step).
+
+    ```mlir
+    pp.stream attributes {min_steps = 2 : i64} {
+      pp.device 0 {name = "node0/gpu0", prologue_length = 5 : i64, body_length = 12 : i64} {
+        pp.action forward @stage0_forward {stage = 0 : i64, micro_batch = 0 : i64, weight_version = 0 : i64}
+        ...
+      }
+    }
+    ```
+  }];
+  let arguments = (ins I64Attr:$min_steps);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+}
+
 def PP_DeviceOp : PP_Op<"device", [NoTerminator, SingleBlock,
                                    NoRegionArguments,
-                                   HasParent<"ScheduleOp">]> {
+                                   ParentOneOf<["ScheduleOp", "StreamOp"]>]> {
   let summary = "The actions of one device, in order";
-  let arguments = (ins I64Attr:$index, StrAttr:$name);
+  let description = [{
+    Inside `pp.stream`, `prologue_length` and `body_length` split the
+    actions into the stream's warm-up, steady step and cool-down.
+  }];
+  let arguments = (ins I64Attr:$index, StrAttr:$name,
+                       OptionalAttr<I64Attr>:$prologue_length,
+                       OptionalAttr<I64Attr>:$body_length);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "$index attr-dict-with-keyword $body";
 }
