@@ -296,8 +296,10 @@ def external_tensor(name, dims, location, offset, length):
     t.name, t.data_type = name, FLOAT
     t.dims.extend(dims)
     t.data_location = TensorProto.EXTERNAL
-    for key, value in (("location", location), ("offset", str(offset)),
-                       ("length", str(length))):
+    fields = [("location", location), ("offset", str(offset))]
+    if length is not None:
+        fields.append(("length", str(length)))
+    for key, value in fields:
         entry = t.external_data.add()
         entry.key, entry.value = key, value
     return t
@@ -322,6 +324,32 @@ def external_data():
 def external_data_offset():
     # Offset 32 leaves only 32 of the 64 bytes W needs in the file.
     return external_model(EXTERNAL_DATA_FILE, 32)
+
+
+def external_data_no_length():
+    # No length: W [4, 4] takes the whole 64-byte file.
+    node = helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")
+    w = external_tensor("W", [4, 4], EXTERNAL_DATA_FILE, 0, None)
+    return model([node], [tensor("X", FLOAT, [2, 4])], [tensor("Y", FLOAT, [2, 4])],
+                 [w])
+
+
+def external_data_no_length_long():
+    # No length: W [2, 4] (32 bytes) in the 64-byte file, which holds more.
+    node = helper.make_node("MatMul", ["X", "W"], ["Y"], name="mm")
+    w = external_tensor("W", [2, 4], EXTERNAL_DATA_FILE, 0, None)
+    return model([node], [tensor("X", FLOAT, [2, 2])], [tensor("Y", FLOAT, [2, 4])],
+                 [w])
+
+
+def opset_twice():
+    # The default domain imported at opsets 17 and 13.
+    m = opset18()
+    del m.opset_import[:]
+    m.opset_import.extend([helper.make_opsetid("", 17),
+                           helper.make_opsetid("", 13)])
+    m.ir_version = 8
+    return m
 
 
 def missing_external_data():
@@ -951,6 +979,8 @@ CASES = {
     "bad_float_data": bad_float_data,
     "missing_external_data": missing_external_data,
     "external_data_offset": external_data_offset,
+    "external_data_no_length_long": external_data_no_length_long,
+    "opset_twice": opset_twice,
     "constant_value_string": constant_value_string,
     "external_escape": external_escape,
     "external_symlink": external_symlink,
@@ -968,6 +998,7 @@ CASES = {
     "old_opset": old_opset,
     "old_opset_inferred": old_opset_inferred,
     "external_data": external_data,
+    "external_data_no_length": external_data_no_length,
     "defaults": defaults,
     "initializers": initializers,
     "shape_subgraph": shape_subgraph,

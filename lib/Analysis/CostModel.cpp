@@ -6,6 +6,7 @@
 #include "pp/Dialect/Train/IR/TrainOps.h"
 #include "pp/Support/InputLimits.h"
 #include "llvm/Support/CheckedArithmetic.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/MemoryBuffer.h"
 
@@ -256,8 +257,15 @@ ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
             {"backward_ms", &times.backward}}) {
         if (const llvm::json::Value *v = fields->get(key)) {
           std::optional<double> ms = v->getAsNumber();
-          if (!ms || *ms < 0)
-            return error(path + "." + key + ": expected a number >= 0");
+          // Bounded: the planners sum these over every op and micro-batch.
+          if (!ms || !(*ms >= 0 && *ms <= pp::limits::kMaxMeasuredMs))
+            return error(
+                path + "." + key + ": expected a number >= 0 and <= " +
+                llvm::formatv("{0}",
+                              llvm::format("%g", pp::limits::kMaxMeasuredMs)) +
+                " (ms)" +
+                (ms ? llvm::formatv(", got {0}", llvm::format("%g", *ms)).str()
+                    : ""));
           *slot = *ms / 1e3;
         }
       }

@@ -832,6 +832,10 @@ Error JSONReader::readVirtualWorkers(const json::Value &v, StringRef path) {
   Expected<const json::Array *> workers = getArray(v, path);
   if (!workers)
     return workers.takeError();
+  // An empty list is not "absent": the docs leave the field out for that.
+  if ((*workers)->empty())
+    return error(path, "expected at least one worker (leave the field out "
+                       "for one worker of every device)");
   std::vector<std::string> usedAt(cluster.devices.size());
   for (size_t w = 0; w < (*workers)->size(); ++w) {
     std::string workerPath = element(path, w);

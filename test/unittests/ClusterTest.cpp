@@ -775,6 +775,8 @@ const ErrorCase kErrorCases[] = {
      "virtual_workers: expected an array, got an object"},
     {WORKERS(R"([["n0/gpu0"], "n0/gpu1"])"),
      "virtual_workers[1]: expected an array, got \"n0/gpu1\""},
+    {WORKERS("[]"), "virtual_workers: expected at least one worker (leave "
+                    "the field out for one worker of every device)"},
     {WORKERS("[[]]"), "virtual_workers[0]: expected at least one device"},
     {WORKERS(R"([["n0/gpu0", "n0/gpu2"]])"),
      "virtual_workers[0][1]: unknown device 'n0/gpu2'"},

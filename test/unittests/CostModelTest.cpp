@@ -120,6 +120,13 @@ TEST(ProfiledCostModel, ErrorsNameTheField) {
   check(R"({"H100": {"fc": {"forward_ms": -1}}})",
         "H100.fc.forward_ms: expected a number >= 0");
   check(R"({"H100": {"fc": {}}})", "H100.fc: needs forward_ms or backward_ms");
+  // Times whose sums overflow (1e400 reads as infinity) make no plan.
+  check(R"({"H100": {"fc": {"forward_ms": 1.7e308}}})",
+        "prof.json: H100.fc.forward_ms: expected a number >= 0 and <= 1e+09 "
+        "(ms), got 1.7e+308");
+  check(R"({"H100": {"fc": {"backward_ms": 1e400}}})",
+        "prof.json: H100.fc.backward_ms: expected a number >= 0 and <= 1e+09 "
+        "(ms), got inf");
 }
 
 } // namespace

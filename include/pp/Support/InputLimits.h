@@ -37,6 +37,12 @@ constexpr uint64_t kMaxClusterFileBytes = 16 * kMiB;
 constexpr uint64_t kMaxProfileFileBytes = 256 * kMiB;
 /// A .npy input of pp-interpret.
 constexpr uint64_t kMaxNpyFileBytes = 64 * kGiB;
+/// A measured time in ms that a profile or a measured log gives (an op's
+/// forward or backward, a step, a stage's busy time): about 11.6 days. With
+/// it, the sums the planners form over every op, micro-batch and stage stay
+/// finite (1.7e308 ms, or 1e400 read as infinity, would make an infinite
+/// plan).
+constexpr double kMaxMeasuredMs = 1e9;
 /// Nesting depth of arrays and objects in a JSON input.
 constexpr unsigned kMaxJSONNesting = 64;
 

@@ -367,6 +367,19 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
              failure();
     size_t want = length >= 0 ? size_t(length) : byteCount;
     size_t available = (*buffer)->getBufferSize();
+    // Without a length the data runs to the end of the file (as ONNX reads
+    // it): more bytes than the tensor's are not its data.
+    if (length < 0 && offset >= 0 && size_t(offset) <= available &&
+        available - size_t(offset) > byteCount)
+      return fileError() << what << " '" << tensor.name()
+                         << "': external data without a length runs from "
+                            "offset "
+                         << offset << " to the end of '" << *path << "' ("
+                         << available - size_t(offset)
+                         << " bytes), more than the " << byteCount
+                         << " bytes of shape " << type
+                         << " (give its \"length\")",
+             failure();
     if (offset < 0 || want != byteCount || size_t(offset) > available ||
         want > available - size_t(offset))
       return fileError() << what << " '" << tensor.name()
@@ -1334,9 +1347,22 @@ LogicalResult Importer::checkGraphOutputs(const onnxpb::GraphProto &graph) {
 }
 
 OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
-  for (const auto &entry : model.opset_import())
-    if (entry.domain().empty() || entry.domain() == "ai.onnx")
+  // A domain imported twice has no one version to read its nodes at.
+  llvm::StringMap<int64_t> imported;
+  for (const auto &entry : model.opset_import()) {
+    bool isDefault = entry.domain().empty() || entry.domain() == "ai.onnx";
+    StringRef domain = isDefault ? StringRef() : StringRef(entry.domain());
+    auto [it, inserted] = imported.try_emplace(domain, entry.version());
+    if (!inserted)
+      return fileError() << "the model imports "
+                         << (isDefault ? "the default ONNX domain"
+                                       : "domain '" + domain.str() + "'")
+                         << " twice (opsets " << it->second << " and "
+                         << entry.version() << ")",
+             nullptr;
+    if (isDefault)
       opset = entry.version();
+  }
   if (opset == 0)
     return fileError() << "the model imports no default-domain opset", nullptr;
   sourceOpset = opset;

@@ -926,11 +926,13 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
         bool force = checkpointDue || step + 1 == options.steps;
         if (!waveSync->afterStep(step, force, stepLoss, error) ||
             (checkpointDue && !waveSync->drain(error))) {
-          abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-                   deviceName() + "), virtual worker " +
-                   std::to_string(replica) + ", step " +
-                   std::to_string(step + 1) +
-                   ": Wave Synchronous Parallel: " + error);
+          abortJob(!waveSync->logError().empty()
+                       ? "error: " + waveSync->logError()
+                       : "error: rank " + std::to_string(worldRank) +
+                             " (device " + deviceName() +
+                             "), virtual worker " + std::to_string(replica) +
+                             ", step " + std::to_string(step + 1) +
+                             ": Wave Synchronous Parallel: " + error);
           ok = false;
         }
       }
@@ -1193,9 +1195,16 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     double drainStart = nowSeconds();
     bool drained = waveSync->drain(error);
     seconds += nowSeconds() - drainStart;
+    if (drained && !waveSync->closeLog(error)) {
+      abortJob("error: " + error);
+      return false;
+    }
     if (!drained) {
-      abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-               deviceName() + "): Wave Synchronous Parallel: " + error);
+      abortJob(!waveSync->logError().empty()
+                   ? "error: " + waveSync->logError()
+                   : "error: rank " + std::to_string(worldRank) + " (device " +
+                         deviceName() +
+                         "): Wave Synchronous Parallel: " + error);
       return false;
     }
   }

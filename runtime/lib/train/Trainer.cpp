@@ -76,6 +76,17 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
+  // A delay for a rank the program does not have would never apply.
+  for (const TrainOptions::TestDelay &delay : options.testDelays)
+    if (delay.rank >= job.numRanks) {
+      if (printer)
+        std::fprintf(stderr,
+                     "error: --test-delay: the program runs on %d rank(s) "
+                     "(0..%d); there is no rank %lld\n",
+                     job.numRanks, job.numRanks - 1,
+                     static_cast<long long>(delay.rank));
+      return 1;
+    }
   if (!options.local && !launchedByMPI())
     job.options.local = options.local = true;
 

@@ -72,13 +72,31 @@ void WaveSync::writeGroup(Group &group, const std::vector<char> &host) {
                  slot.value->bytes());
 }
 
-void WaveSync::log(const std::string &json) {
+bool WaveSync::log(const std::string &json, std::string &error) {
   if (!log_)
-    return;
-  std::fprintf(log_, "{%s,\"vw\":%lld,\"time\":%s}\n", json.c_str(),
-               static_cast<long long>(rank_.replica),
-               jsonNumber(wallSeconds(), 17).c_str());
-  std::fflush(log_);
+    return true;
+  // Like --log: a write that fails (a full disk) ends the run.
+  if (std::fprintf(log_, "{%s,\"vw\":%lld,\"time\":%s}\n", json.c_str(),
+                   static_cast<long long>(rank_.replica),
+                   jsonNumber(wallSeconds(), 17).c_str()) < 0 ||
+      std::fflush(log_) != 0) {
+    logError_ = withErrno("--wsp-log: cannot write '" + logPath_ + "'");
+    std::fclose(log_);
+    log_ = nullptr;
+    error = logError_;
+    return false;
+  }
+  return true;
+}
+
+bool WaveSync::closeLog(std::string &error) {
+  FILE *file = log_;
+  log_ = nullptr;
+  if (!file || std::fclose(file) == 0)
+    return true;
+  logError_ = withErrno("--wsp-log: cannot write '" + logPath_ + "'");
+  error = logError_;
+  return false;
 }
 
 bool WaveSync::begin(int64_t clock, std::string &error) {
@@ -121,15 +139,18 @@ bool WaveSync::begin(int64_t clock, std::string &error) {
   if (!dir.empty() && rank_.rank == 0) {
     mkdir(dir.c_str(), 0777); // an existing directory is fine
     std::string path = dir + "/vw" + std::to_string(rank_.replica) + ".jsonl";
+    logPath_ = path;
     log_ = std::fopen(path.c_str(), rank_.job.resuming ? "a" : "w");
     if (!log_) {
-      error = "--wsp-log: cannot write '" + path + "': " + std::strerror(errno);
+      logError_ = withErrno("--wsp-log: cannot write '" + path + "'");
+      error = logError_;
       return false;
     }
-    log("\"event\":\"begin\",\"clock\":" + std::to_string(clock_) +
-        ",\"staleness\":" + std::to_string(p.staleness) +
-        ",\"wave\":" + std::to_string(p.wave) +
-        ",\"workers\":" + std::to_string(rank_.job.replicas));
+    return log("\"event\":\"begin\",\"clock\":" + std::to_string(clock_) +
+                   ",\"staleness\":" + std::to_string(p.staleness) +
+                   ",\"wave\":" + std::to_string(p.wave) +
+                   ",\"workers\":" + std::to_string(rank_.job.replicas),
+               error);
   }
   return true;
 }
@@ -250,17 +271,20 @@ bool WaveSync::applyThrough(int64_t through, double &waitedMs,
 
 bool WaveSync::afterStep(int64_t step, bool force, double loss,
                          std::string &error) {
-  log("\"event\":\"step\",\"step\":" + std::to_string(step + 1) +
-      ",\"clock\":" + std::to_string(clock_) +
-      ",\"loss\":" + jsonNumber(loss, 17));
+  if (!log("\"event\":\"step\",\"step\":" + std::to_string(step + 1) +
+               ",\"clock\":" + std::to_string(clock_) +
+               ",\"loss\":" + jsonNumber(loss, 17),
+           error))
+    return false;
   const ProgramInfo &p = rank_.job.program;
   if (++stepsInWave_ < p.wave && !force)
     return true;
   stepsInWave_ = 0;
   // Logged as it starts: no VW can see the wave complete before.
-  log("\"event\":\"push\",\"wave\":" + std::to_string(clock_ + 1) +
-      ",\"step\":" + std::to_string(step + 1));
-  if (!push(error))
+  if (!log("\"event\":\"push\",\"wave\":" + std::to_string(clock_ + 1) +
+               ",\"step\":" + std::to_string(step + 1),
+           error) ||
+      !push(error))
     return false;
   ++clock_;
   // The next wave may start only while clock - global clock <= D; pull
@@ -274,10 +298,10 @@ bool WaveSync::afterStep(int64_t step, bool force, double loss,
     return false;
   waitedMs_ += waited;
   maxStaleness_ = std::max(maxStaleness_, clock_ - applied_);
-  log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
-      ",\"through\":" + std::to_string(applied_) +
-      ",\"waited_ms\":" + jsonNumber(waited));
-  return true;
+  return log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
+                 ",\"through\":" + std::to_string(applied_) +
+                 ",\"waited_ms\":" + jsonNumber(waited),
+             error);
 }
 
 bool WaveSync::drain(std::string &error) {
@@ -285,8 +309,8 @@ bool WaveSync::drain(std::string &error) {
   if (!applyThrough(clock_, waited, error))
     return false;
   waitedMs_ += waited;
-  log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
-      ",\"through\":" + std::to_string(applied_) +
-      ",\"waited_ms\":" + jsonNumber(waited) + ",\"drain\":true");
-  return true;
+  return log("\"event\":\"pull\",\"clock\":" + std::to_string(clock_) +
+                 ",\"through\":" + std::to_string(applied_) +
+                 ",\"waited_ms\":" + jsonNumber(waited) + ",\"drain\":true",
+             error);
 }

@@ -52,6 +52,11 @@ public:
   void progress();
   /// Applies every pushed wave (all VWs then agree on the weights).
   bool drain(std::string &error);
+  /// Closes the --wsp-log; false with `error` set if a write failed.
+  bool closeLog(std::string &error);
+  /// "--wsp-log: cannot write '<file>': <reason>" once a write failed, else
+  /// empty: the run reports it as --log's errors are, without the rank.
+  const std::string &logError() const { return logError_; }
 
   int64_t clock() const { return clock_; }
   int64_t globalClock() const { return applied_; }
@@ -93,7 +98,7 @@ private:
   bool agreeOnComplete(int64_t &complete, std::string &error);
   void readGroup(const Group &group, std::vector<char> &host) const;
   void writeGroup(Group &group, const std::vector<char> &host);
-  void log(const std::string &json);
+  bool log(const std::string &json, std::string &error);
 
   Rank &rank_;
   std::vector<Group> groups_;
@@ -104,6 +109,8 @@ private:
   int64_t maxStaleness_ = 0;
   double waitedMs_ = 0;
   FILE *log_ = nullptr;
+  std::string logPath_;
+  std::string logError_;
 };
 
 } // namespace pp::rt::train

@@ -118,28 +118,54 @@ FailureOr<MeasuredRun> readMeasuredLog(ModuleOp module, StringRef path,
     if (line.trim().empty())
       continue;
     auto where = [&] { return "line " + std::to_string(lineNumber) + ": "; };
+    // A CSV log (train --log FILE.csv) is the usual mistake: say so.
+    if (!line.trim().starts_with("{"))
+      return fail(where() + "expected JSON lines (one object per line, as "
+                            "`train --log FILE.jsonl` writes), not CSV or "
+                            "other text");
     llvm::Expected<llvm::json::Value> parsed =
         pp::limits::parseBoundedJSON(line);
     if (!parsed)
       return fail(where() + llvm::toString(parsed.takeError()));
     const llvm::json::Object *entry = parsed->getAsObject();
+    // Bounded and finite: 1e400 reads as infinity, which would reach the
+    // report and plan.json (where "inf" is not JSON).
+    auto inRange = [](std::optional<double> ms) {
+      return ms && *ms >= 0 && *ms <= pp::limits::kMaxMeasuredMs;
+    };
+    auto range = [&](std::optional<double> ms) {
+      std::string text =
+          llvm::formatv("a number of ms >= 0 and <= {0}",
+                        llvm::format("%g", pp::limits::kMaxMeasuredMs))
+              .str();
+      if (ms)
+        text += llvm::formatv(", got {0}", llvm::format("%g", *ms)).str();
+      return text;
+    };
     std::optional<double> ms =
         entry ? entry->getNumber("step_ms") : std::nullopt;
     const llvm::json::Array *busy =
         entry ? entry->getArray("busy_ms") : nullptr;
-    if (!ms || *ms < 0)
-      return fail(where() + "expected a step with \"step_ms\" >= 0");
-    if (!busy || static_cast<int>(busy->size()) != numStages)
+    if (!entry || !entry->get("step_ms"))
+      return fail(where() + "expected a step with \"step_ms\"");
+    if (!inRange(ms))
+      return fail(where() + "\"step_ms\": expected " + range(ms));
+    if (!busy)
       return fail(where() +
                   "expected \"busy_ms\" with one number per "
                   "stage (" +
                   std::to_string(numStages) + ")");
+    if (static_cast<int>(busy->size()) != numStages)
+      return fail(where() + "\"busy_ms\" has " + std::to_string(busy->size()) +
+                  " entries (one per stage) but this plan has " +
+                  std::to_string(numStages) +
+                  " stages: is it the log of another program?");
     stepMs.push_back(*ms);
     for (int s = 0; s < numStages; ++s) {
       std::optional<double> b = (*busy)[s].getAsNumber();
-      if (!b || *b < 0)
-        return fail(where() + "busy_ms[" + std::to_string(s) +
-                    "] is not a number >= 0");
+      if (!inRange(b))
+        return fail(where() + "\"busy_ms\"[" + std::to_string(s) +
+                    "]: expected " + range(b));
       busyMs[s].push_back(*b);
     }
   }
