@@ -317,16 +317,16 @@ def main():
                         help="steps between drains of the pipeline (0: "
                              "only at the end): the program runs the steps "
                              "of each window as one stream and the oracle "
-                             "applies the rule over the window (the "
-                             "interpreter, which drains every step, is "
-                             "compared only with 1)")
+                             "applies the rule over the window")
     parser.add_argument("--program-drain-every", type=int, default=None,
                         help="the program's --drain-every when it should "
                              "differ from the oracle's (a negative control: "
                              "the check must then fail)")
     parser.add_argument("--resume-at", type=int, default=0,
                         help="with --program: train to this step with a "
-                             "checkpoint there, then resume to --steps")
+                             "checkpoint there, then resume to --steps (the "
+                             "interpreter, which has no checkpoints, is not "
+                             "run)")
     parser.add_argument("--local", action="store_true",
                         help="with --program: also train it as one process "
                              "(--local)")
@@ -383,10 +383,11 @@ def main():
         oracle_final = oracle.final()
 
         runs = {}
-        if args.drain_every == 1:
-            # The interpreter drains every step.
+        if not args.resume_at:
+            # The pipelined interpreter, with the same drains.
             dump = os.path.join(work, "interpreter.globals")
             out = run([args.pp_interpret, mlir, f"--steps={args.steps}",
+                       f"--drain-every={args.drain_every}",
                        f"--dump-globals={dump}"] + data)
             runs["interpreter"] = (losses_of(out), load_globals(dump))
         if args.program:

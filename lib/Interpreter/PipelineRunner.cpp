@@ -222,8 +222,19 @@ std::string describeAction(pipeline::ActionOp action) {
 } // namespace
 
 struct PipelineRunner::Impl {
+  /// An action of a window: its op, with the micro-batch and versions it
+  /// has in the window (pp.stream moves the body's actions step by step).
+  struct WindowAction {
+    pipeline::ActionOp op;
+    int64_t microBatch;
+    int64_t weightVersion;
+    int64_t blendVersion; // -1: none
+  };
   struct Device {
     std::vector<pipeline::ActionOp> actions;
+    /// pp.stream's actions of this device and their split (empty: none).
+    std::vector<pipeline::ActionOp> streamActions;
+    size_t prologueLength = 0, bodyLength = 0;
     // (stage, slot, micro-batch) -> kept value; (stage, slot) -> sum.
     std::map<std::tuple<int64_t, int64_t, int64_t>, Tensor> stash;
     std::map<std::pair<int64_t, int64_t>, Tensor> sums;
@@ -260,6 +271,14 @@ struct PipelineRunner::Impl {
   std::vector<std::string> globalNames;
   /// Steps run so far (the Dropout masks' step).
   int64_t step = 0;
+  /// pp.stream's shortest window (0: no stream) and its updates per step.
+  int64_t streamMinSteps = 0;
+  int64_t updatesPerStep = 1;
+  /// Device d's actions for a window of `steps` steps (pp.schedule's for
+  /// one, pp.stream's expanded for more).
+  std::vector<WindowAction> windowActions(const Device &device,
+                                          int64_t steps,
+                                          int64_t microBatches) const;
   /// Weight-versioned schedules: the trainable globals each stage's
   /// functions read (the ones that have versions).
   bool weightVersioned = false;
@@ -286,6 +305,45 @@ struct PipelineRunner::Impl {
       group->abort();
   }
 };
+
+std::vector<PipelineRunner::Impl::WindowAction>
+PipelineRunner::Impl::windowActions(const Device &device, int64_t steps,
+                                    int64_t microBatches) const {
+  auto entry = [](pipeline::ActionOp op, int64_t shift, int64_t m,
+                  int64_t updates) {
+    WindowAction a{op, op.getMicroBatchAttr().getInt(),
+                   static_cast<int64_t>(op.getWeightVersion()), -1};
+    if (auto blend = op.getBlendVersion())
+      a.blendVersion = static_cast<int64_t>(*blend);
+    if (a.microBatch >= 0)
+      a.microBatch += shift * m;
+    if (!pp::kinds::isPerStep(op.getKindValue())) {
+      a.weightVersion += shift * updates;
+      if (a.blendVersion >= 0)
+        a.blendVersion += shift * updates;
+    }
+    return a;
+  };
+  std::vector<WindowAction> list;
+  if (steps == 1) {
+    for (pipeline::ActionOp op : device.actions)
+      list.push_back(entry(op, 0, microBatches, updatesPerStep));
+    return list;
+  }
+  // The prologue, the body steps - minSteps times, the epilogue moved
+  // steps - minSteps - 1 (pp.stream).
+  const auto &all = device.streamActions;
+  size_t bodyEnd = device.prologueLength + device.bodyLength;
+  for (size_t i = 0; i < device.prologueLength; ++i)
+    list.push_back(entry(all[i], 0, microBatches, updatesPerStep));
+  for (int64_t r = 0; r < steps - streamMinSteps; ++r)
+    for (size_t i = device.prologueLength; i < bodyEnd; ++i)
+      list.push_back(entry(all[i], r, microBatches, updatesPerStep));
+  for (size_t i = bodyEnd; i < all.size(); ++i)
+    list.push_back(entry(all[i], steps - streamMinSteps - 1, microBatches,
+                         updatesPerStep));
+  return list;
+}
 
 LogicalResult PipelineRunner::Impl::gradReduce(int d, int64_t lane,
                                                int64_t stage) {
@@ -627,6 +685,29 @@ LogicalResult PipelineRunner::initialize() {
   }
 
   impl_->weightVersioned = plan.isWeightVersioned();
+  // One pipeline: its steps may run as a stream (pp.stream).
+  if (lanes == 1)
+    for (auto stream : module.getOps<pipeline::StreamOp>()) {
+      impl_->streamMinSteps = static_cast<int64_t>(stream.getMinSteps());
+      impl_->updatesPerStep =
+          plan.getUpdateEvery() > 0
+              ? plan.getMicroBatches() / plan.getUpdateEvery()
+              : 1;
+      for (auto device :
+           stream.getBody().front().getOps<pipeline::DeviceOp>()) {
+        if (device.getIndex() >= impl_->devices.size())
+          return device.emitError() << "pp.stream has more devices than the "
+                                       "schedule";
+        Impl::Device &mine = impl_->devices[device.getIndex()];
+        for (auto action :
+             device.getBody().front().getOps<pipeline::ActionOp>())
+          mine.streamActions.push_back(action);
+        mine.prologueLength =
+            static_cast<size_t>(device.getPrologueLength().value_or(0));
+        mine.bodyLength =
+            static_cast<size_t>(device.getBodyLength().value_or(0));
+      }
+    }
   if (impl_->weightVersioned) {
     if (plan.getDataParallel() > 1)
       return module.emitError() << "a weight-versioned schedule runs one "
@@ -669,14 +750,35 @@ LogicalResult PipelineRunner::initialize() {
 
 FailureOr<std::vector<Tensor>>
 PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
+  FailureOr<std::vector<std::vector<Tensor>>> outputs =
+      runWindow({std::vector<Tensor>(inputs.begin(), inputs.end())});
+  if (failed(outputs))
+    return failure();
+  return std::move(outputs->front());
+}
+
+FailureOr<std::vector<std::vector<Tensor>>> PipelineRunner::runWindow(
+    llvm::ArrayRef<std::vector<Tensor>> stepInputs) {
   Impl &impl = *impl_;
   ModuleOp module = impl.module;
+  auto steps = static_cast<int64_t>(stepInputs.size());
+  if (steps < 1 || (steps > 1 && steps < impl.streamMinSteps) ||
+      (steps > 1 && impl.streamMinSteps == 0))
+    return module.emitError()
+           << "cannot run " << steps << " steps as one window: "
+           << (impl.streamMinSteps ? "pp.stream's shortest is " +
+                                         std::to_string(impl.streamMinSteps)
+                                   : std::string("the module has no "
+                                                 "pp.stream"));
+  // Every replica's micro-batches, in replica order, step after step: the
+  // window's micro-batch k (m R) + r m + j is micro-batch j of replica r in
+  // its step k.
+  int64_t totalMicroBatches = microBatches_ * dataParallel_;
+  impl.microInputs.assign(inputs_.size(), {});
+  for (llvm::ArrayRef<Tensor> inputs : stepInputs) {
   if (inputs.size() != inputs_.size())
     return module.emitError() << "the step takes " << inputs_.size()
                               << " inputs, got " << inputs.size();
-  // Every replica's micro-batches, in replica order.
-  int64_t totalMicroBatches = microBatches_ * dataParallel_;
-  impl.microInputs.assign(inputs.size(), {});
   for (auto [i, input] : llvm::enumerate(inputs)) {
     auto type = inputs_[i].type;
     if (input.shape() != type.getShape()) {
@@ -695,8 +797,9 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
           input.dtype(), shape,
           static_cast<const char *>(input.data()) + mb * chunk));
   }
+  }
   impl.microOutputs.assign(outputNames_.size(),
-                           std::vector<Tensor>(totalMicroBatches));
+                           std::vector<Tensor>(totalMicroBatches * steps));
   impl.combine.assign(outputNames_.size(), std::string());
   impl.mailbox.reset(static_cast<int>(impl.devices.size()));
 
@@ -708,7 +811,9 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     // Weight-versioned schedules: per stage of this device, its trainables
     // after each update of this step (index 0: the step's start).
     std::map<int64_t, std::vector<llvm::StringMap<Tensor>>> versions;
-    for (pipeline::ActionOp action : device.actions) {
+    for (const Impl::WindowAction &entry :
+         impl.windowActions(device, steps, microBatches_)) {
+      pipeline::ActionOp action = entry.op;
       device.current = describeAction(action);
       if (dataParallel_ > 1)
         device.current += " of replica " + std::to_string(replica);
@@ -725,26 +830,29 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
         continue; // a reduction with nothing to reduce
       // Replica r's micro-batch j is the global micro-batch r m + j: the
       // slice of the inputs it reads, and its Dropout masks.
-      int64_t mb = action.getMicroBatchAttr().getInt();
-      if (mb >= 0)
-        mb += replica * microBatches_;
+      // ... in step k of the window: (k m R) + r m + j.
+      int64_t mb = entry.microBatch, offset = 0, local = mb;
+      if (mb >= 0) {
+        offset = mb / microBatches_;
+        local = replica * microBatches_ + mb % microBatches_;
+        mb = offset * totalMicroBatches + local;
+      }
       std::vector<Tensor> args;
       if (mb >= 0)
         args.push_back(Tensor::fromValues<int64_t>(rt::DType::I64, {}, {mb}));
       Interpreter &interp = *impl.stages[lane * impl.stagesPerReplica + stage];
-      interp.setRandomPosition(impl.step, mb);
+      interp.setRandomPosition(impl.step + offset, local);
       bool swapped = false;
       if (impl.weightVersioned) {
         auto &mine = versions[stage];
         if (mine.empty())
           mine.push_back(impl.snapshot(interp, stage));
-        int64_t version = action.getWeightVersion();
-        std::optional<uint64_t> blend = action.getBlendVersion();
+        int64_t version = entry.weightVersion;
+        bool blend = entry.blendVersion >= 0;
         swapped = !pp::kinds::isPerStep(action.getKindValue()) &&
                   (blend || version != static_cast<int64_t>(mine.size()) - 1);
         if (swapped && failed(impl.readVersion(
-                           interp, stage, mine, version,
-                           blend ? static_cast<int64_t>(*blend) : -1,
+                           interp, stage, mine, version, entry.blendVersion,
                            action.getBlendFactorAttr()
                                ? action.getBlendFactorAttr().getValueAsDouble()
                                : 0.0))) {
@@ -786,15 +894,19 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
   for (auto &device : impl.devices)
     if (device.failed)
       return failure();
-  ++impl.step;
+  impl.step += steps;
   for (auto &device : impl.devices)
     if (!device.stash.empty())
       return module.emitError() << "the step left " << device.stash.size()
                                 << " stashed value(s) that no backward took";
 
-  // Combine the micro-batches' outputs.
-  std::vector<Tensor> outputs;
-  for (auto [index, parts] : llvm::enumerate(impl.microOutputs)) {
+  // Combine the micro-batches' outputs, step by step.
+  std::vector<std::vector<Tensor>> windowOutputs;
+  for (int64_t k = 0; k < steps; ++k) {
+  std::vector<Tensor> &outputs = windowOutputs.emplace_back();
+  for (auto [index, all] : llvm::enumerate(impl.microOutputs)) {
+    llvm::ArrayRef<Tensor> parts =
+        llvm::ArrayRef(all).slice(k * totalMicroBatches, totalMicroBatches);
     for (auto [mb, part] : llvm::enumerate(parts))
       if (!part.hasStorage())
         return module.emitError()
@@ -830,7 +942,12 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
     }
     outputs.push_back(std::move(result));
   }
-  return outputs;
+  }
+  return windowOutputs;
+}
+
+int64_t PipelineRunner::getStreamMinSteps() const {
+  return impl_->streamMinSteps;
 }
 
 const Tensor *PipelineRunner::getGlobal(llvm::StringRef name) const {

@@ -86,6 +86,13 @@ static llvm::cl::opt<int> steps(
                    "over) and print the pp.loss result of each; 0 runs "
                    "nothing (--dump-globals writes the initial values)"),
     llvm::cl::init(1));
+static llvm::cl::opt<int> drainEvery(
+    "drain-every",
+    llvm::cl::desc("A pipelined module with a pp.stream (weight-versioned "
+                   "schedules): run the steps between drains as one stream, "
+                   "as train does; drains every N steps (0: only at the end "
+                   "and every 4096 steps; 1: every step)"),
+    llvm::cl::init(0));
 static llvm::cl::opt<std::string> dumpGlobals(
     "dump-globals",
     llvm::cl::desc("After the last run, write every global to DIR/<name>.npy "
@@ -621,8 +628,51 @@ int main(int argc, char **argv) {
       return fail(*error);
   if (firstStep < 0)
     return fail("--first-step must be at least 0");
+  if (drainEvery < 0)
+    return fail("--drain-every must be at least 0");
   FailureOr<std::vector<Tensor>> outputs = failure();
-  for (int step = 1; step <= steps; ++step) {
+  // The steps a pipelined stream runs before its next drain, as the
+  // training driver counts them (multiples from step 0, at most 4096).
+  std::vector<std::vector<Tensor>> windowOutputs;
+  auto printLoss = [&](int step, const std::vector<Tensor> &values,
+                       double ms) {
+    if (!lossIndex)
+      return;
+    // Enough digits to round-trip the loss's own type.
+    const auto &loss = values[*lossIndex];
+    const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
+    llvm::outs() << "step " << step << " loss "
+                 << llvm::format(format, loss.getDouble(0)) << " time_ms "
+                 << llvm::format("%.3f", ms) << "\n";
+  };
+  int64_t minSteps = pipelined ? runner->getStreamMinSteps() : 0;
+  for (int step = 1; minSteps > 0 && drainEvery != 1 && step <= steps;) {
+    auto nextMultiple = [&](int64_t period) {
+      return ((step - 1) / period + 1) * period;
+    };
+    int64_t end = std::min<int64_t>(steps, nextMultiple(4096));
+    if (drainEvery > 0)
+      end = std::min<int64_t>(end, nextMultiple(drainEvery));
+    int64_t count = end - (step - 1);
+    if (count < minSteps)
+      count = 1;
+    auto start = std::chrono::steady_clock::now();
+    FailureOr<std::vector<std::vector<Tensor>>> window =
+        runner->runWindow(std::vector<std::vector<Tensor>>(
+            static_cast<size_t>(count), argValues));
+    if (failed(window))
+      return 1;
+    // time_ms: the window's time over its steps.
+    double ms = std::chrono::duration<double, std::milli>(
+                    std::chrono::steady_clock::now() - start)
+                    .count() /
+                static_cast<double>(count);
+    for (const std::vector<Tensor> &values : *window)
+      printLoss(step++, values, ms);
+    outputs = std::move(window->back());
+  }
+  for (int step = 1; (minSteps == 0 || drainEvery == 1) && step <= steps;
+       ++step) {
     auto start = std::chrono::steady_clock::now();
     interp.setRandomPosition(firstStep + step - 1,
                              stageIO.empty() ? 0 : stageMicroBatch.getValue());
@@ -641,14 +691,7 @@ int main(int argc, char **argv) {
     // The first step warms caches and allocations up: not measured.
     if (!writeProfile.empty() && step == 1 && steps > 1)
       interp.clearProfile();
-    if (lossIndex) {
-      // Enough digits to round-trip the loss's own type.
-      const auto &loss = (*outputs)[*lossIndex];
-      const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
-      llvm::outs() << "step " << step << " loss "
-                   << llvm::format(format, loss.getDouble(0)) << " time_ms "
-                   << llvm::format("%.3f", ms) << "\n";
-    }
+    printLoss(step, *outputs, ms);
   }
 
   if (profile) {

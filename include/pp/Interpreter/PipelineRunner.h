@@ -78,6 +78,14 @@ public:
   /// Runs one step on whole-mini-batch inputs; returns the outputs combined
   /// over micro-batches (mean/sum/concat as `pp.output` says).
   mlir::FailureOr<std::vector<Tensor>> runStep(llvm::ArrayRef<Tensor> inputs);
+  /// Runs the steps of `stepInputs` (one entry per step) as one stream that
+  /// drains only at its end (pp.stream: weight-versioned schedules; one
+  /// step is runStep); returns each step's outputs.
+  mlir::FailureOr<std::vector<std::vector<Tensor>>>
+  runWindow(llvm::ArrayRef<std::vector<Tensor>> stepInputs);
+  /// The shortest window runWindow takes beyond one step (pp.stream's
+  /// min_steps); 0 when every step drains.
+  int64_t getStreamMinSteps() const;
 
   /// A global as its owner (the device that writes it, else the first that
   /// reads it) holds it.
