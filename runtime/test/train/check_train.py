@@ -814,6 +814,36 @@ def check_save_mpi():
                "%s differs between mpirun and --local" % name)
 
 
+# --- hostile files: huge inputs and metadata, planted links -------------------
+
+def sparse_file(path, size, head=b""):
+    """A file of `size` bytes that starts with `head` and takes no disk."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+def check_huge_npy():
+    """A .npy whose header describes more data than memory holds (a sparse
+    file): a clear error naming the file and the sizes, never an abort."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    # f32[N*8, 4] of ~900 GB: below the 1 TiB file limit, above any memory.
+    rows = (900 << 30) // 16 // 8 * 8
+    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 4), }"
+              % rows)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    head = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + \
+        header.encode()
+    sparse_file(os.path.join(WORK, "huge.npy"), len(head) + rows * 16, head)
+    start = time.time()
+    expect_error(["--local", "--data", "x=huge.npy", "--data",
+                  "label=data/label.npy"],
+                 [r"--data for input 'x': 'huge\.npy' holds f32\[%d, 4\]: "
+                  r"%d bytes \(\d+\.\d GiB\) to load, more than the "
+                  r"[\d.]+ \w+ of memory available" % (rows, rows * 16)])
+    expect(time.time() - start < 10, "the huge .npy took too long")
+
+
 CHECKS = {
     "local": check_local,
     "mpi": check_mpi,
@@ -831,6 +861,7 @@ CHECKS = {
     "io-errors": check_io_errors,
     "save": check_save,
     "save-mpi": check_save_mpi,
+    "huge-npy": check_huge_npy,
 }
 
 
