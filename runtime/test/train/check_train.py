@@ -291,9 +291,9 @@ def check_resume_mpi():
 
 
 def expect_error(args, patterns, status=1, mpi_ranks=0, env=None,
-                 file_limit=None):
+                 file_limit=None, toy=None):
     code, out, err, _ = run(args, mpi_ranks=mpi_ranks, env=env, timeout=20,
-                            file_limit=file_limit)
+                            file_limit=file_limit, toy=toy)
     expect(code == status if status else code != 0,
            "expected exit status %s, got %d" % (status or "non-zero", code),
            out + err)
@@ -844,6 +844,52 @@ def check_huge_npy():
     expect(time.time() - start < 10, "the huge .npy took too long")
 
 
+def check_diverge():
+    """Weights that turn non-finite in an update whose loss is finite
+    (PP_TOY_DIVERGE): the run stops naming the stage and the step before
+    it checkpoints, dumps or exports them; --resume takes the last sound
+    checkpoint."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--seed", "3"]
+    diverge = {"PP_TOY_DIVERGE": "3"}
+    out = expect_error(common + ["--steps", "5", "--checkpoint-every", "1",
+                                 "--checkpoint", "ck"],
+                       [r"error: rank 1 \(device cpu1\): training diverged "
+                        r"at step 3: stage 1's global 'W1' \(15 of 15 "
+                        r"values\) not finite after its update; checkpoint "
+                        r"'ck/step-3' is not written"], env=diverge)
+    expect(out.count("error: ") == 1, "more than one error reported", out)
+    expect(open(os.path.join(WORK, "ck", "latest")).read() == "step-2\n",
+           "latest does not name step 2")
+    expect(not os.path.exists(os.path.join(WORK, "ck", "step-3")),
+           "step-3 was written")
+    out = run_ok(common + ["--steps", "4", "--resume", "ck"])
+    expect(resumed_step(out) == ("ck/step-2", 2),
+           "did not resume from step 2", out)
+    # The last step's update: nothing dumped or exported, exit 1. (A private
+    # copy of the toy finds its source model next to it.)
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print("SKIP: no python onnx")
+        sys.exit(77)
+    toy = os.path.join(WORK, "pp-rt-train-toy")
+    shutil.copy(ARGS.toy, toy)
+    subprocess.run([toy, "--write-toy-data", WORK], check=True)
+    write_toy_model(os.path.join(WORK, "pp-rt-train-toy.onnx"),
+                    *initial_weights(os.path.join(WORK,
+                                                  "pp-rt-train-toy.data")))
+    expect_error(common + ["--steps", "3", "--dump-globals", "dump",
+                           "--save-onnx", "out.onnx"],
+                 [r"error: rank 1 \(device cpu1\): training diverged at "
+                  r"step 3: stage 1's global 'W1' \(15 of 15 values\) not "
+                  r"finite after the last update; nothing is dumped or "
+                  r"exported"], env=diverge, toy=toy)
+    expect(not os.path.exists(os.path.join(WORK, "dump", "W1.npy")) and
+           not os.path.exists(os.path.join(WORK, "out.onnx")),
+           "non-finite weights were dumped or exported")
+
+
 CHECKS = {
     "local": check_local,
     "mpi": check_mpi,
@@ -862,6 +908,7 @@ CHECKS = {
     "save": check_save,
     "save-mpi": check_save_mpi,
     "huge-npy": check_huge_npy,
+    "diverge": check_diverge,
 }
 
 
