@@ -183,6 +183,8 @@ uint32_t crcOf(const std::string &bytes) {
 }
 
 const char kManifest[] = "MANIFEST";
+/// "step-<k>\n", k at most 20 digits.
+constexpr int64_t kMaxLatestBytes = 32;
 
 /// k of a directory entry named "step-<k>"; -1 for any other name.
 int64_t stepOfName(const std::string &name) {
@@ -308,17 +310,53 @@ bool pp::rt::train::parseManifest(const std::string &path,
 
 namespace {
 
-/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
-bool readManifest(const std::string &path, CheckpointManifest &m,
-                  std::string &why) {
-  std::string text;
-  return readRegularFile(path, text, why) && parseManifest(path, text, m, why);
+/// The most bytes a MANIFEST of `job` can have: its fixed lines, the
+/// model's name and identity, one line per rank file (generously).
+int64_t maxManifestBytes(const Job &job) {
+  return 4096 +
+         2 * static_cast<int64_t>(job.program.modelName.size() +
+                                  job.identity.size()) +
+         128 * static_cast<int64_t>(job.checkpointRanks());
 }
 
-/// Reads `path` and checks it against its manifest entry `file`.
+/// The most bytes a rank<r>.ckpt of `job` can have: its header, and every
+/// global of the program in each stage (a rank holds at most all).
+int64_t maxRankFileBytes(const Job &job) {
+  const ProgramInfo &p = job.program;
+  int64_t perStage = 64;
+  for (const GlobalInfo &g : p.globals)
+    perStage += 64 + static_cast<int64_t>(g.name.size()) +
+                8 * static_cast<int64_t>(g.shape.size()) +
+                numelOf(g.shape) * dtypeSize(g.dtype);
+  return 4096 + static_cast<int64_t>(p.modelName.size()) +
+         job.numStages * perStage;
+}
+
+/// Reads and checks `path` (a MANIFEST), refusing unread one larger than a
+/// manifest of `job` can be; `why` says what is wrong with it.
+bool readManifest(const Job &job, const std::string &path,
+                  CheckpointManifest &m, std::string &why) {
+  std::string text;
+  return readRegularFile(path, text, why, maxManifestBytes(job),
+                         "a MANIFEST of this program") &&
+         parseManifest(path, text, m, why);
+}
+
+/// Reads `path` and checks it against its manifest entry `file`; one of
+/// another size is refused unread.
 bool readCheckedFile(const std::string &path, const CheckpointFile &file,
                      std::string &bytes, std::string &why) {
-  if (!readRegularFile(path, bytes, why))
+  int64_t size = 0;
+  int fd = openRegularFile(path, size, why);
+  if (fd < 0)
+    return false;
+  close(fd);
+  if (size != file.size) {
+    why = "'" + path + "' has " + std::to_string(size) +
+          " bytes, its manifest says " + std::to_string(file.size) + " (torn)";
+    return false;
+  }
+  if (!readRegularFile(path, bytes, why, file.size, "its manifest lists"))
     return false;
   if (static_cast<int64_t>(bytes.size()) != file.size)
     why = "'" + path + "' has " + std::to_string(bytes.size()) +
@@ -334,7 +372,7 @@ bool readCheckedFile(const std::string &path, const CheckpointFile &file,
 /// what is wrong with it.
 bool verifyCheckpoint(const Job &job, const std::string &stepDir,
                       CheckpointManifest &m, std::string &why) {
-  if (!readManifest(stepDir + "/" + kManifest, m, why))
+  if (!readManifest(job, stepDir + "/" + kManifest, m, why))
     return false;
   if (m.identity != job.identity || m.modelName != job.program.modelName) {
     why = "written by another program ('" + m.modelName + "', identity " +
@@ -363,6 +401,13 @@ bool verifyCheckpoint(const Job &job, const std::string &stepDir,
     if (m.files[r].name != rankCheckpointName(r)) {
       why = "its manifest lists '" + m.files[r].name + "' for rank " +
             std::to_string(r);
+      return false;
+    }
+    if (m.files[r].size < 0 || m.files[r].size > maxRankFileBytes(job)) {
+      why = "its manifest lists " + std::to_string(m.files[r].size) +
+            " bytes for '" + m.files[r].name +
+            "', more than a checkpoint of this program can hold (" +
+            std::to_string(maxRankFileBytes(job)) + ")";
       return false;
     }
     if (!readCheckedFile(stepDir + "/" + m.files[r].name, m.files[r], bytes,
@@ -553,7 +598,8 @@ bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
     int64_t committed = -1;
     if (steps.empty()) {
       // Nothing to choose from (the error below).
-    } else if (!readRegularFile(latest, text, why)) {
+    } else if (!readRegularFile(latest, text, why, kMaxLatestBytes,
+                                "a 'latest' file")) {
       skip("no committed checkpoint (" + why + "): trying every step-<k>");
     } else if ((committed = stepOfName(text.substr(0, text.find('\n')))) < 0) {
       skip("'" + latest + "' is corrupt: trying every step-<k>");

@@ -13,6 +13,9 @@
 //   3. rank 0 commits it by renaming DIR/latest.tmp over DIR/latest, then
 //      removes all but the --keep-checkpoints newest checkpoints.
 // A crash at any point leaves the previous committed checkpoint whole.
+// Metadata reads are bounded by what the format can need (a MANIFEST of
+// the program, a rank file of its globals); larger files are refused
+// unread.
 // --resume DIR takes the newest step-<k> not newer than the one `latest`
 // names whose manifest, identity and files all verify; each one it skips is
 // reported by name.

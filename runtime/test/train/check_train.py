@@ -844,6 +844,58 @@ def check_huge_npy():
     expect(time.time() - start < 10, "the huge .npy took too long")
 
 
+def check_huge_metadata():
+    """Checkpoint metadata of 64 GiB (sparse files): refused unread, the
+    checkpoint skipped by name, quickly, never an abort."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--seed", "3"]
+    full = step_losses(run_ok(common + ["--steps", "6"]))
+    run_ok(common + ["--steps", "4", "--checkpoint-every", "2",
+                     "--checkpoint", "ck"])
+    shutil.copytree(os.path.join(WORK, "ck"), os.path.join(WORK, "ck-good"))
+
+    def resume(patterns, expected_step=None):
+        start = time.time()
+        status, out, err, _ = run(common + ["--steps", "6", "--resume", "ck"])
+        expect(time.time() - start < 10, "resuming took too long", out + err)
+        for pattern in patterns:
+            expect(re.search(pattern, err), "no match for /%s/" % pattern,
+                   out + err)
+        if expected_step is None:
+            expect(status == 1, "exit status %d" % status, out + err)
+            return
+        expect(status == 0 and resumed_step(out) ==
+               ("ck/step-%d" % expected_step, expected_step),
+               "did not resume from step %d" % expected_step, out + err)
+        expect(step_losses(out) == full[expected_step:],
+               "the losses after step %d differ" % expected_step, out + err)
+
+    def restore():
+        shutil.rmtree(os.path.join(WORK, "ck"))
+        shutil.copytree(os.path.join(WORK, "ck-good"),
+                        os.path.join(WORK, "ck"))
+
+    huge = 64 << 30
+    # A 64 GiB MANIFEST: refused unread, the previous checkpoint taken.
+    sparse_file(os.path.join(WORK, "ck", "step-4", "MANIFEST"), huge)
+    resume([r"skipping checkpoint 'ck/step-4': cannot read "
+            r"'ck/step-4/MANIFEST': it has 68719476736 bytes, more than a "
+            r"MANIFEST of this program can hold"], 2)
+    # ... and with no other checkpoint, an error naming it.
+    shutil.rmtree(os.path.join(WORK, "ck", "step-2"))
+    resume([r"'ck/step-4/MANIFEST': it has 68719476736 bytes",
+            r"--resume: no complete checkpoint in 'ck'"])
+    # A 64 GiB rank file (its manifest says otherwise) and latest.
+    restore()
+    sparse_file(os.path.join(WORK, "ck", "step-4", "rank1.ckpt"), huge)
+    resume([r"skipping checkpoint 'ck/step-4': 'ck/step-4/rank1\.ckpt' has "
+            r"68719476736 bytes, its manifest says \d+ \(torn\)"], 2)
+    restore()
+    sparse_file(os.path.join(WORK, "ck", "latest"), huge)
+    resume([r"no committed checkpoint \(cannot read 'ck/latest': it has "
+            r"68719476736 bytes, more than a 'latest' file can hold"], 4)
+
+
 def check_diverge():
     """Weights that turn non-finite in an update whose loss is finite
     (PP_TOY_DIVERGE): the run stops naming the stage and the step before
@@ -908,6 +960,7 @@ CHECKS = {
     "save": check_save,
     "save-mpi": check_save_mpi,
     "huge-npy": check_huge_npy,
+    "huge-metadata": check_huge_metadata,
     "diverge": check_diverge,
 }
 
