@@ -152,7 +152,13 @@ bool writeDurably(int rank, const std::string &dir, const std::string &name,
                   const std::string &bytes, std::string &error) {
   std::string path = dir + "/" + name, tmp = path + ".tmp";
   crashPoint(rank, "open", tmp);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  // A fresh file, never through a link planted as `tmp` (O_EXCL fails on
+  // any existing name, a link too): one left by a crash is removed first
+  // (unlink removes a link, not what it names).
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(tmp.c_str(), flags, 0666);
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0)
+    fd = open(tmp.c_str(), flags, 0666);
   if (fd < 0) {
     error = withErrno("cannot write '" + tmp + "'");
     return false;
@@ -186,6 +192,30 @@ const char kManifest[] = "MANIFEST";
 /// "step-<k>\n", k at most 20 digits.
 constexpr int64_t kMaxLatestBytes = 32;
 
+/// Refuses `path` when it is a symbolic link (or anything but a directory,
+/// `isDirectory`, or a regular file): the checkpoint directory's files are
+/// written, renamed and removed, never through a link planted there.
+bool checkNotLink(const std::string &path, const char *what, std::string &error,
+                  bool isDirectory = true) {
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT)
+      return true;
+    error = withErrno("cannot read '" + path + "'");
+    return false;
+  }
+  if (S_ISLNK(info.st_mode))
+    error = "'" + path + "' is a symbolic link, not " + what +
+            ": a checkpoint directory must hold no links (remove it)";
+  else if (isDirectory ? !S_ISDIR(info.st_mode) : !S_ISREG(info.st_mode))
+    error = "'" + path + "' is not " + std::string(what) +
+            (isDirectory ? " (not a directory)" : " (not a regular file)") +
+            ": remove it";
+  else
+    return true;
+  return false;
+}
+
 /// k of a directory entry named "step-<k>"; -1 for any other name.
 int64_t stepOfName(const std::string &name) {
   if (name.rfind("step-", 0) != 0 || name.size() == 5 || name.size() > 23 ||
@@ -213,23 +243,38 @@ bool listSteps(const std::string &dir, std::vector<int64_t> &steps,
 /// Removes checkpoint directory `path`: its manifest first, so that a crash
 /// midway leaves no directory that looks complete.
 bool removeCheckpoint(const std::string &path, std::string &error) {
-  std::vector<std::string> names;
-  if (DIR *d = opendir(path.c_str())) {
-    while (dirent *entry = readdir(d))
-      if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
-        names.push_back(entry->d_name);
-    closedir(d);
+  // O_NOFOLLOW: a link planted as step-<k> must not have the files of the
+  // directory it names removed; entries go by unlinkat in the directory
+  // opened, so none is reached through a link swapped in meanwhile.
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return true;
+  DIR *d = fd < 0 ? nullptr : fdopendir(fd);
+  if (!d) {
+    error = withErrno("cannot remove the old checkpoint '" + path + "'") +
+            (errno == ELOOP || errno == ENOTDIR
+                 ? " (not a directory: a link or a file planted there?)"
+                 : "");
+    if (fd >= 0)
+      close(fd);
+    return false;
   }
+  std::vector<std::string> names;
+  while (dirent *entry = readdir(d))
+    if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
+      names.push_back(entry->d_name);
   std::stable_partition(names.begin(), names.end(),
                         [](const std::string &n) { return n == kManifest; });
   for (const std::string &name : names) {
     std::string file = path + "/" + name;
     crashPoint(0, "unlink", file);
-    if (unlink(file.c_str()) != 0 && errno != ENOENT) {
+    if (unlinkat(dirfd(d), name.c_str(), 0) != 0 && errno != ENOENT) {
       error = withErrno("cannot remove the old checkpoint file '" + file + "'");
+      closedir(d);
       return false;
     }
   }
+  closedir(d);
   crashPoint(0, "rmdir", path);
   if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
     error = withErrno("cannot remove the old checkpoint '" + path + "'");
@@ -497,6 +542,26 @@ bool pp::rt::train::decodeRankCheckpoint(const std::string &path,
   return true;
 }
 
+bool pp::rt::train::checkCheckpointDirectory(const std::string &dir,
+                                             std::string &error) {
+  std::vector<std::string> names;
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *entry = readdir(d))
+      names.push_back(entry->d_name);
+    closedir(d);
+  }
+  for (const std::string &name : names) {
+    std::string path = dir + "/" + name;
+    if (stepOfName(name) >= 0 &&
+        !checkNotLink(path, "a checkpoint directory", error))
+      return false;
+    if ((name == "latest" || name == "latest.tmp") &&
+        !checkNotLink(path, "a 'latest' file", error, /*isDirectory=*/false))
+      return false;
+  }
+  return true;
+}
+
 std::string pp::rt::train::rankCheckpointName(int64_t rank) {
   return "rank" + std::to_string(rank) + ".ckpt";
 }
@@ -543,7 +608,8 @@ bool pp::rt::train::writeRankCheckpoint(const std::string &stepDir,
   file = {rankCheckpointName(rank), static_cast<int64_t>(bytes.size()),
           crcOf(bytes)};
   crashPoint(rank, "mkdir", stepDir);
-  if (!makeDirectories(stepDir, error))
+  if (!makeDirectories(stepDir, error) ||
+      !checkNotLink(stepDir, "a checkpoint directory", error))
     return false;
   // A manifest left in `stepDir` by an interrupted run describes other files.
   std::string stale = stepDir + "/" + kManifest;

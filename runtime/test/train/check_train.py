@@ -942,6 +942,37 @@ def check_diverge():
            "non-finite weights were dumped or exported")
 
 
+def check_checkpoint_links():
+    """Symbolic links planted in a checkpoint directory: the run refuses
+    the directory by name and never writes, truncates or removes what they
+    name."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--steps", "2",
+              "--checkpoint-every", "1", "--checkpoint", "ck"]
+    victim = os.path.join(WORK, "victim")
+    os.makedirs(victim)
+    precious = os.path.join(victim, "precious")
+    for name, target, kind in (("step-99", victim, "a checkpoint directory"),
+                               ("step-2", victim, "a checkpoint directory"),
+                               ("latest.tmp", precious, "a 'latest' file"),
+                               ("latest", precious, "a 'latest' file")):
+        shutil.rmtree(os.path.join(WORK, "ck"), ignore_errors=True)
+        os.makedirs(os.path.join(WORK, "ck"))
+        open(precious, "w").write("precious\n")
+        os.symlink(target, os.path.join(WORK, "ck", name))
+        expect_error(common, [r"--checkpoint: 'ck/%s' is a symbolic link, "
+                              r"not %s" % (re.escape(name), kind)])
+        expect(sorted(os.listdir(victim)) == ["precious"] and
+               open(precious).read() == "precious\n",
+               "%s: the link's target was touched: %s" %
+               (name, os.listdir(victim)))
+    # A step-<k> that is a file is refused too.
+    shutil.rmtree(os.path.join(WORK, "ck"))
+    os.makedirs(os.path.join(WORK, "ck"))
+    open(os.path.join(WORK, "ck", "step-7"), "w").write("x")
+    expect_error(common, [r"'ck/step-7' is not a checkpoint directory"])
+
+
 CHECKS = {
     "local": check_local,
     "mpi": check_mpi,
@@ -962,6 +993,7 @@ CHECKS = {
     "huge-npy": check_huge_npy,
     "huge-metadata": check_huge_metadata,
     "diverge": check_diverge,
+    "checkpoint-links": check_checkpoint_links,
 }
 
 
