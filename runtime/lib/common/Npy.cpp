@@ -92,10 +92,17 @@ string_view dictValue(string_view header, string_view key) {
 } // namespace
 
 bool npy::parseHeader(string_view bytes, Header &out, std::string &error) {
+  return parseHeader(bytes, bytes.size(), out, error);
+}
+
+bool npy::parseHeader(string_view bytes, uint64_t fileSize, Header &out,
+                      std::string &error) {
   auto fail = [&](std::string message) {
     error = std::move(message);
     return false;
   };
+  if (fileSize < bytes.size())
+    return fail("malformed .npy: truncated header");
   if (bytes.substr(0, 6) != string_view("\x93NUMPY", 6))
     return fail("malformed .npy: missing the \\x93NUMPY magic");
   if (bytes.size() < 10)
@@ -162,7 +169,7 @@ bool npy::parseHeader(string_view bytes, Header &out, std::string &error) {
   }
 
   size_t expected = size_t(out.numElements) * size_t(dtypeSize(out.dtype));
-  size_t available = bytes.size() - offset - headerLen;
+  uint64_t available = fileSize - offset - headerLen;
   if (available != expected)
     return fail("malformed .npy: the data holds " + std::to_string(available) +
                 " bytes, the header describes " + std::to_string(expected));

@@ -152,7 +152,13 @@ bool writeDurably(int rank, const std::string &dir, const std::string &name,
                   const std::string &bytes, std::string &error) {
   std::string path = dir + "/" + name, tmp = path + ".tmp";
   crashPoint(rank, "open", tmp);
-  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+  // A fresh file, never through a link planted as `tmp` (O_EXCL fails on
+  // any existing name, a link too): one left by a crash is removed first
+  // (unlink removes a link, not what it names).
+  int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+  int fd = open(tmp.c_str(), flags, 0666);
+  if (fd < 0 && errno == EEXIST && unlink(tmp.c_str()) == 0)
+    fd = open(tmp.c_str(), flags, 0666);
   if (fd < 0) {
     error = withErrno("cannot write '" + tmp + "'");
     return false;
@@ -183,6 +189,32 @@ uint32_t crcOf(const std::string &bytes) {
 }
 
 const char kManifest[] = "MANIFEST";
+/// "step-<k>\n", k at most 20 digits.
+constexpr int64_t kMaxLatestBytes = 32;
+
+/// Refuses `path` when it is a symbolic link (or anything but a directory,
+/// `isDirectory`, or a regular file): the checkpoint directory's files are
+/// written, renamed and removed, never through a link planted there.
+bool checkNotLink(const std::string &path, const char *what, std::string &error,
+                  bool isDirectory = true) {
+  struct stat info {};
+  if (lstat(path.c_str(), &info) != 0) {
+    if (errno == ENOENT)
+      return true;
+    error = withErrno("cannot read '" + path + "'");
+    return false;
+  }
+  if (S_ISLNK(info.st_mode))
+    error = "'" + path + "' is a symbolic link, not " + what +
+            ": a checkpoint directory must hold no links (remove it)";
+  else if (isDirectory ? !S_ISDIR(info.st_mode) : !S_ISREG(info.st_mode))
+    error = "'" + path + "' is not " + std::string(what) +
+            (isDirectory ? " (not a directory)" : " (not a regular file)") +
+            ": remove it";
+  else
+    return true;
+  return false;
+}
 
 /// k of a directory entry named "step-<k>"; -1 for any other name.
 int64_t stepOfName(const std::string &name) {
@@ -211,23 +243,38 @@ bool listSteps(const std::string &dir, std::vector<int64_t> &steps,
 /// Removes checkpoint directory `path`: its manifest first, so that a crash
 /// midway leaves no directory that looks complete.
 bool removeCheckpoint(const std::string &path, std::string &error) {
-  std::vector<std::string> names;
-  if (DIR *d = opendir(path.c_str())) {
-    while (dirent *entry = readdir(d))
-      if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
-        names.push_back(entry->d_name);
-    closedir(d);
+  // O_NOFOLLOW: a link planted as step-<k> must not have the files of the
+  // directory it names removed; entries go by unlinkat in the directory
+  // opened, so none is reached through a link swapped in meanwhile.
+  int fd = open(path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT)
+    return true;
+  DIR *d = fd < 0 ? nullptr : fdopendir(fd);
+  if (!d) {
+    error = withErrno("cannot remove the old checkpoint '" + path + "'") +
+            (errno == ELOOP || errno == ENOTDIR
+                 ? " (not a directory: a link or a file planted there?)"
+                 : "");
+    if (fd >= 0)
+      close(fd);
+    return false;
   }
+  std::vector<std::string> names;
+  while (dirent *entry = readdir(d))
+    if (std::strcmp(entry->d_name, ".") && std::strcmp(entry->d_name, ".."))
+      names.push_back(entry->d_name);
   std::stable_partition(names.begin(), names.end(),
                         [](const std::string &n) { return n == kManifest; });
   for (const std::string &name : names) {
     std::string file = path + "/" + name;
     crashPoint(0, "unlink", file);
-    if (unlink(file.c_str()) != 0 && errno != ENOENT) {
+    if (unlinkat(dirfd(d), name.c_str(), 0) != 0 && errno != ENOENT) {
       error = withErrno("cannot remove the old checkpoint file '" + file + "'");
+      closedir(d);
       return false;
     }
   }
+  closedir(d);
   crashPoint(0, "rmdir", path);
   if (rmdir(path.c_str()) != 0 && errno != ENOENT) {
     error = withErrno("cannot remove the old checkpoint '" + path + "'");
@@ -308,17 +355,53 @@ bool pp::rt::train::parseManifest(const std::string &path,
 
 namespace {
 
-/// Reads and checks `path` (a MANIFEST); `why` says what is wrong with it.
-bool readManifest(const std::string &path, CheckpointManifest &m,
-                  std::string &why) {
-  std::string text;
-  return readRegularFile(path, text, why) && parseManifest(path, text, m, why);
+/// The most bytes a MANIFEST of `job` can have: its fixed lines, the
+/// model's name and identity, one line per rank file (generously).
+int64_t maxManifestBytes(const Job &job) {
+  return 4096 +
+         2 * static_cast<int64_t>(job.program.modelName.size() +
+                                  job.identity.size()) +
+         128 * static_cast<int64_t>(job.checkpointRanks());
 }
 
-/// Reads `path` and checks it against its manifest entry `file`.
+/// The most bytes a rank<r>.ckpt of `job` can have: its header, and every
+/// global of the program in each stage (a rank holds at most all).
+int64_t maxRankFileBytes(const Job &job) {
+  const ProgramInfo &p = job.program;
+  int64_t perStage = 64;
+  for (const GlobalInfo &g : p.globals)
+    perStage += 64 + static_cast<int64_t>(g.name.size()) +
+                8 * static_cast<int64_t>(g.shape.size()) +
+                numelOf(g.shape) * dtypeSize(g.dtype);
+  return 4096 + static_cast<int64_t>(p.modelName.size()) +
+         job.numStages * perStage;
+}
+
+/// Reads and checks `path` (a MANIFEST), refusing unread one larger than a
+/// manifest of `job` can be; `why` says what is wrong with it.
+bool readManifest(const Job &job, const std::string &path,
+                  CheckpointManifest &m, std::string &why) {
+  std::string text;
+  return readRegularFile(path, text, why, maxManifestBytes(job),
+                         "a MANIFEST of this program") &&
+         parseManifest(path, text, m, why);
+}
+
+/// Reads `path` and checks it against its manifest entry `file`; one of
+/// another size is refused unread.
 bool readCheckedFile(const std::string &path, const CheckpointFile &file,
                      std::string &bytes, std::string &why) {
-  if (!readRegularFile(path, bytes, why))
+  int64_t size = 0;
+  int fd = openRegularFile(path, size, why);
+  if (fd < 0)
+    return false;
+  close(fd);
+  if (size != file.size) {
+    why = "'" + path + "' has " + std::to_string(size) +
+          " bytes, its manifest says " + std::to_string(file.size) + " (torn)";
+    return false;
+  }
+  if (!readRegularFile(path, bytes, why, file.size, "its manifest lists"))
     return false;
   if (static_cast<int64_t>(bytes.size()) != file.size)
     why = "'" + path + "' has " + std::to_string(bytes.size()) +
@@ -334,7 +417,7 @@ bool readCheckedFile(const std::string &path, const CheckpointFile &file,
 /// what is wrong with it.
 bool verifyCheckpoint(const Job &job, const std::string &stepDir,
                       CheckpointManifest &m, std::string &why) {
-  if (!readManifest(stepDir + "/" + kManifest, m, why))
+  if (!readManifest(job, stepDir + "/" + kManifest, m, why))
     return false;
   if (m.identity != job.identity || m.modelName != job.program.modelName) {
     why = "written by another program ('" + m.modelName + "', identity " +
@@ -363,6 +446,13 @@ bool verifyCheckpoint(const Job &job, const std::string &stepDir,
     if (m.files[r].name != rankCheckpointName(r)) {
       why = "its manifest lists '" + m.files[r].name + "' for rank " +
             std::to_string(r);
+      return false;
+    }
+    if (m.files[r].size < 0 || m.files[r].size > maxRankFileBytes(job)) {
+      why = "its manifest lists " + std::to_string(m.files[r].size) +
+            " bytes for '" + m.files[r].name +
+            "', more than a checkpoint of this program can hold (" +
+            std::to_string(maxRankFileBytes(job)) + ")";
       return false;
     }
     if (!readCheckedFile(stepDir + "/" + m.files[r].name, m.files[r], bytes,
@@ -452,6 +542,26 @@ bool pp::rt::train::decodeRankCheckpoint(const std::string &path,
   return true;
 }
 
+bool pp::rt::train::checkCheckpointDirectory(const std::string &dir,
+                                             std::string &error) {
+  std::vector<std::string> names;
+  if (DIR *d = opendir(dir.c_str())) {
+    while (dirent *entry = readdir(d))
+      names.push_back(entry->d_name);
+    closedir(d);
+  }
+  for (const std::string &name : names) {
+    std::string path = dir + "/" + name;
+    if (stepOfName(name) >= 0 &&
+        !checkNotLink(path, "a checkpoint directory", error))
+      return false;
+    if ((name == "latest" || name == "latest.tmp") &&
+        !checkNotLink(path, "a 'latest' file", error, /*isDirectory=*/false))
+      return false;
+  }
+  return true;
+}
+
 std::string pp::rt::train::rankCheckpointName(int64_t rank) {
   return "rank" + std::to_string(rank) + ".ckpt";
 }
@@ -498,7 +608,8 @@ bool pp::rt::train::writeRankCheckpoint(const std::string &stepDir,
   file = {rankCheckpointName(rank), static_cast<int64_t>(bytes.size()),
           crcOf(bytes)};
   crashPoint(rank, "mkdir", stepDir);
-  if (!makeDirectories(stepDir, error))
+  if (!makeDirectories(stepDir, error) ||
+      !checkNotLink(stepDir, "a checkpoint directory", error))
     return false;
   // A manifest left in `stepDir` by an interrupted run describes other files.
   std::string stale = stepDir + "/" + kManifest;
@@ -553,7 +664,8 @@ bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
     int64_t committed = -1;
     if (steps.empty()) {
       // Nothing to choose from (the error below).
-    } else if (!readRegularFile(latest, text, why)) {
+    } else if (!readRegularFile(latest, text, why, kMaxLatestBytes,
+                                "a 'latest' file")) {
       skip("no committed checkpoint (" + why + "): trying every step-<k>");
     } else if ((committed = stepOfName(text.substr(0, text.find('\n')))) < 0) {
       skip("'" + latest + "' is corrupt: trying every step-<k>");

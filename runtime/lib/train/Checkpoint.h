@@ -13,6 +13,11 @@
 //   3. rank 0 commits it by renaming DIR/latest.tmp over DIR/latest, then
 //      removes all but the --keep-checkpoints newest checkpoints.
 // A crash at any point leaves the previous committed checkpoint whole.
+// Nothing there is written, renamed or removed through a symbolic link:
+// a run refuses a directory whose step-<k>, latest or latest.tmp is one.
+// Metadata reads are bounded by what the format can need (a MANIFEST of
+// the program, a rank file of its globals); larger files are refused
+// unread.
 // --resume DIR takes the newest step-<k> not newer than the one `latest`
 // names whose manifest, identity and files all verify; each one it skips is
 // reported by name.
@@ -101,6 +106,12 @@ std::string checkpointStepDir(const std::string &dir, int64_t step);
 
 /// mkdir -p.
 bool makeDirectories(const std::string &path, std::string &error);
+
+/// Before training: refuses checkpoint directory `dir` when a step-<k>,
+/// `latest` or `latest.tmp` in it is a symbolic link (or of the wrong
+/// kind), naming it: the driver writes, renames and removes there, and
+/// must never reach what a planted link names.
+bool checkCheckpointDirectory(const std::string &dir, std::string &error);
 
 //===----------------------------------------------------------------------===//
 // A rank's training state in a checkpoint

@@ -58,6 +58,11 @@ bool pp::rt::train::checkOutputs(const Job &job, int rank, std::string &error) {
   if (options.checkpointEvery > 0 &&
       !checkDirectory("checkpoint", options.checkpointDir, error))
     return false;
+  if (options.checkpointEvery > 0 &&
+      !checkCheckpointDirectory(options.checkpointDir, error)) {
+    error = "--checkpoint: " + error;
+    return false;
+  }
   if (rank != 0)
     return true;
   if (!options.dumpGlobals.empty() &&

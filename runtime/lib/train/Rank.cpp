@@ -601,6 +601,17 @@ bool Rank::writeCheckpoint() {
   // writes the checkpoint, and every replica resumes from it. Under WSP
   // the weights agree (every wave applied) but the optimizer states and
   // statistics are each VW's own: every rank writes its file.
+  // Non-finite weights are never committed: `latest` keeps naming the last
+  // sound checkpoint. (A step's loss is checked by finishStep; this catches
+  // the update after it.)
+  std::string bad = findNonFiniteGlobal(job.program, stages);
+  if (!agree(bad.empty(),
+             "rank " + std::to_string(worldRank) + " (device " + deviceName() +
+                 "): training diverged at step " + std::to_string(completed) +
+                 ": " + bad + " not finite after its update; checkpoint '" +
+                 checkpointStepDir(dir, completed) +
+                 "' is not written (--resume takes the last committed one)"))
+    return false;
   bool wsp = job.waveSynchronous();
   int fileIndex = wsp ? worldRank : rank;
   bool ok = ((replica != 0 || tpRank != 0) && !wsp) ||
@@ -1231,6 +1242,16 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     abortJob("error: rank " + std::to_string(worldRank) + ": " + s.message);
     return false;
   }
+
+  // Non-finite weights are never dumped or exported, and a run that ends
+  // with them fails.
+  std::string bad = findNonFiniteGlobal(job.program, stages);
+  if (!agree(bad.empty(), "rank " + std::to_string(worldRank) + " (device " +
+                              deviceName() + "): training diverged at step " +
+                              std::to_string(step) + ": " + bad +
+                              " not finite after the last update; nothing "
+                              "is dumped or exported"))
+    return false;
 
   // Replica 0's globals are the result: the replicas' weights are equal,
   // and (as DDP's broadcast of buffers has it) its running statistics win.

@@ -586,3 +586,59 @@ double StageState::learningRate(double compiled) {
   const auto &lr = rank_.job.options.lr;
   return lr ? *lr : compiled;
 }
+
+namespace {
+
+/// The non-finite elements of `count` floats of `Bits`, whose exponent is
+/// all ones under `mask` (an integer test: exact whatever the float mode).
+template <typename Bits>
+int64_t countNonFinite(const char *data, int64_t count, Bits mask) {
+  int64_t bad = 0;
+  for (int64_t i = 0; i < count; ++i) {
+    Bits bits;
+    std::memcpy(&bits, data + i * sizeof(Bits), sizeof(Bits));
+    bad += (bits & mask) == mask;
+  }
+  return bad;
+}
+
+} // namespace
+
+std::string pp::rt::train::findNonFiniteGlobal(const ProgramInfo &program,
+                                               const StageMap &stages) {
+  std::vector<char> host;
+  for (const auto &[s, state] : stages) {
+    for (const auto &[id, t] : state->globals) {
+      if (!program.globals[id].trainable)
+        continue;
+      int64_t count = numelOf(t.shape), bad = 0;
+      host.resize(static_cast<size_t>(t.bytes()));
+      switch (t.dtype) {
+      case DType::F32:
+        copyFromBuffer(host.data(), t.data, t.bytes());
+        bad = countNonFinite<uint32_t>(host.data(), count, 0x7f800000u);
+        break;
+      case DType::F64:
+        copyFromBuffer(host.data(), t.data, t.bytes());
+        bad =
+            countNonFinite<uint64_t>(host.data(), count, 0x7ff0000000000000ull);
+        break;
+      case DType::F16:
+        copyFromBuffer(host.data(), t.data, t.bytes());
+        bad = countNonFinite<uint16_t>(host.data(), count, 0x7c00);
+        break;
+      case DType::BF16:
+        copyFromBuffer(host.data(), t.data, t.bytes());
+        bad = countNonFinite<uint16_t>(host.data(), count, 0x7f80);
+        break;
+      default:
+        break;
+      }
+      if (bad > 0)
+        return "stage " + std::to_string(s) + "'s global '" +
+               program.globals[id].name + "' (" + std::to_string(bad) + " of " +
+               std::to_string(count) + " values)";
+    }
+  }
+  return "";
+}

@@ -193,6 +193,12 @@ private:
 /// The stages a rank runs, by stage index.
 using StageMap = std::map<int64_t, std::unique_ptr<StageState>>;
 
+/// The first trainable global of `stages` (in stage, then id order) that
+/// holds a NaN or an infinity, as "stage S's global 'G' (N of M values)";
+/// empty when every one is finite. Copies each to the host once.
+std::string findNonFiniteGlobal(const ProgramInfo &program,
+                                const StageMap &stages);
+
 } // namespace pp::rt::train
 
 #endif // PP_RUNTIME_TRAIN_STAGESTATE_H

@@ -2,12 +2,14 @@
 
 #include "Util.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -99,28 +101,90 @@ int pp::rt::train::openRegularFile(const std::string &path, int64_t &size,
   return fd;
 }
 
-bool pp::rt::train::readRegularFile(const std::string &path, std::string &bytes,
-                                    std::string &error) {
-  int64_t size = 0;
-  int fd = openRegularFile(path, size, error);
-  if (fd < 0)
-    return false;
-  bytes.assign(static_cast<size_t>(size), '\0');
+bool pp::rt::train::readFully(int fd, const std::string &path, int64_t offset,
+                              char *data, int64_t size, std::string &error) {
   int64_t done = 0;
   while (done < size) {
-    ssize_t n = pread(fd, bytes.data() + done, size - done, done);
+    ssize_t n = pread(fd, data + done, size - done, offset + done);
     if (n < 0 && errno == EINTR)
       continue;
     if (n <= 0) {
       error = n < 0 ? withErrno("cannot read '" + path + "'")
                     : "cannot read '" + path + "': it shrank while read";
-      close(fd);
       return false;
     }
     done += n;
   }
-  close(fd);
   return true;
+}
+
+bool pp::rt::train::readRegularFile(const std::string &path, std::string &bytes,
+                                    std::string &error, int64_t limit,
+                                    const std::string &what) {
+  int64_t size = 0;
+  int fd = openRegularFile(path, size, error);
+  if (fd < 0)
+    return false;
+  // Before allocating: a sparse file of 64 GiB must not be read.
+  if (size > limit) {
+    error = "cannot read '" + path + "': it has " + std::to_string(size) +
+            " bytes, more than " + (what.empty() ? "expected" : what) +
+            " can hold (at most " + std::to_string(limit) + ")";
+    close(fd);
+    return false;
+  }
+  bytes.assign(static_cast<size_t>(size), '\0');
+  bool ok = readFully(fd, path, 0, bytes.data(), size, error);
+  close(fd);
+  return ok;
+}
+
+int64_t pp::rt::train::availableMemoryBytes() {
+  int64_t available = -1;
+  auto lower = [&](int64_t bytes) {
+    if (bytes >= 0 && (available < 0 || bytes < available))
+      available = bytes;
+  };
+  if (FILE *file = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    long long kib;
+    while (std::fgets(line, sizeof line, file))
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
+        lower(static_cast<int64_t>(kib) * 1024);
+    std::fclose(file);
+  }
+  // A container's limit (cgroup v2), which /proc/meminfo does not show.
+  auto readNumber = [](const char *path, int64_t &value) {
+    FILE *file = std::fopen(path, "r");
+    long long n = 0;
+    bool ok = file && std::fscanf(file, "%lld", &n) == 1;
+    if (file)
+      std::fclose(file);
+    value = n;
+    return ok;
+  };
+  int64_t max = 0, current = 0;
+  if (readNumber("/sys/fs/cgroup/memory.max", max) &&
+      readNumber("/sys/fs/cgroup/memory.current", current))
+    lower(std::max<int64_t>(max - current, 0));
+  struct rlimit limit {};
+  if (getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY)
+    lower(static_cast<int64_t>(limit.rlim_cur));
+  return available;
+}
+
+std::string pp::rt::train::byteSize(int64_t bytes) {
+  const char *units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024 && unit < 4) {
+    value /= 1024;
+    ++unit;
+  }
+  char text[64];
+  std::snprintf(text, sizeof text, unit ? "%.1f %s" : "%.0f %s", value,
+                units[unit]);
+  return text;
 }
 
 bool pp::rt::train::writeWholeFile(const std::string &path,

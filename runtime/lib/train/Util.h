@@ -44,9 +44,24 @@ constexpr int64_t kMaxInputFileBytes = int64_t(1) << 40;
 int openRegularFile(const std::string &path, int64_t &size, std::string &error,
                     const std::string &what = "");
 
-/// The whole of `path`, opened by openRegularFile.
+/// The whole of `path`, opened by openRegularFile. A file of more than
+/// `limit` bytes is refused unread, `error` saying "it has N bytes, more
+/// than `what` can hold (at most `limit`)".
 bool readRegularFile(const std::string &path, std::string &bytes,
-                     std::string &error);
+                     std::string &error, int64_t limit = kMaxInputFileBytes,
+                     const std::string &what = "");
+
+/// Reads `size` bytes at `offset` of `fd` (the file `path`) into `data`.
+bool readFully(int fd, const std::string &path, int64_t offset, char *data,
+               int64_t size, std::string &error);
+
+/// The memory a process can still allocate, in bytes, as far as known: the
+/// system's available memory (/proc/meminfo), the cgroup's limit less its
+/// use, and the address-space limit; -1 when none is known.
+int64_t availableMemoryBytes();
+
+/// `bytes` in readable units ("65.4 GiB").
+std::string byteSize(int64_t bytes);
 
 /// Writes `bytes` to `path` (created or truncated), checking every write
 /// and the close: a full disk is an error naming the file.

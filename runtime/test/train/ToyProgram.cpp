@@ -16,7 +16,9 @@
 // PP_TOY_KILL=1 makes stage 1 SIGKILL itself during step 4;
 // PP_TOY_NO_DROPOUT=1 sets Dropout's ratio to 0; PP_TOY_OTHER_PROGRAM=1
 // makes another program (one arena size differs), whose checkpoints and
-// data file identity differ from the toy's.
+// data file identity differ from the toy's; PP_TOY_DIVERGE=K makes stage
+// 1's update of step K write infinities into W1 (the step's loss is still
+// finite).
 //
 //===----------------------------------------------------------------------===//
 
@@ -162,6 +164,11 @@ void update(StageContext &ctx, int weight, int moment,
   Status s9 =
       sgdStep(ctx.kernels(), v5, v0, &v7, step, 0.1f, 0.9f, 0.0f, 0.0f, false);
   gen::check(ctx, s9, "train.sgd");
+  if (const char *diverge = std::getenv("PP_TOY_DIVERGE");
+      diverge && weight == 1 && step == std::atoll(diverge)) {
+    Status s10 = fill(ctx.kernels(), v5, INFINITY);
+    gen::check(ctx, s10, "test.diverge");
+  }
   ctx.writeGlobal(weight, v5);
   ctx.writeGlobal(moment, v7);
   ctx.writeGlobal(2, v3);

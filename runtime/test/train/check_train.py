@@ -291,9 +291,9 @@ def check_resume_mpi():
 
 
 def expect_error(args, patterns, status=1, mpi_ranks=0, env=None,
-                 file_limit=None):
+                 file_limit=None, toy=None):
     code, out, err, _ = run(args, mpi_ranks=mpi_ranks, env=env, timeout=20,
-                            file_limit=file_limit)
+                            file_limit=file_limit, toy=toy)
     expect(code == status if status else code != 0,
            "expected exit status %s, got %d" % (status or "non-zero", code),
            out + err)
@@ -814,6 +814,165 @@ def check_save_mpi():
                "%s differs between mpirun and --local" % name)
 
 
+# --- hostile files: huge inputs and metadata, planted links -------------------
+
+def sparse_file(path, size, head=b""):
+    """A file of `size` bytes that starts with `head` and takes no disk."""
+    with open(path, "wb") as f:
+        f.write(head)
+        f.truncate(size)
+
+
+def check_huge_npy():
+    """A .npy whose header describes more data than memory holds (a sparse
+    file): a clear error naming the file and the sizes, never an abort."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    # f32[N*8, 4] of ~900 GB: below the 1 TiB file limit, above any memory.
+    rows = (900 << 30) // 16 // 8 * 8
+    header = ("{'descr': '<f4', 'fortran_order': False, 'shape': (%d, 4), }"
+              % rows)
+    header += " " * (63 - (10 + len(header)) % 64) + "\n"
+    head = b"\x93NUMPY\x01\x00" + len(header).to_bytes(2, "little") + \
+        header.encode()
+    sparse_file(os.path.join(WORK, "huge.npy"), len(head) + rows * 16, head)
+    start = time.time()
+    expect_error(["--local", "--data", "x=huge.npy", "--data",
+                  "label=data/label.npy"],
+                 [r"--data for input 'x': 'huge\.npy' holds f32\[%d, 4\]: "
+                  r"%d bytes \(\d+\.\d GiB\) to load, more than the "
+                  r"[\d.]+ \w+ of memory available" % (rows, rows * 16)])
+    expect(time.time() - start < 10, "the huge .npy took too long")
+
+
+def check_huge_metadata():
+    """Checkpoint metadata of 64 GiB (sparse files): refused unread, the
+    checkpoint skipped by name, quickly, never an abort."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--seed", "3"]
+    full = step_losses(run_ok(common + ["--steps", "6"]))
+    run_ok(common + ["--steps", "4", "--checkpoint-every", "2",
+                     "--checkpoint", "ck"])
+    shutil.copytree(os.path.join(WORK, "ck"), os.path.join(WORK, "ck-good"))
+
+    def resume(patterns, expected_step=None):
+        start = time.time()
+        status, out, err, _ = run(common + ["--steps", "6", "--resume", "ck"])
+        expect(time.time() - start < 10, "resuming took too long", out + err)
+        for pattern in patterns:
+            expect(re.search(pattern, err), "no match for /%s/" % pattern,
+                   out + err)
+        if expected_step is None:
+            expect(status == 1, "exit status %d" % status, out + err)
+            return
+        expect(status == 0 and resumed_step(out) ==
+               ("ck/step-%d" % expected_step, expected_step),
+               "did not resume from step %d" % expected_step, out + err)
+        expect(step_losses(out) == full[expected_step:],
+               "the losses after step %d differ" % expected_step, out + err)
+
+    def restore():
+        shutil.rmtree(os.path.join(WORK, "ck"))
+        shutil.copytree(os.path.join(WORK, "ck-good"),
+                        os.path.join(WORK, "ck"))
+
+    huge = 64 << 30
+    # A 64 GiB MANIFEST: refused unread, the previous checkpoint taken.
+    sparse_file(os.path.join(WORK, "ck", "step-4", "MANIFEST"), huge)
+    resume([r"skipping checkpoint 'ck/step-4': cannot read "
+            r"'ck/step-4/MANIFEST': it has 68719476736 bytes, more than a "
+            r"MANIFEST of this program can hold"], 2)
+    # ... and with no other checkpoint, an error naming it.
+    shutil.rmtree(os.path.join(WORK, "ck", "step-2"))
+    resume([r"'ck/step-4/MANIFEST': it has 68719476736 bytes",
+            r"--resume: no complete checkpoint in 'ck'"])
+    # A 64 GiB rank file (its manifest says otherwise) and latest.
+    restore()
+    sparse_file(os.path.join(WORK, "ck", "step-4", "rank1.ckpt"), huge)
+    resume([r"skipping checkpoint 'ck/step-4': 'ck/step-4/rank1\.ckpt' has "
+            r"68719476736 bytes, its manifest says \d+ \(torn\)"], 2)
+    restore()
+    sparse_file(os.path.join(WORK, "ck", "latest"), huge)
+    resume([r"no committed checkpoint \(cannot read 'ck/latest': it has "
+            r"68719476736 bytes, more than a 'latest' file can hold"], 4)
+
+
+def check_diverge():
+    """Weights that turn non-finite in an update whose loss is finite
+    (PP_TOY_DIVERGE): the run stops naming the stage and the step before
+    it checkpoints, dumps or exports them; --resume takes the last sound
+    checkpoint."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--seed", "3"]
+    diverge = {"PP_TOY_DIVERGE": "3"}
+    out = expect_error(common + ["--steps", "5", "--checkpoint-every", "1",
+                                 "--checkpoint", "ck"],
+                       [r"error: rank 1 \(device cpu1\): training diverged "
+                        r"at step 3: stage 1's global 'W1' \(15 of 15 "
+                        r"values\) not finite after its update; checkpoint "
+                        r"'ck/step-3' is not written"], env=diverge)
+    expect(out.count("error: ") == 1, "more than one error reported", out)
+    expect(open(os.path.join(WORK, "ck", "latest")).read() == "step-2\n",
+           "latest does not name step 2")
+    expect(not os.path.exists(os.path.join(WORK, "ck", "step-3")),
+           "step-3 was written")
+    out = run_ok(common + ["--steps", "4", "--resume", "ck"])
+    expect(resumed_step(out) == ("ck/step-2", 2),
+           "did not resume from step 2", out)
+    # The last step's update: nothing dumped or exported, exit 1. (A private
+    # copy of the toy finds its source model next to it.)
+    try:
+        import onnx  # noqa: F401
+    except ImportError:
+        print("SKIP: no python onnx")
+        sys.exit(77)
+    toy = os.path.join(WORK, "pp-rt-train-toy")
+    shutil.copy(ARGS.toy, toy)
+    subprocess.run([toy, "--write-toy-data", WORK], check=True)
+    write_toy_model(os.path.join(WORK, "pp-rt-train-toy.onnx"),
+                    *initial_weights(os.path.join(WORK,
+                                                  "pp-rt-train-toy.data")))
+    expect_error(common + ["--steps", "3", "--dump-globals", "dump",
+                           "--save-onnx", "out.onnx"],
+                 [r"error: rank 1 \(device cpu1\): training diverged at "
+                  r"step 3: stage 1's global 'W1' \(15 of 15 values\) not "
+                  r"finite after the last update; nothing is dumped or "
+                  r"exported"], env=diverge, toy=toy)
+    expect(not os.path.exists(os.path.join(WORK, "dump", "W1.npy")) and
+           not os.path.exists(os.path.join(WORK, "out.onnx")),
+           "non-finite weights were dumped or exported")
+
+
+def check_checkpoint_links():
+    """Symbolic links planted in a checkpoint directory: the run refuses
+    the directory by name and never writes, truncates or removes what they
+    name."""
+    write_batches(os.path.join(WORK, "data"), 3, seed=3)
+    common = ["--local", "--data", "data", "--steps", "2",
+              "--checkpoint-every", "1", "--checkpoint", "ck"]
+    victim = os.path.join(WORK, "victim")
+    os.makedirs(victim)
+    precious = os.path.join(victim, "precious")
+    for name, target, kind in (("step-99", victim, "a checkpoint directory"),
+                               ("step-2", victim, "a checkpoint directory"),
+                               ("latest.tmp", precious, "a 'latest' file"),
+                               ("latest", precious, "a 'latest' file")):
+        shutil.rmtree(os.path.join(WORK, "ck"), ignore_errors=True)
+        os.makedirs(os.path.join(WORK, "ck"))
+        open(precious, "w").write("precious\n")
+        os.symlink(target, os.path.join(WORK, "ck", name))
+        expect_error(common, [r"--checkpoint: 'ck/%s' is a symbolic link, "
+                              r"not %s" % (re.escape(name), kind)])
+        expect(sorted(os.listdir(victim)) == ["precious"] and
+               open(precious).read() == "precious\n",
+               "%s: the link's target was touched: %s" %
+               (name, os.listdir(victim)))
+    # A step-<k> that is a file is refused too.
+    shutil.rmtree(os.path.join(WORK, "ck"))
+    os.makedirs(os.path.join(WORK, "ck"))
+    open(os.path.join(WORK, "ck", "step-7"), "w").write("x")
+    expect_error(common, [r"'ck/step-7' is not a checkpoint directory"])
+
+
 CHECKS = {
     "local": check_local,
     "mpi": check_mpi,
@@ -831,6 +990,10 @@ CHECKS = {
     "io-errors": check_io_errors,
     "save": check_save,
     "save-mpi": check_save_mpi,
+    "huge-npy": check_huge_npy,
+    "huge-metadata": check_huge_metadata,
+    "diverge": check_diverge,
+    "checkpoint-links": check_checkpoint_links,
 }
 
 

@@ -44,6 +44,15 @@ struct Header {
 /// `error` says what is malformed ("malformed .npy: ...").
 bool parseHeader(std::string_view bytes, Header &out, std::string &error);
 
+/// parseHeader of a file of `fileSize` bytes given its first bytes,
+/// `prefix` (at least its header): the data need not be read to check it.
+bool parseHeader(std::string_view prefix, uint64_t fileSize, Header &out,
+                 std::string &error);
+
+/// The most bytes before the data that parseHeader of a prefix reads
+/// (numpy writes a few hundred): 1 MiB.
+constexpr size_t kMaxHeaderBytes = size_t(1) << 20;
+
 /// The bytes before the data of a version 1.0 file holding a C-order array
 /// (`shape`, `dtype`), padded so that the data is 64-byte aligned as numpy
 /// does.
