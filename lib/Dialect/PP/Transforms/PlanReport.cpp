@@ -695,7 +695,11 @@ pp::pipeline::writePlanReport(ModuleOp module,
   module->setAttr(
       pipeline::PPDialect::PredictedSamplesPerSecondAttrHelper::getNameStr(),
       FloatAttr::get(Float64Type::get(module.getContext()),
-                     waveSynchronous ? wspSamplesPerSecond : samplesPerSecond));
+                     waveSynchronous ? wspSamplesPerSecond
+                     // A weight-versioned run drains only at checkpoints
+                     // and its end: its steady rate.
+                     : continuousSamplesPerSecond > 0 ? continuousSamplesPerSecond
+                                                      : samplesPerSecond));
 
   if (!options.summaryFile.empty()) {
     std::string error;

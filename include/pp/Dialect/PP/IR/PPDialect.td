@@ -50,7 +50,9 @@ def PP_Dialect : Dialect {
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::DenseI64ArrayAttr":$planned_peak_bytes,
     // --pp-plan-report: the simulated samples per second of the step (of
-    // every replica; under WSP of the waves), which schedule=auto compares.
+    // every replica; under WSP of the waves; for a weight-versioned
+    // schedule of its steady step in a stream, as train runs it by
+    // default), which schedule=auto compares.
     "::mlir::FloatAttr":$predicted_samples_per_second,
     // The module: the pipeline plan, and the names of the step's inputs and
     // outputs (--pp-split-stages).

@@ -238,7 +238,9 @@ def ChooseSchedulePass : Pass<"pp-choose-schedule", "mlir::ModuleOp"> {
     candidate S, keeping its diagnostics; a schedule whose plan does not fit
     the devices' memory fails in `--pp-partition` and drops out. Of those
     that compile, the one with the most predicted samples per second
-    (`pp.predicted_samples_per_second`, the plan report's simulation) wins
+    (`pp.predicted_samples_per_second`, the plan report's simulation; a
+    weight-versioned schedule's steady step in a stream, the drained step
+    of the others) wins
     (the first of equals); its pipeline then runs on the module itself,
     with the report, program and plan directory asked for. The report says
     which schedule won, each one's prediction, and why the others dropped
