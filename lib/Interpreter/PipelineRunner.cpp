@@ -709,9 +709,6 @@ LogicalResult PipelineRunner::initialize() {
       }
     }
   if (impl_->weightVersioned) {
-    if (plan.getDataParallel() > 1)
-      return module.emitError() << "a weight-versioned schedule runs one "
-                                   "pipeline (data_parallel = 1)";
     impl_->stageTrainables.assign(numStages, {});
     module.walk([&](pp::onnx::GlobalReadOp read) {
       auto func = read->getParentOfType<func::FuncOp>();
@@ -762,6 +759,11 @@ FailureOr<std::vector<std::vector<Tensor>>> PipelineRunner::runWindow(
   Impl &impl = *impl_;
   ModuleOp module = impl.module;
   auto steps = static_cast<int64_t>(stepInputs.size());
+  if (impl.weightVersioned && dataParallel_ > 1)
+    return module.emitError()
+           << "the interpreter runs one pipeline of a weight-versioned "
+              "schedule (data_parallel = 1); data parallelism with it runs "
+              "in generated programs (--pp-compile emit-dir=)";
   if (steps < 1 || (steps > 1 && steps < impl.streamMinSteps) ||
       (steps > 1 && impl.streamMinSteps == 0))
     return module.emitError()

@@ -626,15 +626,18 @@ std::vector<Action> pp::schedule::dependencies(const Schedule &schedule,
       if (s + 1 < schedule.numStages())
         deps.push_back({ActionKind::Backward, s + 1, j});
       break;
+    case ActionKind::GradReduce:
     case ActionKind::OptimizerStep:
       for (int mb = j * n; mb < (j + 1) * n; ++mb)
         deps.push_back({ActionKind::Backward, s, mb});
+      if (action.kind == ActionKind::OptimizerStep && hasGradReduce)
+        deps.push_back({ActionKind::GradReduce, s, j});
       break;
     default:
       break;
     }
     // The update that made each version read.
-    for (int version : {action.kind == ActionKind::OptimizerStep ? 0 : v,
+    for (int version : {isPerStep(action.kind) ? 0 : v,
                         action.blendVersion})
       if (version > 0)
         deps.push_back({ActionKind::OptimizerStep, s, version - 1});
@@ -709,7 +712,8 @@ bool pp::schedule::validateSchedule(const Schedule &schedule,
         return fail(std::string(toString(a.kind)) + " " + where +
                     " has stage " + std::to_string(a.stage) + ", outside [0, " +
                     std::to_string(numStages) + ")");
-      bool perUpdate = versioned && a.kind == ActionKind::OptimizerStep;
+      bool perUpdate = versioned && (a.kind == ActionKind::OptimizerStep ||
+                                     a.kind == ActionKind::GradReduce);
       if (perUpdate ? a.microBatch < 0 || a.microBatch >= s.updatesPerStep()
           : isPerStep(a.kind) ? a.microBatch != -1
                               : a.microBatch < 0 || a.microBatch >= m)

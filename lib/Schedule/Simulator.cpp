@@ -161,7 +161,8 @@ bool Simulation::checkInput() {
     for (const Action &a : s.actions[d]) {
       bool stageOk = a.stage >= 0 && a.stage < s.numStages();
       bool perUpdate =
-          isWeightVersioned(s.kind) && a.kind == ActionKind::OptimizerStep;
+          isWeightVersioned(s.kind) && (a.kind == ActionKind::OptimizerStep ||
+                                        a.kind == ActionKind::GradReduce);
       bool mbOk = perUpdate
                       ? a.microBatch >= 0 && a.microBatch < s.updatesPerStep()
                   : isPerStep(a.kind)
@@ -490,7 +491,7 @@ void Simulation::run() {
   if (isWeightVersioned(schedule.kind))
     for (int d = 0; d < p; ++d)
       for (const Action &a : schedule.actions[d]) {
-        if (a.kind == ActionKind::OptimizerStep)
+        if (isPerStep(a.kind))
           continue;
         lastReader[{a.stage, a.weightVersion}] = slotOf(a);
         if (a.blendVersion >= 0)

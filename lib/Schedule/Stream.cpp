@@ -16,7 +16,9 @@ using namespace pp::schedule;
 Action pp::schedule::shiftAction(const Action &action, int shift,
                                  int microBatches, int updatesPerStep) {
   Action moved = action;
-  if (action.kind == ActionKind::OptimizerStep) {
+  // An update and its grad_reduce count updates.
+  if (action.kind == ActionKind::OptimizerStep ||
+      action.kind == ActionKind::GradReduce) {
     if (action.microBatch >= 0)
       moved.microBatch += shift * updatesPerStep;
   } else if (action.microBatch >= 0) {

@@ -104,11 +104,10 @@ std::vector<std::vector<Slot>> nF1BOrder(int p, int m, int n) {
 
 } // namespace
 
-bool pp::schedule::buildVersionedSchedule(ScheduleKind kind, int numDevices,
-                                          int microBatches,
-                                          int microBatchesPerUpdate,
-                                          bool verticalSync, Schedule &out,
-                                          std::string &error) {
+bool pp::schedule::buildVersionedSchedule(
+    ScheduleKind kind, int numDevices, int microBatches,
+    int microBatchesPerUpdate, bool verticalSync, Schedule &out,
+    std::string &error, const std::vector<bool> *gradReduceStages) {
   auto fail = [&](std::string message) {
     error = std::move(message);
     return false;
@@ -199,6 +198,10 @@ bool pp::schedule::buildVersionedSchedule(ScheduleKind kind, int numDevices,
         list.push_back(b);
       }
       if ((last + 1) % n == 0) {
+        // Data parallelism: the replicas' sums of the mini-batch, all-reduced
+        // before each update (synchronous within the update).
+        if (gradReduceStages && (*gradReduceStages)[st])
+          list.push_back({ActionKind::GradReduce, st, last / n});
         list.push_back({ActionKind::OptimizerStep, st, last / n});
         ++updates;
       }

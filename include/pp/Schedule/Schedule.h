@@ -253,9 +253,13 @@ bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
 /// step in mini-batches of `microBatchesPerUpdate` (PipeDream: 1; a divisor
 /// of microBatches), with `verticalSync` (PipeDream only). Fails with
 /// `error` naming the parameter.
+/// With `gradReduceStages` (data parallelism), stage s runs
+/// GradReduce(s, u) right before each OptimizerStep(s, u) when true: the
+/// replicas' gradient sums of mini-batch u, all-reduced.
 bool buildVersionedSchedule(ScheduleKind kind, int numDevices, int microBatches,
                             int microBatchesPerUpdate, bool verticalSync,
-                            Schedule &out, std::string &error);
+                            Schedule &out, std::string &error,
+                            const std::vector<bool> *gradReduceStages = nullptr);
 
 /// Per stage, the most versions of its weights held at once in its
 /// device's order: the latest, and every older one an action will still

@@ -770,11 +770,10 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
 
 int64_t Rank::windowEnd(int64_t first) const {
   const TrainOptions &options = job.options;
-  // A stream runs one pipeline (no replicas, no WSP); a profile measures
-  // drained steps.
+  // A stream runs replicas that all-reduce each update (not WSP); a
+  // profile measures drained steps.
   if (job.program.stream.size() <= static_cast<size_t>(rank) ||
-      options.drainEvery == 1 ||
-      job.replicas > 1 || job.waveSynchronous() ||
+      options.drainEvery == 1 || job.waveSynchronous() ||
       !options.writeProfile.empty())
     return first + 1;
   // Drains at multiples of each period, counted from step 0, so a resumed

@@ -791,7 +791,7 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
   for (auto device : op.getBody().front().getOps<DeviceOp>()) {
     auto &list = schedule.actions.emplace_back();
     // The library numbers a weight-versioned schedule's updates of a stage.
-    std::map<int, int> updates;
+    std::map<int, int> updates, reduces;
     for (auto action : device.getBody().front().getOps<ActionOp>()) {
       int stage = static_cast<int>(action.getStageAttr().getInt());
       pp::schedule::Action entry{
@@ -801,6 +801,10 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
       if (plan.isWeightVersioned() &&
           entry.kind == pp::kinds::ActionKind::OptimizerStep)
         entry.microBatch = updates[stage]++;
+      // Data parallelism: a grad_reduce before each update.
+      if (plan.isWeightVersioned() &&
+          entry.kind == pp::kinds::ActionKind::GradReduce)
+        entry.microBatch = reduces[stage]++;
       if (auto blend = action.getBlendVersion()) {
         entry.blendVersion = static_cast<int>(*blend);
         entry.staleness = entry.blendVersion - entry.weightVersion;

@@ -63,9 +63,14 @@ LogicalResult pp::pipeline::materializeSchedule(
         << sched::toString(scheduleKind) << "\")";
     return failure();
   }
-  if (versioned && (plan.getDataParallel() > 1 || plan.hasPlacements())) {
+  if (versioned && (plan.hasPlacements() || plan.isWaveSynchronous())) {
     module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
-                       << " trains one pipeline (data_parallel = 1)";
+                       << " with "
+                       << (plan.hasPlacements()
+                               ? "virtual workers of their own partitions"
+                               : "Wave Synchronous Parallel")
+                       << " is not built (it takes dp=N, a synchronous "
+                          "all-reduce per update)";
     return failure();
   }
   StringRef kindName = sched::toString(scheduleKind);
@@ -116,7 +121,8 @@ LogicalResult pp::pipeline::materializeSchedule(
                         scheduleKind, numDevices,
                         static_cast<int>(plan.getMicroBatches()),
                         static_cast<int>(plan.getUpdateEvery()),
-                        plan.getVerticalSync(), schedule, error))
+                        plan.getVerticalSync(), schedule, error,
+                        &gradReduceStages))
         return success();
       return module.emitError()
              << "cannot build a " << kindName << " schedule: "
@@ -214,10 +220,9 @@ LogicalResult pp::pipeline::materializeSchedule(
     int n = static_cast<int>(plan.getUpdateEvery());
     sched::WindowBuilder window = [&](int steps, sched::Schedule &out,
                                       std::string &message) {
-      return sched::buildVersionedSchedule(scheduleKind, numDevices,
-                                           steps * m, n,
-                                           plan.getVerticalSync(), out,
-                                           message) &&
+      return sched::buildVersionedSchedule(
+                 scheduleKind, numDevices, steps * m, n,
+                 plan.getVerticalSync(), out, message, &gradReduceStages) &&
              sched::orderStepActions(out, updateFirst, message);
     };
     stream.emplace();

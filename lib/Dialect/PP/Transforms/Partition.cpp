@@ -255,10 +255,12 @@ pp::pipeline::partitionStages(ModuleOp module,
               "or i-timeprest (or auto in --pp-compile), got '" +
               options.schedule + "'";
   else if (pp::schedule::isWeightVersioned(*scheduleKind) &&
-           options.dataParallel > 1)
+           options.dataParallel > 1 && options.staleness != "-1")
     invalid = "schedule=" + options.schedule +
-              " trains one pipeline: data-parallel must be 1 (weight-"
-              "versioned schedules with data parallelism are not built)";
+              " under Wave Synchronous Parallel (staleness=" +
+              options.staleness +
+              ") is not built: weight-versioned schedules take dp=N with a "
+              "synchronous all-reduce per update";
   else if (options.verticalSync &&
            scheduleKind != pp::schedule::ScheduleKind::PipeDream)
     invalid = "vertical-sync is an option of schedule=pipedream, not " +

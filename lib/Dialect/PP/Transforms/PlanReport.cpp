@@ -49,13 +49,19 @@ double continuousStepSeconds(const pp::schedule::Schedule &schedule,
                              const pp::schedule::SimulationInput &input,
                              bool verticalSync) {
   double times[2] = {0, 0};
+  // Data parallelism: the stages that all-reduce before their updates.
+  std::vector<bool> reduces(static_cast<size_t>(schedule.numStages()), false);
+  for (const auto &list : schedule.actions)
+    for (const pp::schedule::Action &a : list)
+      if (a.kind == pp::schedule::ActionKind::GradReduce)
+        reduces[static_cast<size_t>(a.stage)] = true;
   for (int i = 0; i < 2; ++i) {
     pp::schedule::Schedule window;
     std::string error;
     if (!pp::schedule::buildVersionedSchedule(
             schedule.kind, schedule.numDevices,
             (5 + i) * schedule.microBatches, schedule.microBatchesPerUpdate,
-            verticalSync, window, error))
+            verticalSync, window, error, &reduces))
       return 0;
     pp::schedule::SimulationResult result =
         pp::schedule::simulate(window, input);
@@ -670,12 +676,12 @@ pp::pipeline::writePlanReport(ModuleOp module,
   // Weight-versioned schedules also run as a stream that drains only at
   // checkpoints and the end: their steady step.
   double continuousStep =
-      plan && plan.isWeightVersioned() && replicas == 1 && !placed
+      plan && plan.isWeightVersioned() && !placed && !waveSynchronous
           ? continuousStepSeconds(schedule, input, plan.getVerticalSync())
           : 0;
   double continuousSamplesPerSecond =
       continuousStep > 0
-          ? microBatchSize * schedule.microBatches / continuousStep
+          ? microBatchSize * schedule.microBatches * replicas / continuousStep
           : 0;
   // WSP: every VW's samples of every simulated wave, and the same VWs
   // meeting every wave (D = 0) for comparison.

@@ -651,7 +651,7 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
           ? sched::buildVersionedSchedule(
                 in.kind, static_cast<int>(k), static_cast<int>(microBatches),
                 static_cast<int>(in.updateEvery), in.options->verticalSync,
-                schedule, error)
+                schedule, error, dp > 1 ? &reduceStages : nullptr)
           : sched::buildSchedule(in.kind, static_cast<int>(k),
                                  static_cast<int>(microBatches), 1, schedule,
                                  error, dp > 1 ? &reduceStages : nullptr);
