@@ -401,6 +401,26 @@ def opset12_missing_output():
                  opset=12)
 
 
+def opset12_short_raw():
+    # bad_raw_data_const at opset 12: ONNX's shape inference and version
+    # converter read raw_data as its dims say (a segfault), so its size is
+    # checked before they run.
+    s = raw_tensor("shape", INT64, [2], b"\x01\x02\x03")
+    node = helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")
+    return model([node], [tensor("X", FLOAT, [8])], [tensor("Y", FLOAT, [2, 4])],
+                 [s], opset=12)
+
+
+def opset12_short_raw_constant():
+    # The same in a Constant node's value.
+    s = raw_tensor("shape", INT64, [2], b"\x01\x02\x03")
+    nodes = [helper.make_node("Constant", [], ["shape"], name="shape_const",
+                              value=s),
+             helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")]
+    return model(nodes, [tensor("X", FLOAT, [8])], [tensor("Y", FLOAT, [2, 4])],
+                 opset=12)
+
+
 def huge_input():
     # A graph input of 2^40 x 4 floats (16 TiB): over the tensor limits.
     node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
@@ -988,6 +1008,8 @@ CASES = {
     "opset1": opset1,
     "opset5_softmax": opset5_softmax,
     "opset12_missing_output": opset12_missing_output,
+    "opset12_short_raw": opset12_short_raw,
+    "opset12_short_raw_constant": opset12_short_raw_constant,
     "huge_input": huge_input,
     "overflowing_input": overflowing_input,
     "pad_dynamic_pads": pad_dynamic_pads,

@@ -116,6 +116,7 @@ private:
                                     int64_t opset);
   LogicalResult checkOperandRanks(const onnxpb::GraphProto &graph,
                                   const llvm::StringMap<int> &rankOf);
+  LogicalResult checkRawDataSizes(const onnxpb::GraphProto &graph);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -640,6 +641,53 @@ std::optional<std::string> Importer::frozenReason(StringRef name,
   if (integral)
     return "holds integers only (a mask or an index table)";
   return std::nullopt;
+}
+
+/// Refuses raw_data shorter than its dims in `graph`'s initializers and
+/// tensor attributes (subgraphs too), which ONNX's shape inference and
+/// version converter would read past the end of.
+LogicalResult Importer::checkRawDataSizes(const onnxpb::GraphProto &graph) {
+  auto check = [&](const onnxpb::TensorProto &tensor,
+                   StringRef what) -> LogicalResult {
+    if (!tensor.has_raw_data() ||
+        tensor.data_location() == onnxpb::TensorProto::EXTERNAL)
+      return success();
+    // Other defects (types, dims, sizes) are reported at import.
+    Type element =
+        pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
+    SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+    if (!element || llvm::any_of(shape, [](int64_t d) { return d < 0; }) ||
+        !tensorSizeError(shape, element).empty())
+      return success();
+    auto type = RankedTensorType::get(shape, element);
+    size_t byteCount = type.getNumElements() * storageBytes(element);
+    // Longer raw_data is read safely, and refused at import.
+    if (tensor.raw_data().size() < byteCount)
+      return fileError() << what << " '" << tensor.name() << "': raw_data has "
+                         << tensor.raw_data().size() << " bytes, expected "
+                         << byteCount << " for shape " << type,
+             failure();
+    return success();
+  };
+  for (const onnxpb::TensorProto &init : graph.initializer())
+    if (failed(check(init, "initializer")))
+      return failure();
+  for (const onnxpb::NodeProto &node : graph.node())
+    for (const onnxpb::AttributeProto &attr : node.attribute()) {
+      StringRef what =
+          node.op_type() == "Constant" ? "Constant" : "tensor attribute";
+      if (attr.has_t() && failed(check(attr.t(), what)))
+        return failure();
+      for (const onnxpb::TensorProto &t : attr.tensors())
+        if (failed(check(t, what)))
+          return failure();
+      if (attr.has_g() && failed(checkRawDataSizes(attr.g())))
+        return failure();
+      for (const onnxpb::GraphProto &g : attr.graphs())
+        if (failed(checkRawDataSizes(g)))
+          return failure();
+    }
+  return success();
 }
 
 LogicalResult Importer::checkUpgradedDims(const onnxpb::GraphProto &graph,
@@ -1416,6 +1464,10 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       onnxpb::checker::check_model(model);
     }
     if (opset < kMinOpset) {
+      // ONNX's shape inference and version converter read raw_data as
+      // its dims say, past the end of a shorter one.
+      if (failed(checkRawDataSizes(model.graph())))
+        return nullptr;
       const UpgradeChecker &checker = upgradeChecker();
       for (int i = 0; i < model.graph().node_size(); ++i) {
         const onnxpb::NodeProto &node = model.graph().node(i);
