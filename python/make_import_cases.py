@@ -421,6 +421,34 @@ def opset12_short_raw_constant():
                  opset=12)
 
 
+def zero_size_weight(rank):
+    # x -> MatMul(w1[4, 8]) -> MatMul(w[8, 0]): an empty weight, whose
+    # training divided by zero (rank 2) or built an empty Reshape (rank 3).
+    batch = [2] if rank == 2 else [2, 3]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="mm2")]
+    return model(nodes, [tensor("x", FLOAT, batch + [4])],
+                 [tensor("y", FLOAT, batch + [0])],
+                 [const("w1", farange([4, 8])),
+                  const("w", np.zeros((8, 0), np.float32))])
+
+
+def zero_size_input():
+    # A graph input without elements.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 0])], [tensor("Y", FLOAT, [2, 0])])
+
+
+def zero_size_slice():
+    # Nonempty operands, an empty result (rows 2..2 of X).
+    nodes = [helper.make_node("Slice", ["X", "starts", "ends"], ["S"],
+                              name="empty_slice"),
+             helper.make_node("Relu", ["S"], ["Y"], name="relu")]
+    return model(nodes, [tensor("X", FLOAT, [2, 4])], [tensor("Y", FLOAT, [0, 4])],
+                 [const("starts", np.array([2], np.int64)),
+                  const("ends", np.array([2], np.int64))])
+
+
 def huge_input():
     # A graph input of 2^40 x 4 floats (16 TiB): over the tensor limits.
     node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
@@ -1010,6 +1038,10 @@ CASES = {
     "opset12_missing_output": opset12_missing_output,
     "opset12_short_raw": opset12_short_raw,
     "opset12_short_raw_constant": opset12_short_raw_constant,
+    "zero_size_matmul": lambda: zero_size_weight(2),
+    "zero_size_matmul_rank3": lambda: zero_size_weight(3),
+    "zero_size_input": zero_size_input,
+    "zero_size_slice": zero_size_slice,
     "huge_input": huge_input,
     "overflowing_input": overflowing_input,
     "pad_dynamic_pads": pad_dynamic_pads,

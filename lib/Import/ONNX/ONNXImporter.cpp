@@ -117,6 +117,7 @@ private:
   LogicalResult checkOperandRanks(const onnxpb::GraphProto &graph,
                                   const llvm::StringMap<int> &rankOf);
   LogicalResult checkRawDataSizes(const onnxpb::GraphProto &graph);
+  LogicalResult checkZeroSize(const onnxpb::NodeProto &node, int index);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -171,6 +172,8 @@ private:
   bool usedBatchSize = false;
   /// ONNX value name -> SSA value.
   llvm::StringMap<Value> values;
+  /// The main graph's initializers.
+  llvm::StringSet<> initializerNames;
 };
 
 } // namespace
@@ -687,6 +690,42 @@ LogicalResult Importer::checkRawDataSizes(const onnxpb::GraphProto &graph) {
         if (failed(checkRawDataSizes(g)))
           return failure();
     }
+  return success();
+}
+
+/// Refuses a float operand or result of `node` without elements.
+LogicalResult Importer::checkZeroSize(const onnxpb::NodeProto &node,
+                                      int index) {
+  // Empty integer tensors are shape arithmetic (the shape of a scalar), and
+  // a Constant is judged where it is used.
+  if (node.op_type() == "Constant")
+    return success();
+  auto check = [&](StringRef name, StringRef role) -> LogicalResult {
+    auto it = values.find(name);
+    if (name.empty() || it == values.end())
+      return success();
+    auto type = dyn_cast<RankedTensorType>(it->second.getType());
+    if (!type || !isa<FloatType>(type.getElementType()) ||
+        type.getNumElements() != 0)
+      return success();
+    bool initializer = initializerNames.contains(name);
+    return emitError(nodeLoc(node, index))
+               << "node '" << nodeName(node, index) << "' (" << node.op_type()
+               << "): " << role << " '" << name << "'"
+               << (initializer ? " (an initializer)" : "")
+               << " is a zero-size tensor (" << type
+               << "): tensors without elements are not supported",
+           failure();
+  };
+  // Resize's roi and scales may be empty (not given).
+  int inputs = node.op_type() == "Resize" ? std::min(node.input_size(), 1)
+                                          : node.input_size();
+  for (int k = 0; k < inputs; ++k)
+    if (failed(check(node.input(k), "input")))
+      return failure();
+  for (const std::string &output : node.output())
+    if (failed(check(output, "output")))
+      return failure();
   return success();
 }
 
@@ -1554,7 +1593,6 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   if (!graph.name().empty())
     module->setAttr("onnx.graph_name", builder.getStringAttr(graph.name()));
 
-  llvm::StringSet<> initializerNames;
   for (const auto &init : graph.initializer())
     initializerNames.insert(init.name());
   SmallVector<Type> argTypes;
@@ -1593,8 +1631,11 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   builder.setInsertionPointToStart(entry);
   if (failed(importInitializers(graph)))
     return nullptr;
+  // Zero-size tensors are refused where a node first meets one: the
+  // training passes divide by dims and infer empty types they cannot build.
   for (int i = 0; i < graph.node_size(); ++i)
-    if (failed(importNode(graph.node(i), i)))
+    if (failed(importNode(graph.node(i), i)) ||
+        failed(checkZeroSize(graph.node(i), i)))
       return nullptr;
   // Dropout streams in node order: the same model at another batch size
   // (or split another way later) numbers its Dropouts alike. (ONNX's checker
