@@ -401,6 +401,54 @@ def opset12_missing_output():
                  opset=12)
 
 
+def opset12_short_raw():
+    # bad_raw_data_const at opset 12: ONNX's shape inference and version
+    # converter read raw_data as its dims say (a segfault), so its size is
+    # checked before they run.
+    s = raw_tensor("shape", INT64, [2], b"\x01\x02\x03")
+    node = helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")
+    return model([node], [tensor("X", FLOAT, [8])], [tensor("Y", FLOAT, [2, 4])],
+                 [s], opset=12)
+
+
+def opset12_short_raw_constant():
+    # The same in a Constant node's value.
+    s = raw_tensor("shape", INT64, [2], b"\x01\x02\x03")
+    nodes = [helper.make_node("Constant", [], ["shape"], name="shape_const",
+                              value=s),
+             helper.make_node("Reshape", ["X", "shape"], ["Y"], name="reshape")]
+    return model(nodes, [tensor("X", FLOAT, [8])], [tensor("Y", FLOAT, [2, 4])],
+                 opset=12)
+
+
+def zero_size_weight(rank):
+    # x -> MatMul(w1[4, 8]) -> MatMul(w[8, 0]): an empty weight, whose
+    # training divided by zero (rank 2) or built an empty Reshape (rank 3).
+    batch = [2] if rank == 2 else [2, 3]
+    nodes = [helper.make_node("MatMul", ["x", "w1"], ["h"], name="mm1"),
+             helper.make_node("MatMul", ["h", "w"], ["y"], name="mm2")]
+    return model(nodes, [tensor("x", FLOAT, batch + [4])],
+                 [tensor("y", FLOAT, batch + [0])],
+                 [const("w1", farange([4, 8])),
+                  const("w", np.zeros((8, 0), np.float32))])
+
+
+def zero_size_input():
+    # A graph input without elements.
+    node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
+    return model([node], [tensor("X", FLOAT, [2, 0])], [tensor("Y", FLOAT, [2, 0])])
+
+
+def zero_size_slice():
+    # Nonempty operands, an empty result (rows 2..2 of X).
+    nodes = [helper.make_node("Slice", ["X", "starts", "ends"], ["S"],
+                              name="empty_slice"),
+             helper.make_node("Relu", ["S"], ["Y"], name="relu")]
+    return model(nodes, [tensor("X", FLOAT, [2, 4])], [tensor("Y", FLOAT, [0, 4])],
+                 [const("starts", np.array([2], np.int64)),
+                  const("ends", np.array([2], np.int64))])
+
+
 def huge_input():
     # A graph input of 2^40 x 4 floats (16 TiB): over the tensor limits.
     node = helper.make_node("Relu", ["X"], ["Y"], name="relu")
@@ -988,6 +1036,12 @@ CASES = {
     "opset1": opset1,
     "opset5_softmax": opset5_softmax,
     "opset12_missing_output": opset12_missing_output,
+    "opset12_short_raw": opset12_short_raw,
+    "opset12_short_raw_constant": opset12_short_raw_constant,
+    "zero_size_matmul": lambda: zero_size_weight(2),
+    "zero_size_matmul_rank3": lambda: zero_size_weight(3),
+    "zero_size_input": zero_size_input,
+    "zero_size_slice": zero_size_slice,
     "huge_input": huge_input,
     "overflowing_input": overflowing_input,
     "pad_dynamic_pads": pad_dynamic_pads,

@@ -32,7 +32,8 @@ void pp::buildTrainingStepPipeline(OpPassManager &pm,
 }
 
 /// The options of `options` as --pp-compile text, without `dropped` and
-/// without the options whose default depends on the schedule when unset.
+/// without the options whose default depends on the schedule (or the
+/// virtual workers) when unset.
 static std::string compileOptionsText(const pp::CompileOptions &options,
                                       llvm::ArrayRef<llvm::StringRef> dropped) {
   std::string text;
@@ -64,6 +65,7 @@ static std::string compileOptionsText(const pp::CompileOptions &options,
     llvm::StringRef key = token.split('=').first;
     if (llvm::is_contained(dropped, key) ||
         (key == "chunks" && !options.chunks.hasValue()) ||
+        (key == "dp" && !options.dataParallel.hasValue()) ||
         (key == "activation-budget" && !options.activationBudget.hasValue()))
       continue;
     kept += (kept.empty() ? "" : " ") + token.str();
@@ -119,7 +121,10 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
-  partition.dataParallel = options.dataParallel;
+  // Unset, a virtual-workers policy's worker count stands in for it.
+  partition.dataParallel = options.dataParallel.hasValue()
+                               ? static_cast<int>(options.dataParallel)
+                               : -1;
   partition.virtualWorkers = options.virtualWorkers;
   partition.staleness = options.staleness;
   partition.wave = options.wave;

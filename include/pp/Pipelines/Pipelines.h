@@ -160,7 +160,8 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<unsigned> dataParallel{
       *this, "dp",
       llvm::cl::desc("Replicas of the pipeline in synchronous data parallel "
-                     "(--pp-partition's data-parallel)"),
+                     "(--pp-partition's data-parallel); unset, the "
+                     "number of workers virtual-workers= forms, else 1"),
       llvm::cl::init(1)};
   Option<std::string> tensorParallel{
       *this, "tp",

@@ -116,6 +116,8 @@ private:
                                     int64_t opset);
   LogicalResult checkOperandRanks(const onnxpb::GraphProto &graph,
                                   const llvm::StringMap<int> &rankOf);
+  LogicalResult checkRawDataSizes(const onnxpb::GraphProto &graph);
+  LogicalResult checkZeroSize(const onnxpb::NodeProto &node, int index);
   std::string nodeName(const onnxpb::NodeProto &node, int index);
 
   FailureOr<RankedTensorType>
@@ -170,6 +172,8 @@ private:
   bool usedBatchSize = false;
   /// ONNX value name -> SSA value.
   llvm::StringMap<Value> values;
+  /// The main graph's initializers.
+  llvm::StringSet<> initializerNames;
 };
 
 } // namespace
@@ -640,6 +644,89 @@ std::optional<std::string> Importer::frozenReason(StringRef name,
   if (integral)
     return "holds integers only (a mask or an index table)";
   return std::nullopt;
+}
+
+/// Refuses raw_data shorter than its dims in `graph`'s initializers and
+/// tensor attributes (subgraphs too), which ONNX's shape inference and
+/// version converter would read past the end of.
+LogicalResult Importer::checkRawDataSizes(const onnxpb::GraphProto &graph) {
+  auto check = [&](const onnxpb::TensorProto &tensor,
+                   StringRef what) -> LogicalResult {
+    if (!tensor.has_raw_data() ||
+        tensor.data_location() == onnxpb::TensorProto::EXTERNAL)
+      return success();
+    // Other defects (types, dims, sizes) are reported at import.
+    Type element =
+        pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
+    SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+    if (!element || llvm::any_of(shape, [](int64_t d) { return d < 0; }) ||
+        !tensorSizeError(shape, element).empty())
+      return success();
+    auto type = RankedTensorType::get(shape, element);
+    size_t byteCount = type.getNumElements() * storageBytes(element);
+    // Longer raw_data is read safely, and refused at import.
+    if (tensor.raw_data().size() < byteCount)
+      return fileError() << what << " '" << tensor.name() << "': raw_data has "
+                         << tensor.raw_data().size() << " bytes, expected "
+                         << byteCount << " for shape " << type,
+             failure();
+    return success();
+  };
+  for (const onnxpb::TensorProto &init : graph.initializer())
+    if (failed(check(init, "initializer")))
+      return failure();
+  for (const onnxpb::NodeProto &node : graph.node())
+    for (const onnxpb::AttributeProto &attr : node.attribute()) {
+      StringRef what =
+          node.op_type() == "Constant" ? "Constant" : "tensor attribute";
+      if (attr.has_t() && failed(check(attr.t(), what)))
+        return failure();
+      for (const onnxpb::TensorProto &t : attr.tensors())
+        if (failed(check(t, what)))
+          return failure();
+      if (attr.has_g() && failed(checkRawDataSizes(attr.g())))
+        return failure();
+      for (const onnxpb::GraphProto &g : attr.graphs())
+        if (failed(checkRawDataSizes(g)))
+          return failure();
+    }
+  return success();
+}
+
+/// Refuses a float operand or result of `node` without elements.
+LogicalResult Importer::checkZeroSize(const onnxpb::NodeProto &node,
+                                      int index) {
+  // Empty integer tensors are shape arithmetic (the shape of a scalar), and
+  // a Constant is judged where it is used.
+  if (node.op_type() == "Constant")
+    return success();
+  auto check = [&](StringRef name, StringRef role) -> LogicalResult {
+    auto it = values.find(name);
+    if (name.empty() || it == values.end())
+      return success();
+    auto type = dyn_cast<RankedTensorType>(it->second.getType());
+    if (!type || !isa<FloatType>(type.getElementType()) ||
+        type.getNumElements() != 0)
+      return success();
+    bool initializer = initializerNames.contains(name);
+    return emitError(nodeLoc(node, index))
+               << "node '" << nodeName(node, index) << "' (" << node.op_type()
+               << "): " << role << " '" << name << "'"
+               << (initializer ? " (an initializer)" : "")
+               << " is a zero-size tensor (" << type
+               << "): tensors without elements are not supported",
+           failure();
+  };
+  // Resize's roi and scales may be empty (not given).
+  int inputs = node.op_type() == "Resize" ? std::min(node.input_size(), 1)
+                                          : node.input_size();
+  for (int k = 0; k < inputs; ++k)
+    if (failed(check(node.input(k), "input")))
+      return failure();
+  for (const std::string &output : node.output())
+    if (failed(check(output, "output")))
+      return failure();
+  return success();
 }
 
 LogicalResult Importer::checkUpgradedDims(const onnxpb::GraphProto &graph,
@@ -1416,6 +1503,10 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       onnxpb::checker::check_model(model);
     }
     if (opset < kMinOpset) {
+      // ONNX's shape inference and version converter read raw_data as
+      // its dims say, past the end of a shorter one.
+      if (failed(checkRawDataSizes(model.graph())))
+        return nullptr;
       const UpgradeChecker &checker = upgradeChecker();
       for (int i = 0; i < model.graph().node_size(); ++i) {
         const onnxpb::NodeProto &node = model.graph().node(i);
@@ -1502,7 +1593,6 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   if (!graph.name().empty())
     module->setAttr("onnx.graph_name", builder.getStringAttr(graph.name()));
 
-  llvm::StringSet<> initializerNames;
   for (const auto &init : graph.initializer())
     initializerNames.insert(init.name());
   SmallVector<Type> argTypes;
@@ -1541,8 +1631,11 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
   builder.setInsertionPointToStart(entry);
   if (failed(importInitializers(graph)))
     return nullptr;
+  // Zero-size tensors are refused where a node first meets one: the
+  // training passes divide by dims and infer empty types they cannot build.
   for (int i = 0; i < graph.node_size(); ++i)
-    if (failed(importNode(graph.node(i), i)))
+    if (failed(importNode(graph.node(i), i)) ||
+        failed(checkZeroSize(graph.node(i), i)))
       return nullptr;
   // Dropout streams in node order: the same model at another batch size
   // (or split another way later) numbers its Dropouts alike. (ONNX's checker

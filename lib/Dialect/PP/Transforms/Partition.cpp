@@ -319,58 +319,14 @@ pp::pipeline::partitionStages(ModuleOp module,
   // plan; HetPipe's virtual workers run the same model on their own
   // devices), or all devices as one.
   std::vector<std::vector<int>> workers = cluster->virtualWorkers;
-  unsigned dataParallel = options.dataParallel;
-  int numDevices = static_cast<int>(cluster->devices.size());
-  // Virtual workers by policy, unless the cluster file lists its own; auto
-  // keeps every policy that fits and picks once the model is partitioned.
-  StringRef policy = options.virtualWorkers;
-  std::vector<std::pair<std::string, std::vector<std::vector<int>>>> candidates;
-  std::string policyNote;
-  if (!policy.empty() && !workers.empty()) {
-    policyNote = "virtual-workers=" + policy.str() +
-                 " ignored: the cluster file lists its virtual workers";
-  } else if (policy == "auto") {
-    std::string rejected;
-    for (StringRef name : {"np", "ed", "hd"}) {
-      auto grouped = pp::cluster::groupVirtualWorkers(*cluster, name);
-      if (!grouped) {
-        rejected += "; " + llvm::toString(grouped.takeError());
-        continue;
-      }
-      bool sizesEqual = llvm::all_of(*grouped, [&](const auto &w) {
-        return w.size() == grouped->front().size();
-      });
-      if (dataParallel > 1 &&
-          (grouped->size() != dataParallel || !sizesEqual)) {
-        rejected +=
-            "; virtual-workers=" + name.str() + ": " +
-            std::to_string(grouped->size()) +
-            " workers, not data-parallel=" + std::to_string(dataParallel) +
-            " of equal size";
-        continue;
-      }
-      candidates.emplace_back(name.str(), std::move(*grouped));
-    }
-    if (candidates.empty()) {
-      module.emitError() << "pp-partition: virtual-workers=auto: no policy "
-                            "fits the cluster"
-                         << rejected;
-      return failure();
-    }
-    workers = candidates.front().second;
-  } else if (!policy.empty()) {
-    auto grouped = pp::cluster::groupVirtualWorkers(*cluster, policy);
-    if (!grouped) {
-      module.emitError() << "pp-partition: "
-                         << llvm::toString(grouped.takeError());
-      return failure();
-    }
-    workers = std::move(*grouped);
-  }
-  if (dataParallel == 0) {
+  // Not given (-1): a virtual-workers policy's worker count, else 1.
+  if (options.dataParallel == 0 || options.dataParallel < -1) {
     module.emitError() << "pp-partition: data-parallel must be >= 1";
     return failure();
   }
+  bool dataParallelGiven = options.dataParallel > 0;
+  unsigned dataParallel = dataParallelGiven ? options.dataParallel : 1;
+  bool weightVersioned = pp::schedule::isWeightVersioned(*scheduleKind);
   // staleness: an integer >= -1 or auto; wave: an integer >= 1 or auto.
   bool autoStaleness = options.staleness == "auto";
   bool autoWave = options.wave == "auto";
@@ -392,6 +348,86 @@ pp::pipeline::partitionStages(ModuleOp module,
     return failure();
   }
   bool waveSynchronous = autoStaleness || staleness >= 0;
+  int numDevices = static_cast<int>(cluster->devices.size());
+  // Virtual workers by policy, unless the cluster file lists its own; auto
+  // keeps every policy that fits and picks once the model is partitioned.
+  StringRef policy = options.virtualWorkers;
+  std::vector<std::pair<std::string, std::vector<std::vector<int>>>> candidates;
+  std::string policyNote;
+  if (!policy.empty() && !workers.empty()) {
+    policyNote = "virtual-workers=" + policy.str() +
+                 " ignored: the cluster file lists its virtual workers";
+  } else if (policy == "auto") {
+    std::string rejected;
+    for (StringRef name : {"np", "ed", "hd"}) {
+      auto grouped = pp::cluster::groupVirtualWorkers(*cluster, name);
+      if (!grouped) {
+        rejected += "; " + llvm::toString(grouped.takeError());
+        continue;
+      }
+      bool sizesEqual = llvm::all_of(*grouped, [&](const auto &w) {
+        return w.size() == grouped->front().size();
+      });
+      if (dataParallelGiven && dataParallel > 1 &&
+          (grouped->size() != dataParallel || !sizesEqual)) {
+        rejected +=
+            "; virtual-workers=" + name.str() + ": " +
+            std::to_string(grouped->size()) +
+            " workers, not data-parallel=" + std::to_string(dataParallel) +
+            " of equal size";
+        continue;
+      }
+      // Without dp= the workers are the data-parallel replicas.
+      std::string unfit;
+      if (!dataParallelGiven && grouped->size() > 1 && !sizesEqual)
+        unfit = "workers of different sizes cannot be data-parallel "
+                "replicas";
+      else if (!dataParallelGiven && grouped->size() < 2 && waveSynchronous)
+        unfit = "staleness=" + options.staleness + " needs at least 2";
+      else if (!dataParallelGiven && grouped->size() > 1 && weightVersioned)
+        unfit = "schedule=" + options.schedule + " trains one pipeline";
+      if (!unfit.empty()) {
+        rejected += "; virtual-workers=" + name.str() + ": " +
+                    std::to_string(grouped->size()) + " workers, " + unfit;
+        continue;
+      }
+      candidates.emplace_back(name.str(), std::move(*grouped));
+    }
+    if (candidates.empty()) {
+      module.emitError() << "pp-partition: virtual-workers=auto: no policy "
+                            "fits the cluster"
+                         << rejected;
+      return failure();
+    }
+    workers = candidates.front().second;
+    // Until auto chooses: every candidate has as many workers as it needs.
+    if (!dataParallelGiven)
+      dataParallel = workers.size();
+  } else if (!policy.empty()) {
+    auto grouped = pp::cluster::groupVirtualWorkers(*cluster, policy);
+    if (!grouped) {
+      module.emitError() << "pp-partition: "
+                         << llvm::toString(grouped.takeError());
+      return failure();
+    }
+    workers = std::move(*grouped);
+    if (dataParallelGiven && workers.size() != dataParallel) {
+      module.emitError() << "pp-partition: data-parallel=" << dataParallel
+                         << " but virtual-workers=" << policy << " forms "
+                         << workers.size() << " virtual workers";
+      return failure();
+    }
+    dataParallel = workers.size();
+    if (!dataParallelGiven && dataParallel > 1 && weightVersioned) {
+      module.emitError()
+          << "pp-partition: schedule=" << options.schedule
+          << " trains one pipeline, but virtual-workers=" << policy << " forms "
+          << dataParallel
+          << " virtual workers (weight-versioned schedules with data "
+             "parallelism are not built)";
+      return failure();
+    }
+  }
   if (waveSynchronous && dataParallel < 2) {
     module.emitError() << "pp-partition: staleness=" << options.staleness
                        << " (Wave Synchronous Parallel) needs data-parallel "
@@ -776,6 +812,8 @@ pp::pipeline::partitionStages(ModuleOp module,
       }
     }
     workers = candidates[best].second;
+    if (!dataParallelGiven)
+      dataParallel = workers.size();
     autoReport = "virtual-workers=auto chose " + candidates[best].first + " (" +
                  autoReport + ")";
   }

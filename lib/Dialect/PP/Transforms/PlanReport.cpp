@@ -382,11 +382,22 @@ pp::pipeline::writePlanReport(ModuleOp module,
   }
 
   // Data-parallel replicas, and where replica k runs cluster device c:
-  // --pp-partition's grouping (the virtual workers, else equal groups of
-  // the devices in order).
+  // the devices --pp-partition named for each replica (a policy's virtual
+  // workers, in their own device order), else its grouping (the cluster's
+  // virtual workers, else equal groups of the devices in order).
   pipeline::PlanAttr plan = pipeline::getPlan(module);
   int64_t replicas = plan ? plan.getDataParallel() : 1;
+  ArrayAttr replicaNames = pipeline::getReplicaDevices(module);
   auto counterpart = [&](int c, int64_t k) {
+    auto here = llvm::find(clusterIndex, c);
+    if (k > 0 && replicaNames && here != clusterIndex.end()) {
+      size_t index =
+          (k - 1) * clusterIndex.size() + (here - clusterIndex.begin());
+      if (index < replicaNames.size())
+        if (auto name = dyn_cast<StringAttr>(replicaNames[index]))
+          if (int there = cluster->findDevice(name.getValue()); there >= 0)
+            return there;
+    }
     const auto &workers = cluster->virtualWorkers;
     if (!workers.empty()) {
       const auto &first = workers.front();

@@ -61,11 +61,12 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "named op, in op order)">,
     Option<"tryDeviceOrders", "try-device-orders", "bool", "true",
            "Also search other orders of the devices (HetPipe)">,
-    Option<"dataParallel", "data-parallel", "unsigned", "1",
+    Option<"dataParallel", "data-parallel", "int", "-1",
            "Replicas of the pipeline trained in synchronous data parallel: "
            "the devices split into that many equal groups in order (or the "
            "cluster's virtual_workers, whose count it must then equal); "
-           "each replica takes 1/N of the mini-batch">,
+           "each replica takes 1/N of the mini-batch. Not given (-1): the "
+           "number of workers a virtual-workers policy forms, else 1">,
     Option<"virtualWorkers", "virtual-workers", "std::string", "\"\"",
            "Virtual workers by a HetPipe allocation policy: np (a node "
            "each), ed (one device of every kind each), hd (hybrid: a fast "
