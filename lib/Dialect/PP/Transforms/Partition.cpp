@@ -326,7 +326,6 @@ pp::pipeline::partitionStages(ModuleOp module,
   }
   bool dataParallelGiven = options.dataParallel > 0;
   unsigned dataParallel = dataParallelGiven ? options.dataParallel : 1;
-  bool weightVersioned = pp::schedule::isWeightVersioned(*scheduleKind);
   // staleness: an integer >= -1 or auto; wave: an integer >= 1 or auto.
   bool autoStaleness = options.staleness == "auto";
   bool autoWave = options.wave == "auto";
@@ -384,8 +383,6 @@ pp::pipeline::partitionStages(ModuleOp module,
                 "replicas";
       else if (!dataParallelGiven && grouped->size() < 2 && waveSynchronous)
         unfit = "staleness=" + options.staleness + " needs at least 2";
-      else if (!dataParallelGiven && grouped->size() > 1 && weightVersioned)
-        unfit = "schedule=" + options.schedule + " trains one pipeline";
       if (!unfit.empty()) {
         rejected += "; virtual-workers=" + name.str() + ": " +
                     std::to_string(grouped->size()) + " workers, " + unfit;
@@ -418,15 +415,6 @@ pp::pipeline::partitionStages(ModuleOp module,
       return failure();
     }
     dataParallel = workers.size();
-    if (!dataParallelGiven && dataParallel > 1 && weightVersioned) {
-      module.emitError()
-          << "pp-partition: schedule=" << options.schedule
-          << " trains one pipeline, but virtual-workers=" << policy << " forms "
-          << dataParallel
-          << " virtual workers (weight-versioned schedules with data "
-             "parallelism are not built)";
-      return failure();
-    }
   }
   if (waveSynchronous && dataParallel < 2) {
     module.emitError() << "pp-partition: staleness=" << options.staleness
