@@ -8,6 +8,9 @@
 #include <cmath>
 #include <cstring>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 using namespace pp::rt;
 using namespace pp::rt::train;
 
@@ -48,9 +51,24 @@ bool StepLog::open(const std::string &path, int64_t numStages, bool resuming,
   csv_ = path.size() >= 4 && path.compare(path.size() - 4, 4, ".csv") == 0;
   // A resumed run continues the log of the run it resumes.
   bool append = resuming && fileExists(path);
-  file_ = std::fopen(path.c_str(), append ? "a" : "w");
+  // Non-blocking: a FIFO that nobody reads would block open() forever.
+  int fd = ::open(path.c_str(),
+                  O_WRONLY | O_CREAT | O_NONBLOCK | O_CLOEXEC |
+                      (append ? O_APPEND : O_TRUNC),
+                  0666);
+  if (fd < 0 && errno == ENXIO) {
+    error = "--log: '" + path +
+            "' is a FIFO that no process reads (start its reader first)";
+    return false;
+  }
+  int flags = fd >= 0 ? ::fcntl(fd, F_GETFL) : -1;
+  if (flags >= 0)
+    ::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+  file_ = fd >= 0 ? ::fdopen(fd, append ? "a" : "w") : nullptr;
   if (!file_) {
     error = withErrno("--log: cannot write '" + path + "'");
+    if (fd >= 0)
+      ::close(fd);
     return false;
   }
   if (!csv_ || append)

@@ -31,8 +31,12 @@
 #include "pp/Runtime/Program.h"
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -112,18 +116,36 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
       return 1;
     }
     auto group = createInProcessGroup(job.numRanks);
-    std::vector<int> status(static_cast<size_t>(job.numRanks), 0);
+    std::mutex mutex;
+    std::condition_variable changed;
+    int finished = 0, worst = 0;
     auto runRank = [&](int r) {
       Rank rank(job, r, *group[r]);
-      status[r] = rank.run();
+      int status = rank.run();
+      std::lock_guard<std::mutex> lock(mutex);
+      ++finished;
+      worst = std::max(worst, status);
+      changed.notify_all();
     };
     std::vector<std::thread> threads;
-    for (int r = 1; r < job.numRanks; ++r)
+    for (int r = 0; r < job.numRanks; ++r)
       threads.emplace_back(runRank, r);
-    runRank(0);
+    std::unique_lock<std::mutex> lock(mutex);
+    changed.wait(lock, [&] { return finished == job.numRanks || worst != 0; });
+    if (worst != 0) {
+      // A failed run ends the process even while another rank's thread is
+      // blocked in a system call: the others get a grace period to report,
+      // then the process leaves without the library destructors that can
+      // block (OpenBLAS's thread shutdown after a failed thread start).
+      changed.wait_for(lock, std::chrono::seconds(10),
+                       [&] { return finished == job.numRanks; });
+      std::fflush(nullptr);
+      std::_Exit(worst);
+    }
+    lock.unlock();
     for (std::thread &thread : threads)
       thread.join();
-    return *std::max_element(status.begin(), status.end());
+    return 0;
   }
 
   std::unique_ptr<Communicator> comm =

@@ -668,6 +668,10 @@ def check_io_errors():
                  [r"cannot read the data file '/dev/zero': " + regular])
     expect_error(["--local", "--data-file", "adir"],
                  [r"cannot read the data file 'adir': it is a directory"])
+    # A --log FIFO that nobody reads: an error at once, not a hang in
+    # open() (issue 42, item 6).
+    expect_error(["--local", "--steps", "2", "--log", "fifo"],
+                 [r"--log: 'fifo' is a FIFO that no process reads"])
     # Every write is checked: a full disk is an error naming the file.
     for log in ("/dev/full", "full.csv"):
         out = expect_error(["--local", "--steps", "3", "--log", log],
