@@ -409,20 +409,30 @@ PlanAttr ScheduleOp::getPlan() {
   return module ? pp::pipeline::getPlan(module) : PlanAttr();
 }
 
+/// The ops of `body` (of a pp.schedule or pp.stream named `parent`) are
+/// pp.devices numbered 0, 1, ... in order; `count` gets how many.
+static LogicalResult verifyDeviceList(Block &body, StringRef parent,
+                                      int64_t &count) {
+  count = 0;
+  for (Operation &op : body) {
+    auto device = dyn_cast<DeviceOp>(op);
+    if (!device)
+      return op.emitOpError("is not a pp.device inside ") << parent;
+    if (static_cast<int64_t>(device.getIndex()) != count++)
+      return device.emitOpError("devices must be numbered 0, 1, ... in "
+                                "order; expected ")
+             << count - 1;
+  }
+  return success();
+}
+
 LogicalResult ScheduleOp::verify() {
   PlanAttr plan = getPlan();
   if (!plan)
     return emitOpError("needs the enclosing module's pp.plan");
   int64_t expected = 0;
-  for (Operation &op : getBody().front()) {
-    auto device = dyn_cast<DeviceOp>(op);
-    if (!device)
-      return op.emitOpError("is not a pp.device inside pp.schedule");
-    if (static_cast<int64_t>(device.getIndex()) != expected++)
-      return device.emitOpError("devices must be numbered 0, 1, ... in "
-                                "order; expected ")
-             << expected - 1;
-  }
+  if (failed(verifyDeviceList(getBody().front(), "pp.schedule", expected)))
+    return failure();
   if (expected != plan.getNumDevices())
     return emitOpError("has ")
            << expected << " devices but the plan's " << plan.getNumStages()
@@ -449,14 +459,9 @@ LogicalResult StreamOp::verify() {
   if (getMinSteps() < 2)
     return emitOpError("min_steps must be at least 2, got ") << getMinSteps();
   int64_t expected = 0;
-  for (Operation &op : getBody().front()) {
-    auto device = dyn_cast<DeviceOp>(op);
-    if (!device)
-      return op.emitOpError("is not a pp.device inside pp.stream");
-    if (static_cast<int64_t>(device.getIndex()) != expected++)
-      return device.emitOpError("devices must be numbered 0, 1, ... in "
-                                "order; expected ")
-             << expected - 1;
+  if (failed(verifyDeviceList(getBody().front(), "pp.stream", expected)))
+    return failure();
+  for (auto device : getBody().front().getOps<DeviceOp>()) {
     if (!device.getPrologueLength() || !device.getBodyLength())
       return device.emitOpError(
           "inside pp.stream needs prologue_length and body_length");
