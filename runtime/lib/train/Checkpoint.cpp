@@ -8,12 +8,14 @@
 //
 // MANIFEST: text lines "pp-checkpoint 2", "model <name>", "identity
 // <Job::identity>", "steps <k>", "devices <n>", "stages <n>", "seed <s>",
-// one "file rank<r>.ckpt <bytes> <crc32c hex>" per rank, and last
+// "lr-schedule <LRSchedule::str()>", "lr <x | compiled>", one
+// "file rank<r>.ckpt <bytes> <crc32c hex>" per rank, and last
 // "crc32c <hex>" of every line before it. latest: "step-<k>\n".
 //
 // A rank's state goes in as it is between steps: the backend copies of its
-// stages' globals. Dropout masks need nothing more: they follow from the
-// seed and the step (docs/cli.md), both in the checkpoint.
+// stages' globals. Dropout masks and learning rates need nothing more: they
+// follow from the seed, the schedule and the step (docs/cli.md), all in the
+// manifest.
 //
 //===----------------------------------------------------------------------===//
 
@@ -293,6 +295,13 @@ std::string encodeManifest(const CheckpointManifest &m) {
   text += "seed " + std::to_string(m.seed) + "\n";
   if (m.waveClock >= 0)
     text += "wsp-clock " + std::to_string(m.waveClock) + "\n";
+  if (m.lrRecorded) {
+    text += "lr-schedule " + m.lrSchedule.value_or(LRSchedule{}).str() + "\n";
+    char lr[64] = "compiled";
+    if (m.lr)
+      std::snprintf(lr, sizeof(lr), "%.17g", *m.lr);
+    text += std::string("lr ") + lr + "\n";
+  }
   for (const CheckpointFile &f : m.files)
     text += "file " + f.name + " " + std::to_string(f.size) + " " +
             hex32(f.crc) + "\n";
@@ -338,6 +347,24 @@ bool pp::rt::train::parseManifest(const std::string &path,
       m.waveClock = std::atoll(value.c_str());
     } else if (key == "seed") {
       m.seed = std::strtoull(value.c_str(), nullptr, 10);
+    } else if (key == "lr-schedule") {
+      LRSchedule schedule;
+      if (!LRSchedule::parse(value, schedule)) {
+        why = "'" + path + "' names an unknown learning-rate schedule '" +
+              value + "'";
+        return false;
+      }
+      m.lrSchedule = schedule;
+      m.lrRecorded = true;
+    } else if (key == "lr") {
+      char *end = nullptr;
+      double lr = std::strtod(value.c_str(), &end);
+      if (value != "compiled" && (value.empty() || *end || !(lr > 0))) {
+        why = "'" + path + "' holds a bad learning rate '" + value + "'";
+        return false;
+      }
+      if (value != "compiled")
+        m.lr = lr;
     } else if (key == "file") {
       CheckpointFile &f = m.files.emplace_back();
       std::istringstream fields(value);
@@ -692,6 +719,21 @@ bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
               " differs from the checkpoint's seed " +
               std::to_string(manifest.seed) + " (omit --seed to keep it)";
       return false;
+    }
+    // The command line may change the schedule (a run continued with
+    // another), which the rates then follow from the checkpoint's step on.
+    if (printer && manifest.lrRecorded) {
+      LRSchedule recorded = manifest.lrSchedule.value_or(LRSchedule{});
+      if (options.lrSchedule && *options.lrSchedule != recorded)
+        std::fprintf(stderr,
+                     "note: --resume: --lr-schedule '%s' replaces the "
+                     "checkpoint's '%s'\n",
+                     options.lrSchedule->str().c_str(), recorded.str().c_str());
+      if (options.lr && options.lr != manifest.lr)
+        std::fprintf(stderr,
+                     "note: --resume: --lr %.17g replaces the checkpoint's "
+                     "%.17g (0: the compiled rate)\n",
+                     *options.lr, manifest.lr.value_or(0.0));
     }
     if (printer) {
       std::printf("resuming from checkpoint '%s' (step %lld)\n",

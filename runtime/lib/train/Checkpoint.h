@@ -33,9 +33,11 @@
 #define PP_RUNTIME_TRAIN_CHECKPOINT_H
 
 #include "HostTensor.h"
+#include "LRSchedule.h"
 #include "StageState.h"
 
 #include <cstdint>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -83,6 +85,11 @@ struct CheckpointManifest {
   /// Wave Synchronous Parallel: the waves every virtual worker had pushed
   /// and pulled when it was written (-1: synchronous).
   int64_t waveClock = -1;
+  /// The run's learning-rate schedule and --lr (none: the compiled rate);
+  /// absent from the manifests of older drivers (lrRecorded false).
+  std::optional<LRSchedule> lrSchedule;
+  std::optional<double> lr;
+  bool lrRecorded = false;
   /// rank<r>.ckpt, in rank order.
   std::vector<CheckpointFile> files;
 };
@@ -121,7 +128,8 @@ struct Job;
 
 /// --resume DIR: chooses the checkpoint (see above) into job.resume and
 /// job.resumeDir, printing which on stdout and each one skipped, and why, on
-/// stderr (from rank 0); checks that the --seed given agrees with it.
+/// stderr (from rank 0); checks that the --seed given agrees with it and
+/// notes a --lr or --lr-schedule that differs from the checkpoint's.
 bool selectResumeCheckpoint(Job &job, std::string &error);
 
 /// What `rank` saves after `completedSteps` steps: the globals of each of

@@ -448,11 +448,19 @@ bool Job::load(std::string &error) {
   // Resume: the seed and step count of the checkpoint (read first: random
   // inputs are drawn from the seed).
   seed = options.seed;
+  lrSchedule = options.lrSchedule.value_or(LRSchedule{});
+  lr = options.lr;
   if (!options.resumeDir.empty()) {
     if (!selectResumeCheckpoint(*this, error))
       return false;
     seed = resume.seed;
     resuming = true;
+    // The rate is a function of the step: the checkpoint's schedule goes on
+    // unless the command line sets another.
+    if (!options.lrSchedule && resume.lrSchedule)
+      lrSchedule = *resume.lrSchedule;
+    if (!options.lr && resume.lrRecorded)
+      lr = resume.lr;
   }
   return loadInputs(error);
 }

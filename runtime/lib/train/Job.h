@@ -21,6 +21,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,6 +134,10 @@ struct Job {
   std::string identity;
 
   uint64_t seed = 0;
+  /// The run's learning-rate schedule and base rate (--lr-schedule, --lr;
+  /// under --resume, the checkpoint's where the command line gives none).
+  LRSchedule lrSchedule;
+  std::optional<double> lr;
   bool resuming = false;
   /// --resume: the manifest and directory of the chosen checkpoint.
   CheckpointManifest resume;

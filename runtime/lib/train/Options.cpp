@@ -26,7 +26,25 @@ const OptionSpec kOptions[] = {
      "run every device as a thread of this process (default without mpirun)"},
     {"steps", "N", "total training steps (default 10)"},
     {"lr", "X",
-     "learning rate of every optimizer step (default: the one compiled in)"},
+     "learning rate of every optimizer step (default: the one compiled in); "
+     "the base rate of --lr-schedule"},
+    {"lr-schedule", "constant|step|cosine|linear",
+     "the rate per step, as PyTorch's schedulers stepped once a step: "
+     "constant (the default), step (StepLR), cosine (CosineAnnealingLR) or "
+     "linear (LinearLR decay to --min-lr); after --warmup-steps"},
+    {"warmup-steps", "N",
+     "linear warm-up over the first N steps (LinearLR chained by "
+     "SequentialLR), from --warmup-start-factor times the rate (default 0)"},
+    {"warmup-start-factor", "F",
+     "the warm-up's first rate as a fraction of the base rate, 0 < F <= 1 "
+     "(default 1/3, as LinearLR's)"},
+    {"min-lr", "X",
+     "cosine's eta_min and the linear decay's end rate (default 0)"},
+    {"decay-steps", "N",
+     "cosine and linear: the step at which the decay ends, warm-up included "
+     "(default --steps)"},
+    {"step-size", "N", "step: multiply the rate by --gamma every N steps"},
+    {"gamma", "G", "step: the factor every --step-size steps (default 0.1)"},
     {"data", "NAME=FILE.npy|DIR",
      "step inputs: dim 0 holds whole batches, step k uses batch k mod count "
      "(repeatable; DIR reads DIR/<input>.npy)"},
@@ -87,6 +105,69 @@ const OptionSpec kOptions[] = {
     {"help", nullptr, "print this help"},
 };
 
+/// The --lr-schedule flags as given, before they make an LRSchedule.
+struct ScheduleFlags {
+  std::optional<std::string> kind;
+  std::optional<int64_t> warmupSteps, decaySteps, stepSize;
+  std::optional<double> warmupStartFactor, minLr, gamma;
+  bool any() const {
+    return kind || warmupSteps || decaySteps || stepSize || warmupStartFactor ||
+           minLr || gamma;
+  }
+};
+
+/// Checks that the flags fit the schedule they name and sets
+/// options.lrSchedule when any is given.
+bool resolveSchedule(const ScheduleFlags &flags, TrainOptions &options,
+                     std::string &error) {
+  if (!flags.any())
+    return true;
+  LRSchedule s;
+  std::string kind = flags.kind.value_or("constant");
+  s.kind = kind == "step"     ? LRSchedule::Kind::Step
+           : kind == "cosine" ? LRSchedule::Kind::Cosine
+           : kind == "linear" ? LRSchedule::Kind::Linear
+                              : LRSchedule::Kind::Constant;
+  bool decays =
+      s.kind == LRSchedule::Kind::Cosine || s.kind == LRSchedule::Kind::Linear;
+  auto refuse = [&](const char *flag, const char *kinds) {
+    error = std::string("--") + flag + " applies to --lr-schedule " + kinds +
+            " only (the schedule is " + kind + ")";
+    return false;
+  };
+  if ((flags.stepSize || flags.gamma) && s.kind != LRSchedule::Kind::Step)
+    return refuse(flags.stepSize ? "step-size" : "gamma", "step");
+  if ((flags.minLr || flags.decaySteps) && !decays)
+    return refuse(flags.minLr ? "min-lr" : "decay-steps", "cosine or linear");
+  s.warmupSteps = flags.warmupSteps.value_or(0);
+  if (flags.warmupStartFactor && s.warmupSteps == 0) {
+    error = "--warmup-start-factor needs --warmup-steps N with N > 0";
+    return false;
+  }
+  s.warmupStartFactor = flags.warmupStartFactor.value_or(s.warmupStartFactor);
+  if (s.kind == LRSchedule::Kind::Step) {
+    if (!flags.stepSize) {
+      error = "--lr-schedule step needs --step-size N";
+      return false;
+    }
+    s.stepSize = *flags.stepSize;
+    s.gamma = flags.gamma.value_or(s.gamma);
+  }
+  if (decays) {
+    s.minLr = flags.minLr.value_or(0);
+    s.decaySteps = flags.decaySteps.value_or(options.steps);
+    if (s.decaySteps <= s.warmupSteps) {
+      error = (flags.decaySteps ? "--decay-steps " : "--steps ") +
+              std::to_string(s.decaySteps) + " leaves no " + kind +
+              " decay after --warmup-steps " + std::to_string(s.warmupSteps) +
+              " (the decay ends at --decay-steps, default --steps)";
+      return false;
+    }
+  }
+  options.lrSchedule = s;
+  return true;
+}
+
 bool parseInt(const std::string &text, int64_t &value) {
   if (text.empty())
     return false;
@@ -139,6 +220,7 @@ std::string pp::rt::train::trainUsage(const std::string &program) {
 bool pp::rt::train::parseTrainOptions(int argc, char **argv,
                                       TrainOptions &options,
                                       std::string &error) {
+  ScheduleFlags schedule;
   for (int i = 1; i < argc; ++i) {
     std::string arg = argv[i];
     if (arg == "-h")
@@ -181,6 +263,7 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
     };
 
     int64_t number = 0;
+    double real = 0;
     if (name == "local") {
       options.local = true;
     } else if (name == "steps") {
@@ -188,10 +271,38 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
         return badValue("a positive integer");
       options.steps = number;
     } else if (name == "lr") {
-      double lr;
-      if (!parseDouble(value, lr))
+      if (!parseDouble(value, real))
         return badValue("a number");
-      options.lr = lr;
+      options.lr = real;
+    } else if (name == "lr-schedule") {
+      if (value != "constant" && value != "step" && value != "cosine" &&
+          value != "linear")
+        return badValue("constant, step, cosine or linear");
+      schedule.kind = value;
+    } else if (name == "warmup-steps") {
+      if (!parseInt(value, number) || number < 0)
+        return badValue("a non-negative integer");
+      schedule.warmupSteps = number;
+    } else if (name == "warmup-start-factor") {
+      if (!parseDouble(value, real) || !(real > 0 && real <= 1))
+        return badValue("a number in (0, 1]");
+      schedule.warmupStartFactor = real;
+    } else if (name == "min-lr") {
+      if (!parseDouble(value, real) || !std::isfinite(real) || real < 0)
+        return badValue("a finite number >= 0");
+      schedule.minLr = real;
+    } else if (name == "decay-steps") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      schedule.decaySteps = number;
+    } else if (name == "step-size") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      schedule.stepSize = number;
+    } else if (name == "gamma") {
+      if (!parseDouble(value, real) || !std::isfinite(real) || !(real > 0))
+        return badValue("a finite, positive number");
+      schedule.gamma = real;
     } else if (name == "data") {
       if (size_t eq = value.find('='); eq != std::string::npos) {
         if (eq == 0 || eq + 1 == value.size())
@@ -310,9 +421,9 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
     error = "--data NAME=FILE.npy and --data DIR exclude each other";
     return false;
   }
-  if (options.lr && !(*options.lr > 0)) {
-    error = "--lr: the learning rate must be positive";
+  if (options.lr && !(*options.lr > 0 && std::isfinite(*options.lr))) {
+    error = "--lr: the learning rate must be positive and finite";
     return false;
   }
-  return true;
+  return resolveSchedule(schedule, options, error);
 }

@@ -2,6 +2,8 @@
 #ifndef PP_RUNTIME_TRAIN_OPTIONS_H
 #define PP_RUNTIME_TRAIN_OPTIONS_H
 
+#include "LRSchedule.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,8 +18,12 @@ constexpr double kMaxTimeout = 1e6;
 struct TrainOptions {
   bool local = false;
   int64_t steps = 10;
-  /// Parsed but refused: the learning rate is compiled into the program.
+  /// --lr: the base rate of every optimizer step (else the compiled one).
   std::optional<double> lr;
+  /// --lr-schedule and its parameters, when any of their flags is given
+  /// (decaySteps resolved: --decay-steps, else --steps); else the run
+  /// keeps a resumed checkpoint's schedule, or a constant rate.
+  std::optional<LRSchedule> lrSchedule;
   /// --data NAME=FILE.npy entries, or --data DIR.
   std::vector<std::pair<std::string, std::string>> dataFiles;
   std::string dataDir;

@@ -643,6 +643,9 @@ bool Rank::writeCheckpoint() {
     manifest.numDevices = job.numDevices;
     manifest.numStages = job.numStages;
     manifest.seed = job.seed;
+    manifest.lrSchedule = job.lrSchedule;
+    manifest.lr = job.lr;
+    manifest.lrRecorded = true;
     if (waveSync)
       manifest.waveClock = waveSync->clock();
     for (int r = 0; r < numFiles; ++r)
@@ -691,7 +694,8 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
       abortJob(message); // the other VWs would wait for this one's pushes
     return false;
   };
-  std::vector<double> stats(3 * k + static_cast<size_t>(job.numStages), 0.0);
+  size_t numStages = static_cast<size_t>(job.numStages);
+  std::vector<double> stats(3 * k + 4 * numStages, 0.0);
   // The devices of a tensor-parallel group compute the same outputs: the
   // first of each group reports them.
   for (size_t i = 0; i < k && tpRank == 0; ++i) {
@@ -706,6 +710,15 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
   // Busy time: the mean over the replicas (this VW's under WSP).
   for (int64_t s = 0; s < job.numStages && tpRank == 0; ++s)
     stats[3 * k + s] = busyMs[s] / static_cast<double>(wsp ? 1 : job.replicas);
+  // The rates each stage's updates read, from one holder of the stage (the
+  // sum then keeps them exact): the least, the largest, how many.
+  double *rates = &stats[3 * k + numStages];
+  for (const auto &[s, seen] : record.rates)
+    if (tpRank == 0 && (wsp || replica == 0) && seen.reads > 0) {
+      rates[3 * s] = seen.min;
+      rates[3 * s + 1] = seen.max;
+      rates[3 * s + 2] = static_cast<double>(seen.reads);
+    }
   if (Status s = allReduce(stats, wsp ? &pipeline() : nullptr); !s.ok()) {
     abortJob("error: rank " + std::to_string(worldRank) + " (device " +
              deviceName() + "), step " + std::to_string(step + 1) +
@@ -758,10 +771,18 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
   double eta = elapsed / static_cast<double>(stepsDone) *
                static_cast<double>(job.options.steps - (step + 1));
   printProgress(job, step, values, samplesPerSecond, eta);
+  StepLog::Rates stepRates;
+  for (size_t s = 0; s < numStages; ++s)
+    if (rates[3 * s + 2] > 0) {
+      stepRates.min = std::min(stepRates.min, rates[3 * s]);
+      stepRates.max = std::max(stepRates.max, rates[3 * s + 1]);
+      stepRates.reads += static_cast<int64_t>(rates[3 * s + 2]);
+    }
   std::string error;
   if (log.isOpen() &&
       !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
-                 samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], error)) {
+                 samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], stepRates,
+                 error)) {
     abortJob("error: " + error);
     return false;
   }

@@ -138,6 +138,13 @@ public:
     std::vector<int64_t> outputStage;
     std::vector<double> busyMs; // per stage
     double endSeconds = 0;
+    /// The learning rates the step's optimizer ops read, per stage: the
+    /// least, the largest and how many (--log's lr).
+    struct Rates {
+      double min = INFINITY, max = -INFINITY;
+      int64_t reads = 0;
+    };
+    std::map<int64_t, Rates> rates;
   };
   std::vector<StepRecord> window;
   /// The running step's record.

@@ -88,7 +88,8 @@ bool StepLog::writeRow(const std::string &row, std::string &error) {
 }
 
 bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
-                    double stepMs, const double *busyMs, std::string &error) {
+                    double stepMs, const double *busyMs, const Rates &rates,
+                    std::string &error) {
   std::string row;
   if (csv_) {
     row = std::to_string(step + 1) + "," + jsonNumber(loss) + "," +
@@ -102,7 +103,17 @@ bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
           ",\"step_ms\":" + jsonNumber(stepMs) + ",\"busy_ms\":[";
     for (int64_t s = 0; s < numStages_; ++s)
       row += (s ? "," : "") + jsonNumber(busyMs[s]);
-    row += "]}";
+    row += "]";
+    // Exact (17 digits): tests compare the rates with PyTorch's. lr_max
+    // only where the step's updates read different rates (optimizer ops
+    // compiled with different base rates).
+    if (rates.reads > 0) {
+      row += ",\"lr\":" + jsonNumber(rates.min, 17);
+      if (rates.max != rates.min)
+        row += ",\"lr_max\":" + jsonNumber(rates.max, 17);
+      row += ",\"param_updates\":" + std::to_string(rates.reads);
+    }
+    row += "}";
   }
   return writeRow(row, error);
 }

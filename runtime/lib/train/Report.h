@@ -9,6 +9,7 @@
 
 #include "Util.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -30,12 +31,19 @@ public:
   bool open(const std::string &path, int64_t numStages, bool resuming,
             std::string &error);
   bool isOpen() const { return file_ != nullptr; }
+  /// The learning rates a step's optimizer ops read, over every stage:
+  /// the least, the largest and how many (0: no update read one).
+  struct Rates {
+    double min = INFINITY, max = -INFINITY;
+    int64_t reads = 0;
+  };
   /// Writes and flushes the row of step index `step` (logged from 1): the
   /// loss (NaN: none), samples/s, the step's time and the busy time of each
-  /// of the `numStages` stages, in ms. False with `error` naming the file
-  /// when the row cannot be written (a full disk).
+  /// of the `numStages` stages, in ms, and in JSON the learning rate.
+  /// False with `error` naming the file when the row cannot be written (a
+  /// full disk).
   bool write(int64_t step, double loss, double samplesPerSecond, double stepMs,
-             const double *busyMs, std::string &error);
+             const double *busyMs, const Rates &rates, std::string &error);
   /// Closes the file; false with `error` when the last rows do not reach it.
   bool close(std::string &error);
 

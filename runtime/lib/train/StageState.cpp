@@ -583,8 +583,16 @@ uint64_t StageState::dropoutSeed(uint64_t stream) {
 }
 
 double StageState::learningRate(double compiled) {
-  const auto &lr = rank_.job.options.lr;
-  return lr ? *lr : compiled;
+  // Rank::placeAction set the step to the one the update belongs to (a
+  // weight-versioned schedule's u-th update of a window: step u / U), so
+  // every update of a step gets that step's rate.
+  const Job &job = rank_.job;
+  double rate = job.lrSchedule.rate(job.lr.value_or(compiled), rank_.step);
+  Rank::StepRecord::Rates &seen = rank_.running().rates[stage];
+  seen.min = std::min(seen.min, rate);
+  seen.max = std::max(seen.max, rate);
+  ++seen.reads;
+  return rate;
 }
 
 namespace {
