@@ -11,6 +11,10 @@ torch.optim.SGD (or Adam / AdamW) on fixed random data with mean cross-entropy l
 Writes to --out: model.onnx, input.npy, labels.npy, losses.npy (one loss per
 step, float64) and final.npz (every initializer after training: parameters
 and BatchNorm running statistics, keyed by initializer name).
+
+--lr-schedule (with --warmup-steps, --min-lr, ...) steps a
+torch.optim.lr_scheduler once per step, as the generated program's flags of
+the same names do (make_scheduler); lrs.npy holds each step's rate.
 """
 import argparse
 import os
@@ -33,6 +37,36 @@ def disable_dropout(model):
             module.p = 0.0
         if isinstance(module, nn.MultiheadAttention):
             module.dropout = 0.0
+
+
+def make_scheduler(optimizer, kind, warmup_steps=0, warmup_start_factor=1 / 3,
+                   min_lr=0.0, decay_steps=None, step_size=None, gamma=0.1):
+    """The PyTorch scheduler of `train --lr-schedule kind ...` (docs/cli.md),
+    None for a constant rate: StepLR, CosineAnnealingLR or LinearLR (decay to
+    min_lr at decay_steps, warm-up included), after a LinearLR warm-up
+    chained by SequentialLR."""
+    S = torch.optim.lr_scheduler
+    base = optimizer.param_groups[0]["lr"]
+    decay = None if decay_steps is None else decay_steps - warmup_steps
+    if kind == "constant":
+        main = None
+    elif kind == "step":
+        main = S.StepLR(optimizer, step_size=step_size, gamma=gamma)
+    elif kind == "cosine":
+        main = S.CosineAnnealingLR(optimizer, T_max=decay, eta_min=min_lr)
+    elif kind == "linear":
+        main = S.LinearLR(optimizer, start_factor=1.0,
+                          end_factor=min_lr / base, total_iters=decay)
+    else:
+        raise ValueError(f"unknown schedule {kind}")
+    if warmup_steps == 0:
+        return main
+    warmup = S.LinearLR(optimizer, start_factor=warmup_start_factor,
+                        end_factor=1.0, total_iters=warmup_steps)
+    if main is None:
+        return warmup
+    return S.SequentialLR(optimizer, [warmup, main],
+                          milestones=[warmup_steps])
 
 
 def make_data(name, example, seed):
@@ -71,6 +105,15 @@ def main():
                         help="keep the model's Dropout (training mode) in the "
                         "export; torch's masks are not ours, so its losses "
                         "are no reference then")
+    parser.add_argument("--lr-schedule", default="constant",
+                        choices=["constant", "step", "cosine", "linear"])
+    parser.add_argument("--warmup-steps", type=int, default=0)
+    parser.add_argument("--warmup-start-factor", type=float, default=1 / 3)
+    parser.add_argument("--min-lr", type=float, default=0.0)
+    parser.add_argument("--decay-steps", type=int, default=None,
+                        help="default --steps")
+    parser.add_argument("--step-size", type=int, default=None)
+    parser.add_argument("--gamma", type=float, default=0.1)
     args = parser.parse_args()
     if args.batch and len(args.batch) > 1 and len(args.batch) != len(args.out):
         parser.error("give one --batch, or one per --out")
@@ -130,9 +173,15 @@ def reference(args, out, batch):
     else:
         optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
                                       weight_decay=args.weight_decay)
+    scheduler = make_scheduler(
+        optimizer, args.lr_schedule, args.warmup_steps,
+        args.warmup_start_factor, args.min_lr,
+        args.decay_steps if args.decay_steps is not None else args.steps,
+        args.step_size, args.gamma)
     x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
-    losses = []
+    losses, lrs = [], []
     for _ in range(args.steps):
+        lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16,
                             enabled=args.autocast == "bf16"):
@@ -141,8 +190,11 @@ def reference(args, out, batch):
                 logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
         loss.backward()
         optimizer.step()
+        if scheduler is not None:
+            scheduler.step()
         losses.append(loss.item())
     np.save(os.path.join(out, "losses.npy"), np.array(losses))
+    np.save(os.path.join(out, "lrs.npy"), np.array(lrs))
     final = {key: value.detach().numpy() for key, value in
              model.state_dict().items() if key in initializers}
     np.savez(os.path.join(out, "final.npz"), **final)
