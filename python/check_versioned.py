@@ -47,18 +47,20 @@ from check_wsp import save_state, trainable_names
 from compare import Comparison, load_globals, run
 
 VERSIONED = ("pipedream", "pipedream-2bw", "nf1b", "v-timeprest",
-             "i-timeprest")
+             "i-timeprest", "hetpipe")
 
 
 # -- The rules -----------------------------------------------------------
 
 
-def one_f_one_b_order(p, m):
+def one_f_one_b_order(p, m, inflight=None):
     """Per stage, 1F1B without flushes: ("F", micro-batch) and ("B",
-    micro-batch)."""
+    micro-batch); stage s warms up with inflight - s - 1 forwards (1F1B:
+    inflight = p; HetPipe: Nm)."""
+    inflight = p if inflight is None else inflight
     order = []
     for s in range(p):
-        warmup = min(p - s - 1, m)
+        warmup = min(max(inflight - s - 1, 0), m)
         mine = [("F", j) for j in range(warmup)]
         for j in range(m - warmup):
             mine += [("F", warmup + j), ("B", j)]
@@ -99,12 +101,14 @@ def nf1b_order(p, m, n):
     return order
 
 
-def version_rule(schedule, p, m, n, vertical, lam):
+def version_rule(schedule, p, m, n, vertical, lam, inflight=None):
     """Per stage: forward[j] = the version forward j reads; backward[j] =
     (version, blend) where blend is None or (latest version, factor): the
     backward reads version + factor... i.e. W_l + factor (W_version - W_l)."""
-    one_f = schedule in ("pipedream", "pipedream-2bw")
-    order = one_f_one_b_order(p, m) if one_f else nf1b_order(p, m, n)
+    one_f = schedule in ("pipedream", "pipedream-2bw", "hetpipe")
+    order = (one_f_one_b_order(p, m, inflight if schedule == "hetpipe"
+                               else None)
+             if one_f else nf1b_order(p, m, n))
     forward = [[0] * m for _ in range(p)]
     backward = [[None] * m for _ in range(p)]
     for s in range(p):  # stage 0 first: the vertical rules read it
@@ -116,6 +120,10 @@ def version_rule(schedule, p, m, n, vertical, lam):
                     v = forward[0][j] if vertical and s > 0 else updates
                 elif schedule == "pipedream-2bw":
                     v = max(j // n - 1, 0)
+                elif schedule == "hetpipe":
+                    # HetPipe: its VW's updates through j - Nm, on every
+                    # stage (vertical sync); Nm = the step's micro-batches.
+                    v = max(j - inflight + 1, 0)
                 elif schedule == "nf1b":
                     # The version stage 0's first forward of the mini-batch
                     # read (there: the latest).
@@ -359,7 +367,7 @@ def main():
     failed = False
     for schedule in args.schedules.split(","):
         # 0: the compiler's default; 2BW needs n >= the stages.
-        n = 0 if schedule == "pipedream" else args.update_every
+        n = 0 if schedule in ("pipedream", "hetpipe") else args.update_every
         if schedule == "pipedream-2bw" and 0 < n < p:
             n = next(k for k in range(p, m + 1) if m % k == 0)
         vertical = args.vertical_sync and schedule == "pipedream"
@@ -388,10 +396,10 @@ def main():
         if stages != p:
             sys.exit(f"{name}: the plan has {stages} stages, not {p}")
         forward, backward = version_rule(schedule, p, m, n, vertical,
-                                         args.lam)
+                                         args.lam, m)
         def rule(micro_batches):
             return version_rule(schedule, p, micro_batches, n, vertical,
-                                args.lam)
+                                args.lam, m)
         oracle = Oracle(args.pp_interpret, mlir, work, inputs, p, m, n,
                         args.dp)
         oracle_losses = oracle.train(args.steps, rule, args.drain_every)

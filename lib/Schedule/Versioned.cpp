@@ -22,6 +22,7 @@ bool pp::schedule::isWeightVersioned(ScheduleKind kind) {
   case ScheduleKind::NF1B:
   case ScheduleKind::VTimePReSt:
   case ScheduleKind::ITimePReSt:
+  case ScheduleKind::HetPipe:
     return true;
   default:
     return false;
@@ -42,11 +43,14 @@ struct Slot {
 };
 
 /// Per stage, 1F1B's order of forwards and backwards over m micro-batches,
-/// without the flush between mini-batches.
-std::vector<std::vector<Slot>> oneFOneBOrder(int p, int m) {
+/// without the flush between mini-batches, with `inFlight` micro-batches in
+/// flight on stage 0 (p for 1F1B): stage s warms up with inFlight - s - 1
+/// forwards (at least 0), so that neighbours differ by one and the steady
+/// state has no bubble when inFlight >= p.
+std::vector<std::vector<Slot>> oneFOneBOrder(int p, int m, int inFlight) {
   std::vector<std::vector<Slot>> order(p);
   for (int s = 0; s < p; ++s) {
-    int warmup = std::min(p - s - 1, m);
+    int warmup = std::min(std::max(inFlight - s - 1, 0), m);
     for (int j = 0; j < warmup; ++j)
       order[s].push_back({false, j});
     for (int j = 0; j < m - warmup; ++j) {
@@ -107,7 +111,8 @@ std::vector<std::vector<Slot>> nF1BOrder(int p, int m, int n) {
 bool pp::schedule::buildVersionedSchedule(
     ScheduleKind kind, int numDevices, int microBatches,
     int microBatchesPerUpdate, bool verticalSync, Schedule &out,
-    std::string &error, const std::vector<bool> *gradReduceStages) {
+    std::string &error, const std::vector<bool> *gradReduceStages,
+    int inFlight) {
   auto fail = [&](std::string message) {
     error = std::move(message);
     return false;
@@ -121,10 +126,18 @@ bool pp::schedule::buildVersionedSchedule(
     return fail("numDevices must be at least 1, got " + std::to_string(p));
   if (m < 1)
     return fail("microBatches must be at least 1, got " + std::to_string(m));
-  if (kind == ScheduleKind::PipeDream && n != 1)
-    return fail("PipeDream updates after every micro-batch: "
-                "microBatchesPerUpdate must be 1, got " +
-                std::to_string(n));
+  bool everyMicroBatch =
+      kind == ScheduleKind::PipeDream || kind == ScheduleKind::HetPipe;
+  if (everyMicroBatch && n != 1)
+    return fail(
+        std::string(kind == ScheduleKind::HetPipe ? "HetPipe" : "PipeDream") +
+        " updates after every micro-batch: "
+        "microBatchesPerUpdate must be 1, got " +
+        std::to_string(n));
+  if (kind == ScheduleKind::HetPipe && inFlight < 1)
+    return fail("HetPipe keeps Nm mini-batches in flight: inFlight must be "
+                "at least 1, got " +
+                std::to_string(inFlight));
   if (n < 1 || m % n != 0)
     return fail("microBatchesPerUpdate (" + std::to_string(n) +
                 ") must divide microBatches (" + std::to_string(m) + ")");
@@ -140,11 +153,12 @@ bool pp::schedule::buildVersionedSchedule(
   Schedule s{kind, p, 1, m, {}, {}};
   s.microBatchesPerUpdate = n;
   s.verticalSync = verticalSync;
+  s.inFlight = kind == ScheduleKind::HetPipe ? inFlight : 0;
   s.actions.resize(p);
-  bool oneFOneB =
-      kind == ScheduleKind::PipeDream || kind == ScheduleKind::PipeDream2BW;
+  bool oneFOneB = everyMicroBatch || kind == ScheduleKind::PipeDream2BW;
   std::vector<std::vector<Slot>> order =
-      oneFOneB ? oneFOneBOrder(p, m) : nF1BOrder(p, m, n);
+      oneFOneB ? oneFOneBOrder(p, m, s.inFlight > 0 ? s.inFlight : p)
+               : nF1BOrder(p, m, n);
 
   // The version each stage's forward of micro-batch j read, in stage order
   // (stage 0 first: vertical rules read its versions).
@@ -161,6 +175,10 @@ bool pp::schedule::buildVersionedSchedule(
           break;
         case ScheduleKind::PipeDream2BW:
           version = std::max(j / n - 1, 0);
+          break;
+        case ScheduleKind::HetPipe:
+          // Local staleness Nm - 1 on every stage (vertical sync).
+          version = std::max(j - inFlight + 1, 0);
           break;
         case ScheduleKind::NF1B:
           // Vertical: the version stage 0 read for the mini-batch's first
@@ -185,8 +203,7 @@ bool pp::schedule::buildVersionedSchedule(
       int last = oneFOneB ? slot.index : first + n - 1;
       for (int j = first; j <= last; ++j) {
         Action b{ActionKind::Backward, st, j, updates};
-        if (kind == ScheduleKind::PipeDream ||
-            kind == ScheduleKind::PipeDream2BW)
+        if (oneFOneB)
           b.weightVersion = forwardVersion[st][j]; // stashed
         else if (kind == ScheduleKind::ITimePReSt &&
                  forwardVersion[st][j] != updates) {

@@ -1100,14 +1100,17 @@ TEST(WaveSync, LargerBoundIsNeverSlower) {
 namespace {
 
 constexpr ScheduleKind kVersionedKinds[] = {
-    ScheduleKind::PipeDream, ScheduleKind::PipeDream2BW, ScheduleKind::NF1B,
-    ScheduleKind::VTimePReSt, ScheduleKind::ITimePReSt};
+    ScheduleKind::PipeDream,  ScheduleKind::PipeDream2BW,
+    ScheduleKind::NF1B,       ScheduleKind::VTimePReSt,
+    ScheduleKind::ITimePReSt, ScheduleKind::HetPipe};
 
+/// HetPipe keeps `inFlight` micro-batches (Nm, a step's) in flight; 0: m.
 Schedule buildVersioned(ScheduleKind kind, int p, int m, int n,
-                        bool vertical = false) {
+                        bool vertical = false, int inFlight = 0) {
   Schedule s;
   std::string error;
-  EXPECT_TRUE(buildVersionedSchedule(kind, p, m, n, vertical, s, error))
+  EXPECT_TRUE(buildVersionedSchedule(kind, p, m, n, vertical, s, error, nullptr,
+                                     inFlight > 0 ? inFlight : m))
       << error;
   return s;
 }
@@ -1127,7 +1130,7 @@ template <typename Fn> void forEachVersioned(Fn fn) {
   for (ScheduleKind kind : kVersionedKinds)
     for (int p = 1; p <= 6; ++p) {
       std::vector<int> sizes;
-      if (kind == ScheduleKind::PipeDream)
+      if (kind == ScheduleKind::PipeDream || kind == ScheduleKind::HetPipe)
         sizes = {1};
       else if (kind == ScheduleKind::PipeDream2BW)
         sizes = {p, p + 1, p + 2};
@@ -1200,6 +1203,8 @@ TEST(VersionedSchedule, EachActionReadsWhatItsRuleSays) {
           bool firstOfPass = &list == &s.actions[0] && j % n == 0;
           if (kind == ScheduleKind::PipeDream2BW)
             expected = std::max(j / n - 1, 0);
+          else if (kind == ScheduleKind::HetPipe) // Nm = m here
+            expected = std::max(j - m + 1, 0);
           else if (firstOfPass)
             expected = latest; // stage 0 starts a pass on its latest
           else if ((kind == ScheduleKind::PipeDream && vertical) ||
@@ -1211,7 +1216,8 @@ TEST(VersionedSchedule, EachActionReadsWhatItsRuleSays) {
         ASSERT_EQ(a.kind, ActionKind::Backward) << what;
         switch (kind) {
         case ScheduleKind::PipeDream:
-        case ScheduleKind::PipeDream2BW: // weight stashing
+        case ScheduleKind::PipeDream2BW:
+        case ScheduleKind::HetPipe: // weight stashing
           EXPECT_EQ(a.weightVersion, forwardRead[j]) << what;
           EXPECT_EQ(a.blendVersion, -1) << what;
           break;
@@ -1508,8 +1514,8 @@ namespace {
 WindowBuilder versionedWindows(ScheduleKind kind, int p, int m, int n,
                                bool vertical) {
   return [=](int steps, Schedule &out, std::string &error) {
-    return buildVersionedSchedule(kind, p, steps * m, n, vertical, out,
-                                  error);
+    return buildVersionedSchedule(kind, p, steps * m, n, vertical, out, error,
+                                  nullptr, m);
   };
 }
 
@@ -1536,7 +1542,7 @@ TEST(StreamSchedule, ExpandsToEveryWindow) {
     if (kind != ScheduleKind::ITimePReSt)
       EXPECT_LE(first, 2 + 2 * (p - 1) / m) << name;
     for (int steps : {first, first + 1, first + 4, first + 5}) {
-      Schedule window = buildVersioned(kind, p, steps * m, n, vertical);
+      Schedule window = buildVersioned(kind, p, steps * m, n, vertical, m);
       for (int d = 0; d < p; ++d)
         ASSERT_EQ(expandStream(stream, d, steps), window.actions[d])
             << name << ", " << steps << " steps, device " << d;
@@ -1563,8 +1569,10 @@ TEST(StreamSchedule, ExpandsToEveryWindow) {
 TEST(StreamSchedule, SteadyStepsHaveNoBubble) {
   for (int p : {2, 4})
     for (ScheduleKind kind :
-         {ScheduleKind::PipeDream, ScheduleKind::PipeDream2BW}) {
-      int m = 8, n = kind == ScheduleKind::PipeDream ? 1 : p;
+         {ScheduleKind::PipeDream, ScheduleKind::PipeDream2BW,
+          ScheduleKind::HetPipe}) {
+      // HetPipe: Nm = m = 8 in flight, 1F1B's steady state.
+      int m = 8, n = kind == ScheduleKind::PipeDream2BW ? p : 1;
       StreamSchedule stream;
       std::string error;
       ASSERT_TRUE(buildStream(versionedWindows(kind, p, m, n, false), m,
@@ -1577,7 +1585,7 @@ TEST(StreamSchedule, SteadyStepsHaveNoBubble) {
         c.backward = 2;
       }
       auto windowTime = [&](int steps) {
-        Schedule s = buildVersioned(kind, p, steps * m, n);
+        Schedule s = buildVersioned(kind, p, steps * m, n, false, m);
         for (int d = 0; d < p; ++d)
           s.actions[d] = expandStream(stream, d, steps);
         SimulationResult r = simulate(s, input);

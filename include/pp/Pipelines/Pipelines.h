@@ -137,7 +137,8 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or "
                      "dualpipev; weight-versioned: "
                      "pipedream, pipedream-2bw, nf1b, v-timeprest, "
-                     "i-timeprest"),
+                     "i-timeprest, hetpipe (HetPipe's virtual workers: "
+                     "microbatches = Nm in flight, a step = a wave)"),
       llvm::cl::init("1f1b")};
   Option<unsigned> updateEvery{
       *this, "update-every",

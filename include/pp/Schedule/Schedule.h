@@ -90,6 +90,16 @@
 //                backward reads the version its forward read (weight
 //                stashing); with vertical sync every stage's forward of a
 //                mini-batch reads the version stage 0's forward read.
+//   HetPipe:     a virtual worker's pipeline (ATC'20): n = 1, Nm mini-
+//                batches in flight (inFlight), stage s warming up with
+//                max(Nm - s - 1, 0) forwards then alternating; mini-batch
+//                j reads version max(j - Nm + 1, 0) on every stage, forward
+//                and backward (its VW's updates through j - Nm: local
+//                staleness Nm - 1). A wave is Nm mini-batches: one step
+//                (micro-batches = Nm); under WSP each stage pushes the
+//                wave's updates after its last and pulls the other VWs'
+//                waves up to c - D - 1 before the forward that starts wave
+//                c (the runtime, without a drain for D >= 1).
 //   2BW:         1F1B order, an update after every n-th backward; micro-
 //                batch k reads version max(floor(k / n) - 1, 0) (the
 //                newest version but one: 2 kept).
@@ -227,6 +237,9 @@ struct Schedule {
   /// PipeDream: every stage's forward of a mini-batch reads the version
   /// stage 0's read.
   bool verticalSync = false;
+  /// HetPipe: the mini-batches in flight in the virtual worker (Nm); 0
+  /// otherwise.
+  int inFlight = 0;
 
   /// Updates of each stage per step.
   int updatesPerStep() const {
@@ -255,11 +268,13 @@ bool buildSchedule(ScheduleKind kind, int numDevices, int microBatches,
 /// `error` naming the parameter.
 /// With `gradReduceStages` (data parallelism), stage s runs
 /// GradReduce(s, u) right before each OptimizerStep(s, u) when true: the
-/// replicas' gradient sums of mini-batch u, all-reduced.
+/// replicas' gradient sums of mini-batch u, all-reduced. `inFlight` is
+/// HetPipe's Nm (ignored by the other kinds).
 bool buildVersionedSchedule(ScheduleKind kind, int numDevices, int microBatches,
                             int microBatchesPerUpdate, bool verticalSync,
                             Schedule &out, std::string &error,
-                            const std::vector<bool> *gradReduceStages = nullptr);
+                            const std::vector<bool> *gradReduceStages = nullptr,
+                            int inFlight = 0);
 
 /// Per stage, the most versions of its weights held at once in its
 /// device's order: the latest, and every older one an action will still

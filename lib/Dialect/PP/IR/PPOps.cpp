@@ -783,17 +783,21 @@ func::FuncOp pp::pipeline::lookupFunction(ModuleOp module, StringRef name,
   return nullptr;
 }
 
-pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
-  PlanAttr plan = op.getPlan();
+/// The devices of `body` (a pp.schedule's or pp.stream's) as a library
+/// schedule of `plan` over `steps` steps.
+static pp::schedule::Schedule toLibrarySchedule(PlanAttr plan, Block &body,
+                                                int64_t steps) {
   pp::schedule::Schedule schedule;
   schedule.kind = plan.getSchedule();
   schedule.chunksPerDevice = static_cast<int>(plan.getChunks());
-  schedule.microBatches = static_cast<int>(plan.getMicroBatches());
+  schedule.microBatches = static_cast<int>(plan.getMicroBatches() * steps);
   if (plan.isWeightVersioned()) {
     schedule.microBatchesPerUpdate = static_cast<int>(plan.getUpdateEvery());
     schedule.verticalSync = plan.getVerticalSync();
+    if (schedule.kind == pp::kinds::ScheduleKind::HetPipe)
+      schedule.inFlight = static_cast<int>(plan.getMicroBatches());
   }
-  for (auto device : op.getBody().front().getOps<DeviceOp>()) {
+  for (auto device : body.getOps<DeviceOp>()) {
     auto &list = schedule.actions.emplace_back();
     // The library numbers a weight-versioned schedule's updates of a stage.
     std::map<int, int> updates, reduces;
@@ -819,9 +823,21 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
     }
   }
   schedule.numDevices = static_cast<int>(schedule.actions.size());
+  return schedule;
+}
+
+pp::schedule::Schedule pp::pipeline::toLibrarySchedule(ScheduleOp op) {
+  PlanAttr plan = op.getPlan();
+  pp::schedule::Schedule schedule =
+      ::toLibrarySchedule(plan, op.getBody().front(), 1);
   if (plan.hasPlacements())
     schedule.stageDevice = plan.getPlacement(op.getReplicaIndex());
   return schedule;
+}
+
+pp::schedule::Schedule pp::pipeline::toLibrarySchedule(StreamOp op,
+                                                       PlanAttr plan) {
+  return ::toLibrarySchedule(plan, op.getBody().front(), op.getMinSteps() + 1);
 }
 
 std::map<std::pair<int64_t, pp::kinds::Phase>, Operation *>

@@ -117,12 +117,13 @@ LogicalResult pp::pipeline::materializeSchedule(
   auto build = [&](int64_t replica,
                    sched::Schedule &schedule) -> LogicalResult {
     if (versioned) {
-      if (v == 1 && sched::buildVersionedSchedule(
-                        scheduleKind, numDevices,
-                        static_cast<int>(plan.getMicroBatches()),
-                        static_cast<int>(plan.getUpdateEvery()),
-                        plan.getVerticalSync(), schedule, error,
-                        &gradReduceStages))
+      if (v == 1 &&
+          sched::buildVersionedSchedule(
+              scheduleKind, numDevices,
+              static_cast<int>(plan.getMicroBatches()),
+              static_cast<int>(plan.getUpdateEvery()), plan.getVerticalSync(),
+              schedule, error, &gradReduceStages,
+              static_cast<int>(plan.getMicroBatches())))
         return success();
       return module.emitError()
              << "cannot build a " << kindName << " schedule: "
@@ -220,9 +221,9 @@ LogicalResult pp::pipeline::materializeSchedule(
     int n = static_cast<int>(plan.getUpdateEvery());
     sched::WindowBuilder window = [&](int steps, sched::Schedule &out,
                                       std::string &message) {
-      return sched::buildVersionedSchedule(
-                 scheduleKind, numDevices, steps * m, n,
-                 plan.getVerticalSync(), out, message, &gradReduceStages) &&
+      return sched::buildVersionedSchedule(scheduleKind, numDevices, steps * m,
+                                           n, plan.getVerticalSync(), out,
+                                           message, &gradReduceStages, m) &&
              sched::orderStepActions(out, updateFirst, message);
     };
     stream.emplace();

@@ -85,6 +85,21 @@ static LogicalResult planScheduleMemory(ModuleOp module,
   std::vector<int64_t> inflight = pp::schedule::peakInFlight(library);
   std::vector<int64_t> versionsHeld =
       pp::schedule::peakWeightVersions(library);
+  // A stream's steady state can hold more than a drained step (HetPipe's
+  // Nm versions): the larger of the two counts.
+  if (schedule.getReplicaIndex() == 0)
+    for (auto stream : module.getOps<pipeline::StreamOp>()) {
+      pp::schedule::Schedule window =
+          pipeline::toLibrarySchedule(stream, schedule.getPlan());
+      std::vector<int64_t> streamInflight = pp::schedule::peakInFlight(window);
+      std::vector<int64_t> streamVersions =
+          pp::schedule::peakWeightVersions(window);
+      for (size_t s = 0; s < inflight.size() && s < streamInflight.size(); ++s)
+        inflight[s] = std::max(inflight[s], streamInflight[s]);
+      for (size_t s = 0; s < versionsHeld.size() && s < streamVersions.size();
+           ++s)
+        versionsHeld[s] = std::max(versionsHeld[s], streamVersions[s]);
+    }
   std::set<int64_t> blends;
   for (const auto &list : library.actions)
     for (const pp::schedule::Action &action : list)

@@ -45,7 +45,8 @@ int64_t chooseUpdateEvery(pp::schedule::ScheduleKind kind, unsigned requested,
                           unsigned microBatches, size_t numStages) {
   if (requested > 0)
     return requested;
-  if (kind == pp::schedule::ScheduleKind::PipeDream)
+  if (kind == pp::schedule::ScheduleKind::PipeDream ||
+      kind == pp::schedule::ScheduleKind::HetPipe)
     return 1;
   int64_t wanted = kind == pp::schedule::ScheduleKind::PipeDream2BW
                        ? static_cast<int64_t>(numStages)
@@ -251,16 +252,18 @@ pp::pipeline::partitionStages(ModuleOp module,
               options.optimizer + "'";
   else if (!scheduleKind)
     invalid = "schedule must be 1f1b, gpipe, interleaved, zb-h1, zb-h2, "
-              "zb-v, dualpipev, pipedream, pipedream-2bw, nf1b, v-timeprest "
-              "or i-timeprest (or auto in --pp-compile), got '" +
+              "zb-v, dualpipev, pipedream, pipedream-2bw, nf1b, v-timeprest, "
+              "i-timeprest or hetpipe (or auto in --pp-compile), got '" +
               options.schedule + "'";
   else if (pp::schedule::isWeightVersioned(*scheduleKind) &&
+           scheduleKind != pp::schedule::ScheduleKind::HetPipe &&
            options.dataParallel > 1 && options.staleness != "-1")
-    invalid = "schedule=" + options.schedule +
-              " under Wave Synchronous Parallel (staleness=" +
-              options.staleness +
-              ") is not built: weight-versioned schedules take dp=N with a "
-              "synchronous all-reduce per update";
+    invalid =
+        "schedule=" + options.schedule +
+        " under Wave Synchronous Parallel (staleness=" + options.staleness +
+        ") is not built: weight-versioned schedules take dp=N with a "
+        "synchronous all-reduce per update (schedule=hetpipe runs "
+        "under WSP)";
   else if (options.verticalSync &&
            scheduleKind != pp::schedule::ScheduleKind::PipeDream)
     invalid = "vertical-sync is an option of schedule=pipedream, not " +
@@ -270,9 +273,11 @@ pp::pipeline::partitionStages(ModuleOp module,
     invalid = "update-every is an option of the weight-versioned schedules "
               "(pipedream, pipedream-2bw, nf1b, v-timeprest, i-timeprest); " +
               options.schedule + " updates once a step";
-  else if (scheduleKind == pp::schedule::ScheduleKind::PipeDream &&
+  else if ((scheduleKind == pp::schedule::ScheduleKind::PipeDream ||
+            scheduleKind == pp::schedule::ScheduleKind::HetPipe) &&
            options.updateEvery > 1)
-    invalid = "schedule=pipedream updates after every micro-batch: "
+    invalid = "schedule=" + options.schedule +
+              " updates after every micro-batch: "
               "update-every must be 1, got " +
               std::to_string(options.updateEvery);
   else if (options.updateEvery > 0 && options.microBatches > 0 &&
@@ -694,16 +699,29 @@ pp::pipeline::partitionStages(ModuleOp module,
       auto it = versionedCosts.find(numStages);
       if (it != versionedCosts.end())
         return &it->second;
-      pp::schedule::Schedule schedule;
-      std::string ignored;
-      if (!pp::schedule::buildVersionedSchedule(
-              kind, static_cast<int>(numStages),
-              static_cast<int>(options.microBatches),
-              static_cast<int>(updateEvery), options.verticalSync, schedule,
-              error ? *error : ignored))
-        return nullptr;
-      VersionedCosts costs{pp::schedule::peakInFlight(schedule),
-                           pp::schedule::peakWeightVersions(schedule)};
+      VersionedCosts costs;
+      // A drained step, and a window of 3 steps (the stream's steady state
+      // holds more when the warm-up spans the step: HetPipe's Nm).
+      for (int steps : {1, 3}) {
+        pp::schedule::Schedule schedule;
+        std::string ignored;
+        if (!pp::schedule::buildVersionedSchedule(
+                kind, static_cast<int>(numStages),
+                static_cast<int>(options.microBatches) * steps,
+                static_cast<int>(updateEvery), options.verticalSync, schedule,
+                error ? *error : ignored, nullptr,
+                static_cast<int>(options.microBatches)))
+          return nullptr;
+        std::vector<int64_t> inflight = pp::schedule::peakInFlight(schedule);
+        std::vector<int64_t> versions =
+            pp::schedule::peakWeightVersions(schedule);
+        costs.inflight.resize(inflight.size(), 0);
+        costs.versions.resize(versions.size(), 0);
+        for (size_t s = 0; s < inflight.size(); ++s) {
+          costs.inflight[s] = std::max(costs.inflight[s], inflight[s]);
+          costs.versions[s] = std::max(costs.versions[s], versions[s]);
+        }
+      }
       return &versionedCosts.emplace(numStages, std::move(costs))
                   .first->second;
     };

@@ -59,9 +59,9 @@ double continuousStepSeconds(const pp::schedule::Schedule &schedule,
     pp::schedule::Schedule window;
     std::string error;
     if (!pp::schedule::buildVersionedSchedule(
-            schedule.kind, schedule.numDevices,
-            (5 + i) * schedule.microBatches, schedule.microBatchesPerUpdate,
-            verticalSync, window, error, &reduces))
+            schedule.kind, schedule.numDevices, (5 + i) * schedule.microBatches,
+            schedule.microBatchesPerUpdate, verticalSync, window, error,
+            &reduces, schedule.microBatches))
       return 0;
     pp::schedule::SimulationResult result =
         pp::schedule::simulate(window, input);

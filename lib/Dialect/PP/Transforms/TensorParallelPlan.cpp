@@ -651,7 +651,8 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
           ? sched::buildVersionedSchedule(
                 in.kind, static_cast<int>(k), static_cast<int>(microBatches),
                 static_cast<int>(in.updateEvery), in.options->verticalSync,
-                schedule, error, dp > 1 ? &reduceStages : nullptr)
+                schedule, error, dp > 1 ? &reduceStages : nullptr,
+                static_cast<int>(microBatches))
           : sched::buildSchedule(in.kind, static_cast<int>(k),
                                  static_cast<int>(microBatches), 1, schedule,
                                  error, dp > 1 ? &reduceStages : nullptr);

@@ -45,6 +45,9 @@ mlir::func::FuncOp lookupFunction(mlir::ModuleOp module, llvm::StringRef name,
 /// `op` in the schedule library's form (pp/Schedule/Schedule.h), for the
 /// simulator and the memory plan.
 schedule::Schedule toLibrarySchedule(ScheduleOp op);
+/// The window of min_steps + 1 steps of `op` (a stream of `plan`'s
+/// schedule), its versions counted from the window's start.
+schedule::Schedule toLibrarySchedule(StreamOp op, PlanAttr plan);
 
 /// The stage functions the actions of `op` run, by stage and phase.
 std::map<std::pair<int64_t, kinds::Phase>, mlir::Operation *>

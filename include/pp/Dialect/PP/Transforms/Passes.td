@@ -29,8 +29,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "(2p-1 on every stage), zb-v or dualpipev (two chunks per device "
            "in a V: chunks=2); or a "
            "weight-versioned one: pipedream, pipedream-2bw, nf1b, "
-           "v-timeprest, i-timeprest (their older weight versions count "
-           "too)">,
+           "v-timeprest, i-timeprest, hetpipe (their older weight versions "
+           "count too)">,
     Option<"updateEvery", "update-every", "unsigned", "0",
            "Weight-versioned schedules: micro-batches per update (a "
            "divisor of microbatches; pipedream: 1). 0: pipedream 1, "
