@@ -83,6 +83,12 @@ struct Job {
   int64_t numStages = 0;
   /// Wave Synchronous Parallel across the replicas (program.staleness >= 0).
   bool waveSynchronous() const { return program.staleness >= 0; }
+  /// HetPipe's pipelined VWs: each stage pushes and pulls its waves (steps)
+  /// inside the stream of actions (WaveSync::pushStage, pullStage).
+  bool wavesInStream() const {
+    return waveSynchronous() &&
+           program.scheduleKind == kinds::ScheduleKind::HetPipe;
+  }
   /// The rank files of a checkpoint: one per device, which replica 0
   /// writes; under WSP one per rank (each replica keeps its own optimizer
   /// state and statistics).

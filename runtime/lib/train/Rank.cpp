@@ -793,9 +793,11 @@ int64_t Rank::windowEnd(int64_t first) const {
   const TrainOptions &options = job.options;
   // A stream runs replicas that all-reduce each update (not WSP); a
   // profile measures drained steps.
+  // HetPipe with D >= 1 keeps its stream across waves; D = 0 drains each.
+  bool waveDrains = job.waveSynchronous() &&
+                    !(job.wavesInStream() && job.program.staleness >= 1);
   if (job.program.stream.size() <= static_cast<size_t>(rank) ||
-      options.drainEvery == 1 || job.waveSynchronous() ||
-      !options.writeProfile.empty())
+      options.drainEvery == 1 || waveDrains || !options.writeProfile.empty())
     return first + 1;
   // Drains at multiples of each period, counted from step 0, so a resumed
   // run drains where the uninterrupted one did.
@@ -893,7 +895,8 @@ bool Rank::runWindow(int64_t steps) {
       }
     }
     int64_t before = step;
-    if (!postReceives(actions, index) || !runAction(action))
+    if (!syncWaveBefore(action) || !postReceives(actions, index) ||
+        !runAction(action))
       return false;
     if (steps > 1 && step > before)
       delayThrough(step - 1);
@@ -902,11 +905,60 @@ bool Rank::runWindow(int64_t steps) {
         ++updatesThisStep[action.stage];
       releaseWeightVersions(action.stage, index);
     }
+    if (!syncWaveAfter(action))
+      return false;
     if (waveSync)
       waveSync->progress();
   }
   delayThrough(windowStart + steps - 1);
   return true;
+}
+
+bool Rank::syncWaveBefore(const ActionInfo &action) {
+  if (!waveSync || !job.wavesInStream() ||
+      action.kind != kinds::ActionKind::Forward)
+    return true;
+  int64_t m = job.microBatches;
+  // Local staleness: the updates of earlier mini-batches of this VW that
+  // the version misses (the window starts with every earlier one applied).
+  waveSync->noteLocalStaleness(windowStart + action.microBatch / m,
+                               action.microBatch - action.weightVersion);
+  if (action.microBatch % m != 0)
+    return true;
+  std::string error;
+  int64_t wave = windowStart + action.microBatch / m + 1;
+  if (waveSync->pullStage(action.stage, wave, action.weightVersion, error))
+    return true;
+  abortJob(
+      !waveSync->logError().empty()
+          ? "error: " + waveSync->logError()
+          : "error: rank " + std::to_string(worldRank) + " (device " +
+                deviceName() + "), virtual worker " + std::to_string(replica) +
+                ", stage " + std::to_string(action.stage) + ", wave " +
+                std::to_string(wave) + ": Wave Synchronous Parallel: " + error);
+  return false;
+}
+
+bool Rank::syncWaveAfter(const ActionInfo &action) {
+  if (!waveSync || !job.wavesInStream() ||
+      action.kind != kinds::ActionKind::OptimizerStep)
+    return true;
+  // An update per mini-batch: the m-th of a step ends the stage's wave.
+  int64_t updates = updatesThisStep[action.stage];
+  if (updates % job.microBatches != 0)
+    return true;
+  std::string error;
+  int64_t wave = windowStart + updates / job.microBatches;
+  if (waveSync->pushStage(action.stage, wave, error))
+    return true;
+  abortJob(
+      !waveSync->logError().empty()
+          ? "error: " + waveSync->logError()
+          : "error: rank " + std::to_string(worldRank) + " (device " +
+                deviceName() + "), virtual worker " + std::to_string(replica) +
+                ", stage " + std::to_string(action.stage) + ", wave " +
+                std::to_string(wave) + ": Wave Synchronous Parallel: " + error);
+  return false;
 }
 
 bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {

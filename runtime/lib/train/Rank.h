@@ -171,7 +171,14 @@ public:
   }
 
 private:
+  // HetPipe's pulls reach the kept weight versions.
+  friend class WaveSync;
   mutable std::string displayName;
+
+  /// HetPipe's waves inside the stream: pulls before the forward that
+  /// starts a wave, pushes after a stage's last update of one.
+  bool syncWaveBefore(const ActionInfo &action);
+  bool syncWaveAfter(const ActionInfo &action);
 
   /// The kernel context, arena, constants and stages of this rank, with
   /// their globals (initial or resumed).

@@ -37,6 +37,14 @@ void addOthers(char *dst, const char *sum, const char *own, int64_t numel) {
   }
 }
 
+/// dst := dst + src.
+template <typename T> void add(char *dst, const char *src, int64_t numel) {
+  T *d = reinterpret_cast<T *>(dst);
+  const T *s = reinterpret_cast<const T *>(src);
+  for (int64_t i = 0; i < numel; ++i)
+    d[i] = d[i] + s[i];
+}
+
 /// dst := now - start.
 template <typename T>
 void difference(char *dst, const char *now, const char *start, int64_t numel) {
@@ -129,16 +137,22 @@ bool WaveSync::begin(int64_t clock, std::string &error) {
                                      {},
                                      0,
                                      {}});
-      group->slots.push_back({&t, group->numel});
+      group->slots.push_back({&t, group->numel, id, s});
       group->numel += t.numel();
     }
   for (Group &group : groups_)
     readGroup(group, group.start);
 
   const std::string &dir = rank_.job.options.wspLogDir;
-  if (!dir.empty() && rank_.rank == 0) {
+  // HetPipe's stages push and pull on their own: every rank logs (device
+  // r > 0 of VW k to vwK.rankR.jsonl).
+  bool everyRank = rank_.job.wavesInStream();
+  if (!dir.empty() && (rank_.rank == 0 || everyRank)) {
     mkdir(dir.c_str(), 0777); // an existing directory is fine
-    std::string path = dir + "/vw" + std::to_string(rank_.replica) + ".jsonl";
+    std::string path =
+        dir + "/vw" + std::to_string(rank_.replica) +
+        (rank_.rank == 0 ? "" : ".rank" + std::to_string(rank_.rank)) +
+        ".jsonl";
     logPath_ = path;
     log_ = std::fopen(path.c_str(), rank_.job.resuming ? "a" : "w");
     if (!log_) {
@@ -158,8 +172,15 @@ bool WaveSync::begin(int64_t clock, std::string &error) {
 bool WaveSync::push(std::string &error) {
   Pending &wave = pending_.emplace_back();
   wave.wave = clock_ + 1;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    wave.groups.push_back(g);
+  return startPush(wave, error);
+}
+
+bool WaveSync::startPush(Pending &wave, std::string &error) {
   std::vector<char> now;
-  for (Group &group : groups_) {
+  for (size_t g : wave.groups) {
+    Group &group = groups_[g];
     readGroup(group, now);
     std::vector<char> &own = wave.own.emplace_back(now.size());
     if (group.dtype == DType::F32)
@@ -177,6 +198,7 @@ bool WaveSync::push(std::string &error) {
       error = "pushing wave " + std::to_string(wave.wave) + ": " + s.message;
       return false;
     }
+    group.start = std::move(now);
   }
   return true;
 }
@@ -188,7 +210,8 @@ bool WaveSync::agreeOnComplete(int64_t &complete, std::string &error) {
   for (Pending &wave : pending_) {
     for (size_t g = 0; !wave.complete && g < wave.requests.size(); ++g) {
       bool done = false;
-      Status s = groups_[g].comm->testAllReduce(wave.requests[g], done);
+      Status s =
+          groups_[wave.groups[g]].comm->testAllReduce(wave.requests[g], done);
       if (!s.ok()) {
         error = "wave " + std::to_string(wave.wave) + ": " + s.message;
         return false;
@@ -221,61 +244,166 @@ bool WaveSync::agreeOnComplete(int64_t &complete, std::string &error) {
 }
 
 void WaveSync::progress() {
-  for (Pending &wave : pending_)
+  auto test = [&](Pending &wave) {
     for (size_t g = 0; g < wave.requests.size(); ++g) {
       bool done = false;
       // A failure shows again, with its message, where the wave is waited
       // for.
-      (void)groups_[g].comm->testAllReduce(wave.requests[g], done);
+      (void)groups_[wave.groups[g]].comm->testAllReduce(wave.requests[g], done);
     }
+  };
+  for (Pending &wave : pending_)
+    test(wave);
+  for (auto &[stage, waves] : stageWaves_)
+    for (Pending &wave : waves.pending)
+      test(wave);
+}
+
+bool WaveSync::applyPending(Pending &wave, int64_t version,
+                            std::string &error) {
+  for (size_t g = 0; g < wave.groups.size(); ++g) {
+    Status s = groups_[wave.groups[g]].comm->waitAllReduce(wave.requests[g]);
+    if (!s.ok()) {
+      error = "waiting for the other virtual workers' wave " +
+              std::to_string(wave.wave) + ": " + s.message;
+      return false;
+    }
+  }
+  std::vector<char> now, sum, others;
+  for (size_t g = 0; g < wave.groups.size(); ++g) {
+    Group &group = groups_[wave.groups[g]];
+    Tensor &reduced = wave.sums[g];
+    sum.resize(static_cast<size_t>(reduced.bytes()));
+    copyFromBuffer(sum.data(), reduced.data, reduced.bytes());
+    rank_.pool.release(reduced);
+    // others = R - U, added to W and to the wave start (not this VW's own).
+    others.assign(sum.size(), 0);
+    bool f32 = group.dtype == DType::F32;
+    if (f32)
+      addOthers<float>(others.data(), sum.data(), wave.own[g].data(),
+                       group.numel);
+    else
+      addOthers<double>(others.data(), sum.data(), wave.own[g].data(),
+                        group.numel);
+    auto addTo = [&](char *dst, const char *src, int64_t numel) {
+      if (f32)
+        add<float>(dst, src, numel);
+      else
+        add<double>(dst, src, numel);
+    };
+    readGroup(group, now);
+    addTo(now.data(), others.data(), group.numel);
+    writeGroup(group, now);
+    if (!group.start.empty())
+      addTo(group.start.data(), others.data(), group.numel);
+    if (version < 0)
+      continue;
+    // The kept versions the wave's later mini-batches read.
+    int64_t size = dtypeSize(group.dtype);
+    for (const Slot &slot : group.slots) {
+      for (auto &[kept, copy] : rank_.versions[slot.stage]) {
+        auto it = copy.find(slot.id);
+        if (kept < version || it == copy.end())
+          continue;
+        std::vector<char> value(static_cast<size_t>(it->second.bytes()));
+        copyFromBuffer(value.data(), it->second.data, it->second.bytes());
+        addTo(value.data(), others.data() + slot.offset * size,
+              slot.value->numel());
+        copyToBuffer(it->second.data, value.data(), it->second.bytes());
+      }
+    }
+  }
+  return true;
 }
 
 bool WaveSync::applyThrough(int64_t through, double &waitedMs,
                             std::string &error) {
   double start = nowSeconds();
-  std::vector<char> now, sum;
   while (!pending_.empty() && pending_.front().wave <= through) {
     Pending &wave = pending_.front();
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      Status s = groups_[g].comm->waitAllReduce(wave.requests[g]);
-      if (!s.ok()) {
-        error = "waiting for the other virtual workers' wave " +
-                std::to_string(wave.wave) + ": " + s.message;
-        return false;
-      }
-    }
+    if (!applyPending(wave, -1, error))
+      return false;
     waitedMs += (nowSeconds() - start) * 1e3;
-    for (size_t g = 0; g < groups_.size(); ++g) {
-      Group &group = groups_[g];
-      Tensor &reduced = wave.sums[g];
-      sum.resize(static_cast<size_t>(reduced.bytes()));
-      copyFromBuffer(sum.data(), reduced.data, reduced.bytes());
-      readGroup(group, now);
-      if (group.dtype == DType::F32)
-        addOthers<float>(now.data(), sum.data(), wave.own[g].data(),
-                         group.numel);
-      else
-        addOthers<double>(now.data(), sum.data(), wave.own[g].data(),
-                          group.numel);
-      writeGroup(group, now);
-      rank_.pool.release(reduced);
-    }
     applied_ = wave.wave;
     pending_.pop_front();
     start = nowSeconds();
   }
+  // HetPipe's stages at a drain: every wave they pushed.
+  for (auto &[stage, waves] : stageWaves_)
+    while (!waves.pending.empty() && waves.pending.front().wave <= through) {
+      if (!applyPending(waves.pending.front(), -1, error))
+        return false;
+      waves.applied = waves.pending.front().wave;
+      waves.pending.pop_front();
+    }
+  waitedMs += (nowSeconds() - start) * 1e3;
+  applied_ = std::max(applied_, through);
   for (Group &group : groups_)
     readGroup(group, group.start);
   return true;
 }
 
+bool WaveSync::pushStage(int64_t stage, int64_t wave, std::string &error) {
+  StageWaves &waves = stageWaves_[stage];
+  Pending &pending = waves.pending.emplace_back();
+  pending.wave = wave;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (groups_[g].stage == stage || groups_[g].stage < 0)
+      pending.groups.push_back(g);
+  if (!startPush(pending, error))
+    return false;
+  clock_ = std::max(clock_, wave);
+  return log("\"event\":\"push\",\"stage\":" + std::to_string(stage) +
+                 ",\"wave\":" + std::to_string(wave),
+             error);
+}
+
+bool WaveSync::pullStage(int64_t stage, int64_t wave, int64_t version,
+                         std::string &error) {
+  StageWaves &waves = stageWaves_[stage];
+  int64_t through = wave - 1 - rank_.job.program.staleness;
+  waves.applied = std::max(waves.applied, applied_);
+  double start = nowSeconds();
+  while (!waves.pending.empty() && waves.pending.front().wave <= through) {
+    if (!applyPending(waves.pending.front(), version, error))
+      return false;
+    waves.applied = waves.pending.front().wave;
+    waves.pending.pop_front();
+  }
+  if (waves.applied < through) {
+    error = "stage " + std::to_string(stage) + " starts wave " +
+            std::to_string(wave) + " before pushing wave " +
+            std::to_string(through);
+    return false;
+  }
+  double waited = (nowSeconds() - start) * 1e3;
+  waitedMs_ += waited;
+  maxStaleness_ = std::max(maxStaleness_, wave - 1 - waves.applied);
+  return log("\"event\":\"pull\",\"stage\":" + std::to_string(stage) +
+                 ",\"clock\":" + std::to_string(wave - 1) +
+                 ",\"through\":" + std::to_string(waves.applied) +
+                 ",\"waited_ms\":" + jsonNumber(waited),
+             error);
+}
+
 bool WaveSync::afterStep(int64_t step, bool force, double loss,
                          std::string &error) {
+  bool inStream = rank_.job.wavesInStream();
+  if (inStream && rank_.rank != 0)
+    return true;
   if (!log("\"event\":\"step\",\"step\":" + std::to_string(step + 1) +
                ",\"clock\":" + std::to_string(clock_) +
-               ",\"loss\":" + jsonNumber(loss, 17),
+               ",\"loss\":" + jsonNumber(loss, 17) +
+               (inStream ? ",\"local_staleness\":" +
+                               std::to_string(localStaleness_[step])
+                         : ""),
            error))
     return false;
+  // HetPipe: the stages pushed and pulled inside the stream.
+  if (inStream) {
+    localStaleness_.erase(step);
+    return true;
+  }
   const ProgramInfo &p = rank_.job.program;
   if (++stepsInWave_ < p.wave && !force)
     return true;

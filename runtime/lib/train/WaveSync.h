@@ -18,15 +18,26 @@
 // same waves. Before a checkpoint and after the last step every wave is
 // applied: the VWs then hold the same weights (w0 plus every update).
 //
+// HetPipe's pipelined VWs (schedule hetpipe, D >= 1) keep their pipelines
+// full across waves: a wave is one step, and each stage pushes its own part
+// of the wave after its last update of the wave (pushStage) and pulls
+// before the forward that starts a wave (pullStage), exactly the waves up
+// to wave - 1 - D: the mini-batch then reads w0 + its VW's updates through
+// j - Nm + every VW's waves <= c - D - 1, the same on every stage (vertical
+// sync) without any agreement between the stages. The pull also reaches the
+// kept weight versions the wave's mini-batches read.
+//
 //===----------------------------------------------------------------------===//
 #ifndef PP_RUNTIME_TRAIN_WAVESYNC_H
 #define PP_RUNTIME_TRAIN_WAVESYNC_H
 
 #include "pp/Runtime/Comm.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -52,6 +63,19 @@ public:
   void progress();
   /// Applies every pushed wave (all VWs then agree on the weights).
   bool drain(std::string &error);
+  /// HetPipe: `stage` pushes its part of wave `wave` (1-based), after the
+  /// wave's last update.
+  bool pushStage(int64_t stage, int64_t wave, std::string &error);
+  /// HetPipe: before the forward that starts wave `wave` on `stage`, applies
+  /// the other VWs' waves through wave - 1 - D (waiting for them) to the
+  /// latest weights and to the stage's kept versions >= `version`.
+  bool pullStage(int64_t stage, int64_t wave, int64_t version,
+                 std::string &error);
+  /// HetPipe: step `step`'s largest local staleness (a forward's updates of
+  /// its own VW not in the version it read), logged with the step.
+  void noteLocalStaleness(int64_t step, int64_t missed) {
+    localStaleness_[step] = std::max(localStaleness_[step], missed);
+  }
   /// Closes the --wsp-log; false with `error` set if a write failed.
   bool closeLog(std::string &error);
   /// "--wsp-log: cannot write '<file>': <reason>" once a write failed, else
@@ -70,6 +94,8 @@ private:
   struct Slot {
     Tensor *value;
     int64_t offset; // in elements of its dtype's buffer
+    int id;         // the global's
+    int64_t stage;  // the stage whose copy it is
   };
   /// All slots of one dtype (F32 or F64), packed in slot order; per stage
   /// when the replicas place their stages on their own (each stage's
@@ -85,13 +111,26 @@ private:
   /// A pushed wave whose sum this rank has not applied yet.
   struct Pending {
     int64_t wave;
+    std::vector<size_t> groups;         // indices into groups_
     std::vector<std::vector<char>> own; // U per group
     std::vector<Tensor> sums;           // backend buffers being reduced
     std::vector<int> requests;
     bool complete = false;
   };
+  /// HetPipe: one stage's pushed waves.
+  struct StageWaves {
+    std::deque<Pending> pending;
+    int64_t applied = 0;
+  };
 
   bool push(std::string &error);
+  /// Starts the all-reduce of the groups' updates since their start, which
+  /// become the new start.
+  bool startPush(Pending &wave, std::string &error);
+  /// Waits for `wave` and adds the other VWs' part to the groups' weights
+  /// and starts (and to the kept versions >= `version` of their stages when
+  /// `version` >= 0); releases its buffers.
+  bool applyPending(Pending &wave, int64_t version, std::string &error);
   /// Applies the pending waves up to `through`, waiting for them.
   bool applyThrough(int64_t through, double &waitedMs, std::string &error);
   /// How many waves this VW has seen complete (the least over its ranks).
@@ -103,6 +142,8 @@ private:
   Rank &rank_;
   std::vector<Group> groups_;
   std::deque<Pending> pending_;
+  std::map<int64_t, StageWaves> stageWaves_;
+  std::map<int64_t, int64_t> localStaleness_; // by step
   int64_t clock_ = 0;
   int64_t applied_ = 0;
   int64_t stepsInWave_ = 0;

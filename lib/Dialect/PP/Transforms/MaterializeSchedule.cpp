@@ -63,14 +63,16 @@ LogicalResult pp::pipeline::materializeSchedule(
         << sched::toString(scheduleKind) << "\")";
     return failure();
   }
-  if (versioned && (plan.hasPlacements() || plan.isWaveSynchronous())) {
+  if (versioned && (plan.hasPlacements() ||
+                    (plan.isWaveSynchronous() &&
+                     scheduleKind != sched::ScheduleKind::HetPipe))) {
     module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
                        << " with "
                        << (plan.hasPlacements()
                                ? "virtual workers of their own partitions"
                                : "Wave Synchronous Parallel")
                        << " is not built (it takes dp=N, a synchronous "
-                          "all-reduce per update)";
+                          "all-reduce per update; hetpipe runs under WSP)";
     return failure();
   }
   StringRef kindName = sched::toString(scheduleKind);
