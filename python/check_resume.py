@@ -75,6 +75,9 @@ def main():
                         help="with --dp: Wave Synchronous Parallel with this "
                         "bound (0 keeps the run deterministic)")
     parser.add_argument("--wave", type=int, default=1)
+    parser.add_argument("--schedule", default="1f1b",
+                        help="hetpipe: Nm = --microbatches in flight, the "
+                        "stream kept across waves for staleness >= 1")
     parser.add_argument("--tp", default="1",
                         help="tensor-parallel degree of each stage, or a "
                         "per-stage list (--pp-compile tp=)")
@@ -104,7 +107,7 @@ def main():
     mlir = os.path.join(args.work, "pipeline.mlir")
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
          f"--pp-compile=cluster={cluster_file(args.work, ranks, args.hetero)} "
-         f"schedule=1f1b microbatches={m} lr=0.05{dp} report= "
+         f"schedule={args.schedule} microbatches={m} lr=0.05{dp} report= "
          f"emit-dir={program}", "-o", mlir])
     if args.hetero and "placements = [" not in open(mlir).read():
         sys.exit("the replicas' partitions do not differ")
@@ -170,7 +173,11 @@ def main():
         if not named:
             failures.append(f"no message names rank {victim}")
 
-    resumed = run(mpirun + [f"--resume={checkpoint}"])
+    # Under WSP the resumed run goes on checkpointing at the same steps
+    # (they end waves, and drain HetPipe's pipelines).
+    resumed = run(mpirun + [f"--resume={checkpoint}"] + (
+        [f"--checkpoint-every={args.every}", f"--checkpoint={checkpoint}"]
+        if wsp else []))
     losses = step_losses(resumed)
     took = re.search(r"^resuming from checkpoint '(.*)' \(step (\d+)\)$",
                      resumed, re.M)

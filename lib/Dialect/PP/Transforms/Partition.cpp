@@ -433,6 +433,16 @@ pp::pipeline::partitionStages(ModuleOp module,
                        << " needs a staleness bound (staleness=D or auto)";
     return failure();
   }
+  // HetPipe's wave is its Nm mini-batches in flight: one step.
+  if (*scheduleKind == pp::schedule::ScheduleKind::HetPipe && wave > 1) {
+    module.emitError() << "pp-partition: schedule=hetpipe: a wave is the Nm "
+                          "mini-batches of one step (microbatches=Nm); wave "
+                          "must be 1 or auto, got "
+                       << wave;
+    return failure();
+  }
+  if (*scheduleKind == pp::schedule::ScheduleKind::HetPipe)
+    autoWave = false;
   if (dataParallel > 1 && !workers.empty() && workers.size() != dataParallel) {
     module.emitError() << "pp-partition: data-parallel=" << dataParallel
                        << " but the cluster names " << workers.size()
