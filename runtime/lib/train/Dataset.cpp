@@ -24,8 +24,9 @@ namespace {
 /// (the kernel's fault-around, 64 KiB by default): what a gathered sample
 /// may add to the resident memory at most, however small.
 constexpr int64_t kFaultAroundBytes = 64 << 10;
-/// Mapped bytes a mapping may gather before it gives its pages back.
-constexpr int64_t kReleaseBytes = 256 << 20;
+/// Mapped bytes a mapping may gather before it gives its pages back: the
+/// most a mapping adds to the resident memory.
+constexpr int64_t kReleaseBytes = 512 << 20;
 
 /// Whether uint8 samples convert to `to` without loss (exact integers).
 bool convertsFromU8(DType to) {
@@ -197,9 +198,10 @@ bool Dataset::open(const ProgramInfo &p, const TrainOptions &options,
     }
     if (a.shape.empty() || !std::equal(a.shape.begin() + 1, a.shape.end(),
                                        sample.begin(), sample.end())) {
-      // "[N, d1, ...]": shapeString of the sample without its "[".
-      std::string dims = shapeString(sample);
-      dims = "[N" + std::string(sample.empty() ? "" : ", ") + dims.substr(1);
+      std::string dims = "[N";
+      for (int64_t d : sample)
+        dims += ", " + std::to_string(d);
+      dims += "]";
       error = where + ": shape " + shapeString(a.shape) + ", expected " + dims +
               " (N samples of the input's per-sample shape " +
               shapeString(sample) + ")";
@@ -265,7 +267,10 @@ std::shared_ptr<const std::vector<uint32_t>> Dataset::order(int64_t epoch) {
 }
 
 void Dataset::release(Array &array, int64_t bytes) {
-  if (array.touched.fetch_add(bytes) + bytes < kReleaseBytes)
+  // A mapping no larger than the window never needs it; one that does
+  // refaults what it unmaps (a minor fault while the page is cached).
+  if (static_cast<int64_t>(array.mapBytes) <= kReleaseBytes ||
+      array.touched.fetch_add(bytes) + bytes < kReleaseBytes)
     return;
   array.touched = 0;
   // Read-only and shared: the pages stay in the page cache, and a reader
