@@ -1,7 +1,7 @@
 //===- NpyFuzzer.cpp - libFuzzer harness: the training driver's .npy reader ===//
 //
-// Feeds the bytes to pp::rt::train::parseNpy (what readNpy does with a
-// file's contents: --data inputs). An array that parses must hold exactly
+// Feeds the bytes to pp::rt::train::parseNpy (whose header parser maps
+// the --data inputs). An array that parses must hold exactly
 // the bytes its dtype and shape describe. The parser is pp/Runtime/Npy.h's,
 // which pp-interpret's .npy inputs go through too.
 //

@@ -126,9 +126,11 @@ def main():
         reference(args, out, batches[i] if len(batches) > 1 else batches[0])
 
 
-def reference(args, out, batch):
+def reference(args, out, batch, batches=None):
     """Exports the model at batch size `batch` (0: its example's) into `out`
-    and trains it there; each call starts from the same seed."""
+    and trains it there; each call starts from the same seed. `batches`,
+    when given, maps a step (from 0) to its (inputs, labels) arrays, which
+    replace the fixed random batch (check_datasets.py's data sets)."""
     os.makedirs(out, exist_ok=True)
     torch.manual_seed(0)
     model, example, input_name, _ = make_models.MODELS[args.model]()
@@ -180,7 +182,10 @@ def reference(args, out, batch):
         args.step_size, args.gamma)
     x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
     losses, lrs = [], []
-    for _ in range(args.steps):
+    for k in range(args.steps):
+        if batches is not None:
+            x, y = (torch.from_numpy(np.ascontiguousarray(a))
+                    for a in batches(k))
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.zero_grad()
         with torch.autocast("cpu", dtype=torch.bfloat16,

@@ -8,7 +8,8 @@
 //
 // MANIFEST: text lines "pp-checkpoint 2", "model <name>", "identity
 // <Job::identity>", "steps <k>", "devices <n>", "stages <n>", "seed <s>",
-// "lr-schedule <LRSchedule::str()>", "lr <x | compiled>", one
+// "lr-schedule <LRSchedule::str()>", "lr <x | compiled>", with --data
+// "data <Dataset::orderKey()>", one
 // "file rank<r>.ckpt <bytes> <crc32c hex>" per rank, and last
 // "crc32c <hex>" of every line before it. latest: "step-<k>\n".
 //
@@ -302,6 +303,8 @@ std::string encodeManifest(const CheckpointManifest &m) {
       std::snprintf(lr, sizeof(lr), "%.17g", *m.lr);
     text += std::string("lr ") + lr + "\n";
   }
+  if (!m.dataOrder.empty())
+    text += "data " + m.dataOrder + "\n";
   for (const CheckpointFile &f : m.files)
     text += "file " + f.name + " " + std::to_string(f.size) + " " +
             hex32(f.crc) + "\n";
@@ -365,6 +368,8 @@ bool pp::rt::train::parseManifest(const std::string &path,
       }
       if (value != "compiled")
         m.lr = lr;
+    } else if (key == "data") {
+      m.dataOrder = value;
     } else if (key == "file") {
       CheckpointFile &f = m.files.emplace_back();
       std::istringstream fields(value);

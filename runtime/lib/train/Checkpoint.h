@@ -90,6 +90,9 @@ struct CheckpointManifest {
   std::optional<LRSchedule> lrSchedule;
   std::optional<double> lr;
   bool lrRecorded = false;
+  /// Dataset::orderKey of a run on --data (empty otherwise): a resumed run
+  /// goes on through the same epochs.
+  std::string dataOrder;
   /// rank<r>.ckpt, in rank order.
   std::vector<CheckpointFile> files;
 };

@@ -32,11 +32,9 @@ std::string shapeString(const std::vector<int64_t> &shape);
 /// "f32[2, 3]".
 std::string describe(DType dtype, const std::vector<int64_t> &shape);
 
-/// Reads a C-order little-endian .npy file (f32, f64, f16, i64, i32, i8,
-/// u8, u32, u64, bool; 2-byte void as bf16); false with `error` naming the
-/// file otherwise.
-bool readNpy(const std::string &path, HostTensor &out, std::string &error);
-/// readNpy of the file's bytes (`path` names it in errors).
+/// Parses the bytes of a C-order little-endian .npy file (f32, f64, f16,
+/// i64, i32, i8, u8, u32, u64, bool; 2-byte void as bf16); false with
+/// `error` naming the file (`path`) otherwise.
 bool parseNpy(const std::string &path, const std::string &bytes,
               HostTensor &out, std::string &error);
 /// Writes `bytes` (dtype, shape) as a version 1.0 .npy file.

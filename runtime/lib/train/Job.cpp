@@ -13,6 +13,8 @@
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Memory.h"
 
+#include <cstdio>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdlib>
@@ -532,70 +534,38 @@ bool Job::loadInputs(std::string &error) {
       inputData[i].shape = p.inputs[i].shape;
       fillRandom(inputData[i], p.inputs[i].randomBound, rng);
     }
-    numBatches = 1;
     return true;
   }
-  std::vector<std::string> paths(p.inputs.size());
-  for (const auto &[name, path] : options.dataFiles) {
-    auto it =
-        std::find_if(p.inputs.begin(), p.inputs.end(),
-                     [&](const InputInfo &in) { return in.name == name; });
-    if (it == p.inputs.end()) {
-      std::string names;
-      for (const InputInfo &in : p.inputs)
-        names += (names.empty() ? "'" : ", '") + in.name + "'";
-      error = "--data " + name + "=" + path + ": the program has no input '" +
-              name + "' (inputs: " + names + ")";
-      return false;
-    }
-    paths[it - p.inputs.begin()] = path;
-  }
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    if (!options.dataDir.empty()) {
-      paths[i] = options.dataDir + "/" + p.inputs[i].name + ".npy";
-      std::string stemmed =
-          options.dataDir + "/" + fileStem(p.inputs[i].name) + ".npy";
-      if (!fileExists(paths[i]) && fileExists(stemmed))
-        paths[i] = stemmed;
-    }
-    if (paths[i].empty()) {
-      error = "no data for input '" + p.inputs[i].name + "': pass --data " +
-              p.inputs[i].name + "=FILE.npy";
-      return false;
-    }
-  }
-  for (size_t i = 0; i < p.inputs.size(); ++i) {
-    const InputInfo &info = p.inputs[i];
-    HostTensor &t = inputData[i];
-    if (!readNpy(paths[i], t, error)) {
-      error = "--data for input '" + info.name + "': " + error;
-      return false;
-    }
-    int64_t batch = info.shape[0];
-    bool ok =
-        t.dtype == info.dtype && t.shape.size() == info.shape.size() &&
-        !t.shape.empty() && t.shape[0] > 0 && t.shape[0] % batch == 0 &&
-        std::equal(t.shape.begin() + 1, t.shape.end(), info.shape.begin() + 1);
-    if (!ok) {
-      std::vector<int64_t> expected = info.shape;
-      std::string dims = "[N*" + std::to_string(batch);
-      for (size_t d = 1; d < expected.size(); ++d)
-        dims += ", " + std::to_string(expected[d]);
-      error = "--data '" + paths[i] + "' for input '" + info.name +
-              "': expected " + dtypeName(info.dtype) + dims +
-              "] (whole batches of " + std::to_string(batch) + "), got " +
-              describe(t.dtype, t.shape);
-      return false;
-    }
-    int64_t count = t.shape[0] / batch;
-    if (i == 0) {
-      numBatches = count;
-    } else if (count != numBatches) {
-      error = "--data: '" + paths[i] + "' holds " + std::to_string(count) +
-              " batches of input '" + info.name + "', '" + paths[0] +
-              "' holds " + std::to_string(numBatches) + " of input '" +
-              p.inputs[0].name + "'";
-      return false;
+  if (!dataset.open(p, options, error))
+    return false;
+  // The order goes on from a checkpoint: its seed (above) and its
+  // --shuffle, which a resumed command line need not repeat.
+  bool shuffle = options.shuffle;
+  if (resuming && resume.dataOrder.find("shuffle 1") != std::string::npos)
+    shuffle = true;
+  if (!dataset.setOrder(shuffle, seed, error))
+    return false;
+  if (resuming && !resume.dataOrder.empty() &&
+      resume.dataOrder != dataset.orderKey() && environmentRank() == 0)
+    std::fprintf(stderr,
+                 "note: --resume: the data order (%s) is not the "
+                 "checkpoint's (%s): the resumed steps read other samples "
+                 "than the uninterrupted run would\n",
+                 dataset.orderKey().c_str(), resume.dataOrder.c_str());
+  if (options.epochs > 0) {
+    options.steps = options.epochs * dataset.stepsPerEpoch();
+    bool decays = lrSchedule.kind == LRSchedule::Kind::Cosine ||
+                  lrSchedule.kind == LRSchedule::Kind::Linear;
+    if (decays && lrSchedule.decaySteps == 0) {
+      lrSchedule.decaySteps = options.steps;
+      if (lrSchedule.decaySteps <= lrSchedule.warmupSteps) {
+        error = "--epochs " + std::to_string(options.epochs) + " (" +
+                std::to_string(options.steps) + " steps) leaves no " +
+                "learning-rate decay after --warmup-steps " +
+                std::to_string(lrSchedule.warmupSteps) +
+                " (the decay ends at --decay-steps, default the run's steps)";
+        return false;
+      }
     }
   }
   return true;

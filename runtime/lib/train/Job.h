@@ -10,6 +10,7 @@
 #define PP_RUNTIME_TRAIN_JOB_H
 
 #include "Checkpoint.h"
+#include "Dataset.h"
 #include "HostTensor.h"
 #include "Options.h"
 
@@ -125,9 +126,10 @@ struct Job {
   std::string dataPath;
   int dataFd = -1;
 
-  // Step inputs in host memory: every batch of each input.
+  /// --data: the memory-mapped samples of every input.
+  Dataset dataset;
+  /// Without --data: one random batch of each input, every step's.
   std::vector<HostTensor> inputData;
-  int64_t numBatches = 1;
 
   /// Scalar float outputs combined by mean or sum: printed and logged.
   std::vector<int> reported;
@@ -178,7 +180,8 @@ private:
   /// Opens the data file, checks its CRC-32C and that every global and
   /// constant fits; sets `identity`.
   bool openDataFile(std::string &error);
-  /// The step inputs: the --data files, else one batch drawn from `seed`.
+  /// The step inputs: the --data files (and --epochs' step count), else one
+  /// batch drawn from `seed`.
   bool loadInputs(std::string &error);
 };
 

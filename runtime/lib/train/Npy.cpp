@@ -11,8 +11,6 @@
 #include "pp/Runtime/Npy.h"
 
 #include <algorithm>
-#include <new>
-#include <unistd.h>
 
 using namespace pp::rt;
 using namespace pp::rt::train;
@@ -27,57 +25,6 @@ std::string pp::rt::train::shapeString(const std::vector<int64_t> &shape) {
 std::string pp::rt::train::describe(DType dtype,
                                     const std::vector<int64_t> &shape) {
   return dtypeName(dtype) + shapeString(shape);
-}
-
-bool pp::rt::train::readNpy(const std::string &path, HostTensor &out,
-                            std::string &error) {
-  int64_t size = 0;
-  int fd = openRegularFile(path, size, error);
-  if (fd < 0)
-    return false;
-  // The header first (numpy's are a few hundred bytes): the data's size is
-  // known before any of it is allocated or read.
-  std::string prefix(
-      static_cast<size_t>(std::min<int64_t>(size, npy::kMaxHeaderBytes)), '\0');
-  npy::Header header;
-  bool ok = readFully(fd, path, 0, prefix.data(), prefix.size(), error);
-  if (ok && !npy::parseHeader(prefix, size, header, error)) {
-    error = "'" + path + "': " + error;
-    ok = false;
-  }
-  int64_t dataBytes = size - static_cast<int64_t>(header.dataOffset);
-  int64_t available = ok ? availableMemoryBytes() : -1;
-  if (ok && available >= 0 && dataBytes > available) {
-    error = "'" + path + "' holds " + describe(header.dtype, header.shape) +
-            ": " + std::to_string(dataBytes) + " bytes (" +
-            byteSize(dataBytes) + ") to load, more than the " +
-            byteSize(available) +
-            " of memory available (a --data file is loaded whole)";
-    ok = false;
-  }
-  if (ok) {
-    try {
-      out.bytes.resize(static_cast<size_t>(dataBytes));
-    } catch (const std::bad_alloc &) {
-      error = "'" + path + "' holds " + describe(header.dtype, header.shape) +
-              ": cannot allocate the " + std::to_string(dataBytes) +
-              " bytes (" + byteSize(dataBytes) + ") to load it";
-      ok = false;
-    }
-  }
-  ok = ok && readFully(fd, path, static_cast<int64_t>(header.dataOffset),
-                       out.bytes.data(), dataBytes, error);
-  close(fd);
-  if (!ok) {
-    out.bytes = {};
-    return false;
-  }
-  out.dtype = header.dtype;
-  out.shape = header.shape;
-  if (out.dtype == DType::Bool)
-    npy::normalizeBools(reinterpret_cast<uint8_t *>(out.bytes.data()),
-                        out.bytes.size());
-  return true;
 }
 
 bool pp::rt::train::parseNpy(const std::string &path, const std::string &bytes,

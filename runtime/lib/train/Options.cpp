@@ -46,8 +46,15 @@ const OptionSpec kOptions[] = {
     {"step-size", "N", "step: multiply the rate by --gamma every N steps"},
     {"gamma", "G", "step: the factor every --step-size steps (default 0.1)"},
     {"data", "NAME=FILE.npy|DIR",
-     "step inputs: dim 0 holds whole batches, step k uses batch k mod count "
-     "(repeatable; DIR reads DIR/<input>.npy)"},
+     "step inputs: dim 0 holds samples, memory-mapped; each step takes the "
+     "next whole batch of the epoch (repeatable; DIR reads "
+     "DIR/<input>.npy)"},
+    {"shuffle", nullptr,
+     "with --data: each epoch reads the samples in a permutation drawn from "
+     "--seed (splitmix64 and Fisher-Yates), else in file order"},
+    {"epochs", "N",
+     "with --data: train N epochs of whole batches (instead of --steps; a "
+     "last partial batch is dropped)"},
     {"synthetic", nullptr,
      "one fixed random batch every step (default without --data)"},
     {"seed", "S",
@@ -155,8 +162,12 @@ bool resolveSchedule(const ScheduleFlags &flags, TrainOptions &options,
   }
   if (decays) {
     s.minLr = flags.minLr.value_or(0);
-    s.decaySteps = flags.decaySteps.value_or(options.steps);
-    if (s.decaySteps <= s.warmupSteps) {
+    // Under --epochs the run's steps are known once the data is: 0 until
+    // Job::load sets them.
+    s.decaySteps = flags.decaySteps.value_or(
+        options.epochs > 0 && !flags.decaySteps ? 0 : options.steps);
+    if ((flags.decaySteps || options.epochs == 0) &&
+        s.decaySteps <= s.warmupSteps) {
       error = (flags.decaySteps ? "--decay-steps " : "--steps ") +
               std::to_string(s.decaySteps) + " leaves no " + kind +
               " decay after --warmup-steps " + std::to_string(s.warmupSteps) +
@@ -270,6 +281,7 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       if (!parseInt(value, number) || number < 1)
         return badValue("a positive integer");
       options.steps = number;
+      options.stepsGiven = true;
     } else if (name == "lr") {
       if (!parseDouble(value, real))
         return badValue("a number");
@@ -319,6 +331,12 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
         }
         options.dataDir = value;
       }
+    } else if (name == "shuffle") {
+      options.shuffle = true;
+    } else if (name == "epochs") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      options.epochs = number;
     } else if (name == "synthetic") {
       options.synthetic = true;
     } else if (name == "seed") {
@@ -419,6 +437,16 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
   }
   if (!options.dataFiles.empty() && !options.dataDir.empty()) {
     error = "--data NAME=FILE.npy and --data DIR exclude each other";
+    return false;
+  }
+  bool data = !options.dataFiles.empty() || !options.dataDir.empty();
+  if (options.epochs > 0 && options.stepsGiven) {
+    error = "--epochs and --steps exclude each other";
+    return false;
+  }
+  if ((options.epochs > 0 || options.shuffle) && !data) {
+    error = std::string(options.shuffle ? "--shuffle" : "--epochs") +
+            " needs --data (random inputs have no epochs)";
     return false;
   }
   if (options.lr && !(*options.lr > 0 && std::isfinite(*options.lr))) {

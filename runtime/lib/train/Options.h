@@ -27,6 +27,13 @@ struct TrainOptions {
   /// --data NAME=FILE.npy entries, or --data DIR.
   std::vector<std::pair<std::string, std::string>> dataFiles;
   std::string dataDir;
+  /// --shuffle: each epoch reads the samples in a permutation drawn from
+  /// the seed (Dataset.h), else in file order.
+  bool shuffle = false;
+  /// --epochs: the run's steps are this many epochs of whole batches
+  /// (0: --steps).
+  int64_t epochs = 0;
+  bool stepsGiven = false;
   bool synthetic = false;
   uint64_t seed = 0;
   bool seedGiven = false;

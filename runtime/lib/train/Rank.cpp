@@ -646,6 +646,7 @@ bool Rank::writeCheckpoint() {
     manifest.lrSchedule = job.lrSchedule;
     manifest.lr = job.lr;
     manifest.lrRecorded = true;
+    manifest.dataOrder = job.dataset.orderKey();
     if (waveSync)
       manifest.waveClock = waveSync->clock();
     for (int r = 0; r < numFiles; ++r)

@@ -211,7 +211,7 @@ Tensor StageState::constant(int id) {
 }
 
 void StageState::input(int index, int64_t microBatch, Tensor &dst) {
-  const Job &job = rank_.job;
+  Job &job = rank_.job;
   if (index < 0 || index >= static_cast<int>(job.program.inputs.size()))
     fail("pp.input", "no input " + std::to_string(index));
   // `microBatch` is global: replica r m + j (Rank::runAction), plus
@@ -228,9 +228,13 @@ void StageState::input(int index, int64_t microBatch, Tensor &dst) {
                info.dtype, shape);
   sync("pp.input");
   int64_t chunk = dst.bytes();
-  int64_t batch = rank_.step % job.numBatches;
-  const char *src = job.inputData[index].bytes.data() +
-                    (batch * total + microBatch % total) * chunk;
+  int64_t slot = microBatch % total;
+  // Every replica and stage takes micro-batch j of a step from the same
+  // samples: positions j b .. j b + b - 1 of the step's batch.
+  const char *src =
+      job.dataset.empty()
+          ? job.inputData[index].bytes.data() + slot * chunk
+          : job.dataset.gather(index, rank_.step, slot * shape[0], shape[0]);
   copyToBuffer(dst.data, src, chunk);
 }
 
