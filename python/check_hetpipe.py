@@ -268,6 +268,10 @@ def main():
         else set()
     rule = (args.staleness if args.rule_staleness is None
             else args.rule_staleness)
+    if rule == 0:
+        # D = 0: wave c needs every VW's wave c - 1, the VW's own included,
+        # so the pipeline drains every wave.
+        drains = set(range(1, args.steps))
     oracle = Oracle(args.pp_interpret, reference, args.work, inputs, initial,
                     trainable_names(reference), nm, rule, drains)
     expected = oracle.train(args.steps)

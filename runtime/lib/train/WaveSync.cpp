@@ -350,12 +350,12 @@ bool WaveSync::pushStage(int64_t stage, int64_t wave, std::string &error) {
   for (size_t g = 0; g < groups_.size(); ++g)
     if (groups_[g].stage == stage || groups_[g].stage < 0)
       pending.groups.push_back(g);
-  if (!startPush(pending, error))
-    return false;
   clock_ = std::max(clock_, wave);
+  // Logged before it starts: no VW can see the wave complete before.
   return log("\"event\":\"push\",\"stage\":" + std::to_string(stage) +
                  ",\"wave\":" + std::to_string(wave),
-             error);
+             error) &&
+         startPush(pending, error);
 }
 
 bool WaveSync::pullStage(int64_t stage, int64_t wave, int64_t version,
