@@ -3,7 +3,8 @@
 
 For 2 and 4 MPI ranks (a stage each): the model's step of m micro-batches
 compiled with schedule=1f1b, pipedream, pipedream-2bw (an update every p
-micro-batches, its m >= p) and nf1b (an update every --update-every),
+micro-batches, its m >= p), nf1b (an update every --update-every) and
+hetpipe (HetPipe's virtual worker: Nm = m in flight, an update each),
 built, and run alternately --repeats times. Each weight-versioned program
 runs twice: continuous (--drain-every 0: the steps of the run form one
 stream, the next steps' forwards overlapping earlier backwards) and
@@ -55,6 +56,9 @@ def main():
     parser.add_argument("--update-every", type=int, default=2,
                         help="nf1b's micro-batches per update")
     parser.add_argument("--ranks", default="2,4")
+    parser.add_argument("--schedules", default=None,
+                        help="a comma-separated subset of pipedream, "
+                        "pipedream-2bw, nf1b, hetpipe (1f1b always runs)")
     parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
@@ -79,7 +83,11 @@ def main():
             configs = [("1f1b", 0), ("pipedream", 1),
                        ("pipedream-2bw", next(k for k in range(p, m + 1)
                                               if m % k == 0)),
-                       ("nf1b", args.update_every)]
+                       ("nf1b", args.update_every), ("hetpipe", 1)]
+            if args.schedules:
+                wanted = set(args.schedules.split(","))
+                configs = [c for c in configs
+                           if c[0] == "1f1b" or c[0] in wanted]
             exes = {s: program(args.build, work, f"{s}-{p}", p, m, s, n)
                     for s, n in configs}
             runs = [("1f1b", 0, 1)]
