@@ -406,6 +406,9 @@ bool pp::schedule::refineSchedule(const Schedule &coarse,
              coarse.microBatches,
              {},
              {}};
+  s.microBatchesPerUpdate = coarse.microBatchesPerUpdate;
+  s.verticalSync = coarse.verticalSync;
+  s.inFlight = coarse.inFlight;
   s.stageDevice.resize(numFine);
   for (int f = 0; f < numFine; ++f)
     s.stageDevice[f] = coarse.deviceOf(coarseOf[f]);
@@ -423,8 +426,9 @@ bool pp::schedule::refineSchedule(const Schedule &coarse,
         // Placed below, after each fine stage's last backward.
         break;
       case ActionKind::OptimizerStep:
+        // A weight-versioned schedule's update index stays (-1 otherwise).
         for (int f : fine)
-          list.push_back({a.kind, f, -1, a.weightVersion});
+          list.push_back({a.kind, f, a.microBatch, a.weightVersion});
         break;
       default: // the backward kinds run from the last fine stage down
         for (auto it = fine.rbegin(); it != fine.rend(); ++it)
@@ -511,13 +515,27 @@ bool pp::schedule::orderStepActions(
       ok = false;
       continue;
     }
-    std::vector<Action> reordered;
-    for (int stage : order)
+    // Within each update (a weight-versioned schedule's u-th of every
+    // stage, microBatch u; a synchronous schedule's one, -1): the stages'
+    // updates take that update's positions in `order`.
+    std::vector<int> updates;
+    for (size_t i : positions)
+      if (std::find(updates.begin(), updates.end(), list[i].microBatch) ==
+          updates.end())
+        updates.push_back(list[i].microBatch);
+    for (int u : updates) {
+      std::vector<size_t> mine;
       for (size_t i : positions)
-        if (list[i].stage == stage)
-          reordered.push_back(list[i]);
-    for (size_t k = 0; k < positions.size(); ++k)
-      list[positions[k]] = reordered[k];
+        if (list[i].microBatch == u)
+          mine.push_back(i);
+      std::vector<Action> reordered;
+      for (int stage : order)
+        for (size_t i : mine)
+          if (list[i].stage == stage)
+            reordered.push_back(list[i]);
+      for (size_t k = 0; k < mine.size(); ++k)
+        list[mine[k]] = reordered[k];
+    }
   }
   return ok;
 }

@@ -797,8 +797,8 @@ int64_t Rank::windowEnd(int64_t first) const {
   // HetPipe with D >= 1 keeps its stream across waves; D = 0 drains each.
   bool waveDrains = job.waveSynchronous() &&
                     !(job.wavesInStream() && job.program.staleness >= 1);
-  if (job.program.stream.size() <= static_cast<size_t>(rank) ||
-      options.drainEvery == 1 || waveDrains || !options.writeProfile.empty())
+  if (job.program.stream.size() <= streamIndex() || options.drainEvery == 1 ||
+      waveDrains || !options.writeProfile.empty())
     return first + 1;
   // Drains at multiples of each period, counted from step 0, so a resumed
   // run drains where the uninterrupted one did.
@@ -811,7 +811,7 @@ int64_t Rank::windowEnd(int64_t first) const {
   if (options.drainEvery > 0)
     end = std::min(end, nextMultiple(options.drainEvery));
   // Shorter than the stream's warm-up: drained steps.
-  if (end - first < job.program.stream[static_cast<size_t>(rank)].minSteps)
+  if (end - first < job.program.stream[streamIndex()].minSteps)
     return first + 1;
   return end;
 }
@@ -819,7 +819,7 @@ int64_t Rank::windowEnd(int64_t first) const {
 std::vector<ActionInfo> Rank::windowActions(int64_t steps) const {
   if (steps == 1)
     return job.actionsOf(replica, rank);
-  const StreamInfo &stream = job.program.stream[static_cast<size_t>(rank)];
+  const StreamInfo &stream = job.program.stream[streamIndex()];
   int64_t m = job.microBatches;
   int64_t updates = m / job.program.updateEvery;
   auto shifted = [&](ActionInfo a, int64_t shift) {

@@ -178,6 +178,14 @@ private:
   /// HetPipe's waves inside the stream: pulls before the forward that
   /// starts a wave, pushes after a stage's last update of one.
   bool syncWaveBefore(const ActionInfo &action);
+  /// This rank's entry of ProgramInfo::stream: per device, and per replica
+  /// too when the replicas place their stages on their own.
+  size_t streamIndex() const {
+    return static_cast<size_t>(
+        job.program.replicaSchedules.empty()
+            ? rank
+            : replica * static_cast<int64_t>(job.numDevices) + rank);
+  }
   bool syncWaveAfter(const ActionInfo &action);
 
   /// The kernel context, arena, constants and stages of this rank, with

@@ -351,6 +351,12 @@ bool WaveSync::pushStage(int64_t stage, int64_t wave, std::string &error) {
     if (groups_[g].stage == stage || groups_[g].stage < 0)
       pending.groups.push_back(g);
   clock_ = std::max(clock_, wave);
+  // A stage without trainable weights has nothing to exchange.
+  if (pending.groups.empty()) {
+    waves.pending.pop_back();
+    waves.applied = wave;
+    return true;
+  }
   // Logged before it starts: no VW can see the wave complete before.
   return log("\"event\":\"push\",\"stage\":" + std::to_string(stage) +
                  ",\"wave\":" + std::to_string(wave),
@@ -363,6 +369,10 @@ bool WaveSync::pullStage(int64_t stage, int64_t wave, int64_t version,
   StageWaves &waves = stageWaves_[stage];
   int64_t through = wave - 1 - rank_.job.program.staleness;
   waves.applied = std::max(waves.applied, applied_);
+  if (std::none_of(groups_.begin(), groups_.end(), [&](const Group &g) {
+        return g.stage == stage || g.stage < 0;
+      }))
+    return true; // nothing to exchange
   double start = nowSeconds();
   while (!waves.pending.empty() && waves.pending.front().wave <= through) {
     if (!applyPending(waves.pending.front(), version, error))

@@ -527,7 +527,8 @@ LogicalResult ActionOp::verify() {
     return emitOpError("blend_version must be newer than weight_version");
   auto schedule = (*this)->getParentOfType<ScheduleOp>();
   auto device = (*this)->getParentOfType<DeviceOp>();
-  // A pp.stream's actions run replica 0's placement (it has one pipeline).
+  // A pp.stream's actions run its replica's placement.
+  auto stream = (*this)->getParentOfType<StreamOp>();
   PlanAttr plan = schedule ? schedule.getPlan()
                            : getPlan((*this)->getParentOfType<ModuleOp>());
   if (!plan)
@@ -536,8 +537,10 @@ LogicalResult ActionOp::verify() {
   if (stage < 0 || stage >= plan.getNumStages())
     return emitOpError("stage ") << stage << " is out of range";
   int64_t deviceIndex = device.getIndexAttr().getInt();
-  int64_t replica =
-      plan.hasPlacements() && schedule ? schedule.getReplicaIndex() : 0;
+  int64_t replica = !plan.hasPlacements() ? 0
+                    : schedule            ? schedule.getReplicaIndex()
+                    : stream ? static_cast<int64_t>(stream.getReplica())
+                             : 0;
   if (plan.getDeviceOf(stage, replica) != deviceIndex)
     return emitOpError("stage ")
            << stage << " belongs on device " << plan.getDeviceOf(stage, replica)

@@ -63,9 +63,9 @@ LogicalResult pp::pipeline::materializeSchedule(
         << sched::toString(scheduleKind) << "\")";
     return failure();
   }
-  if (versioned && (plan.hasPlacements() ||
-                    (plan.isWaveSynchronous() &&
-                     scheduleKind != sched::ScheduleKind::HetPipe))) {
+  // HetPipe's VWs may each have their own partition and run under WSP.
+  if (versioned && scheduleKind != sched::ScheduleKind::HetPipe &&
+      (plan.hasPlacements() || plan.isWaveSynchronous())) {
     module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
                        << " with "
                        << (plan.hasPlacements()
@@ -116,8 +116,30 @@ LogicalResult pp::pipeline::materializeSchedule(
         gradReduceStages[*stage] = true;
     });
   std::string error;
+  // A placed replica's versioned schedule of `microBatches`: built over its
+  // coarse stages (its devices), then refined to the shared stages.
+  auto buildPlacedVersioned = [&](int64_t replica, int microBatches,
+                                  sched::Schedule &out, std::string &message) {
+    std::vector<int> coarseOf = plan.getPlacement(replica);
+    sched::Schedule coarse;
+    return sched::buildVersionedSchedule(
+               scheduleKind, numDevices, microBatches,
+               static_cast<int>(plan.getUpdateEvery()), plan.getVerticalSync(),
+               coarse, message, nullptr,
+               static_cast<int>(plan.getMicroBatches())) &&
+           sched::refineSchedule(coarse, coarseOf, nullptr, out, message);
+  };
   auto build = [&](int64_t replica,
                    sched::Schedule &schedule) -> LogicalResult {
+    if (versioned && placed) {
+      if (buildPlacedVersioned(replica,
+                               static_cast<int>(plan.getMicroBatches()),
+                               schedule, error))
+        return success();
+      return module.emitError()
+             << "cannot build the " << kindName << " schedule of replica "
+             << replica << ": " << error;
+    }
     if (versioned) {
       if (v == 1 &&
           sched::buildVersionedSchedule(
@@ -216,26 +238,31 @@ LogicalResult pp::pipeline::materializeSchedule(
     }
 
   // Weight-versioned schedules also run as a stream of steps that drains
-  // only where the run asks (pp.stream).
-  std::optional<sched::StreamSchedule> stream;
+  // only where the run asks (pp.stream): one per placed replica.
+  std::vector<std::optional<sched::StreamSchedule>> streams(numSchedules);
   if (versioned) {
     int m = static_cast<int>(plan.getMicroBatches());
     int n = static_cast<int>(plan.getUpdateEvery());
-    sched::WindowBuilder window = [&](int steps, sched::Schedule &out,
-                                      std::string &message) {
-      return sched::buildVersionedSchedule(scheduleKind, numDevices, steps * m,
-                                           n, plan.getVerticalSync(), out,
-                                           message, &gradReduceStages, m) &&
-             sched::orderStepActions(out, updateFirst, message);
-    };
-    stream.emplace();
-    if (!sched::buildStream(window, m, m / n, *stream, error)) {
-      // Still a valid schedule: every step drains.
-      module.emitWarning() << "the " << kindName
-                           << " schedule drains every step (its order does "
-                              "not repeat from step to step: "
-                           << error << ")";
-      stream.reset();
+    for (int64_t r = 0; r < numSchedules; ++r) {
+      sched::WindowBuilder window = [&](int steps, sched::Schedule &out,
+                                        std::string &message) {
+        bool built = placed ? buildPlacedVersioned(r, steps * m, out, message)
+                            : sched::buildVersionedSchedule(
+                                  scheduleKind, numDevices, steps * m, n,
+                                  plan.getVerticalSync(), out, message,
+                                  &gradReduceStages, m);
+        return built && sched::orderStepActions(out, updateFirst, message);
+      };
+      std::optional<sched::StreamSchedule> &stream = streams[r];
+      stream.emplace();
+      if (!sched::buildStream(window, m, m / n, *stream, error)) {
+        // Still a valid schedule: every step drains.
+        module.emitWarning() << "the " << kindName
+                             << " schedule drains every step (its order does "
+                                "not repeat from step to step: "
+                             << error << ")";
+        stream.reset();
+      }
     }
   }
 
@@ -329,9 +356,12 @@ LogicalResult pp::pipeline::materializeSchedule(
         return failure();
     }
   }
-  if (stream) {
+  for (auto [replica, stream] : llvm::enumerate(streams)) {
+    if (!stream)
+      continue;
     auto streamOp = pipeline::StreamOp::create(
-        b, module.getLoc(), b.getI64IntegerAttr(stream->minSteps));
+        b, module.getLoc(), b.getI64IntegerAttr(stream->minSteps),
+        b.getI64IntegerAttr(static_cast<int64_t>(replica)));
     Block *body = new Block();
     streamOp.getBody().push_back(body);
     for (int d = 0; d < numDevices; ++d) {

@@ -87,8 +87,8 @@ static LogicalResult planScheduleMemory(ModuleOp module,
       pp::schedule::peakWeightVersions(library);
   // A stream's steady state can hold more than a drained step (HetPipe's
   // Nm versions): the larger of the two counts.
-  if (schedule.getReplicaIndex() == 0)
-    for (auto stream : module.getOps<pipeline::StreamOp>()) {
+  for (auto stream : module.getOps<pipeline::StreamOp>())
+    if (stream.getReplica() == schedule.getReplicaIndex()) {
       pp::schedule::Schedule window =
           pipeline::toLibrarySchedule(stream, schedule.getPlan());
       std::vector<int64_t> streamInflight = pp::schedule::peakInFlight(window);

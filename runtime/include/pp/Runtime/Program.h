@@ -314,7 +314,8 @@ struct ProgramInfo {
   /// devices, replica-major.
   std::vector<std::vector<std::vector<ActionInfo>>> replicaSchedules;
   /// Per device: its actions when steps run as one stream (weight-versioned
-  /// schedules; empty: every step drains).
+  /// schedules; empty: every step drains); replica-major (numDevices each)
+  /// when replicaSchedules is not empty.
   std::vector<StreamInfo> stream;
   /// (sender stage, receiver stage) of every message the stage code sends.
   std::vector<std::pair<int64_t, int64_t>> stageLinks;

@@ -232,6 +232,8 @@ def PP_StreamOp : PP_Op<"stream", [NoTerminator, SingleBlock,
     weight versions, U the updates per step) and the epilogue moved
     K - min_steps - 1 steps. A shorter window runs `pp.schedule` step by
     step (min_steps exceeds 2 only when the warm-up is longer than a step).
+    Replicas with placements of their own (`pp.schedule {replica = r}`)
+    have a stream each, `replica` naming it.
 
     ```mlir
     pp.stream attributes {min_steps = 2 : i64} {
@@ -242,7 +244,8 @@ def PP_StreamOp : PP_Op<"stream", [NoTerminator, SingleBlock,
     }
     ```
   }];
-  let arguments = (ins I64Attr:$min_steps);
+  let arguments = (ins I64Attr:$min_steps,
+                       DefaultValuedAttr<I64Attr, "0">:$replica);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
   let hasVerifier = 1;
