@@ -11,7 +11,10 @@ simulation (cost model of each GPU kind, each VW's step on its own GPUs,
 50 waves under WSP, pushes as ring all-reduces sharing the links):
   - DP: data parallelism, one model per GPU (16 VWs of 1 GPU), D = 0;
   - NP, ED, HD: HetPipe's allocation policies (4 VWs of 4 GPUs each), 1F1B
-    with --microbatches micro-batches per step, at D = 0 and D = --staleness.
+    with --microbatches micro-batches per step, at D = 0 and D = --staleness;
+  - the same policies with HetPipe's pipelined VWs (schedule=hetpipe:
+    Nm = --microbatches in flight, an update per micro-batch, the stream
+    kept across waves at D > 0; at D = 0 each wave drains).
 Every VW gets its own partition (the common refinement of their cuts; see
 docs/hetpipe.md). A configuration whose plan does not fit the GPUs' memory
 is reported so (the memory column looks at VW 0's devices; the partitioner
@@ -50,13 +53,13 @@ def export(name, path, batch):
                 output_names=["logits"])
 
 
-def predict(build, model, cluster, options, work):
+def predict(build, model, cluster, options, work, schedule="1f1b"):
     """(samples/s under the bound, at D = 0, fits memory, seconds)."""
     plan_dir = tempfile.mkdtemp(dir=work)
     started = time.time()
     proc = subprocess.run(
         [os.path.join(build, "bin", "pipeline-opt"), model,
-         f"--pp-compile=cluster={cluster} schedule=1f1b report=- "
+         f"--pp-compile=cluster={cluster} schedule={schedule} report=- "
          f"plan-dir={plan_dir} {options}", "-o", os.devnull],
         capture_output=True, text=True)
     seconds = time.time() - started
@@ -128,9 +131,18 @@ def main():
                      f"microbatches={args.microbatches} dp=4 "
                      f"virtual-workers={policy} "
                      f"staleness={args.staleness}"))
+            # HetPipe's pipelined VWs: Nm = --microbatches in flight, the
+            # stream kept across waves at D > 0 (D = 0 drains each wave).
+            for policy in ("np", "ed", "hd"):
+                configs.append(
+                    (f"HetPipe {policy.upper()} pipelined (4 VWs x 4 GPUs)",
+                     f"microbatches={args.microbatches} dp=4 "
+                     f"virtual-workers={policy} "
+                     f"staleness={args.staleness}"))
             for label, options in configs:
+                schedule = "hetpipe" if "pipelined" in label else "1f1b"
                 wsp, d0, fits, seconds = predict(args.build, model, cluster,
-                                                 options, work)
+                                                 options, work, schedule)
                 if wsp is None:
                     line = f"| {name} | {label} | - | - | {fits} |"
                 elif label.startswith("DP"):
@@ -139,7 +151,8 @@ def main():
                 else:
                     line = (f"| {name} | {label} | {d0:.0f} | {wsp:.0f} "
                             f"({wsp / d0:.2f}x) | {fits} |")
-                    short = label.split()[1]
+                    short = label.split()[1] + (
+                        " PMP" if "pipelined" in label else "")
                     bars += [(name, f"{short} D=0", d0),
                              (name, f"{short} D={args.staleness}", wsp)]
                 print(line + f"  ({seconds:.0f} s to plan)", flush=True)

@@ -843,6 +843,27 @@ pp::schedule::Schedule pp::pipeline::toLibrarySchedule(StreamOp op,
   return ::toLibrarySchedule(plan, op.getBody().front(), op.getMinSteps() + 1);
 }
 
+pp::schedule::StreamSchedule pp::pipeline::toStreamSchedule(StreamOp op,
+                                                            PlanAttr plan) {
+  pp::schedule::Schedule window = toLibrarySchedule(op, plan);
+  pp::schedule::StreamSchedule stream;
+  stream.microBatches = static_cast<int>(plan.getMicroBatches());
+  stream.updatesPerStep = static_cast<int>(
+      plan.getMicroBatches() / std::max<int64_t>(plan.getUpdateEvery(), 1));
+  stream.minSteps = static_cast<int>(op.getMinSteps());
+  size_t d = 0;
+  for (auto device : op.getBody().front().getOps<DeviceOp>()) {
+    const std::vector<pp::schedule::Action> &all = window.actions[d++];
+    auto prologue = static_cast<size_t>(device.getPrologueLength().value_or(0));
+    auto body = static_cast<size_t>(device.getBodyLength().value_or(0));
+    stream.prologue.emplace_back(all.begin(), all.begin() + prologue);
+    stream.body.emplace_back(all.begin() + prologue,
+                             all.begin() + prologue + body);
+    stream.epilogue.emplace_back(all.begin() + prologue + body, all.end());
+  }
+  return stream;
+}
+
 std::map<std::pair<int64_t, pp::kinds::Phase>, Operation *>
 pp::pipeline::getStageFunctions(ScheduleOp op) {
   std::map<std::pair<int64_t, pp::kinds::Phase>, Operation *> functions;

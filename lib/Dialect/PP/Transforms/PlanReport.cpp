@@ -72,6 +72,28 @@ double continuousStepSeconds(const pp::schedule::Schedule &schedule,
   return std::max(times[1] - times[0], 0.0);
 }
 
+/// The steady step of `stream` (a window of 6 steps less one of 5, each
+/// `schedule` with the stream's expanded actions); 0 when a window does
+/// not simulate.
+double streamStepSeconds(const pp::schedule::StreamSchedule &stream,
+                         const pp::schedule::Schedule &schedule,
+                         const pp::schedule::SimulationInput &input) {
+  double times[2] = {0, 0};
+  for (int i = 0; i < 2; ++i) {
+    int steps = std::max(stream.minSteps, 4) + 1 + i;
+    pp::schedule::Schedule window = schedule;
+    window.microBatches = steps * stream.microBatches;
+    for (int d = 0; d < window.numDevices; ++d)
+      window.actions[d] = pp::schedule::expandStream(stream, d, steps);
+    pp::schedule::SimulationResult result =
+        pp::schedule::simulate(window, input);
+    if (!result.error.empty() || result.deadlock)
+      return 0;
+    times[i] = result.iterationTime;
+  }
+  return std::max(times[1] - times[0], 0.0);
+}
+
 /// Waves the WSP prediction simulates: enough for the VWs' steady state.
 constexpr int64_t kSimulatedWaves = 50;
 
@@ -623,6 +645,8 @@ pp::pipeline::writePlanReport(ModuleOp module,
   std::vector<sched::SimulationResult> vwResults;
   sched::WaveSyncResult waves;
   sched::WaveSyncInput waveInput;
+  // Each VW's wave when the pipelines drain every wave (D = 0).
+  std::vector<double> drainedWaves;
   for (size_t k = 0; k < vwCosts.size(); ++k) {
     sched::SimulationInput vw = input;
     for (int s = 0; s < numStages; ++s) {
@@ -650,12 +674,23 @@ pp::pipeline::writePlanReport(ModuleOp module,
           << (r.error.empty() ? "deadlock" : r.error);
       return failure();
     }
+    double wave = r.iterationTime * static_cast<double>(plan.getWave());
     vwStep.push_back(r.iterationTime);
     vwResults.push_back(std::move(r));
     if (!waveSynchronous)
       continue;
-    waveInput.waveSeconds.push_back(r.iterationTime *
-                                    static_cast<double>(plan.getWave()));
+    drainedWaves.push_back(wave);
+    // HetPipe's VWs keep their pipelines full across waves for D >= 1.
+    if (plan.getSchedule() == sched::ScheduleKind::HetPipe &&
+        plan.getStaleness() >= 1)
+      for (auto streamOp : module.getOps<pipeline::StreamOp>())
+        if (static_cast<size_t>(streamOp.getReplica()) == (placed ? k : 0))
+          if (double steady =
+                  streamStepSeconds(pipeline::toStreamSchedule(streamOp, plan),
+                                    placed ? vwSchedules[k] : schedule, vw);
+              steady > 0)
+            wave = steady;
+    waveInput.waveSeconds.push_back(wave);
   }
   if (waveSynchronous) {
     // The push of a wave: every stage's ring all-reduce, side by side.
@@ -705,6 +740,7 @@ pp::pipeline::writePlanReport(ModuleOp module,
     wspSamplesPerSecond = waveSamples / waves.seconds;
     sched::WaveSyncInput lockstep = waveInput;
     lockstep.staleness = 0;
+    lockstep.waveSeconds = drainedWaves;
     double seconds = sched::simulateWaveSync(lockstep).seconds;
     lockstepSamplesPerSecond = seconds > 0 ? waveSamples / seconds : 0;
   }

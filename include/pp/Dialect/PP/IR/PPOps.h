@@ -48,6 +48,8 @@ schedule::Schedule toLibrarySchedule(ScheduleOp op);
 /// The window of min_steps + 1 steps of `op` (a stream of `plan`'s
 /// schedule), its versions counted from the window's start.
 schedule::Schedule toLibrarySchedule(StreamOp op, PlanAttr plan);
+/// `op` as the library's stream (prologue, body and epilogue per device).
+schedule::StreamSchedule toStreamSchedule(StreamOp op, PlanAttr plan);
 
 /// The stage functions the actions of `op` run, by stage and phase.
 std::map<std::pair<int64_t, kinds::Phase>, mlir::Operation *>
