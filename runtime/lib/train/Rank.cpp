@@ -915,6 +915,17 @@ bool Rank::runWindow(int64_t steps) {
   return true;
 }
 
+bool Rank::abortWave(int64_t stage, int64_t wave, const std::string &error) {
+  abortJob(!waveSync->logError().empty()
+               ? "error: " + waveSync->logError()
+               : "error: rank " + std::to_string(worldRank) + " (device " +
+                     deviceName() + "), virtual worker " +
+                     std::to_string(replica) + ", stage " +
+                     std::to_string(stage) + ", wave " + std::to_string(wave) +
+                     ": Wave Synchronous Parallel: " + error);
+  return false;
+}
+
 bool Rank::syncWaveBefore(const ActionInfo &action) {
   if (!waveSync || !job.wavesInStream() ||
       action.kind != kinds::ActionKind::Forward)
@@ -930,14 +941,7 @@ bool Rank::syncWaveBefore(const ActionInfo &action) {
   int64_t wave = windowStart + action.microBatch / m + 1;
   if (waveSync->pullStage(action.stage, wave, action.weightVersion, error))
     return true;
-  abortJob(
-      !waveSync->logError().empty()
-          ? "error: " + waveSync->logError()
-          : "error: rank " + std::to_string(worldRank) + " (device " +
-                deviceName() + "), virtual worker " + std::to_string(replica) +
-                ", stage " + std::to_string(action.stage) + ", wave " +
-                std::to_string(wave) + ": Wave Synchronous Parallel: " + error);
-  return false;
+  return abortWave(action.stage, wave, error);
 }
 
 bool Rank::syncWaveAfter(const ActionInfo &action) {
@@ -952,14 +956,7 @@ bool Rank::syncWaveAfter(const ActionInfo &action) {
   int64_t wave = windowStart + updates / job.microBatches;
   if (waveSync->pushStage(action.stage, wave, error))
     return true;
-  abortJob(
-      !waveSync->logError().empty()
-          ? "error: " + waveSync->logError()
-          : "error: rank " + std::to_string(worldRank) + " (device " +
-                deviceName() + "), virtual worker " + std::to_string(replica) +
-                ", stage " + std::to_string(action.stage) + ", wave " +
-                std::to_string(wave) + ": Wave Synchronous Parallel: " + error);
-  return false;
+  return abortWave(action.stage, wave, error);
 }
 
 bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {

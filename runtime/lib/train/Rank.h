@@ -187,6 +187,9 @@ private:
             : replica * static_cast<int64_t>(job.numDevices) + rank);
   }
   bool syncWaveAfter(const ActionInfo &action);
+  /// Ends the job on a failed push or pull of `stage`'s wave `wave`;
+  /// returns false.
+  bool abortWave(int64_t stage, int64_t wave, const std::string &error);
 
   /// The kernel context, arena, constants and stages of this rank, with
   /// their globals (initial or resumed).

@@ -33,6 +33,7 @@
 #include "llvm/Support/ToolOutputFile.h"
 
 #include <fstream>
+#include <functional>
 #include <sstream>
 
 using namespace mlir;
@@ -42,29 +43,20 @@ namespace sched = pp::schedule;
 
 namespace {
 
-/// A steady step of a weight-versioned schedule run as a stream of steps
-/// (train --drain-every 0): the simulated window of 6 steps less the window
-/// of 5; 0 when a window cannot be built or simulated.
-double continuousStepSeconds(const pp::schedule::Schedule &schedule,
-                             const pp::schedule::SimulationInput &input,
-                             bool verticalSync) {
+/// The steady step of a stream: the simulated window of K + 1 steps less
+/// the window of K (K from `firstSteps`); `window` builds a window of the
+/// given steps. 0 when a window cannot be built or simulated.
+double steadyStepSeconds(
+    int firstSteps,
+    const std::function<bool(int steps, pp::schedule::Schedule &out)> &window,
+    const pp::schedule::SimulationInput &input) {
   double times[2] = {0, 0};
-  // Data parallelism: the stages that all-reduce before their updates.
-  std::vector<bool> reduces(static_cast<size_t>(schedule.numStages()), false);
-  for (const auto &list : schedule.actions)
-    for (const pp::schedule::Action &a : list)
-      if (a.kind == pp::schedule::ActionKind::GradReduce)
-        reduces[static_cast<size_t>(a.stage)] = true;
   for (int i = 0; i < 2; ++i) {
-    pp::schedule::Schedule window;
-    std::string error;
-    if (!pp::schedule::buildVersionedSchedule(
-            schedule.kind, schedule.numDevices, (5 + i) * schedule.microBatches,
-            schedule.microBatchesPerUpdate, verticalSync, window, error,
-            &reduces, schedule.microBatches))
+    pp::schedule::Schedule built;
+    if (!window(firstSteps + i, built))
       return 0;
     pp::schedule::SimulationResult result =
-        pp::schedule::simulate(window, input);
+        pp::schedule::simulate(built, input);
     if (!result.error.empty() || result.deadlock)
       return 0;
     times[i] = result.iterationTime;
@@ -72,26 +64,44 @@ double continuousStepSeconds(const pp::schedule::Schedule &schedule,
   return std::max(times[1] - times[0], 0.0);
 }
 
-/// The steady step of `stream` (a window of 6 steps less one of 5, each
-/// `schedule` with the stream's expanded actions); 0 when a window does
-/// not simulate.
+/// A steady step of a weight-versioned schedule run as a stream of steps
+/// (train --drain-every 0): the windows of 5 and 6 steps, built anew.
+double continuousStepSeconds(const pp::schedule::Schedule &schedule,
+                             const pp::schedule::SimulationInput &input,
+                             bool verticalSync) {
+  // Data parallelism: the stages that all-reduce before their updates.
+  std::vector<bool> reduces(static_cast<size_t>(schedule.numStages()), false);
+  for (const auto &list : schedule.actions)
+    for (const pp::schedule::Action &a : list)
+      if (a.kind == pp::schedule::ActionKind::GradReduce)
+        reduces[static_cast<size_t>(a.stage)] = true;
+  return steadyStepSeconds(
+      5,
+      [&](int steps, pp::schedule::Schedule &out) {
+        std::string error;
+        return pp::schedule::buildVersionedSchedule(
+            schedule.kind, schedule.numDevices, steps * schedule.microBatches,
+            schedule.microBatchesPerUpdate, verticalSync, out, error, &reduces,
+            schedule.microBatches);
+      },
+      input);
+}
+
+/// The steady step of `stream` (`schedule` with the stream's expanded
+/// actions, windows of at least 5 steps).
 double streamStepSeconds(const pp::schedule::StreamSchedule &stream,
                          const pp::schedule::Schedule &schedule,
                          const pp::schedule::SimulationInput &input) {
-  double times[2] = {0, 0};
-  for (int i = 0; i < 2; ++i) {
-    int steps = std::max(stream.minSteps, 4) + 1 + i;
-    pp::schedule::Schedule window = schedule;
-    window.microBatches = steps * stream.microBatches;
-    for (int d = 0; d < window.numDevices; ++d)
-      window.actions[d] = pp::schedule::expandStream(stream, d, steps);
-    pp::schedule::SimulationResult result =
-        pp::schedule::simulate(window, input);
-    if (!result.error.empty() || result.deadlock)
-      return 0;
-    times[i] = result.iterationTime;
-  }
-  return std::max(times[1] - times[0], 0.0);
+  return steadyStepSeconds(
+      std::max(stream.minSteps, 4) + 1,
+      [&](int steps, pp::schedule::Schedule &out) {
+        out = schedule;
+        out.microBatches = steps * stream.microBatches;
+        for (int d = 0; d < out.numDevices; ++d)
+          out.actions[d] = pp::schedule::expandStream(stream, d, steps);
+        return true;
+      },
+      input);
 }
 
 /// Waves the WSP prediction simulates: enough for the VWs' steady state.
