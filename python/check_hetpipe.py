@@ -30,15 +30,13 @@ import argparse
 import json
 import os
 import re
-import shlex
 import shutil
 import sys
 
 import numpy as np
 
-from check_generated import build
-from check_pipeline import compile_pipeline, data_flags, export_micro_and_whole
-from check_wsp import save_state, trainable_names
+from check_pipeline import compile_pipeline, export_micro_and_whole
+from check_wsp import run_program, save_state, trainable_names
 from compare import Comparison, load_globals, run
 
 
@@ -220,24 +218,9 @@ def main():
         name, "hetpipe", args.stages, "none", nm, args.optimizer,
         f" report= emit-dir={program} staleness={args.staleness}",
         dp=n, hetero=args.hetero)
-    train = build(program)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
-    log_dir = os.path.join(args.work, name + ".wsp")
-    dump = os.path.join(args.work, name + ".generated")
-    shutil.rmtree(log_dir, ignore_errors=True)
-    shutil.rmtree(os.path.join(args.work, "ckpt"), ignore_errors=True)
-    cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
-           f"--wsp-log={log_dir}"] + data_flags(mlir, files) + [
-        f"--test-delay={d}" for d in args.delay]
-    if args.checkpoint_every:
-        cmd += [f"--checkpoint-every={args.checkpoint_every}",
-                f"--checkpoint={os.path.join(args.work, 'ckpt')}"]
-    if args.launch == "mpi":
-        cmd = shlex.split(args.mpirun) + ["-np", str(args.stages * n)] + cmd
-    else:
-        cmd.append("--local")
-    out = run(cmd)
+    out, log_dir, dump = run_program(args, program, mlir, name, files, n)
     steps, events = read_logs(log_dir, n, args.stages)
     final = load_globals(dump)
 

@@ -79,6 +79,29 @@ def save_state(state, directory):
             index.write(f"{name}\tg{i}.npy\n")
 
 
+def run_program(args, program, mlir, name, files, vws):
+    """Builds the generated program in `program` and trains it --steps steps
+    with --wsp-log (and --test-delay, --checkpoint-every as `args` say)
+    under mpirun or --local; (its output, the log directory, the dump of
+    its final globals)."""
+    train = build(program)
+    log_dir = os.path.join(args.work, name + ".wsp")
+    dump = os.path.join(args.work, name + ".generated")
+    shutil.rmtree(log_dir, ignore_errors=True)
+    shutil.rmtree(os.path.join(args.work, "ckpt"), ignore_errors=True)
+    cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
+           f"--wsp-log={log_dir}"] + data_flags(mlir, files) + [
+        f"--test-delay={d}" for d in args.delay]
+    if args.checkpoint_every:
+        cmd += [f"--checkpoint-every={args.checkpoint_every}",
+                f"--checkpoint={os.path.join(args.work, 'ckpt')}"]
+    if args.launch == "mpi":
+        cmd = shlex.split(args.mpirun) + ["-np", str(args.stages * vws)] + cmd
+    else:
+        cmd.append("--local")
+    return run(cmd), log_dir, dump
+
+
 class Oracle:
     """Replays the logged WSP events with the rules."""
 
@@ -201,24 +224,9 @@ def main():
         name, "1f1b", args.stages, "none", m, args.optimizer,
         f" report= emit-dir={program} staleness={args.staleness} "
         f"wave={args.wave}", dp=n, hetero=args.hetero)
-    train = build(program)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
-    log_dir = os.path.join(args.work, name + ".wsp")
-    dump = os.path.join(args.work, name + ".generated")
-    shutil.rmtree(log_dir, ignore_errors=True)
-    shutil.rmtree(os.path.join(args.work, "ckpt"), ignore_errors=True)
-    cmd = [train, f"--steps={args.steps}", f"--dump-globals={dump}",
-           f"--wsp-log={log_dir}"] + data_flags(mlir, files) + [
-        f"--test-delay={d}" for d in args.delay]
-    if args.checkpoint_every:
-        cmd += [f"--checkpoint-every={args.checkpoint_every}",
-                f"--checkpoint={os.path.join(args.work, 'ckpt')}"]
-    if args.launch == "mpi":
-        cmd = shlex.split(args.mpirun) + ["-np", str(args.stages * n)] + cmd
-    else:
-        cmd.append("--local")
-    out = run(cmd)
+    out, log_dir, dump = run_program(args, program, mlir, name, files, n)
     logs = [read_log(os.path.join(log_dir, f"vw{v}.jsonl")) for v in range(n)]
     final = load_globals(dump)
 
