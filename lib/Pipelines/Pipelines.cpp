@@ -121,6 +121,7 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
   partition.microBatches = options.microBatches;
+  partition.inflight = options.inflight;
   // Unset, a virtual-workers policy's worker count stands in for it.
   partition.dataParallel = options.dataParallel.hasValue()
                                ? static_cast<int>(options.dataParallel)
@@ -172,7 +173,9 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
     recompute.reportFile = options.report;
   pm.addPass(createRecomputePass(recompute));
   SplitStagesPassOptions split;
-  split.microBatches = {static_cast<int64_t>(options.microBatches)};
+  // inflight= sets the micro-batches in the plan.
+  if (options.inflight.empty())
+    split.microBatches = {static_cast<int64_t>(options.microBatches)};
   split.splitBackward = kind && schedule::usesSplitBackward(*kind);
   pm.addPass(createSplitStagesPass(split));
   MaterializeSchedulePassOptions materialize;

@@ -158,6 +158,11 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<unsigned> microBatches{*this, "microbatches",
                                 llvm::cl::desc("Micro-batches per step"),
                                 llvm::cl::init(pipeline::kDefaultMicroBatches)};
+  Option<std::string> inflight{
+      *this, "inflight",
+      llvm::cl::desc("schedule=hetpipe: Nm, the mini-batches in flight per "
+                     "virtual worker: N or auto, the largest that fits "
+                     "(--pp-partition's inflight; replaces microbatches)")};
   Option<unsigned> dataParallel{
       *this, "dp",
       llvm::cl::desc("Replicas of the pipeline in synchronous data parallel "

@@ -15,6 +15,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/IR/Diagnostics.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/MapVector.h"
 #include "llvm/ADT/StringExtras.h"
@@ -215,9 +216,9 @@ FailureOr<WaveChoice> chooseWaveSync(const WaveModel &model,
 
 } // namespace
 
-LogicalResult
-pp::pipeline::partitionStages(ModuleOp module,
-                              const pp::PartitionPassOptions &options) {
+/// --pp-partition with `options.microBatches` as given (inflight resolved).
+static LogicalResult partitionOnce(ModuleOp module,
+                                   const pp::PartitionPassOptions &options) {
   auto func =
       pipeline::lookupFunction(module, options.funcName, "to partition");
   if (!func)
@@ -1203,4 +1204,80 @@ pp::pipeline::partitionStages(ModuleOp module,
       return failure();
   }
   return success();
+}
+
+namespace {
+/// Whether `options` partition a copy of `module` (errors swallowed), and
+/// the devices of a replica (the pipeline's length) when they do.
+std::optional<int64_t> stagesIfFits(ModuleOp module,
+                                    pp::PartitionPassOptions options,
+                                    unsigned inflight) {
+  options.microBatches = inflight;
+  options.reportFile = "";
+  options.planJson = "";
+  options.timeline = "";
+  OwningOpRef<ModuleOp> copy = module.clone();
+  ScopedDiagnosticHandler quiet(module.getContext(),
+                                [](Diagnostic &) { return success(); });
+  if (failed(partitionOnce(*copy, options)))
+    return std::nullopt;
+  pipeline::PlanAttr plan = pipeline::getPlan(*copy);
+  return plan ? std::optional<int64_t>(plan.getNumDevices()) : std::nullopt;
+}
+
+/// inflight=auto: the largest Nm in 1..2 x devices that partitions (fits
+/// every device's memory); 1 when none does, so that partitioning again
+/// reports why. Fitting is monotone in Nm (more in flight, more memory),
+/// so a binary search over the range.
+unsigned largestFittingInflight(ModuleOp module,
+                                const pp::PartitionPassOptions &options) {
+  std::optional<int64_t> stages = stagesIfFits(module, options, 1);
+  if (!stages)
+    return 1;
+  unsigned low = 1;
+  unsigned high = static_cast<unsigned>(
+      std::min<int64_t>(2 * *stages, pp::limits::kMaxMicroBatches));
+  while (low < high) {
+    unsigned middle = low + (high - low + 1) / 2;
+    if (stagesIfFits(module, options, middle))
+      low = middle;
+    else
+      high = middle - 1;
+  }
+  return low;
+}
+} // namespace
+
+LogicalResult
+pp::pipeline::partitionStages(ModuleOp module,
+                              const pp::PartitionPassOptions &options) {
+  if (options.inflight.empty())
+    return partitionOnce(module, options);
+  if (pp::schedule::parseScheduleKind(options.schedule) !=
+      pp::schedule::ScheduleKind::HetPipe) {
+    module.emitError() << "pp-partition: inflight=" << options.inflight
+                       << " sets HetPipe's Nm: it needs schedule=hetpipe, got '"
+                       << options.schedule << "' (use microbatches=)";
+    return failure();
+  }
+  pp::PartitionPassOptions resolved = options;
+  if (options.inflight == "auto") {
+    resolved.microBatches = largestFittingInflight(module, options);
+    module.emitRemark() << "pp-partition: inflight=auto: Nm = "
+                        << resolved.microBatches
+                        << ", the most mini-batches in flight (up to twice "
+                           "the devices of a virtual worker) that fit";
+  } else {
+    unsigned count = 0;
+    if (StringRef(options.inflight).getAsInteger(10, count) || count < 1 ||
+        count > pp::limits::kMaxMicroBatches) {
+      module.emitError() << "pp-partition: inflight must be auto or a count "
+                            "in 1.."
+                         << pp::limits::kMaxMicroBatches << ", got '"
+                         << options.inflight << "'";
+      return failure();
+    }
+    resolved.microBatches = count;
+  }
+  return partitionOnce(module, resolved);
 }

@@ -42,6 +42,7 @@ struct PartitionPass : PassAdapter<PartitionPass, pp::impl::PartitionPassBase> {
                                       .verticalSync = verticalSync,
                                       .chunks = chunks,
                                       .microBatches = microBatches,
+                                      .inflight = inflight,
                                       .optimizer = optimizer,
                                       .profileFile = profileFile,
                                       .recompute = recompute,

@@ -45,6 +45,12 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     Option<"microBatches", "microbatches", "unsigned",
            "::pp::pipeline::kDefaultMicroBatches",
            "Micro-batches per mini-batch">,
+    Option<"inflight", "inflight", "std::string", "\"\"",
+           "schedule=hetpipe: Nm, the mini-batches each virtual worker "
+           "keeps in flight (a step is a wave of Nm): N (microbatches=N), "
+           "or auto: the largest Nm up to 2 x the stages that fits every "
+           "device's memory (with staleness=auto, before the bound); "
+           "empty: microbatches">,
     Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
            "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
     Option<"profileFile", "profile", "std::string", "\"\"",
