@@ -10,7 +10,9 @@ under mpirun (or --local) with --wsp-log, optionally slowing chosen ranks
     g (wall-clock times of the one node's processes);
   - replays the logged order with the rules, step by step: each VW's step
     is the training step on that VW's micro-batches (pp-interpret
-    --load-globals / --dump-globals), its wave update U = W - W(wave start)
+    --load-globals / --dump-globals; with a weight-versioned --schedule,
+    check_versioned's rule over one VW's pipeline, each stage function by
+    pp-interpret, drained every step), its wave update U = W - W(wave start)
     over the trainable globals, a pull through g adds sum over VWs of U_g
     minus its own U_g; and compares every logged loss of every VW and the
     final globals (VW 0's, which after the last pull hold every update) with
@@ -179,6 +181,38 @@ class Oracle:
                 return f"the logged pulls wait on each other at {position}"
 
 
+class VersionedOracle(Oracle):
+    """The WSP rules over VWs that each run a weight-versioned schedule,
+    drained at every step: a VW's step is the schedule's rule (one window
+    of check_versioned.Oracle over that VW's micro-batches) from its
+    current weights and optimizer state, each stage on its own copy."""
+
+    def __init__(self, pp_interpret, mlir, work, inputs, p, m, n, rule):
+        from check_versioned import Oracle as StageOracle
+        self.vws = [StageOracle(pp_interpret, mlir,
+                                os.path.join(work, f"vw{v}-stages"), whole,
+                                p, m, n)
+                    for v, whole in enumerate(inputs)]
+        self.rule, self.m = rule, m
+        super().__init__(pp_interpret, mlir, work, [[]] * len(inputs),
+                         self.vws[0].final(), self.vws[0].trainable)
+        self.steps = [0] * len(inputs)
+
+    def step(self, vw):
+        stages = self.vws[vw]
+        for state in stages.state:  # the pulled waves reach every copy
+            for key in state:
+                if key in self.state[vw]:
+                    state[key] = self.state[vw][key]
+        forward, backward = self.rule(self.m)
+        losses = []
+        stages.window(self.steps[vw], 1, forward, backward, losses)
+        self.steps[vw] += 1
+        self.runs = sum(o.runs for o in self.vws)
+        self.losses[vw].extend(losses)
+        self.state[vw] = stages.final()
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
@@ -196,6 +230,14 @@ def main():
     parser.add_argument("--micro-batch", type=int, default=2)
     parser.add_argument("--microbatches", type=int, default=2)
     parser.add_argument("--optimizer", default="lr=0.05 momentum=0.9")
+    parser.add_argument("--schedule", default="1f1b",
+                        help="each VW's schedule; a weight-versioned one "
+                        "is replayed by check_versioned's rule, drained "
+                        "every step")
+    parser.add_argument("--update-every", type=int, default=0)
+    parser.add_argument("--rule-schedule", default=None,
+                        help="replay another schedule's version rule (a "
+                        "negative control: the check must then fail)")
     parser.add_argument("--delay", action="append", default=[],
                         help="RANK:MS, passed as --test-delay")
     parser.add_argument("--checkpoint-every", type=int, default=0)
@@ -217,13 +259,15 @@ def main():
         args.model, os.path.join(args.work, "vw-batch"), args.micro_batch, m)
     _, whole_dir = export_micro_and_whole(
         args.model, args.work, args.micro_batch, m * n)
-    name = f"wsp-d{args.staleness}-k{args.wave}"
+    name = f"wsp-{args.schedule}-d{args.staleness}-k{args.wave}"
     program = os.path.join(args.work, name)
+    versioned = args.schedule not in ("1f1b", "gpipe")
+    extra = (f" update-every={args.update_every}" if versioned else "")
     mlir = compile_pipeline(
         args.pipeline_opt, os.path.join(micro_dir, "model.onnx"), args.work,
-        name, "1f1b", args.stages, "none", m, args.optimizer,
+        name, args.schedule, args.stages, "none", m, args.optimizer,
         f" report= emit-dir={program} staleness={args.staleness} "
-        f"wave={args.wave}", dp=n, hetero=args.hetero)
+        f"wave={args.wave}{extra}", dp=n, hetero=args.hetero)
     files = [os.path.join(whole_dir, "input.npy"),
              os.path.join(whole_dir, "labels.npy")]
     out, log_dir, dump = run_program(args, program, mlir, name, files, n)
@@ -255,8 +299,27 @@ def main():
             np.save(part, np.load(f)[v * rows:(v + 1) * rows])
             flags.append(f"--input=arg{i}={part}")
         inputs.append(flags)
-    oracle = Oracle(args.pp_interpret, reference, args.work, inputs, initial,
-                    trainable_names(reference))
+    if versioned:
+        from check_versioned import version_rule
+        plan = re.search(r"pp\.plan = #pp\.plan<([^>]*)>",
+                         open(mlir).read()).group(1)
+        every = int(re.search(r"update_every = (\d+)", plan).group(1))
+        # One VW's pipeline (the interpreter runs no WSP): the same stage
+        # functions, the loss a mean over the VW's micro-batches.
+        one_vw = compile_pipeline(
+            args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+            args.work, "one-vw", args.schedule, args.stages, "none", m,
+            args.optimizer, f" report= update-every={every}")
+        whole = [[np.load(f)[v * rows:(v + 1) * rows] for f in files]
+                 for v in range(n)]
+        oracle = VersionedOracle(
+            args.pp_interpret, one_vw, args.work, whole, args.stages, m, every,
+            lambda count: version_rule(args.rule_schedule or args.schedule,
+                                       args.stages, count, every, False, 1.0,
+                                       m))
+    else:
+        oracle = Oracle(args.pp_interpret, reference, args.work, inputs,
+                        initial, trainable_names(reference))
 
     check = Comparison(args.rtol, args.atol)
     check.failures.extend(check_rules(logs, args.staleness))

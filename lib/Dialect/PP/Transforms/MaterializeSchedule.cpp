@@ -63,16 +63,14 @@ LogicalResult pp::pipeline::materializeSchedule(
         << sched::toString(scheduleKind) << "\")";
     return failure();
   }
-  // HetPipe's VWs may each have their own partition and run under WSP.
+  // HetPipe's VWs may each have their own partition; the other
+  // weight-versioned schedules' replicas share one (their WSP replay and
+  // their streams assume it).
   if (versioned && scheduleKind != sched::ScheduleKind::HetPipe &&
-      (plan.hasPlacements() || plan.isWaveSynchronous())) {
+      plan.hasPlacements()) {
     module.emitError() << "pp-schedule: " << sched::toString(scheduleKind)
-                       << " with "
-                       << (plan.hasPlacements()
-                               ? "virtual workers of their own partitions"
-                               : "Wave Synchronous Parallel")
-                       << " is not built (it takes dp=N, a synchronous "
-                          "all-reduce per update; hetpipe runs under WSP)";
+                       << " with virtual workers of their own partitions is "
+                          "not built (schedule=hetpipe is)";
     return failure();
   }
   StringRef kindName = sched::toString(scheduleKind);

@@ -256,15 +256,6 @@ static LogicalResult partitionOnce(ModuleOp module,
               "zb-v, dualpipev, pipedream, pipedream-2bw, nf1b, v-timeprest, "
               "i-timeprest or hetpipe (or auto in --pp-compile), got '" +
               options.schedule + "'";
-  else if (pp::schedule::isWeightVersioned(*scheduleKind) &&
-           scheduleKind != pp::schedule::ScheduleKind::HetPipe &&
-           options.dataParallel > 1 && options.staleness != "-1")
-    invalid =
-        "schedule=" + options.schedule +
-        " under Wave Synchronous Parallel (staleness=" + options.staleness +
-        ") is not built: weight-versioned schedules take dp=N with a "
-        "synchronous all-reduce per update (schedule=hetpipe runs "
-        "under WSP)";
   else if (options.verticalSync &&
            scheduleKind != pp::schedule::ScheduleKind::PipeDream)
     invalid = "vertical-sync is an option of schedule=pipedream, not " +
