@@ -1,6 +1,7 @@
 """Compares the per-step losses of two runs of a generated program.
 
-Each file holds the program's progress lines (`step N/M  loss L ...`). They
+Each file holds the program's progress lines (`step N/M  loss L ...`) or
+pp-interpret's (`step N loss L ...`). They
 match when both have the same steps and every loss agrees within --rtol
 (relative); prints the worst difference and exits non-zero otherwise.
 """
@@ -11,7 +12,8 @@ import sys
 
 def losses(path):
     return [float(m.group(1)) for m in
-            re.finditer(r"^step \d+/\d+\s+loss (\S+)", open(path).read(), re.M)]
+            re.finditer(r"^step \d+(?:/\d+)?\s+loss (\S+)", open(path).read(),
+                        re.M)]
 
 
 def main():

@@ -10,6 +10,9 @@
 
 #include <algorithm>
 #include <iterator>
+#include <optional>
+#include <set>
+#include <string>
 
 using namespace pp::schedule;
 
@@ -458,63 +461,102 @@ bool pp::schedule::refineSchedule(const Schedule &coarse,
   return true;
 }
 
+namespace {
+/// A stage with per-step actions: its device and where its first one sits
+/// in the device's built list.
+struct StepStage {
+  int stage, device;
+  size_t position;
+};
+
+/// The stages with OptimizerSteps, in one order for every device: a
+/// topological order of `before` over all of them (a sender's update before
+/// its receiver's, whatever their devices), taking among the ready stages
+/// the one whose update sits earliest in its device's built list (ties: the
+/// lower device). Each device runs this order filtered to its stages, so
+/// every wait for a message points back in the one order and no devices
+/// wait on each other in a circle. Empty, with `error` naming the stages,
+/// when `before` has a cycle.
+std::vector<int> stepStageOrder(const pp::schedule::Schedule &schedule,
+                                const std::vector<std::pair<int, int>> &before,
+                                std::string &error) {
+  std::vector<StepStage> stages;
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    const auto &list = schedule.actions[d];
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].kind == pp::schedule::ActionKind::OptimizerStep &&
+          std::none_of(stages.begin(), stages.end(), [&](const StepStage &s) {
+            return s.stage == list[i].stage;
+          }))
+        stages.push_back({list[i].stage, d, i});
+  }
+  auto known = [&](int stage) {
+    return std::any_of(stages.begin(), stages.end(),
+                       [&](const StepStage &s) { return s.stage == stage; });
+  };
+  std::vector<int> order;
+  std::vector<bool> placed(stages.size(), false);
+  while (order.size() < stages.size()) {
+    std::optional<size_t> next;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (placed[i])
+        continue;
+      bool ready = std::all_of(
+          before.begin(), before.end(), [&](std::pair<int, int> edge) {
+            return edge.second != stages[i].stage ||
+                   edge.first == edge.second || !known(edge.first) ||
+                   std::find(order.begin(), order.end(), edge.first) !=
+                       order.end();
+          });
+      if (ready &&
+          (!next ||
+           std::make_pair(stages[i].position, stages[i].device) <
+               std::make_pair(stages[*next].position, stages[*next].device)))
+        next = i;
+    }
+    if (!next)
+      break;
+    placed[*next] = true;
+    order.push_back(stages[*next].stage);
+  }
+  if (order.size() == stages.size())
+    return order;
+  std::string cycle, devices;
+  std::set<int> seen;
+  for (size_t i = 0; i < stages.size(); ++i) {
+    if (placed[i])
+      continue;
+    cycle += (cycle.empty() ? "" : ", ") + std::to_string(stages[i].stage);
+    if (seen.insert(stages[i].device).second)
+      devices +=
+          (devices.empty() ? "" : ", ") + std::to_string(stages[i].device);
+  }
+  error = "the per-step actions of stages " + cycle + " (device" +
+          (seen.size() > 1 ? "s " : " ") + devices +
+          ") wait for each other's messages: no order runs every sender "
+          "first";
+  return {};
+}
+} // namespace
+
 bool pp::schedule::orderStepActions(
     Schedule &schedule, const std::vector<std::pair<int, int>> &before,
     std::string &error) {
-  bool ok = true;
-  for (int d = 0; d < schedule.numDevices; ++d) {
-    std::vector<Action> &list = schedule.actions[d];
-    // The stages of the device's per-step actions, in their built order.
+  std::vector<int> order = stepStageOrder(schedule, before, error);
+  if (order.empty())
+    return std::none_of(schedule.actions.begin(), schedule.actions.end(),
+                        [](const std::vector<Action> &list) {
+                          return std::any_of(
+                              list.begin(), list.end(), [](const Action &a) {
+                                return a.kind == ActionKind::OptimizerStep;
+                              });
+                        });
+  for (std::vector<Action> &list : schedule.actions) {
+    // grad_reduce stays after its stage's last weight gradient.
     std::vector<size_t> positions;
-    std::vector<int> stages;
-    for (size_t i = 0; i < list.size(); ++i) {
-      // grad_reduce stays after its stage's last weight gradient.
-      if (list[i].kind != ActionKind::OptimizerStep)
-        continue;
-      positions.push_back(i);
-      if (std::find(stages.begin(), stages.end(), list[i].stage) ==
-          stages.end())
-        stages.push_back(list[i].stage);
-    }
-    auto onDevice = [&](int stage) {
-      return std::find(stages.begin(), stages.end(), stage) != stages.end();
-    };
-    // Repeatedly take the first stage in built order whose predecessors on
-    // this device are all placed.
-    std::vector<int> order;
-    std::vector<bool> placed(stages.size(), false);
-    while (order.size() < stages.size()) {
-      bool progress = false;
-      for (size_t i = 0; i < stages.size() && !progress; ++i) {
-        if (placed[i])
-          continue;
-        bool ready = true;
-        for (auto [a, b] : before)
-          if (b == stages[i] && a != b && onDevice(a) &&
-              std::find(order.begin(), order.end(), a) == order.end())
-            ready = false;
-        if (ready) {
-          placed[i] = true;
-          order.push_back(stages[i]);
-          progress = true;
-        }
-      }
-      if (!progress)
-        break;
-    }
-    if (order.size() < stages.size()) {
-      std::string cycle;
-      for (size_t i = 0; i < stages.size(); ++i)
-        if (!placed[i])
-          cycle += (cycle.empty() ? "" : ", ") + std::to_string(stages[i]);
-      if (ok)
-        error = "the per-step actions of stages " + cycle + " on device " +
-                std::to_string(d) +
-                " wait for each other's messages: no order runs every "
-                "sender first";
-      ok = false;
-      continue;
-    }
+    for (size_t i = 0; i < list.size(); ++i)
+      if (list[i].kind == ActionKind::OptimizerStep)
+        positions.push_back(i);
     // Within each update (a weight-versioned schedule's u-th of every
     // stage, microBatch u; a synchronous schedule's one, -1): the stages'
     // updates take that update's positions in `order`.
@@ -537,7 +579,7 @@ bool pp::schedule::orderStepActions(
         list[mine[k]] = reordered[k];
     }
   }
-  return ok;
+  return true;
 }
 
 bool pp::schedule::buildSchedule(ScheduleKind kind, int numDevices,

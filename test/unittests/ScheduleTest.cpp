@@ -430,11 +430,37 @@ TEST(OrderStepActions, SenderFirstOnItsDevice) {
   // A cycle on one device has no order: reported, the order left as built.
   Schedule cyclic = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);
   EXPECT_FALSE(orderStepActions(cyclic, {{0, 2}, {2, 0}}, error));
-  EXPECT_EQ(error, "the per-step actions of stages 2, 0 on device 0 wait for "
+  EXPECT_EQ(error, "the per-step actions of stages 2, 0 (device 0) wait for "
                    "each other's messages: no order runs every sender first");
   std::vector<Action> kept(cyclic.actions[0].end() - 2,
                            cyclic.actions[0].end());
   EXPECT_EQ(compact(kept), "O2 O0");
+}
+
+TEST(OrderStepActions, NoCircleAcrossDevices) {
+  // Interleaved, 2 devices x 2 chunks: device 0 holds stages 0 and 2,
+  // device 1 stages 1 and 3, each updating its later chunk first as built.
+  // Stage 0 sends stage 3 a weight and stage 1 sends stage 2 one: ordering
+  // each device on its own would leave device 0 waiting in O2 for stage 1
+  // while device 1 waits in O3 for stage 0.
+  Schedule s = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);
+  std::vector<Action> built0(s.actions[0].end() - 2, s.actions[0].end());
+  std::vector<Action> built1(s.actions[1].end() - 2, s.actions[1].end());
+  EXPECT_EQ(compact(built0) + " | " + compact(built1), "O2 O0 | O3 O1");
+  std::string error;
+  ASSERT_TRUE(orderStepActions(s, {{0, 3}, {1, 2}}, error)) << error;
+  std::vector<Action> tail0(s.actions[0].end() - 2, s.actions[0].end());
+  std::vector<Action> tail1(s.actions[1].end() - 2, s.actions[1].end());
+  EXPECT_EQ(compact(tail0) + " | " + compact(tail1), "O0 O2 | O3 O1");
+  EXPECT_TRUE(validateSchedule(s, error)) << error;
+  // A circle through both devices has no order: reported by stage and
+  // device.
+  Schedule cyclic = build(ScheduleKind::Interleaved1F1B, 2, 2, 2);
+  EXPECT_FALSE(
+      orderStepActions(cyclic, {{0, 3}, {3, 2}, {2, 1}, {1, 0}}, error));
+  EXPECT_EQ(error, "the per-step actions of stages 2, 0, 3, 1 (devices 0, 1) "
+                   "wait for each other's messages: no order runs every "
+                   "sender first");
 }
 
 //===----------------------------------------------------------------------===//

@@ -305,16 +305,16 @@ bool refineSchedule(const Schedule &coarse, const std::vector<int> &coarseOf,
                     const std::vector<bool> *gradReduceStages, Schedule &out,
                     std::string &error);
 
-/// Reorders the per-step actions (GradReduce, OptimizerStep) of every
-/// device so that for each pair (a, b) of `before` whose stages share a
-/// device, stage a's come before stage b's, keeping the built order
-/// otherwise (a stable topological sort; the actions keep their positions in
-/// the list, only which stage's action sits there changes). A pair says that
-/// stage a's per-step function sends stage b's a message: the new value of a
-/// weight both read, from the stage that updates it. Pairs across devices
-/// need no order (messages between devices wait). Returns false, leaving
-/// the device's order as built, and names the stages in `error` when the
-/// pairs of one device form a cycle.
+/// Reorders the OptimizerSteps of every device by one order of all stages,
+/// a topological order of `before` (stage a's before stage b's for each pair
+/// (a, b), whatever their devices) that otherwise keeps the built order as
+/// far as it can; the actions keep their positions in the list, only which
+/// stage's action sits there changes. A pair says that stage a's per-step
+/// function sends stage b's a message: the new value of a weight both read,
+/// from the stage that updates it. One order for every device means every
+/// wait points back in it, so no devices wait on each other in a circle.
+/// Returns false, leaving the order as built, and names the stages and
+/// their devices in `error` when the pairs form a cycle.
 bool orderStepActions(Schedule &schedule,
                       const std::vector<std::pair<int, int>> &before,
                       std::string &error);
