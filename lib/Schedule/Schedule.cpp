@@ -469,14 +469,66 @@ struct StepStage {
   size_t position;
 };
 
-/// The stages with OptimizerSteps, in one order for every device: a
-/// topological order of `before` over all of them (a sender's update before
-/// its receiver's, whatever their devices), taking among the ready stages
-/// the one whose update sits earliest in its device's built list (ties: the
-/// lower device). Each device runs this order filtered to its stages, so
-/// every wait for a message points back in the one order and no devices
-/// wait on each other in a circle. Empty, with `error` naming the stages,
-/// when `before` has a cycle.
+/// A topological order of `stages` by the pairs of `before` among them,
+/// taking among the ready stages the one whose update sits earliest in its
+/// device's built list (ties: the lower device). With `breakCycles`, when
+/// no stage is ready (a cycle), the earliest one whose senders on its own
+/// device are placed goes next; else the order stops short.
+std::vector<int> earliestFirstOrder(const std::vector<StepStage> &stages,
+                                    const std::vector<std::pair<int, int>> &before,
+                                    bool breakCycles) {
+  auto deviceOf = [&](int stage) {
+    auto it = std::find_if(stages.begin(), stages.end(),
+                           [&](const StepStage &s) { return s.stage == stage; });
+    return it == stages.end() ? -1 : it->device;
+  };
+  std::vector<int> order;
+  std::vector<bool> placed(stages.size(), false);
+  // The earliest stage whose senders are placed (only those on its own
+  // device with `sameDevice`).
+  auto earliest = [&](bool sameDevice) -> std::optional<size_t> {
+    std::optional<size_t> next;
+    for (size_t i = 0; i < stages.size(); ++i) {
+      if (placed[i])
+        continue;
+      bool ready = std::all_of(
+          before.begin(), before.end(), [&](std::pair<int, int> edge) {
+            int from = deviceOf(edge.first);
+            return edge.second != stages[i].stage ||
+                   edge.first == edge.second || from < 0 ||
+                   (sameDevice && from != stages[i].device) ||
+                   std::find(order.begin(), order.end(), edge.first) !=
+                       order.end();
+          });
+      if (ready &&
+          (!next || std::make_pair(stages[i].position, stages[i].device) <
+                        std::make_pair(stages[*next].position,
+                                       stages[*next].device)))
+        next = i;
+    }
+    return next;
+  };
+  while (order.size() < stages.size()) {
+    std::optional<size_t> next = earliest(/*sameDevice=*/false);
+    if (!next && breakCycles)
+      next = earliest(/*sameDevice=*/true);
+    if (!next)
+      break;
+    placed[*next] = true;
+    order.push_back(stages[*next].stage);
+  }
+  return order;
+}
+
+/// The stages with OptimizerSteps, in one order for every device: senders
+/// before their receivers (`before`) whatever their devices, else the built
+/// order as far as it goes. Each device runs this order filtered to its
+/// stages, so a wait for a message points back in the one order and no
+/// devices wait on each other in a circle. A cycle of pairs across devices
+/// is broken at the earliest stage: its functions exchange messages both
+/// ways (fp16's skip flags meet on stage 0 and return), each sending before
+/// it receives. Empty, with `error` naming the stages, when the pairs of
+/// one device's stages form a cycle: those cannot both run first.
 std::vector<int> stepStageOrder(const pp::schedule::Schedule &schedule,
                                 const std::vector<std::pair<int, int>> &before,
                                 std::string &error) {
@@ -485,57 +537,31 @@ std::vector<int> stepStageOrder(const pp::schedule::Schedule &schedule,
     const auto &list = schedule.actions[d];
     for (size_t i = 0; i < list.size(); ++i)
       if (list[i].kind == pp::schedule::ActionKind::OptimizerStep &&
-          std::none_of(stages.begin(), stages.end(), [&](const StepStage &s) {
-            return s.stage == list[i].stage;
-          }))
+          std::none_of(stages.begin(), stages.end(),
+                       [&](const StepStage &s) {
+                         return s.stage == list[i].stage;
+                       }))
         stages.push_back({list[i].stage, d, i});
   }
-  auto known = [&](int stage) {
-    return std::any_of(stages.begin(), stages.end(),
-                       [&](const StepStage &s) { return s.stage == stage; });
-  };
-  std::vector<int> order;
-  std::vector<bool> placed(stages.size(), false);
-  while (order.size() < stages.size()) {
-    std::optional<size_t> next;
-    for (size_t i = 0; i < stages.size(); ++i) {
-      if (placed[i])
-        continue;
-      bool ready = std::all_of(
-          before.begin(), before.end(), [&](std::pair<int, int> edge) {
-            return edge.second != stages[i].stage ||
-                   edge.first == edge.second || !known(edge.first) ||
-                   std::find(order.begin(), order.end(), edge.first) !=
-                       order.end();
-          });
-      if (ready &&
-          (!next ||
-           std::make_pair(stages[i].position, stages[i].device) <
-               std::make_pair(stages[*next].position, stages[*next].device)))
-        next = i;
-    }
-    if (!next)
-      break;
-    placed[*next] = true;
-    order.push_back(stages[*next].stage);
-  }
-  if (order.size() == stages.size())
-    return order;
-  std::string cycle, devices;
-  std::set<int> seen;
-  for (size_t i = 0; i < stages.size(); ++i) {
-    if (placed[i])
+  for (int d = 0; d < schedule.numDevices; ++d) {
+    std::vector<StepStage> mine;
+    for (const StepStage &s : stages)
+      if (s.device == d)
+        mine.push_back(s);
+    std::vector<int> order = earliestFirstOrder(mine, before, false);
+    if (order.size() == mine.size())
       continue;
-    cycle += (cycle.empty() ? "" : ", ") + std::to_string(stages[i].stage);
-    if (seen.insert(stages[i].device).second)
-      devices +=
-          (devices.empty() ? "" : ", ") + std::to_string(stages[i].device);
+    std::string cycle;
+    for (const StepStage &s : mine)
+      if (std::find(order.begin(), order.end(), s.stage) == order.end())
+        cycle += (cycle.empty() ? "" : ", ") + std::to_string(s.stage);
+    error = "the per-step actions of stages " + cycle + " on device " +
+            std::to_string(d) +
+            " wait for each other's messages: no order runs every sender "
+            "first";
+    return {};
   }
-  error = "the per-step actions of stages " + cycle + " (device" +
-          (seen.size() > 1 ? "s " : " ") + devices +
-          ") wait for each other's messages: no order runs every sender "
-          "first";
-  return {};
+  return earliestFirstOrder(stages, before, true);
 }
 } // namespace
 

@@ -313,8 +313,10 @@ bool refineSchedule(const Schedule &coarse, const std::vector<int> &coarseOf,
 /// function sends stage b's a message: the new value of a weight both read,
 /// from the stage that updates it. One order for every device means every
 /// wait points back in it, so no devices wait on each other in a circle.
-/// Returns false, leaving the order as built, and names the stages and
-/// their devices in `error` when the pairs form a cycle.
+/// A cycle of pairs across devices (functions that exchange messages both
+/// ways, each sending first: fp16's skip flags) is broken at the earliest
+/// stage. Returns false, leaving the order as built, and names the stages
+/// in `error` when the pairs among one device's stages form a cycle.
 bool orderStepActions(Schedule &schedule,
                       const std::vector<std::pair<int, int>> &before,
                       std::string &error);
