@@ -8,7 +8,7 @@
 # collect in build-fuzz/fuzz/work/<name>/ (kept between runs). A summary
 # (executions, seconds, exec/s, coverage) is printed and written to
 # build-fuzz/fuzz/summary.txt.
-#   scripts/fuzz.sh [SECONDS] [NAME...]   NAME: onnx cluster npy checkpoint pass-pipeline
+#   scripts/fuzz.sh [SECONDS] [NAME...]   NAME: onnx cluster npy checkpoint pass-pipeline compile
 #   FUZZ_RUNS=N: stop each harness after N executions instead (SECONDS still bounds it)
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -16,7 +16,7 @@ build=${FUZZ_BUILD_DIR:-$root/build-fuzz}
 seconds=${1:-20}
 [ $# -gt 0 ] && shift
 names=("$@")
-[ ${#names[@]} -gt 0 ] || names=(onnx cluster npy checkpoint pass-pipeline)
+[ ${#names[@]} -gt 0 ] || names=(onnx cluster npy checkpoint pass-pipeline compile)
 
 if [ ! -f "$build/build.ninja" ]; then
   CC=${FUZZ_CC:-clang-22} CXX=${FUZZ_CXX:-clang++-22} cmake -S "$root" -B "$build" -G Ninja \
