@@ -17,7 +17,9 @@
 #    loss (nats per byte) and perplexity exp(loss), through pp-interpret (a
 #    stand-in until train has --eval-data; then one line, below).
 #
-# GPT_STEPS (default 600) and GPT_LR (default 0.003) change the recipe.
+# GPT_STEPS (default 600), GPT_LR (default 0.003) and GPT_HELDOUT (the
+# held-out windows evaluated, default 1024) change the recipe;
+# test/Target/Program/gpt-demo.test runs 12 steps.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -27,28 +29,38 @@ export PATH=$build/bin:$PATH
 mpirun=${MPIRUN:-mpirun --allow-run-as-root --oversubscribe}
 steps=${GPT_STEPS:-600}
 lr=${GPT_LR:-0.003}
+heldout=${GPT_HELDOUT:-1024}
+warmup=$((steps / 5 < 30 ? steps / 5 : 30))   # 30, or a fifth of a short run
 micro_batch=8
 microbatches=4
 
 mkdir -p "$work"
 echo "== gpt: data set and model ($work)"
-"$python" "$root/python/text_gpt.py" data --out "$work" --micro-batch $micro_batch
+"$python" "$root/python/text_gpt.py" data --out "$work" --micro-batch $micro_batch \
+  --heldout-max "$heldout"
 echo "== gpt: compiling a 2-stage 1F1B pipeline ($microbatches micro-batches of $micro_batch sequences)"
 pipeline-opt "$work/model.onnx" --batch-size=$micro_batch \
   --pp-compile="cluster=2xT4 schedule=1f1b microbatches=$microbatches optimizer=adam lr=$lr report=$work/plan.txt emit-dir=$work/program" \
   -o "$work/pipeline.mlir"
 sed -n '/^== pipeline plan/,/^bottleneck/p' "$work/plan.txt"
-cmake -S "$work/program" -B "$work/program/build" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+# PP_PROGRAM_OPT / PP_PROGRAM_CCACHE as python/check_generated.py's build
+# (the lit tests set them).
+configure=(-DCMAKE_BUILD_TYPE=Release)
+[ -n "${PP_PROGRAM_OPT:-}" ] &&
+  configure=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O$PP_PROGRAM_OPT")
+[ "${PP_PROGRAM_CCACHE:-}" = 1 ] && command -v ccache >/dev/null &&
+  configure+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+cmake -S "$work/program" -B "$work/program/build" -G Ninja "${configure[@]}" >/dev/null
 cmake --build "$work/program/build" >/dev/null
 
 train_flags=(--data "$work/train" --steps "$steps" --shuffle --seed 1
-  --lr-schedule cosine --warmup-steps 30 --log "$work/run.jsonl"
+  --lr-schedule cosine --warmup-steps $warmup --log "$work/run.jsonl"
   --save-onnx "$work/trained.onnx")
 # Once train has --eval-data (issue 41 item 4, another branch):
 #   train_flags+=(--eval-data "$work/heldout" --eval-every 100)
 echo "== gpt: training on 2 MPI ranks ($steps steps, Adam, warm-up then cosine)"
 $mpirun -np 2 "$work/program/build/train" "${train_flags[@]}" > "$work/train.out"
-grep -E '^step [0-9]+/' "$work/train.out" | awk -v n="$steps" 'NR % (n / 6) == 0' | sed 's/  ETA.*//'
+grep -E '^step [0-9]+/' "$work/train.out" | awk -v n="$steps" 'NR % int((n + 5) / 6) == 0' | sed 's/  ETA.*//'
 grep '^trained' "$work/train.out"
 "$python" "$root/python/plot_run.py" "$work/run.jsonl" -o "$work/curves.png" \
   --summary --title "byte-level GPT on Python's stdlib, 2-stage 1F1B on 2 MPI ranks"
