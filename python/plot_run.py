@@ -83,8 +83,12 @@ def read_log(path):
         try:
             record = json.loads(line.strip())
         except json.JSONDecodeError as e:
+            hint = ""
+            if number == 1 and line.startswith("step,"):
+                hint = (" (a CSV --log: plot_run.py reads the JSON lines "
+                        "that --log writes to a name not ending in .csv)")
             raise LogError(f"{where}: malformed JSON ({e.msg} at column "
-                           f"{e.colno}): {line.strip()[:80]}")
+                           f"{e.colno}): {line.strip()[:80]}{hint}")
         if not isinstance(record, dict):
             raise LogError(f"{where}: expected a JSON object, got "
                            f"{type(record).__name__}")

@@ -64,16 +64,18 @@ cmake --build "$work/program/build" >/dev/null
 
 # The recipe, given to both our program and the PyTorch reference.
 recipe=(--lr "$lr" --seed "$seed" --lr-schedule cosine --warmup-steps $warmup)
+# Gradient clipping (issue 41 item 3, another branch): once `train` has it,
+# this one line clips both runs (digits_torch.py has the flag already):
+#   recipe+=(--clip-grad-norm 1.0)
 train_flags=(--data "$work/train" --epochs "$epochs" --shuffle "${recipe[@]}"
   --log "$work/run.jsonl" --save-onnx "$work/trained.onnx")
 torch_flags=(--data "$work" --epochs "$epochs" --batch $batch
   --momentum $momentum "${recipe[@]}")
-# Issue 41 items 3 and 4, built on other branches; once `train` has them,
-# each is one line here (digits_torch.py clips as torch does already):
-#   recipe+=(--clip-grad-norm 1.0)   # before train_flags/torch_flags above
+# Evaluation (issue 41 item 4, another branch): once `train` has it, this
+# one line evaluates the held-out images every epoch; the log then holds
+# eval_accuracy records, which plot_run.py draws and digits_eval.py prints
+# instead of its stand-in:
 #   train_flags+=(--eval-data "$work/heldout" --eval-every 46)
-# With --eval-data the log holds eval_accuracy records: plot_run.py draws
-# them and digits_eval.py prints the last one instead of its stand-in.
 
 echo "== digits: training on 2 MPI ranks ($epochs epochs, batch $batch, warm-up $warmup steps then cosine)"
 start=$(date +%s.%N)
