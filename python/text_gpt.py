@@ -24,7 +24,8 @@ with a symbolic batch dim.
 eval: runs the trained model (train --save-onnx) on the held-out windows
 with pp-interpret and prints the mean next-byte cross-entropy (nats) and
 the perplexity exp(loss): a stand-in until `train --eval-data` (another
-branch) logs `eval_loss` / `eval_perplexity` itself.
+branch) logs `eval_loss` / `eval_perplexity` itself; for scale, also the
+loss of the training text's byte frequencies on the same bytes.
 """
 import argparse
 import glob
@@ -116,6 +117,16 @@ def evaluate(args):
     print(f"held-out loss {loss:.4f} nats/byte, perplexity "
           f"{math.exp(loss):.3f} ({x.size} bytes; stand-in: --save-onnx "
           f"weights run by pp-interpret)")
+    # For scale: the byte frequencies of the training text as the model
+    # (add-one smoothed), on the same held-out bytes.
+    train_labels = os.path.join(os.path.dirname(os.path.abspath(
+        args.data)), "train", "labels.npy")
+    if os.path.exists(train_labels):
+        counts = np.bincount(np.load(train_labels, mmap_mode="r").ravel(),
+                             minlength=256) + 1.0
+        unigram = float(-np.log(counts / counts.sum())[y].mean())
+        print(f"for scale, byte frequencies alone: {unigram:.4f} "
+              f"nats/byte, perplexity {math.exp(unigram):.3f}")
 
 
 def main():
