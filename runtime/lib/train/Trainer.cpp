@@ -31,6 +31,7 @@
 #include "pp/Runtime/Program.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -43,7 +44,41 @@
 using namespace pp::rt;
 using namespace pp::rt::train;
 
+namespace {
+/// Set when trainMain returns: any exit() before comes from inside the run.
+std::atomic<bool> trainMainReturned{false};
+
+int runTrainer(const ProgramInfo &program, int argc, char **argv);
+} // namespace
+
 int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
+  // A library that gives up calls exit() from inside the run (libgomp when
+  // it cannot start a thread, under an address-space limit); exit() then
+  // runs the libraries' destructors, and OpenBLAS's thread shutdown can
+  // block forever, so mpirun would wait for the rank until another one's
+  // receive timed out. Such an exit leaves at once with status 1 (the
+  // library has said why), and so does a failed run, whose communicator is
+  // closed by then.
+  std::atexit([] {
+    if (!trainMainReturned) {
+      std::fprintf(stderr,
+                   "error: rank %d: a library ended the process "
+                   "during the run (its message is above)\n",
+                   environmentRank());
+      std::fflush(nullptr);
+      std::_Exit(1);
+    }
+  });
+  int status = runTrainer(program, argc, argv);
+  std::fflush(nullptr);
+  if (status != 0)
+    std::_Exit(status);
+  trainMainReturned = true;
+  return 0;
+}
+
+namespace {
+int runTrainer(const ProgramInfo &program, int argc, char **argv) {
   bool printer = environmentRank() == 0;
   std::string programName = argc > 0 && argv[0] ? argv[0] : "train";
   if (size_t slash = programName.rfind('/'); slash != std::string::npos)
@@ -193,3 +228,4 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
   Rank rank(job, comm->rank(), *comm);
   return rank.run(error);
 }
+} // namespace
