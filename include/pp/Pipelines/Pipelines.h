@@ -70,6 +70,31 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Dynamic scaling: steps without overflow before the "
                      "scale doubles"),
       llvm::cl::init(2000)};
+  Option<std::string> lrSchedule{
+      *this, "lr-schedule",
+      llvm::cl::desc("The learning-rate schedule the generated program runs "
+                     "unless train's command line gives one: constant, "
+                     "step, cosine or linear (--pp-optimizer's)"),
+      llvm::cl::init("constant")};
+  Option<int64_t> warmupSteps{
+      *this, "warmup-steps",
+      llvm::cl::desc("lr-schedule: linear warm-up steps"), llvm::cl::init(0)};
+  Option<double> minLr{
+      *this, "min-lr",
+      llvm::cl::desc("lr-schedule cosine or linear: the final rate"),
+      llvm::cl::init(0.0)};
+  Option<int64_t> stepSize{
+      *this, "step-size",
+      llvm::cl::desc("lr-schedule step: steps between decays"),
+      llvm::cl::init(0)};
+  Option<double> gamma{*this, "gamma",
+                       llvm::cl::desc("lr-schedule step: decay factor"),
+                       llvm::cl::init(0.1)};
+  Option<int64_t> decaySteps{
+      *this, "decay-steps",
+      llvm::cl::desc("lr-schedule cosine or linear: the step the decay "
+                     "ends at (0: the run's last)"),
+      llvm::cl::init(0)};
   Option<std::string> precision{
       *this, "precision",
       llvm::cl::desc("Compute precision: fp32, or bf16 / fp16 activations "
@@ -110,6 +135,12 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
                             : lossScale.getValue();
     options.lossScaleValue = lossScaleValue;
     options.lossScaleInterval = lossScaleInterval;
+    options.lrSchedule = lrSchedule;
+    options.warmupSteps = warmupSteps;
+    options.minLr = minLr;
+    options.stepSize = stepSize;
+    options.gamma = gamma;
+    options.decaySteps = decaySteps;
     return options;
   }
 };

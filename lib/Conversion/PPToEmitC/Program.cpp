@@ -184,6 +184,8 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   ProgramTable table;
   auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
   table.modelName = graphName ? graphName.str() : "model";
+  if (auto schedule = module->getAttrOfType<StringAttr>("pp.lr_schedule"))
+    table.lrSchedule = schedule.str();
   pipeline::PlanAttr plan = schedule.getPlan();
   table.scheduleKind = plan.getSchedule();
   table.numStages = plan.getNumStages();
@@ -502,6 +504,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
                                 emitc::OpaqueAttr::get(context, ""));
   TableBuilder set(b, loc, program);
   set.set("modelName", "std::string", quote(table.modelName));
+  if (!table.lrSchedule.empty())
+    set.set("lrSchedule", "std::string", quote(table.lrSchedule));
   set.set("scheduleKind", "pp::kinds::ScheduleKind",
           pp::kinds::enumeratorName(table.scheduleKind));
   set.set("numStages", "int64_t", std::to_string(table.numStages));

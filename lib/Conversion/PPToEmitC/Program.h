@@ -91,6 +91,8 @@ struct ActionEntry {
 /// converted functions use them), each 256-byte aligned.
 struct ProgramTable {
   std::string modelName;
+  /// The module's pp.lr_schedule (--pp-optimizer's), or empty.
+  std::string lrSchedule;
   kinds::ScheduleKind scheduleKind;
   int64_t numStages = 0;
   int64_t microBatches = 0;

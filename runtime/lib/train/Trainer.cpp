@@ -78,7 +78,51 @@ int pp::rt::trainMain(const ProgramInfo &program, int argc, char **argv) {
 }
 
 namespace {
+/// argv with the compiled learning-rate schedule's flags after the program
+/// name, unless the command line gives one of its own (any --lr-schedule
+/// flag replaces the compiled ones); the strings live in `storage`.
+std::vector<char *> withCompiledSchedule(const ProgramInfo &program, int argc,
+                                         char **argv,
+                                         std::vector<std::string> &storage) {
+  std::vector<char *> args(argv, argv + argc);
+  static const char *const kScheduleFlags[] = {
+      "--lr-schedule", "--warmup-steps", "--warmup-start-factor", "--min-lr",
+      "--step-size",   "--gamma",        "--decay-steps"};
+  bool given = std::any_of(args.begin() + (argc > 0), args.end(), [](char *a) {
+    std::string arg = a ? a : "";
+    return std::any_of(std::begin(kScheduleFlags), std::end(kScheduleFlags),
+                       [&](const char *flag) {
+                         return arg == flag ||
+                                arg.rfind(std::string(flag) + "=", 0) == 0;
+                       });
+  });
+  if (given || program.lrSchedule.empty() || argc < 1)
+    return args;
+  std::string text = program.lrSchedule;
+  size_t start = 0;
+  bool first = true;
+  while (start < text.size()) {
+    size_t end = text.find(' ', start);
+    std::string word = text.substr(start, end - start);
+    start = end == std::string::npos ? text.size() : end + 1;
+    if (word.empty())
+      continue;
+    storage.push_back(first ? "--lr-schedule=" + word : "--" + word);
+    first = false;
+  }
+  std::vector<char *> out = {args[0]};
+  for (std::string &flag : storage)
+    out.push_back(flag.data());
+  out.insert(out.end(), args.begin() + 1, args.end());
+  return out;
+}
+
 int runTrainer(const ProgramInfo &program, int argc, char **argv) {
+  std::vector<std::string> compiledFlags;
+  std::vector<char *> args =
+      withCompiledSchedule(program, argc, argv, compiledFlags);
+  argc = static_cast<int>(args.size());
+  argv = args.data();
   bool printer = environmentRank() == 0;
   std::string programName = argc > 0 && argv[0] ? argv[0] : "train";
   if (size_t slash = programName.rfind('/'); slash != std::string::npos)

@@ -612,6 +612,9 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
         isa<ArrayAttr>(value) &&
             llvm::all_of(cast<ArrayAttr>(value), llvm::IsaPred<StringAttr>),
         "an array of strings");
+  if (name == Names::LrScheduleAttrHelper::getNameStr())
+    return expect(isa<StringAttr>(value) && isa<ModuleOp>(op),
+                  "a string on the module");
   if (name == Names::GradOfAttrHelper::getNameStr())
     return expect(isa<FlatSymbolRefAttr>(value), "a symbol reference");
   if (name == Names::PredictedSamplesPerSecondAttrHelper::getNameStr())

@@ -10,6 +10,7 @@
 #include "mlir/IR/Builders.h"
 #include "llvm/ADT/BitVector.h"
 
+#include <cstdio>
 #include <map>
 
 using namespace mlir;
@@ -172,6 +173,63 @@ void skipOverflowingSteps(OpBuilder &b, Location loc,
   train::GlobalWriteOp::create(b, loc, goodSym, newGood);
 }
 
+/// Checks the learning-rate schedule options as train checks its flags and
+/// records a schedule other than a constant rate on the module as
+/// `pp.lr_schedule`: train's flags without dashes ("cosine warmup-steps=20
+/// min-lr=0.001"), which the generated program runs unless its command
+/// line gives a schedule.
+LogicalResult recordLRSchedule(ModuleOp module,
+                               const pp::OptimizerPassOptions &options) {
+  StringRef kind = options.lrSchedule;
+  auto fail = [&](const Twine &message) {
+    module.emitError() << "pp-optimizer: " << message;
+    return failure();
+  };
+  if (!llvm::is_contained({"constant", "step", "cosine", "linear"}, kind))
+    return fail("lr-schedule must be constant, step, cosine or linear, got '" +
+                kind + "'");
+  bool decays = kind == "cosine" || kind == "linear";
+  if (options.warmupSteps < 0 || options.stepSize < 0 || options.decaySteps < 0)
+    return fail("warmup-steps, step-size and decay-steps must be >= 0");
+  if (kind == "step" && options.stepSize == 0)
+    return fail("lr-schedule=step needs step-size=N (N > 0)");
+  if (kind != "step" && (options.stepSize != 0 || options.gamma != 0.1))
+    return fail("step-size and gamma apply to lr-schedule=step only");
+  if (!decays && (options.minLr != 0 || options.decaySteps != 0))
+    return fail("min-lr and decay-steps apply to lr-schedule=cosine or "
+                "linear only");
+  if (decays && options.decaySteps != 0 &&
+      options.decaySteps <= options.warmupSteps)
+    return fail("decay-steps must be past warmup-steps");
+  std::pair<StringRef, std::pair<double, pp::OptionRange>> checks[] = {
+      {"min-lr", {options.minLr, pp::OptionRange::nonNegative()}},
+      {"gamma", {options.gamma, pp::OptionRange::positive()}}};
+  for (const auto &[name, check] : checks)
+    if (std::optional<std::string> error =
+            pp::checkOptionValue(name, check.first, check.second))
+      return fail("invalid option " + *error);
+  if (kind == "constant" && options.warmupSteps == 0)
+    return success();
+  auto exact = [](double value) {
+    char buffer[32];
+    std::snprintf(buffer, sizeof buffer, "%.17g", value);
+    return std::string(buffer);
+  };
+  std::string text = kind.str();
+  if (options.warmupSteps > 0)
+    text += " warmup-steps=" + std::to_string(options.warmupSteps);
+  if (kind == "step")
+    text += " step-size=" + std::to_string(options.stepSize) +
+            " gamma=" + exact(options.gamma);
+  if (decays) {
+    text += " min-lr=" + exact(options.minLr);
+    if (options.decaySteps > 0)
+      text += " decay-steps=" + std::to_string(options.decaySteps);
+  }
+  module->setAttr("pp.lr_schedule", StringAttr::get(module.getContext(), text));
+  return success();
+}
+
 } // namespace
 
 LogicalResult
@@ -207,6 +265,8 @@ pp::train::applyOptimizer(ModuleOp module,
                         "momentum > 0 and dampening=0";
     return failure();
   }
+  if (failed(recordLRSchedule(module, options)))
+    return failure();
   bool scaling = options.lossScale != "none";
   bool dynamicScale = options.lossScale == "dynamic";
   if (scaling && options.lossScale != "static" && !dynamicScale) {

@@ -62,7 +62,13 @@ struct OptimizerPass : PassAdapter<OptimizerPass, pp::impl::OptimizerPassBase> {
                                   .epsilon = epsilon,
                                   .lossScale = lossScale,
                                   .lossScaleValue = lossScaleValue,
-                                  .lossScaleInterval = lossScaleInterval});
+                                  .lossScaleInterval = lossScaleInterval,
+                                  .lrSchedule = lrSchedule,
+                                  .warmupSteps = warmupSteps,
+                                  .minLr = minLr,
+                                  .stepSize = stepSize,
+                                  .gamma = gamma,
+                                  .decaySteps = decaySteps});
   }
 };
 

@@ -323,6 +323,11 @@ struct ProgramInfo {
   /// the order they are sent (checked by the compiler): a transport that
   /// matches messages by order alone (NCCL) then sends no headers.
   bool messagesInSendOrder = false;
+  /// The learning-rate schedule compiled in (--pp-compile lr-schedule=...),
+  /// as train's flags without dashes ("cosine warmup-steps=20 min-lr=0"):
+  /// run unless the command line gives any --lr-schedule flag. Empty: a
+  /// constant rate.
+  std::string lrSchedule;
 };
 
 /// The training executable's main: see docs/cli.md for the options.

@@ -63,6 +63,9 @@ def PP_Dialect : Dialect {
     // Tensor parallelism (--pp-partition tp=, planned only): the degree of
     // each stage (the plan's tensor_parallel is the largest).
     "::mlir::DenseI64ArrayAttr":$tensor_parallel_stages,
+    // --pp-optimizer lr-schedule=...: the learning-rate schedule the
+    // generated program runs by default, as train's flags without dashes.
+    "::mlir::StringAttr":$lr_schedule,
     "::mlir::ArrayAttr":$input_names,
     "::mlir::ArrayAttr":$output_names,
     // Argument and result attributes: the micro-batch index of a stage

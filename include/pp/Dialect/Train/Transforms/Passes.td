@@ -111,6 +111,22 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
            "The static scale, or the dynamic scale's initial value">,
     Option<"lossScaleInterval", "loss-scale-interval", "int64_t", "2000",
            "Dynamic scaling: steps without overflow before the scale doubles">,
+    Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+           "The learning-rate schedule the program runs unless train's "
+           "command line gives one: constant, step, cosine or linear "
+           "(train --lr-schedule; the module's pp.lr_schedule)">,
+    Option<"warmupSteps", "warmup-steps", "int64_t", "0",
+           "lr-schedule: linear warm-up steps (train --warmup-steps)">,
+    Option<"minLr", "min-lr", "double", "0.0",
+           "lr-schedule cosine or linear: the rate the decay ends at "
+           "(train --min-lr)">,
+    Option<"stepSize", "step-size", "int64_t", "0",
+           "lr-schedule step: steps between decays (train --step-size)">,
+    Option<"gamma", "gamma", "double", "0.1",
+           "lr-schedule step: the factor of each decay (train --gamma)">,
+    Option<"decaySteps", "decay-steps", "int64_t", "0",
+           "lr-schedule cosine or linear: the step the decay ends at (0: "
+           "the run's last, train --decay-steps)">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
