@@ -592,6 +592,90 @@ bool Rank::finishGradReduce(int64_t stage) {
   return false;
 }
 
+double Rank::sumOfSquares(const Tensor &sum, const Tensor &wide) {
+  int64_t n = sum.numel();
+  if (n == 0)
+    return 0;
+  // In f64 whatever the sum's dtype: the norm of a large model's gradient
+  // sums many small squares.
+  Tensor flat{sum.data, sum.dtype, {n}};
+  Tensor squares{wide.data, DType::F64, {n}};
+  Tensor total = pool.acquire(DType::F64, {});
+  Status s = cast(kernels, flat, squares);
+  if (s.ok())
+    s = binary(kernels, BinaryKind::Mul, squares, squares, squares);
+  if (s.ok())
+    s = reduce(kernels, ReduceKind::Sum, squares, {0}, total);
+  if (s.ok())
+    s = synchronizeKernels(kernels);
+  double value = 0;
+  if (s.ok())
+    copyFromBuffer(&value, total.data, sizeof value);
+  pool.release(total);
+  if (!s.ok())
+    throw std::runtime_error(s.message);
+  return value;
+}
+
+bool Rank::clipGradients() {
+  // The sums must be whole: every replica's (grad_reduce) on every stage.
+  for (auto &[s, state] : stages)
+    if (!finishGradReduce(s))
+      return false;
+  auto fail = [&](const std::string &message) {
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+             deviceName() + "), step " + std::to_string(step + 1) +
+             ": --clip-grad-norm: " + message);
+    return false;
+  };
+  // Each gradient once: replica 0's (the replicas' sums are equal once
+  // reduced) and a tensor-parallel group's first member's (the members
+  // hold the whole gradient alike). A tied weight's gradient is summed on
+  // one stage (the others send it their parts).
+  std::vector<double> squares(1, 0.0);
+  try {
+    if (replica == 0 && tpRank == 0) {
+      int64_t largest = 0;
+      for (auto &[s, state] : stages)
+        for (auto &[slot, sum] : state->sums)
+          largest = std::max(largest, sum.numel());
+      Tensor wide = pool.acquire(DType::F64, {largest});
+      for (auto &[s, state] : stages)
+        for (auto &[slot, sum] : state->sums)
+          squares[0] += sumOfSquares(sum, wide);
+      pool.release(wide);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (Status s = allReduce(squares); !s.ok())
+    return fail("the norm over every rank: " + s.message);
+  double norm = std::sqrt(squares[0]);
+  running().gradNorm = norm;
+  // PyTorch's coefficient. A non-finite norm leaves the gradients as they
+  // are (a loss-scaled step is then skipped, as GradScaler skips it).
+  double coefficient = job.clipGradNorm / (norm + 1e-6);
+  if (!std::isfinite(norm) || coefficient >= 1)
+    return true;
+  try {
+    for (auto &[s, state] : stages)
+      for (auto &[slot, sum] : state->sums) {
+        Tensor factor = pool.acquire(sum.dtype, {});
+        Status status = fill(kernels, factor, coefficient);
+        if (status.ok())
+          status = binary(kernels, BinaryKind::Mul, sum, factor, sum);
+        if (status.ok())
+          status = synchronizeKernels(kernels);
+        pool.release(factor);
+        if (!status.ok())
+          throw std::runtime_error(status.message);
+      }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  return true;
+}
+
 bool Rank::writeCheckpoint() {
   const std::string &dir = job.options.checkpointDir;
   int64_t completed = step + 1;
@@ -646,6 +730,8 @@ bool Rank::writeCheckpoint() {
     manifest.lrSchedule = job.lrSchedule;
     manifest.lr = job.lr;
     manifest.lrRecorded = true;
+    if (job.clipGradNorm > 0)
+      manifest.clipGradNorm = job.clipGradNorm;
     manifest.dataOrder = job.dataset.orderKey();
     if (waveSync)
       manifest.waveClock = waveSync->clock();
@@ -783,7 +869,7 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
   if (log.isOpen() &&
       !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
                  samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], stepRates,
-                 error)) {
+                 record.gradNorm, error)) {
     abortJob("error: " + error);
     return false;
   }
@@ -872,8 +958,16 @@ bool Rank::runWindow(int64_t steps) {
       steps > 1 ? owned : job.actionsOf(replica, rank);
   planWeightVersions(actions);
   step = windowStart;
+  // --clip-grad-norm: once a step (its schedules drain every step), before
+  // this rank's first update.
+  bool clipped = job.clipGradNorm <= 0;
   for (size_t index = 0; index < actions.size(); ++index) {
     const ActionInfo &action = actions[index];
+    if (!clipped && action.kind == kinds::ActionKind::OptimizerStep) {
+      clipped = true;
+      if (!clipGradients())
+        return false;
+    }
     if (action.kind == kinds::ActionKind::GradReduce) {
       if (job.replicas > 1 && !gradReduce(action))
         return false;
@@ -911,6 +1005,9 @@ bool Rank::runWindow(int64_t steps) {
     if (waveSync)
       waveSync->progress();
   }
+  // A rank without updates takes part in the norm all the same.
+  if (!clipped && !clipGradients())
+    return false;
   delayThrough(windowStart + steps - 1);
   return true;
 }
