@@ -632,7 +632,8 @@ bool Rank::clipGradients() {
   // reduced) and a tensor-parallel group's first member's (the members
   // hold the whole gradient alike). A tied weight's gradient is summed on
   // one stage (the others send it their parts).
-  std::vector<double> squares(1, 0.0);
+  // [sum of squares, values counted]
+  std::vector<double> squares(2, 0.0);
   try {
     if (replica == 0 && tpRank == 0) {
       int64_t largest = 0;
@@ -641,8 +642,10 @@ bool Rank::clipGradients() {
           largest = std::max(largest, sum.numel());
       Tensor wide = pool.acquire(DType::F64, {largest});
       for (auto &[s, state] : stages)
-        for (auto &[slot, sum] : state->sums)
+        for (auto &[slot, sum] : state->sums) {
           squares[0] += sumOfSquares(sum, wide);
+          squares[1] += static_cast<double>(sum.numel());
+        }
       pool.release(wide);
     }
   } catch (const std::exception &e) {
@@ -650,6 +653,18 @@ bool Rank::clipGradients() {
   }
   if (Status s = allReduce(squares); !s.ok())
     return fail("the norm over every rank: " + s.message);
+  // A gradient counted twice would be a layout of sums this driver does
+  // not know (a trained tensor can lack one: no gradient reaches it).
+  double trained = 0;
+  for (const GlobalInfo &g : job.program.globals)
+    if (g.trainable)
+      trained += static_cast<double>(numelOf(g.shape));
+  if (squares[1] > trained)
+    return fail("the step's gradient sums hold " +
+                std::to_string(static_cast<int64_t>(squares[1])) +
+                " values, more than the " +
+                std::to_string(static_cast<int64_t>(trained)) +
+                " of the trained tensors: a gradient would count twice");
   double norm = std::sqrt(squares[0]);
   running().gradNorm = norm;
   // PyTorch's coefficient. A non-finite norm leaves the gradients as they
