@@ -67,7 +67,8 @@ def torch_run(args, out, whole_dir):
     """PyTorch's clipped steps on the whole batch: losses, norms, weights."""
     import torch_reference
     torch_args = argparse.Namespace(
-        model=args.model, steps=args.steps, lr=args.lr, momentum=0.0,
+        model=args.model, steps=args.steps, lr=args.lr,
+        momentum=args.momentum,
         optimizer=args.optimizer, weight_decay=0.0, seed=0, dtype="float32",
         autocast="none", dropout=False, lr_schedule="constant",
         warmup_steps=0, warmup_start_factor=1 / 3, min_lr=0.0,
@@ -109,6 +110,8 @@ def main():
     parser.add_argument("--lr", type=float, default=0.1)
     parser.add_argument("--optimizer", default="sgd",
                         choices=["sgd", "adam"])
+    parser.add_argument("--momentum", type=float, default=0.0,
+                        help="SGD's momentum")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--resume-check", action="store_true")
     parser.add_argument("--rtol", type=float, default=1e-4)
@@ -131,7 +134,8 @@ def main():
     if active != len(norms):
         failures.append(f"the clip is inactive at {len(norms) - active} "
                         "step(s): choose a smaller --clip")
-    optimizer = f"lr={args.lr} optimizer={args.optimizer}"
+    optimizer = (f"lr={args.lr} optimizer={args.optimizer} "
+                 f"momentum={args.momentum}")
 
     for index, config in enumerate(args.configs.split(",")):
         c = parse_config(config)
