@@ -592,29 +592,71 @@ bool Rank::finishGradReduce(int64_t stage) {
   return false;
 }
 
-double Rank::sumOfSquares(const Tensor &sum, const Tensor &wide) {
-  int64_t n = sum.numel();
-  if (n == 0)
+double Rank::squaredGradientNorm(int64_t &values) {
+  std::vector<const Tensor *> sums;
+  int64_t largest = 0;
+  for (auto &[s, state] : stages)
+    for (auto &[slot, sum] : state->sums) {
+      sums.push_back(&sum);
+      largest = std::max(largest, sum.numel());
+    }
+  values = 0;
+  if (sums.empty())
     return 0;
-  // In f64 whatever the sum's dtype: the norm of a large model's gradient
-  // sums many small squares.
-  Tensor flat{sum.data, sum.dtype, {n}};
-  Tensor squares{wide.data, DType::F64, {n}};
-  Tensor total = pool.acquire(DType::F64, {});
-  Status s = cast(kernels, flat, squares);
-  if (s.ok())
-    s = binary(kernels, BinaryKind::Mul, squares, squares, squares);
-  if (s.ok())
-    s = reduce(kernels, ReduceKind::Sum, squares, {0}, total);
+  // In f64 whatever the sums' dtype (the norm of a large model adds many
+  // small squares), one kernel queue and one copy back for all of them.
+  Tensor wide = pool.acquire(DType::F64, {largest});
+  Tensor totals = pool.acquire(DType::F64, {static_cast<int64_t>(sums.size())});
+  Status s;
+  for (size_t i = 0; i < sums.size() && s.ok(); ++i) {
+    int64_t n = sums[i]->numel();
+    values += n;
+    Tensor flat{sums[i]->data, sums[i]->dtype, {n}};
+    Tensor squares{wide.data, DType::F64, {n}};
+    Tensor total{static_cast<double *>(totals.data) + i, DType::F64, {}};
+    s = cast(kernels, flat, squares);
+    if (s.ok())
+      s = binary(kernels, BinaryKind::Mul, squares, squares, squares);
+    if (s.ok())
+      s = reduce(kernels, ReduceKind::Sum, squares, {0}, total);
+  }
   if (s.ok())
     s = synchronizeKernels(kernels);
-  double value = 0;
+  std::vector<double> host(sums.size(), 0.0);
   if (s.ok())
-    copyFromBuffer(&value, total.data, sizeof value);
-  pool.release(total);
+    copyFromBuffer(host.data(), totals.data, totals.bytes());
+  pool.release(wide);
+  pool.release(totals);
   if (!s.ok())
     throw std::runtime_error(s.message);
-  return value;
+  double squares = 0;
+  for (double v : host)
+    squares += v;
+  return squares;
+}
+
+void Rank::scaleGradients(double factor) {
+  // One scalar per dtype: the kernels of one queue run in order.
+  std::map<DType, Tensor> factors;
+  Status s;
+  for (auto &[stage, state] : stages)
+    for (auto &[slot, sum] : state->sums) {
+      if (!s.ok())
+        break;
+      auto [it, added] = factors.emplace(sum.dtype, Tensor{});
+      if (added) {
+        it->second = pool.acquire(sum.dtype, {});
+        s = fill(kernels, it->second, factor);
+      }
+      if (s.ok())
+        s = binary(kernels, BinaryKind::Mul, sum, it->second, sum);
+    }
+  if (s.ok())
+    s = synchronizeKernels(kernels);
+  for (auto &[dtype, t] : factors)
+    pool.release(t);
+  if (!s.ok())
+    throw std::runtime_error(s.message);
 }
 
 bool Rank::clipGradients() {
@@ -631,60 +673,44 @@ bool Rank::clipGradients() {
   // Each gradient once: replica 0's (the replicas' sums are equal once
   // reduced) and a tensor-parallel group's first member's (the members
   // hold the whole gradient alike). A tied weight's gradient is summed on
-  // one stage (the others send it their parts).
-  // [sum of squares, values counted]
-  std::vector<double> squares(2, 0.0);
+  // one stage (the others send it their parts). [squares, values]
+  std::vector<double> totals(2, 0.0);
   try {
     if (replica == 0 && tpRank == 0) {
-      int64_t largest = 0;
-      for (auto &[s, state] : stages)
-        for (auto &[slot, sum] : state->sums)
-          largest = std::max(largest, sum.numel());
-      Tensor wide = pool.acquire(DType::F64, {largest});
-      for (auto &[s, state] : stages)
-        for (auto &[slot, sum] : state->sums) {
-          squares[0] += sumOfSquares(sum, wide);
-          squares[1] += static_cast<double>(sum.numel());
-        }
-      pool.release(wide);
+      int64_t values = 0;
+      totals[0] = squaredGradientNorm(values);
+      totals[1] = static_cast<double>(values);
     }
   } catch (const std::exception &e) {
     return fail(e.what());
   }
-  if (Status s = allReduce(squares); !s.ok())
+  if (Status s = allReduce(totals); !s.ok())
     return fail("the norm over every rank: " + s.message);
-  // A gradient counted twice would be a layout of sums this driver does
-  // not know (a trained tensor can lack one: no gradient reaches it).
+  // More values than the trained tensors hold would be a layout of sums
+  // this driver does not know, counting a gradient twice (fewer are fine:
+  // no gradient may reach a trained tensor). Every rank sees the same.
   double trained = 0;
   for (const GlobalInfo &g : job.program.globals)
     if (g.trainable)
       trained += static_cast<double>(numelOf(g.shape));
-  if (squares[1] > trained)
-    return fail("the step's gradient sums hold " +
-                std::to_string(static_cast<int64_t>(squares[1])) +
-                " values, more than the " +
-                std::to_string(static_cast<int64_t>(trained)) +
-                " of the trained tensors: a gradient would count twice");
-  double norm = std::sqrt(squares[0]);
+  if (totals[1] > trained) {
+    report("error: step " + std::to_string(step + 1) +
+           ": --clip-grad-norm: the step's gradient sums hold " +
+           std::to_string(static_cast<int64_t>(totals[1])) +
+           " values, more than the " +
+           std::to_string(static_cast<int64_t>(trained)) +
+           " of the trained tensors: a gradient would count twice");
+    return false;
+  }
+  double norm = std::sqrt(totals[0]);
   running().gradNorm = norm;
   // PyTorch's coefficient. A non-finite norm leaves the gradients as they
-  // are (a loss-scaled step is then skipped, as GradScaler skips it).
+  // are (a loss-scaled step is then skipped as without clipping).
   double coefficient = job.clipGradNorm / (norm + 1e-6);
   if (!std::isfinite(norm) || coefficient >= 1)
     return true;
   try {
-    for (auto &[s, state] : stages)
-      for (auto &[slot, sum] : state->sums) {
-        Tensor factor = pool.acquire(sum.dtype, {});
-        Status status = fill(kernels, factor, coefficient);
-        if (status.ok())
-          status = binary(kernels, BinaryKind::Mul, sum, factor, sum);
-        if (status.ok())
-          status = synchronizeKernels(kernels);
-        pool.release(factor);
-        if (!status.ok())
-          throw std::runtime_error(status.message);
-      }
+    scaleGradients(coefficient);
   } catch (const std::exception &e) {
     return fail(e.what());
   }

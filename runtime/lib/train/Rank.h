@@ -277,9 +277,12 @@ private:
   /// every rank, into the step's record, and every gradient sum of this
   /// rank scaled by min(1, X / (norm + 1e-6)); false after aborting.
   bool clipGradients();
-  /// The sum of the squares of `sum`'s values, in double; `wide` is a
-  /// scratch buffer of at least as many f64 values.
-  double sumOfSquares(const Tensor &sum, const Tensor &wide);
+  /// The sum of the squares of every gradient sum of this rank's stages,
+  /// and in `values` how many values they hold. Throws on a kernel error.
+  double squaredGradientNorm(int64_t &values);
+  /// Multiplies every gradient sum of this rank's stages by `factor`.
+  /// Throws on a kernel error.
+  void scaleGradients(double factor);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
   /// The step took `stepSeconds`, or until now from `startSeconds` when
   /// that is negative.
