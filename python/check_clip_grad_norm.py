@@ -165,6 +165,7 @@ def main():
             if proc.returncode != 0:
                 sys.exit(f"{config}: train failed ({proc.returncode}):\n"
                          f"{proc.stdout}{proc.stderr}")
+            train.stderr = proc.stderr
             return log_rows(log)
 
         clip = f"--clip-grad-norm={args.clip!r}"
@@ -229,6 +230,18 @@ def main():
             if not same or not recorded:
                 failures.append(f"{config}: the resumed run does not clip "
                                 "as the uninterrupted one")
+            # off drops the checkpoint's clip, with a note.
+            log = os.path.join(args.work, name + ".off.jsonl")
+            row = train(log, [f"--resume={ckpt}/step-3",
+                              "--clip-grad-norm=off"], steps=4)[-1]
+            notes = [line for line in train.stderr.splitlines()
+                     if "--clip-grad-norm" in line]
+            print(f"{args.model} {config}: resumed with "
+                  f"--clip-grad-norm=off: {notes[0] if notes else 'no note'};"
+                  f" step 4 logs {'no ' if 'grad_norm' not in row else ''}"
+                  "grad_norm")
+            if "grad_norm" in row or not notes:
+                failures.append(f"{config}: --clip-grad-norm=off on resume")
 
     for failure in failures:
         print("MISMATCH", failure)
