@@ -15,6 +15,12 @@ and BatchNorm running statistics, keyed by initializer name).
 --lr-schedule (with --warmup-steps, --min-lr, ...) steps a
 torch.optim.lr_scheduler once per step, as the generated program's flags of
 the same names do (make_scheduler); lrs.npy holds each step's rate.
+
+--clip-grad-norm X clips every step's gradients with
+torch.nn.utils.clip_grad_norm_ before the optimizer step; grad_norms.npy
+holds each step's total norm. --accumulate N computes a step's gradient as
+N micro-batches of the batch in a row (dim 0 slices, each loss / N), as a
+pipeline does (BatchNorm then normalises each micro-batch alone).
 """
 import argparse
 import os
@@ -114,6 +120,10 @@ def main():
                         help="default --steps")
     parser.add_argument("--step-size", type=int, default=None)
     parser.add_argument("--gamma", type=float, default=0.1)
+    parser.add_argument("--clip-grad-norm", type=float, default=None)
+    parser.add_argument("--accumulate", type=int, default=1,
+                        help="micro-batches per step (gradient "
+                        "accumulation)")
     args = parser.parse_args()
     if args.batch and len(args.batch) > 1 and len(args.batch) != len(args.out):
         parser.error("give one --batch, or one per --out")
@@ -181,25 +191,36 @@ def reference(args, out, batch, batches=None):
         args.decay_steps if args.decay_steps is not None else args.steps,
         args.step_size, args.gamma)
     x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
-    losses, lrs = [], []
+    clip = getattr(args, "clip_grad_norm", None)
+    parts = getattr(args, "accumulate", 1)
+    losses, lrs, norms = [], [], []
     for k in range(args.steps):
         if batches is not None:
             x, y = (torch.from_numpy(np.ascontiguousarray(a))
                     for a in batches(k))
         lrs.append(optimizer.param_groups[0]["lr"])
         optimizer.zero_grad()
-        with torch.autocast("cpu", dtype=torch.bfloat16,
-                            enabled=args.autocast == "bf16"):
-            logits = model(x)
-            loss = nn.functional.cross_entropy(
-                logits.reshape(-1, logits.shape[-1]), y.reshape(-1))
-        loss.backward()
+        loss = 0.0
+        for xs, ys in zip(x.chunk(parts), y.chunk(parts)):
+            with torch.autocast("cpu", dtype=torch.bfloat16,
+                                enabled=args.autocast == "bf16"):
+                logits = model(xs)
+                part = nn.functional.cross_entropy(
+                    logits.reshape(-1, logits.shape[-1]),
+                    ys.reshape(-1)) / parts
+            part.backward()
+            loss += part.item()
+        if clip is not None:
+            norms.append(float(nn.utils.clip_grad_norm_(model.parameters(),
+                                                        clip)))
         optimizer.step()
         if scheduler is not None:
             scheduler.step()
-        losses.append(loss.item())
+        losses.append(loss)
     np.save(os.path.join(out, "losses.npy"), np.array(losses))
     np.save(os.path.join(out, "lrs.npy"), np.array(lrs))
+    if clip is not None:
+        np.save(os.path.join(out, "grad_norms.npy"), np.array(norms))
     final = {key: value.detach().numpy() for key, value in
              model.state_dict().items() if key in initializers}
     np.savez(os.path.join(out, "final.npz"), **final)

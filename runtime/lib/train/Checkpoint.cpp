@@ -8,7 +8,8 @@
 //
 // MANIFEST: text lines "pp-checkpoint 2", "model <name>", "identity
 // <Job::identity>", "steps <k>", "devices <n>", "stages <n>", "seed <s>",
-// "lr-schedule <LRSchedule::str()>", "lr <x | compiled>", with --data
+// "lr-schedule <LRSchedule::str()>", "lr <x | compiled>", with
+// --clip-grad-norm "clip-grad-norm <x>", with --data
 // "data <Dataset::orderKey()>", one
 // "file rank<r>.ckpt <bytes> <crc32c hex>" per rank, and last
 // "crc32c <hex>" of every line before it. latest: "step-<k>\n".
@@ -29,6 +30,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -47,6 +49,14 @@ using namespace pp::rt::train;
 namespace {
 
 constexpr char kMagic[8] = {'P', 'P', 'C', 'K', 'P', 'T', '0', '1'};
+
+/// A --clip-grad-norm as notes print it (0: off).
+std::string clipText(double clip) {
+  char text[64] = "off";
+  if (clip > 0)
+    std::snprintf(text, sizeof(text), "%.17g", clip);
+  return text;
+}
 
 /// Appends fixed-size fields and strings to a byte string.
 struct Writer {
@@ -303,6 +313,11 @@ std::string encodeManifest(const CheckpointManifest &m) {
       std::snprintf(lr, sizeof(lr), "%.17g", *m.lr);
     text += std::string("lr ") + lr + "\n";
   }
+  if (m.clipGradNorm) {
+    char clip[64];
+    std::snprintf(clip, sizeof(clip), "%.17g", *m.clipGradNorm);
+    text += std::string("clip-grad-norm ") + clip + "\n";
+  }
   if (!m.dataOrder.empty())
     text += "data " + m.dataOrder + "\n";
   for (const CheckpointFile &f : m.files)
@@ -368,6 +383,14 @@ bool pp::rt::train::parseManifest(const std::string &path,
       }
       if (value != "compiled")
         m.lr = lr;
+    } else if (key == "clip-grad-norm") {
+      char *end = nullptr;
+      double clip = std::strtod(value.c_str(), &end);
+      if (value.empty() || *end || !std::isfinite(clip) || !(clip > 0)) {
+        why = "'" + path + "' holds a bad --clip-grad-norm '" + value + "'";
+        return false;
+      }
+      m.clipGradNorm = clip;
     } else if (key == "data") {
       m.dataOrder = value;
     } else if (key == "file") {
@@ -740,6 +763,15 @@ bool pp::rt::train::selectResumeCheckpoint(Job &job, std::string &error) {
                      "%.17g (0: the compiled rate)\n",
                      *options.lr, manifest.lr.value_or(0.0));
     }
+    // Clipping is a setting of the run, kept like the schedule.
+    double recordedClip = manifest.clipGradNorm.value_or(0);
+    if (printer && options.clipGradNorm &&
+        *options.clipGradNorm != recordedClip)
+      std::fprintf(stderr,
+                   "note: --resume: --clip-grad-norm %s replaces the "
+                   "checkpoint's %s\n",
+                   clipText(*options.clipGradNorm).c_str(),
+                   clipText(recordedClip).c_str());
     if (printer) {
       std::printf("resuming from checkpoint '%s' (step %lld)\n",
                   stepDir.c_str(),

@@ -90,6 +90,8 @@ struct CheckpointManifest {
   std::optional<LRSchedule> lrSchedule;
   std::optional<double> lr;
   bool lrRecorded = false;
+  /// --clip-grad-norm of the run that wrote it (absent: no clipping).
+  std::optional<double> clipGradNorm;
   /// Dataset::orderKey of a run on --data (empty otherwise): a resumed run
   /// goes on through the same epochs.
   std::string dataOrder;
@@ -132,7 +134,8 @@ struct Job;
 /// --resume DIR: chooses the checkpoint (see above) into job.resume and
 /// job.resumeDir, printing which on stdout and each one skipped, and why, on
 /// stderr (from rank 0); checks that the --seed given agrees with it and
-/// notes a --lr or --lr-schedule that differs from the checkpoint's.
+/// notes a --lr, --lr-schedule or --clip-grad-norm that differs from the
+/// checkpoint's.
 bool selectResumeCheckpoint(Job &job, std::string &error);
 
 /// What `rank` saves after `completedSteps` steps: the globals of each of

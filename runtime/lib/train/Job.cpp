@@ -464,7 +464,51 @@ bool Job::load(std::string &error) {
     if (!options.lr && resume.lrRecorded)
       lr = resume.lr;
   }
-  return loadInputs(error);
+  clipGradNorm = options.clipGradNorm.value_or(
+      resuming ? resume.clipGradNorm.value_or(0) : 0);
+  return checkClipping(error) && loadInputs(error);
+}
+
+bool Job::checkClipping(std::string &error) const {
+  if (clipGradNorm <= 0)
+    return true;
+  const ProgramInfo &p = program;
+  std::string schedule = kinds::toString(p.scheduleKind);
+  auto refuse = [&](const std::string &why) {
+    error = "--clip-grad-norm: " + why +
+            ", so no norm over the whole model's gradient of a step exists; "
+            "clipping by the global norm runs with the synchronous schedules "
+            "(gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v, dualpipev; any "
+            "dp and tp)";
+    return false;
+  };
+  if (p.staleness >= 0)
+    return refuse("schedule " + schedule +
+                  " runs its virtual workers under Wave Synchronous Parallel "
+                  "(staleness " +
+                  std::to_string(p.staleness) +
+                  "), each updating at its own time");
+  if (p.updateEvery > 0)
+    return refuse("schedule " + schedule +
+                  " keeps weight versions: each stage updates " +
+                  std::to_string(microBatches / p.updateEvery) +
+                  " times a step, each stage at its own time");
+  // Every rank takes part in the norm before its first update: the actions
+  // after it must not wait for another rank's.
+  for (int64_t r = 0; r < static_cast<int64_t>(layouts.size()); ++r)
+    for (int d = 0; d < numDevices; ++d) {
+      bool updated = false;
+      for (const ActionInfo &a : actionsOf(r, d)) {
+        bool update = a.kind == kinds::ActionKind::OptimizerStep;
+        if (updated && !update)
+          return refuse("device " + std::to_string(d) + " of schedule " +
+                        schedule + " runs " + kinds::toString(a.kind) +
+                        " of stage " + std::to_string(a.stage) +
+                        " after an update of the step");
+        updated |= update;
+      }
+    }
+  return true;
 }
 
 bool Job::openDataFile(std::string &error) {

@@ -146,6 +146,9 @@ struct Job {
   /// under --resume, the checkpoint's where the command line gives none).
   LRSchedule lrSchedule;
   std::optional<double> lr;
+  /// --clip-grad-norm (under --resume, the checkpoint's where the command
+  /// line gives none); 0: no clipping.
+  double clipGradNorm = 0;
   bool resuming = false;
   /// --resume: the manifest and directory of the chosen checkpoint.
   CheckpointManifest resume;
@@ -183,6 +186,11 @@ private:
   /// The step inputs: the --data files (and --epochs' step count), else one
   /// batch drawn from `seed`.
   bool loadInputs(std::string &error);
+  /// Refuses --clip-grad-norm for a program whose stages do not end each
+  /// step together: weight versions (several updates a step, at different
+  /// times per stage), WSP, or a device that updates before its last
+  /// forward, backward or grad_reduce of the step.
+  bool checkClipping(std::string &error) const;
 };
 
 } // namespace pp::rt::train

@@ -45,6 +45,12 @@ const OptionSpec kOptions[] = {
      "(default --steps)"},
     {"step-size", "N", "step: multiply the rate by --gamma every N steps"},
     {"gamma", "G", "step: the factor every --step-size steps (default 0.1)"},
+    {"clip-grad-norm", "X|off",
+     "scale each step's gradients by min(1, X / (norm + 1e-6)) before the "
+     "optimizer, the norm taken over every trained tensor of the model (as "
+     "torch.nn.utils.clip_grad_norm_; synchronous schedules only), and log "
+     "the norm as grad_norm; off: no clipping (drops a resumed "
+     "checkpoint's)"},
     {"data", "NAME=FILE.npy|DIR",
      "step inputs: dim 0 holds samples, memory-mapped; each step takes the "
      "next whole batch of the epoch (repeatable; DIR reads "
@@ -315,6 +321,13 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       if (!parseDouble(value, real) || !std::isfinite(real) || !(real > 0))
         return badValue("a finite, positive number");
       schedule.gamma = real;
+    } else if (name == "clip-grad-norm") {
+      if (value == "off")
+        options.clipGradNorm = 0;
+      else if (!parseDouble(value, real) || !std::isfinite(real) || !(real > 0))
+        return badValue("a finite, positive number or off");
+      else
+        options.clipGradNorm = real;
     } else if (name == "data") {
       if (size_t eq = value.find('='); eq != std::string::npos) {
         if (eq == 0 || eq + 1 == value.size())

@@ -24,6 +24,10 @@ struct TrainOptions {
   /// (decaySteps resolved: --decay-steps, else --steps); else the run
   /// keeps a resumed checkpoint's schedule, or a constant rate.
   std::optional<LRSchedule> lrSchedule;
+  /// --clip-grad-norm: the largest global gradient norm of a step (0: off,
+  /// given to drop a resumed checkpoint's); unset: the checkpoint's, else
+  /// none.
+  std::optional<double> clipGradNorm;
   /// --data NAME=FILE.npy entries, or --data DIR.
   std::vector<std::pair<std::string, std::string>> dataFiles;
   std::string dataDir;

@@ -592,6 +592,131 @@ bool Rank::finishGradReduce(int64_t stage) {
   return false;
 }
 
+double Rank::squaredGradientNorm(int64_t &values) {
+  std::vector<const Tensor *> sums;
+  int64_t largest = 0;
+  for (auto &[s, state] : stages)
+    for (auto &[slot, sum] : state->sums) {
+      sums.push_back(&sum);
+      largest = std::max(largest, sum.numel());
+    }
+  values = 0;
+  if (sums.empty())
+    return 0;
+  // In f64 whatever the sums' dtype (the norm of a large model adds many
+  // small squares), one kernel queue and one copy back for all of them.
+  Tensor wide = pool.acquire(DType::F64, {largest});
+  Tensor totals = pool.acquire(DType::F64, {static_cast<int64_t>(sums.size())});
+  Status s;
+  for (size_t i = 0; i < sums.size() && s.ok(); ++i) {
+    int64_t n = sums[i]->numel();
+    values += n;
+    Tensor flat{sums[i]->data, sums[i]->dtype, {n}};
+    Tensor squares{wide.data, DType::F64, {n}};
+    Tensor total{static_cast<double *>(totals.data) + i, DType::F64, {}};
+    s = cast(kernels, flat, squares);
+    if (s.ok())
+      s = binary(kernels, BinaryKind::Mul, squares, squares, squares);
+    if (s.ok())
+      s = reduce(kernels, ReduceKind::Sum, squares, {0}, total);
+  }
+  if (s.ok())
+    s = synchronizeKernels(kernels);
+  std::vector<double> host(sums.size(), 0.0);
+  if (s.ok())
+    copyFromBuffer(host.data(), totals.data, totals.bytes());
+  pool.release(wide);
+  pool.release(totals);
+  if (!s.ok())
+    throw std::runtime_error(s.message);
+  double squares = 0;
+  for (double v : host)
+    squares += v;
+  return squares;
+}
+
+void Rank::scaleGradients(double factor) {
+  // One scalar per dtype: the kernels of one queue run in order.
+  std::map<DType, Tensor> factors;
+  Status s;
+  for (auto &[stage, state] : stages)
+    for (auto &[slot, sum] : state->sums) {
+      if (!s.ok())
+        break;
+      auto [it, added] = factors.emplace(sum.dtype, Tensor{});
+      if (added) {
+        it->second = pool.acquire(sum.dtype, {});
+        s = fill(kernels, it->second, factor);
+      }
+      if (s.ok())
+        s = binary(kernels, BinaryKind::Mul, sum, it->second, sum);
+    }
+  if (s.ok())
+    s = synchronizeKernels(kernels);
+  for (auto &[dtype, t] : factors)
+    pool.release(t);
+  if (!s.ok())
+    throw std::runtime_error(s.message);
+}
+
+bool Rank::clipGradients() {
+  // The sums must be whole: every replica's (grad_reduce) on every stage.
+  for (auto &[s, state] : stages)
+    if (!finishGradReduce(s))
+      return false;
+  auto fail = [&](const std::string &message) {
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+             deviceName() + "), step " + std::to_string(step + 1) +
+             ": --clip-grad-norm: " + message);
+    return false;
+  };
+  // Each gradient once: replica 0's (the replicas' sums are equal once
+  // reduced) and a tensor-parallel group's first member's (the members
+  // hold the whole gradient alike). A tied weight's gradient is summed on
+  // one stage (the others send it their parts). [squares, values]
+  std::vector<double> totals(2, 0.0);
+  try {
+    if (replica == 0 && tpRank == 0) {
+      int64_t values = 0;
+      totals[0] = squaredGradientNorm(values);
+      totals[1] = static_cast<double>(values);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (Status s = allReduce(totals); !s.ok())
+    return fail("the norm over every rank: " + s.message);
+  // More values than the trained tensors hold would be a layout of sums
+  // this driver does not know, counting a gradient twice (fewer are fine:
+  // no gradient may reach a trained tensor). Every rank sees the same.
+  double trained = 0;
+  for (const GlobalInfo &g : job.program.globals)
+    if (g.trainable)
+      trained += static_cast<double>(numelOf(g.shape));
+  if (totals[1] > trained) {
+    report("error: step " + std::to_string(step + 1) +
+           ": --clip-grad-norm: the step's gradient sums hold " +
+           std::to_string(static_cast<int64_t>(totals[1])) +
+           " values, more than the " +
+           std::to_string(static_cast<int64_t>(trained)) +
+           " of the trained tensors: a gradient would count twice");
+    return false;
+  }
+  double norm = std::sqrt(totals[0]);
+  running().gradNorm = norm;
+  // PyTorch's coefficient. A non-finite norm leaves the gradients as they
+  // are (a loss-scaled step is then skipped as without clipping).
+  double coefficient = job.clipGradNorm / (norm + 1e-6);
+  if (!std::isfinite(norm) || coefficient >= 1)
+    return true;
+  try {
+    scaleGradients(coefficient);
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  return true;
+}
+
 bool Rank::writeCheckpoint() {
   const std::string &dir = job.options.checkpointDir;
   int64_t completed = step + 1;
@@ -646,6 +771,8 @@ bool Rank::writeCheckpoint() {
     manifest.lrSchedule = job.lrSchedule;
     manifest.lr = job.lr;
     manifest.lrRecorded = true;
+    if (job.clipGradNorm > 0)
+      manifest.clipGradNorm = job.clipGradNorm;
     manifest.dataOrder = job.dataset.orderKey();
     if (waveSync)
       manifest.waveClock = waveSync->clock();
@@ -783,7 +910,7 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
   if (log.isOpen() &&
       !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
                  samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], stepRates,
-                 error)) {
+                 record.gradNorm, error)) {
     abortJob("error: " + error);
     return false;
   }
@@ -872,8 +999,16 @@ bool Rank::runWindow(int64_t steps) {
       steps > 1 ? owned : job.actionsOf(replica, rank);
   planWeightVersions(actions);
   step = windowStart;
+  // --clip-grad-norm: once a step (its schedules drain every step), before
+  // this rank's first update.
+  bool clipped = job.clipGradNorm <= 0;
   for (size_t index = 0; index < actions.size(); ++index) {
     const ActionInfo &action = actions[index];
+    if (!clipped && action.kind == kinds::ActionKind::OptimizerStep) {
+      clipped = true;
+      if (!clipGradients())
+        return false;
+    }
     if (action.kind == kinds::ActionKind::GradReduce) {
       if (job.replicas > 1 && !gradReduce(action))
         return false;
@@ -911,6 +1046,9 @@ bool Rank::runWindow(int64_t steps) {
     if (waveSync)
       waveSync->progress();
   }
+  // A rank without updates takes part in the norm all the same.
+  if (!clipped && !clipGradients())
+    return false;
   delayThrough(windowStart + steps - 1);
   return true;
 }

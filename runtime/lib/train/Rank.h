@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -145,6 +146,8 @@ public:
       int64_t reads = 0;
     };
     std::map<int64_t, Rates> rates;
+    /// --clip-grad-norm: the norm of the step's whole gradient.
+    std::optional<double> gradNorm;
   };
   std::vector<StepRecord> window;
   /// The running step's record.
@@ -269,6 +272,17 @@ private:
   void copyBucket(Bucket &bucket, bool toSlots);
   /// Stops the job for a failed grad_reduce of `stage`.
   void abortGradReduce(int64_t stage, const std::string &message);
+  /// --clip-grad-norm, before this rank's first update of the step (every
+  /// rank of the job, once a step): the norm of the model's gradient over
+  /// every rank, into the step's record, and every gradient sum of this
+  /// rank scaled by min(1, X / (norm + 1e-6)); false after aborting.
+  bool clipGradients();
+  /// The sum of the squares of every gradient sum of this rank's stages,
+  /// and in `values` how many values they hold. Throws on a kernel error.
+  double squaredGradientNorm(int64_t &values);
+  /// Multiplies every gradient sum of this rank's stages by `factor`.
+  /// Throws on a kernel error.
+  void scaleGradients(double factor);
   /// Checks and reduces the step's outputs, then reports them (rank 0).
   /// The step took `stepSeconds`, or until now from `startSeconds` when
   /// that is negative.

@@ -89,7 +89,7 @@ bool StepLog::writeRow(const std::string &row, std::string &error) {
 
 bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
                     double stepMs, const double *busyMs, const Rates &rates,
-                    std::string &error) {
+                    std::optional<double> gradNorm, std::string &error) {
   std::string row;
   if (csv_) {
     row = std::to_string(step + 1) + "," + jsonNumber(loss) + "," +
@@ -113,6 +113,9 @@ bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
         row += ",\"lr_max\":" + jsonNumber(rates.max, 17);
       row += ",\"param_updates\":" + std::to_string(rates.reads);
     }
+    // Exact too: compared with torch.nn.utils.clip_grad_norm_'s.
+    if (gradNorm)
+      row += ",\"grad_norm\":" + jsonNumber(*gradNorm, 17);
     row += "}";
   }
   return writeRow(row, error);

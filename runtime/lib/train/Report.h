@@ -12,6 +12,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,11 +40,12 @@ public:
   };
   /// Writes and flushes the row of step index `step` (logged from 1): the
   /// loss (NaN: none), samples/s, the step's time and the busy time of each
-  /// of the `numStages` stages, in ms, and in JSON the learning rate.
-  /// False with `error` naming the file when the row cannot be written (a
-  /// full disk).
+  /// of the `numStages` stages, in ms, and in JSON the learning rate and
+  /// the gradient norm (--clip-grad-norm). False with `error` naming the
+  /// file when the row cannot be written (a full disk).
   bool write(int64_t step, double loss, double samplesPerSecond, double stepMs,
-             const double *busyMs, const Rates &rates, std::string &error);
+             const double *busyMs, const Rates &rates,
+             std::optional<double> gradNorm, std::string &error);
   /// Closes the file; false with `error` when the last rows do not reach it.
   bool close(std::string &error);
 
