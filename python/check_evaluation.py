@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Checks generated programs' `train --eval-data` against PyTorch's eval().
 
-For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:dropout] (LAUNCH mpi,
+For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout] (LAUNCH mpi,
 local, or both: mpirun, then --local, whose evaluations must be the same
 to the bit) exports the test model at a micro-batch of --micro-batch, compiles
 a 1F1B program of --microbatches micro-batches per replica (dp=2: two
-replicas of the pipeline; tp2: tp=2, each stage on a group of two), builds it and trains --steps steps on a data
+replicas of the pipeline; tp2: tp=2, each stage on a group of two; 2bw:
+PipeDream-2BW of 4 micro-batches updating every 2, whose steps between
+evaluations run as one stream), builds it and trains --steps steps on a data
 set of whole batches with `--eval-data` (a held-out set whose size is no
 multiple of the batch or the micro-batch) and `--eval-every 2`. Then:
 
@@ -80,7 +82,7 @@ def torch_model(name, state):
     with torch.no_grad():
         for key, value in model.state_dict().items():
             if key in state:
-                value.copy_(torch.from_numpy(np.ascontiguousarray(state[key])))
+                value.copy_(torch.from_numpy(np.array(state[key])))
                 loaded.add(value.data_ptr())
     # A tied weight (the GPT's lm_head) is its twin's tensor.
     for key, value in model.state_dict().items():
@@ -135,6 +137,11 @@ def check_config(args, config, failures):
     ranks = stages * tp * dp
     dropout = "dropout" in fields[3:]
     micro, m = args.micro_batch, args.microbatches
+    # PipeDream-2BW: 4 micro-batches, an update every 2, the steps between
+    # evaluations one stream that drains at each.
+    versioned = "2bw" in fields[3:]
+    if versioned:
+        m = 4
     work = os.path.join(args.work, config.replace(":", "-"))
     os.makedirs(work, exist_ok=True)
     micro_dir, whole_dir = export_micro_and_whole(
@@ -144,7 +151,8 @@ def check_config(args, config, failures):
     batch = micro * m * dp
     mlir = os.path.join(work, "pipelined.mlir")
     program = os.path.join(work, "program")
-    options = (f"cluster={cluster_file(work, ranks)} schedule=1f1b "
+    schedule = ("pipedream-2bw update-every=2" if versioned else "1f1b")
+    options = (f"cluster={cluster_file(work, ranks)} schedule={schedule} "
                f"microbatches={m} lr={args.lr}" +
                (f" dp={dp}" if dp > 1 else "") +
                (f" tp={tp}" if tp > 1 else ""))
@@ -253,7 +261,7 @@ def check_config(args, config, failures):
                             f"same as without evaluations {same}")
 
     # A classifier's training accuracy per step (the MLP: SGD replayed).
-    if not language and model == "mlp":
+    if not language and model == "mlp" and not versioned:
         initial = initializers(os.path.join(micro_dir, "model.onnx"))
         theirs = torch_train_accuracy(
             model, initial,

@@ -14,7 +14,7 @@
 // CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{2, 3, 4, 4}">]}
 // CHECK: %[[RM:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{3}">]}
 // CHECK: %[[RV:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{3}">]}
-// CHECK: %[[TR:.*]] = call_opaque "pp::rt::gen::training"(%{{.*}}) : (!emitc.opaque<"pp::rt::StageContext&">) -> i1
+// CHECK: %[[TR:.*]] = call_opaque "pp::rt::gen::training"(%{{.*}}) {args = [0 : index]} : (!emitc.opaque<"pp::rt::StageContext&">) -> i1
 // CHECK: %[[S0:.*]] = call_opaque "pp::rt::gen::scratch"(%{{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{3}">, #emitc.opaque<"0">]}
 // CHECK: %[[P0:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[S0]])
 // CHECK: %[[S1:.*]] = call_opaque "pp::rt::gen::scratch"(%{{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{3}">, #emitc.opaque<"1">]}
