@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Checks generated programs' `train --eval-data` against PyTorch's eval().
 
-For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout] (LAUNCH mpi,
+For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout]
+[:lr=X] (LAUNCH mpi,
 local, or both: mpirun, then --local, whose evaluations must be the same
 to the bit) exports the test model at a micro-batch of --micro-batch, compiles
 a 1F1B program of --microbatches micro-batches per replica (dp=2: two
@@ -140,6 +141,8 @@ def check_config(args, config, failures):
     # PipeDream-2BW: 4 micro-batches, an update every 2, the steps between
     # evaluations one stream that drains at each.
     versioned = "2bw" in fields[3:]
+    lr = next((float(f[3:]) for f in fields[3:] if f.startswith("lr=")),
+              args.lr)
     if versioned:
         m = 4
     work = os.path.join(args.work, config.replace(":", "-"))
@@ -153,7 +156,7 @@ def check_config(args, config, failures):
     program = os.path.join(work, "program")
     schedule = ("pipedream-2bw update-every=2" if versioned else "1f1b")
     options = (f"cluster={cluster_file(work, ranks)} schedule={schedule} "
-               f"microbatches={m} lr={args.lr}" +
+               f"microbatches={m} lr={lr}" +
                (f" dp={dp}" if dp > 1 else "") +
                (f" tp={tp}" if tp > 1 else ""))
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -210,7 +213,10 @@ def check_config(args, config, failures):
                         f"the log's")
 
     trained = load_globals(dump)
-    torch_net, missing = torch_model(model, trained)
+    # What the program holds as constants (the GPT's position table and
+    # causal masks) keeps the exported value.
+    exported = initializers(os.path.join(micro_dir, "model.onnx"))
+    torch_net, missing = torch_model(model, {**exported, **trained})
     if missing:
         failures.append(f"{config}: the dump lacks {missing}")
         return
@@ -266,7 +272,7 @@ def check_config(args, config, failures):
         theirs = torch_train_accuracy(
             model, initial,
             lambda k: (x[k * batch:(k + 1) * batch],
-                       y[k * batch:(k + 1) * batch]), args.lr, args.steps)
+                       y[k * batch:(k + 1) * batch]), lr, args.steps)
         ours = [r.get("accuracy") for r in steps]
         if ours != theirs:
             failures.append(f"{config}: training accuracy {ours} against "
