@@ -181,7 +181,8 @@ public:
     if (failed(emit.results(out)))
       return failure();
     CallArgs a = emit.args();
-    a.value(adaptor.getData()).f32(ratio).flag(training);
+    a.value(adaptor.getData()).f32(ratio);
+    emit.trainingFlag(a, training);
     if (op.getSeed())
       a.lit(std::to_string(static_cast<uint64_t>(*op.getSeed())) + "ull");
     else

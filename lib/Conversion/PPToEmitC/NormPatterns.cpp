@@ -36,11 +36,9 @@ public:
         .value(adaptor.getInputMean())
         .value(adaptor.getInputVar())
         .f32(op.getEpsilon().convertToDouble())
-        .f32(op.getMomentum().convertToDouble())
-        .flag(training)
-        .value(out[0])
-        .value(out[1])
-        .value(out[2]);
+        .f32(op.getMomentum().convertToDouble());
+    emit.trainingFlag(a, training);
+    a.value(out[0]).value(out[1]).value(out[2]);
     if (training) {
       // The batch statistics only feed the gradient, which recomputes
       // them: scratch here.

@@ -325,6 +325,15 @@ Value OpEmitter::learningRate(double compiled) {
   return call("pp::rt::gen::learningRate", a, rewriter.getF64Type());
 }
 
+void OpEmitter::trainingFlag(CallArgs &args, bool compiled) {
+  if (!compiled) {
+    args.flag(false);
+    return;
+  }
+  CallArgs a = ctxArgs();
+  args.value(call("pp::rt::gen::training", a, rewriter.getI1Type()));
+}
+
 Value OpEmitter::i64(int64_t value) {
   return emitc::ConstantOp::create(rewriter, getLoc(), rewriter.getI64Type(),
                                    rewriter.getI64IntegerAttr(value));

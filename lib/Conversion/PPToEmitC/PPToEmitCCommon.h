@@ -149,6 +149,11 @@ public:
                       int64_t part);
   /// The compiled learning rate, or the run's --lr.
   mlir::Value learningRate(double compiled);
+  /// Appends the `training` flag of an op that computes differently when it
+  /// trains (BatchNormalization, Dropout): false when compiled so, else
+  /// whether the running pass trains (false in an evaluation, which runs
+  /// the forward functions with their ops in inference mode).
+  void trainingFlag(CallArgs &args, bool compiled);
   /// An i64 of the generated code.
   mlir::Value i64(int64_t value);
 

@@ -159,6 +159,8 @@ LogicalResult collectInputsOutputs(ModuleOp module, ProgramTable &table) {
       table.outputs[index].dtype = *dtype;
       table.outputs[index].combine = output.getCombine().str();
       table.outputs[index].shape = shapeOf(output.getValue()).vec();
+      if (std::optional<uint64_t> axis = output.getClassAxis())
+        table.outputs[index].classAxis = static_cast<int64_t>(*axis);
     }
   });
   return result;
@@ -574,6 +576,8 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
           listOf(ArrayRef(table.outputs), [](const OutputEntry &out) {
             return "{" + quote(out.name) + ", " + quote(out.combine) + ", " +
                    dtypeLiteral(out.dtype) + ", " + shapeLiteral(out.shape) +
+                   (out.classAxis >= 0 ? ", " + std::to_string(out.classAxis)
+                                       : std::string()) +
                    "}";
           }));
   set.set("functions", "std::vector<pp::rt::FunctionInfo>",

@@ -52,6 +52,8 @@ struct OutputEntry {
   std::string combine;
   rt::DType dtype = rt::DType::F32;
   std::vector<int64_t> shape;
+  /// pp.output's class_axis (a classifier's logits), else -1.
+  int64_t classAxis = -1;
 };
 
 /// A pp.recv of a stage function, for receive prefetch.

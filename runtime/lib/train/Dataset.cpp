@@ -116,10 +116,19 @@ Dataset::~Dataset() {
 
 bool Dataset::open(const ProgramInfo &p, const TrainOptions &options,
                    std::string &error) {
-  if (options.dataFiles.empty() && options.dataDir.empty())
+  int64_t batch = p.inputs.empty() ? 1 : p.inputs[0].shape[0];
+  return open(p, options.dataFiles, options.dataDir, "--data", batch, error);
+}
+
+bool Dataset::open(
+    const ProgramInfo &p,
+    const std::vector<std::pair<std::string, std::string>> &files,
+    const std::string &dir, const std::string &flag, int64_t minSamples,
+    std::string &error) {
+  if (files.empty() && dir.empty())
     return true;
   std::vector<std::string> paths(p.inputs.size());
-  for (const auto &[name, path] : options.dataFiles) {
+  for (const auto &[name, path] : files) {
     auto it =
         std::find_if(p.inputs.begin(), p.inputs.end(),
                      [&](const InputInfo &in) { return in.name == name; });
@@ -127,23 +136,22 @@ bool Dataset::open(const ProgramInfo &p, const TrainOptions &options,
       std::string names;
       for (const InputInfo &in : p.inputs)
         names += (names.empty() ? "'" : ", '") + in.name + "'";
-      error = "--data " + name + "=" + path + ": the program has no input '" +
+      error = flag + " " + name + "=" + path + ": the program has no input '" +
               name + "' (inputs: " + names + ")";
       return false;
     }
     paths[it - p.inputs.begin()] = path;
   }
   for (size_t i = 0; i < p.inputs.size(); ++i) {
-    if (!options.dataDir.empty()) {
-      paths[i] = options.dataDir + "/" + p.inputs[i].name + ".npy";
-      std::string stemmed =
-          options.dataDir + "/" + fileStem(p.inputs[i].name) + ".npy";
+    if (!dir.empty()) {
+      paths[i] = dir + "/" + p.inputs[i].name + ".npy";
+      std::string stemmed = dir + "/" + fileStem(p.inputs[i].name) + ".npy";
       if (!fileExists(paths[i]) && fileExists(stemmed))
         paths[i] = stemmed;
     }
     if (paths[i].empty()) {
-      error = "no data for input '" + p.inputs[i].name + "': pass --data " +
-              p.inputs[i].name + "=FILE.npy";
+      error = "no data for input '" + p.inputs[i].name + "': pass " + flag +
+              " " + p.inputs[i].name + "=FILE.npy";
       return false;
     }
   }
@@ -153,11 +161,12 @@ bool Dataset::open(const ProgramInfo &p, const TrainOptions &options,
     auto &array = arrays_.emplace_back(std::make_unique<Array>());
     Array &a = *array;
     a.path = paths[i];
-    std::string where = "--data '" + a.path + "' for input '" + info.name + "'";
+    std::string where =
+        flag + " '" + a.path + "' for input '" + info.name + "'";
     int64_t size = 0;
     int fd = openRegularFile(a.path, size, error);
     if (fd < 0) {
-      error = "--data for input '" + info.name + "': " + error;
+      error = flag + " for input '" + info.name + "': " + error;
       return false;
     }
     // The header only: the samples are mapped, never read whole.
@@ -208,16 +217,17 @@ bool Dataset::open(const ProgramInfo &p, const TrainOptions &options,
       return false;
     }
     int64_t count = a.shape[0];
-    if (count < batch_) {
+    if (count < minSamples) {
       error = where + ": " + std::to_string(count) +
-              " sample(s) along dim 0, fewer than one batch of " +
-              std::to_string(batch_);
+              " sample(s) along dim 0, fewer than " +
+              (minSamples == batch_ ? "one batch" : "one micro-batch") +
+              " of " + std::to_string(minSamples);
       return false;
     }
     if (i == 0) {
       samples_ = count;
     } else if (count != samples_) {
-      error = "--data: '" + a.path + "' holds " + std::to_string(count) +
+      error = flag + ": '" + a.path + "' holds " + std::to_string(count) +
               " samples of input '" + info.name + "', '" + arrays_[0]->path +
               "' holds " + std::to_string(samples_) + " of input '" +
               p.inputs[0].name + "'";
@@ -308,6 +318,32 @@ const char *Dataset::gather(int input, int64_t step, int64_t first,
     }
   }
   release(a, count * std::max(a.fileSampleBytes, kFaultAroundBytes));
+  return staging.data();
+}
+
+const char *Dataset::gatherWrapped(int input, int64_t first, int64_t count) {
+  Array &a = *arrays_[static_cast<size_t>(input)];
+  bool same = a.fileType == a.inputType && a.fileType != DType::Bool;
+  release(a, count * std::max(a.fileSampleBytes, kFaultAroundBytes));
+  if (same && first + count <= samples_)
+    return a.data + first * a.fileSampleBytes;
+  thread_local std::vector<char> staging;
+  staging.resize(static_cast<size_t>(count * a.inputSampleBytes));
+  int64_t numel =
+      a.inputSampleBytes / std::max<int64_t>(1, dtypeSize(a.inputType));
+  for (int64_t i = 0; i < count; ++i) {
+    const char *src = a.data + (first + i) % samples_ * a.fileSampleBytes;
+    char *dst = staging.data() + i * a.inputSampleBytes;
+    if (a.fileType == a.inputType) {
+      std::memcpy(dst, src, static_cast<size_t>(a.fileSampleBytes));
+      if (a.fileType == DType::Bool)
+        npy::normalizeBools(reinterpret_cast<uint8_t *>(dst),
+                            static_cast<size_t>(numel));
+    } else {
+      convertU8(reinterpret_cast<const uint8_t *>(src), a.inputType, dst,
+                numel);
+    }
+  }
   return staging.data();
 }
 

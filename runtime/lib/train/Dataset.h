@@ -62,6 +62,12 @@ public:
   /// with `error` naming the file and what is wrong.
   bool open(const ProgramInfo &program, const TrainOptions &options,
             std::string &error);
+  /// The same for the files of `flag` (--data, --eval-data): NAME=FILE.npy
+  /// entries or a directory, with at least `minSamples` samples.
+  bool open(const ProgramInfo &program,
+            const std::vector<std::pair<std::string, std::string>> &files,
+            const std::string &dir, const std::string &flag, int64_t minSamples,
+            std::string &error);
   /// No files: the inputs are random (--synthetic).
   bool empty() const { return arrays_.empty(); }
 
@@ -80,6 +86,10 @@ public:
   /// are contiguous and need no conversion, else into a buffer of the
   /// calling thread, valid until its next gather.
   const char *gather(int input, int64_t step, int64_t first, int64_t count);
+  /// Samples [first, first + count) of input `input` in file order, those
+  /// past the last sample taken from the start again (an evaluation's last
+  /// batch, whose extra samples are not counted); valid as gather's.
+  const char *gatherWrapped(int input, int64_t first, int64_t count);
 
   /// What fixes the order of the samples, recorded in checkpoints:
   /// "samples <n> batch <b> shuffle <0|1>".

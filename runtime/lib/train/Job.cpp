@@ -423,6 +423,55 @@ bool Job::validateProgram(std::string &error) {
   if (lossIndex < 0 && !reported.empty())
     lossIndex = 0;
   samplesPerStep = p.inputs.empty() ? 0 : p.inputs[0].shape[0];
+  findLogits();
+  return true;
+}
+
+void Job::findLogits() {
+  const ProgramInfo &p = program;
+  int64_t parts = microBatches * replicas;
+  for (size_t o = 0; o < p.outputs.size() && logitsOutput < 0; ++o) {
+    const OutputInfo &out = p.outputs[o];
+    int64_t axis = out.classAxis;
+    if (axis < 1 || axis >= static_cast<int64_t>(out.shape.size()) ||
+        !isFloat(out.dtype))
+      continue;
+    std::vector<int64_t> expected = out.shape;
+    expected.erase(expected.begin() + axis);
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      const InputInfo &in = p.inputs[i];
+      if (in.name != "labels" ||
+          (in.dtype != DType::I64 && in.dtype != DType::I32) ||
+          in.shape.empty() || in.shape[0] % parts != 0)
+        continue;
+      std::vector<int64_t> shape = in.shape;
+      shape[0] /= parts;
+      if (shape != expected)
+        continue;
+      logitsOutput = static_cast<int>(o);
+      labelsInput = static_cast<int>(i);
+      labelsPerMicroBatch = numelOf(shape);
+      languageModel = out.shape.size() >= 3;
+    }
+  }
+}
+
+bool Job::loadEvalData(std::string &error) {
+  if (!options.evaluates())
+    return true;
+  if (waveSynchronous()) {
+    error = "--eval-data: evaluation is not built for Wave Synchronous "
+            "Parallel programs (staleness >= 0)";
+    return false;
+  }
+  if (lossIndex < 0) {
+    error = "--eval-data: the program reports no loss to evaluate";
+    return false;
+  }
+  if (!evalDataset.open(program, options.evalDataFiles, options.evalDataDir,
+                        "--eval-data", microBatchSamples(), error))
+    return false;
+  evalBatches = (evalDataset.samples() + samplesPerStep - 1) / samplesPerStep;
   return true;
 }
 
@@ -466,7 +515,7 @@ bool Job::load(std::string &error) {
   }
   clipGradNorm = options.clipGradNorm.value_or(
       resuming ? resume.clipGradNorm.value_or(0) : 0);
-  return checkClipping(error) && loadInputs(error);
+  return checkClipping(error) && loadInputs(error) && loadEvalData(error);
 }
 
 bool Job::checkClipping(std::string &error) const {

@@ -130,6 +130,25 @@ struct Job {
   Dataset dataset;
   /// Without --data: one random batch of each input, every step's.
   std::vector<HostTensor> inputData;
+  /// --eval-data: the held-out samples, read in file order, and the batches
+  /// of an evaluation (the last one completed from the first samples,
+  /// which it does not count).
+  Dataset evalDataset;
+  int64_t evalBatches = 0;
+
+  /// A classifier's logits (the output with a class axis) and the integer
+  /// `labels` input of the same shape without that axis: each step counts
+  /// the top-1 hits (-1: no accuracy).
+  int logitsOutput = -1, labelsInput = -1;
+  /// Labels per micro-batch (tokens for a language model).
+  int64_t labelsPerMicroBatch = 0;
+  /// The logits of a sequence of tokens ([N, S, V]): evaluations report
+  /// perplexity rather than accuracy.
+  bool languageModel = false;
+  /// Samples per micro-batch of a replica.
+  int64_t microBatchSamples() const {
+    return samplesPerStep / (microBatches * replicas);
+  }
 
   /// Scalar float outputs combined by mean or sum: printed and logged.
   std::vector<int> reported;
@@ -191,6 +210,10 @@ private:
   /// times per stage), WSP, or a device that updates before its last
   /// forward, backward or grad_reduce of the step.
   bool checkClipping(std::string &error) const;
+  /// --eval-data's files, checked against the inputs like --data's.
+  bool loadEvalData(std::string &error);
+  /// Finds the logits and labels that make the accuracy.
+  void findLogits();
 };
 
 } // namespace pp::rt::train

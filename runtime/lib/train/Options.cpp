@@ -55,6 +55,13 @@ const OptionSpec kOptions[] = {
      "step inputs: dim 0 holds samples, memory-mapped; each step takes the "
      "next whole batch of the epoch (repeatable; DIR reads "
      "DIR/<input>.npy)"},
+    {"eval-data", "NAME=FILE.npy|DIR",
+     "a held-out set, as --data: a forward-only pass over it (BatchNorm on "
+     "its running statistics, Dropout off) logs the loss and top-1 accuracy "
+     "(classifiers) or perplexity (language models) after the last step"},
+    {"eval-every", "N",
+     "with --eval-data: evaluate every N steps too (the pipeline drains "
+     "there)"},
     {"shuffle", nullptr,
      "with --data: each epoch reads the samples in a permutation drawn from "
      "--seed (splitmix64 and Fisher-Yates), else in file order"},
@@ -344,6 +351,26 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
         }
         options.dataDir = value;
       }
+    } else if (name == "eval-data") {
+      if (size_t eq = value.find('='); eq != std::string::npos) {
+        if (eq == 0 || eq + 1 == value.size())
+          return badValue("NAME=FILE.npy or DIR");
+        options.evalDataFiles.emplace_back(value.substr(0, eq),
+                                           value.substr(eq + 1));
+      } else {
+        if (value.empty())
+          return badValue("NAME=FILE.npy or DIR");
+        if (!options.evalDataDir.empty()) {
+          error = "--eval-data DIR given twice ('" + options.evalDataDir +
+                  "' and '" + value + "')";
+          return false;
+        }
+        options.evalDataDir = value;
+      }
+    } else if (name == "eval-every") {
+      if (!parseInt(value, number) || number < 1)
+        return badValue("a positive integer");
+      options.evalEvery = number;
     } else if (name == "shuffle") {
       options.shuffle = true;
     } else if (name == "epochs") {
@@ -453,6 +480,14 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
     return false;
   }
   bool data = !options.dataFiles.empty() || !options.dataDir.empty();
+  if (!options.evalDataFiles.empty() && !options.evalDataDir.empty()) {
+    error = "--eval-data NAME=FILE.npy and --eval-data DIR exclude each other";
+    return false;
+  }
+  if (options.evalEvery > 0 && !options.evaluates()) {
+    error = "--eval-every needs --eval-data (the held-out set to evaluate)";
+    return false;
+  }
   if (options.epochs > 0 && options.stepsGiven) {
     error = "--epochs and --steps exclude each other";
     return false;

@@ -37,6 +37,15 @@ struct TrainOptions {
   /// --epochs: the run's steps are this many epochs of whole batches
   /// (0: --steps).
   int64_t epochs = 0;
+  /// --eval-data NAME=FILE.npy entries, or --eval-data DIR: the held-out
+  /// set evaluated every --eval-every steps (0: at the end only) and after
+  /// the last step.
+  std::vector<std::pair<std::string, std::string>> evalDataFiles;
+  std::string evalDataDir;
+  int64_t evalEvery = 0;
+  bool evaluates() const {
+    return !evalDataFiles.empty() || !evalDataDir.empty();
+  }
   bool stepsGiven = false;
   bool synthetic = false;
   uint64_t seed = 0;

@@ -823,7 +823,14 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
     return false;
   };
   size_t numStages = static_cast<size_t>(job.numStages);
-  std::vector<double> stats(3 * k + 4 * numStages, 0.0);
+  // ..., then the logits' top-1 hits and the micro-batches counted.
+  std::vector<double> stats(3 * k + 4 * numStages + 2, 0.0);
+  size_t hitsAt = stats.size() - 2;
+  for (int64_t mb = 0; mb < totalMicroBatches && tpRank == 0; ++mb)
+    if (record.hitsSeen[mb]) {
+      stats[hitsAt] += record.hits[mb];
+      stats[hitsAt + 1] += 1;
+    }
   // The devices of a tensor-parallel group compute the same outputs: the
   // first of each group reports them.
   for (size_t i = 0; i < k && tpRank == 0; ++i) {
@@ -907,10 +914,121 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
       stepRates.reads += static_cast<int64_t>(rates[3 * s + 2]);
     }
   std::string error;
+  // A classifier's accuracy over the step's batch.
+  if (job.logitsOutput >= 0 && !job.languageModel && stats[hitsAt + 1] > 0)
+    log.setAccuracy(
+        stats[hitsAt] /
+        (stats[hitsAt + 1] * static_cast<double>(job.labelsPerMicroBatch)));
   if (log.isOpen() &&
       !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
                  samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], stepRates,
                  record.gradNorm, error)) {
+    abortJob("error: " + error);
+    return false;
+  }
+  return true;
+}
+
+bool Rank::evaluationDue(int64_t s) const {
+  const TrainOptions &options = job.options;
+  return options.evaluates() &&
+         ((options.evalEvery > 0 && (s + 1) % options.evalEvery == 0) ||
+          s + 1 == options.steps);
+}
+
+bool Rank::evaluate(StepLog &log) {
+  // The forward actions of a drained step, in its order: a subset of every
+  // device's order, so each receive still has its send and none waits for
+  // a backward. Each reads the newest weights (the window has drained).
+  std::vector<ActionInfo> forwards;
+  for (const ActionInfo &a : job.actionsOf(replica, rank))
+    if (a.kind == kinds::ActionKind::Forward && a.function >= 0) {
+      ActionInfo forward = a;
+      forward.weightVersion = updatesThisStep[a.stage];
+      forward.blendVersion = -1;
+      forwards.push_back(forward);
+    }
+  int64_t after = step, savedStart = windowStart;
+  std::vector<StepRecord> saved = std::move(window);
+  int64_t total = job.microBatches * job.replicas;
+  int64_t perMicroBatch = job.microBatchSamples();
+  int64_t samples = job.evalDataset.samples();
+  size_t lossAt = static_cast<size_t>(job.lossIndex);
+  // The loss summed over the counted micro-batches and how many, the hits
+  // and the micro-batches they were counted in.
+  std::vector<double> sums(4, 0.0);
+  for (auto &[s, state] : stages)
+    state->evaluating = true;
+  bool ok = true;
+  for (evalBatch = 0; ok && evalBatch < job.evalBatches; ++evalBatch) {
+    window.assign(1, newRecord());
+    windowStart = step = after;
+    for (size_t i = 0; ok && i < forwards.size(); ++i)
+      ok = postReceives(forwards, i) && runAction(forwards[i]);
+    const StepRecord &record = window[0];
+    // The last batch is completed from the first samples: its micro-batches
+    // past the end of the set are not counted (nor a last partial one).
+    for (int64_t mb = 0; ok && mb < total && tpRank == 0; ++mb) {
+      if (evalBatch * job.samplesPerStep + (mb + 1) * perMicroBatch > samples)
+        continue;
+      if (record.outputSeen[lossAt][mb]) {
+        sums[0] += record.outputParts[lossAt][mb];
+        sums[1] += 1;
+      }
+      if (record.hitsSeen[mb]) {
+        sums[2] += record.hits[mb];
+        sums[3] += 1;
+      }
+    }
+  }
+  for (auto &[s, state] : stages)
+    state->evaluating = false;
+  window = std::move(saved);
+  step = after;
+  windowStart = savedStart;
+  if (!ok)
+    return false;
+  if (Status s = allReduce(sums); !s.ok()) {
+    abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+             deviceName() + "), evaluation after step " +
+             std::to_string(step + 1) + ": " + s.message);
+    return false;
+  }
+  int64_t counted = samples / perMicroBatch;
+  if (sums[1] != static_cast<double>(counted)) {
+    report("error: evaluation after step " + std::to_string(step + 1) +
+           ": the loss was produced for " +
+           std::to_string(static_cast<int64_t>(sums[1])) + " of " +
+           std::to_string(counted) + " micro-batches");
+    return false;
+  }
+  double loss = sums[0] / sums[1];
+  double accuracy = NAN, perplexity = NAN;
+  if (job.languageModel)
+    perplexity = std::exp(loss);
+  else if (job.logitsOutput >= 0 && sums[3] > 0)
+    accuracy =
+        sums[2] / (sums[3] * static_cast<double>(job.labelsPerMicroBatch));
+  if (worldRank != 0)
+    return true;
+  char text[160];
+  std::snprintf(text, sizeof(text), "eval after step %lld: loss %.6f",
+                static_cast<long long>(step + 1), loss);
+  std::string line = text;
+  if (!std::isnan(accuracy)) {
+    std::snprintf(text, sizeof(text), "  accuracy %.4f", accuracy);
+    line += text;
+  }
+  if (!std::isnan(perplexity)) {
+    std::snprintf(text, sizeof(text), "  perplexity %.4f", perplexity);
+    line += text;
+  }
+  std::printf("%s  (%lld samples)\n", line.c_str(),
+              static_cast<long long>(counted * perMicroBatch));
+  std::fflush(stdout);
+  std::string error;
+  if (log.isOpen() &&
+      !log.writeEvaluation(step, loss, accuracy, perplexity, error)) {
     abortJob("error: " + error);
     return false;
   }
@@ -937,6 +1055,9 @@ int64_t Rank::windowEnd(int64_t first) const {
     end = std::min(end, nextMultiple(options.checkpointEvery));
   if (options.drainEvery > 0)
     end = std::min(end, nextMultiple(options.drainEvery));
+  // An evaluation reads the weights of every update so far.
+  if (options.evaluates() && options.evalEvery > 0)
+    end = std::min(end, nextMultiple(options.evalEvery));
   // Shorter than the stream's warm-up: drained steps.
   if (end - first < job.program.stream[streamIndex()].minSteps)
     return first + 1;
@@ -968,18 +1089,23 @@ std::vector<ActionInfo> Rank::windowActions(int64_t steps) const {
   return list;
 }
 
-bool Rank::runWindow(int64_t steps) {
-  const TrainOptions &options = job.options;
+Rank::StepRecord Rank::newRecord() const {
   size_t k = job.reported.size();
   // Indexed by global micro-batch (every replica's).
   int64_t totalMicroBatches = job.microBatches * job.replicas;
-  window.assign(static_cast<size_t>(steps), StepRecord{});
-  for (StepRecord &record : window) {
-    record.outputParts.assign(k, std::vector<double>(totalMicroBatches, 0.0));
-    record.outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
-    record.outputStage.assign(k, -1);
-    record.busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
-  }
+  StepRecord record;
+  record.outputParts.assign(k, std::vector<double>(totalMicroBatches, 0.0));
+  record.outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
+  record.outputStage.assign(k, -1);
+  record.hits.assign(totalMicroBatches, 0.0);
+  record.hitsSeen.assign(totalMicroBatches, 0);
+  record.busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
+  return record;
+}
+
+bool Rank::runWindow(int64_t steps) {
+  const TrainOptions &options = job.options;
+  window.assign(static_cast<size_t>(steps), newRecord());
   waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
   for (auto &[stage, count] : updatesThisStep)
     count = 0;
@@ -1157,6 +1283,8 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
       }
       if (ok && checkpointDue)
         ok = writeCheckpoint();
+      if (ok && evaluationDue(step))
+        ok = evaluate(log);
     }
     first = last;
   }

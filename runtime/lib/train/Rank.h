@@ -137,6 +137,9 @@ public:
     std::vector<std::vector<double>> outputParts; // [reported][mb]
     std::vector<std::vector<char>> outputSeen;
     std::vector<int64_t> outputStage;
+    /// Top-1 hits of the logits per micro-batch (Job::logitsOutput).
+    std::vector<double> hits;
+    std::vector<char> hitsSeen;
     std::vector<double> busyMs; // per stage
     double endSeconds = 0;
     /// The learning rates the step's optimizer ops read, per stage: the
@@ -159,6 +162,8 @@ public:
   std::vector<double> waitMs;
   /// The step's loss as finishStep reduced it (this VW's under WSP).
   double stepLoss = NAN;
+  /// The batch of --eval-data that the running evaluation reads.
+  int64_t evalBatch = 0;
   /// Wave Synchronous Parallel across the replicas, when the program asks.
   std::unique_ptr<WaveSync> waveSync;
 
@@ -290,6 +295,16 @@ private:
                   int64_t stepsDone, StepLog &log);
   /// Writes this rank's checkpoint file, and the meta once all have.
   bool writeCheckpoint();
+  /// Whether an evaluation follows step index `step` (--eval-every, and
+  /// the run's last step).
+  bool evaluationDue(int64_t step) const;
+  /// Evaluates the weights after step index `step` on --eval-data: the
+  /// forward actions of a drained step (the pipeline is drained) for each
+  /// batch, in inference mode, then rank 0 prints and logs the mean loss,
+  /// and the accuracy or perplexity; false after aborting.
+  bool evaluate(StepLog &log);
+  /// A fresh record for a window's step.
+  StepRecord newRecord() const;
   /// Writes --dump-globals / --save-onnx and prints the summary.
   bool finish(int64_t stepsRun, double seconds);
   /// Gathers the globals on rank 0 (in `values` there), each from the

@@ -116,9 +116,26 @@ bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
     // Exact too: compared with torch.nn.utils.clip_grad_norm_'s.
     if (gradNorm)
       row += ",\"grad_norm\":" + jsonNumber(*gradNorm, 17);
+    if (!std::isnan(accuracy_))
+      row += ",\"accuracy\":" + jsonNumber(accuracy_, 17);
     row += "}";
   }
+  accuracy_ = NAN;
   return writeRow(row, error);
+}
+
+bool StepLog::writeEvaluation(int64_t step, double loss, double accuracy,
+                              double perplexity, std::string &error) {
+  // A CSV log keeps its columns: evaluations are printed only.
+  if (csv_)
+    return true;
+  std::string row = "{\"step\":" + std::to_string(step + 1) +
+                    ",\"eval_loss\":" + jsonNumber(loss, 17);
+  if (!std::isnan(accuracy))
+    row += ",\"eval_accuracy\":" + jsonNumber(accuracy, 17);
+  if (!std::isnan(perplexity))
+    row += ",\"eval_perplexity\":" + jsonNumber(perplexity, 17);
+  return writeRow(row + "}", error);
 }
 
 void pp::rt::train::printProgress(const Job &job, int64_t step,

@@ -46,6 +46,13 @@ public:
   bool write(int64_t step, double loss, double samplesPerSecond, double stepMs,
              const double *busyMs, const Rates &rates,
              std::optional<double> gradNorm, std::string &error);
+  /// The accuracy of the next step written (JSON's "accuracy"; a
+  /// classifier's top-1 over the step's batch).
+  void setAccuracy(double accuracy) { accuracy_ = accuracy; }
+  /// Writes an evaluation after step index `step` (JSON lines only): its
+  /// mean loss and, where not NaN, the accuracy and the perplexity.
+  bool writeEvaluation(int64_t step, double loss, double accuracy,
+                       double perplexity, std::string &error);
   /// Closes the file; false with `error` when the last rows do not reach it.
   bool close(std::string &error);
 
@@ -56,6 +63,7 @@ private:
   std::string path_;
   bool csv_ = false;
   int64_t numStages_ = 0;
+  double accuracy_ = NAN;
 };
 
 /// Prints the progress line of step index `step`: the loss, the other

@@ -18,6 +18,7 @@
 #include "pp/Runtime/Memory.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 #include <string_view>
@@ -193,6 +194,8 @@ Tensor StageState::global(int id) {
 }
 
 void StageState::writeGlobal(int id, const Tensor &value) {
+  if (evaluating)
+    return; // an evaluation updates no running statistics
   Tensor dst = global(id);
   const GlobalInfo &info = rank_.job.program.globals[id];
   expectLayout("train.global_write", "global '" + info.name + "'", value,
@@ -227,15 +230,74 @@ void StageState::input(int index, int64_t microBatch, Tensor &dst) {
   expectLayout("pp.input", "a micro-batch of input '" + info.name + "'", dst,
                info.dtype, shape);
   sync("pp.input");
-  int64_t chunk = dst.bytes();
+  copyToBuffer(dst.data, inputSource(index, microBatch), dst.bytes());
+}
+
+const char *StageState::inputSource(int index, int64_t microBatch) {
+  Job &job = rank_.job;
+  int64_t total = job.microBatches * job.replicas;
+  int64_t samples = job.microBatchSamples();
   int64_t slot = microBatch % total;
   // Every replica and stage takes micro-batch j of a step from the same
   // samples: positions j b .. j b + b - 1 of the step's batch.
-  const char *src =
-      job.dataset.empty()
-          ? job.inputData[index].bytes.data() + slot * chunk
-          : job.dataset.gather(index, rank_.step, slot * shape[0], shape[0]);
-  copyToBuffer(dst.data, src, chunk);
+  if (evaluating)
+    return job.evalDataset.gatherWrapped(
+        index, rank_.evalBatch * job.samplesPerStep + slot * samples, samples);
+  if (job.dataset.empty())
+    return job.inputData[index].bytes.data() +
+           slot * (job.inputData[index].bytes.size() / total);
+  return job.dataset.gather(index, rank_.step, slot * samples, samples);
+}
+
+namespace {
+
+/// The integer label `i` of `labels` (i64 or i32).
+int64_t labelAt(DType dtype, const char *labels, int64_t i) {
+  if (dtype == DType::I32)
+    return reinterpret_cast<const int32_t *>(labels)[i];
+  return reinterpret_cast<const int64_t *>(labels)[i];
+}
+
+} // namespace
+
+void StageState::countHits(int64_t microBatch, const Tensor &logits) {
+  const Job &job = rank_.job;
+  const OutputInfo &info = job.program.outputs[job.logitsOutput];
+  if (logits.dtype != info.dtype || logits.shape != info.shape)
+    fail("pp.output", "output '" + info.name + "' is " +
+                          describe(info.dtype, info.shape) + ", got " +
+                          describe(logits.dtype, logits.shape));
+  sync("pp.output");
+  std::vector<char> host(static_cast<size_t>(logits.bytes()));
+  copyFromBuffer(host.data(), logits.data, logits.bytes());
+  const char *labels = inputSource(job.labelsInput, microBatch);
+  DType labelType = job.program.inputs[job.labelsInput].dtype;
+  // [outer, classes, inner]: the arg max over the class axis (the first
+  // largest, as torch.argmax) of each (outer, inner) position.
+  int64_t axis = info.classAxis, outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= info.shape[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < info.shape.size(); ++d)
+    inner *= info.shape[d];
+  int64_t classes = info.shape[axis], size = dtypeSize(info.dtype), hits = 0;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      int64_t best = 0;
+      double bestValue = -INFINITY;
+      for (int64_t c = 0; c < classes; ++c) {
+        double v = elementAsDouble(
+            info.dtype, host.data() + ((o * classes + c) * inner + i) * size);
+        if (c == 0 || v > bestValue) {
+          best = c;
+          bestValue = v;
+        }
+      }
+      hits += labelAt(labelType, labels, o * inner + i) == best;
+    }
+  int64_t total = job.microBatches * job.replicas;
+  Rank::StepRecord &record = rank_.running();
+  record.hits[microBatch % total] = static_cast<double>(hits);
+  record.hitsSeen[microBatch % total] = 1;
 }
 
 void StageState::output(int index, int64_t microBatch, const Tensor &value) {
@@ -248,9 +310,15 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
     fail("pp.output", "output " + std::to_string(index) +
                           " has no slot for micro-batch " +
                           std::to_string(microBatch));
+  if (index == job.logitsOutput) {
+    // A language model reports perplexity: its logits stay on the device.
+    if (!job.languageModel)
+      countHits(microBatch, value);
+    return;
+  }
   auto it = std::find(job.reported.begin(), job.reported.end(), index);
   if (it == job.reported.end())
-    return; // only scalar losses and metrics are combined
+    return; // only scalar losses and metrics and the logits' hits
   const OutputInfo &info = job.program.outputs[index];
   if (value.dtype != info.dtype || value.numel() != 1)
     fail("pp.output", "output '" + info.name + "' is " +
@@ -414,6 +482,8 @@ Tensor StageState::recvView(int peerStage, int tag, int64_t microBatch,
 
 Tensor StageState::stashTarget(int slot, int64_t microBatch,
                                const Tensor &arenaView) {
+  if (evaluating)
+    return arenaView;
   auto key = std::make_tuple(int64_t(slot), microBatch,
                              static_cast<const void *>(arenaView.data));
   if (auto given = targets.find(key); given != targets.end())
@@ -427,6 +497,8 @@ Tensor StageState::stashTarget(int slot, int64_t microBatch,
 }
 
 void StageState::stash(int slot, int64_t microBatch, const Tensor &value) {
+  if (evaluating)
+    return; // no backward follows an evaluation's forward
   Tensor copy;
   auto pending = pendingStashes.find({slot, microBatch});
   if (pending != pendingStashes.end()) {

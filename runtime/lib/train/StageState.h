@@ -68,6 +68,13 @@ public:
   void writeGlobal(int id, const Tensor &value) override;
   Tensor constant(int id) override;
   void input(int index, int64_t microBatch, Tensor &dst) override;
+  /// The host bytes of micro-batch `microBatch` of input `index`: the
+  /// step's (--data, or the random batch), or in an evaluation the
+  /// evaluated batch's.
+  const char *inputSource(int index, int64_t microBatch);
+  /// Counts the micro-batch's top-1 hits of the logits (Job::logitsOutput)
+  /// against its labels, for the running step's accuracy.
+  void countHits(int64_t microBatch, const Tensor &logits);
   void output(int index, int64_t microBatch, const Tensor &value) override;
   void send(int peerStage, int tag, int64_t microBatch,
             const Tensor &value) override;

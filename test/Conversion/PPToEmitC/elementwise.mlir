@@ -35,17 +35,21 @@
 // CHECK: call_opaque "pp::rt::gen::view"{{.*}}#emitc.opaque<"pp::rt::DType::F64">
 // CHECK: call_opaque "pp::rt::cast"
 
-// Dropout: ratio and training mode are constants; the seed is the step's
+// Dropout: ratio and training mode are constants, and in training mode the
+// context says whether the running pass trains (the identity in an
+// evaluation); the seed is the step's
 // seed of the op's stream unless the op has one, and the offset places the
 // micro-batch's 32 elements in the mini-batch.
 // CHECK-LABEL: emitc.func @dropout(
 // CHECK-SAME: %[[CTX:[^:]*]]: !emitc.opaque<"pp::rt::StageContext&">, %[[MB:[^:]*]]: i64)
 // CHECK: %[[SEED:.*]] = call_opaque "pp::rt::gen::dropoutSeed"(%[[CTX]]) {args = [0 : index, #emitc.opaque<"3ull">]}
 // CHECK: %[[OFF:.*]] = call_opaque "pp::rt::gen::dropoutOffset"(%[[MB]]) {args = [0 : index, #emitc.opaque<"32">]}
-// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[SEED]], %[[OFF]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, 2 : index, 3 : index, 4 : index, 5 : index]}
+// CHECK: %[[TR:.*]] = call_opaque "pp::rt::gen::training"(%[[CTX]])
+// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[TR]], %[[SEED]], %[[OFF]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, 2 : index, 3 : index, 4 : index, 5 : index, 6 : index]}
 // CHECK-NOT: gen::dropoutSeed
 // CHECK: %[[OFF2:.*]] = call_opaque "pp::rt::gen::dropoutOffset"(%[[MB]])
-// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[OFF2]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, #emitc.opaque<"true">, #emitc.opaque<"7ull">, 2 : index, 3 : index, 4 : index]}
+// CHECK: %[[TR2:.*]] = call_opaque "pp::rt::gen::training"(%[[CTX]])
+// CHECK: call_opaque "pp::rt::dropout"(%{{.*}}, %{{.*}}, %[[TR2]], %[[OFF2]], %{{.*}}, %{{.*}}) {args = [0 : index, 1 : index, #emitc.opaque<"2.500000000e-01f">, 2 : index, #emitc.opaque<"7ull">, 3 : index, 4 : index, 5 : index]}
 
 // pp.fused: out[i] = f(x[i mod 32], b[i mod 8]) before its stage function,
 // run over the 32 elements of the result.

@@ -4,20 +4,25 @@
 // view of its planned offset.
 
 // Training-mode BatchNormalization keeps the batch statistics in scratch
-// (the gradient recomputes them); inference passes null pointers.
+// (the gradient recomputes them) and asks the context whether the running
+// pass trains (gen::training: false in train --eval-data's evaluation,
+// which normalises with the running statistics); inference passes null
+// pointers and false.
 // CHECK-LABEL: emitc.func @batch_norm(
 // CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{2, 3, 4, 4}">]}
 // CHECK-COUNT-4: call_opaque "pp::rt::gen::global"
 // CHECK: %[[Y:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{2, 3, 4, 4}">]}
 // CHECK: %[[RM:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{3}">]}
 // CHECK: %[[RV:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"{3}">]}
+// CHECK: %[[TR:.*]] = call_opaque "pp::rt::gen::training"(%{{.*}}) {args = [0 : index]} : (!emitc.opaque<"pp::rt::StageContext&">) -> i1
 // CHECK: %[[S0:.*]] = call_opaque "pp::rt::gen::scratch"(%{{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{3}">, #emitc.opaque<"0">]}
 // CHECK: %[[P0:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[S0]])
 // CHECK: %[[S1:.*]] = call_opaque "pp::rt::gen::scratch"(%{{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::DType::F32">, #emitc.opaque<"{3}">, #emitc.opaque<"1">]}
 // CHECK: %[[P1:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[S1]])
-// CHECK: %[[ST:.*]] = call_opaque "pp::rt::batchNorm"(%{{.*}}, %[[X]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[Y]], %[[RM]], %[[RV]], %[[P0]], %[[P1]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.999999747e-06f">, #emitc.opaque<"8.999999762e-01f">, #emitc.opaque<"true">, 6 : index, 7 : index, 8 : index, 9 : index, 10 : index, #emitc.opaque<"false">]}
+// CHECK: %[[ST:.*]] = call_opaque "pp::rt::batchNorm"(%{{.*}}, %[[X]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[TR]], %[[Y]], %[[RM]], %[[RV]], %[[P0]], %[[P1]]) {args = [0 : index, 1 : index, 2 : index, 3 : index, 4 : index, 5 : index, #emitc.opaque<"9.999999747e-06f">, #emitc.opaque<"8.999999762e-01f">, 6 : index, 7 : index, 8 : index, 9 : index, 10 : index, 11 : index, #emitc.opaque<"false">]}
 // CHECK: call_opaque "pp::rt::gen::check"(%{{.*}}, %[[ST]]) {args = [0 : index, 1 : index, #emitc.opaque<"\22onnx.BatchNormalization 'bn1'\22">]}
 // Inference mode; its fused Relu is the last argument.
+// CHECK-NOT: gen::training
 // CHECK: call_opaque "pp::rt::batchNorm"({{.*}}#emitc.opaque<"false">, 6 : index, 7 : index, 8 : index, #emitc.opaque<"nullptr">, #emitc.opaque<"nullptr">, #emitc.opaque<"false">, #emitc.opaque<"pp::rt::UnaryKind(1)">]}
 
 // CHECK-LABEL: emitc.func @layer_norm(

@@ -115,6 +115,14 @@ func.func @f(%mb: tensor<i64>, %x: tensor<f32>) {
 
 // -----
 
+func.func @f(%mb: tensor<i64>, %x: tensor<2x3xf32>) {
+  // expected-error @+1 {{class_axis 0 must name a non-batch dim of 'tensor<2x3xf32>'}}
+  pp.output %x, %mb {index = 1 : i64, combine = "concat", class_axis = 0 : i64} : tensor<2x3xf32>
+  return
+}
+
+// -----
+
 // expected-error @+2 {{unknown ScheduleKind 'zigzag'}}
 // expected-error @+1 {{failed to parse PP_PlanAttr parameter 'schedule'}}
 module attributes {pp.plan = #pp.plan<schedule = "zigzag", micro_batches = 1, num_stages = 1>} {

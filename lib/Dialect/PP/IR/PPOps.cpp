@@ -222,6 +222,17 @@ void pp::pipeline::setLossResult(FunctionOpInterface func, unsigned index) {
   func.setResultAttr(index, Names::LossAttrHelper::getNameStr(),
                      UnitAttr::get(func.getContext()));
 }
+IntegerAttr pp::pipeline::getClassAxis(FunctionOpInterface func,
+                                       unsigned index) {
+  return func.getResultAttrOfType<IntegerAttr>(
+      index, Names::ClassAxisAttrHelper::getNameStr());
+}
+NamedAttribute pp::pipeline::getClassAxisResultAttr(MLIRContext *context,
+                                                    int64_t axis) {
+  return NamedAttribute(
+      StringAttr::get(context, Names::ClassAxisAttrHelper::getNameStr()),
+      IntegerAttr::get(IntegerType::get(context, 64), axis));
+}
 NamedAttribute pp::pipeline::getLossResultAttr(MLIRContext *context) {
   return NamedAttribute(
       StringAttr::get(context, Names::LossAttrHelper::getNameStr()),
@@ -401,6 +412,11 @@ LogicalResult OutputOp::verify() {
   auto type = cast<RankedTensorType>(getValue().getType());
   if (combine == "concat" && type.getRank() == 0)
     return emitOpError("cannot concat scalars over micro-batches");
+  if (std::optional<uint64_t> axis = getClassAxis();
+      axis && (*axis < 1 || static_cast<int64_t>(*axis) >= type.getRank()))
+    return emitOpError("class_axis ")
+           << static_cast<int64_t>(*axis) << " must name a non-batch dim of "
+           << type;
   return success();
 }
 
@@ -574,7 +590,8 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     return op->emitError() << name << " must be " << what << ", got " << value;
   };
   if (name == Names::StageAttrHelper::getNameStr() ||
-      name == Names::ArenaBytesAttrHelper::getNameStr())
+      name == Names::ArenaBytesAttrHelper::getNameStr() ||
+      name == Names::ClassAxisAttrHelper::getNameStr())
     return expect(isa<IntegerAttr>(value) &&
                       cast<IntegerAttr>(value).getInt() >= 0,
                   "an integer >= 0");

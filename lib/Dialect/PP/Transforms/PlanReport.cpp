@@ -136,7 +136,8 @@ double median(std::vector<double> values) {
 }
 
 /// Reads the JSON lines a generated program's --log writes ({"step",
-/// "step_ms", "busy_ms": [per stage]}); the error names the file and line.
+/// "step_ms", "busy_ms": [per stage]}, and evaluations, skipped); the error
+/// names the file and line.
 FailureOr<MeasuredRun> readMeasuredLog(ModuleOp module, StringRef path,
                                        int numStages) {
   auto fail = [&](const Twine &message) {
@@ -166,6 +167,9 @@ FailureOr<MeasuredRun> readMeasuredLog(ModuleOp module, StringRef path,
     if (!parsed)
       return fail(where() + llvm::toString(parsed.takeError()));
     const llvm::json::Object *entry = parsed->getAsObject();
+    // An evaluation's record (train --eval-data) times no step.
+    if (entry && entry->get("eval_loss"))
+      continue;
     // Bounded and finite: 1e400 reads as infinity, which would reach the
     // report and plan.json (where "inf" is not JSON).
     auto inRange = [](std::optional<double> ms) {

@@ -519,7 +519,8 @@ LogicalResult Splitter::emitOutputs() {
         type.getRank() == 0 ? (lossIsSum ? "sum" : "mean") : "concat";
     pipeline::OutputOp::create(f.builder, value.getLoc(), *local, f.microBatch,
                                f.builder.getI64IntegerAttr(index),
-                               f.builder.getStringAttr(combine));
+                               f.builder.getStringAttr(combine),
+                               pipeline::getClassAxis(step, index));
   }
   return success();
 }

@@ -56,6 +56,8 @@ LogicalResult pp::train::addLoss(ModuleOp module,
   OpBuilder b(ret);
   Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());
   Value loss;
+  // A classifier's logits: the runtime counts its top-1 hits.
+  std::optional<int64_t> classAxis;
   if (options.kind == "softmax-cross-entropy") {
     int64_t rank = outputType.getRank();
     int64_t axis =
@@ -84,6 +86,7 @@ LogicalResult pp::train::addLoss(ModuleOp module,
                                                    Value(), IntegerAttr(),
                                                    b.getStringAttr("mean"))
                .getOutput();
+    classAxis = axis;
   } else if (options.kind == "mse") {
     Value target = addLabels(func, outputType, loc);
     Value diff = onnx::SubOp::create(b, loc, output, target);
@@ -107,5 +110,10 @@ LogicalResult pp::train::addLoss(ModuleOp module,
   func.setFunctionType(
       b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
   func.setAllResultAttrs(resultAttrs);
+  if (classAxis) {
+    NamedAttribute attr =
+        pp::pipeline::getClassAxisResultAttr(module.getContext(), *classAxis);
+    func.setResultAttr(1, attr.getName(), attr.getValue());
+  }
   return success();
 }

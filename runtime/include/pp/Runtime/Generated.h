@@ -138,6 +138,9 @@ inline void tpAllSlice(StageContext &ctx, int64_t axis, const Tensor &src,
   starts[axis] = ctx.tensorParallelRank() * dst.shape[axis];
   check(ctx, slice(ctx.kernels(), src, starts, steps, dst), "shard.all_slice");
 }
+/// Whether the running function trains: BatchNormalization and Dropout
+/// compiled for training run in inference mode in an evaluation.
+inline bool training(StageContext &ctx) { return !ctx.evaluating; }
 inline uint64_t dropoutSeed(StageContext &ctx, uint64_t stream) {
   return ctx.dropoutSeed(stream);
 }

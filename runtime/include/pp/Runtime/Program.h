@@ -45,6 +45,11 @@ public:
   /// 'node name'").
   bool timingOps = false;
   virtual void opFinished(const char *op) {}
+  /// Set while the driver evaluates (train --eval-data): the forward
+  /// functions run with BatchNormalization on its running statistics and
+  /// Dropout as the identity (gen::training), and the driver keeps no stash
+  /// and writes no global.
+  bool evaluating = false;
   /// The planned arena of the running function (pp.arena_bytes).
   virtual char *arena() = 0;
   /// This stage's copy of global `id` (ProgramInfo::globals).
@@ -188,6 +193,9 @@ struct OutputInfo {
   std::string combine;
   DType dtype;
   std::vector<int64_t> shape;
+  /// A classifier's logits (pp.output's class_axis): the dim whose arg max
+  /// is the predicted class of the `labels` input; -1 for other outputs.
+  int64_t classAxis = -1;
 };
 
 /// ReceiveInfo::microBatch of a receive of the function's own micro-batch.

@@ -2,12 +2,12 @@
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss="kind=mse" -verify-diagnostics | FileCheck %s --check-prefix=MSE
 
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
+// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64})
 // CHECK: %[[LOGITS:.*]] = onnx.Relu
 // CHECK: %[[LOSS:[^,]*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[LOGITS]], %[[LABELS]] :
 // CHECK: return %[[LOSS]], %[[LOGITS]]
 // MSE-LABEL: func.func @main
-// MSE-SAME: %[[T:[^:]*]]: tensor<8x3xf32> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}
+// MSE-SAME: %[[T:[^:]*]]: tensor<8x3xf32> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
 // MSE: %[[D:.*]] = onnx.Sub %{{.*}}, %[[T]]
 // MSE: %[[SQ:.*]] = onnx.Mul %[[D]], %[[D]]
 // MSE: onnx.ReduceMean %[[SQ]] {keepdims = 0 : i64} : (tensor<8x3xf32>) -> tensor<f32>
@@ -20,9 +20,11 @@ func.func @main(%x: tensor<8x4xf32>) -> (tensor<8x3xf32> {onnx.name = "logits"})
 
 // -----
 
-// Sequence logits [N, S, V]: classes move to dim 1 and labels are [N, S].
+// Sequence logits [N, S, V]: classes move to dim 1 and labels are [N, S];
+// the logits keep their own class dim (pp.class_axis), which the runtime's
+// accuracy reads.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %{{.*}}: tensor<2x5xi64> {onnx.name = "labels"}
+// CHECK-SAME: %{{.*}}: tensor<2x5xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x7xf32> {pp.class_axis = 2 : i64})
 // CHECK: %[[T:.*]] = onnx.Transpose %{{.*}} {perm = array<i64: 0, 2, 1>} : (tensor<2x5x7xf32>) -> tensor<2x7x5xf32>
 // CHECK: onnx.SoftmaxCrossEntropyLoss %[[T]]
 // MSE-LABEL: func.func @main

@@ -11,7 +11,7 @@
 // the GEMM and ReLU run in bf16, the loss in fp32; the step's results keep
 // their fp32 types.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
+// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64})
 // CHECK-DAG: %[[X:.*]] = onnx.Cast %arg0 {to = 16 : i64} : (tensor<8x4xf32>) -> tensor<8x4xbf16>
 // CHECK-DAG: %[[W:.*]] = onnx.global_read @w : tensor<3x4xf32>
 // CHECK-DAG: %[[WL:.*]] = onnx.Cast %[[W]] {to = 16 : i64} : (tensor<3x4xf32>) -> tensor<3x4xbf16>

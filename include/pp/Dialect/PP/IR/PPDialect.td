@@ -72,6 +72,8 @@ def PP_Dialect : Dialect {
     // function, the loss result, the gradient of a global.
     "::mlir::UnitAttr":$micro_batch,
     "::mlir::UnitAttr":$loss,
+    // The class dim of a classifier's logits result (--pp-add-loss).
+    "::mlir::IntegerAttr":$class_axis,
     "::mlir::FlatSymbolRefAttr":$grad_of
   );
 }

@@ -146,6 +146,11 @@ bool isLossResult(mlir::FunctionOpInterface func, unsigned index);
 void setLossResult(mlir::FunctionOpInterface func, unsigned index);
 /// The pp.loss entry of a result attribute dictionary.
 mlir::NamedAttribute getLossResultAttr(mlir::MLIRContext *context);
+/// The class dim of a classifier's logits result (pp.class_axis, set by
+/// --pp-add-loss), or null.
+mlir::IntegerAttr getClassAxis(mlir::FunctionOpInterface func, unsigned index);
+mlir::NamedAttribute getClassAxisResultAttr(mlir::MLIRContext *context,
+                                            int64_t axis);
 mlir::FlatSymbolRefAttr getGradOf(mlir::FunctionOpInterface func,
                                   unsigned index);
 /// The pp.grad_of entry of a result attribute dictionary.

@@ -72,13 +72,19 @@ def PP_OutputOp : PP_Op<"output", [MemoryEffects<[MemWrite]>]> {
     The step's output `index` combines the values of all micro-batches:
     `mean` or `sum` for a scalar loss (as the loss reduces over the batch),
     `concat` along the first dimension for per-sample outputs.
+    `class_axis` marks a classifier's logits (the loss's scores, set by
+    `--pp-add-loss`): the runtime counts the samples whose arg max along that
+    dim equals the `labels` input (top-1 accuracy).
 
     ```mlir
     pp.output %loss, %mb {index = 0 : i64, combine = "mean"} : tensor<f32>
+    pp.output %logits, %mb {index = 1 : i64, combine = "concat",
+                            class_axis = 1 : i64} : tensor<4x10xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$value, PP_MicroBatch:$micro_batch,
-                       I64Attr:$index, StrAttr:$combine);
+                       I64Attr:$index, StrAttr:$combine,
+                       OptionalAttr<I64Attr>:$class_axis);
   let assemblyFormat = "$value `,` $micro_batch attr-dict `:` type($value)";
   let hasVerifier = 1;
 }

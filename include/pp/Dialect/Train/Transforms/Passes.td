@@ -14,7 +14,10 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     `softmax-cross-entropy` takes integer class labels (the class dim is
     `class-axis`, last by default, so [N, C] classifiers and [N, S, V]
     language models both work); `mse` takes float targets of the output's
-    shape. The loss becomes result 0, marked `pp.loss`.
+    shape. The loss becomes result 0, marked `pp.loss`; under
+    `softmax-cross-entropy` the logits (result 1) get `pp.class_axis`, which
+    `--pp-split-stages` puts on their `pp.output` so that generated programs
+    report top-1 accuracy.
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Function to train">,

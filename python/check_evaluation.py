@@ -1,0 +1,356 @@
+#!/usr/bin/env python3
+"""Checks generated programs' `train --eval-data` against PyTorch's eval().
+
+For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout]
+[:lr=X] (LAUNCH mpi,
+local, or both: mpirun, then --local, whose evaluations must be the same
+to the bit) exports the test model at a micro-batch of --micro-batch, compiles
+a 1F1B program of --microbatches micro-batches per replica (dp=2: two
+replicas of the pipeline; tp2: tp=2, each stage on a group of two; 2bw:
+PipeDream-2BW of 4 micro-batches updating every 2, whose steps between
+evaluations run as one stream), builds it and trains --steps steps on a data
+set of whole batches with `--eval-data` (a held-out set whose size is no
+multiple of the batch or the micro-batch) and `--eval-every 2`. Then:
+
+  - the evaluation after the last step equals PyTorch's model.eval() on the
+    weights the program dumped (--dump-globals: trained weights and
+    BatchNorm running statistics): the mean cross-entropy over the counted
+    samples (the whole micro-batches of held-out samples) to --rtol, and
+    the top-1 accuracy (classifiers) or perplexity exp(loss) (language
+    models, over every token);
+  - every evaluation is in the JSON --log with its step, and the printed
+    line says the same;
+  - with Dropout kept in training mode (`dropout`), the evaluation has no
+    mask (PyTorch's eval() neither);
+  - BatchNorm's running statistics trained away from their initial values
+    (so eval mode is not batch statistics nor the initial ones) and stay
+    as trained (an evaluation updates nothing: a run evaluating every step
+    trains to the same weights as one that does not);
+  - a classifier's JSON log has each step's training `accuracy`, which
+    equals the top-1 accuracy of PyTorch's training forward on the step's
+    batch (the MLP, SGD replayed from the same weights).
+
+--errors adds bad input: an eval set whose per-sample shape or dtype is not
+the program's, and flags that do not fit ("error case NAME: ..." lines).
+Prints MISMATCH lines for failures (exit status 1).
+"""
+import argparse
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+
+import numpy as np
+
+from check_generated import build
+from check_pipeline import cluster_file, export_micro_and_whole
+from compare import load_globals, run
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+
+def input_flags(mlir, option, files):
+    """--data / --eval-data flags naming the program's inputs in order."""
+    names = re.search(r'pp.input_names = \[([^\]]*)\]',
+                      open(mlir).read()).group(1)
+    names = [n.strip().strip('"') for n in names.split(",")]
+    return [f"--{option}={n}={f}" for n, f in zip(names, files)]
+
+
+def make_sets(example, samples, seed):
+    """Inputs and labels of `samples` samples shaped like `example`'s."""
+    rng = np.random.default_rng(seed)
+    if example.dtype == np.int64:  # tokens: a language model
+        x = rng.integers(0, 64, size=(samples,) + example.shape[1:])
+        return x.astype(np.int64), rng.integers(
+            0, 64, size=x.shape).astype(np.int64)
+    x = rng.standard_normal((samples,) + example.shape[1:])
+    return x.astype(np.float32), rng.integers(0, 10, size=samples).astype(
+        np.int64)
+
+
+def torch_model(name, state):
+    """The test model with `state` (name -> array) loaded; the keys of its
+    state_dict that `state` lacks."""
+    import torch
+    import make_models
+    torch.manual_seed(0)
+    model = make_models.MODELS[name]()[0]
+    missing, loaded = [], set()
+    with torch.no_grad():
+        for key, value in model.state_dict().items():
+            if key in state:
+                value.copy_(torch.from_numpy(np.array(state[key])))
+                loaded.add(value.data_ptr())
+    # A tied weight (the GPT's lm_head) is its twin's tensor.
+    for key, value in model.state_dict().items():
+        if value.data_ptr() not in loaded and \
+                not key.endswith("num_batches_tracked"):
+            missing.append(key)
+    return model, missing
+
+
+def torch_eval(model, x, y):
+    """PyTorch's eval(): mean cross-entropy over every label (token), top-1
+    accuracy."""
+    import torch
+    import torch.nn.functional as F
+    model.eval()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(x))
+        flat = logits.reshape(-1, logits.shape[-1])
+        labels = torch.from_numpy(y).reshape(-1)
+        losses = F.cross_entropy(flat, labels, reduction="none")
+        hits = (flat.argmax(dim=-1) == labels).double()
+    return losses.double().mean().item(), hits.mean().item()
+
+
+def torch_train_accuracy(name, initial, batches, lr, steps):
+    """Top-1 accuracy of each SGD step's training forward (PyTorch)."""
+    import torch
+    import torch.nn.functional as F
+    model, _ = torch_model(name, initial)
+    model.train()
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr)
+    accuracies = []
+    for k in range(steps):
+        x, y = (torch.from_numpy(a) for a in batches(k))
+        optimizer.zero_grad()
+        logits = model(x)
+        F.cross_entropy(logits, y).backward()
+        optimizer.step()
+        accuracies.append((logits.argmax(dim=-1) == y).double().mean().item())
+    return accuracies
+
+
+def log_records(path):
+    return [json.loads(line) for line in open(path)]
+
+
+def check_config(args, config, failures):
+    fields = config.split(":")
+    model, stages, launch = fields[0], int(fields[1]), fields[2]
+    dp = 2 if "dp2" in fields[3:] else 1
+    tp = 2 if "tp2" in fields[3:] else 1
+    ranks = stages * tp * dp
+    dropout = "dropout" in fields[3:]
+    micro, m = args.micro_batch, args.microbatches
+    # PipeDream-2BW: 4 micro-batches, an update every 2, the steps between
+    # evaluations one stream that drains at each.
+    versioned = "2bw" in fields[3:]
+    lr = next((float(f[3:]) for f in fields[3:] if f.startswith("lr=")),
+              args.lr)
+    if versioned:
+        m = 4
+    work = os.path.join(args.work, config.replace(":", "-"))
+    os.makedirs(work, exist_ok=True)
+    micro_dir, whole_dir = export_micro_and_whole(
+        model, os.path.join(args.work, f"export-{model}"
+                            f"{'-dropout' if dropout else ''}"),
+        micro, m * dp, dropout=dropout)
+    batch = micro * m * dp
+    mlir = os.path.join(work, "pipelined.mlir")
+    program = os.path.join(work, "program")
+    schedule = ("pipedream-2bw update-every=2" if versioned else "1f1b")
+    options = (f"cluster={cluster_file(work, ranks)} schedule={schedule} "
+               f"microbatches={m} lr={lr}" +
+               (f" dp={dp}" if dp > 1 else "") +
+               (f" tp={tp}" if tp > 1 else ""))
+    run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
+         f"--pp-compile={options} emit-dir={program}", "-o", mlir])
+    exe = build(program)
+
+    example = np.load(os.path.join(whole_dir, "input.npy"))
+    x, y = make_sets(example, batch * args.steps, 1)
+    # Held-out: no multiple of the batch nor of the micro-batch.
+    held = batch + micro + 1
+    ex, ey = make_sets(example, held, 2)
+    files = []
+    for name, array in (("x", x), ("y", y), ("ex", ex), ("ey", ey)):
+        files.append(os.path.join(work, f"{name}.npy"))
+        np.save(files[-1], array)
+    counted = held // micro * micro
+
+    log = os.path.join(work, "train.jsonl")
+    dump = os.path.join(work, "dump")
+    command = [exe] + input_flags(mlir, "data", files[:2]) + input_flags(
+        mlir, "eval-data", files[2:]) + [
+        f"--steps={args.steps}", "--eval-every=2", f"--log={log}",
+        f"--dump-globals={dump}"]
+    if launch == "local":
+        out = run(command + ["--local"])
+    else:
+        out = run(shlex.split(args.mpirun) +
+                  ["-np", str(ranks)] + command)
+    records = log_records(log)
+    if launch == "both":
+        local_log = os.path.join(work, "local.jsonl")
+        run([a if not a.startswith("--log=") else f"--log={local_log}"
+             for a in command] + ["--local"])
+        evaluations = [{k: v for k, v in r.items()} for r in
+                       log_records(local_log) if "eval_loss" in r]
+        same = evaluations == [r for r in records if "eval_loss" in r]
+        print(f"{config}: --local evaluates as mpirun to the bit: "
+              f"{'yes' if same else 'no'}")
+        if not same:
+            failures.append(f"{config}: --local evaluations {evaluations}")
+    evals = [r for r in records if "eval_loss" in r]
+    steps = [r for r in records if "eval_loss" not in r]
+    want = sorted(set([k for k in range(2, args.steps + 1, 2)] +
+                      [args.steps]))
+    if [r["step"] for r in evals] != want or len(steps) != args.steps:
+        failures.append(f"{config}: evaluations after steps "
+                        f"{[r['step'] for r in evals]}, expected {want}")
+        return
+    printed = re.findall(r"^eval after step (\d+): loss (\S+)", out, re.M)
+    if [int(s) for s, _ in printed] != want or any(
+            abs(float(l) - r["eval_loss"]) > 1e-6 * abs(r["eval_loss"])
+            for (_, l), r in zip(printed, evals)):
+        failures.append(f"{config}: printed evaluations {printed} are not "
+                        f"the log's")
+
+    trained = load_globals(dump)
+    # What the program holds as constants (the GPT's position table and
+    # causal masks) keeps the exported value.
+    exported = initializers(os.path.join(micro_dir, "model.onnx"))
+    torch_net, missing = torch_model(model, {**exported, **trained})
+    if missing:
+        failures.append(f"{config}: the dump lacks {missing}")
+        return
+    loss, accuracy = torch_eval(torch_net, ex[:counted], ey[:counted])
+    last = evals[-1]
+    language = example.dtype == np.int64
+    error = abs(last["eval_loss"] - loss) / abs(loss)
+    kind = "perplexity" if language else "accuracy"
+    if error > args.rtol:
+        failures.append(f"{config}: eval_loss {last['eval_loss']} against "
+                        f"PyTorch's {loss}")
+    if language:
+        ours = last.get("eval_perplexity")
+        theirs = float(np.exp(loss))
+        ok = ours is not None and "eval_accuracy" not in last and \
+            abs(ours - theirs) <= args.rtol * theirs
+    else:
+        ours = last.get("eval_accuracy")
+        theirs = accuracy
+        ok = ours is not None and abs(ours - theirs) < 1e-12
+    if not ok:
+        failures.append(f"{config}: eval {kind} {ours} against PyTorch's "
+                        f"{theirs}")
+    print(f"{config}: {len(evals)} evaluations (after steps {want}) of "
+          f"{counted} of {held} held-out samples; the last equals "
+          f"PyTorch's eval(): loss rel. error {error:.1e}, {kind} "
+          f"{ours:.6g} (PyTorch {theirs:.6g})")
+
+    # BatchNorm: the running statistics moved in training; evaluations
+    # left them as trained.
+    if any(k.endswith("running_mean") for k in trained):
+        initial = initializers(os.path.join(micro_dir, "model.onnx"))
+        moved = max(float(np.abs(trained[k] - initial[k]).max())
+                    for k in trained if k.endswith("running_mean"))
+        quiet = os.path.join(work, "dump-no-eval")
+        plain = [a for a in command if not a.startswith("--eval") and
+                 not a.startswith("--dump-globals") and
+                 not a.startswith("--log")] + [f"--dump-globals={quiet}",
+                                               "--local"]
+        run(plain)
+        again = load_globals(quiet)
+        same = all(np.array_equal(trained[k], again[k]) for k in trained)
+        print(f"{config}: running means moved up to {moved:.3g} from their "
+              f"initial values; weights as without evaluations: "
+              f"{'yes' if same else 'no'}")
+        if moved == 0 or not same:
+            failures.append(f"{config}: running statistics: moved {moved}, "
+                            f"same as without evaluations {same}")
+
+    # A classifier's training accuracy per step (the MLP: SGD replayed).
+    if not language and model == "mlp" and not versioned:
+        initial = initializers(os.path.join(micro_dir, "model.onnx"))
+        theirs = torch_train_accuracy(
+            model, initial,
+            lambda k: (x[k * batch:(k + 1) * batch],
+                       y[k * batch:(k + 1) * batch]), lr, args.steps)
+        ours = [r.get("accuracy") for r in steps]
+        if ours != theirs:
+            failures.append(f"{config}: training accuracy {ours} against "
+                            f"PyTorch's {theirs}")
+        else:
+            print(f"{config}: training accuracy per step equals PyTorch's: "
+                  f"{ours}")
+    return mlir, exe, files, example
+
+
+def initializers(path):
+    import onnx
+    from onnx import numpy_helper
+    return {t.name: numpy_helper.to_array(t)
+            for t in onnx.load(path).graph.initializer}
+
+
+def check_errors(mlir, exe, files, example, work, failures):
+    wide_shape = (9,) + example.shape[1:-1] + (example.shape[-1] + 1,)
+    cases = [
+        ("shape", input_flags(mlir, "data", files[:2]) +
+         input_flags(mlir, "eval-data",
+                     [save(work, "wide", np.zeros(wide_shape,
+                                                  example.dtype)),
+                      files[3]])),
+        ("label-dtype", input_flags(mlir, "data", files[:2]) +
+         input_flags(mlir, "eval-data",
+                     [files[2], save(work, "eyf", np.load(files[3]).astype(
+                         np.float32))])),
+        ("every-without-data", ["--eval-every=2"]),
+        ("every-zero", input_flags(mlir, "eval-data", files[2:]) +
+         ["--eval-every=0"]),
+    ]
+    for name, extra in cases:
+        proc = subprocess.run([exe, "--local", "--steps=1"] + extra,
+                              capture_output=True, text=True, timeout=60)
+        lines = [l[l.index("error"):] for l in proc.stderr.splitlines()
+                 if re.match(r"(\S+: )?error: ", l)]
+        print(f"error case {name}: exit {proc.returncode}: " +
+              (lines[0] if lines else "(no error line)"))
+        if proc.returncode == 0 or not lines:
+            failures.append(f"error case {name}: exit {proc.returncode}")
+
+
+def save(work, name, array):
+    path = os.path.join(work, f"{name}.npy")
+    np.save(path, array)
+    return path
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--work", required=True, help="scratch directory")
+    parser.add_argument("--configs", default="mlp:2:mpi",
+                        help="MODEL:STAGES:mpi|local[:dp2][:dropout], "
+                        "comma-separated")
+    parser.add_argument("--pipeline-opt", default="pipeline-opt")
+    parser.add_argument("--mpirun", default="mpirun --allow-run-as-root "
+                        "--oversubscribe")
+    parser.add_argument("--micro-batch", type=int, default=2)
+    parser.add_argument("--microbatches", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=3)
+    parser.add_argument("--lr", type=float, default=0.05)
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--errors", action="store_true")
+    args = parser.parse_args()
+    os.makedirs(args.work, exist_ok=True)
+    failures = []
+    first = None
+    for config in args.configs.split(","):
+        result = check_config(args, config, failures)
+        first = first or result
+    if args.errors and first:
+        check_errors(*first, args.work, failures)
+    for failure in failures:
+        print("MISMATCH", failure)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
