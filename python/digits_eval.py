@@ -1,21 +1,17 @@
 #!/usr/bin/env python3
-"""Held-out accuracy of the digits demo's trained model (a stand-in).
+"""Held-out accuracy of the digits demo's trained model.
 
     digits_eval.py --model trained.onnx --data DIR/heldout [--log RUN.jsonl]
 
-STAND-IN: `train` cannot evaluate yet (`--eval-data DIR --eval-every N`,
-which logs `eval_loss` / `eval_accuracy` records, is being built on
-another branch, issue 41 item 4). Until it lands the demo measures the
-held-out accuracy after training from the weights the program wrote with
-`--save-onnx`: our own reference interpreter runs the trained model's
-forward on all held-out images at once (`pp-interpret trained.onnx
---batch-size=N --input=input=DIR/input.npy --output-dir=...`), and numpy
-takes the argmax of the logits and the mean cross-entropy. The weights and
-the forward are ours; only the arithmetic on the logits is numpy's.
-
-With --log, a log that already holds `eval_accuracy` records (a `train`
-with --eval-data) is used instead: the last record's accuracy and loss are
-printed, marked as the program's own evaluation.
+With --log, the program's own evaluation (`train --eval-data DIR
+--eval-every N`, whose log holds `eval_loss` / `eval_accuracy` records):
+the last record's accuracy and loss, over the held-out micro-batches the
+program evaluates (whole micro-batches of held-out samples). Without one
+(or with a log of a run without --eval-data), a check from outside: the
+weights the program wrote with `--save-onnx` run by our reference
+interpreter on all held-out images at once (`pp-interpret trained.onnx
+--batch-size=N --input=input=DIR/input.npy --output-dir=...`), numpy
+taking the argmax of the logits and the mean cross-entropy.
 
 Prints `ours held-out accuracy: 97.31% (289/297), loss 0.1234 (...)`.
 """
@@ -85,10 +81,11 @@ def main():
         logits = interpret(args.pp_interpret, args.model, x)
         accuracy = float((logits.argmax(axis=1) == y).mean())
         loss = cross_entropy(logits, y)
-        source = "stand-in: --save-onnx weights run by pp-interpret"
-    print(f"ours held-out accuracy: {100 * accuracy:.2f}% "
-          f"({round(accuracy * len(y))}/{len(y)}), loss {loss:.4f} "
-          f"({source})")
+        source = "--save-onnx weights run by pp-interpret"
+    count = ("" if record is not None else
+             f"({round(accuracy * len(y))}/{len(y)}), ")
+    print(f"ours held-out accuracy: {100 * accuracy:.2f}% {count}"
+          f"loss {loss:.4f} ({source})")
     return 0
 
 

@@ -19,7 +19,8 @@
 #    order, torch.optim.SGD, LinearLR + CosineAnnealingLR), and how far
 #    apart their per-step losses are.
 #
-# DIGITS_EPOCHS (default 10), DIGITS_LR (0.05), DIGITS_SEED (1) and
+# DIGITS_EPOCHS (default 10), DIGITS_LR (0.05), DIGITS_SEED (1), DIGITS_CLIP
+# (2.0, the global gradient norm both runs clip to) and
 # DIGITS_RTOL (1e-4, the loss check's tolerance) change the recipe; the
 # lit test (test/Target/Program/digits-demo.test) runs two epochs.
 set -euo pipefail
@@ -64,18 +65,15 @@ cmake --build "$work/program/build" >/dev/null
 
 # The recipe, given to both our program and the PyTorch reference.
 recipe=(--lr "$lr" --seed "$seed" --lr-schedule cosine --warmup-steps $warmup)
-# Gradient clipping (issue 41 item 3, another branch): once `train` has it,
-# this one line clips both runs (digits_torch.py has the flag already):
-#   recipe+=(--clip-grad-norm 1.0)
+# Gradient clipping by the global norm over both stages, in both runs.
+recipe+=(--clip-grad-norm "${DIGITS_CLIP:-2.0}")
 train_flags=(--data "$work/train" --epochs "$epochs" --shuffle "${recipe[@]}"
   --log "$work/run.jsonl" --save-onnx "$work/trained.onnx")
 torch_flags=(--data "$work" --epochs "$epochs" --batch $batch
   --momentum $momentum "${recipe[@]}")
-# Evaluation (issue 41 item 4, another branch): once `train` has it, this
-# one line evaluates the held-out images every epoch; the log then holds
-# eval_accuracy records, which plot_run.py draws and digits_eval.py prints
-# instead of its stand-in:
-#   train_flags+=(--eval-data "$work/heldout" --eval-every 46)
+# The held-out images evaluated every epoch and at the end: the log's
+# eval_accuracy records, which plot_run.py draws and digits_eval.py prints.
+train_flags+=(--eval-data "$work/heldout" --eval-every 46)
 
 echo "== digits: training on 2 MPI ranks ($epochs epochs, batch $batch, warm-up $warmup steps then cosine)"
 start=$(date +%s.%N)
