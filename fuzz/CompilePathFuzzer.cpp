@@ -28,6 +28,15 @@
 #include <cstdint>
 #include <memory>
 
+// Debian's MLIR is linked in uninstrumented, and LLVM's BumpPtrAllocator
+// poisons the slabs of its slow path (inline, instrumented here) and
+// unpoisons each allocation in its fast path (inline, uninstrumented in
+// MLIR): MLIRContext's own type storage would read as poisoned. The
+// allocator's manual poisoning is off; ASan's own checks stay.
+extern "C" const char *__asan_default_options() {
+  return "allow_user_poisoning=0";
+}
+
 namespace {
 const char *const kCompileOptions[] = {
     "cluster=2xT4 schedule=1f1b microbatches=2 report=",

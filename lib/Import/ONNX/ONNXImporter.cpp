@@ -393,7 +393,8 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
                          << " bytes of shape " << type,
              failure();
     bytes.resize(byteCount);
-    std::memcpy(bytes.data(), (*buffer)->getBufferStart() + offset, want);
+    if (want > 0)
+      std::memcpy(bytes.data(), (*buffer)->getBufferStart() + offset, want);
     return bytes;
   }
   if (tensor.has_raw_data()) {
@@ -403,7 +404,8 @@ Importer::tensorBytes(const onnxpb::TensorProto &tensor, RankedTensorType type,
                          << byteCount << " for shape " << type,
              failure();
     bytes.resize(byteCount);
-    std::memcpy(bytes.data(), tensor.raw_data().data(), bytes.size());
+    if (byteCount > 0) // a zero-size tensor: no bytes (and data() may be null)
+      std::memcpy(bytes.data(), tensor.raw_data().data(), bytes.size());
     return bytes;
   }
   auto copyTyped = [&](const auto &field, StringRef name,
