@@ -43,15 +43,7 @@ pipeline-opt "$work/model.onnx" --batch-size=$micro_batch \
   --pp-compile="cluster=2xT4 schedule=1f1b microbatches=$microbatches optimizer=adam lr=$lr report=$work/plan.txt emit-dir=$work/program" \
   -o "$work/pipeline.mlir"
 sed -n '/^== pipeline plan/,/^bottleneck/p' "$work/plan.txt"
-# PP_PROGRAM_OPT / PP_PROGRAM_CCACHE as python/check_generated.py's build
-# (the lit tests set them).
-configure=(-DCMAKE_BUILD_TYPE=Release)
-[ -n "${PP_PROGRAM_OPT:-}" ] &&
-  configure=(-DCMAKE_BUILD_TYPE=None "-DCMAKE_CXX_FLAGS=-O$PP_PROGRAM_OPT")
-[ "${PP_PROGRAM_CCACHE:-}" = 1 ] && command -v ccache >/dev/null &&
-  configure+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
-cmake -S "$work/program" -B "$work/program/build" -G Ninja "${configure[@]}" >/dev/null
-cmake --build "$work/program/build" >/dev/null
+bash "$root/scripts/build-program.sh" "$work/program"
 
 train_flags=(--data "$work/train" --steps "$steps" --shuffle --seed 1
   --lr-schedule cosine --warmup-steps $warmup --log "$work/run.jsonl"

@@ -288,6 +288,28 @@ void Dataset::release(Array &array, int64_t bytes) {
   madvise(array.map, array.mapBytes, MADV_DONTNEED);
 }
 
+const char *Dataset::stage(const Array &a, int64_t count,
+                           const std::function<int64_t(int64_t)> &sampleOf) {
+  thread_local std::vector<char> staging;
+  staging.resize(static_cast<size_t>(count * a.inputSampleBytes));
+  int64_t numel =
+      a.inputSampleBytes / std::max<int64_t>(1, dtypeSize(a.inputType));
+  for (int64_t i = 0; i < count; ++i) {
+    const char *src = a.data + sampleOf(i) * a.fileSampleBytes;
+    char *dst = staging.data() + i * a.inputSampleBytes;
+    if (a.fileType == a.inputType) {
+      std::memcpy(dst, src, static_cast<size_t>(a.fileSampleBytes));
+      if (a.fileType == DType::Bool)
+        npy::normalizeBools(reinterpret_cast<uint8_t *>(dst),
+                            static_cast<size_t>(numel));
+    } else {
+      convertU8(reinterpret_cast<const uint8_t *>(src), a.inputType, dst,
+                numel);
+    }
+  }
+  return staging.data();
+}
+
 const char *Dataset::gather(int input, int64_t step, int64_t first,
                             int64_t count) {
   Array &a = *arrays_[static_cast<size_t>(input)];
@@ -299,26 +321,11 @@ const char *Dataset::gather(int input, int64_t step, int64_t first,
     release(a, count * a.fileSampleBytes + kFaultAroundBytes);
     return a.data + start * a.fileSampleBytes;
   }
-  thread_local std::vector<char> staging;
-  staging.resize(static_cast<size_t>(count * a.inputSampleBytes));
-  int64_t numel =
-      a.inputSampleBytes / std::max<int64_t>(1, dtypeSize(a.inputType));
-  for (int64_t i = 0; i < count; ++i) {
-    int64_t s = perm ? (*perm)[start + i] : start + i;
-    const char *src = a.data + s * a.fileSampleBytes;
-    char *dst = staging.data() + i * a.inputSampleBytes;
-    if (a.fileType == a.inputType) {
-      std::memcpy(dst, src, static_cast<size_t>(a.fileSampleBytes));
-      if (a.fileType == DType::Bool)
-        npy::normalizeBools(reinterpret_cast<uint8_t *>(dst),
-                            static_cast<size_t>(numel));
-    } else {
-      convertU8(reinterpret_cast<const uint8_t *>(src), a.inputType, dst,
-                numel);
-    }
-  }
+  const char *staged = stage(a, count, [&](int64_t i) {
+    return perm ? (*perm)[start + i] : start + i;
+  });
   release(a, count * std::max(a.fileSampleBytes, kFaultAroundBytes));
-  return staging.data();
+  return staged;
 }
 
 const char *Dataset::gatherWrapped(int input, int64_t first, int64_t count) {
@@ -327,24 +334,7 @@ const char *Dataset::gatherWrapped(int input, int64_t first, int64_t count) {
   release(a, count * std::max(a.fileSampleBytes, kFaultAroundBytes));
   if (same && first + count <= samples_)
     return a.data + first * a.fileSampleBytes;
-  thread_local std::vector<char> staging;
-  staging.resize(static_cast<size_t>(count * a.inputSampleBytes));
-  int64_t numel =
-      a.inputSampleBytes / std::max<int64_t>(1, dtypeSize(a.inputType));
-  for (int64_t i = 0; i < count; ++i) {
-    const char *src = a.data + (first + i) % samples_ * a.fileSampleBytes;
-    char *dst = staging.data() + i * a.inputSampleBytes;
-    if (a.fileType == a.inputType) {
-      std::memcpy(dst, src, static_cast<size_t>(a.fileSampleBytes));
-      if (a.fileType == DType::Bool)
-        npy::normalizeBools(reinterpret_cast<uint8_t *>(dst),
-                            static_cast<size_t>(numel));
-    } else {
-      convertU8(reinterpret_cast<const uint8_t *>(src), a.inputType, dst,
-                numel);
-    }
-  }
-  return staging.data();
+  return stage(a, count, [&](int64_t i) { return (first + i) % samples_; });
 }
 
 std::string Dataset::orderKey() const {

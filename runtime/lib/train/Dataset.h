@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -114,6 +115,12 @@ private:
   /// cache) once it has gathered enough since the last time, so that the
   /// resident memory stays bounded however large the file.
   void release(Array &array, int64_t bytes);
+  /// Copies `count` samples of `array`, sample sampleOf(i) to place i, into
+  /// the calling thread's staging buffer as the input's dtype (uint8
+  /// converted, bools normalised); the buffer stays valid until the
+  /// thread's next call.
+  static const char *stage(const Array &array, int64_t count,
+                           const std::function<int64_t(int64_t)> &sampleOf);
 
   std::vector<std::unique_ptr<Array>> arrays_;
   int64_t samples_ = 0, batch_ = 1;
