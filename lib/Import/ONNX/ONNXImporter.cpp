@@ -657,13 +657,22 @@ LogicalResult Importer::checkRawDataSizes(const onnxpb::GraphProto &graph) {
     if (!tensor.has_raw_data() ||
         tensor.data_location() == onnxpb::TensorProto::EXTERNAL)
       return success();
-    // Other defects (types, dims, sizes) are reported at import.
+    // Other type defects are reported at import; dims ONNX would size a
+    // buffer from (negative, or too many elements) are refused here, since
+    // its shape inference reads the raw data by them.
     Type element =
         pp::onnx::getElementTypeForONNXDataType(ctx, tensor.data_type());
-    SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
-    if (!element || llvm::any_of(shape, [](int64_t d) { return d < 0; }) ||
-        !tensorSizeError(shape, element).empty())
+    if (!element)
       return success();
+    SmallVector<int64_t> shape(tensor.dims().begin(), tensor.dims().end());
+    if (llvm::any_of(shape, [](int64_t d) { return d < 0; }))
+      return fileError() << what << " '" << tensor.name()
+                         << "': a negative dim in its dims ["
+                         << llvm::make_range(shape.begin(), shape.end()) << "]",
+             failure();
+    if (std::string size = tensorSizeError(shape, element); !size.empty())
+      return fileError() << what << " '" << tensor.name() << "': " << size,
+             failure();
     auto type = RankedTensorType::get(shape, element);
     size_t byteCount = type.getNumElements() * storageBytes(element);
     // Longer raw_data is read safely, and refused at import.
