@@ -41,7 +41,7 @@ import numpy as np
 
 from check_generated import build
 from check_pipeline import cluster_file, data_flags, export_micro_and_whole
-from compare import run
+from compare import run, check_error_case
 from pp_data_order import DataOrder
 
 
@@ -244,13 +244,7 @@ def main():
             data_flags(mlir, paths) if paths else [])
         proc = subprocess.run(command, capture_output=True, text=True,
                               timeout=60)
-        # Usage errors read "<program>: error: ...".
-        lines = [l[l.index("error"):] for l in proc.stderr.splitlines()
-                 if re.match(r"(\S+: )?error: ", l)]
-        print(f"error case {name}: exit {proc.returncode}: " +
-              (lines[0] if lines else "(no error line)"))
-        if proc.returncode == 0 or not lines:
-            failures.append(f"error case {name}: exit {proc.returncode}")
+        check_error_case(name, proc, failures)
 
     for failure in failures:
         print("MISMATCH", failure)

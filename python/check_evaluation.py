@@ -46,7 +46,7 @@ import numpy as np
 
 from check_generated import build
 from check_pipeline import cluster_file, export_micro_and_whole
-from compare import load_globals, run
+from compare import load_globals, run, check_error_case
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -309,12 +309,7 @@ def check_errors(mlir, exe, files, example, work, failures):
     for name, extra in cases:
         proc = subprocess.run([exe, "--local", "--steps=1"] + extra,
                               capture_output=True, text=True, timeout=60)
-        lines = [l[l.index("error"):] for l in proc.stderr.splitlines()
-                 if re.match(r"(\S+: )?error: ", l)]
-        print(f"error case {name}: exit {proc.returncode}: " +
-              (lines[0] if lines else "(no error line)"))
-        if proc.returncode == 0 or not lines:
-            failures.append(f"error case {name}: exit {proc.returncode}")
+        check_error_case(name, proc, failures)
 
 
 def save(work, name, array):

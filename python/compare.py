@@ -4,6 +4,7 @@ references.
 A tensor passes when max|ours - reference| <= rtol * max|reference| + atol;
 `Comparison` collects the failures and the worst relative error.
 """
+import re
 import subprocess
 import sys
 
@@ -49,3 +50,14 @@ def load_globals(directory):
                  open(os.path.join(directory, "globals.txt")))
     return {name: np.load(os.path.join(directory, file))
             for name, file in index.items()}
+
+
+def check_error_case(name, proc, failures):
+    """Prints a bad-input run's first error line and records a failure
+    when it exited 0 or printed none ("<program>: error: ..." counts)."""
+    lines = [l[l.index("error"):] for l in proc.stderr.splitlines()
+             if re.match(r"(\S+: )?error: ", l)]
+    print(f"error case {name}: exit {proc.returncode}: " +
+          (lines[0] if lines else "(no error line)"))
+    if proc.returncode == 0 or not lines:
+        failures.append(f"error case {name}: exit {proc.returncode}")
