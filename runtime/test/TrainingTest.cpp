@@ -568,6 +568,72 @@ TEST(Adam, AdamWDecaysTheWeightNotTheGradient) {
   EXPECT_EQ(m[0], 0.0);
 }
 
+/// An update with an UpdateTarget (a weight-versioned schedule keeping the
+/// old value as a version) writes the target, leaves the parameter as it
+/// was, and computes what the in-place update computes, bit for bit.
+template <typename T, typename Update>
+void expectOutOfPlaceEqualsInPlace(Update update, const char *what) {
+  Context ctx;
+  ctx.numThreads = 2;
+  Buf<T> p = randomBuf<T>({37}), g = randomBuf<T>({37});
+  Buf<T> m1 = randomBuf<T>({37}, 0, 0.1), v1 = randomBuf<T>({37}, 0, 0.1);
+  Buf<T> inPlace = p, m2 = m1, v2 = v1, target({37}, 99.0);
+  Tensor ipt = inPlace.t(), gt = g.t(), m1t = m1.t(), v1t = v1.t();
+  Status s = update(ctx, ipt, gt, m1t, v1t);
+  ASSERT_TRUE(s.ok()) << what << ": " << s.message;
+  std::vector<UpdateTarget> targets{{p.v.data(), target.v.data()}};
+  ctx.updateTargets = &targets;
+  Buf<T> before = p;
+  Tensor pt = p.t(), m2t = m2.t(), v2t = v2.t();
+  s = update(ctx, pt, gt, m2t, v2t);
+  ASSERT_TRUE(s.ok()) << what << ": " << s.message;
+  EXPECT_TRUE(targets[0].written) << what;
+  EXPECT_EQ(p.v, before.v) << what << ": the parameter was written";
+  EXPECT_EQ(target.v, inPlace.v) << what;
+  EXPECT_EQ(m2.v, m1.v) << what << ": the first moment or momentum";
+  EXPECT_EQ(v2.v, v1.v) << what << ": the second moment";
+}
+
+template <typename T> void checkOutOfPlaceUpdates() {
+  for (bool nesterov : {false, true})
+    for (int64_t step : {1, 3})
+      expectOutOfPlaceEqualsInPlace<T>(
+          [&](Context &ctx, Tensor &p, Tensor &g, Tensor &m, Tensor &) {
+            // torch's Nesterov takes no dampening.
+            return sgdStep(ctx, p, g, &m, step, 0.1, 0.9, nesterov ? 0 : 0.1,
+                           0.01, nesterov);
+          },
+          "sgd with momentum");
+  expectOutOfPlaceEqualsInPlace<T>(
+      [](Context &ctx, Tensor &p, Tensor &g, Tensor &, Tensor &) {
+        return sgdStep(ctx, p, g, nullptr, 1, 0.1, 0, 0, 0, false);
+      },
+      "plain sgd");
+  for (bool decoupled : {false, true})
+    expectOutOfPlaceEqualsInPlace<T>(
+        [&](Context &ctx, Tensor &p, Tensor &g, Tensor &m, Tensor &v) {
+          return adamStep(ctx, p, g, m, v, 4, 1e-2, 0.9, 0.999, 1e-8, 0.1,
+                          decoupled);
+        },
+        decoupled ? "adamw" : "adam");
+}
+
+TEST(OutOfPlaceUpdate, EqualsInPlaceF32) { checkOutOfPlaceUpdates<float>(); }
+TEST(OutOfPlaceUpdate, EqualsInPlaceF64) { checkOutOfPlaceUpdates<double>(); }
+
+TEST(OutOfPlaceUpdate, OtherBuffersUpdateInPlace) {
+  // A target names one parameter: another is updated in place.
+  Context ctx;
+  Buf<float> p({2}, 1.0), other({2}, 1.0), g({2}, 1.0), target({2}, 0.0);
+  std::vector<UpdateTarget> targets{{p.v.data(), target.v.data()}};
+  ctx.updateTargets = &targets;
+  Tensor ot = other.t(), gt = g.t();
+  ASSERT_TRUE(sgdStep(ctx, ot, gt, nullptr, 1, 0.5, 0, 0, 0, false).ok());
+  EXPECT_FALSE(targets[0].written);
+  EXPECT_EQ(other.v, (std::vector<float>{0.5f, 0.5f}));
+  EXPECT_EQ(target.v, (std::vector<float>{0.f, 0.f}));
+}
+
 TEST(Adam, Errors) {
   Context ctx;
   Buf<float> p({3}), g({3}), m({3}), v({2});

@@ -264,6 +264,15 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
   // F16 / BF16: param and the momentum buffer (read only with a momentum)
   // are widened, updated in f32 and rounded back.
   Tensor *buffer = momentum != 0.0 ? momentumBuffer : nullptr;
+  void *target = updateTargetOf(ctx, param);
+  if (target != param.data && anyFloat16(param, grad, buffer)) {
+    // 16 bits are widened anyway: update a copy in place.
+    PP_RT_TRY(expectSameDType("sgdStep", {&param, &grad, buffer}));
+    std::memcpy(target, param.data, static_cast<size_t>(param.bytes()));
+    Tensor updated{target, param.dtype, param.shape};
+    return sgdStep(ctx, updated, grad, momentumBuffer, step, lr, momentum,
+                   dampening, weightDecay, nesterov);
+  }
   if (anyFloat16(param, grad, buffer)) {
     PP_RT_TRY(expectSameDType("sgdStep", {&param, &grad, buffer}));
     Float16Widening w(ctx);
@@ -276,7 +285,8 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
   // torch initialises the buffer with the first gradient: step counts from 1.
   bool first = step <= 1;
   PP_RT_FLOAT_DISPATCH(param.dtype, "sgdStep", {
-    T *p = param.as<T>();
+    const T *p = param.as<T>();
+    T *out = static_cast<T *>(target); // p itself unless out of place
     const T *g = grad.as<T>();
     T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
     T lrT = T(lr);
@@ -290,7 +300,7 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
       parallelFor(ctx, param.numel(), elementGrain,
                   [&](int64_t begin, int64_t end) {
                     for (int64_t i = begin; i < end; ++i)
-                      p[i] -= lrT * g[i];
+                      out[i] = p[i] - lrT * g[i];
                   });
       return Status::success();
     }
@@ -304,7 +314,7 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                       buf[i] = first ? d : mu * buf[i] + damp * d;
                       d = nesterov ? d + mu * buf[i] : buf[i];
                     }
-                    p[i] -= lrT * d;
+                    out[i] = p[i] - lrT * d;
                   }
                 });
   });
@@ -314,6 +324,15 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, double lr, double beta1, double beta2,
                 double epsilon, double weightDecay, bool decoupled) {
+  void *target = updateTargetOf(ctx, param);
+  if (target != param.data && anyFloat16(param, grad, m, v)) {
+    // 16 bits are widened anyway: update a copy in place.
+    PP_RT_TRY(expectSameDType("adamStep", {&param, &grad, &m, &v}));
+    std::memcpy(target, param.data, static_cast<size_t>(param.bytes()));
+    Tensor updated{target, param.dtype, param.shape};
+    return adamStep(ctx, updated, grad, m, v, step, lr, beta1, beta2, epsilon,
+                    weightDecay, decoupled);
+  }
   // F16 / BF16: param, m and v are widened, updated in f32, rounded back.
   if (anyFloat16(param, grad, m, v)) {
     PP_RT_TRY(expectSameDType("adamStep", {&param, &grad, &m, &v}));
@@ -328,7 +347,8 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
   double bc1 = 1.0 - std::pow(beta1, double(step));
   double bc2Sqrt = std::sqrt(1.0 - std::pow(beta2, double(step)));
   PP_RT_FLOAT_DISPATCH(param.dtype, "adamStep", {
-    T *p = param.as<T>();
+    const T *p = param.as<T>();
+    T *out = static_cast<T *>(target); // p itself unless out of place
     T *md = m.as<T>();
     T *vd = v.as<T>();
     const T *g = grad.as<T>();
@@ -343,14 +363,15 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t i = begin; i < end; ++i) {
                     T gi = g[i];
+                    T pi = p[i];
                     if (decoupled)
-                      p[i] *= decay; // AdamW: decay the weight itself
+                      pi *= decay; // AdamW: decay the weight itself
                     else if (wd != T(0))
-                      gi += wd * p[i]; // Adam: L2 term in the gradient
+                      gi += wd * pi; // Adam: L2 term in the gradient
                     md[i] = b1 * md[i] + (T(1) - b1) * gi;
                     vd[i] = b2 * vd[i] + (T(1) - b2) * gi * gi;
                     T denom = std::sqrt(vd[i]) / bc2 + eps;
-                    p[i] -= stepSize * md[i] / denom;
+                    out[i] = pi - stepSize * md[i] / denom;
                   }
                 });
   });

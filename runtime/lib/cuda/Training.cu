@@ -249,8 +249,8 @@ LabelView<T> labelView(const Tensor &labels, const Tensor *weights,
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    sgdKernel(T *p, const T *g, T *buf, int64_t n, bool first, T lr, T mu,
-              T damp, T wd, bool nesterov) {
+    sgdKernel(const T *p, T *out, const T *g, T *buf, int64_t n, bool first,
+              T lr, T mu, T damp, T wd, bool nesterov) {
   PP_GRID_STRIDE(i, n) {
     T d = g[i];
     if (wd != T(0))
@@ -259,24 +259,25 @@ __global__ void __launch_bounds__(kThreads)
       buf[i] = first ? d : mu * buf[i] + damp * d;
       d = nesterov ? d + mu * buf[i] : buf[i];
     }
-    p[i] -= lr * d;
+    out[i] = p[i] - lr * d;
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
-    adamKernel(T *p, const T *g, T *m, T *v, int64_t n, T b1, T b2, T eps, T wd,
-               T stepSize, T bc2, T decay, bool decoupled) {
+    adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n, T b1,
+               T b2, T eps, T wd, T stepSize, T bc2, T decay, bool decoupled) {
   PP_GRID_STRIDE(i, n) {
     T gi = g[i];
+    T pi = p[i];
     if (decoupled)
-      p[i] *= decay; // AdamW: decay the weight itself
+      pi *= decay; // AdamW: decay the weight itself
     else if (wd != T(0))
-      gi += wd * p[i]; // Adam: L2 term in the gradient
+      gi += wd * pi; // Adam: L2 term in the gradient
     m[i] = b1 * m[i] + (T(1) - b1) * gi;
     v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
     T denom = dm::sqrt(v[i]) / bc2 + eps;
-    p[i] -= stepSize * m[i] / denom;
+    out[i] = pi - stepSize * m[i] / denom;
   }
 }
 
@@ -447,7 +448,8 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
     using T = typename decltype(tag)::type;
     T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
     sgdKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
-        param.as<T>(), grad.as<T>(), buf, n, first, T(lr), T(momentum),
+        param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
+        grad.as<T>(), buf, n, first, T(lr), T(momentum),
         T(1.0 - dampening), T(weightDecay), nesterov);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
@@ -471,7 +473,8 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     using T = typename decltype(tag)::type;
     T wd = T(weightDecay);
     adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
-        param.as<T>(), grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1),
+        param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
+        grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1),
         T(beta2), T(epsilon), wd, T(lr / bc1), T(bc2Sqrt),
         T(1.0 - lr * weightDecay), decoupled);
     PP_CUDA_LAUNCHED(what);

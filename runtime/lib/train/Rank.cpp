@@ -451,13 +451,34 @@ void Rank::keepWeightVersion(int64_t stage) {
   if (it == versionPlans.end() || !it->second.lastReader.count(version))
     return;
   StageState &state = *stages[stage];
-  std::map<int, Tensor> &copy = versions[stage][version];
+  std::map<int, Tensor> &kept = versions[stage][version];
+  updateTargets.clear();
+  updatedWeights.clear();
   for (int id : it->second.trainables) {
     const Tensor &t = state.globals.at(id);
-    Tensor kept = pool.acquire(t.dtype, t.shape);
-    copyBuffer(kept.data, t.data, t.bytes());
-    copy[id] = kept;
+    Tensor updated = pool.acquire(t.dtype, t.shape);
+    kept[id] = t;
+    updateTargets.push_back({t.data, updated.data});
+    updatedWeights.emplace_back(id, updated);
   }
+  kernels.updateTargets = &updateTargets;
+}
+
+void Rank::adoptUpdatedWeights(int64_t stage) {
+  kernels.updateTargets = nullptr;
+  StageState &state = *stages[stage];
+  for (size_t i = 0; i < updatedWeights.size(); ++i) {
+    auto &[id, updated] = updatedWeights[i];
+    // A zero-size weight has nothing to write.
+    if (!updateTargets[i].written && updated.bytes() > 0)
+      throw std::runtime_error(
+          "the update of global '" + job.program.globals[id].name +
+          "' did not go through an optimizer kernel (its kept version "
+          "would be lost)");
+    state.globals[id] = updated;
+  }
+  updateTargets.clear();
+  updatedWeights.clear();
 }
 
 void Rank::releaseWeightVersions(int64_t stage, size_t index) {
@@ -1160,6 +1181,16 @@ bool Rank::runWindow(int64_t steps) {
     if (!syncWaveBefore(action) || !postReceives(actions, index) ||
         !runAction(action))
       return false;
+    if (kernels.updateTargets) {
+      try {
+        adoptUpdatedWeights(action.stage);
+      } catch (const std::exception &e) {
+        abortJob("error: rank " + std::to_string(worldRank) + " (device " +
+                 deviceName() + "), stage " + std::to_string(action.stage) +
+                 ": " + e.what());
+        return false;
+      }
+    }
     if (steps > 1 && step > before)
       delayThrough(step - 1);
     if (!versionPlans.empty()) {

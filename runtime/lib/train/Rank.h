@@ -261,11 +261,20 @@ private:
   void readWeightVersion(const ActionInfo &action,
                          std::map<int, Tensor> &latest,
                          std::vector<Tensor> &temporaries);
-  /// Before the stage's update: copies the version it supersedes when an
-  /// action still reads it. After any action: frees versions read for the
-  /// last time (action `index` of the list).
+  /// Before the stage's update: keeps the version it supersedes when an
+  /// action still reads it. No copy: the trainables' buffers become the
+  /// version and the update writes fresh ones (Context::updateTargets).
+  /// After the update, adoptUpdatedWeights points the trainables at those
+  /// (throws if the update wrote one in place). After any action:
+  /// releaseWeightVersions frees versions read for the last time (action
+  /// `index` of the list).
   void keepWeightVersion(int64_t stage);
+  void adoptUpdatedWeights(int64_t stage);
   void releaseWeightVersions(int64_t stage, size_t index);
+  /// The update being run out of place: its targets and the trainables
+  /// whose fresh buffers they are.
+  std::vector<UpdateTarget> updateTargets;
+  std::vector<std::pair<int, Tensor>> updatedWeights;
   /// grad_reduce of `stage`: starts summing its accumulated gradients over
   /// the replicas, one all-reduce per dtype (a bucket), which overlaps the
   /// device's next actions; false after aborting.

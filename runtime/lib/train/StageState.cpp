@@ -200,7 +200,9 @@ void StageState::writeGlobal(int id, const Tensor &value) {
   const GlobalInfo &info = rank_.job.program.globals[id];
   expectLayout("train.global_write", "global '" + info.name + "'", value,
                dst.dtype, dst.shape);
-  copyAfterKernels("train.global_write", dst.data, value.data, dst.bytes());
+  // Out of place where the old value is kept as a weight version.
+  copyAfterKernels("train.global_write", updateTargetOf(kernels(), dst),
+                   value.data, dst.bytes());
 }
 
 Tensor StageState::constant(int id) {

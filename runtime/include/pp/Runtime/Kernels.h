@@ -85,6 +85,16 @@ struct Status {
   static Status error(std::string message) { return {std::move(message)}; }
 };
 
+/// An out-of-place optimizer update. A weight-versioned schedule keeps a
+/// parameter's value from before an update as a weight version; instead of
+/// copying it, the driver names a second buffer, and sgdStep / adamStep read
+/// the parameter and write its new value there.
+struct UpdateTarget {
+  const void *param; // the parameter's buffer: left as it was
+  void *updated;     // receives the updated value
+  bool written = false;
+};
+
 /// Per-thread execution settings (number of CPU threads; the CUDA backend
 /// keeps its stream and library handles here).
 struct Context {
@@ -92,7 +102,21 @@ struct Context {
   void *stream = nullptr;
   void *blasHandle = nullptr;
   void *dnnHandle = nullptr;
+  /// Set by the driver around one update (else null: updates in place).
+  std::vector<UpdateTarget> *updateTargets = nullptr;
 };
+
+/// Where sgdStep / adamStep write `param`'s new value: the buffer the
+/// driver named for it (then marked written), else `param`'s own.
+inline void *updateTargetOf(Context &ctx, const Tensor &param) {
+  if (ctx.updateTargets)
+    for (UpdateTarget &target : *ctx.updateTargets)
+      if (target.param == param.data) {
+        target.written = true;
+        return target.updated;
+      }
+  return param.data;
+}
 
 //===----------------------------------------------------------------------===//
 // Elementwise
@@ -412,12 +436,15 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
 
 /// SGD as torch.optim.SGD: g = grad + weightDecay * p; with momentum,
 /// buf = momentum * buf + (1 - dampening) * g (buf = g on the first step),
-/// g = nesterov ? g + momentum * buf : buf; p -= lr * g.
+/// g = nesterov ? g + momentum * buf : buf; p -= lr * g. With an
+/// UpdateTarget for `param` (Context::updateTargets), p is left unchanged
+/// and the result written to the target.
 Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                Tensor *momentumBuffer, int64_t step, double lr, double momentum,
                double dampening, double weightDecay, bool nesterov);
 /// Adam / AdamW as torch.optim: `step` counts from 1; decoupled selects
-/// AdamW's weight decay (p *= 1 - lr * wd) over Adam's L2 term.
+/// AdamW's weight decay (p *= 1 - lr * wd) over Adam's L2 term; out of
+/// place as sgdStep with an UpdateTarget.
 Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, double lr, double beta1, double beta2,
                 double epsilon, double weightDecay, bool decoupled);
