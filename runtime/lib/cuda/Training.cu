@@ -449,8 +449,8 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
     T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
     sgdKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
-        grad.as<T>(), buf, n, first, T(lr), T(momentum),
-        T(1.0 - dampening), T(weightDecay), nesterov);
+        grad.as<T>(), buf, n, first, T(lr), T(momentum), T(1.0 - dampening),
+        T(weightDecay), nesterov);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
@@ -474,9 +474,8 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     T wd = T(weightDecay);
     adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
-        grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1),
-        T(beta2), T(epsilon), wd, T(lr / bc1), T(bc2Sqrt),
-        T(1.0 - lr * weightDecay), decoupled);
+        grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1), T(beta2), T(epsilon),
+        wd, T(lr / bc1), T(bc2Sqrt), T(1.0 - lr * weightDecay), decoupled);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
