@@ -13,6 +13,13 @@ batch of --batch) into a 2-stage 1F1B program, and trains it --local with
     the kernel allocates in the page cache, as a cold file's pages would be
     read (without the disk's latency).
 
+With --real the large inputs file is written with random bytes instead
+(a 64 MiB random block repeated), flushed, and dropped from the page cache
+(posix_fadvise DONTNEED) before every run: its reads go to the disk.
+
+The large set runs twice, with the default --data-prefetch (a thread reads
+the next steps' samples ahead) and with --data-prefetch 0.
+
 Per data set it reports the median step time of the steps after the first
 --warmup (from the JSON --log), the samples/s, and the process's peak
 resident memory (VmHWM, from /usr/bin/time -v's maximum resident set
@@ -59,11 +66,36 @@ def sparse_data(directory, samples, shape):
     return x, y
 
 
-def train(exe, mlir, files, steps, log, seed):
+def real_data(directory, samples, shape):
+    """The inputs file of sparse_data written with random bytes."""
+    x, y = sparse_data(directory, samples, shape)
+    block = np.random.default_rng(1).integers(0, 256, 64 << 20, np.uint8)
+    block = block.tobytes()
+    with open(x, "r+b") as f:
+        version = np.lib.format.read_magic(f)
+        np.lib.format._read_array_header(f, version)
+        start = f.tell()  # after the .npy header
+        size = f.seek(0, os.SEEK_END)
+        f.seek(start)
+        left = size - start
+        while left > 0:
+            left -= f.write(block[:min(left, len(block))])
+        f.flush()
+        os.fsync(f.fileno())
+    return x, y
+
+
+def drop_cache(paths):
+    for path in paths:
+        with open(path, "rb") as f:
+            os.posix_fadvise(f.fileno(), 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def train(exe, mlir, files, steps, log, seed, extra=()):
     if os.path.exists(log):
         os.remove(log)
     command = ["/usr/bin/time", "-v", exe, "--local", f"--steps={steps}",
-               "--shuffle", f"--seed={seed}", f"--log={log}"]
+               "--shuffle", f"--seed={seed}", f"--log={log}"] + list(extra)
     proc = subprocess.run(command + data_flags(mlir, files),
                           capture_output=True, text=True,
                           env=dict(os.environ, OPENBLAS_NUM_THREADS="1"))
@@ -88,6 +120,9 @@ def main():
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--small", type=int, default=4096)
     parser.add_argument("--large-gib", type=float, default=None)
+    parser.add_argument("--real", action="store_true",
+                        help="write the large inputs file (random bytes) "
+                        "and drop it from the page cache before each run")
     parser.add_argument("--repeats", type=int, default=2,
                         help="runs per data set, alternating; the fastest "
                         "median counts")
@@ -127,7 +162,8 @@ def main():
 
     gib = args.large_gib or 1.25 * mem_total() / 2**30
     samples = int(gib * 2**30) // int(np.prod(shape))
-    large = sparse_data(os.path.join(work, "large"), samples, shape)
+    large = (real_data if args.real else sparse_data)(
+        os.path.join(work, "large"), samples, shape)
     size = os.path.getsize(large[0]) + os.path.getsize(large[1])
     used = sum(os.stat(p).st_blocks * 512 for p in large)
     print(f"small: {args.small} samples ({os.path.getsize(small[0]) / 2**20:.1f}"
@@ -135,12 +171,16 @@ def main():
           f"({used / 2**20:.1f} MiB on disk), memory {mem_total() / 2**30:.1f}"
           " GiB")
 
-    results = {"small": [], "large": []}
+    runs = (("small", small, []), ("large", large, []),
+            ("large, no prefetch", large, ["--data-prefetch=0"]))
+    results = {name: [] for name, _, _ in runs}
     for repeat in range(args.repeats):
-        for name, files in (("small", small), ("large", large)):
+        for name, files, extra in runs:
+            if args.real and files is large:
+                drop_cache(large)
             rows, rss = train(exe, mlir, files, args.steps,
-                              os.path.join(work, f"{name}.jsonl"),
-                              seed=repeat + 1)
+                              os.path.join(work, "run.jsonl"),
+                              seed=repeat + 1, extra=extra)
             ms = statistics.median(r["step_ms"] for r in rows[args.warmup:])
             results[name].append((ms, rss))
             print(f"{name} run {repeat + 1}: median step {ms:.3f} ms "
@@ -149,9 +189,10 @@ def main():
     best = {name: (min(ms for ms, _ in runs), max(rss for _, rss in runs))
             for name, runs in results.items()}
     ratio = best["small"][0] / best["large"][0]
-    print(f"step rate large / small: {ratio:.3f}; peak RSS large "
-          f"{best['large'][1] / 2**20:.0f} MiB, small "
-          f"{best['small'][1] / 2**20:.0f} MiB")
+    unfetched = best["small"][0] / best["large, no prefetch"][0]
+    print(f"step rate large / small: {ratio:.3f} ({unfetched:.3f} without "
+          f"prefetch); peak RSS large {best['large'][1] / 2**20:.0f} MiB, "
+          f"small {best['small'][1] / 2**20:.0f} MiB")
     ok = ratio >= 0.9 and best["large"][1] < 2 * 2**30
     print("PASS" if ok else "FAIL")
     if not args.work:

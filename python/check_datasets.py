@@ -156,6 +156,18 @@ def main():
     if np.allclose(ours[1:2], plain[1:2], rtol=args.rtol, atol=args.atol):
         failures.append("step 2's loss is the file order's")
 
+    # Reading ahead changes no sample: without it, and 64 steps ahead
+    # (many epochs: their permutations drawn ahead of the stages).
+    for ahead in (0, 64):
+        again = run(mpirun + flags + ["--epochs=2", "--shuffle",
+                                      f"--seed={args.seed}",
+                                      f"--data-prefetch={ahead}"])
+        same = step_texts(again) == step_texts(whole)
+        print(f"prefetch: --data-prefetch {ahead} prints the same "
+              f"{len(step_texts(again))} steps: {'yes' if same else 'no'}")
+        if not same:
+            failures.append(f"--data-prefetch {ahead} changed the losses")
+
     # Stopped mid-epoch, resumed without --shuffle and --seed.
     ckpt = os.path.join(args.work, "checkpoint")
     shutil.rmtree(ckpt, ignore_errors=True)
@@ -238,6 +250,7 @@ def main():
         ("epochs-steps", [files["x"], files["y"]],
          ["--epochs=1", "--steps=3"]),
         ("shuffle-synthetic", None, ["--shuffle"]),
+        ("prefetch", [files["x"], files["y"]], ["--data-prefetch=-1"]),
     ]
     for name, paths, extra in cases:
         command = [exe, "--local"] + extra + (

@@ -109,6 +109,14 @@ pp::rt::train::epochPermutation(uint64_t seed, int64_t epoch, int64_t samples) {
 }
 
 Dataset::~Dataset() {
+  if (prefetcher_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(prefetchMutex_);
+      stopping_ = true;
+    }
+    prefetchWake_.notify_all();
+    prefetcher_.join();
+  }
   for (auto &array : arrays_)
     if (array->map)
       munmap(array->map, array->mapBytes);
@@ -310,8 +318,66 @@ const char *Dataset::stage(const Array &a, int64_t count,
   return staging.data();
 }
 
+void Dataset::startPrefetch(int64_t steps) {
+  if (steps <= 0 || arrays_.empty() || prefetcher_.joinable())
+    return;
+  lookahead_ = steps;
+  prefetcher_ = std::thread([this] { prefetchLoop(); });
+}
+
+void Dataset::queuePrefetch(int input, int64_t step, int64_t first,
+                            int64_t count) {
+  {
+    std::lock_guard<std::mutex> lock(prefetchMutex_);
+    gathered_[{input, first}] = step;
+    int64_t &through =
+        prefetchedThrough_.try_emplace({input, first}, step).first->second;
+    // A resumed or restarted stream starts again from its own step.
+    through = std::max(through, step);
+    for (; through < step + lookahead_; ++through)
+      prefetchQueue_.push_back({input, through + 1, first, count});
+  }
+  prefetchWake_.notify_one();
+}
+
+void Dataset::prefetchLoop() {
+  long page = sysconf(_SC_PAGESIZE);
+  for (;;) {
+    PrefetchRequest r;
+    {
+      std::unique_lock<std::mutex> lock(prefetchMutex_);
+      prefetchWake_.wait(lock,
+                         [&] { return stopping_ || !prefetchQueue_.empty(); });
+      if (stopping_)
+        return;
+      r = prefetchQueue_.front();
+      prefetchQueue_.pop_front();
+      // Behind the stage already: reading it now would only compete.
+      if (r.step <= gathered_[{r.input, r.first}])
+        continue;
+    }
+    const Array &a = *arrays_[static_cast<size_t>(r.input)];
+    int64_t perEpoch = stepsPerEpoch();
+    auto perm = order(r.step / perEpoch);
+    int64_t start = r.step % perEpoch * batch_ + r.first;
+    for (int64_t i = 0; i < r.count; ++i) {
+      int64_t sample = perm ? (*perm)[start + i] : start + i;
+      // MADV_WILLNEED starts the reads and returns: the samples' reads run
+      // side by side (a cold file's latency paid once, not per sample).
+      auto begin = reinterpret_cast<uintptr_t>(a.data) +
+                   static_cast<uintptr_t>(sample * a.fileSampleBytes);
+      uintptr_t aligned = begin - begin % static_cast<uintptr_t>(page);
+      madvise(reinterpret_cast<void *>(aligned),
+              begin + static_cast<uintptr_t>(a.fileSampleBytes) - aligned,
+              MADV_WILLNEED);
+    }
+  }
+}
+
 const char *Dataset::gather(int input, int64_t step, int64_t first,
                             int64_t count) {
+  if (lookahead_ > 0)
+    queuePrefetch(input, step, first, count);
   Array &a = *arrays_[static_cast<size_t>(input)];
   int64_t perEpoch = stepsPerEpoch();
   int64_t start = step % perEpoch * batch_ + first;

@@ -13,11 +13,15 @@
 #include "pp/Runtime/Kernels.h"
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace pp::rt {
@@ -92,6 +96,12 @@ public:
   /// batch, whose extra samples are not counted); valid as gather's.
   const char *gatherWrapped(int input, int64_t first, int64_t count);
 
+  /// --data-prefetch: from now on each gather of step k has a thread of the
+  /// data set read the pages of the same samples of steps k + 1 .. k +
+  /// `steps` (touching one byte a page), so that a cold file's reads
+  /// overlap the training instead of stalling the stage. 0: none.
+  void startPrefetch(int64_t steps);
+
   /// What fixes the order of the samples, recorded in checkpoints:
   /// "samples <n> batch <b> shuffle <0|1>".
   std::string orderKey() const;
@@ -121,6 +131,26 @@ private:
   /// thread's next call.
   static const char *stage(const Array &array, int64_t count,
                            const std::function<int64_t(int64_t)> &sampleOf);
+
+  /// Queues the steps after `step` up to `step` + lookahead_ for the
+  /// samples [first, first + count) of `input` not queued yet.
+  void queuePrefetch(int input, int64_t step, int64_t first, int64_t count);
+  /// The prefetch thread: touches the pages of each queued request.
+  void prefetchLoop();
+
+  struct PrefetchRequest {
+    int input;
+    int64_t step, first, count;
+  };
+  int64_t lookahead_ = 0;
+  std::thread prefetcher_;
+  std::mutex prefetchMutex_;
+  std::condition_variable prefetchWake_;
+  std::deque<PrefetchRequest> prefetchQueue_;
+  /// (input, first) -> the last step queued for those samples, and the
+  /// last one gathered (requests up to it are stale and dropped).
+  std::map<std::pair<int, int64_t>, int64_t> prefetchedThrough_, gathered_;
+  bool stopping_ = false;
 
   std::vector<std::unique_ptr<Array>> arrays_;
   int64_t samples_ = 0, batch_ = 1;

@@ -638,6 +638,7 @@ bool Job::loadInputs(std::string &error) {
     shuffle = true;
   if (!dataset.setOrder(shuffle, seed, error))
     return false;
+  dataset.startPrefetch(options.dataPrefetch);
   if (resuming && !resume.dataOrder.empty() &&
       resume.dataOrder != dataset.orderKey() && environmentRank() == 0)
     std::fprintf(stderr,

@@ -65,6 +65,10 @@ const OptionSpec kOptions[] = {
     {"shuffle", nullptr,
      "with --data: each epoch reads the samples in a permutation drawn from "
      "--seed (splitmix64 and Fisher-Yates), else in file order"},
+    {"data-prefetch", "N",
+     "with --data: a thread reads the pages of the next N steps' samples "
+     "ahead of the stages, so a cold file's reads overlap training "
+     "(default 2; 0: off)"},
     {"epochs", "N",
      "with --data: train N epochs of whole batches (instead of --steps; a "
      "last partial batch is dropped)"},
@@ -373,6 +377,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       options.evalEvery = number;
     } else if (name == "shuffle") {
       options.shuffle = true;
+    } else if (name == "data-prefetch") {
+      if (!parseInt(value, number) || number < 0 || number > 1024)
+        return badValue("an integer from 0 to 1024");
+      options.dataPrefetch = number;
     } else if (name == "epochs") {
       if (!parseInt(value, number) || number < 1)
         return badValue("a positive integer");

@@ -34,6 +34,9 @@ struct TrainOptions {
   /// --shuffle: each epoch reads the samples in a permutation drawn from
   /// the seed (Dataset.h), else in file order.
   bool shuffle = false;
+  /// --data-prefetch: how many steps ahead a thread of the data set reads
+  /// the pages of the samples the stages will gather (0: none).
+  int64_t dataPrefetch = 2;
   /// --epochs: the run's steps are this many epochs of whole batches
   /// (0: --steps).
   int64_t epochs = 0;
