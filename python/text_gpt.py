@@ -23,9 +23,10 @@ with a symbolic batch dim.
 
 eval: runs the trained model (train --save-onnx) on the held-out windows
 with pp-interpret and prints the mean next-byte cross-entropy (nats) and
-the perplexity exp(loss): a stand-in until `train --eval-data` (another
-branch) logs `eval_loss` / `eval_perplexity` itself; for scale, also the
-loss of the training text's byte frequencies on the same bytes.
+the perplexity exp(loss); with --log (train's JSON log of a run with
+--eval-data), also the run's last evaluation and whether the two agree
+(relative error 1e-4: the same weights, other kernels' sums); for scale,
+the loss of the training text's byte frequencies on the same bytes.
 """
 import argparse
 import glob
@@ -115,8 +116,23 @@ def evaluate(args):
     logp = z - np.log(np.exp(z).sum(axis=-1, keepdims=True))
     loss = float(-np.take_along_axis(logp, y[..., None], axis=-1).mean())
     print(f"held-out loss {loss:.4f} nats/byte, perplexity "
-          f"{math.exp(loss):.3f} ({x.size} bytes; stand-in: --save-onnx "
+          f"{math.exp(loss):.3f} ({x.size} bytes; the --save-onnx "
           f"weights run by pp-interpret)")
+    if args.log:
+        import json
+        records = [json.loads(line) for line in open(args.log)]
+        last = [r for r in records if "eval_loss" in r]
+        if not last:
+            sys.exit(f"text_gpt.py: {args.log} has no evaluation record")
+        ours = last[-1]["eval_loss"]
+        error = abs(ours - loss) / loss
+        print(f"train's last evaluation (after step {last[-1]['step']}): "
+              f"loss {ours:.4f}, perplexity "
+              f"{last[-1]['eval_perplexity']:.3f}; equal to pp-interpret's: "
+              f"{'yes' if error <= 1e-4 else 'NO'} (relative error "
+              f"{error:.1e})")
+        if error > 1e-4:
+            sys.exit(1)
     # For scale: the byte frequencies of the training text as the model
     # (add-one smoothed), on the same held-out bytes.
     train_labels = os.path.join(os.path.dirname(os.path.abspath(
@@ -141,6 +157,8 @@ def main():
     e.add_argument("--model", required=True)
     e.add_argument("--data", required=True)
     e.add_argument("--pp-interpret", default="pp-interpret")
+    e.add_argument("--log", help="train's JSON log: check its last "
+                   "evaluation against pp-interpret's")
     args = parser.parse_args()
     data(args) if args.command == "data" else evaluate(args)
     return 0

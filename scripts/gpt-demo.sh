@@ -13,9 +13,11 @@
 #    sequences, Adam; softmax cross-entropy over the last (vocabulary) axis;
 # 3. mpirun -np 2 train: $GPT_STEPS steps with --shuffle, a linear warm-up
 #    and a cosine decay, a JSON --log and --save-onnx;
-# 4. python/plot_run.py: curves.png; python/text_gpt.py eval: the held-out
-#    loss (nats per byte) and perplexity exp(loss), through pp-interpret (a
-#    stand-in until train has --eval-data; then one line, below).
+#    with --eval-data: the held-out windows evaluated every third of the run
+#    and at its end (loss in nats per byte, perplexity exp(loss));
+# 4. python/plot_run.py: curves.png; python/text_gpt.py eval: the same
+#    held-out loss recomputed from the --save-onnx weights by pp-interpret,
+#    against train's last evaluation (they must agree to 1e-4).
 #
 # GPT_STEPS (default 600), GPT_LR (default 0.003) and GPT_HELDOUT (the
 # held-out windows evaluated, default 1024) change the recipe;
@@ -45,16 +47,18 @@ pipeline-opt "$work/model.onnx" --batch-size=$micro_batch \
 sed -n '/^== pipeline plan/,/^bottleneck/p' "$work/plan.txt"
 bash "$root/scripts/build-program.sh" "$work/program"
 
+every=$(((steps + 2) / 3))
 train_flags=(--data "$work/train" --steps "$steps" --shuffle --seed 1
   --lr-schedule cosine --warmup-steps $warmup --log "$work/run.jsonl"
-  --save-onnx "$work/trained.onnx")
-# Once train has --eval-data (issue 41 item 4, another branch):
-#   train_flags+=(--eval-data "$work/heldout" --eval-every 100)
+  --save-onnx "$work/trained.onnx" --eval-data "$work/heldout"
+  --eval-every "$every")
 echo "== gpt: training on 2 MPI ranks ($steps steps, Adam, warm-up then cosine)"
 $mpirun -np 2 "$work/program/build/train" "${train_flags[@]}" > "$work/train.out"
 grep -E '^step [0-9]+/' "$work/train.out" | awk -v n="$steps" 'NR % int((n + 5) / 6) == 0' | sed 's/  ETA.*//'
 grep '^trained' "$work/train.out"
+grep '^eval after' "$work/train.out"
 "$python" "$root/python/plot_run.py" "$work/run.jsonl" -o "$work/curves.png" \
   --summary --title "byte-level GPT on Python's stdlib, 2-stage 1F1B on 2 MPI ranks"
-"$python" "$root/python/text_gpt.py" eval --model "$work/trained.onnx" --data "$work/heldout"
+"$python" "$root/python/text_gpt.py" eval --model "$work/trained.onnx" --data "$work/heldout" \
+  --log "$work/run.jsonl"
 echo "curves: $work/curves.png, log: $work/run.jsonl"
