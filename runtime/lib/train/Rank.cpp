@@ -332,7 +332,7 @@ bool Rank::runAction(const ActionInfo &action) {
   };
   try {
     if (job.program.updateEvery > 0 && !kinds::isPerStep(action.kind))
-      readWeightVersion(action, latest, temporaries);
+      weightVersions.read(action, state.globals, latest, temporaries);
     if (!job.options.writeProfile.empty()) {
       state.timingOps = true;
       state.timingPhase = f.phase;
@@ -381,7 +381,7 @@ int64_t Rank::placeAction(const ActionInfo &action) {
              job.program.updateEvery > 0) {
     // The u-th update of the window belongs to step u / U.
     int64_t perStep = job.microBatches / job.program.updateEvery;
-    step = windowStart + updatesThisStep[action.stage] / perStep;
+    step = windowStart + weightVersions.updates(action.stage) / perStep;
   }
   step = std::min(std::max(step, windowStart), windowStart + steps - 1);
   return functionMicroBatch(action).first;
@@ -417,130 +417,6 @@ bool Rank::postReceives(const std::vector<ActionInfo> &actions, size_t index) {
     return false;
   }
   return true;
-}
-
-void Rank::planWeightVersions(const std::vector<ActionInfo> &list) {
-  versionPlans.clear();
-  if (job.program.updateEvery <= 0)
-    return;
-  const ProgramInfo &p = job.program;
-  std::map<int64_t, int64_t> updates;
-  for (size_t i = 0; i < list.size(); ++i) {
-    const ActionInfo &a = list[i];
-    VersionPlan &plan = versionPlans[a.stage];
-    if (a.kind == kinds::ActionKind::OptimizerStep) {
-      ++updates[a.stage];
-      continue;
-    }
-    if (kinds::isPerStep(a.kind))
-      continue;
-    if (a.weightVersion != updates[a.stage] || a.blendVersion >= 0)
-      plan.lastReader[a.weightVersion] = i;
-    if (a.blendVersion >= 0 && a.blendVersion != updates[a.stage])
-      plan.lastReader[a.blendVersion] = i;
-  }
-  for (auto &[stage, plan] : versionPlans)
-    for (int id : p.stageGlobals[stage])
-      if (p.globals[id].trainable)
-        plan.trainables.push_back(id);
-}
-
-void Rank::keepWeightVersion(int64_t stage) {
-  auto it = versionPlans.find(stage);
-  int64_t version = updatesThisStep[stage];
-  if (it == versionPlans.end() || !it->second.lastReader.count(version))
-    return;
-  StageState &state = *stages[stage];
-  std::map<int, Tensor> &kept = versions[stage][version];
-  updateTargets.clear();
-  updatedWeights.clear();
-  for (int id : it->second.trainables) {
-    const Tensor &t = state.globals.at(id);
-    Tensor updated = pool.acquire(t.dtype, t.shape);
-    kept[id] = t;
-    updateTargets.push_back({t.data, updated.data});
-    updatedWeights.emplace_back(id, updated);
-  }
-  kernels.updateTargets = &updateTargets;
-}
-
-void Rank::adoptUpdatedWeights(int64_t stage) {
-  kernels.updateTargets = nullptr;
-  StageState &state = *stages[stage];
-  for (size_t i = 0; i < updatedWeights.size(); ++i) {
-    auto &[id, updated] = updatedWeights[i];
-    // A zero-size weight has nothing to write.
-    if (!updateTargets[i].written && updated.bytes() > 0)
-      throw std::runtime_error(
-          "the update of global '" + job.program.globals[id].name +
-          "' did not go through an optimizer kernel (its kept version "
-          "would be lost)");
-    state.globals[id] = updated;
-  }
-  updateTargets.clear();
-  updatedWeights.clear();
-}
-
-void Rank::releaseWeightVersions(int64_t stage, size_t index) {
-  auto it = versionPlans.find(stage);
-  if (it == versionPlans.end())
-    return;
-  for (auto &[version, last] : it->second.lastReader) {
-    if (last != index)
-      continue;
-    auto held = versions[stage].find(version);
-    if (held == versions[stage].end())
-      continue;
-    for (auto &[id, t] : held->second)
-      pool.release(t);
-    versions[stage].erase(held);
-  }
-}
-
-void Rank::readWeightVersion(const ActionInfo &action,
-                             std::map<int, Tensor> &latest,
-                             std::vector<Tensor> &temporaries) {
-  int64_t current = updatesThisStep[action.stage];
-  if (action.weightVersion == current && action.blendVersion < 0)
-    return;
-  StageState &state = *stages[action.stage];
-  auto versionOf = [&](int64_t version) -> std::map<int, Tensor> * {
-    if (version == current)
-      return nullptr; // the globals themselves
-    auto it = versions[action.stage].find(version);
-    if (it == versions[action.stage].end())
-      throw std::runtime_error("weight version " + std::to_string(version) +
-                               " of the stage is not kept (" +
-                               std::to_string(current) +
-                               " updates so far this window of steps)");
-    return &it->second;
-  };
-  std::map<int, Tensor> *source = versionOf(action.weightVersion);
-  std::map<int, Tensor> *base =
-      action.blendVersion >= 0 ? versionOf(action.blendVersion) : nullptr;
-  for (int id : versionPlans[action.stage].trainables) {
-    Tensor &global = state.globals.at(id);
-    latest[id] = global;
-    const Tensor &stale = source ? source->at(id) : global;
-    if (action.blendVersion < 0) {
-      global = stale;
-      continue;
-    }
-    // W_b + c (W_v - W_b) = W_b - (-c) (W_v - W_b): one SGD step.
-    const Tensor &fresh = base ? base->at(id) : latest[id];
-    Tensor mixed = pool.acquire(fresh.dtype, fresh.shape);
-    temporaries.push_back(mixed);
-    Tensor difference = pool.acquire(fresh.dtype, fresh.shape);
-    temporaries.push_back(difference);
-    copyBuffer(mixed.data, fresh.data, fresh.bytes());
-    Status s = binary(kernels, BinaryKind::Sub, stale, fresh, difference);
-    if (s.ok())
-      s = sgdStep(kernels, mixed, difference, nullptr, 1, -action.blendFactor,
-                  0, 0, 0, false);
-    if (!s.ok())
-      throw std::runtime_error("blending weight versions: " + s.message);
-    global = mixed;
-  }
 }
 
 bool Rank::gradReduce(const ActionInfo &action) {
@@ -965,7 +841,7 @@ bool Rank::evaluate(StepLog &log) {
   for (const ActionInfo &a : job.actionsOf(replica, rank))
     if (a.kind == kinds::ActionKind::Forward && a.function >= 0) {
       ActionInfo forward = a;
-      forward.weightVersion = updatesThisStep[a.stage];
+      forward.weightVersion = weightVersions.updates(a.stage);
       forward.blendVersion = -1;
       forwards.push_back(forward);
     }
@@ -1128,8 +1004,6 @@ bool Rank::runWindow(int64_t steps) {
   const TrainOptions &options = job.options;
   window.assign(static_cast<size_t>(steps), newRecord());
   waitMs.assign(static_cast<size_t>(job.numStages), 0.0);
-  for (auto &[stage, count] : updatesThisStep)
-    count = 0;
   // --test-delay: after this rank's last action of each step.
   int64_t delayed = windowStart;
   auto delayThrough = [&](int64_t last) {
@@ -1144,7 +1018,7 @@ bool Rank::runWindow(int64_t steps) {
     owned = windowActions(steps);
   const std::vector<ActionInfo> &actions =
       steps > 1 ? owned : job.actionsOf(replica, rank);
-  planWeightVersions(actions);
+  weightVersions.plan(actions);
   step = windowStart;
   // --clip-grad-norm: once a step (its schedules drain every step), before
   // this rank's first update.
@@ -1167,23 +1041,16 @@ bool Rank::runWindow(int64_t steps) {
     if (action.function < 0)
       continue; // nothing to run (a reduction with nothing to reduce)
     bool update = action.kind == kinds::ActionKind::OptimizerStep;
-    if (update && !versionPlans.empty()) {
-      try {
-        keepWeightVersion(action.stage);
-      } catch (const std::exception &e) {
-        abortJob("error: rank " + std::to_string(worldRank) + " (device " +
-                 deviceName() + "), stage " + std::to_string(action.stage) +
-                 ": keeping a weight version: " + e.what());
-        return false;
-      }
-    }
+    StageState &state = *stages[action.stage];
+    if (update)
+      weightVersions.beforeUpdate(action.stage, state.globals);
     int64_t before = step;
     if (!syncWaveBefore(action) || !postReceives(actions, index) ||
         !runAction(action))
       return false;
-    if (kernels.updateTargets) {
+    if (update) {
       try {
-        adoptUpdatedWeights(action.stage);
+        weightVersions.afterUpdate(action.stage, state.globals);
       } catch (const std::exception &e) {
         abortJob("error: rank " + std::to_string(worldRank) + " (device " +
                  deviceName() + "), stage " + std::to_string(action.stage) +
@@ -1193,11 +1060,7 @@ bool Rank::runWindow(int64_t steps) {
     }
     if (steps > 1 && step > before)
       delayThrough(step - 1);
-    if (!versionPlans.empty()) {
-      if (update)
-        ++updatesThisStep[action.stage];
-      releaseWeightVersions(action.stage, index);
-    }
+    weightVersions.afterAction(action.stage, index);
     if (!syncWaveAfter(action))
       return false;
     if (waveSync)
@@ -1244,7 +1107,7 @@ bool Rank::syncWaveAfter(const ActionInfo &action) {
       action.kind != kinds::ActionKind::OptimizerStep)
     return true;
   // An update per mini-batch: the m-th of a step ends the stage's wave.
-  int64_t updates = updatesThisStep[action.stage];
+  int64_t updates = weightVersions.updates(action.stage);
   if (updates % job.microBatches != 0)
     return true;
   std::string error;

@@ -13,6 +13,7 @@
 #include "Job.h"
 #include "StageState.h"
 #include "WaveSync.h"
+#include "WeightVersions.h"
 
 #include "pp/Runtime/Comm.h"
 #include "pp/Runtime/Program.h"
@@ -87,6 +88,8 @@ public:
   const std::vector<void *> *constants = nullptr;
   StageMap stages;
   BufferPool pool;
+  /// Weight-versioned schedules: the older weights actions still read.
+  WeightVersions weightVersions{job.program, pool, kernels};
   /// Data parallelism only: the pipeline of this replica, and this
   /// device's replicas (grad_reduce), split from the world.
   std::unique_ptr<Communicator> pipelineComm, replicaComm;
@@ -179,8 +182,6 @@ public:
   }
 
 private:
-  // HetPipe's pulls reach the kept weight versions.
-  friend class WaveSync;
   mutable std::string displayName;
 
   /// HetPipe's waves inside the stream: pulls before the forward that
@@ -242,39 +243,6 @@ private:
   /// False after aborting the job.
   bool postReceives(const std::vector<ActionInfo> &actions, size_t index);
 
-  /// Weight-versioned schedules (ProgramInfo::updateEvery > 0): per stage of
-  /// this rank, its trainable globals and, for each older version some
-  /// action of the step reads, the position of its last reader.
-  struct VersionPlan {
-    std::vector<int> trainables;
-    std::map<int64_t, size_t> lastReader; // version -> action index
-  };
-  std::map<int64_t, VersionPlan> versionPlans;
-  /// Per stage: copies of the versions still to be read (pool buffers),
-  /// and the updates made this step (the latest version).
-  std::map<int64_t, std::map<int64_t, std::map<int, Tensor>>> versions;
-  std::map<int64_t, int64_t> updatesThisStep; // this window's
-  /// Plans the versions of this rank's stages from its action list.
-  void planWeightVersions(const std::vector<ActionInfo> &list);
-  /// Points the stage's trainables at the version `action` reads (a blend
-  /// in a pool buffer for I-TiMePReSt), keeping the latest in `latest`.
-  void readWeightVersion(const ActionInfo &action,
-                         std::map<int, Tensor> &latest,
-                         std::vector<Tensor> &temporaries);
-  /// Before the stage's update: keeps the version it supersedes when an
-  /// action still reads it. No copy: the trainables' buffers become the
-  /// version and the update writes fresh ones (Context::updateTargets).
-  /// After the update, adoptUpdatedWeights points the trainables at those
-  /// (throws if the update wrote one in place). After any action:
-  /// releaseWeightVersions frees versions read for the last time (action
-  /// `index` of the list).
-  void keepWeightVersion(int64_t stage);
-  void adoptUpdatedWeights(int64_t stage);
-  void releaseWeightVersions(int64_t stage, size_t index);
-  /// The update being run out of place: its targets and the trainables
-  /// whose fresh buffers they are.
-  std::vector<UpdateTarget> updateTargets;
-  std::vector<std::pair<int, Tensor>> updatedWeights;
   /// grad_reduce of `stage`: starts summing its accumulated gradients over
   /// the replicas, one all-reduce per dtype (a bucket), which overlaps the
   /// device's next actions; false after aborting.

@@ -301,7 +301,7 @@ bool WaveSync::applyPending(Pending &wave, int64_t version,
     // The kept versions the wave's later mini-batches read.
     int64_t size = dtypeSize(group.dtype);
     for (const Slot &slot : group.slots) {
-      for (auto &[kept, copy] : rank_.versions[slot.stage]) {
+      for (auto &[kept, copy] : rank_.weightVersions.kept(slot.stage)) {
         auto it = copy.find(slot.id);
         if (kept < version || it == copy.end())
           continue;
