@@ -10,124 +10,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
+#include <limits>
 
 using namespace pp::rt::train;
 
 namespace {
-
-struct OptionSpec {
-  const char *name;
-  const char *argument; // null for a flag
-  const char *help;
-};
-
-const OptionSpec kOptions[] = {
-    {"local", nullptr,
-     "run every device as a thread of this process (default without mpirun)"},
-    {"steps", "N", "total training steps (default 10)"},
-    {"lr", "X",
-     "learning rate of every optimizer step (default: the one compiled in); "
-     "the base rate of --lr-schedule"},
-    {"lr-schedule", "constant|step|cosine|linear",
-     "the rate per step, as PyTorch's schedulers stepped once a step: "
-     "constant (the default), step (StepLR), cosine (CosineAnnealingLR) or "
-     "linear (LinearLR decay to --min-lr); after --warmup-steps"},
-    {"warmup-steps", "N",
-     "linear warm-up over the first N steps (LinearLR chained by "
-     "SequentialLR), from --warmup-start-factor times the rate (default 0)"},
-    {"warmup-start-factor", "F",
-     "the warm-up's first rate as a fraction of the base rate, 0 < F <= 1 "
-     "(default 1/3, as LinearLR's)"},
-    {"min-lr", "X",
-     "cosine's eta_min and the linear decay's end rate (default 0)"},
-    {"decay-steps", "N",
-     "cosine and linear: the step at which the decay ends, warm-up included "
-     "(default --steps)"},
-    {"step-size", "N", "step: multiply the rate by --gamma every N steps"},
-    {"gamma", "G", "step: the factor every --step-size steps (default 0.1)"},
-    {"clip-grad-norm", "X|off",
-     "scale each step's gradients by min(1, X / (norm + 1e-6)) before the "
-     "optimizer, the norm taken over every trained tensor of the model (as "
-     "torch.nn.utils.clip_grad_norm_; synchronous schedules only), and log "
-     "the norm as grad_norm; off: no clipping (drops a resumed "
-     "checkpoint's)"},
-    {"data", "NAME=FILE.npy|DIR",
-     "step inputs: dim 0 holds samples, memory-mapped; each step takes the "
-     "next whole batch of the epoch (repeatable; DIR reads "
-     "DIR/<input>.npy)"},
-    {"eval-data", "NAME=FILE.npy|DIR",
-     "a held-out set, as --data: a forward-only pass over it (BatchNorm on "
-     "its running statistics, Dropout off) logs the loss and top-1 accuracy "
-     "(classifiers) or perplexity (language models) after the last step"},
-    {"eval-every", "N",
-     "with --eval-data: evaluate every N steps too (the pipeline drains "
-     "there)"},
-    {"shuffle", nullptr,
-     "with --data: each epoch reads the samples in a permutation drawn from "
-     "--seed (splitmix64 and Fisher-Yates), else in file order"},
-    {"data-prefetch", "N",
-     "with --data: a thread reads the pages of the next N steps' samples "
-     "ahead of the stages, so a cold file's reads overlap training "
-     "(default 2; 0: off)"},
-    {"epochs", "N",
-     "with --data: train N epochs of whole batches (instead of --steps; a "
-     "last partial batch is dropped)"},
-    {"synthetic", nullptr,
-     "one fixed random batch every step (default without --data)"},
-    {"seed", "S",
-     "seed of --synthetic and of Dropout (stage seed = S + stage)"},
-    {"threads", "N", "kernel threads per device (default 1)"},
-    {"log", "FILE",
-     "per-step log: CSV when FILE ends in .csv, else JSON lines"},
-    {"checkpoint-every", "N", "write a checkpoint every N steps"},
-    {"drain-every", "N",
-     "weight-versioned schedules: drain the pipeline every N steps (default "
-     "0: only before a checkpoint and at the end; 1: every step). Between "
-     "drains the next steps' forwards overlap earlier backwards"},
-    {"checkpoint", "DIR",
-     "checkpoint directory (default ./checkpoint): DIR/step-<k>/, DIR/latest"},
-    {"keep-checkpoints", "K",
-     "keep the K newest checkpoints, remove the older (default 2)"},
-    {"resume", "DIR",
-     "continue from the newest complete, verified checkpoint in DIR"},
-    {"save-onnx", "OUT.onnx",
-     "write the source model with the trained weights"},
-    {"write-profile", "FILE.json",
-     "time every op on the rank that runs it (receive waits left out): "
-     "write each ONNX node's mean forward and backward ms per micro-batch "
-     "over the steps after the first, as the profile --pp-compile profile= "
-     "reads"},
-    {"measure-links", "FILE.json",
-     "train nothing: time messages of 4 B to 16 MiB between rank 0 and each "
-     "other rank (2 ranks or more) and write the links' latency and "
-     "bandwidth as the cluster file's \"links\""},
-    {"profile-kind", "KIND",
-     "the device kind of --write-profile's times (default cpu)"},
-    {"dump-globals", "DIR",
-     "write every global to DIR/<name>.npy and DIR/globals.txt"},
-    {"data-file", "PATH", "initial values of globals and constants"},
-    {"timeout", "S",
-     "seconds a receive waits for a peer (default 60, at most 1e6)"},
-    {"wsp-log", "DIR",
-     "Wave Synchronous Parallel: each virtual worker logs its steps, pushes "
-     "and pulls to DIR/vw<r>.jsonl"},
-    {"test-delay", "RANK:MS[:EVERY:AT]",
-     "tests and benchmarks: rank RANK sleeps MS ms after its steps (those "
-     "whose index mod EVERY is AT; repeatable)"},
-    {"p2p-matching", "auto|tags|order|headers",
-     "how a receive finds its message: by tag (MPI), by send order between "
-     "two ranks (NCCL, where the compiler proved the order), or by headers "
-     "sent before each message (NCCL otherwise); auto (the default) picks "
-     "by transport"},
-    {"transport", "auto|nccl|mpi",
-     "under mpirun: NCCL between GPUs (auto in a CUDA build with NCCL) or "
-     "MPI (through host memory on GPUs)"},
-    {"prefetch-receives", "on|off",
-     "post the next action's receives while the running one computes, so "
-     "messages arrive during compute (on, the default), or each action's "
-     "own when it starts (off)"},
-    {"help", nullptr, "print this help"},
-};
 
 /// The --lr-schedule flags as given, before they make an LRSchedule.
 struct ScheduleFlags {
@@ -138,6 +26,411 @@ struct ScheduleFlags {
     return kind || warmupSteps || decaySteps || stepSize || warmupStartFactor ||
            minLr || gamma;
   }
+};
+
+bool parseInt(const std::string &text, int64_t &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  long long v = std::strtoll(text.c_str(), &end, 10);
+  if (*end || errno)
+    return false;
+  value = v;
+  return true;
+}
+
+bool parseDouble(const std::string &text, double &value) {
+  if (text.empty())
+    return false;
+  errno = 0;
+  char *end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return !*end && !errno;
+}
+
+/// One option's value as given, and what its handler sets.
+struct OptionValue {
+  const std::string &name;
+  const std::string &value;
+  TrainOptions &options;
+  ScheduleFlags &schedule;
+  std::string &error;
+
+  bool bad(const char *expected) const {
+    error = "--" + name + ": expected " + expected + ", got '" + value + "'";
+    return false;
+  }
+  bool real(double &x) const { return parseDouble(value, x); }
+  /// An integer in [lo, hi] into `out`, else the error `expected`.
+  bool integer(int64_t lo, int64_t hi, const char *expected,
+               int64_t &out) const {
+    int64_t n;
+    if (!parseInt(value, n) || n < lo || n > hi)
+      return bad(expected);
+    out = n;
+    return true;
+  }
+  bool oneOf(std::initializer_list<const char *> choices) const {
+    for (const char *choice : choices)
+      if (value == choice)
+        return true;
+    return false;
+  }
+  bool nonEmpty(const char *expected, std::string &out) const {
+    if (value.empty())
+      return bad(expected);
+    out = value;
+    return true;
+  }
+  /// --data / --eval-data: NAME=FILE.npy entries, or one DIR.
+  bool dataSource(std::vector<std::pair<std::string, std::string>> &files,
+                  std::string &dir) const {
+    if (size_t eq = value.find('='); eq != std::string::npos) {
+      if (eq == 0 || eq + 1 == value.size())
+        return bad("NAME=FILE.npy or DIR");
+      files.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+      return true;
+    }
+    if (value.empty())
+      return bad("NAME=FILE.npy or DIR");
+    if (!dir.empty()) {
+      error =
+          "--" + name + " DIR given twice ('" + dir + "' and '" + value + "')";
+      return false;
+    }
+    dir = value;
+    return true;
+  }
+};
+
+constexpr int64_t kNoLimit = std::numeric_limits<int64_t>::max();
+
+/// --test-delay RANK:MS[:EVERY:AT].
+bool parseTestDelay(OptionValue &v) {
+  std::vector<std::string> fields;
+  for (size_t start = 0;;) {
+    size_t colon = v.value.find(':', start);
+    fields.push_back(v.value.substr(start, colon - start));
+    if (colon == std::string::npos)
+      break;
+    start = colon + 1;
+  }
+  TrainOptions::TestDelay delay;
+  if ((fields.size() != 2 && fields.size() != 4) ||
+      !parseInt(fields[0], delay.rank) || delay.rank < 0 ||
+      !parseDouble(fields[1], delay.ms) || !std::isfinite(delay.ms) ||
+      delay.ms < 0 || delay.ms > 1e6 ||
+      (fields.size() == 4 &&
+       (!parseInt(fields[2], delay.every) || delay.every < 1 ||
+        !parseInt(fields[3], delay.at) || delay.at < 0 ||
+        delay.at >= delay.every)))
+    return v.bad("RANK:MS[:EVERY:AT] (a rank >= 0, 0 <= MS <= 1e6, "
+                 "0 <= AT < EVERY)");
+  v.options.testDelays.push_back(delay);
+  return true;
+}
+
+/// An option: its name, its argument (null for a flag), its help, and what
+/// it sets (false with the error set when its value is bad).
+struct OptionSpec {
+  const char *name;
+  const char *argument;
+  const char *help;
+  bool (*apply)(OptionValue &);
+};
+
+const OptionSpec kOptions[] = {
+    {"local", nullptr,
+     "run every device as a thread of this process (default without mpirun)",
+     [](OptionValue &v) {
+       v.options.local = true;
+       return true;
+     }},
+    {"steps", "N", "total training steps (default 10)",
+     [](OptionValue &v) {
+       v.options.stepsGiven = true;
+       return v.integer(1, kNoLimit, "a positive integer", v.options.steps);
+     }},
+    {"lr", "X",
+     "learning rate of every optimizer step (default: the one compiled in); "
+     "the base rate of --lr-schedule",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x))
+         return v.bad("a number");
+       v.options.lr = x;
+       return true;
+     }},
+    {"lr-schedule", "constant|step|cosine|linear",
+     "the rate per step, as PyTorch's schedulers stepped once a step: "
+     "constant (the default), step (StepLR), cosine (CosineAnnealingLR) or "
+     "linear (LinearLR decay to --min-lr); after --warmup-steps",
+     [](OptionValue &v) {
+       if (!v.oneOf({"constant", "step", "cosine", "linear"}))
+         return v.bad("constant, step, cosine or linear");
+       v.schedule.kind = v.value;
+       return true;
+     }},
+    {"warmup-steps", "N",
+     "linear warm-up over the first N steps (LinearLR chained by "
+     "SequentialLR), from --warmup-start-factor times the rate (default 0)",
+     [](OptionValue &v) {
+       int64_t n;
+       if (!v.integer(0, kNoLimit, "a non-negative integer", n))
+         return false;
+       v.schedule.warmupSteps = n;
+       return true;
+     }},
+    {"warmup-start-factor", "F",
+     "the warm-up's first rate as a fraction of the base rate, 0 < F <= 1 "
+     "(default 1/3, as LinearLR's)",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x) || !(x > 0 && x <= 1))
+         return v.bad("a number in (0, 1]");
+       v.schedule.warmupStartFactor = x;
+       return true;
+     }},
+    {"min-lr", "X",
+     "cosine's eta_min and the linear decay's end rate (default 0)",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x) || !std::isfinite(x) || x < 0)
+         return v.bad("a finite number >= 0");
+       v.schedule.minLr = x;
+       return true;
+     }},
+    {"decay-steps", "N",
+     "cosine and linear: the step at which the decay ends, warm-up included "
+     "(default --steps)",
+     [](OptionValue &v) {
+       int64_t n;
+       if (!v.integer(1, kNoLimit, "a positive integer", n))
+         return false;
+       v.schedule.decaySteps = n;
+       return true;
+     }},
+    {"step-size", "N", "step: multiply the rate by --gamma every N steps",
+     [](OptionValue &v) {
+       int64_t n;
+       if (!v.integer(1, kNoLimit, "a positive integer", n))
+         return false;
+       v.schedule.stepSize = n;
+       return true;
+     }},
+    {"gamma", "G", "step: the factor every --step-size steps (default 0.1)",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x) || !std::isfinite(x) || !(x > 0))
+         return v.bad("a finite, positive number");
+       v.schedule.gamma = x;
+       return true;
+     }},
+    {"clip-grad-norm", "X|off",
+     "scale each step's gradients by min(1, X / (norm + 1e-6)) before the "
+     "optimizer, the norm taken over every trained tensor of the model (as "
+     "torch.nn.utils.clip_grad_norm_; synchronous schedules only), and log "
+     "the norm as grad_norm; off: no clipping (drops a resumed "
+     "checkpoint's)",
+     [](OptionValue &v) {
+       double x = 0;
+       if (v.value != "off" && (!v.real(x) || !std::isfinite(x) || !(x > 0)))
+         return v.bad("a finite, positive number or off");
+       v.options.clipGradNorm = x;
+       return true;
+     }},
+    {"data", "NAME=FILE.npy|DIR",
+     "step inputs: dim 0 holds samples, memory-mapped; each step takes the "
+     "next whole batch of the epoch (repeatable; DIR reads "
+     "DIR/<input>.npy)",
+     [](OptionValue &v) {
+       return v.dataSource(v.options.dataFiles, v.options.dataDir);
+     }},
+    {"eval-data", "NAME=FILE.npy|DIR",
+     "a held-out set, as --data: a forward-only pass over it (BatchNorm on "
+     "its running statistics, Dropout off) logs the loss and top-1 accuracy "
+     "(classifiers) or perplexity (language models) after the last step",
+     [](OptionValue &v) {
+       return v.dataSource(v.options.evalDataFiles, v.options.evalDataDir);
+     }},
+    {"eval-every", "N",
+     "with --eval-data: evaluate every N steps too (the pipeline drains "
+     "there)",
+     [](OptionValue &v) {
+       return v.integer(1, kNoLimit, "a positive integer", v.options.evalEvery);
+     }},
+    {"shuffle", nullptr,
+     "with --data: each epoch reads the samples in a permutation drawn from "
+     "--seed (splitmix64 and Fisher-Yates), else in file order",
+     [](OptionValue &v) {
+       v.options.shuffle = true;
+       return true;
+     }},
+    {"data-prefetch", "N",
+     "with --data: a thread reads the pages of the next N steps' samples "
+     "ahead of the stages, so a cold file's reads overlap training "
+     "(default 2; 0: off)",
+     [](OptionValue &v) {
+       return v.integer(0, 1024, "an integer from 0 to 1024",
+                        v.options.dataPrefetch);
+     }},
+    {"epochs", "N",
+     "with --data: train N epochs of whole batches (instead of --steps; a "
+     "last partial batch is dropped)",
+     [](OptionValue &v) {
+       return v.integer(1, kNoLimit, "a positive integer", v.options.epochs);
+     }},
+    {"synthetic", nullptr,
+     "one fixed random batch every step (default without --data)",
+     [](OptionValue &v) {
+       v.options.synthetic = true;
+       return true;
+     }},
+    {"seed", "S", "seed of --synthetic and of Dropout (stage seed = S + stage)",
+     [](OptionValue &v) {
+       int64_t n;
+       if (!parseInt(v.value, n))
+         return v.bad("an integer");
+       v.options.seed = static_cast<uint64_t>(n);
+       v.options.seedGiven = true;
+       return true;
+     }},
+    {"threads", "N", "kernel threads per device (default 1)",
+     [](OptionValue &v) {
+       int64_t n;
+       if (!v.integer(1, 4096, "a positive integer", n))
+         return false;
+       v.options.threads = static_cast<int>(n);
+       return true;
+     }},
+    {"log", "FILE", "per-step log: CSV when FILE ends in .csv, else JSON lines",
+     [](OptionValue &v) {
+       v.options.logFile = v.value;
+       return true;
+     }},
+    {"checkpoint-every", "N", "write a checkpoint every N steps",
+     [](OptionValue &v) {
+       return v.integer(1, kNoLimit, "a positive integer",
+                        v.options.checkpointEvery);
+     }},
+    {"drain-every", "N",
+     "weight-versioned schedules: drain the pipeline every N steps (default "
+     "0: only before a checkpoint and at the end; 1: every step). Between "
+     "drains the next steps' forwards overlap earlier backwards",
+     [](OptionValue &v) {
+       return v.integer(0, kNoLimit, "a non-negative integer",
+                        v.options.drainEvery);
+     }},
+    {"checkpoint", "DIR",
+     "checkpoint directory (default ./checkpoint): DIR/step-<k>/, DIR/latest",
+     [](OptionValue &v) {
+       v.options.checkpointDir = v.value;
+       return true;
+     }},
+    {"keep-checkpoints", "K",
+     "keep the K newest checkpoints, remove the older (default 2)",
+     [](OptionValue &v) {
+       return v.integer(1, 1000000, "a positive integer",
+                        v.options.keepCheckpoints);
+     }},
+    {"resume", "DIR",
+     "continue from the newest complete, verified checkpoint in DIR",
+     [](OptionValue &v) {
+       v.options.resumeDir = v.value;
+       return true;
+     }},
+    {"save-onnx", "OUT.onnx", "write the source model with the trained weights",
+     [](OptionValue &v) {
+       v.options.saveOnnx = v.value;
+       return true;
+     }},
+    {"write-profile", "FILE.json",
+     "time every op on the rank that runs it (receive waits left out): "
+     "write each ONNX node's mean forward and backward ms per micro-batch "
+     "over the steps after the first, as the profile --pp-compile profile= "
+     "reads",
+     [](OptionValue &v) {
+       v.options.writeProfile = v.value;
+       return true;
+     }},
+    {"measure-links", "FILE.json",
+     "train nothing: time messages of 4 B to 16 MiB between rank 0 and each "
+     "other rank (2 ranks or more) and write the links' latency and "
+     "bandwidth as the cluster file's \"links\"",
+     [](OptionValue &v) {
+       return v.nonEmpty("a file path", v.options.measureLinks);
+     }},
+    {"profile-kind", "KIND",
+     "the device kind of --write-profile's times (default cpu)",
+     [](OptionValue &v) {
+       return v.nonEmpty("a device kind", v.options.profileKind);
+     }},
+    {"dump-globals", "DIR",
+     "write every global to DIR/<name>.npy and DIR/globals.txt",
+     [](OptionValue &v) {
+       v.options.dumpGlobals = v.value;
+       return true;
+     }},
+    {"data-file", "PATH", "initial values of globals and constants",
+     [](OptionValue &v) {
+       v.options.dataFile = v.value;
+       return true;
+     }},
+    {"timeout", "S",
+     "seconds a receive waits for a peer (default 60, at most 1e6)",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x) || !std::isfinite(x) || !(x > 0) || x > kMaxTimeout)
+         return v.bad("a finite, positive number of seconds, at most 1e6");
+       v.options.timeout = x;
+       return true;
+     }},
+    {"wsp-log", "DIR",
+     "Wave Synchronous Parallel: each virtual worker logs its steps, pushes "
+     "and pulls to DIR/vw<r>.jsonl",
+     [](OptionValue &v) {
+       return v.nonEmpty("a directory", v.options.wspLogDir);
+     }},
+    {"test-delay", "RANK:MS[:EVERY:AT]",
+     "tests and benchmarks: rank RANK sleeps MS ms after its steps (those "
+     "whose index mod EVERY is AT; repeatable)",
+     [](OptionValue &v) { return parseTestDelay(v); }},
+    {"p2p-matching", "auto|tags|order|headers",
+     "how a receive finds its message: by tag (MPI), by send order between "
+     "two ranks (NCCL, where the compiler proved the order), or by headers "
+     "sent before each message (NCCL otherwise); auto (the default) picks "
+     "by transport",
+     [](OptionValue &v) {
+       if (!v.oneOf({"auto", "tags", "order", "headers"}))
+         return v.bad("auto, tags, order or headers");
+       v.options.p2pMatching = v.value;
+       return true;
+     }},
+    {"transport", "auto|nccl|mpi",
+     "under mpirun: NCCL between GPUs (auto in a CUDA build with NCCL) or "
+     "MPI (through host memory on GPUs)",
+     [](OptionValue &v) {
+       if (!v.oneOf({"auto", "nccl", "mpi"}))
+         return v.bad("auto, nccl or mpi");
+       v.options.transport = v.value;
+       return true;
+     }},
+    {"prefetch-receives", "on|off",
+     "post the next action's receives while the running one computes, so "
+     "messages arrive during compute (on, the default), or each action's "
+     "own when it starts (off)",
+     [](OptionValue &v) {
+       if (!v.oneOf({"on", "off"}))
+         return v.bad("on or off");
+       v.options.prefetchReceives = v.value == "on";
+       return true;
+     }},
+    {"help", nullptr, "print this help",
+     [](OptionValue &v) {
+       v.options.help = true;
+       return true;
+     }},
 };
 
 /// Checks that the flags fit the schedule they name and sets
@@ -196,27 +489,6 @@ bool resolveSchedule(const ScheduleFlags &flags, TrainOptions &options,
   return true;
 }
 
-bool parseInt(const std::string &text, int64_t &value) {
-  if (text.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  long long v = std::strtoll(text.c_str(), &end, 10);
-  if (*end || errno)
-    return false;
-  value = v;
-  return true;
-}
-
-bool parseDouble(const std::string &text, double &value) {
-  if (text.empty())
-    return false;
-  errno = 0;
-  char *end = nullptr;
-  value = std::strtod(text.c_str(), &end);
-  return !*end && !errno;
-}
-
 std::string validOptions() {
   std::string list;
   for (const OptionSpec &spec : kOptions)
@@ -244,6 +516,46 @@ std::string pp::rt::train::trainUsage(const std::string &program) {
   }
   return text;
 }
+
+namespace {
+
+/// The options that exclude or need each other.
+bool checkCombinations(const TrainOptions &options, std::string &error) {
+  if (options.synthetic &&
+      (!options.dataFiles.empty() || !options.dataDir.empty())) {
+    error = "--synthetic and --data exclude each other";
+    return false;
+  }
+  if (!options.dataFiles.empty() && !options.dataDir.empty()) {
+    error = "--data NAME=FILE.npy and --data DIR exclude each other";
+    return false;
+  }
+  bool data = !options.dataFiles.empty() || !options.dataDir.empty();
+  if (!options.evalDataFiles.empty() && !options.evalDataDir.empty()) {
+    error = "--eval-data NAME=FILE.npy and --eval-data DIR exclude each other";
+    return false;
+  }
+  if (options.evalEvery > 0 && !options.evaluates()) {
+    error = "--eval-every needs --eval-data (the held-out set to evaluate)";
+    return false;
+  }
+  if (options.epochs > 0 && options.stepsGiven) {
+    error = "--epochs and --steps exclude each other";
+    return false;
+  }
+  if ((options.epochs > 0 || options.shuffle) && !data) {
+    error = std::string(options.shuffle ? "--shuffle" : "--epochs") +
+            " needs --data (random inputs have no epochs)";
+    return false;
+  }
+  if (options.lr && !(*options.lr > 0 && std::isfinite(*options.lr))) {
+    error = "--lr: the learning rate must be positive and finite";
+    return false;
+  }
+  return true;
+}
+
+} // namespace
 
 bool pp::rt::train::parseTrainOptions(int argc, char **argv,
                                       TrainOptions &options,
@@ -285,229 +597,10 @@ bool pp::rt::train::parseTrainOptions(int argc, char **argv,
       }
       value = argv[++i];
     }
-    auto badValue = [&](const char *expected) {
-      error = "--" + name + ": expected " + expected + ", got '" + value + "'";
+    OptionValue given{name, value, options, schedule, error};
+    if (!spec->apply(given))
       return false;
-    };
-
-    int64_t number = 0;
-    double real = 0;
-    if (name == "local") {
-      options.local = true;
-    } else if (name == "steps") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      options.steps = number;
-      options.stepsGiven = true;
-    } else if (name == "lr") {
-      if (!parseDouble(value, real))
-        return badValue("a number");
-      options.lr = real;
-    } else if (name == "lr-schedule") {
-      if (value != "constant" && value != "step" && value != "cosine" &&
-          value != "linear")
-        return badValue("constant, step, cosine or linear");
-      schedule.kind = value;
-    } else if (name == "warmup-steps") {
-      if (!parseInt(value, number) || number < 0)
-        return badValue("a non-negative integer");
-      schedule.warmupSteps = number;
-    } else if (name == "warmup-start-factor") {
-      if (!parseDouble(value, real) || !(real > 0 && real <= 1))
-        return badValue("a number in (0, 1]");
-      schedule.warmupStartFactor = real;
-    } else if (name == "min-lr") {
-      if (!parseDouble(value, real) || !std::isfinite(real) || real < 0)
-        return badValue("a finite number >= 0");
-      schedule.minLr = real;
-    } else if (name == "decay-steps") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      schedule.decaySteps = number;
-    } else if (name == "step-size") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      schedule.stepSize = number;
-    } else if (name == "gamma") {
-      if (!parseDouble(value, real) || !std::isfinite(real) || !(real > 0))
-        return badValue("a finite, positive number");
-      schedule.gamma = real;
-    } else if (name == "clip-grad-norm") {
-      if (value == "off")
-        options.clipGradNorm = 0;
-      else if (!parseDouble(value, real) || !std::isfinite(real) || !(real > 0))
-        return badValue("a finite, positive number or off");
-      else
-        options.clipGradNorm = real;
-    } else if (name == "data") {
-      if (size_t eq = value.find('='); eq != std::string::npos) {
-        if (eq == 0 || eq + 1 == value.size())
-          return badValue("NAME=FILE.npy or DIR");
-        options.dataFiles.emplace_back(value.substr(0, eq),
-                                       value.substr(eq + 1));
-      } else {
-        if (value.empty())
-          return badValue("NAME=FILE.npy or DIR");
-        if (!options.dataDir.empty()) {
-          error = "--data DIR given twice ('" + options.dataDir + "' and '" +
-                  value + "')";
-          return false;
-        }
-        options.dataDir = value;
-      }
-    } else if (name == "eval-data") {
-      if (size_t eq = value.find('='); eq != std::string::npos) {
-        if (eq == 0 || eq + 1 == value.size())
-          return badValue("NAME=FILE.npy or DIR");
-        options.evalDataFiles.emplace_back(value.substr(0, eq),
-                                           value.substr(eq + 1));
-      } else {
-        if (value.empty())
-          return badValue("NAME=FILE.npy or DIR");
-        if (!options.evalDataDir.empty()) {
-          error = "--eval-data DIR given twice ('" + options.evalDataDir +
-                  "' and '" + value + "')";
-          return false;
-        }
-        options.evalDataDir = value;
-      }
-    } else if (name == "eval-every") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      options.evalEvery = number;
-    } else if (name == "shuffle") {
-      options.shuffle = true;
-    } else if (name == "data-prefetch") {
-      if (!parseInt(value, number) || number < 0 || number > 1024)
-        return badValue("an integer from 0 to 1024");
-      options.dataPrefetch = number;
-    } else if (name == "epochs") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      options.epochs = number;
-    } else if (name == "synthetic") {
-      options.synthetic = true;
-    } else if (name == "seed") {
-      if (!parseInt(value, number))
-        return badValue("an integer");
-      options.seed = static_cast<uint64_t>(number);
-      options.seedGiven = true;
-    } else if (name == "threads") {
-      if (!parseInt(value, number) || number < 1 || number > 4096)
-        return badValue("a positive integer");
-      options.threads = static_cast<int>(number);
-    } else if (name == "log") {
-      options.logFile = value;
-    } else if (name == "checkpoint-every") {
-      if (!parseInt(value, number) || number < 1)
-        return badValue("a positive integer");
-      options.checkpointEvery = number;
-    } else if (name == "drain-every") {
-      if (!parseInt(value, number) || number < 0)
-        return badValue("a non-negative integer");
-      options.drainEvery = number;
-    } else if (name == "keep-checkpoints") {
-      if (!parseInt(value, number) || number < 1 || number > 1000000)
-        return badValue("a positive integer");
-      options.keepCheckpoints = number;
-    } else if (name == "checkpoint") {
-      options.checkpointDir = value;
-    } else if (name == "resume") {
-      options.resumeDir = value;
-    } else if (name == "save-onnx") {
-      options.saveOnnx = value;
-    } else if (name == "write-profile") {
-      options.writeProfile = value;
-    } else if (name == "measure-links") {
-      if (value.empty())
-        return badValue("a file path");
-      options.measureLinks = value;
-    } else if (name == "profile-kind") {
-      if (value.empty())
-        return badValue("a device kind");
-      options.profileKind = value;
-    } else if (name == "dump-globals") {
-      options.dumpGlobals = value;
-    } else if (name == "data-file") {
-      options.dataFile = value;
-    } else if (name == "timeout") {
-      double seconds;
-      if (!parseDouble(value, seconds) || !std::isfinite(seconds) ||
-          !(seconds > 0) || seconds > kMaxTimeout)
-        return badValue("a finite, positive number of seconds, at most 1e6");
-      options.timeout = seconds;
-    } else if (name == "wsp-log") {
-      if (value.empty())
-        return badValue("a directory");
-      options.wspLogDir = value;
-    } else if (name == "test-delay") {
-      std::vector<std::string> fields;
-      for (size_t start = 0;;) {
-        size_t colon = value.find(':', start);
-        fields.push_back(value.substr(start, colon - start));
-        if (colon == std::string::npos)
-          break;
-        start = colon + 1;
-      }
-      TrainOptions::TestDelay delay;
-      if ((fields.size() != 2 && fields.size() != 4) ||
-          !parseInt(fields[0], delay.rank) || delay.rank < 0 ||
-          !parseDouble(fields[1], delay.ms) || !std::isfinite(delay.ms) ||
-          delay.ms < 0 || delay.ms > 1e6 ||
-          (fields.size() == 4 &&
-           (!parseInt(fields[2], delay.every) || delay.every < 1 ||
-            !parseInt(fields[3], delay.at) || delay.at < 0 ||
-            delay.at >= delay.every)))
-        return badValue("RANK:MS[:EVERY:AT] (a rank >= 0, 0 <= MS <= 1e6, "
-                        "0 <= AT < EVERY)");
-      options.testDelays.push_back(delay);
-    } else if (name == "p2p-matching") {
-      if (value != "auto" && value != "tags" && value != "order" &&
-          value != "headers")
-        return badValue("auto, tags, order or headers");
-      options.p2pMatching = value;
-    } else if (name == "transport") {
-      if (value != "auto" && value != "nccl" && value != "mpi")
-        return badValue("auto, nccl or mpi");
-      options.transport = value;
-    } else if (name == "prefetch-receives") {
-      if (value != "on" && value != "off")
-        return badValue("on or off");
-      options.prefetchReceives = value == "on";
-    } else if (name == "help") {
-      options.help = true;
-    }
   }
-  if (options.synthetic &&
-      (!options.dataFiles.empty() || !options.dataDir.empty())) {
-    error = "--synthetic and --data exclude each other";
-    return false;
-  }
-  if (!options.dataFiles.empty() && !options.dataDir.empty()) {
-    error = "--data NAME=FILE.npy and --data DIR exclude each other";
-    return false;
-  }
-  bool data = !options.dataFiles.empty() || !options.dataDir.empty();
-  if (!options.evalDataFiles.empty() && !options.evalDataDir.empty()) {
-    error = "--eval-data NAME=FILE.npy and --eval-data DIR exclude each other";
-    return false;
-  }
-  if (options.evalEvery > 0 && !options.evaluates()) {
-    error = "--eval-every needs --eval-data (the held-out set to evaluate)";
-    return false;
-  }
-  if (options.epochs > 0 && options.stepsGiven) {
-    error = "--epochs and --steps exclude each other";
-    return false;
-  }
-  if ((options.epochs > 0 || options.shuffle) && !data) {
-    error = std::string(options.shuffle ? "--shuffle" : "--epochs") +
-            " needs --data (random inputs have no epochs)";
-    return false;
-  }
-  if (options.lr && !(*options.lr > 0 && std::isfinite(*options.lr))) {
-    error = "--lr: the learning rate must be positive and finite";
-    return false;
-  }
-  return resolveSchedule(schedule, options, error);
+  return checkCombinations(options, error) &&
+         resolveSchedule(schedule, options, error);
 }
