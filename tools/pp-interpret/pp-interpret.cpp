@@ -52,61 +52,72 @@ using namespace mlir;
 using namespace pp::interp;
 namespace rt = pp::rt;
 
+/// The options of this tool: --help lists these (and --help, --version);
+/// the options every LLVM tool registers show with --help-hidden.
+static llvm::cl::OptionCategory interpretCategory("pp-interpret options");
+
 static llvm::cl::opt<std::string> inputFile(llvm::cl::Positional,
                                             llvm::cl::desc("<model>"),
-                                            llvm::cl::Required);
+                                            llvm::cl::Required,
+                                            llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<int64_t> batchSize(
     "batch-size",
     llvm::cl::desc("Batch size for a symbolic leading dim of an ONNX model's "
                    "inputs"),
-    llvm::cl::init(0));
+    llvm::cl::init(0), llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<std::string>
     funcName("func", llvm::cl::desc("Function to run (default: main)"),
-             llvm::cl::init("main"));
+             llvm::cl::init("main"), llvm::cl::cat(interpretCategory));
 static llvm::cl::list<std::string>
-    inputs("input", llvm::cl::desc("NAME=FILE.npy: the value of input NAME"));
+    inputs("input", llvm::cl::desc("NAME=FILE.npy: the value of input NAME"),
+           llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<bool> randomInputs(
     "random-inputs",
-    llvm::cl::desc("Fill the inputs not given with --input randomly"));
+    llvm::cl::desc("Fill the inputs not given with --input randomly"),
+    llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<uint64_t>
     seed("seed", llvm::cl::desc("Seed of --random-inputs and of Dropout masks"),
-         llvm::cl::init(0));
+         llvm::cl::init(0), llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<std::string>
     outputDir("output-dir",
-              llvm::cl::desc("Write every output to DIR/<name>.npy"));
+              llvm::cl::desc("Write every output to DIR/<name>.npy"),
+              llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<bool> printValues("print",
-                                       llvm::cl::desc("Print output values"));
+                                       llvm::cl::desc("Print output values"),
+                                       llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<int>
     numThreads("num-threads", llvm::cl::desc("Threads the CPU kernels may use"),
-               llvm::cl::init(1));
+               llvm::cl::init(1), llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<int> steps(
     "steps",
     llvm::cl::desc("Run the function N times (training steps: globals carry "
                    "over) and print the pp.loss result of each; 0 runs "
                    "nothing (--dump-globals writes the initial values)"),
-    llvm::cl::init(1));
+    llvm::cl::init(1), llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<int> drainEvery(
     "drain-every",
     llvm::cl::desc("A pipelined module with a pp.stream (weight-versioned "
                    "schedules): run the steps between drains as one stream, "
                    "as train does; drains every N steps (0: only at the end "
                    "and every 4096 steps; 1: every step)"),
-    llvm::cl::init(0));
+    llvm::cl::init(0), llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<std::string> dumpGlobals(
     "dump-globals",
     llvm::cl::desc("After the last run, write every global to DIR/<name>.npy "
-                   "(and DIR/globals.txt: name -> file)"));
+                   "(and DIR/globals.txt: name -> file)"),
+    llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<std::string> loadGlobals(
     "load-globals",
     llvm::cl::desc("Before the first run, set globals from DIR/globals.txt "
-                   "(name -> .npy file, as --dump-globals writes it)"));
+                   "(name -> .npy file, as --dump-globals writes it)"),
+    llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<int> firstStep(
     "first-step",
     llvm::cl::desc("The index (from 0) of the first step run: Dropout masks "
                    "follow it, so a run can continue another's steps"),
-    llvm::cl::init(0));
+    llvm::cl::init(0), llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<std::string> stageIO(
     "stage-io",
@@ -117,15 +128,17 @@ static llvm::cl::opt<std::string> stageIO(
                    "<to>_<tag>_<mb>.npy, pp.stash / pp.unstash stash_<stage>_"
                    "<slot>_<mb>.npy, pp.accumulate adds into and "
                    "pp.accumulated takes sum_<stage>_<slot>.npy (an oracle "
-                   "drives the schedule)"));
+                   "drives the schedule)"),
+    llvm::cl::cat(interpretCategory));
 static llvm::cl::opt<int64_t> stageMicroBatch(
     "micro-batch",
     llvm::cl::desc("With --stage-io: the micro-batch the function runs"),
-    llvm::cl::init(-1));
+    llvm::cl::init(-1), llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<bool>
     profile("profile",
-            llvm::cl::desc("Print the time spent per op kind over all steps"));
+            llvm::cl::desc("Print the time spent per op kind over all steps"),
+            llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<std::string> writeProfile(
     "write-profile",
@@ -134,13 +147,13 @@ static llvm::cl::opt<std::string> writeProfile(
                    "micro-batch size, from --pp-training-step; the mean over "
                    "the steps after the first) and write the profile JSON "
                    "that --pp-partition / --pp-compile profile= read"),
-    llvm::cl::value_desc("file.json"));
+    llvm::cl::value_desc("file.json"), llvm::cl::cat(interpretCategory));
 
 static llvm::cl::opt<std::string> profileKind(
     "profile-kind",
     llvm::cl::desc("With --write-profile: the device kind the times are "
                    "for (the cluster's kind of this machine)"),
-    llvm::cl::init("cpu"));
+    llvm::cl::init("cpu"), llvm::cl::cat(interpretCategory));
 
 /// Sets each global listed in `dir`/globals.txt (name, tab, .npy file) with
 /// `set`; the error naming the file and the global, if any.
@@ -438,8 +451,25 @@ static void registerStageIOHandlers(Interpreter &interp, std::string dir) {
       });
 }
 
+/// Hides the options outside `category` (LLVM's own, which every tool that
+/// links it registers) from --help, as cl::HideUnrelatedOptions does, but
+/// keeps them in --help-hidden: HideUnrelatedOptions makes them
+/// ReallyHidden, which would leave them out of every listing.
+static void hideUnrelatedOptions(llvm::cl::OptionCategory &category) {
+  auto &options = llvm::cl::getRegisteredOptions();
+  llvm::DenseMap<llvm::cl::Option *, llvm::cl::OptionHidden> before;
+  for (auto &[name, option] : options)
+    before[option] = option->getOptionHiddenFlag();
+  llvm::cl::HideUnrelatedOptions(category);
+  for (auto &[name, option] : options)
+    if (option->getOptionHiddenFlag() == llvm::cl::ReallyHidden &&
+        before[option] != llvm::cl::ReallyHidden)
+      option->setHiddenFlag(llvm::cl::Hidden);
+}
+
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
+  hideUnrelatedOptions(interpretCategory);
   llvm::cl::ParseCommandLineOptions(
       argc, argv, "pp-interpret: run a model on the reference interpreter\n");
 

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MPIShared.h"
 #include "pp/Runtime/Comm.h"
 
 #include <mpi.h>
@@ -147,13 +148,9 @@ public:
   }
 
   Status waitRecv(int request, Tensor &value, int peer, int tag) override {
-    if (request < 0)
-      return recv(value, peer, tag);
-    auto it = receives_.find(request);
-    if (it == receives_.end())
+    MPI_Request handle;
+    if (!transport::takePosted(receives_, request, handle))
       return Communicator::waitRecv(request, value, peer, tag);
-    MPI_Request handle = it->second;
-    receives_.erase(it);
     auto deadline = this->deadline();
     MPI_Status status;
     PollBackoff backoff;
@@ -329,11 +326,6 @@ private:
 
 std::unique_ptr<Communicator> pp::rt::createMPICommunicator(int *argc,
                                                             char ***argv) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-  }
+  transport::initMPI(argc, argv);
   return std::make_unique<MPICommunicator>(MPI_COMM_WORLD);
 }

@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "MPIShared.h"
 #include "pp/Runtime/Comm.h"
 
 #include <cuda_runtime.h>
@@ -173,13 +174,10 @@ public:
   }
 
   Status waitRecv(int request, Tensor &value, int peer, int tag) override {
-    if (request < 0)
-      return recv(value, peer, tag);
-    auto it = receives_.find(request);
-    if (it == receives_.end())
+    std::pair<cudaEvent_t, ncclComm_t> posted;
+    if (!transport::takePosted(receives_, request, posted))
       return Communicator::waitRecv(request, value, peer, tag);
-    auto [event, comm] = it->second;
-    receives_.erase(it);
+    auto [event, comm] = posted;
     Status s = waitUntil(
         "a message from rank " + std::to_string(peer),
         [&] { return cudaEventQuery(event); }, comm);
@@ -411,12 +409,7 @@ private:
 
 std::unique_ptr<Communicator> pp::rt::createNCCLCommunicator(int *argc,
                                                              char ***argv) {
-  int initialized = 0;
-  MPI_Initialized(&initialized);
-  if (!initialized) {
-    int provided = 0;
-    MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided);
-  }
+  transport::initMPI(argc, argv);
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);

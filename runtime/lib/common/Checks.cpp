@@ -219,6 +219,56 @@ const char *binaryName(BinaryKind kind) {
 }
 
 //===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+Status checkBinary(BinaryKind kind, const Tensor &a, const Tensor &b,
+                   const Tensor &c, BinaryPlan &plan) {
+  const std::string what = std::string("binary ") + binaryName(kind);
+  PP_RT_TRY(expectValid(a, (what + " a").c_str()));
+  PP_RT_TRY(expectValid(b, (what + " b").c_str()));
+  std::vector<int64_t> shape;
+  if (!broadcastShapes(a.shape, b.shape, shape))
+    return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
+                         shapeString(b.shape) + " do not broadcast");
+  // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
+  if (kind != BinaryKind::Pow && a.dtype != b.dtype)
+    return Status::error(what + ": operand dtypes differ: " +
+                         dtypeName(a.dtype) + " and " + dtypeName(b.dtype));
+  bool isCompare = kind == BinaryKind::Equal || kind == BinaryKind::Less ||
+                   kind == BinaryKind::Greater;
+  bool isLogic = kind == BinaryKind::And || kind == BinaryKind::Or;
+  DType outType = isCompare || isLogic ? DType::Bool : a.dtype;
+  PP_RT_TRY(expectDType(c, outType, (what + " c").c_str()));
+  PP_RT_TRY(expectShape(c, shape, (what + " c").c_str()));
+  if (isLogic && a.dtype != DType::Bool)
+    return dtypeError(what, a.dtype);
+  plan.what = what;
+  plan.shape = std::move(shape);
+  plan.isCompare = isCompare;
+  plan.isLogic = isLogic;
+  return Status::success();
+}
+
+Status checkWhere(const Tensor &cond, const Tensor &x, const Tensor &y,
+                  const Tensor &out, std::vector<int64_t> &shape) {
+  PP_RT_TRY(expectDType(cond, DType::Bool, "where cond"));
+  PP_RT_TRY(expectValid(cond, "where cond"));
+  PP_RT_TRY(expectValid(x, "where x"));
+  PP_RT_TRY(expectDType(y, x.dtype, "where y"));
+  PP_RT_TRY(expectValid(y, "where y"));
+  std::vector<int64_t> xy;
+  if (!broadcastShapes(x.shape, y.shape, xy) ||
+      !broadcastShapes(cond.shape, xy, shape))
+    return Status::error("where: shapes " + shapeString(cond.shape) + ", " +
+                         shapeString(x.shape) + " and " + shapeString(y.shape) +
+                         " do not broadcast");
+  PP_RT_TRY(expectDType(out, x.dtype, "where out"));
+  PP_RT_TRY(expectShape(out, shape, "where out"));
+  return Status::success();
+}
+
+//===----------------------------------------------------------------------===//
 // Movement
 //===----------------------------------------------------------------------===//
 
@@ -332,9 +382,36 @@ Status scatterNDOffsets(const std::vector<int64_t> &shape,
   return Status::success();
 }
 
+Status checkGatherShapes(const char *what, const Tensor &full,
+                         const Tensor &part, const Tensor &indices,
+                         int64_t &axis) {
+  PP_RT_TRY(expectValid(full, what));
+  int64_t a = axis;
+  if (!normalizeAxis(a, full.rank()))
+    return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
+                         " out of range for rank " +
+                         std::to_string(full.rank()));
+  axis = a;
+  PP_RT_TRY(expectDType(part, full.dtype, what));
+  return expectShape(part, gatherShape(full.shape, indices.shape, axis), what);
+}
+
+Status checkCopy(const Tensor &x, const Tensor &y) {
+  PP_RT_TRY(expectValid(x, "copy x"));
+  PP_RT_TRY(expectDType(y, x.dtype, "copy y"));
+  PP_RT_TRY(expectValid(y, "copy y"));
+  if (y.numel() != x.numel())
+    return Status::error("copy: x " + shapeString(x.shape) + " has " +
+                         std::to_string(x.numel()) + " elements, y " +
+                         shapeString(y.shape) + " has " +
+                         std::to_string(y.numel()));
+  return Status::success();
+}
+
 Status checkTranspose(const Tensor &x, const std::vector<int64_t> &perm,
-                      const Tensor &y, std::vector<int64_t> &shape,
-                      std::vector<int64_t> &strides) {
+                      const Tensor &y, StridedView &view) {
+  std::vector<int64_t> &shape = view.shape;
+  std::vector<int64_t> &strides = view.strides[0];
   PP_RT_TRY(expectValid(x, "transpose x"));
   // An empty perm reverses the dims, as ONNX's default.
   std::vector<int64_t> p = perm;
@@ -364,11 +441,13 @@ Status checkTranspose(const Tensor &x, const std::vector<int64_t> &perm,
 
 Status checkSlice(const Tensor &x, const std::vector<int64_t> &starts,
                   const std::vector<int64_t> &steps, const Tensor &y,
-                  int64_t &base, std::vector<int64_t> &strides) {
+                  StridedView &view) {
   PP_RT_TRY(expectValid(x, "slice x"));
   PP_RT_TRY(expectDType(y, x.dtype, "slice y"));
   PP_RT_TRY(expectValid(y, "slice y"));
-  return slicePlan("slice", x.shape, y.shape, starts, steps, base, strides);
+  view.shape = y.shape;
+  return slicePlan("slice", x.shape, y.shape, starts, steps, view.base,
+                   view.strides[0]);
 }
 
 Status checkPad(const char *what, const Tensor &x, const Tensor &y,
@@ -406,12 +485,13 @@ Status checkPad(const char *what, const Tensor &x, const Tensor &y,
 
 Status checkSliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
                       const std::vector<int64_t> &steps, const Tensor &dx,
-                      int64_t &base, std::vector<int64_t> &strides) {
+                      StridedView &view) {
   PP_RT_TRY(expectValid(dy, "sliceGrad dy"));
   PP_RT_TRY(expectDType(dx, dy.dtype, "sliceGrad dx"));
   PP_RT_TRY(expectValid(dx, "sliceGrad dx"));
-  return slicePlan("sliceGrad", dx.shape, dy.shape, starts, steps, base,
-                   strides);
+  view.shape = dy.shape;
+  return slicePlan("sliceGrad", dx.shape, dy.shape, starts, steps, view.base,
+                   view.strides[0]);
 }
 
 namespace {
@@ -672,6 +752,31 @@ Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
   std::vector<int64_t> in(x.shape.begin() + 2, x.shape.end());
   std::vector<int64_t> out(y.shape.begin() + 2, y.shape.end());
   return resolveGeometry(what, params, in, out, nullptr, true, yName, g);
+}
+
+Status checkMaxPoolGrad(const Tensor &dy, const Tensor &indices,
+                        const Tensor &dx, PoolPlanes &planes) {
+  PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
+  PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
+  PP_RT_TRY(expectDType(indices, DType::I64, "maxPoolGrad: indices"));
+  PP_RT_TRY(expectShape(indices, dy.shape, "maxPoolGrad: indices"));
+  if (dy.rank() < 3 || dx.rank() != dy.rank() || dx.shape[0] != dy.shape[0] ||
+      dx.shape[1] != dy.shape[1])
+    return Status::error("maxPoolGrad: expected dy [N, C, spatial...] and dx "
+                         "with the same N and C, got dy " +
+                         shapeString(dy.shape) + " and dx " +
+                         shapeString(dx.shape));
+  planes.planes = dy.shape[0] * dy.shape[1];
+  planes.outSize = planes.planes ? dy.numel() / planes.planes : 0;
+  planes.inSize = planes.planes ? dx.numel() / planes.planes : 0;
+  return Status::success();
+}
+
+Status maxPoolIndexError(const Tensor &dx) {
+  return Status::error("maxPoolGrad: an index lies outside the (n, c) plane "
+                       "of dx " +
+                       shapeString(dx.shape) + " it belongs to");
 }
 
 Status resolveConvDims(const std::string &what, const Tensor &x,
@@ -1035,6 +1140,30 @@ Status checkAdamStep(const Tensor &param, const Tensor &grad, const Tensor &m,
     return Status::error("adamStep: step counts from 1, got " +
                          std::to_string(step));
   return Status::success();
+}
+
+const char *reduceName(ReduceKind kind) {
+  switch (kind) {
+  case ReduceKind::Sum:
+    return "reduce Sum";
+  case ReduceKind::Mean:
+    return "reduce Mean";
+  case ReduceKind::Max:
+    return "reduce Max";
+  case ReduceKind::Min:
+    return "reduce Min";
+  }
+  return "reduce ?";
+}
+
+void splitAtAxis(const std::vector<int64_t> &shape, int64_t axis,
+                 int64_t &outer, int64_t &n, int64_t &inner) {
+  outer = inner = 1;
+  for (int64_t d = 0; d < axis; ++d)
+    outer *= shape[d];
+  n = shape[axis];
+  for (size_t d = axis + 1; d < shape.size(); ++d)
+    inner *= shape[d];
 }
 
 Status checkReduceAxes(const char *what, const Tensor &x,

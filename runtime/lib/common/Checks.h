@@ -125,6 +125,37 @@ void coalesceDims(std::vector<int64_t> &shape,
 /// Stands for the C++ element type of a dtype in generic lambdas.
 template <typename T> struct TypeTag { using type = T; };
 
+/// Calls fn(TypeTag<T>{}) with T the storage type of the dtypes that both
+/// backends compute on (F32, F64, I64, I32, I8; U8 and Bool as uint8_t) and
+/// returns its Status; the other dtypes go to other(dtype), which each
+/// backend's visitDType gives its own rule (computed on, or an error).
+template <typename Fn, typename Other>
+Status visitCommonDType(DType dtype, Fn &&fn, Other &&other) {
+  switch (dtype) {
+  case DType::F32:
+    return fn(TypeTag<float>{});
+  case DType::F64:
+    return fn(TypeTag<double>{});
+  case DType::I64:
+    return fn(TypeTag<int64_t>{});
+  case DType::I32:
+    return fn(TypeTag<int32_t>{});
+  case DType::I8:
+    return fn(TypeTag<int8_t>{});
+  case DType::U8:
+  case DType::Bool:
+    return fn(TypeTag<uint8_t>{});
+  case DType::U32:
+  case DType::U64:
+  case DType::I16:
+  case DType::U16:
+  case DType::F16:
+  case DType::BF16:
+    return other(dtype);
+  }
+  return Status::error("unknown dtype");
+}
+
 /// Calls fn(TypeTag<T>{}) with an unsigned type of `bytes` bytes (1, 2, 4 or
 /// 8): for kernels that only move elements around.
 template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
@@ -140,6 +171,30 @@ template <typename Fn> Status visitElementBytes(int64_t bytes, Fn &&fn) {
   }
   return Status::error("unsupported element size " + std::to_string(bytes));
 }
+
+//===----------------------------------------------------------------------===//
+// Element-wise
+//===----------------------------------------------------------------------===//
+
+/// What binary (Kernels.h) computes, once checkBinary has accepted it.
+struct BinaryPlan {
+  std::string what;           // "binary <Kind>", for messages
+  std::vector<int64_t> shape; // a and b broadcast, c's shape
+  bool isCompare = false;     // Equal, Less, Greater: c is Bool
+  bool isLogic = false;       // And, Or: a, b and c are Bool
+};
+
+/// The argument checks of binary that both backends make before their own
+/// dtype rules: a and b valid and broadcasting, of one dtype but for Pow's
+/// exponent, c of the broadcast shape and of a's dtype (Bool for
+/// comparisons and logic), Bool operands for logic.
+Status checkBinary(BinaryKind kind, const Tensor &a, const Tensor &b,
+                   const Tensor &c, BinaryPlan &plan);
+
+/// The argument checks of where (Kernels.h); `shape` is the broadcast shape
+/// of cond, x and y (out's).
+Status checkWhere(const Tensor &cond, const Tensor &x, const Tensor &y,
+                  const Tensor &out, std::vector<int64_t> &shape);
 
 //===----------------------------------------------------------------------===//
 // Movement
@@ -160,6 +215,15 @@ std::vector<int64_t> gatherShape(const std::vector<int64_t> &data,
                                  const std::vector<int64_t> &indices,
                                  int64_t axis);
 
+/// The checks of gather and gatherGrad but the indices' dtype and values:
+/// `full` is data (or ddata), `part` y (or dy); normalises `axis`.
+Status checkGatherShapes(const char *what, const Tensor &full,
+                         const Tensor &part, const Tensor &indices,
+                         int64_t &axis);
+
+/// The argument checks of copy (Kernels.h).
+Status checkCopy(const Tensor &x, const Tensor &y);
+
 /// The argument checks of scatterND (Kernels.h) but the index values: dtypes
 /// and shapes. Sets the tuple count, the tuple length k and the elements of
 /// one addressed slice.
@@ -174,18 +238,27 @@ Status scatterNDOffsets(const std::vector<int64_t> &shape,
                         const std::vector<int64_t> &values, int64_t k,
                         int64_t slice, std::vector<int64_t> &offsets);
 
-/// The argument checks of transpose (Kernels.h): y's shape and, per dim of
-/// y, the stride of x it walks.
+/// One operand read as a strided walk: element i of the row-major index
+/// space `shape` lies at `base` plus the dot product of i's index with
+/// strides[0] (an array of one, as the strided walkers take).
+struct StridedView {
+  std::vector<int64_t> shape;
+  std::array<std::vector<int64_t>, 1> strides;
+  int64_t base = 0;
+};
+
+/// The argument checks of transpose (Kernels.h): `view` walks x in y's
+/// order (y's shape; per dim of y, the stride of x).
 Status checkTranspose(const Tensor &x, const std::vector<int64_t> &perm,
-                      const Tensor &y, std::vector<int64_t> &shape,
-                      std::vector<int64_t> &strides);
-/// The argument checks of slice / sliceGrad and their slicePlan.
+                      const Tensor &y, StridedView &view);
+/// The argument checks of slice / sliceGrad and their slicePlan: `view`
+/// walks the slice of x (of dx) in y's (dy's) order.
 Status checkSlice(const Tensor &x, const std::vector<int64_t> &starts,
                   const std::vector<int64_t> &steps, const Tensor &y,
-                  int64_t &base, std::vector<int64_t> &strides);
+                  StridedView &view);
 Status checkSliceGrad(const Tensor &dy, const std::vector<int64_t> &starts,
                       const std::vector<int64_t> &steps, const Tensor &dx,
-                      int64_t &base, std::vector<int64_t> &strides);
+                      StridedView &view);
 /// The argument checks of pad (`full` is x, `part` y) and padGrad (`full`
 /// is dy, `part` dx): ranks, y = x + begin + end, and a non-empty source dim
 /// wherever Reflect or Edge pads.
@@ -227,6 +300,14 @@ struct MatmulShape {
   int64_t m = 0, k = 0, n = 0;
   std::vector<int64_t> aBatch, bBatch, batch;
 };
+
+/// "reduce Sum" and so on, for messages.
+const char *reduceName(ReduceKind kind);
+
+/// The extents of `shape` before `axis` (outer), at it (n) and after it
+/// (inner).
+void splitAtAxis(const std::vector<int64_t> &shape, int64_t axis,
+                 int64_t &outer, int64_t &n, int64_t &inner);
 
 /// The axes a reduction of x into y reduces (negative axes count from the
 /// end; duplicates and out-of-range axes are errors), checking that y has
@@ -273,6 +354,18 @@ Status resolveGeometry(const std::string &what, const WindowParams &params,
 Status resolvePool(const std::string &what, const Tensor &x, const Tensor &y,
                    const WindowParams &params, const char *xName,
                    const char *yName, Geometry &g);
+
+/// maxPoolGrad's dy [N, C, out...] and dx [N, C, in...] as `planes`
+/// (n, c) planes of outSize and inSize elements.
+struct PoolPlanes {
+  int64_t planes = 0, outSize = 0, inSize = 0;
+};
+
+/// The argument checks of maxPoolGrad (Kernels.h) but the index values.
+Status checkMaxPoolGrad(const Tensor &dy, const Tensor &indices,
+                        const Tensor &dx, PoolPlanes &planes);
+/// maxPoolGrad's error for an index outside its (n, c) plane of dx.
+Status maxPoolIndexError(const Tensor &dx);
 
 /// A convolution x [N, C, in...] * w [M, C / G, k...] -> y [N, M, out...].
 struct ConvDims {

@@ -3,6 +3,7 @@
 #define PP_RUNTIME_CPU_COMMON_H
 
 #include "common/Checks.h"
+#include "common/KernelMath.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
@@ -55,34 +56,22 @@ inline uint16_t doubleToFloat16(double value, bool isBF16) {
 /// f32 first, see Float16Widening; cast and fill handle them before
 /// dispatching).
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
-  switch (dtype) {
-  case DType::F32:
-    return fn(TypeTag<float>{});
-  case DType::F64:
-    return fn(TypeTag<double>{});
-  case DType::I64:
-    return fn(TypeTag<int64_t>{});
-  case DType::I32:
-    return fn(TypeTag<int32_t>{});
-  case DType::I8:
-    return fn(TypeTag<int8_t>{});
-  case DType::U8:
-  case DType::Bool:
-    return fn(TypeTag<uint8_t>{});
-  case DType::U32:
-    return fn(TypeTag<uint32_t>{});
-  case DType::U64:
-    return fn(TypeTag<uint64_t>{});
-  case DType::I16:
-    return fn(TypeTag<int16_t>{});
-  case DType::U16:
-    return fn(TypeTag<uint16_t>{});
-  case DType::F16:
-  case DType::BF16:
-    return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
-                         " (16-bit floats have no arithmetic type here)");
-  }
-  return Status::error("unknown dtype");
+  return visitCommonDType(dtype, fn, [&](DType other) -> Status {
+    switch (other) {
+    case DType::U32:
+      return fn(TypeTag<uint32_t>{});
+    case DType::U64:
+      return fn(TypeTag<uint64_t>{});
+    case DType::I16:
+      return fn(TypeTag<int16_t>{});
+    case DType::U16:
+      return fn(TypeTag<uint16_t>{});
+    default:
+      return Status::error(std::string("unsupported dtype ") +
+                           dtypeName(other) +
+                           " (16-bit floats have no arithmetic type here)");
+    }
+  });
 }
 
 //===----------------------------------------------------------------------===//
@@ -154,44 +143,6 @@ private:
   const Context &ctx;
   std::deque<Slot> slots; // stable addresses for the returned references
 };
-
-/// Signed integer arithmetic wraps (as PyTorch's does) instead of being
-/// undefined: compute in an unsigned type at least as wide as T and as
-/// `unsigned` (a uint16_t product would otherwise promote to a signed int
-/// and overflow).
-template <typename T>
-using WrapType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned,
-                                    std::make_unsigned_t<T>>;
-template <typename T> T wrapAdd(T a, T b) {
-  using U = WrapType<T>;
-  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <typename T> T wrapSub(T a, T b) {
-  using U = WrapType<T>;
-  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-}
-template <typename T> T wrapMul(T a, T b) {
-  using U = WrapType<T>;
-  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-}
-
-/// Converts a double to T the way `cast` does: floats round, integers
-/// truncate toward zero and saturate (NaN gives 0), so the conversion is
-/// never undefined behaviour. Bool callers must use `value != 0` instead.
-template <typename T> T convertDouble(double value) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(value);
-  } else {
-    if (std::isnan(value))
-      return 0;
-    if (value <= static_cast<double>(std::numeric_limits<T>::lowest()))
-      return std::numeric_limits<T>::lowest();
-    // max() of a 64-bit type rounds up to 2^63 as a double: compare >=.
-    if (value >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(value);
-  }
-}
 
 /// Walks the flat indices [begin, end) of a row-major index space `shape`
 /// a run of the innermost dim at a time: calls row(i, count, offsets) for

@@ -369,37 +369,6 @@ Status unaryGradFloat(const Context &ctx, UnaryKind kind, const Tensor &x,
 // Binary
 //===----------------------------------------------------------------------===//
 
-/// Integer power by squaring (wrapping) for a non-negative exponent.
-template <typename T> T intPowUnsigned(T base, uint64_t exp) {
-  T result = T(1);
-  while (exp) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-    exp >>= 1;
-  }
-  return result;
-}
-
-/// Integer power by squaring (wrapping). Negative exponents truncate toward
-/// zero like integer Div: only bases 1 and -1 give a non-zero result, and a
-/// zero base is a division by zero.
-template <typename T> T intPow(T base, int64_t exp, bool &divByZero) {
-  if (exp < 0) {
-    if (base == T(0)) {
-      divByZero = true;
-      return T(0);
-    }
-    if (base == T(1))
-      return T(1);
-    if constexpr (std::is_signed_v<T>)
-      if (base == T(-1))
-        return (exp & 1) ? T(-1) : T(1);
-    return T(0);
-  }
-  return intPowUnsigned(base, static_cast<uint64_t>(exp));
-}
-
 /// The remainder of x / y with the dividend's sign (`floored`: with the
 /// divisor's). Integer y = 0 sets `divByZero`; MIN % -1 is 0, not undefined.
 template <typename T> T remainder(T x, T y, bool floored, bool &divByZero) {
@@ -679,31 +648,10 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
 
 Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
               Tensor &c) {
-  std::string what = std::string("binary ") + binaryName(kind);
-  if (Status s = expectValid(a, (what + " a").c_str()); !s.ok())
-    return s;
-  if (Status s = expectValid(b, (what + " b").c_str()); !s.ok())
-    return s;
-  std::vector<int64_t> shape;
-  if (!broadcastShapes(a.shape, b.shape, shape))
-    return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
-                         shapeString(b.shape) + " do not broadcast");
-  // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
-  if (kind != BinaryKind::Pow && a.dtype != b.dtype)
-    return Status::error(what + ": operand dtypes differ: " +
-                         dtypeName(a.dtype) + " and " + dtypeName(b.dtype));
-  bool isCompare = kind == BinaryKind::Equal || kind == BinaryKind::Less ||
-                   kind == BinaryKind::Greater;
-  bool isLogic = kind == BinaryKind::And || kind == BinaryKind::Or;
-  DType outType = isCompare || isLogic ? DType::Bool : a.dtype;
-  if (Status s = expectDType(c, outType, (what + " c").c_str()); !s.ok())
-    return s;
-  if (Status s = expectShape(c, shape, (what + " c").c_str()); !s.ok())
-    return s;
-
-  if (isLogic) {
-    if (a.dtype != DType::Bool)
-      return dtypeError(what, a.dtype);
+  BinaryPlan plan;
+  PP_RT_TRY(checkBinary(kind, a, b, c, plan));
+  const std::string &what = plan.what;
+  if (plan.isLogic) {
     if (c.numel() == 0)
       return Status::success();
     if (kind == BinaryKind::And)
@@ -720,7 +668,7 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
     Float16Widening w(ctx);
     return w.finish(binary(ctx, kind, w.in(a), w.in(b), w.out(c)));
   }
-  if (isCompare) {
+  if (plan.isCompare) {
     if (c.numel() == 0)
       return Status::success();
     return visitDType(a.dtype, [&](auto tag) {
@@ -751,26 +699,8 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
 
 Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
              Tensor &out) {
-  if (Status s = expectDType(cond, DType::Bool, "where cond"); !s.ok())
-    return s;
-  if (Status s = expectValid(cond, "where cond"); !s.ok())
-    return s;
-  if (Status s = expectValid(x, "where x"); !s.ok())
-    return s;
-  if (Status s = expectDType(y, x.dtype, "where y"); !s.ok())
-    return s;
-  if (Status s = expectValid(y, "where y"); !s.ok())
-    return s;
-  std::vector<int64_t> xy, shape;
-  if (!broadcastShapes(x.shape, y.shape, xy) ||
-      !broadcastShapes(cond.shape, xy, shape))
-    return Status::error("where: shapes " + shapeString(cond.shape) + ", " +
-                         shapeString(x.shape) + " and " + shapeString(y.shape) +
-                         " do not broadcast");
-  if (Status s = expectDType(out, x.dtype, "where out"); !s.ok())
-    return s;
-  if (Status s = expectShape(out, shape, "where out"); !s.ok())
-    return s;
+  std::vector<int64_t> shape;
+  PP_RT_TRY(checkWhere(cond, x, y, out, shape));
   if (out.numel() == 0)
     return Status::success();
   return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {

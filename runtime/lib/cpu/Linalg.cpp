@@ -544,30 +544,6 @@ void convBackwardWeight(const Context &ctx, const ConvProblem &cp, const T *dy,
 // Pooling
 //===----------------------------------------------------------------------===//
 
-/// Number of taps of kernel dim i at output o whose position lies in
-/// [lo, hi) (the input, or the input with its declared pads).
-int64_t countTaps(const Geometry &g, int i, int64_t o, int64_t lo, int64_t hi) {
-  int64_t count = 0;
-  for (int64_t kk = 0; kk < g.k[i]; ++kk) {
-    int64_t pos = o * g.s[i] - g.pb[i] + kk * g.d[i];
-    count += pos >= lo && pos < hi;
-  }
-  return count;
-}
-
-/// Divisor of average pooling at output (od, oh, ow): the taps inside the
-/// input, or with countIncludePad also those inside the declared pads (taps
-/// of a ceil-mode overhang beyond the pads never count, as in PyTorch).
-int64_t avgDivisor(const Geometry &g, const int64_t o[3],
-                   bool countIncludePad) {
-  int64_t divisor = 1;
-  for (int i = 0; i < 3; ++i)
-    divisor *= countIncludePad
-                   ? countTaps(g, i, o[i], -g.pb[i], g.in[i] + g.pe[i])
-                   : countTaps(g, i, o[i], 0, g.in[i]);
-  return divisor;
-}
-
 /// Walks the windows of one plane: start(flat, o) before the taps of output
 /// o (flat index `flat`), tap(offset) for each tap inside the input, then
 /// finish(flat, o).
@@ -579,22 +555,7 @@ void forEachWindow(const Geometry &g, const Start &start, const Tap &tap,
     for (o[1] = 0; o[1] < g.out[1]; ++o[1])
       for (o[2] = 0; o[2] < g.out[2]; ++o[2], ++flat) {
         start(flat, o);
-        for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-          int64_t id = o[0] * g.s[0] - g.pb[0] + kd * g.d[0];
-          if (id < 0 || id >= g.in[0])
-            continue;
-          for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-            int64_t ih = o[1] * g.s[1] - g.pb[1] + kh * g.d[1];
-            if (ih < 0 || ih >= g.in[1])
-              continue;
-            int64_t rowOff = (id * g.in[1] + ih) * g.in[2];
-            for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-              int64_t iw = o[2] * g.s[2] - g.pb[2] + kw * g.d[2];
-              if (iw >= 0 && iw < g.in[2])
-                tap(rowOff + iw);
-            }
-          }
-        }
+        forEachTap(g, o, tap);
         finish(flat, o);
       }
 }
@@ -840,20 +801,9 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
     Float16Widening w(ctx);
     return w.finish(maxPoolGrad(ctx, w.in(dy), indices, w.out(dx)));
   }
-  PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
-  PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
-  PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
-  PP_RT_TRY(expectDType(indices, DType::I64, "maxPoolGrad: indices"));
-  PP_RT_TRY(expectShape(indices, dy.shape, "maxPoolGrad: indices"));
-  if (dy.rank() < 3 || dx.rank() != dy.rank() || dx.shape[0] != dy.shape[0] ||
-      dx.shape[1] != dy.shape[1])
-    return Status::error("maxPoolGrad: expected dy [N, C, spatial...] and dx "
-                         "with the same N and C, got dy " +
-                         shapeString(dy.shape) + " and dx " +
-                         shapeString(dx.shape));
-  int64_t planes = dy.shape[0] * dy.shape[1];
-  int64_t outSize = planes ? dy.numel() / planes : 0;
-  int64_t inSize = planes ? dx.numel() / planes : 0;
+  PoolPlanes pool;
+  PP_RT_TRY(checkMaxPoolGrad(dy, indices, dx, pool));
+  int64_t planes = pool.planes, outSize = pool.outSize, inSize = pool.inSize;
   const int64_t *idx = indices.as<int64_t>();
   std::atomic<bool> outOfPlane{false};
   PP_RT_FLOAT_DISPATCH(dy.dtype, "maxPoolGrad", {
@@ -879,9 +829,7 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
     });
   });
   if (outOfPlane)
-    return Status::error("maxPoolGrad: an index lies outside the (n, c) "
-                         "plane of dx " +
-                         shapeString(dx.shape) + " it belongs to");
+    return maxPoolIndexError(dx);
   return Status::success();
 }
 

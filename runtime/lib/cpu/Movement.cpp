@@ -48,20 +48,7 @@ Status normalizeIndices(const char *what, const Tensor &indices, int64_t size,
 Status gatherCheck(const char *what, const Tensor &full, const Tensor &part,
                    const Tensor &indices, int64_t &axis,
                    std::vector<int64_t> &idx) {
-  if (Status s = expectValid(full, what); !s.ok())
-    return s;
-  int64_t a = axis;
-  if (!normalizeAxis(a, full.rank()))
-    return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
-                         " out of range for rank " +
-                         std::to_string(full.rank()));
-  axis = a;
-  if (Status s = expectDType(part, full.dtype, what); !s.ok())
-    return s;
-  if (Status s =
-          expectShape(part, gatherShape(full.shape, indices.shape, axis), what);
-      !s.ok())
-    return s;
+  PP_RT_TRY(checkGatherShapes(what, full, part, indices, axis));
   return normalizeIndices(what, indices, full.shape[axis], idx);
 }
 
@@ -113,12 +100,13 @@ void transposeTiled(const Context &ctx, const T *px, T *py,
 
 Status transpose(Context &ctx, const Tensor &x,
                  const std::vector<int64_t> &perm, Tensor &y) {
-  std::vector<int64_t> shape;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkTranspose(x, perm, y, shape, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkTranspose(x, perm, y, view));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
+  std::vector<int64_t> &shape = view.shape;
+  std::array<std::vector<int64_t>, 1> &strides = view.strides;
   coalesceDims(shape, strides);
   // When y's innermost dim is strided in x, a flat walk misses the cache on
   // every read: copy square tiles of (x's contiguous dim, y's last dim).
@@ -145,17 +133,17 @@ Status transpose(Context &ctx, const Tensor &x,
 
 Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
              const std::vector<int64_t> &steps, Tensor &y) {
-  int64_t base;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkSlice(x, starts, steps, y, base, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkSlice(x, starts, steps, y, view));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
-  std::vector<int64_t> shape = y.shape;
+  std::vector<int64_t> &shape = view.shape;
+  std::array<std::vector<int64_t>, 1> &strides = view.strides;
   coalesceDims(shape, strides);
   return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    const T *px = x.as<const T>() + base;
+    const T *px = x.as<const T>() + view.base;
     T *py = y.as<T>();
     parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
       gatherStrided(shape, strides, px, py, begin, end);
@@ -167,21 +155,21 @@ Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
 Status sliceGrad(Context &ctx, const Tensor &dy,
                  const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &steps, Tensor &dx) {
-  int64_t base;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkSliceGrad(dy, starts, steps, dx, base, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkSliceGrad(dy, starts, steps, dx, view));
   if (dx.numel() > 0)
     std::memset(dx.data, 0, dx.bytes());
   int64_t n = dy.numel();
   if (n == 0)
     return Status::success();
-  std::vector<int64_t> shape = dy.shape;
+  std::vector<int64_t> &shape = view.shape;
+  std::array<std::vector<int64_t>, 1> &strides = view.strides;
   coalesceDims(shape, strides);
   // Non-zero steps make the positions distinct: plain stores, no races.
   return visitElementBytes(dtypeSize(dy.dtype), [&](auto tag) {
     using T = typename decltype(tag)::type;
     const T *pdy = dy.as<const T>();
-    T *pdx = dx.as<T>() + base;
+    T *pdx = dx.as<T>() + view.base;
     parallelFor(ctx, n, kGrain, [&](int64_t begin, int64_t end) {
       scatterStrided(shape, strides, pdy, pdx, begin, end);
     });
@@ -501,17 +489,7 @@ Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
 }
 
 Status copy(Context &ctx, const Tensor &x, Tensor &y) {
-  if (Status s = expectValid(x, "copy x"); !s.ok())
-    return s;
-  if (Status s = expectDType(y, x.dtype, "copy y"); !s.ok())
-    return s;
-  if (Status s = expectValid(y, "copy y"); !s.ok())
-    return s;
-  if (y.numel() != x.numel())
-    return Status::error("copy: x " + shapeString(x.shape) + " has " +
-                         std::to_string(x.numel()) + " elements, y " +
-                         shapeString(y.shape) + " has " +
-                         std::to_string(y.numel()));
+  PP_RT_TRY(checkCopy(x, y));
   if (x.numel() > 0 && x.data != y.data)
     std::memmove(y.data, x.data, x.bytes());
   return Status::success();

@@ -18,20 +18,6 @@ namespace {
 /// Elements per thread below which a loop is not worth splitting.
 constexpr int64_t kGrain = 1 << 14;
 
-const char *reduceName(ReduceKind kind) {
-  switch (kind) {
-  case ReduceKind::Sum:
-    return "reduce Sum";
-  case ReduceKind::Mean:
-    return "reduce Mean";
-  case ReduceKind::Max:
-    return "reduce Max";
-  case ReduceKind::Min:
-    return "reduce Min";
-  }
-  return "reduce ?";
-}
-
 /// The index space of a reduction, split into kept dims (in output order)
 /// and reduced dims, each with x's strides and coalesced.
 struct ReducePlan {
@@ -178,17 +164,6 @@ Status reduceTyped(const Context &ctx, ReduceKind kind, const ReducePlan &plan,
         });
   }
   return Status::success();
-}
-
-/// Outer / axis / inner extents of x around `axis`.
-void splitAtAxis(const std::vector<int64_t> &shape, int64_t axis,
-                 int64_t &outer, int64_t &n, int64_t &inner) {
-  outer = inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= shape[d];
-  n = shape[axis];
-  for (size_t d = axis + 1; d < shape.size(); ++d)
-    inner *= shape[d];
 }
 
 /// Softmax along rows of length n strided by `inner`. With inner == 1 a row

@@ -42,14 +42,8 @@ bool labelWeight(const Tensor &labels, const T *weights, int64_t classes,
                  bool hasIgnoreIndex, int64_t ignoreIndex, int64_t i,
                  int64_t &label, double &weight) {
   label = readInt(labels, i);
-  if (hasIgnoreIndex && label == ignoreIndex) {
-    weight = 0;
-    return true;
-  }
-  if (label < 0 || label >= classes)
-    return false;
-  weight = weights ? double(weights[label]) : 1.0;
-  return true;
+  return labelClassWeight(label, weights, classes, hasIgnoreIndex, ignoreIndex,
+                          weight);
 }
 
 Status labelError(const std::string &what, const Tensor &labels, int64_t i,
@@ -306,16 +300,9 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
     }
     parallelFor(ctx, param.numel(), elementGrain,
                 [&](int64_t begin, int64_t end) {
-                  for (int64_t i = begin; i < end; ++i) {
-                    T d = g[i];
-                    if (wd != T(0))
-                      d += wd * p[i];
-                    if (buf) {
-                      buf[i] = first ? d : mu * buf[i] + damp * d;
-                      d = nesterov ? d + mu * buf[i] : buf[i];
-                    }
-                    out[i] = p[i] - lrT * d;
-                  }
+                  for (int64_t i = begin; i < end; ++i)
+                    out[i] = sgdUpdate(p[i], g[i], buf ? buf + i : nullptr,
+                                       first, lrT, mu, damp, wd, nesterov);
                 });
   });
   return Status::success();
@@ -361,18 +348,9 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     T decay = T(1.0 - lr * weightDecay);
     parallelFor(ctx, param.numel(), elementGrain,
                 [&](int64_t begin, int64_t end) {
-                  for (int64_t i = begin; i < end; ++i) {
-                    T gi = g[i];
-                    T pi = p[i];
-                    if (decoupled)
-                      pi *= decay; // AdamW: decay the weight itself
-                    else if (wd != T(0))
-                      gi += wd * pi; // Adam: L2 term in the gradient
-                    md[i] = b1 * md[i] + (T(1) - b1) * gi;
-                    vd[i] = b2 * vd[i] + (T(1) - b2) * gi * gi;
-                    T denom = std::sqrt(vd[i]) / bc2 + eps;
-                    out[i] = pi - stepSize * md[i] / denom;
-                  }
+                  for (int64_t i = begin; i < end; ++i)
+                    out[i] = adamUpdate(p[i], g[i], md[i], vd[i], b1, b2, eps,
+                                        wd, stepSize, bc2, decay, decoupled);
                 });
   });
   return Status::success();

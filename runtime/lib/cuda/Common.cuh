@@ -11,6 +11,7 @@
 #define PP_RUNTIME_CUDA_COMMON_CUH
 
 #include "common/Checks.h"
+#include "common/KernelMath.h"
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
@@ -68,30 +69,10 @@ inline bool isStorageOnlyInt(DType dtype) {
 /// the data movement kernels and Pow exponents accept them, handling them
 /// before dispatching.
 template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
-  switch (dtype) {
-  case DType::F32:
-    return fn(TypeTag<float>{});
-  case DType::F64:
-    return fn(TypeTag<double>{});
-  case DType::I64:
-    return fn(TypeTag<int64_t>{});
-  case DType::I32:
-    return fn(TypeTag<int32_t>{});
-  case DType::I8:
-    return fn(TypeTag<int8_t>{});
-  case DType::U8:
-  case DType::Bool:
-    return fn(TypeTag<uint8_t>{});
-  case DType::F16:
-  case DType::BF16:
-  case DType::U32:
-  case DType::U64:
-  case DType::I16:
-  case DType::U16:
-    return Status::error(std::string("unsupported dtype ") + dtypeName(dtype) +
+  return visitCommonDType(dtype, fn, [](DType other) {
+    return Status::error(std::string("unsupported dtype ") + dtypeName(other) +
                          " on the CUDA backend (cast it first)");
-  }
-  return Status::error("unknown dtype");
+  });
 }
 
 /// Calls fn(TypeTag<T>{}) for F32 / F64, else reports `what`.
@@ -288,23 +269,6 @@ template <typename T> __device__ __forceinline__ bool isNaN(T v) {
     return v != v;
   else
     return false;
-}
-
-/// Converts a double the way `cast` does: floats round, integers truncate
-/// toward zero and saturate (NaN gives 0), never undefined behaviour.
-template <typename T> __host__ __device__ T convertDouble(double value) {
-  if constexpr (std::is_floating_point_v<T>) {
-    return static_cast<T>(value);
-  } else {
-    if (value != value)
-      return 0;
-    if (value <= static_cast<double>(std::numeric_limits<T>::lowest()))
-      return std::numeric_limits<T>::lowest();
-    // max() of a 64-bit type rounds up to 2^63 as a double: compare >=.
-    if (value >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(value);
-  }
 }
 
 /// Overloads picking the single- or double-precision libdevice function, so

@@ -25,21 +25,6 @@ constexpr double kTwoOverSqrtPi = 1.12837916709551257390;
 constexpr double kInvSqrt2Pi = 0.39894228040143267794; // 1 / sqrt(2 pi)
 constexpr double kGeluKappa = 0.044715;
 
-/// Signed integer arithmetic wraps instead of being undefined: compute in
-/// the unsigned type of the same width.
-template <typename T> __device__ __forceinline__ T wrapAdd(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-}
-template <typename T> __device__ __forceinline__ T wrapSub(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
-}
-template <typename T> __device__ __forceinline__ T wrapMul(T a, T b) {
-  using U = std::make_unsigned_t<T>;
-  return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
-}
-
 /// Flat views with one shape: coalesces to a single dim, no divisions.
 template <int N>
 Status flatIndex(const std::string &what, int64_t n, StridedIndex<N> &index) {
@@ -380,36 +365,6 @@ __host__ __device__ __forceinline__ bool isUnsignedDType(DType type) {
          type == DType::U64;
 }
 
-/// Integer power by squaring (wrapping) for a non-negative exponent.
-template <typename T> __device__ T intPowUnsigned(T base, uint64_t exp) {
-  T result = T(1);
-  while (exp) {
-    if (exp & 1)
-      result = wrapMul(result, base);
-    base = wrapMul(base, base);
-    exp >>= 1;
-  }
-  return result;
-}
-
-/// Integer power by squaring (wrapping); negative exponents truncate like
-/// integer Div, a zero base being a division by zero.
-template <typename T>
-__device__ T intPow(T base, int64_t exp, bool &divByZero) {
-  if (exp < 0) {
-    if (base == T(0)) {
-      divByZero = true;
-      return T(0);
-    }
-    if (base == T(1))
-      return T(1);
-    if (std::is_signed_v<T> && base == T(-1))
-      return (exp & 1) ? T(-1) : T(1);
-    return T(0);
-  }
-  return intPowUnsigned(base, static_cast<uint64_t>(exp));
-}
-
 /// Pow with base dtype T; the exponent's dtype is read at run time (ONNX
 /// lets it differ), which avoids a T x E grid of instantiations.
 template <typename T> struct PowOp {
@@ -716,25 +671,11 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
 
 Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
               Tensor &c) {
-  std::string what = std::string("binary ") + binaryName(kind);
-  PP_RT_TRY(expectValid(a, (what + " a").c_str()));
-  PP_RT_TRY(expectValid(b, (what + " b").c_str()));
-  std::vector<int64_t> shape;
-  if (!broadcastShapes(a.shape, b.shape, shape))
-    return Status::error(what + ": shapes " + shapeString(a.shape) + " and " +
-                         shapeString(b.shape) + " do not broadcast");
-  // Pow alone lets the exponent's dtype differ from the base's (ONNX T1).
-  if (kind != BinaryKind::Pow && a.dtype != b.dtype)
-    return Status::error(what + ": operand dtypes differ: " +
-                         dtypeName(a.dtype) + " and " + dtypeName(b.dtype));
-  bool isCompare = kind == BinaryKind::Equal || kind == BinaryKind::Less ||
-                   kind == BinaryKind::Greater;
-  bool isLogic = kind == BinaryKind::And || kind == BinaryKind::Or;
-  DType outType = isCompare || isLogic ? DType::Bool : a.dtype;
-  PP_RT_TRY(expectDType(c, outType, (what + " c").c_str()));
-  PP_RT_TRY(expectShape(c, shape, (what + " c").c_str()));
-  if (isLogic && a.dtype != DType::Bool)
-    return dtypeError(what, a.dtype);
+  BinaryPlan plan;
+  PP_RT_TRY(checkBinary(kind, a, b, c, plan));
+  const std::string &what = plan.what;
+  const std::vector<int64_t> &shape = plan.shape;
+  bool isCompare = plan.isCompare, isLogic = plan.isLogic;
   // 16-bit floats are storage only; U32 / U64 / I16 / U16 are only Pow
   // exponents here.
   if (isFloat16(a.dtype) || isStorageOnlyInt(a.dtype))
@@ -796,19 +737,8 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
 
 Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
              Tensor &out) {
-  PP_RT_TRY(expectDType(cond, DType::Bool, "where cond"));
-  PP_RT_TRY(expectValid(cond, "where cond"));
-  PP_RT_TRY(expectValid(x, "where x"));
-  PP_RT_TRY(expectDType(y, x.dtype, "where y"));
-  PP_RT_TRY(expectValid(y, "where y"));
-  std::vector<int64_t> xy, shape;
-  if (!broadcastShapes(x.shape, y.shape, xy) ||
-      !broadcastShapes(cond.shape, xy, shape))
-    return Status::error("where: shapes " + shapeString(cond.shape) + ", " +
-                         shapeString(x.shape) + " and " + shapeString(y.shape) +
-                         " do not broadcast");
-  PP_RT_TRY(expectDType(out, x.dtype, "where out"));
-  PP_RT_TRY(expectShape(out, shape, "where out"));
+  std::vector<int64_t> shape;
+  PP_RT_TRY(checkWhere(cond, x, y, out, shape));
   int64_t n = out.numel();
   if (n == 0)
     return Status::success();

@@ -23,16 +23,7 @@ namespace {
 /// `part` is y (or dy).
 Status gatherCheck(const char *what, const Tensor &full, const Tensor &part,
                    const Tensor &indices, int64_t &axis) {
-  PP_RT_TRY(expectValid(full, what));
-  int64_t a = axis;
-  if (!normalizeAxis(a, full.rank()))
-    return Status::error(std::string(what) + ": axis " + std::to_string(axis) +
-                         " out of range for rank " +
-                         std::to_string(full.rank()));
-  axis = a;
-  PP_RT_TRY(expectDType(part, full.dtype, what));
-  PP_RT_TRY(
-      expectShape(part, gatherShape(full.shape, indices.shape, axis), what));
+  PP_RT_TRY(checkGatherShapes(what, full, part, indices, axis));
   if (indices.dtype != DType::I64 && indices.dtype != DType::I32)
     return Status::error(std::string(what) +
                          ": indices: expected dtype i64 or i32, got " +
@@ -184,19 +175,44 @@ Status copyRows(const char *what, cudaStream_t stream, void *dst,
   return Status::success();
 }
 
+/// concat (intoWhole: the parts into `whole`) or split (out of it) along
+/// axis a: each outer row of `whole` is the parts' rows laid side by side.
+template <typename TensorPtr>
+Status copyParts(const char *what, cudaStream_t stream, const Tensor &whole,
+                 const std::vector<TensorPtr> &parts, int64_t a,
+                 bool intoWhole) {
+  if (whole.numel() == 0)
+    return Status::success();
+  int64_t outer = product(whole.shape, 0, a);
+  int64_t innerBytes =
+      product(whole.shape, a + 1, whole.shape.size()) * dtypeSize(whole.dtype);
+  int64_t wholeRow = whole.shape[a] * innerBytes;
+  auto *at = static_cast<char *>(whole.data);
+  for (TensorPtr part : parts) {
+    int64_t row = part->shape[a] * innerBytes;
+    if (intoWhole)
+      PP_RT_TRY(
+          copyRows(what, stream, at, wholeRow, part->data, row, row, outer));
+    else
+      PP_RT_TRY(
+          copyRows(what, stream, part->data, row, at, wholeRow, row, outer));
+    at += row;
+  }
+  return Status::success();
+}
+
 } // namespace
 
 Status transpose(Context &ctx, const Tensor &x,
                  const std::vector<int64_t> &perm, Tensor &y) {
   const char *what = "transpose";
-  std::vector<int64_t> shape;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkTranspose(x, perm, y, shape, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkTranspose(x, perm, y, view));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
   StridedIndex<1> index;
-  PP_RT_TRY(makeIndex<1>(what, shape, strides, index));
+  PP_RT_TRY(makeIndex<1>(what, view.shape, view.strides, index));
   return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return stridedGather<T>(what, streamOf(ctx), x.as<T>(), y.as<T>(), n,
@@ -207,18 +223,17 @@ Status transpose(Context &ctx, const Tensor &x,
 Status slice(Context &ctx, const Tensor &x, const std::vector<int64_t> &starts,
              const std::vector<int64_t> &steps, Tensor &y) {
   const char *what = "slice";
-  int64_t base;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkSlice(x, starts, steps, y, base, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkSlice(x, starts, steps, y, view));
   int64_t n = y.numel();
   if (n == 0)
     return Status::success();
   StridedIndex<1> index;
-  PP_RT_TRY(makeIndex<1>(what, y.shape, strides, index));
+  PP_RT_TRY(makeIndex<1>(what, view.shape, view.strides, index));
   return visitElementBytes(dtypeSize(x.dtype), [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return stridedGather<T>(what, streamOf(ctx), x.as<T>() + base, y.as<T>(), n,
-                            index);
+    return stridedGather<T>(what, streamOf(ctx), x.as<T>() + view.base,
+                            y.as<T>(), n, index);
   });
 }
 
@@ -226,21 +241,20 @@ Status sliceGrad(Context &ctx, const Tensor &dy,
                  const std::vector<int64_t> &starts,
                  const std::vector<int64_t> &steps, Tensor &dx) {
   const char *what = "sliceGrad";
-  int64_t base;
-  std::array<std::vector<int64_t>, 1> strides;
-  PP_RT_TRY(checkSliceGrad(dy, starts, steps, dx, base, strides[0]));
+  StridedView view;
+  PP_RT_TRY(checkSliceGrad(dy, starts, steps, dx, view));
   cudaStream_t stream = streamOf(ctx);
   PP_RT_TRY(zeroTensor(what, dx, stream));
   int64_t n = dy.numel();
   if (n == 0)
     return Status::success();
   StridedIndex<1> index;
-  PP_RT_TRY(makeIndex<1>(what, dy.shape, strides, index));
+  PP_RT_TRY(makeIndex<1>(what, view.shape, view.strides, index));
   // Non-zero steps make the positions distinct: plain stores, no races.
   return visitElementBytes(dtypeSize(dy.dtype), [&](auto tag) {
     using T = typename decltype(tag)::type;
     return launchMap(what, stream, n, index,
-                     ScatterOp<T>{dy.as<T>(), dx.as<T>() + base});
+                     ScatterOp<T>{dy.as<T>(), dx.as<T>() + view.base});
   });
 }
 
@@ -248,41 +262,14 @@ Status concat(Context &ctx, const std::vector<const Tensor *> &inputs,
               int64_t axis, Tensor &y) {
   int64_t a = 0;
   PP_RT_TRY(checkConcat(inputs, axis, y, a));
-  if (y.numel() == 0)
-    return Status::success();
-  // Each outer row of y is the inputs' rows laid side by side.
-  int64_t outer = product(y.shape, 0, a);
-  int64_t innerBytes =
-      product(y.shape, a + 1, y.shape.size()) * dtypeSize(y.dtype);
-  int64_t yRow = y.shape[a] * innerBytes;
-  cudaStream_t stream = streamOf(ctx);
-  auto *dst = static_cast<char *>(y.data);
-  for (const Tensor *in : inputs) {
-    int64_t row = in->shape[a] * innerBytes;
-    PP_RT_TRY(copyRows("concat", stream, dst, yRow, in->data, row, row, outer));
-    dst += row;
-  }
-  return Status::success();
+  return copyParts("concat", streamOf(ctx), y, inputs, a, /*intoWhole=*/true);
 }
 
 Status split(Context &ctx, const Tensor &x, int64_t axis,
              const std::vector<Tensor *> &outputs) {
   int64_t a = 0;
   PP_RT_TRY(checkSplit(x, axis, outputs, a));
-  if (x.numel() == 0)
-    return Status::success();
-  int64_t outer = product(x.shape, 0, a);
-  int64_t innerBytes =
-      product(x.shape, a + 1, x.shape.size()) * dtypeSize(x.dtype);
-  int64_t xRow = x.shape[a] * innerBytes;
-  cudaStream_t stream = streamOf(ctx);
-  const auto *src = static_cast<const char *>(x.data);
-  for (Tensor *out : outputs) {
-    int64_t row = out->shape[a] * innerBytes;
-    PP_RT_TRY(copyRows("split", stream, out->data, row, src, xRow, row, outer));
-    src += row;
-  }
-  return Status::success();
+  return copyParts("split", streamOf(ctx), x, outputs, a, /*intoWhole=*/false);
 }
 
 Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
@@ -569,14 +556,7 @@ Status scatterND(Context &ctx, const Tensor &data, const Tensor &indices,
 }
 
 Status copy(Context &ctx, const Tensor &x, Tensor &y) {
-  PP_RT_TRY(expectValid(x, "copy x"));
-  PP_RT_TRY(expectDType(y, x.dtype, "copy y"));
-  PP_RT_TRY(expectValid(y, "copy y"));
-  if (y.numel() != x.numel())
-    return Status::error("copy: x " + shapeString(x.shape) + " has " +
-                         std::to_string(x.numel()) + " elements, y " +
-                         shapeString(y.shape) + " has " +
-                         std::to_string(y.numel()));
+  PP_RT_TRY(checkCopy(x, y));
   if (x.numel() > 0 && x.data != y.data)
     PP_CUDA_TRY("copy",
                 cudaMemcpyAsync(y.data, x.data, x.bytes(),

@@ -25,53 +25,6 @@ __device__ __forceinline__ void unflatten(int64_t flat, const int64_t *dims,
   p[0] = flat / dims[1];
 }
 
-/// Taps of kernel dim i at output o whose position lies in [lo, hi).
-__device__ int64_t countTaps(const Geometry &g, int i, int64_t o, int64_t lo,
-                             int64_t hi) {
-  int64_t count = 0;
-  for (int64_t kk = 0; kk < g.k[i]; ++kk) {
-    int64_t pos = o * g.s[i] - g.pb[i] + kk * g.d[i];
-    count += pos >= lo && pos < hi;
-  }
-  return count;
-}
-
-/// Divisor of average pooling at output o: the taps inside the input, or
-/// with countIncludePad also those inside the declared pads (a ceil-mode
-/// overhang beyond the pads never counts, as in PyTorch).
-__device__ int64_t avgDivisor(const Geometry &g, const int64_t (&o)[3],
-                              bool countIncludePad) {
-  int64_t divisor = 1;
-  for (int i = 0; i < 3; ++i)
-    divisor *= countIncludePad
-                   ? countTaps(g, i, o[i], -g.pb[i], g.in[i] + g.pe[i])
-                   : countTaps(g, i, o[i], 0, g.in[i]);
-  return divisor;
-}
-
-/// Calls tap(offset) for each tap of output o inside the input, in the CPU
-/// backend's order.
-template <typename Tap>
-__device__ __forceinline__ void forEachTap(const Geometry &g,
-                                           const int64_t (&o)[3], Tap &&tap) {
-  for (int64_t kd = 0; kd < g.k[0]; ++kd) {
-    int64_t id = o[0] * g.s[0] - g.pb[0] + kd * g.d[0];
-    if (id < 0 || id >= g.in[0])
-      continue;
-    for (int64_t kh = 0; kh < g.k[1]; ++kh) {
-      int64_t ih = o[1] * g.s[1] - g.pb[1] + kh * g.d[1];
-      if (ih < 0 || ih >= g.in[1])
-        continue;
-      int64_t rowOff = (id * g.in[1] + ih) * g.in[2];
-      for (int64_t kw = 0; kw < g.k[2]; ++kw) {
-        int64_t iw = o[2] * g.s[2] - g.pb[2] + kw * g.d[2];
-        if (iw >= 0 && iw < g.in[2])
-          tap(rowOff + iw);
-      }
-    }
-  }
-}
-
 /// Only taps inside x compete, so padding never wins; the first maximum
 /// wins ties and a NaN propagates (as in PyTorch). A window wholly in
 /// padding yields -inf and index -1.
@@ -201,20 +154,8 @@ Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
 Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                    Tensor &dx) {
   const char *what = "maxPoolGrad";
-  PP_RT_TRY(expectValid(dy, "maxPoolGrad: dy"));
-  PP_RT_TRY(expectValid(dx, "maxPoolGrad: dx"));
-  PP_RT_TRY(expectDType(dx, dy.dtype, "maxPoolGrad: dx"));
-  PP_RT_TRY(expectDType(indices, DType::I64, "maxPoolGrad: indices"));
-  PP_RT_TRY(expectShape(indices, dy.shape, "maxPoolGrad: indices"));
-  if (dy.rank() < 3 || dx.rank() != dy.rank() || dx.shape[0] != dy.shape[0] ||
-      dx.shape[1] != dy.shape[1])
-    return Status::error("maxPoolGrad: expected dy [N, C, spatial...] and dx "
-                         "with the same N and C, got dy " +
-                         shapeString(dy.shape) + " and dx " +
-                         shapeString(dx.shape));
-  int64_t planes = dy.shape[0] * dy.shape[1];
-  int64_t outSize = planes ? dy.numel() / planes : 0;
-  int64_t inSize = planes ? dx.numel() / planes : 0;
+  PoolPlanes pool;
+  PP_RT_TRY(checkMaxPoolGrad(dy, indices, dx, pool));
   cudaStream_t stream = streamOf(ctx);
   return visitFloat(dy.dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
@@ -226,15 +167,13 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
     unsigned long long *flag = nullptr;
     PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
     maxPoolGradKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
-        dy.as<T>(), indices.as<int64_t>(), dx.as<T>(), total, outSize, inSize,
-        flag);
+        dy.as<T>(), indices.as<int64_t>(), dx.as<T>(), total, pool.outSize,
+        pool.inSize, flag);
     PP_CUDA_LAUNCHED(what);
     int64_t position;
     PP_RT_TRY(readErrorFlag(what, stream, flag, position));
     if (position >= 0)
-      return Status::error("maxPoolGrad: an index lies outside the (n, c) "
-                           "plane of dx " +
-                           shapeString(dx.shape) + " it belongs to");
+      return maxPoolIndexError(dx);
     return Status::success();
   });
 }

@@ -18,20 +18,6 @@ using namespace cuda;
 
 namespace {
 
-const char *reduceName(ReduceKind kind) {
-  switch (kind) {
-  case ReduceKind::Sum:
-    return "reduce Sum";
-  case ReduceKind::Mean:
-    return "reduce Mean";
-  case ReduceKind::Max:
-    return "reduce Max";
-  case ReduceKind::Min:
-    return "reduce Min";
-  }
-  return "reduce ?";
-}
-
 /// Accumulation of Sum/Mean, Max or Min (K) over elements of T. Max and Min
 /// widen integers to int64 so warp shuffles apply to every dtype.
 template <typename T, ReduceKind K> struct Reducer {
@@ -244,17 +230,6 @@ Status launchReduce(const char *what, cudaStream_t stream, const T *x, T *y,
 //===----------------------------------------------------------------------===//
 // Softmax
 //===----------------------------------------------------------------------===//
-
-/// Outer / axis / inner extents around `axis`.
-void splitAtAxis(const std::vector<int64_t> &shape, int64_t axis,
-                 int64_t &outer, int64_t &n, int64_t &inner) {
-  outer = inner = 1;
-  for (int64_t d = 0; d < axis; ++d)
-    outer *= shape[d];
-  n = shape[axis];
-  for (size_t d = axis + 1; d < shape.size(); ++d)
-    inner *= shape[d];
-}
 
 struct MaxOf {
   /// std::max(acc, v) as the CPU computes it: NaN only wins from the left.

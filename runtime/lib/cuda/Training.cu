@@ -59,14 +59,8 @@ template <typename T> struct LabelView {
   /// Weight of label i (0 when ignored); false when out of range.
   __device__ bool weightOf(int64_t i, int64_t &label, double &weight) const {
     label = loadIndex(labels, labels64, i);
-    if (hasIgnoreIndex && label == ignoreIndex) {
-      weight = 0;
-      return true;
-    }
-    if (label < 0 || label >= classes)
-      return false;
-    weight = weights ? double(weights[label]) : 1.0;
-    return true;
+    return labelClassWeight(label, weights, classes, hasIgnoreIndex,
+                            ignoreIndex, weight);
   }
 };
 
@@ -252,14 +246,8 @@ __global__ void __launch_bounds__(kThreads)
     sgdKernel(const T *p, T *out, const T *g, T *buf, int64_t n, bool first,
               T lr, T mu, T damp, T wd, bool nesterov) {
   PP_GRID_STRIDE(i, n) {
-    T d = g[i];
-    if (wd != T(0))
-      d += wd * p[i];
-    if (buf) {
-      buf[i] = first ? d : mu * buf[i] + damp * d;
-      d = nesterov ? d + mu * buf[i] : buf[i];
-    }
-    out[i] = p[i] - lr * d;
+    out[i] = sgdUpdate(p[i], g[i], buf ? buf + i : nullptr, first, lr, mu, damp,
+                       wd, nesterov);
   }
 }
 
@@ -268,16 +256,8 @@ __global__ void __launch_bounds__(kThreads)
     adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n, T b1,
                T b2, T eps, T wd, T stepSize, T bc2, T decay, bool decoupled) {
   PP_GRID_STRIDE(i, n) {
-    T gi = g[i];
-    T pi = p[i];
-    if (decoupled)
-      pi *= decay; // AdamW: decay the weight itself
-    else if (wd != T(0))
-      gi += wd * pi; // Adam: L2 term in the gradient
-    m[i] = b1 * m[i] + (T(1) - b1) * gi;
-    v[i] = b2 * v[i] + (T(1) - b2) * gi * gi;
-    T denom = dm::sqrt(v[i]) / bc2 + eps;
-    out[i] = pi - stepSize * m[i] / denom;
+    out[i] = adamUpdate(p[i], g[i], m[i], v[i], b1, b2, eps, wd, stepSize, bc2,
+                        decay, decoupled);
   }
 }
 
