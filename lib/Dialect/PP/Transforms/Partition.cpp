@@ -1626,18 +1626,15 @@ writeReport(ModuleOp module, const pp::PartitionPassOptions &options,
             const partition::PartitionGraph &graph) {
   if (options.reportFile.empty())
     return success();
-  std::string error;
-  auto out = pp::openReportFile(options.reportFile, &error);
-  if (!out) {
-    module.emitError() << "cannot write report: " << error;
-    return failure();
-  }
-  llvm::raw_ostream &os = out->os();
-  writeReportHeader(os, options, workers, dp, outcome);
-  writeStageTable(os, outcome);
-  writeOtherWorkers(os, partitioner, graph, workers.workers,
-                    outcome.workerPlans);
-  return pp::keepReportFile(module, *out, options.reportFile);
+  return pp::writeReportFile(module, options.reportFile,
+                             [&](llvm::raw_ostream &os) {
+                               writeReportHeader(os, options, workers, dp,
+                                                 outcome);
+                               writeStageTable(os, outcome);
+                               writeOtherWorkers(os, partitioner, graph,
+                                                 workers.workers,
+                                                 outcome.workerPlans);
+                             });
 }
 
 //===----------------------------------------------------------------------===//
