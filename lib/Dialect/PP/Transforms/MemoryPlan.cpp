@@ -215,29 +215,25 @@ pp::pipeline::planStageMemory(ModuleOp module,
 
   if (options.reportFile.empty())
     return success();
-  std::string error;
-  auto out = pp::openReportFile(options.reportFile, &error);
-  if (!out) {
-    emitError(module.getLoc()) << "cannot write report: " << error;
-    return failure();
-  }
-  llvm::raw_ostream &os = out->os();
-  os << "== memory plan per device (persistent = globals, accumulators = "
-        "gradient sums, stash = kept activations x micro-batches in "
-        "flight, arena = temporaries, messages = receive buffers) ==\n";
-  for (auto [d, memory] : llvm::enumerate(devices))
-    os << llvm::formatv(
-        "device {0} {1,-14}: persistent {2}, accumulators "
-        "{3}, stash {4}, arena {5}{6}{7}: peak {8}\n",
-        d, names[d], pp::formatMegabytes(memory.persistent),
-        pp::formatMegabytes(memory.accumulators),
-        pp::formatMegabytes(memory.stash), pp::formatMegabytes(memory.arena),
-        memory.versions
-            ? ", older weight versions " + pp::formatMegabytes(memory.versions)
-            : std::string(),
-        memory.messages()
-            ? ", messages " + pp::formatMegabytes(memory.messages())
-            : std::string(),
-        pp::formatMegabytes(memory.peak()));
-  return pp::keepReportFile(module, *out, options.reportFile);
+  return pp::writeReportFile(
+      module, options.reportFile, [&](llvm::raw_ostream &os) {
+        os << "== memory plan per device (persistent = globals, accumulators = "
+              "gradient sums, stash = kept activations x micro-batches in "
+              "flight, arena = temporaries, messages = receive buffers) ==\n";
+        for (auto [d, memory] : llvm::enumerate(devices))
+          os << llvm::formatv(
+              "device {0} {1,-14}: persistent {2}, accumulators "
+              "{3}, stash {4}, arena {5}{6}{7}: peak {8}\n",
+              d, names[d], pp::formatMegabytes(memory.persistent),
+              pp::formatMegabytes(memory.accumulators),
+              pp::formatMegabytes(memory.stash),
+              pp::formatMegabytes(memory.arena),
+              memory.versions ? ", older weight versions " +
+                                    pp::formatMegabytes(memory.versions)
+                              : std::string(),
+              memory.messages()
+                  ? ", messages " + pp::formatMegabytes(memory.messages())
+                  : std::string(),
+              pp::formatMegabytes(memory.peak()));
+      });
 }

@@ -589,33 +589,28 @@ pp::pipeline::planRecomputation(ModuleOp module,
 
   if (options.reportFile.empty())
     return success();
-  std::string error;
-  auto out = pp::openReportFile(options.reportFile, &error);
-  if (!out) {
-    module.emitError() << "cannot write report: " << error;
-    return failure();
-  }
-  llvm::raw_ostream &os = out->os();
-  os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
-                      "micro-batches, {3} stages ==\n",
-                      options.policy, pp::schedule::toString(kind), m,
-                      numStages);
-  for (int64_t s = 0; s < numStages; ++s) {
-    const StageReport &report = reports[s];
-    os << "stage " << s;
-    if (cluster)
-      os << " (" << cluster->devices[deviceOf[s]].name << ")";
-    os << ": kept per micro-batch " << formatBytes(report.before) << " -> "
-       << formatBytes(report.after) << "; " << report.recomputed
-       << " ops recomputed; added forward ";
-    if (cluster)
-      os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
-    else
-      os << "time n/a (no cluster)";
-    if (options.policy == "auto")
-      os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
-                          report.inFlight, report.after, report.budget);
-    os << "\n";
-  }
-  return pp::keepReportFile(module, *out, options.reportFile);
+  return pp::writeReportFile(
+      module, options.reportFile, [&](llvm::raw_ostream &os) {
+        os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
+                            "micro-batches, {3} stages ==\n",
+                            options.policy, pp::schedule::toString(kind), m,
+                            numStages);
+        for (int64_t s = 0; s < numStages; ++s) {
+          const StageReport &report = reports[s];
+          os << "stage " << s;
+          if (cluster)
+            os << " (" << cluster->devices[deviceOf[s]].name << ")";
+          os << ": kept per micro-batch " << formatBytes(report.before)
+             << " -> " << formatBytes(report.after) << "; " << report.recomputed
+             << " ops recomputed; added forward ";
+          if (cluster)
+            os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
+          else
+            os << "time n/a (no cluster)";
+          if (options.policy == "auto")
+            os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
+                                report.inFlight, report.after, report.budget);
+          os << "\n";
+        }
+      });
 }
