@@ -71,6 +71,14 @@ struct OptionValue {
     out = n;
     return true;
   }
+  bool integer(int64_t lo, int64_t hi, const char *expected,
+               std::optional<int64_t> &out) const {
+    int64_t n;
+    if (!integer(lo, hi, expected, n))
+      return false;
+    out = n;
+    return true;
+  }
   bool oneOf(std::initializer_list<const char *> choices) const {
     for (const char *choice : choices)
       if (value == choice)
@@ -176,11 +184,8 @@ const OptionSpec kOptions[] = {
      "linear warm-up over the first N steps (LinearLR chained by "
      "SequentialLR), from --warmup-start-factor times the rate (default 0)",
      [](OptionValue &v) {
-       int64_t n;
-       if (!v.integer(0, kNoLimit, "a non-negative integer", n))
-         return false;
-       v.schedule.warmupSteps = n;
-       return true;
+       return v.integer(0, kNoLimit, "a non-negative integer",
+                        v.schedule.warmupSteps);
      }},
     {"warmup-start-factor", "F",
      "the warm-up's first rate as a fraction of the base rate, 0 < F <= 1 "
@@ -205,19 +210,12 @@ const OptionSpec kOptions[] = {
      "cosine and linear: the step at which the decay ends, warm-up included "
      "(default --steps)",
      [](OptionValue &v) {
-       int64_t n;
-       if (!v.integer(1, kNoLimit, "a positive integer", n))
-         return false;
-       v.schedule.decaySteps = n;
-       return true;
+       return v.integer(1, kNoLimit, "a positive integer",
+                        v.schedule.decaySteps);
      }},
     {"step-size", "N", "step: multiply the rate by --gamma every N steps",
      [](OptionValue &v) {
-       int64_t n;
-       if (!v.integer(1, kNoLimit, "a positive integer", n))
-         return false;
-       v.schedule.stepSize = n;
-       return true;
+       return v.integer(1, kNoLimit, "a positive integer", v.schedule.stepSize);
      }},
     {"gamma", "G", "step: the factor every --step-size steps (default 0.1)",
      [](OptionValue &v) {
