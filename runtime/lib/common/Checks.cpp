@@ -178,6 +178,22 @@ Status expectFloat(const Tensor &t, const std::vector<int64_t> &shape,
   return expectShape(t, shape, what.c_str());
 }
 
+Status expectSameDType(const std::string &what,
+                       std::initializer_list<const Tensor *> tensors) {
+  const Tensor *first = nullptr;
+  for (const Tensor *t : tensors) {
+    if (!t)
+      continue;
+    if (!first)
+      first = t;
+    else if (t->dtype != first->dtype)
+      return Status::error(
+          what + ": operand dtypes differ: " + dtypeName(first->dtype) +
+          " and " + dtypeName(t->dtype));
+  }
+  return Status::success();
+}
+
 Status dtypeError(const std::string &what, DType dtype) {
   return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
 }

@@ -17,6 +17,7 @@
 
 #include <array>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,25 @@ inline bool isFloat(DType dtype) {
 inline bool isFloat16(DType dtype) {
   return dtype == DType::F16 || dtype == DType::BF16;
 }
+
+inline bool isFloat16Tensor(const Tensor &t) { return isFloat16(t.dtype); }
+inline bool isFloat16Tensor(const Tensor *t) {
+  return t && isFloat16(t->dtype);
+}
+/// True when any of the tensors (references or pointers, null skipped) is
+/// F16 or BF16.
+template <typename... Ts> bool anyFloat16(const Ts &...tensors) {
+  return (isFloat16Tensor(tensors) || ...);
+}
+
+/// The dtype rule of a kernel that computes 16-bit floats through f32,
+/// checked before they are widened (CPU) or before the shared checks see
+/// them as F32 (CUDA): every non-null tensor must have the first one's
+/// dtype, so that a 16-bit float mixed with another float dtype (BF16 with
+/// F32, F16 with BF16) stays an error once both would be f32: "what:
+/// operand dtypes differ: bf16 and f32".
+Status expectSameDType(const std::string &what,
+                       std::initializer_list<const Tensor *> tensors);
 
 /// The ONNX names of the element-wise kinds, for messages.
 const char *unaryName(UnaryKind kind);

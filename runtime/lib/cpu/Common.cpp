@@ -133,22 +133,6 @@ void writeDouble(Tensor &t, int64_t i, double value) {
   }
 }
 
-Status expectSameDType(const std::string &what,
-                       std::initializer_list<const Tensor *> tensors) {
-  const Tensor *first = nullptr;
-  for (const Tensor *t : tensors) {
-    if (!t)
-      continue;
-    if (!first)
-      first = t;
-    else if (t->dtype != first->dtype)
-      return Status::error(
-          what + ": operand dtypes differ: " + dtypeName(first->dtype) +
-          " and " + dtypeName(t->dtype));
-  }
-  return Status::success();
-}
-
 namespace {
 
 /// Elements per thread of the widening and narrowing loops.

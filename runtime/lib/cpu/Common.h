@@ -78,23 +78,6 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
 // 16-bit floats computed through f32
 //===----------------------------------------------------------------------===//
 
-inline bool isFloat16Tensor(const Tensor &t) { return isFloat16(t.dtype); }
-inline bool isFloat16Tensor(const Tensor *t) {
-  return t && isFloat16(t->dtype);
-}
-/// True when any of the tensors (references or pointers, null skipped) is
-/// F16 or BF16.
-template <typename... Ts> bool anyFloat16(const Ts &...tensors) {
-  return (isFloat16Tensor(tensors) || ...);
-}
-
-/// The dtype rule of a kernel checked before widening: every non-null tensor
-/// must have the first one's dtype, so that a 16-bit float mixed with
-/// another float dtype (BF16 with F32, F16 with BF16) stays an error once
-/// both would be f32: "what: operand dtypes differ: bf16 and f32".
-Status expectSameDType(const std::string &what,
-                       std::initializer_list<const Tensor *> tensors);
-
 /// Runs an arithmetic kernel on F16 / BF16 tensors through its f32 code:
 ///
 ///   if (anyFloat16(x, y)) {

@@ -113,6 +113,48 @@ Status zeroTensor(const std::string &what, Tensor &t, cudaStream_t stream) {
   return Status::success();
 }
 
+namespace {
+
+/// Relu of a 16-bit float in place, as the unary kernel's (NaN kept): the
+/// same as the Relu of the unrounded value, rounded.
+template <typename T> struct Relu16Op {
+  T *y;
+  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
+    if (widen(y[i]) < 0.f)
+      y[i] = narrow<T>(0.f);
+  }
+};
+
+} // namespace
+
+Status applyActivationThroughFloat(Context &ctx, UnaryKind activation,
+                                   Tensor &y) {
+  if (activation == UnaryKind::Identity || !isFloat16(y.dtype))
+    return applyActivation(ctx, activation, y);
+  if (activation == UnaryKind::Relu) {
+    const char *what = "activation Relu";
+    PP_RT_TRY(expectValid(y, what));
+    StridedIndex<1> flat;
+    PP_RT_TRY(makeIndex<1>(what, {y.numel()}, {std::vector<int64_t>{1}}, flat));
+    return visitFloatOr16(y.dtype, what, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      if constexpr (isHalfType<T>)
+        return launchMap(what, streamOf(ctx), y.numel(), flat,
+                         Relu16Op<T>{y.as<T>()});
+      else
+        return Status::success();
+    });
+  }
+  Scratch scratch(streamOf(ctx));
+  float *data = nullptr;
+  PP_RT_TRY(scratch.alloc(std::string("activation ") + unaryName(activation),
+                          y.numel(), &data));
+  Tensor wide{data, DType::F32, y.shape};
+  PP_RT_TRY(cast(ctx, y, wide));
+  PP_RT_TRY(applyActivation(ctx, activation, wide));
+  return cast(ctx, wide, y);
+}
+
 //===----------------------------------------------------------------------===//
 // CudaContext.h
 //===----------------------------------------------------------------------===//
@@ -147,10 +189,16 @@ Status createContext(Context &ctx, int device) {
     return dnnFailure(what, s);
   }
   cublasStatus_t bs = cublasSetStream(blas, stream);
-  // Full FP32 precision (no TF32): results are compared with the CPU
-  // backend and with finite differences.
+  // No TF32 from the handle: each GEMM names its compute type, TF32 only
+  // where the context allows it (Context::allowTF32; the cross-check and
+  // the tests compare full FP32 with the CPU backend). And no split-K
+  // partial sums rounded to a 16-bit output type: F16 / BF16 results are
+  // rounded once, from the f32 accumulator, as on the CPU.
   if (bs == CUBLAS_STATUS_SUCCESS)
-    bs = cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH);
+    bs = cublasSetMathMode(
+        blas, static_cast<cublasMath_t>(
+                  CUBLAS_DEFAULT_MATH |
+                  CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION));
   cudnnStatus_t ds = cudnnSetStream(dnn, stream);
   if (bs != CUBLAS_STATUS_SUCCESS || ds != CUDNN_STATUS_SUCCESS) {
     cudnnDestroy(dnn);

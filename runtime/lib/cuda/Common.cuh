@@ -15,6 +15,8 @@
 #include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -83,6 +85,78 @@ Status visitFloat(DType dtype, const std::string &what, Fn &&fn) {
   if (dtype == DType::F64)
     return fn(TypeTag<double>{});
   return Status::error(what + ": unsupported dtype " + dtypeName(dtype));
+}
+
+//===----------------------------------------------------------------------===//
+// 16-bit floats
+//===----------------------------------------------------------------------===//
+
+// Kernels that take F16 and BF16 store them as CUDA's __half and
+// __nv_bfloat16 (the same bits as Half.h's) and compute them as the CPU
+// backend does: each element is widened to float (exactly), the arithmetic
+// runs in float (or wider, where the F32 kernel does), and each result is
+// rounded once, to nearest even. Compute<T> is the type a kernel computes
+// an element of T in; widen() and narrow<T>() convert.
+
+template <typename T> struct ComputeTypeOf { using type = T; };
+template <> struct ComputeTypeOf<__half> { using type = float; };
+template <> struct ComputeTypeOf<__nv_bfloat16> { using type = float; };
+template <typename T> using Compute = typename ComputeTypeOf<T>::type;
+
+template <typename T>
+constexpr bool isHalfType =
+    std::is_same_v<T, __half> || std::is_same_v<T, __nv_bfloat16>;
+
+/// An element as its compute type (exact).
+template <typename T> __device__ __forceinline__ Compute<T> widen(T v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __half2float(v);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __bfloat162float(v);
+  else
+    return v;
+}
+
+/// A computed value as an element of T: a 16-bit float is rounded from the
+/// float value (a double first becomes that float, as the CPU's f32 kernel
+/// stores it), to nearest even.
+template <typename T, typename V> __device__ __forceinline__ T narrow(V v) {
+  if constexpr (std::is_same_v<T, __half>)
+    return __float2half_rn(static_cast<float>(v));
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return __float2bfloat16_rn(static_cast<float>(v));
+  else
+    return static_cast<T>(v);
+}
+
+/// `t` as the shared checks (Checks.h) see an operand of a kernel that
+/// computes the 16-bit floats through float: a 16-bit float as F32, like the
+/// CPU backend's widened copy (the same shape and buffer; only the checks
+/// read it). The kernel checks expectSameDType first, so that mixing float
+/// dtypes stays an error.
+inline Tensor checkedAsF32(const Tensor &t) {
+  Tensor view = t;
+  if (isFloat16(t.dtype))
+    view.dtype = DType::F32;
+  return view;
+}
+
+/// applyActivation, and for a 16-bit y, while the elementwise kernels take
+/// no 16-bit floats: Relu in place (the same as the CPU's Relu before its
+/// single rounding), any other kind through an F32 copy (the activation of
+/// the rounded result, rounded again).
+Status applyActivationThroughFloat(Context &ctx, UnaryKind activation,
+                                   Tensor &y);
+
+/// visitFloat, and F16 / BF16 as __half / __nv_bfloat16 for the kernels
+/// that compute them through float (widen, compute, narrow).
+template <typename Fn>
+Status visitFloatOr16(DType dtype, const std::string &what, Fn &&fn) {
+  if (dtype == DType::F16)
+    return fn(TypeTag<__half>{});
+  if (dtype == DType::BF16)
+    return fn(TypeTag<__nv_bfloat16>{});
+  return visitFloat(dtype, what, fn);
 }
 
 //===----------------------------------------------------------------------===//
@@ -256,6 +330,39 @@ __device__ __forceinline__ void storeFloat(void *p, bool f64, int64_t i,
     static_cast<double *>(p)[i] = v;
   else
     static_cast<float *>(p)[i] = static_cast<float>(v);
+}
+/// Element i of a float tensor of run-time dtype F32, F64, F16 or BF16
+/// (per-channel parameters and statistics, whose dtype is independent of
+/// the data's).
+__device__ __forceinline__ double loadAnyFloat(const void *p, DType dtype,
+                                               int64_t i) {
+  switch (dtype) {
+  case DType::F64:
+    return static_cast<const double *>(p)[i];
+  case DType::F16:
+    return __half2float(static_cast<const __half *>(p)[i]);
+  case DType::BF16:
+    return __bfloat162float(static_cast<const __nv_bfloat16 *>(p)[i]);
+  default:
+    return static_cast<const float *>(p)[i];
+  }
+}
+/// Stores v as loadAnyFloat reads it (16-bit: rounded through float).
+__device__ __forceinline__ void storeAnyFloat(void *p, DType dtype, int64_t i,
+                                              double v) {
+  switch (dtype) {
+  case DType::F64:
+    static_cast<double *>(p)[i] = v;
+    break;
+  case DType::F16:
+    static_cast<__half *>(p)[i] = narrow<__half>(v);
+    break;
+  case DType::BF16:
+    static_cast<__nv_bfloat16 *>(p)[i] = narrow<__nv_bfloat16>(v);
+    break;
+  default:
+    static_cast<float *>(p)[i] = static_cast<float>(v);
+  }
 }
 /// Reads element i of an I64 or I32 index tensor.
 __device__ __forceinline__ int64_t loadIndex(const void *p, bool i64,

@@ -424,6 +424,14 @@ const OptionSpec kOptions[] = {
        v.options.prefetchReceives = v.value == "on";
        return true;
      }},
+    {"no-tf32", nullptr,
+     "CUDA: F32 GEMMs and convolutions in full FP32 instead of TF32 on "
+     "tensor cores, the default (bf16 and fp16 programs use tensor cores "
+     "either way)",
+     [](OptionValue &v) {
+       v.options.tf32 = false;
+       return true;
+     }},
     {"help", nullptr, "print this help",
      [](OptionValue &v) {
        v.options.help = true;

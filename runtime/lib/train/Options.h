@@ -97,6 +97,9 @@ struct TrainOptions {
   /// running one starts, so transfers overlap compute ("on", the default),
   /// or each action's own when it starts ("off").
   bool prefetchReceives = true;
+  /// CUDA: F32 GEMMs and convolutions on tensor cores in TF32 (the
+  /// default); --no-tf32 keeps them in full FP32 (Context::allowTF32).
+  bool tf32 = true;
   bool help = false;
 };
 

@@ -226,6 +226,7 @@ bool Rank::setup(std::string &error) {
   }
   int device = (job.options.local ? worldRank : localRank(worldRank)) % count;
   kernels.numThreads = job.options.threads;
+  kernels.allowTF32 = job.options.tf32;
   if (Status s = createKernelContext(kernels, device); !s.ok()) {
     error = "rank " + std::to_string(worldRank) + ": " + s.message;
     return false;

@@ -22,8 +22,10 @@
 //   each 16-bit float output, in/out state included (optimiser buffers,
 //   running statistics), is rounded once to its dtype, to nearest even. The
 //   operands keep the kernel's dtype rules: a BF16 operand where an F32 one
-//   must match it is an error. The CUDA backend still rejects arithmetic on
-//   them.
+//   must match it is an error. The CUDA backend computes them alike in its
+//   GEMMs (tensor cores, f32 accumulation, one rounding), convolutions
+//   (cuDNN, float compute type) and normalisations (float / double
+//   statistics); its other arithmetic kernels still reject them.
 // - Kernels validate what they read from their arguments and report misuse
 //   by returning a Status; they never abort.
 // - Randomness (Dropout) is counter based: the mask of element i depends only
@@ -102,6 +104,12 @@ struct Context {
   void *stream = nullptr;
   void *blasHandle = nullptr;
   void *dnnHandle = nullptr;
+  /// CUDA backend: F32 GEMMs and convolutions may run on tensor cores in
+  /// TF32 (operands rounded to 10 fraction bits, products summed in f32).
+  /// Off by default, so F32 results stay full FP32, as the CPU backend's
+  /// (the kernel cross-check, the tests); the training driver turns it on
+  /// unless `--no-tf32`. The CPU backend ignores it.
+  bool allowTF32 = false;
   /// Set by the driver around one update (else null: updates in place).
   std::vector<UpdateTarget> *updateTargets = nullptr;
 };
