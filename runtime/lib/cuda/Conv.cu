@@ -5,8 +5,15 @@
 // symmetrically only, so asymmetric ONNX pads go through an explicitly
 // zero-padded copy of the input (and a crop of the input gradient).
 // Algorithms come from cuDNN's heuristics (cudnnGet*_v7, no benchmarking,
-// no synchronisation), tried in order until one gets its workspace; math is
-// restricted to FMA so FP32 never silently becomes TF32. Each problem's
+// no synchronisation), tried in order until one gets its workspace. F64,
+// and F32 unless the context allows TF32 (Context::allowTF32), are
+// restricted to FMA math, so FP32 never silently becomes TF32; F32 with
+// TF32 allowed, F16 and BF16 take the tensor-op algorithms too (never a
+// down-conversion below the data's type). F16 and BF16 run with a float
+// compute type (cuDNN's pseudo-half configurations): products summed in
+// float, each output rounded once; a bias and an activation other than
+// Identity apply to that rounded output (a second rounding, where the CPU
+// backend rounds once). Each problem's
 // descriptors and the algorithm that ran it are kept per thread (ConvPlan):
 // cuDNN 9's heuristic query costs far more host time than a small
 // convolution (resnet18 spent most of its H200 step there).
@@ -125,12 +132,41 @@ std::vector<int64_t> inputSpatial(const ConvProblem &cp) {
   return in;
 }
 
-/// Creates and fills the descriptors of a problem with element type T.
-template <typename T>
+/// How cuDNN runs a dtype.
+struct DnnTypes {
+  cudnnDataType_t data, compute;
+  /// Tensor-op algorithms allowed (TF32 for F32 data), else FMA only.
+  bool tensorOps;
+};
+
+DnnTypes dnnTypes(const Context &ctx, DType dtype) {
+  switch (dtype) {
+  case DType::F64:
+    return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, false};
+  case DType::F16:
+    return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, true};
+  case DType::BF16:
+    return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, true};
+  default:
+    return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, ctx.allowTF32};
+  }
+}
+
+/// The math type a problem's descriptor starts with: FMA where tensor ops
+/// are not allowed; else cuDNN's default (TF32 on F32 data) or tensor ops
+/// (16-bit data). Each algorithm then runs under the math type cuDNN
+/// proposed it with.
+cudnnMathType_t baseMathType(const DnnTypes &types) {
+  if (!types.tensorOps)
+    return CUDNN_FMA_MATH;
+  return types.data == CUDNN_DATA_FLOAT ? CUDNN_DEFAULT_MATH
+                                        : CUDNN_TENSOR_OP_MATH;
+}
+
+/// Creates and fills the descriptors of a problem.
 Status describe(const std::string &what, const ConvProblem &cp,
-                Descriptors &d) {
-  cudnnDataType_t type =
-      std::is_same_v<T, float> ? CUDNN_DATA_FLOAT : CUDNN_DATA_DOUBLE;
+                const DnnTypes &types, Descriptors &d) {
+  cudnnDataType_t type = types.data;
   PP_DNN_TRY(what, cudnnCreateTensorDescriptor(&d.x));
   PP_DNN_TRY(what, cudnnCreateTensorDescriptor(&d.y));
   PP_DNN_TRY(what, cudnnCreateFilterDescriptor(&d.w));
@@ -153,9 +189,9 @@ Status describe(const std::string &what, const ConvProblem &cp,
   PP_RT_TRY(intDims(what, spatialOf(cp, cp.geo.d), dil));
   PP_DNN_TRY(what, cudnnSetConvolutionNdDescriptor(
                        d.conv, cp.spatial, p.data(), s.data(), dil.data(),
-                       CUDNN_CROSS_CORRELATION, type));
+                       CUDNN_CROSS_CORRELATION, types.compute));
   PP_DNN_TRY(what, cudnnSetConvolutionGroupCount(d.conv, int(cp.group)));
-  PP_DNN_TRY(what, cudnnSetConvolutionMathType(d.conv, CUDNN_FMA_MATH));
+  PP_DNN_TRY(what, cudnnSetConvolutionMathType(d.conv, baseMathType(types)));
   // cuDNN must agree with the validated output size.
   std::vector<int> expect(2 + cp.spatial);
   PP_DNN_TRY(what, cudnnGetConvolutionNdForwardOutputDim(
@@ -182,32 +218,43 @@ constexpr int kMaxAlgos = 16;
 /// The three cuDNN calls of a convolution.
 enum class ConvDirection { Forward, BackwardData, BackwardFilter };
 
-/// What a problem needs on every call after its first: its descriptors and,
-/// per direction, the algorithm that last ran it (-1: none yet).
-struct ConvPlan {
-  Descriptors d;
-  bool described = false;
-  int algorithm[3] = {-1, -1, -1};
+/// The algorithm that last ran a problem in one direction, with the math
+/// type it ran under (algo -1: none yet).
+struct CachedAlgorithm {
+  int algo = -1;
+  cudnnMathType_t math = CUDNN_FMA_MATH;
 };
 
-/// The plan of a problem (shape, element type, device) on this thread,
-/// described on first use. Per thread, so --local's device threads never
-/// share or lock it.
-template <typename T>
-Status planFor(const std::string &what, const ConvProblem &cp,
-               ConvPlan *&plan) {
+/// What a problem needs on every call after its first: its descriptors and,
+/// per direction, the algorithm that last ran it.
+struct ConvPlan {
+  Descriptors d;
+  DnnTypes types;
+  bool described = false;
+  CachedAlgorithm algorithm[3];
+};
+
+/// The plan of a problem (shape, dtype, TF32 or not, device) on this
+/// thread, described on first use. Per thread, so --local's device threads
+/// never share or lock it.
+Status planFor(const std::string &what, const Context &ctx, DType dtype,
+               const ConvProblem &cp, ConvPlan *&plan) {
   thread_local std::map<std::vector<int64_t>, ConvPlan> plans;
   int device = 0;
   cudaGetDevice(&device);
-  std::vector<int64_t> key = {
-      int64_t(sizeof(T)), device,     cp.n,         cp.c, cp.m,
-      cp.group,           cp.spatial, cp.asymmetric};
+  DnnTypes types = dnnTypes(ctx, dtype);
+  std::vector<int64_t> key = {int64_t(dtype), int64_t(types.tensorOps),
+                              device,         cp.n,
+                              cp.c,           cp.m,
+                              cp.group,       cp.spatial,
+                              cp.asymmetric};
   for (const int64_t *dims : {cp.geo.in, cp.geo.out, cp.geo.k, cp.geo.s,
                               cp.geo.pb, cp.geo.pe, cp.geo.d})
     key.insert(key.end(), dims, dims + 3);
   plan = &plans.try_emplace(std::move(key)).first->second;
   if (!plan->described) {
-    PP_RT_TRY(describe<T>(what, cp, plan->d));
+    plan->types = types;
+    PP_RT_TRY(describe(what, cp, types, plan->d));
     plan->described = true;
   }
   return Status::success();
@@ -215,14 +262,22 @@ Status planFor(const std::string &what, const ConvProblem &cp,
 
 /// Runs `run(algo, workspace, bytes)` with the cached algorithm of the
 /// problem, else with those `query` proposes (heuristics), in order,
-/// skipping those that fail, use tensor-op math, or whose workspace cannot
-/// be allocated; the one that runs is cached.
+/// skipping those that fail, whose workspace cannot be allocated, or whose
+/// math type the plan's dtype does not allow (tensor ops: F32 with TF32,
+/// F16, BF16; a down-conversion: never); the one that runs is cached.
 template <typename Perf, typename QueryFn, typename WorkspaceFn, typename RunFn>
-Status runAlgorithms(const std::string &what, cudaStream_t stream, int &cached,
-                     QueryFn query, WorkspaceFn workspace, RunFn run) {
+Status runAlgorithms(const std::string &what, cudaStream_t stream,
+                     ConvPlan &plan, ConvDirection direction, QueryFn query,
+                     WorkspaceFn workspace, RunFn run) {
   using Algo = decltype(Perf{}.algo);
-  // Runs one algorithm; NOT_SUPPORTED-family statuses mean "try another".
-  auto attempt = [&](Algo algo, cudnnStatus_t &status) {
+  CachedAlgorithm &cached = plan.algorithm[int(direction)];
+  cudnnConvolutionDescriptor_t conv = plan.d.conv;
+  // Runs one algorithm under `math`; NOT_SUPPORTED-family statuses mean
+  // "try another".
+  auto attempt = [&](Algo algo, cudnnMathType_t math, cudnnStatus_t &status) {
+    if (plan.types.tensorOps && (status = cudnnSetConvolutionMathType(
+                                     conv, math)) != CUDNN_STATUS_SUCCESS)
+      return false;
     size_t bytes = 0;
     if (workspace(algo, &bytes) != CUDNN_STATUS_SUCCESS) {
       status = CUDNN_STATUS_NOT_SUPPORTED; // not for this problem: skip it
@@ -246,34 +301,44 @@ Status runAlgorithms(const std::string &what, cudaStream_t stream, int &cached,
            status == CUDNN_STATUS_ALLOC_FAILED;
   };
   cudnnStatus_t last = CUDNN_STATUS_NOT_SUPPORTED;
-  if (cached >= 0) {
-    if (attempt(static_cast<Algo>(cached), last))
+  if (cached.algo >= 0) {
+    if (attempt(static_cast<Algo>(cached.algo), cached.math, last))
       return Status::success();
     if (!unsupported(last))
       return dnnFailure(what, last);
-    cached = -1; // e.g. its workspace no longer fits: ask the heuristics
+    cached.algo = -1; // e.g. its workspace no longer fits: ask the heuristics
   }
+  // The heuristics answer for the descriptor's base math type.
+  if (plan.types.tensorOps)
+    PP_DNN_TRY(what,
+               cudnnSetConvolutionMathType(conv, baseMathType(plan.types)));
   Perf perfs[kMaxAlgos];
   int count = 0;
   PP_DNN_TRY(what, query(perfs, &count));
   for (int i = 0; i < count; ++i) {
     const Perf &perf = perfs[i];
     if (perf.status != CUDNN_STATUS_SUCCESS ||
-        perf.mathType == CUDNN_TENSOR_OP_MATH ||
-        perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION)
+        perf.mathType == CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION ||
+        (!plan.types.tensorOps && perf.mathType == CUDNN_TENSOR_OP_MATH))
       continue;
-    if (attempt(perf.algo, last)) {
-      cached = static_cast<int>(perf.algo);
+    if (attempt(perf.algo, perf.mathType, last)) {
+      cached = {static_cast<int>(perf.algo), perf.mathType};
       return Status::success();
     }
     if (!unsupported(last))
       return dnnFailure(what, last);
   }
-  return Status::error(what + ": no cuDNN algorithm could run this problem (" +
-                       cudnnGetErrorString(last) + ")");
+  const char *typeName = plan.types.data == CUDNN_DATA_HALF       ? "f16"
+                         : plan.types.data == CUDNN_DATA_BFLOAT16 ? "bf16"
+                         : plan.types.data == CUDNN_DATA_DOUBLE   ? "f64"
+                                                                  : "f32";
+  return Status::error(what + ": no cuDNN algorithm could run this " +
+                       typeName + " problem (" + cudnnGetErrorString(last) +
+                       ")");
 }
 
-template <typename T> struct Scalars { T one = 1, zero = 0; };
+/// alpha and beta: double for F64 data, else float (cuDNN's rule).
+template <typename T> struct Scalars { Compute<T> one = 1, zero = 0; };
 
 /// Copies x [N, C, in...] into the interior of the zeroed padded buffer.
 template <typename T> struct PadOp {
@@ -337,12 +402,12 @@ template <typename T> struct BiasOp {
   T *y;
   int64_t m, plane;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    y[i] += b[(i / plane) % m];
+    y[i] = narrow<T>(widen(y[i]) + widen(b[(i / plane) % m]));
   }
 };
 
 template <typename T>
-Status convForward(const std::string &what, const Context &ctx,
+Status convForward(const std::string &what, const Context &ctx, DType dtype,
                    const ConvProblem &cp, const T *x, const T *w, const T *b,
                    T *y) {
   cudaStream_t stream = streamOf(ctx);
@@ -355,14 +420,14 @@ Status convForward(const std::string &what, const Context &ctx,
     cudnnHandle_t h;
     PP_RT_TRY(dnnHandle(what, ctx, h));
     ConvPlan *plan;
-    PP_RT_TRY(planFor<T>(what, cp, plan));
+    PP_RT_TRY(planFor(what, ctx, dtype, cp, plan));
     const Descriptors &d = plan->d;
     Scratch scratch(stream);
     const T *input;
     PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
     Scalars<T> s;
     PP_RT_TRY(runAlgorithms<cudnnConvolutionFwdAlgoPerf_t>(
-        what, stream, plan->algorithm[int(ConvDirection::Forward)],
+        what, stream, *plan, ConvDirection::Forward,
         [&](cudnnConvolutionFwdAlgoPerf_t *perfs, int *count) {
           return cudnnGetConvolutionForwardAlgorithm_v7(
               h, d.x, d.w, d.conv, d.y, kMaxAlgos, count, perfs);
@@ -386,8 +451,8 @@ Status convForward(const std::string &what, const Context &ctx,
 
 template <typename T>
 Status convBackwardInput(const std::string &what, const Context &ctx,
-                         const ConvProblem &cp, const T *dy, const T *w,
-                         T *dx) {
+                         DType dtype, const ConvProblem &cp, const T *dy,
+                         const T *w, T *dx) {
   cudaStream_t stream = streamOf(ctx);
   int64_t total = cp.n * cp.c * cp.geo.inSize;
   if (total == 0)
@@ -399,7 +464,7 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
   cudnnHandle_t h;
   PP_RT_TRY(dnnHandle(what, ctx, h));
   ConvPlan *plan;
-  PP_RT_TRY(planFor<T>(what, cp, plan));
+  PP_RT_TRY(planFor(what, ctx, dtype, cp, plan));
   const Descriptors &d = plan->d;
   Scratch scratch(stream);
   // With asymmetric pads cuDNN writes the padded gradient; dx is its crop.
@@ -408,7 +473,7 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
     PP_RT_TRY(scratch.alloc(what, paddedSize(cp), &target));
   Scalars<T> s;
   PP_RT_TRY(runAlgorithms<cudnnConvolutionBwdDataAlgoPerf_t>(
-      what, stream, plan->algorithm[int(ConvDirection::BackwardData)],
+      what, stream, *plan, ConvDirection::BackwardData,
       [&](cudnnConvolutionBwdDataAlgoPerf_t *perfs, int *count) {
         return cudnnGetConvolutionBackwardDataAlgorithm_v7(
             h, d.w, d.y, d.conv, d.x, kMaxAlgos, count, perfs);
@@ -432,8 +497,8 @@ Status convBackwardInput(const std::string &what, const Context &ctx,
 
 template <typename T>
 Status convBackwardWeight(const std::string &what, const Context &ctx,
-                          const ConvProblem &cp, const T *dy, const T *x,
-                          T *dw) {
+                          DType dtype, const ConvProblem &cp, const T *dy,
+                          const T *x, T *dw) {
   cudaStream_t stream = streamOf(ctx);
   int64_t total = cp.m * cp.cinG * cp.geo.kSize;
   if (total == 0)
@@ -445,14 +510,14 @@ Status convBackwardWeight(const std::string &what, const Context &ctx,
   cudnnHandle_t h;
   PP_RT_TRY(dnnHandle(what, ctx, h));
   ConvPlan *plan;
-  PP_RT_TRY(planFor<T>(what, cp, plan));
+  PP_RT_TRY(planFor(what, ctx, dtype, cp, plan));
   const Descriptors &d = plan->d;
   Scratch scratch(stream);
   const T *input;
   PP_RT_TRY(padInput(what, stream, cp, x, scratch, &input));
   Scalars<T> s;
   return runAlgorithms<cudnnConvolutionBwdFilterAlgoPerf_t>(
-      what, stream, plan->algorithm[int(ConvDirection::BackwardFilter)],
+      what, stream, *plan, ConvDirection::BackwardFilter,
       [&](cudnnConvolutionBwdFilterAlgoPerf_t *perfs, int *count) {
         return cudnnGetConvolutionBackwardFilterAlgorithm_v7(
             h, d.x, d.y, d.conv, d.w, kMaxAlgos, count, perfs);
@@ -474,29 +539,35 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
             const WindowParams &params, Tensor &y, UnaryKind activation) {
   static const char *const names[3] = {"x", "w", "y"};
   const std::string what = "conv";
+  if (anyFloat16(x, w, b, y))
+    PP_RT_TRY(expectSameDType(what, {&x, &w, b, &y}));
   ConvProblem cp;
-  PP_RT_TRY(resolveConv(what, x, w, y, params, names, cp));
+  PP_RT_TRY(resolveConv(what, checkedAsF32(x), checkedAsF32(w), checkedAsF32(y),
+                        params, names, cp));
   if (b) {
-    PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
+    PP_RT_TRY(expectDType(checkedAsF32(*b), checkedAsF32(x).dtype, "conv: b"));
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
   }
-  PP_RT_TRY(visitFloat(x.dtype, what, [&](auto tag) {
+  PP_RT_TRY(visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return convForward<T>(what, ctx, cp, x.as<T>(), w.as<T>(),
+    return convForward<T>(what, ctx, x.dtype, cp, x.as<T>(), w.as<T>(),
                           b ? b->as<T>() : nullptr, y.as<T>());
   }));
-  return applyActivation(ctx, activation, y);
+  return applyActivationThroughFloat(ctx, activation, y);
 }
 
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
                      const WindowParams &params, Tensor &dx) {
   static const char *const names[3] = {"dx", "w", "dy"};
   const std::string what = "convGradInput";
+  if (anyFloat16(dy, w, dx))
+    PP_RT_TRY(expectSameDType(what, {&dx, &w, &dy}));
   ConvProblem cp;
-  PP_RT_TRY(resolveConv(what, dx, w, dy, params, names, cp));
-  return visitFloat(dx.dtype, what, [&](auto tag) {
+  PP_RT_TRY(resolveConv(what, checkedAsF32(dx), checkedAsF32(w),
+                        checkedAsF32(dy), params, names, cp));
+  return visitFloatOr16(dx.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return convBackwardInput<T>(what, ctx, cp, dy.as<T>(), w.as<T>(),
+    return convBackwardInput<T>(what, ctx, dx.dtype, cp, dy.as<T>(), w.as<T>(),
                                 dx.as<T>());
   });
 }
@@ -505,11 +576,14 @@ Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
                       const WindowParams &params, Tensor &dw) {
   static const char *const names[3] = {"x", "dw", "dy"};
   const std::string what = "convGradWeight";
+  if (anyFloat16(dy, x, dw))
+    PP_RT_TRY(expectSameDType(what, {&x, &dw, &dy}));
   ConvProblem cp;
-  PP_RT_TRY(resolveConv(what, x, dw, dy, params, names, cp));
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  PP_RT_TRY(resolveConv(what, checkedAsF32(x), checkedAsF32(dw),
+                        checkedAsF32(dy), params, names, cp));
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return convBackwardWeight<T>(what, ctx, cp, dy.as<T>(), x.as<T>(),
+    return convBackwardWeight<T>(what, ctx, x.dtype, cp, dy.as<T>(), x.as<T>(),
                                  dw.as<T>());
   });
 }

@@ -5,7 +5,11 @@
 // deviations). Per-channel statistics are reduced in split partial sums
 // (several blocks per channel) that a finishing kernel adds in a fixed
 // order, so results are deterministic. Parameters and statistics may be F32
-// or F64 independently of x (stash_type, BatchNormalization T1/T2).
+// or F64 independently of x (stash_type, BatchNormalization T1/T2). F16 and
+// BF16 tensors compute as the CPU backend's widened f32 kernels: elements
+// widened to float, statistics in double, y and dx in float, each 16-bit
+// output rounded once; 16-bit per-channel tensors are read and written
+// through float alike.
 //
 //===----------------------------------------------------------------------===//
 
@@ -17,7 +21,11 @@ using namespace cuda;
 
 namespace {
 
-bool isF64(const Tensor &t) { return t.dtype == DType::F64; }
+/// A 16-bit float operand as the shared checks see it (Common.cuh).
+const Tensor &asF32(const Tensor &t, Tensor &view) {
+  view = checkedAsF32(t);
+  return view;
+}
 
 /// Threads per block for a row of n elements: a warp for short rows.
 int rowThreads(int64_t n) { return n <= 32 ? 32 : n <= 128 ? 128 : kThreads; }
@@ -56,32 +64,34 @@ __device__ __forceinline__ int64_t paramAt(const StridedIndex<1> &param,
 /// One block per row: mean, then the squared deviations, then y.
 template <typename T>
 __global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
-                                void *mean, void *invStd, bool meanF64,
-                                bool invF64, int64_t rows, int64_t inner,
+                                void *mean, void *invStd, DType meanType,
+                                DType invType, int64_t rows, int64_t inner,
                                 double epsilon, StridedIndex<1> param) {
+  using C = Compute<T>;
   __shared__ double buf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *xr = x + r * inner;
     T *yr = y + r * inner;
     double sum = 0;
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x)
-      sum += double(xr[j]);
+      sum += double(widen(xr[j]));
     double mu = blockReduce(sum, SumOp{}, buf) / double(inner);
     double sq = 0;
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
-      double d = double(xr[j]) - mu;
+      double d = double(widen(xr[j])) - mu;
       sq += d * d;
     }
     double inv =
         1.0 / ::sqrt(blockReduce(sq, SumOp{}, buf) / double(inner) + epsilon);
-    T muT = T(mu), invT = T(inv);
+    C muC = C(mu), invC = C(inv);
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
       int64_t p = paramAt(param, j);
-      yr[j] = (xr[j] - muT) * invT * scale[p] + (bias ? bias[p] : T(0));
+      yr[j] = narrow<T>((widen(xr[j]) - muC) * invC * widen(scale[p]) +
+                        (bias ? widen(bias[p]) : C(0)));
     }
     if (threadIdx.x == 0) {
-      storeFloat(mean, meanF64, r, mu);
-      storeFloat(invStd, invF64, r, inv);
+      storeAnyFloat(mean, meanType, r, mu);
+      storeAnyFloat(invStd, invType, r, inv);
     }
   }
 }
@@ -91,25 +101,28 @@ __global__ void layerNormKernel(const T *x, const T *scale, const T *bias, T *y,
 template <typename T>
 __global__ void
 layerNormGradKernel(const T *dy, const T *x, const T *scale, const void *mean,
-                    const void *invStd, bool meanF64, bool invF64, T *dx,
+                    const void *invStd, DType meanType, DType invType, T *dx,
                     int64_t rows, int64_t inner, StridedIndex<1> param) {
   __shared__ double buf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const T *dyr = dy + r * inner, *xr = x + r * inner;
     T *dxr = dx + r * inner;
-    double mu = loadFloat(mean, meanF64, r), inv = loadFloat(invStd, invF64, r);
+    double mu = loadAnyFloat(mean, meanType, r);
+    double inv = loadAnyFloat(invStd, invType, r);
     double sumG = 0, sumGX = 0;
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
-      double g = double(dyr[j]) * double(scale[paramAt(param, j)]);
+      double g =
+          double(widen(dyr[j])) * double(widen(scale[paramAt(param, j)]));
       sumG += g;
-      sumGX += g * ((double(xr[j]) - mu) * inv);
+      sumGX += g * ((double(widen(xr[j])) - mu) * inv);
     }
     double meanG = blockReduce(sumG, SumOp{}, buf) / double(inner);
     double meanGX = blockReduce(sumGX, SumOp{}, buf) / double(inner);
     for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
-      double xhat = (double(xr[j]) - mu) * inv;
-      double g = double(dyr[j]) * double(scale[paramAt(param, j)]);
-      dxr[j] = T(inv * (g - meanG - xhat * meanGX));
+      double xhat = (double(widen(xr[j])) - mu) * inv;
+      double g =
+          double(widen(dyr[j])) * double(widen(scale[paramAt(param, j)]));
+      dxr[j] = narrow<T>(inv * (g - meanG - xhat * meanGX));
     }
   }
 }
@@ -121,8 +134,8 @@ constexpr int kColumns = 32, kRowThreads = 8;
 template <typename T>
 __global__ void __launch_bounds__(kColumns *kRowThreads)
     layerNormParamPartialKernel(const T *dy, const T *x, const void *mean,
-                                const void *invStd, bool meanF64, bool invF64,
-                                int64_t rows, int64_t inner,
+                                const void *invStd, DType meanType,
+                                DType invType, int64_t rows, int64_t inner,
                                 int64_t rowsPerChunk, double *partialScale,
                                 double *partialBias) {
   __shared__ double ds[kRowThreads][kColumns], db[kRowThreads][kColumns];
@@ -133,10 +146,10 @@ __global__ void __launch_bounds__(kColumns *kRowThreads)
   double s = 0, b = 0;
   if (j < inner)
     for (int64_t r = r0 + threadIdx.y; r < r1; r += kRowThreads) {
-      double mu = loadFloat(mean, meanF64, r);
-      double inv = loadFloat(invStd, invF64, r);
-      double g = double(dy[r * inner + j]);
-      s += g * ((double(x[r * inner + j]) - mu) * inv);
+      double mu = loadAnyFloat(mean, meanType, r);
+      double inv = loadAnyFloat(invStd, invType, r);
+      double g = double(widen(dy[r * inner + j]));
+      s += g * ((double(widen(x[r * inner + j])) - mu) * inv);
       b += g;
     }
   ds[threadIdx.y][threadIdx.x] = s;
@@ -174,7 +187,7 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     convertKernel(const double *from, T *to, int64_t n) {
-  PP_GRID_STRIDE(i, n) { to[i] = T(from[i]); }
+  PP_GRID_STRIDE(i, n) { to[i] = narrow<T>(from[i]); }
 }
 
 //===----------------------------------------------------------------------===//
@@ -214,7 +227,7 @@ __global__ void __launch_bounds__(kThreads)
   for (int64_t e = e0 + threadIdx.x; e < e1; e += blockDim.x) {
     int64_t n = e / plane, i = e - n * plane;
     int64_t off = (n * c + ch) * plane + i;
-    double v = double(x[off]);
+    double v = double(widen(x[off]));
     switch (pass) {
     case StatPass::Sum:
       a += v;
@@ -223,7 +236,7 @@ __global__ void __launch_bounds__(kThreads)
       a += (v - mu) * (v - mu);
       break;
     case StatPass::Grad: {
-      double g = double(dy[off]);
+      double g = double(widen(dy[off]));
       a += g;
       b += g * ((v - mu) * iv);
       break;
@@ -258,10 +271,12 @@ __global__ void __launch_bounds__(kThreads)
 /// Per-channel float tensors of run-time dtype.
 struct ChannelTensor {
   void *data;
-  bool f64;
-  __device__ double load(int64_t i) const { return loadFloat(data, f64, i); }
+  DType dtype;
+  __device__ double load(int64_t i) const {
+    return loadAnyFloat(data, dtype, i);
+  }
   __device__ void store(int64_t i, double v) const {
-    storeFloat(data, f64, i, v);
+    storeAnyFloat(data, dtype, i, v);
   }
 };
 
@@ -301,14 +316,18 @@ __global__ void __launch_bounds__(kThreads) batchNormFinishKernel(
   }
 }
 
+/// y = x * coefA + coefB per channel, then Relu when `relu` (as the unary
+/// kernel, NaN kept), rounded once.
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     channelAffineKernel(const T *x, T *y, int64_t total, int64_t c,
-                        int64_t plane, const double *coefA,
-                        const double *coefB) {
+                        int64_t plane, const double *coefA, const double *coefB,
+                        bool relu) {
+  using C = Compute<T>;
   PP_GRID_STRIDE(e, total) {
     int64_t ch = (e / plane) % c;
-    y[e] = x[e] * T(coefA[ch]) + T(coefB[ch]);
+    C v = widen(x[e]) * C(coefA[ch]) + C(coefB[ch]);
+    y[e] = narrow<T>(relu && v < C(0) ? C(0) : v);
   }
 }
 
@@ -341,9 +360,9 @@ __global__ void __launch_bounds__(kThreads)
                              const double *coefK) {
   PP_GRID_STRIDE(e, total) {
     int64_t ch = (e / plane) % c;
-    double xhat = (double(x[e]) - mean[ch]) * inv[ch];
-    dx[e] =
-        T(coefK[ch] * (count * double(dy[e]) - sumDy[ch] - xhat * sumDyX[ch]));
+    double xhat = (double(widen(x[e])) - mean[ch]) * inv[ch];
+    dx[e] = narrow<T>(coefK[ch] * (count * double(widen(dy[e])) - sumDy[ch] -
+                                   xhat * sumDyX[ch]));
   }
 }
 
@@ -353,7 +372,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 ChannelTensor channel(const Tensor *t) {
-  return ChannelTensor{t ? t->data : nullptr, t && t->dtype == DType::F64};
+  return ChannelTensor{t ? t->data : nullptr, t ? t->dtype : DType::F32};
 }
 
 } // namespace
@@ -362,18 +381,25 @@ Status layerNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  const Tensor *bias, int64_t axis, float epsilon, Tensor &y,
                  Tensor &mean, Tensor &invStdDev) {
   const char *what = "layerNorm";
+  // The statistics may have any float dtype (the stash type), the other
+  // tensors x's.
+  if (anyFloat16(x, scale, bias, y, mean, invStdDev))
+    PP_RT_TRY(expectSameDType(what, {&x, &scale, bias, &y}));
+  Tensor xv, sv, bv, yv, mv, iv;
   LayerNormShape ln;
-  PP_RT_TRY(resolveLayerNorm(what, x, scale, bias, axis, ln));
-  PP_RT_TRY(checkLayerNormOutputs(x, ln, y, mean, invStdDev));
+  PP_RT_TRY(resolveLayerNorm(what, asF32(x, xv), asF32(scale, sv),
+                             bias ? &asF32(*bias, bv) : nullptr, axis, ln));
+  PP_RT_TRY(checkLayerNormOutputs(xv, ln, asF32(y, yv), asF32(mean, mv),
+                                  asF32(invStdDev, iv)));
   if (ln.outer == 0)
     return Status::success();
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     layerNormKernel<T>
         <<<blocksFor(ln.outer), rowThreads(ln.inner), 0, stream>>>(
             x.as<T>(), scale.as<T>(), bias ? bias->as<T>() : nullptr, y.as<T>(),
-            mean.data, invStdDev.data, isF64(mean), isF64(invStdDev), ln.outer,
+            mean.data, invStdDev.data, mean.dtype, invStdDev.dtype, ln.outer,
             ln.inner, double(epsilon), ln.param);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
@@ -385,10 +411,17 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &invStdDev, int64_t axis, Tensor &dx,
                      Tensor &dscale, Tensor *dbias) {
   const std::string what = "layerNormGrad";
+  // As layerNorm: the statistics may have any float dtype.
+  if (anyFloat16(dy, x, scale, mean, invStdDev, dx, dscale, dbias))
+    PP_RT_TRY(expectSameDType(what, {&x, &dy, &scale, &dx, &dscale, dbias}));
+  Tensor dyv, xv, sv, mv, iv, dxv, dsv, dbv;
   LayerNormShape ln;
-  PP_RT_TRY(resolveLayerNorm(what, x, scale, nullptr, axis, ln));
-  PP_RT_TRY(checkLayerNormGradOutputs(dy, x, scale, mean, invStdDev, ln, dx,
-                                      dscale, dbias));
+  PP_RT_TRY(resolveLayerNorm(what, asF32(x, xv), asF32(scale, sv), nullptr,
+                             axis, ln));
+  PP_RT_TRY(checkLayerNormGradOutputs(asF32(dy, dyv), xv, sv, asF32(mean, mv),
+                                      asF32(invStdDev, iv), ln, asF32(dx, dxv),
+                                      asF32(dscale, dsv),
+                                      dbias ? &asF32(*dbias, dbv) : nullptr));
   cudaStream_t stream = streamOf(ctx);
   int64_t scaleSize = scale.numel();
   // Row chunks of the parameter reduction: enough blocks to fill the GPU,
@@ -405,13 +438,13 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
   if (scaleSize > 0)
     PP_CUDA_TRY(
         what, cudaMemsetAsync(fold, 0, 2 * scaleSize * sizeof(double), stream));
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (ln.outer > 0 && ln.inner > 0) {
       layerNormGradKernel<T>
           <<<blocksFor(ln.outer), rowThreads(ln.inner), 0, stream>>>(
               dy.as<T>(), x.as<T>(), scale.as<T>(), mean.data, invStdDev.data,
-              isF64(mean), isF64(invStdDev), dx.as<T>(), ln.outer, ln.inner,
+              mean.dtype, invStdDev.dtype, dx.as<T>(), ln.outer, ln.inner,
               ln.param);
       PP_CUDA_LAUNCHED(what);
       int64_t columnBlocks = (ln.inner + kColumns - 1) / kColumns;
@@ -421,8 +454,8 @@ Status layerNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                 static_cast<unsigned>(chunks));
       layerNormParamPartialKernel<T>
           <<<grid, dim3(kColumns, kRowThreads), 0, stream>>>(
-              dy.as<T>(), x.as<T>(), mean.data, invStdDev.data, isF64(mean),
-              isF64(invStdDev), ln.outer, ln.inner, rowsPerChunk, partial,
+              dy.as<T>(), x.as<T>(), mean.data, invStdDev.data, mean.dtype,
+              invStdDev.dtype, ln.outer, ln.inner, rowsPerChunk, partial,
               partial + chunks * ln.inner);
       PP_CUDA_LAUNCHED(what);
       layerNormParamFoldKernel<<<gridFor(ln.inner), kThreads, 0, stream>>>(
@@ -451,12 +484,21 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
                  Tensor &runningVar, Tensor *savedMean, Tensor *savedInvStd,
                  bool unbiasedRunningVar, UnaryKind activation) {
   const std::string what = "batchNorm";
+  // y has x's dtype, the per-channel tensors any float dtype.
+  if (anyFloat16(x, scale, bias, inputMean, inputVar, y, runningMean,
+                 runningVar, savedMean, savedInvStd))
+    PP_RT_TRY(expectSameDType(what, {&x, &y}));
+  Tensor xv, sv, bv, imv, ivv, yv, rmv, rvv, smv, sisv;
   BatchShape bs;
-  PP_RT_TRY(checkBatchNorm(x, scale, bias, inputMean, inputVar, training, y,
-                           runningMean, runningVar, savedMean, savedInvStd,
-                           unbiasedRunningVar, bs));
+  PP_RT_TRY(checkBatchNorm(
+      asF32(x, xv), asF32(scale, sv), asF32(bias, bv), asF32(inputMean, imv),
+      asF32(inputVar, ivv), training, asF32(y, yv), asF32(runningMean, rmv),
+      asF32(runningVar, rvv), savedMean ? &asF32(*savedMean, smv) : nullptr,
+      savedInvStd ? &asF32(*savedInvStd, sisv) : nullptr, unbiasedRunningVar,
+      bs));
   if (bs.c == 0)
-    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+    return visitFloatOr16(x.dtype, what,
+                          [](auto) { return Status::success(); });
   cudaStream_t stream = streamOf(ctx);
   int64_t splits = training ? channelSplits(bs) : 1;
   double count = double(bs.count());
@@ -466,7 +508,9 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
   PP_RT_TRY(scratch.alloc(what, bs.c * (3 + splits), &work));
   double *batchMean = work, *partial = work + bs.c;
   double *coefA = partial + bs.c * splits, *coefB = coefA + bs.c;
-  PP_RT_TRY(visitFloat(x.dtype, what, [&](auto tag) {
+  // Relu runs as y is written; other activations after.
+  bool relu = activation == UnaryKind::Relu;
+  PP_RT_TRY(visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
     if (training) {
@@ -494,12 +538,13 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
     int64_t total = x.numel();
     if (total > 0) {
       channelAffineKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
-          x.as<T>(), y.as<T>(), total, bs.c, bs.plane, coefA, coefB);
+          x.as<T>(), y.as<T>(), total, bs.c, bs.plane, coefA, coefB, relu);
       PP_CUDA_LAUNCHED(what);
     }
     return Status::success();
   }));
-  return applyActivation(ctx, activation, y);
+  return relu ? Status::success()
+              : applyActivationThroughFloat(ctx, activation, y);
 }
 
 /// mean and 1 / sqrt(var + eps) per channel from the two partial passes.
@@ -515,13 +560,15 @@ __global__ void batchStatisticsFinishKernel(const double *batchMean,
   double sq = 0;
   for (int64_t s = 0; s < splits; ++s)
     sq += partial[ch * splits + s];
-  mean[ch] = static_cast<T>(batchMean[ch]);
-  invStd[ch] = static_cast<T>(1.0 / ::sqrt(sq / count + epsilon));
+  mean[ch] = narrow<T>(batchMean[ch]);
+  invStd[ch] = narrow<T>(1.0 / ::sqrt(sq / count + epsilon));
 }
 
 Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
                            Tensor &mean, Tensor &invStd) {
   const std::string what = "batchNormStatistics";
+  if (anyFloat16(x, mean, invStd))
+    PP_RT_TRY(expectSameDType(what, {&x, &mean, &invStd}));
   if (x.rank() < 2)
     return Status::error(what + ": x needs rank >= 2");
   BatchShape bs;
@@ -533,7 +580,8 @@ Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
     return Status::error(what + ": mean and invStd must hold " +
                          std::to_string(bs.c) + " values of x's dtype");
   if (bs.c == 0)
-    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+    return visitFloatOr16(x.dtype, what,
+                          [](auto) { return Status::success(); });
   if (bs.c > 65535)
     return Status::error(what + ": more than 65535 channels");
   cudaStream_t stream = streamOf(ctx);
@@ -542,7 +590,7 @@ Status batchNormStatistics(Context &ctx, const Tensor &x, double epsilon,
   double *work = nullptr;
   PP_RT_TRY(scratch.alloc(what, bs.c * (1 + splits), &work));
   double *batchMean = work, *partial = work + bs.c;
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dim3 grid(static_cast<unsigned>(splits), static_cast<unsigned>(bs.c));
     channelPartialKernel<T><<<grid, kThreads, 0, stream>>>(
@@ -569,11 +617,18 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
                      const Tensor &savedInvStd, Tensor &dx, Tensor &dscale,
                      Tensor &dbias) {
   const std::string what = "batchNormGrad";
+  // dy and dx have x's dtype, the per-channel tensors any float dtype.
+  if (anyFloat16(dy, x, scale, savedMean, savedInvStd, dx, dscale, dbias))
+    PP_RT_TRY(expectSameDType(what, {&x, &dy, &dx}));
+  Tensor dyv, xv, sv, smv, sisv, dxv, dsv, dbv;
   BatchShape bs;
-  PP_RT_TRY(checkBatchNormGrad(dy, x, scale, savedMean, savedInvStd, dx, dscale,
-                               dbias, bs));
+  PP_RT_TRY(checkBatchNormGrad(asF32(dy, dyv), asF32(x, xv), asF32(scale, sv),
+                               asF32(savedMean, smv), asF32(savedInvStd, sisv),
+                               asF32(dx, dxv), asF32(dscale, dsv),
+                               asF32(dbias, dbv), bs));
   if (bs.c == 0)
-    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+    return visitFloatOr16(x.dtype, what,
+                          [](auto) { return Status::success(); });
   if (bs.c > 65535)
     return Status::error(what + ": more than 65535 channels");
   cudaStream_t stream = streamOf(ctx);
@@ -586,7 +641,7 @@ Status batchNormGrad(Context &ctx, const Tensor &dy, const Tensor &x,
   double *mean = work, *inv = work + bs.c, *sumDy = work + 2 * bs.c;
   double *sumDyX = work + 3 * bs.c, *coefK = work + 4 * bs.c;
   double *partialDy = work + 5 * bs.c, *partialDyX = partialDy + bs.c * splits;
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     loadChannelsKernel<<<gridFor(bs.c), kThreads, 0, stream>>>(
         channel(&savedMean), mean, bs.c);
