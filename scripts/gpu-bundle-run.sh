@@ -6,6 +6,7 @@
 # lists each as PASS or FAIL; exits non-zero when any failed.
 #   kernels    the CUDA kernels against the CPU run (compare_kernel_runs.py)
 #   <model>    CUDA --local 2-stage 1F1B, 5 steps, losses within 1e-3 of CPU
+#              (--no-tf32 wherever losses are compared: full FP32)
 #   nccl-1     pp-rt-nccl-check under orterun on every GPU (one rank each)
 #   <model>-mpi  2 ranks under orterun, --transport=mpi (host copies); on one
 #              GPU both ranks share it
@@ -80,7 +81,7 @@ kernels() {
 trains() { # model, run name, launcher and options...: losses against the CPU's
   local m=$1 run=$2
   shift 2
-  losses "$w/$m.$run" "$@" --steps 5 --synthetic --seed 1 &&
+  losses "$w/$m.$run" "$@" --steps 5 --synthetic --seed 1 --no-tf32 &&
     $py "$root/python/compare_losses.py" "$w/models/$m.cpu" "$w/$m.$run"
 }
 

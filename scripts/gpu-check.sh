@@ -15,7 +15,7 @@
 #     NCCL (messages matched by order, then again with --p2p-matching=headers);
 #     its losses must match the CPU build's (
 #     python/compare_losses.py, 1e-3 relative: cuBLAS and cuDNN sum in
-#     other orders).
+#     other orders; --no-tf32: full FP32, not the TF32 of training runs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD_DIR:-$root/build}
@@ -51,14 +51,14 @@ for entry in $gpu_programs; do
   cmake -S "$program" -B "$program/cuda" -G Ninja -DPP_CUDA=ON >/dev/null
   cmake --build "$program/cuda" >/dev/null
   "$program/cpu/train" --local --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.cpu"
-  timeout 300 "$program/cuda/train" --local --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.cuda"
+  timeout 300 "$program/cuda/train" --local --steps 5 --synthetic --seed 1 --no-tf32 | grep '^step' > "$work/$model.cuda"
   /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.cuda"
   if [ "$gpus" -ge 2 ]; then
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$program/cuda/train" \
-      --steps 5 --synthetic --seed 1 | grep '^step' > "$work/$model.nccl"
+      --steps 5 --synthetic --seed 1 --no-tf32 | grep '^step' > "$work/$model.nccl"
     /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.nccl"
     timeout 300 mpirun --allow-run-as-root --oversubscribe -np 2 "$program/cuda/train" \
-      --steps 5 --synthetic --seed 1 --p2p-matching=headers | grep '^step' > "$work/$model.headers"
+      --steps 5 --synthetic --seed 1 --no-tf32 --p2p-matching=headers | grep '^step' > "$work/$model.headers"
     /usr/bin/python3 "$root/python/compare_losses.py" "$work/$model.cpu" "$work/$model.headers"
   else
     echo "gpu-check: one GPU: NCCL point-to-point (2+ GPUs) not run"

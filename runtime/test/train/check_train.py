@@ -184,6 +184,12 @@ def check_local():
         expect(abs(float(row.split(",")[1]) - value) < 1e-6,
                "CSV loss differs: " + row)
 
+    # --no-tf32 concerns CUDA's F32 GEMMs and convolutions: on the CPU the
+    # same losses, bit for bit.
+    out = run_ok(["--local", "--steps", "5", "--no-tf32"])
+    expect(step_losses(out) == losses, "--no-tf32 changed the CPU's losses",
+           out)
+
     out = run_ok(["--local", "--steps", "3", "--log", "train.jsonl"])
     records = [json.loads(line) for line in open(
         os.path.join(WORK, "train.jsonl"))]
@@ -330,6 +336,7 @@ def check_bad_inputs():
     expect_error(["--bogus"], [r"unknown option '--bogus'; valid options: "
                                r"--local, --steps"], status=2)
     expect_error(["--steps"], [r"--steps expects N"], status=2)
+    expect_error(["--no-tf32=yes"], [r"--no-tf32 takes no value"], status=2)
     expect_error(["--steps", "zero"], [r"--steps: expected a positive"],
                  status=2)
     expect_error(["--lr", "0"], [r"--lr: the learning rate must be "
