@@ -180,14 +180,16 @@ class TinyGPT(nn.Module):
 
 
 def make_gpt(n_layer=2, d_model=32, n_head=2, context=16, batch=4,
-             dropout=0.1, fused_qkv=True):
+             dropout=0.1, fused_qkv=True, vocab=64):
     # The keywords are for scaling benchmarks and plans
-    # (bench/plan_pipeline.py, python/check_plan_precision.py) and for
-    # tensor parallelism (python/check_tensor_parallel.py: separate Q, K, V
-    # projections); the test model keeps the defaults.
-    tokens = torch.randint(0, 64, (batch, context), dtype=torch.int64)
-    return (TinyGPT(n_layer=n_layer, d_model=d_model, n_head=n_head,
-                    context=context, dropout=dropout, fused_qkv=fused_qkv),
+    # (bench/plan_pipeline.py, python/check_plan_precision.py,
+    # bench/gpu_bench.py) and for tensor parallelism
+    # (python/check_tensor_parallel.py: separate Q, K, V projections); the
+    # test model keeps the defaults.
+    tokens = torch.randint(0, vocab, (batch, context), dtype=torch.int64)
+    return (TinyGPT(vocab=vocab, n_layer=n_layer, d_model=d_model,
+                    n_head=n_head, context=context, dropout=dropout,
+                    fused_qkv=fused_qkv),
             tokens, "tokens", None)
 
 
