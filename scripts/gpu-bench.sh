@@ -20,8 +20,9 @@
 #   bash scripts/gpu-bench.sh --dry-run
 #       Here, without a GPU: checks the inputs (tools built, python modules,
 #       the models exported and compiled at a small size, each program kind
-#       that pipeline-opt cannot compile named) and prints every command
-#       of the real run; exits 0 when all are there.
+#       that pipeline-opt cannot compile named, each data file rebuilt from
+#       its recipe) and prints every command of the real run; exits 0 when
+#       all are there.
 #   bash scripts/gpu-bench.sh --pack
 #       Here (the toolchain, no GPU needed): exports, compiles and builds
 #       everything into .gpu/bench.tar.xz for a node without the toolchain,
@@ -345,7 +346,15 @@ dry_run() {
     for entry in $programs; do
       IFS=: read -r model stages precision <<<"$entry"
       if compile_program "$work/models" "$work/$model-$stages-$precision" "$model" "$stages" "$precision"; then
-        say "$model $stages stage(s) $precision: compiles"
+        # Its data file from the recipe the node rebuilds it from.
+        if /usr/bin/python3 "$root/bench/gpu_bench.py" recipe \
+          --data "$work/$model-$stages-$precision/program.data" \
+          --onnx "$work/models/$model.onnx" --out "$work/recipe" >"$work/recipe.log" 2>&1; then
+          say "$model $stages stage(s) $precision: compiles; $(cat "$work/recipe.log")"
+        else
+          say "$model $stages stage(s) $precision: compiles, but its recipe fails: $(tail -1 "$work/recipe.log")"; ok=1
+        fi
+        rm -rf "$work/$model-$stages-$precision" "$work/recipe"
       else
         say "$model $stages stage(s) $precision: pipeline-opt cannot compile it ($(grep -m1 error "$work/$model-$stages-$precision.log")): the run records it as not built"
       fi
