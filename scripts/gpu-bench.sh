@@ -411,8 +411,10 @@ case $mode in
     check_inputs >/dev/null || { check_inputs; fail "inputs missing"; }
     pack_into "$w/pack"
     mkdir -p "$root/.gpu"
-    grep -qx '/.gpu/' "$root/.git/info/exclude" 2>/dev/null ||
-      { mkdir -p "$root/.git/info"; echo '/.gpu/' >>"$root/.git/info/exclude"; }
+    # .gpu/ is ignored (a worktree's exclude file is the main checkout's).
+    exclude=$(cd "$root" && realpath -m "$(git rev-parse --git-path info/exclude)")
+    grep -qx '/.gpu/' "$exclude" 2>/dev/null ||
+      { mkdir -p "$(dirname "$exclude")"; echo '/.gpu/' >>"$exclude"; }
     tar -C "$w/pack" -cf - . | xz -T1 -6 >"$root/.gpu/bench.tar.xz"
     ls -l "$root/.gpu/bench.tar.xz"
     skipped ranks || bash "$root/scripts/gpu-bundle.sh" ranks
