@@ -31,7 +31,9 @@
 #       a recipe (bench/gpu_bench.py rebuild).
 #   bash scripts/gpu-bench.sh --run [ARCHIVE [LOG_DIR]]
 #       On the GPU node: runs the archive (default .gpu/bench.tar.xz, logs
-#       to LOG_DIR, default $OUT or /tmp). About 10 minutes on an H100.
+#       to LOG_DIR, default /tmp/gpu-bench; where $OUT is set, the table
+#       and all logs as one archive go there too: bench.md,
+#       gpu-bench-logs.tar.xz). About 10 minutes on an H100.
 #   bash scripts/gpu-bench.sh
 #       Both on a GPU node that has the toolchain.
 # Fails with a clear message, running nothing, where it needs a GPU and
@@ -50,7 +52,7 @@ jobs=${JOBS:-$(nproc)}
 
 mode=all
 archive=$root/.gpu/bench.tar.xz
-logs=${OUT:-/tmp}/gpu-bench
+logs=/tmp/gpu-bench
 case ${1:-} in
   --dry-run) mode=dry ;;
   --pack) mode=pack ;;
@@ -322,6 +324,11 @@ EOF
   cat "$logs/bench.md" >>"$root/bench/README.md"
   cat "$logs/bench.md"
   say "results in $logs/bench.md, appended to $root/bench/README.md"
+  if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then
+    cp "$logs/bench.md" "$OUT/"
+    tar -C "$logs" -cJf "$OUT/gpu-bench-logs.tar.xz" .
+    say "copied to $OUT: bench.md, gpu-bench-logs.tar.xz"
+  fi
 }
 
 #===---------------------------------------------------------------------===#
@@ -375,7 +382,7 @@ dry_run() {
   done
   show bash "$root/scripts/gpu-bundle.sh" ranks
   echo "+ tar -C PACK -cf - . | xz -T1 -6 > $root/.gpu/bench.tar.xz"
-  echo "== run (on the GPU node: bash scripts/gpu-bench.sh --run .gpu/bench.tar.xz \$OUT)"
+  echo "== run (on the GPU node: bash scripts/gpu-bench.sh --run .gpu/bench.tar.xz; logs in /tmp/gpu-bench, bench.md and gpu-bench-logs.tar.xz in \$OUT)"
   show nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   show PACK/bin/pp-rt-crosscheck-cuda W/xcuda
   show "$py" "$root/python/compare_kernel_runs.py" PACK/xcpu W/xcuda
