@@ -1,7 +1,8 @@
 //===- Program.cpp - The program table of a generated program ---*- C++ -*-===//
 //
 // collectProgramTable reads globals, step inputs and outputs, stage
-// functions and the schedule from a pipeline module; buildProgram resolves
+// functions and the schedule from a pipeline module into the runtime's
+// ProgramInfo; buildProgram resolves
 // the converted functions' references to globals and constants and emits
 //
 //   static pp::rt::ProgramInfo makeProgram() {
@@ -44,6 +45,7 @@ using namespace pp::emitc_lowering;
 namespace onnx = pp::onnx;
 namespace train = pp::train;
 namespace pipeline = pp::pipeline;
+namespace rt = pp::rt;
 
 int64_t ProgramTable::appendData(const void *bytes, int64_t size) {
   // 256-byte aligned, as the runtime's buffers.
@@ -98,11 +100,16 @@ LogicalResult collectGlobals(ModuleOp module, ProgramTable &table) {
         return failure();
       value = std::move(*decoded);
     }
-    GlobalEntry entry{
-        global.getSymName().str(), *dtype,
-        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-        global.getKind() == "trainable",
-        table.appendData(value.data(), value.bytes())};
+    rt::GlobalInfo entry{.name = global.getSymName().str(),
+                         .dtype = *dtype,
+                         .shape = std::vector<int64_t>(type.getShape().begin(),
+                                                       type.getShape().end()),
+                         .trainable = global.getKind() == "trainable",
+                         .dataOffset =
+                             table.appendData(value.data(), value.bytes()),
+                         // The first stage that writes it, else the first that
+                         // reads it (collectGlobalUse).
+                         .ownerStage = -1};
     table.globalIds[entry.name] = table.globals.size();
     table.globals.push_back(std::move(entry));
   }
@@ -175,20 +182,11 @@ FlatSymbolRefAttr globalOf(Operation *op) {
   return {};
 }
 
-} // namespace
-
-FailureOr<ProgramTable>
-pp::emitc_lowering::collectProgramTable(ModuleOp module) {
-  pipeline::ScheduleOp schedule =
-      pipeline::lookupSchedule(module, "code generation");
-  if (!schedule)
-    return failure();
-  ProgramTable table;
-  auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
-  table.modelName = graphName ? graphName.str() : "model";
-  if (auto schedule = module->getAttrOfType<StringAttr>("pp.lr_schedule"))
-    table.lrSchedule = schedule.str();
-  pipeline::PlanAttr plan = schedule.getPlan();
+/// The plan's part of the table: the schedule kind, stages, micro-batches,
+/// replicas, the tensor-parallel group (the shard.grid and a stage-wise
+/// mix of degrees) and Wave Synchronous Parallel.
+LogicalResult collectPlan(ModuleOp module, pipeline::PlanAttr plan,
+                          ProgramTable &table) {
   table.scheduleKind = plan.getSchedule();
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();
@@ -220,13 +218,40 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   table.staleness = plan.getStaleness();
   table.wave = plan.getWave();
   table.updateEvery = plan.getUpdateEvery();
-  if (failed(collectGlobals(module, table)) ||
-      failed(collectInputsOutputs(module, table)))
-    return failure();
+  return success();
+}
 
-  // Stage functions, in module order, with the arena of the memory plan.
-  SmallVector<func::FuncOp> functions;
-  llvm::StringMap<int> functionIndex;
+/// The pp.recv ops of stage function `f`, in program order.
+LogicalResult collectReceives(func::FuncOp f, rt::FunctionInfo &entry) {
+  WalkResult walked = f.walk([&](pipeline::RecvOp recv) {
+    auto dtype = dtypeOf(recv, recv.getType());
+    if (failed(dtype))
+      return WalkResult::interrupt();
+    rt::ReceiveInfo &r = entry.receives.emplace_back();
+    r.peerStage = static_cast<int64_t>(recv.getPeer());
+    r.tag = static_cast<int64_t>(recv.getTag());
+    r.microBatch = pp::rt::kFunctionMicroBatch;
+    if (!isa<BlockArgument>(recv.getMicroBatch())) {
+      auto constant = getConstantMicroBatch(recv.getMicroBatch());
+      if (failed(constant)) {
+        recv.emitError() << "code generation needs the micro-batch as the "
+                            "stage function's argument or a constant";
+        return WalkResult::interrupt();
+      }
+      r.microBatch = *constant;
+    }
+    r.dtype = *dtype;
+    auto type = cast<RankedTensorType>(recv.getType());
+    r.shape.assign(type.getShape().begin(), type.getShape().end());
+    return WalkResult::advance();
+  });
+  return failure(walked.wasInterrupted());
+}
+
+/// The stage functions, in module order, with the arena of the memory plan
+/// and their receives; `functions` gets their ops.
+LogicalResult collectFunctions(ModuleOp module, ProgramTable &table,
+                               SmallVectorImpl<func::FuncOp> &functions) {
   for (auto f : module.getOps<func::FuncOp>()) {
     std::optional<int64_t> stage = pipeline::getStage(f);
     if (!stage)
@@ -235,45 +260,26 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
     if (!arena)
       return f.emitError() << "stage function has no planned arena "
                               "(pp.arena_bytes): run --pp-memory-plan";
-    functionIndex[f.getSymName()] = functions.size();
-    FunctionEntry &entry = table.functions.emplace_back(
-        FunctionEntry{f.getSymName().str(),
-                      *stage,
-                      pipeline::getPhase(f).value_or(pp::kinds::Phase::None),
-                      *arena,
-                      {}});
-    WalkResult walked = f.walk([&](pipeline::RecvOp recv) {
-      auto dtype = dtypeOf(recv, recv.getType());
-      if (failed(dtype))
-        return WalkResult::interrupt();
-      ReceiveEntry &r = entry.receives.emplace_back();
-      r.peerStage = static_cast<int64_t>(recv.getPeer());
-      r.tag = static_cast<int64_t>(recv.getTag());
-      r.microBatch = pp::rt::kFunctionMicroBatch;
-      if (!isa<BlockArgument>(recv.getMicroBatch())) {
-        auto constant = getConstantMicroBatch(recv.getMicroBatch());
-        if (failed(constant)) {
-          recv.emitError() << "code generation needs the micro-batch as the "
-                              "stage function's argument or a constant";
-          return WalkResult::interrupt();
-        }
-        r.microBatch = *constant;
-      }
-      r.dtype = *dtype;
-      auto type = cast<RankedTensorType>(recv.getType());
-      r.shape.assign(type.getShape().begin(), type.getShape().end());
-      return WalkResult::advance();
-    });
-    if (walked.wasInterrupted())
+    rt::FunctionInfo &entry = table.functions.emplace_back(rt::FunctionInfo{
+        .name = f.getSymName().str(),
+        .function = nullptr,
+        .stage = *stage,
+        .phase = pipeline::getPhase(f).value_or(pp::kinds::Phase::None),
+        .arenaBytes = *arena});
+    if (failed(collectReceives(f, entry)))
       return failure();
     functions.push_back(f);
   }
   if (functions.empty())
     return module.emitError() << "code generation needs stage functions: run "
                                  "--pp-split-stages";
+  return success();
+}
 
-  // Owner stage of each global: the first writer, else the first reader;
-  // and the globals of each stage.
+/// The owner stage of each global (the first writer, else the first
+/// reader) and the globals of each stage.
+LogicalResult collectGlobalUse(ArrayRef<func::FuncOp> functions,
+                               ProgramTable &table) {
   auto idOf = [&](FlatSymbolRefAttr symbol) -> FailureOr<int> {
     auto it = table.globalIds.find(symbol.getValue());
     if (it == table.globalIds.end())
@@ -290,7 +296,7 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         if (succeeded(id) && table.globals[*id].ownerStage < 0)
           table.globals[*id].ownerStage = *pipeline::getStage(f);
       });
-  for (GlobalEntry &g : table.globals)
+  for (rt::GlobalInfo &g : table.globals)
     if (g.ownerStage < 0)
       g.ownerStage = 0;
   table.stageGlobals.resize(table.numStages);
@@ -319,44 +325,55 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
     return failure();
   for (std::vector<int> &used : table.stageGlobals)
     llvm::sort(used);
+  return success();
+}
 
-  // The devices and their actions.
+/// The actions of one device, in order; `functionIndex`: the index of each
+/// stage function in ProgramInfo::functions.
+void collectDevice(pipeline::DeviceOp device,
+                   const llvm::StringMap<int> &functionIndex,
+                   std::vector<rt::ActionInfo> &actions) {
+  for (auto action : device.getBody().front().getOps<pipeline::ActionOp>()) {
+    int function = -1;
+    if (auto callee = action.getCallee())
+      function = functionIndex.lookup(*callee);
+    rt::ActionInfo &entry = actions.emplace_back(
+        rt::ActionInfo{.kind = action.getKindValue(),
+                       .function = function,
+                       .stage = static_cast<int64_t>(action.getStage()),
+                       .microBatch = action.getMicroBatchAttr().getInt()});
+    entry.weightVersion = action.getWeightVersion();
+    if (auto blend = action.getBlendVersion()) {
+      entry.blendVersion = static_cast<int64_t>(*blend);
+      entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
+    }
+  }
+}
+
+/// The devices and their actions: each device's pp.stream, the schedule
+/// and, when the plan places each replica's stages on its own, the
+/// schedules of replicas 1 .. dataParallel-1.
+LogicalResult collectSchedules(ModuleOp module, pipeline::ScheduleOp schedule,
+                               pipeline::PlanAttr plan, ProgramTable &table) {
+  llvm::StringMap<int> functionIndex;
+  for (auto [i, f] : llvm::enumerate(table.functions))
+    functionIndex[f.name] = i;
   if (ArrayAttr replicas = pipeline::getReplicaDevices(module))
     for (Attribute name : replicas)
       if (auto text = dyn_cast<StringAttr>(name))
         table.replicaDeviceNames.push_back(text.str());
-  auto peaks = pipeline::getPlannedPeakBytes(module);
-  auto collectDevice = [&](pipeline::DeviceOp device,
-                           std::vector<ActionEntry> &actions) {
-      for (auto action :
-           device.getBody().front().getOps<pipeline::ActionOp>()) {
-        int function = -1;
-        if (auto callee = action.getCallee())
-          function = functionIndex.lookup(*callee);
-        ActionEntry &entry = actions.emplace_back(
-            ActionEntry{action.getKindValue(), function,
-                        static_cast<int64_t>(action.getStage()),
-                        action.getMicroBatchAttr().getInt()});
-        entry.weightVersion = action.getWeightVersion();
-        if (auto blend = action.getBlendVersion()) {
-          entry.blendVersion = static_cast<int64_t>(*blend);
-          entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
-        }
-      }
-  };
   auto collectSchedule = [&](pipeline::ScheduleOp op,
-                             std::vector<std::vector<ActionEntry>> &list) {
+                             std::vector<std::vector<rt::ActionInfo>> &list) {
     for (auto device : op.getBody().front().getOps<pipeline::DeviceOp>())
-      collectDevice(device, list.emplace_back());
+      collectDevice(device, functionIndex, list.emplace_back());
   };
   for (auto stream : module.getOps<pipeline::StreamOp>())
-    for (auto device :
-         stream.getBody().front().getOps<pipeline::DeviceOp>()) {
-      std::vector<ActionEntry> all;
-      collectDevice(device, all);
+    for (auto device : stream.getBody().front().getOps<pipeline::DeviceOp>()) {
+      std::vector<rt::ActionInfo> all;
+      collectDevice(device, functionIndex, all);
       auto prologue = static_cast<size_t>(*device.getPrologueLength());
       auto body = static_cast<size_t>(*device.getBodyLength());
-      ProgramTable::StreamEntry &entry = table.stream.emplace_back();
+      rt::StreamInfo &entry = table.stream.emplace_back();
       entry.minSteps = static_cast<int64_t>(stream.getMinSteps());
       entry.prologue.assign(all.begin(), all.begin() + prologue);
       entry.body.assign(all.begin() + prologue, all.begin() + prologue + body);
@@ -373,6 +390,12 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         return failure();
       collectSchedule(own, table.replicaSchedules.emplace_back());
     }
+  return success();
+}
+
+/// The stage pairs that exchange messages, and whether every device pair's
+/// messages are received in send order.
+LogicalResult collectMessages(ModuleOp module, ProgramTable &table) {
   std::set<std::pair<int64_t, int64_t>> links;
   for (auto func : module.getOps<func::FuncOp>())
     if (std::optional<int64_t> stage = pipeline::getStage(func))
@@ -385,13 +408,45 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   if (failed(outOfOrder))
     return failure();
   table.messagesInSendOrder = !outOfOrder->has_value();
-  // Every replica's devices when each has its own schedule, else replica
-  // 0's.
+  return success();
+}
+
+/// The planned peak of every replica's devices when each has its own
+/// schedule, else of replica 0's (0 where the plan has none).
+void collectPlannedPeaks(ModuleOp module, pipeline::PlanAttr plan,
+                         ProgramTable &table) {
+  auto peaks = pipeline::getPlannedPeakBytes(module);
   size_t numPeaks = table.deviceNames.size() *
                     (plan.hasPlacements() ? plan.getDataParallel() : 1);
   for (size_t d = 0; d < numPeaks; ++d)
     table.plannedPeakBytes.push_back(
         peaks && static_cast<int64_t>(d) < peaks.size() ? peaks[d] : 0);
+}
+
+} // namespace
+
+FailureOr<ProgramTable>
+pp::emitc_lowering::collectProgramTable(ModuleOp module) {
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "code generation");
+  if (!schedule)
+    return failure();
+  ProgramTable table{};
+  auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
+  table.modelName = graphName ? graphName.str() : "model";
+  if (auto lrSchedule = module->getAttrOfType<StringAttr>("pp.lr_schedule"))
+    table.lrSchedule = lrSchedule.str();
+  pipeline::PlanAttr plan = schedule.getPlan();
+  SmallVector<func::FuncOp> functions;
+  if (failed(collectPlan(module, plan, table)) ||
+      failed(collectGlobals(module, table)) ||
+      failed(collectInputsOutputs(module, table)) ||
+      failed(collectFunctions(module, table, functions)) ||
+      failed(collectGlobalUse(functions, table)) ||
+      failed(collectSchedules(module, schedule, plan, table)) ||
+      failed(collectMessages(module, table)))
+    return failure();
+  collectPlannedPeaks(module, plan, table);
   return table;
 }
 
@@ -434,11 +489,12 @@ LogicalResult resolveIds(ModuleOp module, ProgramTable &table) {
             return;
           }
           it->second = table.constants.size();
-          table.constants.push_back(
-              {decoded->dtype(),
-               std::vector<int64_t>(decoded->shape().begin(),
-                                    decoded->shape().end()),
-               table.appendData(decoded->data(), decoded->bytes())});
+          table.constants.push_back(rt::ConstantInfo{
+              .dtype = decoded->dtype(),
+              .shape = std::vector<int64_t>(decoded->shape().begin(),
+                                            decoded->shape().end()),
+              .dataOffset =
+                  table.appendData(decoded->data(), decoded->bytes())});
         }
         arg = emitc::OpaqueAttr::get(context, std::to_string(it->second));
       }
@@ -553,7 +609,7 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
   set.set("plannedPeakBytes", "std::vector<int64_t>",
           intList(table.plannedPeakBytes));
   set.set("globals", "std::vector<pp::rt::GlobalInfo>",
-          listOf(ArrayRef(table.globals), [](const GlobalEntry &g) {
+          listOf(ArrayRef(table.globals), [](const rt::GlobalInfo &g) {
             return "{" + quote(g.name) + ", " + dtypeLiteral(g.dtype) + ", " +
                    shapeLiteral(g.shape) + ", " +
                    (g.trainable ? "true" : "false") + ", " +
@@ -561,19 +617,19 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
                    std::to_string(g.ownerStage) + "}";
           }));
   set.set("constants", "std::vector<pp::rt::ConstantInfo>",
-          listOf(ArrayRef(table.constants), [](const ConstantEntry &c) {
+          listOf(ArrayRef(table.constants), [](const rt::ConstantInfo &c) {
             return "{" + std::string(dtypeLiteral(c.dtype)) + ", " +
                    shapeLiteral(c.shape) + ", " + std::to_string(c.dataOffset) +
                    "}";
           }));
   set.set("inputs", "std::vector<pp::rt::InputInfo>",
-          listOf(ArrayRef(table.inputs), [](const InputEntry &in) {
+          listOf(ArrayRef(table.inputs), [](const rt::InputInfo &in) {
             return "{" + quote(in.name) + ", " + dtypeLiteral(in.dtype) + ", " +
                    shapeLiteral(in.shape) + ", " +
                    std::to_string(in.randomBound) + "}";
           }));
   set.set("outputs", "std::vector<pp::rt::OutputInfo>",
-          listOf(ArrayRef(table.outputs), [](const OutputEntry &out) {
+          listOf(ArrayRef(table.outputs), [](const rt::OutputInfo &out) {
             return "{" + quote(out.name) + ", " + quote(out.combine) + ", " +
                    dtypeLiteral(out.dtype) + ", " + shapeLiteral(out.shape) +
                    (out.classAxis >= 0 ? ", " + std::to_string(out.classAxis)
@@ -581,7 +637,7 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
                    "}";
           }));
   set.set("functions", "std::vector<pp::rt::FunctionInfo>",
-          listOf(ArrayRef(table.functions), [](const FunctionEntry &f) {
+          listOf(ArrayRef(table.functions), [](const rt::FunctionInfo &f) {
             std::string receives;
             for (auto [i, r] : llvm::enumerate(f.receives))
               receives +=
@@ -599,7 +655,7 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
           listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {
             return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
           }));
-  auto actionList = [](const std::vector<ActionEntry> &actions) {
+  auto actionList = [](const std::vector<rt::ActionInfo> &actions) {
     std::string text = "{";
     for (auto [i, a] : llvm::enumerate(actions))
       text += std::string(i ? ",\n        " : "\n        ") + "{" +
@@ -620,13 +676,13 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
     set.set("replicaSchedules",
             "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
             listOf(ArrayRef(table.replicaSchedules),
-                   [&](const std::vector<std::vector<ActionEntry>> &list) {
+                   [&](const std::vector<std::vector<rt::ActionInfo>> &list) {
                      return listOf(ArrayRef(list), actionList);
                    }));
   if (!table.stream.empty())
     set.set("stream", "std::vector<pp::rt::StreamInfo>",
             listOf(ArrayRef(table.stream),
-                   [&](const ProgramTable::StreamEntry &entry) {
+                   [&](const rt::StreamInfo &entry) {
                      return "{" + actionList(entry.prologue) + ",\n      " +
                             actionList(entry.body) + ",\n      " +
                             actionList(entry.epilogue) + ", " +
