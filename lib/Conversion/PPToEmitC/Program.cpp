@@ -2,20 +2,21 @@
 //
 // collectProgramTable reads globals, step inputs and outputs, stage
 // functions and the schedule from a pipeline module into the runtime's
-// ProgramInfo; buildProgram resolves
-// the converted functions' references to globals and constants and emits
+// ProgramInfo; buildProgram resolves the converted functions' references to
+// globals and constants and emits
 //
 //   static pp::rt::ProgramInfo makeProgram() {
 //     pp::rt::ProgramInfo v1;
 //     v1.modelName = "mlp";
 //     v1.globals = {
-//         {"w", pp::rt::DType::F32, {8, 8}, true, 0, 0}, ...};
+//         {.name = "w", .dtype = pp::rt::DType::F32, .shape = {8, 8}, ...},
+//         ...};
 //     ...
 //   }
 //   int main(int argc, char **argv) { ... pp::rt::trainMain(...) ... }
 //
 // as EmitC: a variable, one member assignment per field (its value a
-// literal of the entries), and calls.
+// literal of the entries, each field named), and calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -523,7 +524,143 @@ std::string listOf(ArrayRef<T> values, F &&print) {
   return listLiteral(entries);
 }
 
-std::string shapeLiteral(ArrayRef<int64_t> shape) { return intList(shape); }
+//===----------------------------------------------------------------------===//
+// The table's fields by name
+//
+// The generated table names every field it sets: a designated initializer
+// (`{.name = "w", .dtype = ...}`) for the entries, an assignment for the
+// members of ProgramInfo. FIELD(Struct, member) is the name of a field of
+// pp::rt::Struct and compiles only while the runtime's struct has it; the
+// generated program's compiler checks the names and their order again. Each
+// printer starts with a structured binding, one name a field of its struct:
+// it stops compiling when a field is added to or removed from the struct in
+// the runtime's Program.h, until the printer below handles it. So neither
+// side can add, drop or move a field without the other.
+//===----------------------------------------------------------------------===//
+
+#define FIELD(Struct, member)                                                  \
+  (static_cast<void>(&pp::rt::Struct::member), llvm::StringLiteral(#member))
+
+/// `{.a = x, .b = y}`: an aggregate of the runtime by designated
+/// initializers, in the order of its fields.
+class Fields {
+public:
+  /// Adds `.name = value`, after `separator` unless it is the first.
+  Fields &add(StringRef name, StringRef value, StringRef separator = ", ") {
+    text += (text.empty() ? std::string("{") : separator.str()) + "." +
+            name.str() + " = " + value.str();
+    return *this;
+  }
+  std::string str() const { return text.empty() ? "{}" : text + "}"; }
+
+private:
+  std::string text;
+};
+
+std::string globalLiteral(const rt::GlobalInfo &g) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5] = g;
+  return Fields()
+      .add(FIELD(GlobalInfo, name), quote(g.name))
+      .add(FIELD(GlobalInfo, dtype), dtypeLiteral(g.dtype))
+      .add(FIELD(GlobalInfo, shape), intList(g.shape))
+      .add(FIELD(GlobalInfo, trainable), g.trainable ? "true" : "false")
+      .add(FIELD(GlobalInfo, dataOffset), std::to_string(g.dataOffset))
+      .add(FIELD(GlobalInfo, ownerStage), std::to_string(g.ownerStage))
+      .str();
+}
+
+std::string constantLiteral(const rt::ConstantInfo &c) {
+  [[maybe_unused]] const auto &[f0, f1, f2] = c;
+  return Fields()
+      .add(FIELD(ConstantInfo, dtype), dtypeLiteral(c.dtype))
+      .add(FIELD(ConstantInfo, shape), intList(c.shape))
+      .add(FIELD(ConstantInfo, dataOffset), std::to_string(c.dataOffset))
+      .str();
+}
+
+std::string inputLiteral(const rt::InputInfo &in) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3] = in;
+  return Fields()
+      .add(FIELD(InputInfo, name), quote(in.name))
+      .add(FIELD(InputInfo, dtype), dtypeLiteral(in.dtype))
+      .add(FIELD(InputInfo, shape), intList(in.shape))
+      .add(FIELD(InputInfo, randomBound), std::to_string(in.randomBound))
+      .str();
+}
+
+std::string outputLiteral(const rt::OutputInfo &out) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4] = out;
+  Fields fields;
+  fields.add(FIELD(OutputInfo, name), quote(out.name))
+      .add(FIELD(OutputInfo, combine), quote(out.combine))
+      .add(FIELD(OutputInfo, dtype), dtypeLiteral(out.dtype))
+      .add(FIELD(OutputInfo, shape), intList(out.shape));
+  if (out.classAxis >= 0)
+    fields.add(FIELD(OutputInfo, classAxis), std::to_string(out.classAxis));
+  return fields.str();
+}
+
+std::string receiveLiteral(const rt::ReceiveInfo &r) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4] = r;
+  return Fields()
+      .add(FIELD(ReceiveInfo, peerStage), std::to_string(r.peerStage))
+      .add(FIELD(ReceiveInfo, tag), std::to_string(r.tag))
+      .add(FIELD(ReceiveInfo, microBatch), std::to_string(r.microBatch))
+      .add(FIELD(ReceiveInfo, dtype), dtypeLiteral(r.dtype))
+      .add(FIELD(ReceiveInfo, shape), intList(r.shape))
+      .str();
+}
+
+std::string functionLiteral(const rt::FunctionInfo &f) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5] = f;
+  Fields fields;
+  fields.add(FIELD(FunctionInfo, name), quote(f.name))
+      .add(FIELD(FunctionInfo, function), "&" + f.name)
+      .add(FIELD(FunctionInfo, stage), std::to_string(f.stage))
+      .add(FIELD(FunctionInfo, phase), pp::kinds::enumeratorName(f.phase))
+      .add(FIELD(FunctionInfo, arenaBytes), std::to_string(f.arenaBytes));
+  if (!f.receives.empty()) {
+    std::string receives;
+    for (auto [i, r] : llvm::enumerate(f.receives))
+      receives += (i ? ", " : "") + receiveLiteral(r);
+    fields.add(FIELD(FunctionInfo, receives), "{" + receives + "}");
+  }
+  return fields.str();
+}
+
+std::string actionLiteral(const rt::ActionInfo &a) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6] = a;
+  Fields fields;
+  fields.add(FIELD(ActionInfo, kind), pp::kinds::enumeratorName(a.kind))
+      .add(FIELD(ActionInfo, function), std::to_string(a.function))
+      .add(FIELD(ActionInfo, stage), std::to_string(a.stage))
+      .add(FIELD(ActionInfo, microBatch), std::to_string(a.microBatch));
+  if (a.weightVersion || a.blendVersion >= 0)
+    fields
+        .add(FIELD(ActionInfo, weightVersion), std::to_string(a.weightVersion))
+        .add(FIELD(ActionInfo, blendVersion), std::to_string(a.blendVersion))
+        .add(FIELD(ActionInfo, blendFactor),
+             llvm::formatv("{0:e17}", a.blendFactor).str());
+  return fields.str();
+}
+
+/// A device's actions, one a line.
+std::string actionList(const std::vector<rt::ActionInfo> &actions) {
+  std::string text = "{";
+  for (auto [i, a] : llvm::enumerate(actions))
+    text += (i ? ",\n        " : "\n        ") + actionLiteral(a);
+  return text + "}";
+}
+
+std::string streamLiteral(const rt::StreamInfo &entry) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3] = entry;
+  return Fields()
+      .add(FIELD(StreamInfo, prologue), actionList(entry.prologue))
+      .add(FIELD(StreamInfo, body), actionList(entry.body), ",\n      ")
+      .add(FIELD(StreamInfo, epilogue), actionList(entry.epilogue), ",\n      ")
+      .add(FIELD(StreamInfo, minSteps), std::to_string(entry.minSteps))
+      .str();
+}
 
 /// Assignments of the table's fields to the members of one
 /// pp::rt::ProgramInfo variable.
@@ -547,9 +684,104 @@ private:
   Value program;
 };
 
-void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
-                        const pp::EmitProgramOptions &options,
-                        uint32_t codeHash) {
+/// The members of the table that are numbers, names and flags; the ones a
+/// program without the feature leaves at their default are not set.
+void setScalars(TableBuilder &set, const rt::ProgramInfo &p) {
+  set.set(FIELD(ProgramInfo, modelName), "std::string", quote(p.modelName));
+  if (!p.lrSchedule.empty())
+    set.set(FIELD(ProgramInfo, lrSchedule), "std::string", quote(p.lrSchedule));
+  set.set(FIELD(ProgramInfo, scheduleKind), "pp::kinds::ScheduleKind",
+          pp::kinds::enumeratorName(p.scheduleKind));
+  set.set(FIELD(ProgramInfo, numStages), "int64_t",
+          std::to_string(p.numStages));
+  set.set(FIELD(ProgramInfo, microBatches), "int64_t",
+          std::to_string(p.microBatches));
+  if (p.dataParallel > 1)
+    set.set(FIELD(ProgramInfo, dataParallel), "int64_t",
+            std::to_string(p.dataParallel));
+  if (p.tensorParallel > 1)
+    set.set(FIELD(ProgramInfo, tensorParallel), "int64_t",
+            std::to_string(p.tensorParallel));
+  if (!p.stageTensorParallel.empty())
+    set.set(FIELD(ProgramInfo, stageTensorParallel), "std::vector<int64_t>",
+            intList(p.stageTensorParallel));
+  if (p.updateEvery > 0)
+    set.set(FIELD(ProgramInfo, updateEvery), "int64_t",
+            std::to_string(p.updateEvery));
+  if (p.staleness >= 0) {
+    set.set(FIELD(ProgramInfo, staleness), "int64_t",
+            std::to_string(p.staleness));
+    set.set(FIELD(ProgramInfo, wave), "int64_t", std::to_string(p.wave));
+  }
+  if (!p.stageLinks.empty())
+    set.set(FIELD(ProgramInfo, stageLinks),
+            "std::vector<std::pair<int64_t, int64_t>>",
+            listOf(ArrayRef(p.stageLinks),
+                   [](const std::pair<int64_t, int64_t> &link) {
+                     return "{" + std::to_string(link.first) + ", " +
+                            std::to_string(link.second) + "}";
+                   }));
+  set.set(FIELD(ProgramInfo, messagesInSendOrder), "bool",
+          p.messagesInSendOrder ? "true" : "false");
+  auto names = [](ArrayRef<std::string> names) {
+    return listOf(names, [](const std::string &name) { return quote(name); });
+  };
+  if (!p.replicaDeviceNames.empty())
+    set.set(FIELD(ProgramInfo, replicaDeviceNames), "std::vector<std::string>",
+            names(p.replicaDeviceNames));
+  set.set(FIELD(ProgramInfo, dataFile), "std::string", quote(p.dataFile));
+  set.set(FIELD(ProgramInfo, onnxFile), "std::string", quote(p.onnxFile));
+  if (!p.onnxFile.empty())
+    set.set(FIELD(ProgramInfo, onnxHash), "uint32_t",
+            std::to_string(p.onnxHash));
+  // The identity the driver checks the data file and checkpoints against.
+  set.set(FIELD(ProgramInfo, dataHash), "uint32_t", std::to_string(p.dataHash));
+  set.set(FIELD(ProgramInfo, codeHash), "uint32_t", std::to_string(p.codeHash));
+  set.set(FIELD(ProgramInfo, deviceNames), "std::vector<std::string>",
+          names(p.deviceNames));
+  set.set(FIELD(ProgramInfo, plannedPeakBytes), "std::vector<int64_t>",
+          intList(p.plannedPeakBytes));
+}
+
+/// The members of the table that are lists of entries.
+void setEntries(TableBuilder &set, const rt::ProgramInfo &p) {
+  set.set(FIELD(ProgramInfo, globals), "std::vector<pp::rt::GlobalInfo>",
+          listOf(ArrayRef(p.globals), globalLiteral));
+  set.set(FIELD(ProgramInfo, constants), "std::vector<pp::rt::ConstantInfo>",
+          listOf(ArrayRef(p.constants), constantLiteral));
+  set.set(FIELD(ProgramInfo, inputs), "std::vector<pp::rt::InputInfo>",
+          listOf(ArrayRef(p.inputs), inputLiteral));
+  set.set(FIELD(ProgramInfo, outputs), "std::vector<pp::rt::OutputInfo>",
+          listOf(ArrayRef(p.outputs), outputLiteral));
+  set.set(FIELD(ProgramInfo, functions), "std::vector<pp::rt::FunctionInfo>",
+          listOf(ArrayRef(p.functions), functionLiteral));
+  set.set(FIELD(ProgramInfo, stageGlobals), "std::vector<std::vector<int>>",
+          listOf(ArrayRef(p.stageGlobals), [](const std::vector<int> &ids) {
+            return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
+          }));
+  set.set(FIELD(ProgramInfo, schedule),
+          "std::vector<std::vector<pp::rt::ActionInfo>>",
+          listOf(ArrayRef(p.schedule), actionList));
+  if (!p.replicaSchedules.empty())
+    set.set(FIELD(ProgramInfo, replicaSchedules),
+            "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
+            listOf(ArrayRef(p.replicaSchedules),
+                   [](const std::vector<std::vector<rt::ActionInfo>> &list) {
+                     return listOf(ArrayRef(list), actionList);
+                   }));
+  if (!p.stream.empty())
+    set.set(FIELD(ProgramInfo, stream), "std::vector<pp::rt::StreamInfo>",
+            listOf(ArrayRef(p.stream), streamLiteral));
+}
+
+/// `static pp::rt::ProgramInfo makeProgram()`: a variable, every field of
+/// `p` that is not at its default assigned, returned.
+void buildTableFunction(OpBuilder &b, Location loc, const rt::ProgramInfo &p) {
+  // One name a field of ProgramInfo: see "The table's fields by name".
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10,
+                                f11, f12, f13, f14, f15, f16, f17, f18, f19,
+                                f20, f21, f22, f23, f24, f25, f26, f27, f28,
+                                f29] = p;
   MLIRContext *context = b.getContext();
   Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
   auto fn = emitc::FuncOp::create(b, loc, "makeProgram",
@@ -561,136 +793,13 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
       emitc::VariableOp::create(b, loc, emitc::LValueType::get(infoType),
                                 emitc::OpaqueAttr::get(context, ""));
   TableBuilder set(b, loc, program);
-  set.set("modelName", "std::string", quote(table.modelName));
-  if (!table.lrSchedule.empty())
-    set.set("lrSchedule", "std::string", quote(table.lrSchedule));
-  set.set("scheduleKind", "pp::kinds::ScheduleKind",
-          pp::kinds::enumeratorName(table.scheduleKind));
-  set.set("numStages", "int64_t", std::to_string(table.numStages));
-  set.set("microBatches", "int64_t", std::to_string(table.microBatches));
-  if (table.dataParallel > 1)
-    set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
-  if (table.tensorParallel > 1)
-    set.set("tensorParallel", "int64_t", std::to_string(table.tensorParallel));
-  if (!table.stageTensorParallel.empty())
-    set.set("stageTensorParallel", "std::vector<int64_t>",
-            intList(table.stageTensorParallel));
-  if (table.updateEvery > 0)
-    set.set("updateEvery", "int64_t", std::to_string(table.updateEvery));
-  if (table.staleness >= 0) {
-    set.set("staleness", "int64_t", std::to_string(table.staleness));
-    set.set("wave", "int64_t", std::to_string(table.wave));
-  }
-  if (!table.stageLinks.empty())
-    set.set("stageLinks", "std::vector<std::pair<int64_t, int64_t>>",
-            listOf(ArrayRef(table.stageLinks),
-                   [](const std::pair<int64_t, int64_t> &link) {
-                     return "{" + std::to_string(link.first) + ", " +
-                            std::to_string(link.second) + "}";
-                   }));
-  set.set("messagesInSendOrder", "bool",
-          table.messagesInSendOrder ? "true" : "false");
-  if (!table.replicaDeviceNames.empty())
-    set.set("replicaDeviceNames", "std::vector<std::string>",
-            listOf(ArrayRef(table.replicaDeviceNames),
-                   [](const std::string &name) { return quote(name); }));
-  set.set("dataFile", "std::string", quote(options.dataFileName));
-  set.set("onnxFile", "std::string", quote(options.onnxFileName));
-  if (!options.onnxFileName.empty())
-    set.set("onnxHash", "uint32_t", std::to_string(options.onnxHash));
-  // The identity the driver checks the data file and checkpoints against.
-  set.set("dataHash", "uint32_t",
-          std::to_string(pp::rt::crc32c(0, table.dataBytes.data(),
-                                        table.dataBytes.size())));
-  set.set("codeHash", "uint32_t", std::to_string(codeHash));
-  set.set("deviceNames", "std::vector<std::string>",
-          listOf(ArrayRef(table.deviceNames),
-                 [](const std::string &name) { return quote(name); }));
-  set.set("plannedPeakBytes", "std::vector<int64_t>",
-          intList(table.plannedPeakBytes));
-  set.set("globals", "std::vector<pp::rt::GlobalInfo>",
-          listOf(ArrayRef(table.globals), [](const rt::GlobalInfo &g) {
-            return "{" + quote(g.name) + ", " + dtypeLiteral(g.dtype) + ", " +
-                   shapeLiteral(g.shape) + ", " +
-                   (g.trainable ? "true" : "false") + ", " +
-                   std::to_string(g.dataOffset) + ", " +
-                   std::to_string(g.ownerStage) + "}";
-          }));
-  set.set("constants", "std::vector<pp::rt::ConstantInfo>",
-          listOf(ArrayRef(table.constants), [](const rt::ConstantInfo &c) {
-            return "{" + std::string(dtypeLiteral(c.dtype)) + ", " +
-                   shapeLiteral(c.shape) + ", " + std::to_string(c.dataOffset) +
-                   "}";
-          }));
-  set.set("inputs", "std::vector<pp::rt::InputInfo>",
-          listOf(ArrayRef(table.inputs), [](const rt::InputInfo &in) {
-            return "{" + quote(in.name) + ", " + dtypeLiteral(in.dtype) + ", " +
-                   shapeLiteral(in.shape) + ", " +
-                   std::to_string(in.randomBound) + "}";
-          }));
-  set.set("outputs", "std::vector<pp::rt::OutputInfo>",
-          listOf(ArrayRef(table.outputs), [](const rt::OutputInfo &out) {
-            return "{" + quote(out.name) + ", " + quote(out.combine) + ", " +
-                   dtypeLiteral(out.dtype) + ", " + shapeLiteral(out.shape) +
-                   (out.classAxis >= 0 ? ", " + std::to_string(out.classAxis)
-                                       : std::string()) +
-                   "}";
-          }));
-  set.set("functions", "std::vector<pp::rt::FunctionInfo>",
-          listOf(ArrayRef(table.functions), [](const rt::FunctionInfo &f) {
-            std::string receives;
-            for (auto [i, r] : llvm::enumerate(f.receives))
-              receives +=
-                  std::string(i ? ", " : "") + "{" +
-                  std::to_string(r.peerStage) + ", " + std::to_string(r.tag) +
-                  ", " + std::to_string(r.microBatch) + ", " +
-                  dtypeLiteral(r.dtype) + ", " + shapeLiteral(r.shape) + "}";
-            return "{" + quote(f.name) + ", &" + f.name + ", " +
-                   std::to_string(f.stage) + ", " +
-                   pp::kinds::enumeratorName(f.phase) + ", " +
-                   std::to_string(f.arenaBytes) +
-                   (receives.empty() ? "" : ", {" + receives + "}") + "}";
-          }));
-  set.set("stageGlobals", "std::vector<std::vector<int>>",
-          listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {
-            return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
-          }));
-  auto actionList = [](const std::vector<rt::ActionInfo> &actions) {
-    std::string text = "{";
-    for (auto [i, a] : llvm::enumerate(actions))
-      text += std::string(i ? ",\n        " : "\n        ") + "{" +
-              pp::kinds::enumeratorName(a.kind) + ", " +
-              std::to_string(a.function) + ", " + std::to_string(a.stage) +
-              ", " + std::to_string(a.microBatch) +
-              (a.weightVersion || a.blendVersion >= 0
-                   ? ", " + std::to_string(a.weightVersion) + ", " +
-                         std::to_string(a.blendVersion) + ", " +
-                         llvm::formatv("{0:e17}", a.blendFactor).str()
-                   : std::string()) +
-              "}";
-    return text + "}";
-  };
-  set.set("schedule", "std::vector<std::vector<pp::rt::ActionInfo>>",
-          listOf(ArrayRef(table.schedule), actionList));
-  if (!table.replicaSchedules.empty())
-    set.set("replicaSchedules",
-            "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
-            listOf(ArrayRef(table.replicaSchedules),
-                   [&](const std::vector<std::vector<rt::ActionInfo>> &list) {
-                     return listOf(ArrayRef(list), actionList);
-                   }));
-  if (!table.stream.empty())
-    set.set("stream", "std::vector<pp::rt::StreamInfo>",
-            listOf(ArrayRef(table.stream),
-                   [&](const rt::StreamInfo &entry) {
-                     return "{" + actionList(entry.prologue) + ",\n      " +
-                            actionList(entry.body) + ",\n      " +
-                            actionList(entry.epilogue) + ", " +
-                            std::to_string(entry.minSteps) + "}";
-                   }));
+  setScalars(set, p);
+  setEntries(set, p);
   Value result = emitc::LoadOp::create(b, loc, infoType, program);
   emitc::ReturnOp::create(b, loc, result);
 }
+
+#undef FIELD
 
 /// int main(int argc, char **argv): the training driver on the table.
 void buildMain(OpBuilder &b, Location loc) {
@@ -753,7 +862,13 @@ pp::emitc_lowering::buildProgram(ModuleOp module, ProgramTable &table,
                            /*isStandardInclude=*/false);
   emitc::IncludeOp::create(b, loc, "limits", /*isStandardInclude=*/true);
   b.setInsertionPointToEnd(module.getBody());
-  buildTableFunction(b, loc, table, options, codeHash);
+  table.dataFile = options.dataFileName;
+  table.onnxFile = options.onnxFileName;
+  table.onnxHash = options.onnxHash;
+  table.dataHash =
+      pp::rt::crc32c(0, table.dataBytes.data(), table.dataBytes.size());
+  table.codeHash = codeHash;
+  buildTableFunction(b, loc, table);
   buildMain(b, loc);
   return success();
 }

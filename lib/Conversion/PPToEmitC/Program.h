@@ -21,7 +21,10 @@ namespace pp::emitc_lowering {
 /// The table of a generated program, and its data file: the initial values
 /// of the globals (in module order) and of the constants (in the order the
 /// converted functions use them), each 256-byte aligned. The table is the
-/// runtime's own pp::rt::ProgramInfo (one schema). collectProgramTable fills
+/// runtime's own pp::rt::ProgramInfo (one schema), which buildProgram emits
+/// field by field as designated initializers (`.name = value`): each name
+/// is checked against the runtime's struct when pipeline-opt builds, and
+/// again by the generated program's compiler. collectProgramTable fills
 /// what it reads from the module (FunctionInfo::function stays null: the
 /// generated table names the function), buildProgram the files, the hashes
 /// and the constants.

@@ -59,7 +59,7 @@ std::string cmakeLists(ArrayRef<std::string> sources) {
 # -DPP_CUDA=ON builds the same source for the CUDA backend (nvcc).
 cmake_minimum_required(VERSION 3.20)
 project(pp_program CXX)
-set(CMAKE_CXX_STANDARD 17)
+set(CMAKE_CXX_STANDARD 20)
 set(CMAKE_CXX_STANDARD_REQUIRED ON)
 if(NOT CMAKE_BUILD_TYPE)
   set(CMAKE_BUILD_TYPE Release)
@@ -75,7 +75,7 @@ if(PP_CUDA)
   set_source_files_properties(${PP_SOURCES} PROPERTIES LANGUAGE CUDA)
   add_executable(train ${PP_SOURCES})
   set_target_properties(train PROPERTIES CUDA_ARCHITECTURES "80;90"
-    CUDA_STANDARD 17)
+    CUDA_STANDARD 20)
   target_link_libraries(train PRIVATE PPRuntime::pp_train_cuda)
 else()
   add_executable(train ${PP_SOURCES})
