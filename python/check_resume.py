@@ -184,7 +184,9 @@ def main():
     print("took " + (f"{os.path.relpath(took.group(1), args.work)} "
                      f"(step {took.group(2)})" if took else "(none named)"))
     if not losses:
-        failures.append("the resumed run printed no step")
+        # Its last lines say why (a flaky failure is otherwise undiagnosable).
+        tail = " | ".join(resumed.strip().splitlines()[-6:])
+        failures.append(f"the resumed run printed no step; it ended: {tail}")
     else:
         first = min(losses)
         if not took or int(took.group(2)) != first - 1:

@@ -205,16 +205,17 @@ def normalise_paths(out, replacements):
             path = os.path.join(dirpath, f)
             with open(path, "rb") as fh:
                 data = fh.read()
-            if len(data) > (1 << 20):
-                # Weights files: their digest is enough to compare, and keeps
-                # a tree of ~500 commands at a few hundred MiB.
-                os.remove(path)
-                with open(path + ".sha256", "w") as fh:
-                    fh.write(hashlib.sha256(data).hexdigest() + "\n")
-                continue
             new = data
             for old, mark in replacements:
                 new = new.replace(old.encode(), mark.encode())
+            if len(new) > (1 << 20):
+                # Large modules and weights files: their digest (of the
+                # normalised text: modules name their source file) is enough
+                # to compare, and keeps the tree at a few hundred MiB.
+                os.remove(path)
+                with open(path + ".sha256", "w") as fh:
+                    fh.write(hashlib.sha256(new).hexdigest() + "\n")
+                continue
             if new != data:
                 with open(path, "wb") as fh:
                     fh.write(new)
@@ -230,6 +231,8 @@ def main():
     parser.add_argument("--timeout", type=int, default=300)
     parser.add_argument("--no-matrix", action="store_true")
     args = parser.parse_args()
+    # Absolute: each command runs in its own output folder.
+    args.build = os.path.abspath(args.build)
     tool = os.path.join(args.build, "bin", "pipeline-opt")
     models = os.path.join(args.build, "test", "models")
     if not os.path.exists(tool) or not os.path.exists(models):
@@ -245,7 +248,7 @@ def main():
         groups.setdefault(c.name.rsplit("/", 1)[0], []).append(c)
 
     def run_group(group):
-        return [run_case(c, tool, os.path.abspath(args.build), root, args.timeout) for c in group]
+        return [run_case(c, tool, args.build, root, args.timeout) for c in group]
 
     results = []
     with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -121,7 +121,8 @@ void addBinary(Interpreter &interp, rt::BinaryKind kind) {
   });
 }
 
-void registerElementwise(Interpreter &interp) {
+/// Unary kernels, Identity and the binary arithmetic and comparisons.
+void registerArithmetic(Interpreter &interp) {
   addUnaryKernels<
 #define GET_OP_LIST
 #include "pp/Dialect/ONNX/IR/ONNXOps.cpp.inc"
@@ -173,7 +174,10 @@ void registerElementwise(Interpreter &interp) {
       return rt::cast(in.kernelContext(), z64.view(), z);
     });
   });
+}
 
+/// Where, Clip and Cast pick or convert elements; Dropout masks them.
+void registerSelectAndConvert(Interpreter &interp) {
   on<onnx::WhereOp>(interp,
                     [](Interpreter &in, onnx::WhereOp op) -> LogicalResult {
                       return withResult(in, op, "where", [&](rt::Tensor &out) {
@@ -272,7 +276,8 @@ void addAttributeAxesReduce(Interpreter &interp, rt::ReduceKind kind) {
   });
 }
 
-void registerCompute(Interpreter &interp) {
+/// MatMul, Gemm and the convolutions.
+void registerContractions(Interpreter &interp) {
   on<onnx::MatMulOp>(
       interp, [](Interpreter &in, onnx::MatMulOp op) -> LogicalResult {
         return withResult(in, op, "matmul", [&](rt::Tensor &y) {
@@ -322,46 +327,48 @@ void registerCompute(Interpreter &interp) {
                                    b ? &b->view() : nullptr, params, y);
         });
       });
+}
 
-  on<onnx::MaxPoolOp>(
-      interp, [](Interpreter &in, onnx::MaxPoolOp op) -> LogicalResult {
-        const Tensor &x = in.lookup(op.getX());
-        auto params = onnx::windowParams(
-            op, x.shape(), resultShape(op), op.getKernelShape(),
-            op.getAutoPad(), op.getPads(), op.getStrides(), op.getDilations());
-        if (failed(params))
-          return failure();
-        auto y = in.allocResult(op, op.getY());
-        auto indices = in.allocResult(op, op.getIndices());
-        if (failed(y) || failed(indices))
-          return failure();
-        // The kernel pools floats; ONNX also allows integers, which f64 holds
-        // exactly (up to 2^53), so pool those in f64.
-        bool isFloat =
-            x.dtype() == rt::DType::F32 || x.dtype() == rt::DType::F64;
-        Tensor input = x, pooled = *y;
-        if (!isFloat) {
-          auto converted = castTo(in, op, x, rt::DType::F64);
-          if (failed(converted))
-            return failure();
-          input = *converted;
-          pooled = Tensor(rt::DType::F64, y->shape());
-        }
-        if (failed(
-                in.check(op,
-                         rt::maxPool(in.kernelContext(), input.view(), *params,
-                                     pooled.view(), &indices->view()),
-                         "maxPool")))
-          return failure();
-        if (!isFloat &&
-            failed(in.check(
-                op, rt::cast(in.kernelContext(), pooled.view(), y->view()),
-                "cast")))
-          return failure();
-        if (op.getStorageOrder() != 0)
-          return toColumnMajor(op, x.shape(), *indices);
-        return success();
-      });
+/// MaxPool, with integer inputs pooled through f64, and its indices in the
+/// storage order the op asks for.
+LogicalResult runMaxPool(Interpreter &in, onnx::MaxPoolOp op) {
+  const Tensor &x = in.lookup(op.getX());
+  auto params = onnx::windowParams(
+      op, x.shape(), resultShape(op), op.getKernelShape(), op.getAutoPad(),
+      op.getPads(), op.getStrides(), op.getDilations());
+  if (failed(params))
+    return failure();
+  auto y = in.allocResult(op, op.getY());
+  auto indices = in.allocResult(op, op.getIndices());
+  if (failed(y) || failed(indices))
+    return failure();
+  // The kernel pools floats; ONNX also allows integers, which f64 holds
+  // exactly (up to 2^53), so pool those in f64.
+  bool isFloat = x.dtype() == rt::DType::F32 || x.dtype() == rt::DType::F64;
+  Tensor input = x, pooled = *y;
+  if (!isFloat) {
+    auto converted = castTo(in, op, x, rt::DType::F64);
+    if (failed(converted))
+      return failure();
+    input = *converted;
+    pooled = Tensor(rt::DType::F64, y->shape());
+  }
+  if (failed(in.check(op,
+                      rt::maxPool(in.kernelContext(), input.view(), *params,
+                                  pooled.view(), &indices->view()),
+                      "maxPool")))
+    return failure();
+  if (!isFloat &&
+      failed(in.check(
+          op, rt::cast(in.kernelContext(), pooled.view(), y->view()), "cast")))
+    return failure();
+  if (op.getStorageOrder() != 0)
+    return toColumnMajor(op, x.shape(), *indices);
+  return success();
+}
+
+void registerPooling(Interpreter &interp) {
+  on<onnx::MaxPoolOp>(interp, runMaxPool);
 
   on<onnx::AveragePoolOp>(
       interp, [](Interpreter &in, onnx::AveragePoolOp op) -> LogicalResult {
@@ -392,7 +399,11 @@ void registerCompute(Interpreter &interp) {
                          globalPool(rt::ReduceKind::Mean));
   interp.registerHandler(onnx::GlobalMaxPoolOp::getOperationName(),
                          globalPool(rt::ReduceKind::Max));
+}
 
+/// BatchNormalization, LayerNormalization, the softmaxes and the softmax
+/// cross-entropy loss.
+void registerNormalization(Interpreter &interp) {
   on<onnx::BatchNormalizationOp>(
       interp,
       [](Interpreter &in, onnx::BatchNormalizationOp op) -> LogicalResult {
@@ -470,7 +481,11 @@ void registerCompute(Interpreter &interp) {
                 op.getReduction().str(), loss->view(), logProb->view()),
             "softmaxCrossEntropy");
       });
+}
 
+/// ReduceMean, ReduceMax, ReduceMin (axes an attribute) and ReduceSum (axes
+/// an operand).
+void registerReductions(Interpreter &interp) {
   addAttributeAxesReduce<onnx::ReduceMeanOp>(interp, rt::ReduceKind::Mean);
   addAttributeAxesReduce<onnx::ReduceMaxOp>(interp, rt::ReduceKind::Max);
   addAttributeAxesReduce<onnx::ReduceMinOp>(interp, rt::ReduceKind::Min);
@@ -547,7 +562,9 @@ FailureOr<std::vector<int64_t>> reshapeTarget(Operation *op,
   return shape;
 }
 
-void registerMovement(Interpreter &interp) {
+/// GlobalRead, Constant and ConstantOfShape: values that come from no
+/// operand.
+void registerValueSources(Interpreter &interp) {
   on<onnx::GlobalReadOp>(
       interp, [](Interpreter &in, onnx::GlobalReadOp op) -> LogicalResult {
         const Tensor *value = in.getGlobal(op.getGlobal());
@@ -586,7 +603,10 @@ void registerMovement(Interpreter &interp) {
             op, rt::expand(in.kernelContext(), scalar.view(), y->view()),
             "expand");
       });
+}
 
+/// Shape and the ops that only view their input with another shape.
+void registerShapeViews(Interpreter &interp) {
   on<onnx::ShapeOp>(
       interp, [](Interpreter &in, onnx::ShapeOp op) -> LogicalResult {
         ArrayRef<int64_t> dims = in.lookup(op.getData()).shape();
@@ -666,7 +686,53 @@ void registerMovement(Interpreter &interp) {
           return failure();
         return aliasResult(in, op, x);
       });
+}
 
+/// Split into the sizes of its `split` operand or, without it, in equal
+/// parts; every part checked against its static result shape.
+LogicalResult runSplit(Interpreter &in, onnx::SplitOp op) {
+  const Tensor &x = in.lookup(op.getInput());
+  auto axis =
+      onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()), x.rank());
+  if (failed(axis))
+    return failure();
+  int64_t dim = x.shape()[*axis];
+  std::vector<int64_t> sizes;
+  if (Value split = op.getSplit()) {
+    sizes = in.lookup(split).toInts();
+    if (llvm::any_of(sizes, [](int64_t s) { return s < 0; }) ||
+        std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
+      return op.emitError() << "Split sizes do not sum to dim " << dim;
+  } else {
+    // Equal parts, the last one smaller (ONNX 18's num_outputs rule).
+    int64_t n = op->getNumResults(), chunk = (dim + n - 1) / n;
+    for (int64_t i = 0; i < n; ++i)
+      sizes.push_back(std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
+  }
+  if (sizes.size() != op->getNumResults())
+    return op.emitError() << "Split into " << sizes.size()
+                          << " parts, but the op has " << op->getNumResults()
+                          << " results";
+  std::vector<Tensor> outputs;
+  std::vector<rt::Tensor *> views;
+  for (auto [i, result] : llvm::enumerate(op->getResults())) {
+    std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
+    shape[*axis] = sizes[i];
+    if (failed(expectResultShape(op, shape, i)))
+      return failure();
+    auto y = in.allocResult(op, result);
+    if (failed(y))
+      return failure();
+    outputs.push_back(*y);
+  }
+  for (Tensor &t : outputs)
+    views.push_back(&t.view());
+  return in.check(op, rt::split(in.kernelContext(), x.view(), *axis, views),
+                  "split");
+}
+
+/// Transpose and Expand: copies that permute or broadcast the input.
+void registerPermuteAndBroadcast(Interpreter &interp) {
   on<onnx::TransposeOp>(
       interp, [](Interpreter &in, onnx::TransposeOp op) -> LogicalResult {
         const Tensor &x = in.lookup(op.getData());
@@ -702,7 +768,10 @@ void registerMovement(Interpreter &interp) {
           return rt::expand(in.kernelContext(), x.view(), y);
         });
       });
+}
 
+/// Concat, Split, Slice and Pad: copies that join, cut or pad along axes.
+void registerConcatSplitSlicePad(Interpreter &interp) {
   on<onnx::ConcatOp>(
       interp, [](Interpreter &in, onnx::ConcatOp op) -> LogicalResult {
         std::vector<const rt::Tensor *> inputs;
@@ -717,48 +786,7 @@ void registerMovement(Interpreter &interp) {
         });
       });
 
-  on<onnx::SplitOp>(
-      interp, [](Interpreter &in, onnx::SplitOp op) -> LogicalResult {
-        const Tensor &x = in.lookup(op.getInput());
-        auto axis = onnx::normalizeAxis(op, static_cast<int64_t>(op.getAxis()),
-                                        x.rank());
-        if (failed(axis))
-          return failure();
-        int64_t dim = x.shape()[*axis];
-        std::vector<int64_t> sizes;
-        if (Value split = op.getSplit()) {
-          sizes = in.lookup(split).toInts();
-          if (llvm::any_of(sizes, [](int64_t s) { return s < 0; }) ||
-              std::accumulate(sizes.begin(), sizes.end(), int64_t(0)) != dim)
-            return op.emitError() << "Split sizes do not sum to dim " << dim;
-        } else {
-          // Equal parts, the last one smaller (ONNX 18's num_outputs rule).
-          int64_t n = op->getNumResults(), chunk = (dim + n - 1) / n;
-          for (int64_t i = 0; i < n; ++i)
-            sizes.push_back(
-                std::max<int64_t>(0, std::min(chunk, dim - i * chunk)));
-        }
-        if (sizes.size() != op->getNumResults())
-          return op.emitError()
-                 << "Split into " << sizes.size() << " parts, but the op has "
-                 << op->getNumResults() << " results";
-        std::vector<Tensor> outputs;
-        std::vector<rt::Tensor *> views;
-        for (auto [i, result] : llvm::enumerate(op->getResults())) {
-          std::vector<int64_t> shape(x.shape().begin(), x.shape().end());
-          shape[*axis] = sizes[i];
-          if (failed(expectResultShape(op, shape, i)))
-            return failure();
-          auto y = in.allocResult(op, result);
-          if (failed(y))
-            return failure();
-          outputs.push_back(*y);
-        }
-        for (Tensor &t : outputs)
-          views.push_back(&t.view());
-        return in.check(
-            op, rt::split(in.kernelContext(), x.view(), *axis, views), "split");
-      });
+  on<onnx::SplitOp>(interp, runSplit);
 
   on<onnx::SliceOp>(
       interp, [](Interpreter &in, onnx::SliceOp op) -> LogicalResult {
@@ -804,7 +832,9 @@ void registerMovement(Interpreter &interp) {
       return rt::pad(in.kernelContext(), x.view(), resolved, *mode, value, y);
     });
   });
+}
 
+void registerGatherScatter(Interpreter &interp) {
   on<onnx::GatherOp>(
       interp, [](Interpreter &in, onnx::GatherOp op) -> LogicalResult {
         const Tensor &data = in.lookup(op.getData());
@@ -835,7 +865,15 @@ void registerMovement(Interpreter &interp) {
 } // namespace
 
 void pp::interp::registerONNXHandlers(Interpreter &interp) {
-  registerElementwise(interp);
-  registerCompute(interp);
-  registerMovement(interp);
+  registerArithmetic(interp);
+  registerSelectAndConvert(interp);
+  registerContractions(interp);
+  registerPooling(interp);
+  registerNormalization(interp);
+  registerReductions(interp);
+  registerValueSources(interp);
+  registerShapeViews(interp);
+  registerPermuteAndBroadcast(interp);
+  registerConcatSplitSlicePad(interp);
+  registerGatherScatter(interp);
 }

@@ -276,8 +276,7 @@ struct PipelineRunner::Impl {
   int64_t updatesPerStep = 1;
   /// Device d's actions for a window of `steps` steps (pp.schedule's for
   /// one, pp.stream's expanded for more).
-  std::vector<WindowAction> windowActions(const Device &device,
-                                          int64_t steps,
+  std::vector<WindowAction> windowActions(const Device &device, int64_t steps,
                                           int64_t microBatches) const;
   /// Weight-versioned schedules: the trainable globals each stage's
   /// functions read (the ones that have versions).
@@ -293,7 +292,50 @@ struct PipelineRunner::Impl {
                             llvm::ArrayRef<llvm::StringMap<Tensor>> versions,
                             int64_t version, int64_t blend, double factor);
 
+  /// The pipeline ops of a stage running on device `deviceIndex`.
   void registerHandlers(Interpreter &interp, int deviceIndex);
+  void registerStepIOHandlers(Interpreter &interp, int deviceIndex);
+  void registerStashHandlers(Interpreter &interp, int deviceIndex);
+  void registerMessageHandlers(Interpreter &interp, int deviceIndex);
+
+  /// initialize's steps. Device d of lane L (devices[L * p + d]) gets the
+  /// actions of pp.device d in its replica's schedule.
+  LogicalResult assignActions(pipeline::ScheduleOp schedule, int64_t lanes);
+  /// The tensor-parallel groups, and an interpreter with every handler per
+  /// stage of each lane.
+  LogicalResult createStages(pipeline::PlanAttr plan, int64_t lanes);
+  /// pp.stream's shortest window, its updates per step and each device's
+  /// actions.
+  LogicalResult readStreams(pipeline::PlanAttr plan);
+  void collectStageTrainables();
+  /// The stage each global is read from by getGlobal.
+  void assignGlobalOwners();
+  /// runWindow's steps: the actions of every device, each on its own
+  /// thread (device 0 on the caller's); device d's, and one action of it.
+  void runDevices(int64_t steps, int64_t microBatches);
+  void runDevice(int d, int64_t steps, int64_t microBatches);
+  /// Weight-versioned schedules: per stage of a device, its trainables
+  /// after each update of this step (index 0: the step's start).
+  using StageVersions = std::map<int64_t, std::vector<llvm::StringMap<Tensor>>>;
+  LogicalResult runAction(int d, const WindowAction &entry,
+                          int64_t microBatches, StageVersions &versions);
+  /// Sets `stage`'s trainables to the version `entry` reads; true when that
+  /// is not the latest, which keepLatestVersion then sets back (and keeps
+  /// the version an optimizer step makes).
+  FailureOr<bool>
+  readActionVersion(Interpreter &interp, int64_t stage,
+                    const WindowAction &entry,
+                    std::vector<llvm::StringMap<Tensor>> &history);
+  void keepLatestVersion(Interpreter &interp, int64_t stage,
+                         pipeline::ActionOp action, bool swapped,
+                         std::vector<llvm::StringMap<Tensor>> &history);
+  /// Fails, reporting a deadlock, unless every device ran all its actions.
+  LogicalResult checkDevicesFinished();
+  /// Each step's outputs, from the micro-batches' (combined as their
+  /// pp.output says).
+  FailureOr<std::vector<std::vector<Tensor>>>
+  combineOutputs(llvm::ArrayRef<std::string> outputNames, int64_t steps,
+                 int64_t totalMicroBatches) const;
   /// Runs grad_reduce(stage) on device `d` of `lane`: its accumulated
   /// sums of the stage become the sums over every replica's same lane.
   LogicalResult gradReduce(int d, int64_t lane, int64_t stage);
@@ -429,14 +471,25 @@ LogicalResult PipelineRunner::Impl::readVersion(
   return success();
 }
 
+/// The value of a pipeline op's micro-batch operand.
+static int64_t microBatchOf(Interpreter &in, Value mb) {
+  return in.lookup(mb).getInt(0);
+}
+
 void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
                                             int deviceIndex) {
-  auto microBatchOf = [](Interpreter &in, Value mb) {
-    return in.lookup(mb).getInt(0);
-  };
+  registerStepIOHandlers(interp, deviceIndex);
+  registerStashHandlers(interp, deviceIndex);
+  registerMessageHandlers(interp, deviceIndex);
+}
+
+/// pp.input reads the step's inputs, pp.output fills its outputs, one
+/// micro-batch at a time.
+void PipelineRunner::Impl::registerStepIOHandlers(Interpreter &interp,
+                                                  int deviceIndex) {
   interp.registerHandler(
       pipeline::InputOp::getOperationName(),
-      [this, microBatchOf](Interpreter &in, Operation *op) -> LogicalResult {
+      [this](Interpreter &in, Operation *op) -> LogicalResult {
         auto input = cast<pipeline::InputOp>(op);
         int64_t mb = microBatchOf(in, input.getMicroBatch());
         uint64_t index = input.getIndex();
@@ -448,8 +501,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       pipeline::OutputOp::getOperationName(),
-      [this, deviceIndex, microBatchOf](Interpreter &in,
-                                        Operation *op) -> LogicalResult {
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         // The tensor-parallel lanes of a replica output the same values.
         if (deviceIndex / devicesPerReplica % tensorParallel != 0)
           return success();
@@ -465,10 +517,16 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         combine[index] = output.getCombine().str();
         return success();
       });
+}
+
+/// pp.stash / pp.unstash keep a forward's values for its backward, and
+/// pp.accumulate / pp.accumulated sum gradients over micro-batches, in the
+/// device's own maps.
+void PipelineRunner::Impl::registerStashHandlers(Interpreter &interp,
+                                                 int deviceIndex) {
   interp.registerHandler(
       pipeline::StashOp::getOperationName(),
-      [this, deviceIndex, microBatchOf](Interpreter &in,
-                                        Operation *op) -> LogicalResult {
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto stash = cast<pipeline::StashOp>(op);
         int64_t mb = microBatchOf(in, stash.getMicroBatch());
         devices[deviceIndex]
@@ -478,8 +536,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       pipeline::UnstashOp::getOperationName(),
-      [this, deviceIndex, microBatchOf](Interpreter &in,
-                                        Operation *op) -> LogicalResult {
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto unstash = cast<pipeline::UnstashOp>(op);
         int64_t mb = microBatchOf(in, unstash.getMicroBatch());
         auto &stash = devices[deviceIndex].stash;
@@ -524,10 +581,14 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
         sums.erase(it);
         return in.setResult(op, acc.getValue(), std::move(sum));
       });
+}
+
+/// pp.send and pp.recv between stages, through the mailbox.
+void PipelineRunner::Impl::registerMessageHandlers(Interpreter &interp,
+                                                   int deviceIndex) {
   interp.registerHandler(
       pipeline::SendOp::getOperationName(),
-      [this, deviceIndex, microBatchOf](Interpreter &in,
-                                        Operation *op) -> LogicalResult {
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto send = cast<pipeline::SendOp>(op);
         int64_t mb = microBatchOf(in, send.getMicroBatch());
         // Stages are numbered per lane: a per-step message (micro-batch
@@ -542,8 +603,7 @@ void PipelineRunner::Impl::registerHandlers(Interpreter &interp,
       });
   interp.registerHandler(
       pipeline::RecvOp::getOperationName(),
-      [this, deviceIndex, microBatchOf](Interpreter &in,
-                                        Operation *op) -> LogicalResult {
+      [this, deviceIndex](Interpreter &in, Operation *op) -> LogicalResult {
         auto recv = cast<pipeline::RecvOp>(op);
         int64_t mb = microBatchOf(in, recv.getMicroBatch());
         int64_t stage = stageOf(op);
@@ -572,83 +632,51 @@ PipelineRunner::PipelineRunner(ModuleOp module, PipelineRunOptions options)
 
 PipelineRunner::~PipelineRunner() = default;
 
-LogicalResult PipelineRunner::initialize() {
-  ModuleOp module = impl_->module;
-  pipeline::ScheduleOp schedule =
-      pipeline::lookupSchedule(module, "a pipelined module");
-  if (!schedule)
-    return failure();
-  if (schedule.getPlan().isWaveSynchronous())
-    return emitError(module.getLoc())
-           << "the interpreter runs synchronous data parallelism only; "
-              "Wave Synchronous Parallel (staleness = "
-           << schedule.getPlan().getStaleness()
-           << ") runs in generated programs (--pp-compile emit-dir=)";
-  microBatches_ = schedule.getPlan().getMicroBatches();
-  dataParallel_ = schedule.getPlan().getDataParallel();
-  impl_->replicas = dataParallel_;
-  FailureOr<std::optional<int64_t>> tensorParallel =
-      getTensorParallelSize(module);
-  if (failed(tensorParallel))
-    return failure();
-  int64_t tp = impl_->tensorParallel = tensorParallel->value_or(1);
-  if (tp > 1 && schedule.getPlan().isWeightVersioned())
-    return emitError(module.getLoc())
-           << "the interpreter runs tensor parallelism with synchronous "
-              "schedules only";
-  int64_t lanes = dataParallel_ * tp;
-
-  // Step inputs: whole mini-batches of what pp.input reads.
-  ArrayAttr inputNames = pipeline::getInputNames(module);
-  ArrayAttr outputNames = pipeline::getOutputNames(module);
-  if (!inputNames || !outputNames)
-    return module.emitError() << "not a split module (no pp.input_names): "
-                                 "run --pp-split-stages";
-  inputs_.assign(inputNames.size(), StepInput());
-  for (auto [i, name] : llvm::enumerate(inputNames))
-    inputs_[i].name = cast<StringAttr>(name).str();
+/// The step's inputs, named by `names`: whole mini-batches (`perStep`
+/// micro-batches) of the micro-batches the pp.input ops read.
+static FailureOr<std::vector<StepInput>>
+collectStepInputs(ModuleOp module, ArrayAttr names, int64_t perStep) {
+  std::vector<StepInput> inputs(names.size(), StepInput());
+  for (auto [i, name] : llvm::enumerate(names))
+    inputs[i].name = cast<StringAttr>(name).str();
   WalkResult walk = module.walk([&](pipeline::InputOp input) {
     uint64_t index = input.getIndex();
-    if (index >= inputs_.size()) {
-      input.emitError() << "reads input " << index << " of " << inputs_.size();
+    if (index >= inputs.size()) {
+      input.emitError() << "reads input " << index << " of " << inputs.size();
       return WalkResult::interrupt();
     }
     auto type = cast<RankedTensorType>(input.getValue().getType());
     SmallVector<int64_t> shape(type.getShape());
-    shape[0] *= microBatches_ * dataParallel_;
+    shape[0] *= perStep;
     auto whole = RankedTensorType::get(shape, type.getElementType());
-    if (inputs_[index].type && inputs_[index].type != whole) {
+    if (inputs[index].type && inputs[index].type != whole) {
       input.emitError() << "reads input " << index << " as " << type
-                        << " elsewhere it is " << inputs_[index].type;
+                        << " elsewhere it is " << inputs[index].type;
       return WalkResult::interrupt();
     }
-    inputs_[index].type = whole;
-    if (!inputs_[index].reader)
-      inputs_[index].reader = input.getValue();
+    inputs[index].type = whole;
+    if (!inputs[index].reader)
+      inputs[index].reader = input.getValue();
     return WalkResult::advance();
   });
   if (walk.wasInterrupted())
     return failure();
-  for (auto &input : inputs_)
+  for (auto &input : inputs)
     if (!input.type)
       return module.emitError()
              << "no stage reads input '" << input.name << "'";
-  for (auto [i, name] : llvm::enumerate(outputNames)) {
-    outputNames_.push_back(cast<StringAttr>(name).str());
-    if (outputNames_.back() == "loss")
-      lossIndex_ = i;
-  }
+  return inputs;
+}
 
-  // Devices and their actions.
-  numDevices_ =
-      static_cast<int64_t>(schedule.getBody().front().getOperations().size());
-  impl_->devicesPerReplica = numDevices_;
-  impl_->devices.resize(numDevices_ * lanes);
+LogicalResult PipelineRunner::Impl::assignActions(pipeline::ScheduleOp schedule,
+                                                  int64_t lanes) {
+  int64_t numDevices = devicesPerReplica;
+  devices.resize(numDevices * lanes);
   // Heterogeneous virtual workers place the shared stages each their own
   // way, with a schedule per replica.
   pipeline::PlanAttr plan = schedule.getPlan();
   for (int64_t lane = 0; lane < lanes; ++lane) {
-    int64_t r = lane / tp;
+    int64_t r = lane / tensorParallel;
     pipeline::ScheduleOp own =
         plan.hasPlacements()
             ? pipeline::lookupSchedule(module, "a pipelined module", r)
@@ -657,76 +685,81 @@ LogicalResult PipelineRunner::initialize() {
       return failure();
     for (auto device : own.getBody().front().getOps<pipeline::DeviceOp>())
       for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
-        impl_->devices[lane * numDevices_ + device.getIndex()]
-            .actions.push_back(action);
+        devices[lane * numDevices + device.getIndex()].actions.push_back(
+            action);
   }
-  int64_t numStages = plan.getNumStages();
-  impl_->stagesPerReplica = numStages;
-  for (int64_t g = 0; g < numStages * dataParallel_; ++g)
-    impl_->groups.push_back(std::make_shared<DeviceGroup>(tp));
+  return success();
+}
+
+LogicalResult PipelineRunner::Impl::createStages(pipeline::PlanAttr plan,
+                                                 int64_t lanes) {
+  int64_t numStages = stagesPerReplica = plan.getNumStages();
+  int64_t tp = tensorParallel;
+  for (int64_t g = 0; g < numStages * replicas; ++g)
+    groups.push_back(std::make_shared<DeviceGroup>(tp));
   for (int64_t g = 0; g < numStages * lanes; ++g) {
     int64_t lane = g / numStages, s = g % numStages;
     int64_t r = lane / tp;
-    InterpreterOptions options;
-    options.numThreads = impl_->options.numThreadsPerDevice;
+    InterpreterOptions interpOptions;
+    interpOptions.numThreads = options.numThreadsPerDevice;
     // One seed for all stages: Dropout masks follow the op, not the stage.
-    options.seed = impl_->options.seed;
-    options.profile = impl_->options.profile;
-    auto interp = std::make_unique<Interpreter>(module, options);
+    interpOptions.seed = options.seed;
+    interpOptions.profile = options.profile;
+    auto interp = std::make_unique<Interpreter>(module, interpOptions);
     registerTrainHandlers(*interp);
-    impl_->registerHandlers(
-        *interp, static_cast<int>(lane * numDevices_ + plan.getDeviceOf(s, r)));
+    registerHandlers(*interp, static_cast<int>(lane * devicesPerReplica +
+                                               plan.getDeviceOf(s, r)));
     if (tp > 1)
-      registerShardHandlers(*interp, impl_->groups[r * numStages + s],
+      registerShardHandlers(*interp, groups[r * numStages + s],
                             static_cast<int>(lane % tp));
     if (failed(interp->initialize()))
       return failure();
-    impl_->stages.push_back(std::move(interp));
+    stages.push_back(std::move(interp));
   }
+  return success();
+}
 
-  impl_->weightVersioned = plan.isWeightVersioned();
-  // One pipeline: its steps may run as a stream (pp.stream).
-  if (lanes == 1)
-    for (auto stream : module.getOps<pipeline::StreamOp>()) {
-      impl_->streamMinSteps = static_cast<int64_t>(stream.getMinSteps());
-      impl_->updatesPerStep =
-          plan.getUpdateEvery() > 0
-              ? plan.getMicroBatches() / plan.getUpdateEvery()
-              : 1;
-      for (auto device :
-           stream.getBody().front().getOps<pipeline::DeviceOp>()) {
-        if (device.getIndex() >= impl_->devices.size())
-          return device.emitError() << "pp.stream has more devices than the "
-                                       "schedule";
-        Impl::Device &mine = impl_->devices[device.getIndex()];
-        for (auto action :
-             device.getBody().front().getOps<pipeline::ActionOp>())
-          mine.streamActions.push_back(action);
-        mine.prologueLength =
-            static_cast<size_t>(device.getPrologueLength().value_or(0));
-        mine.bodyLength =
-            static_cast<size_t>(device.getBodyLength().value_or(0));
-      }
+LogicalResult PipelineRunner::Impl::readStreams(pipeline::PlanAttr plan) {
+  for (auto stream : module.getOps<pipeline::StreamOp>()) {
+    streamMinSteps = static_cast<int64_t>(stream.getMinSteps());
+    updatesPerStep = plan.getUpdateEvery() > 0
+                         ? plan.getMicroBatches() / plan.getUpdateEvery()
+                         : 1;
+    for (auto device : stream.getBody().front().getOps<pipeline::DeviceOp>()) {
+      if (device.getIndex() >= devices.size())
+        return device.emitError() << "pp.stream has more devices than the "
+                                     "schedule";
+      Device &mine = devices[device.getIndex()];
+      for (auto action : device.getBody().front().getOps<pipeline::ActionOp>())
+        mine.streamActions.push_back(action);
+      mine.prologueLength =
+          static_cast<size_t>(device.getPrologueLength().value_or(0));
+      mine.bodyLength = static_cast<size_t>(device.getBodyLength().value_or(0));
     }
-  if (impl_->weightVersioned) {
-    impl_->stageTrainables.assign(numStages, {});
-    module.walk([&](pp::onnx::GlobalReadOp read) {
-      auto func = read->getParentOfType<func::FuncOp>();
-      std::optional<int64_t> stage =
-          func ? pipeline::getStage(func) : std::nullopt;
-      auto global = SymbolTable::lookupNearestSymbolFrom<pp::onnx::GlobalOp>(
-          read, read.getGlobalAttr());
-      if (!stage || *stage < 0 || *stage >= numStages || !global ||
-          global.getKind() != pp::onnx::kTrainable)
-        return;
-      auto &names = impl_->stageTrainables[*stage];
-      if (!llvm::is_contained(names, global.getSymName().str()))
-        names.push_back(global.getSymName().str());
-    });
   }
+  return success();
+}
 
-  // Owners of the globals: the first stage that writes one, else the
-  // first that reads it.
+void PipelineRunner::Impl::collectStageTrainables() {
+  int64_t numStages = stagesPerReplica;
+  stageTrainables.assign(numStages, {});
+  module.walk([&](pp::onnx::GlobalReadOp read) {
+    auto func = read->getParentOfType<func::FuncOp>();
+    std::optional<int64_t> stage =
+        func ? pipeline::getStage(func) : std::nullopt;
+    auto global = SymbolTable::lookupNearestSymbolFrom<pp::onnx::GlobalOp>(
+        read, read.getGlobalAttr());
+    if (!stage || *stage < 0 || *stage >= numStages || !global ||
+        global.getKind() != pp::onnx::kTrainable)
+      return;
+    auto &names = stageTrainables[*stage];
+    if (!llvm::is_contained(names, global.getSymName().str()))
+      names.push_back(global.getSymName().str());
+  });
+}
+
+void PipelineRunner::Impl::assignGlobalOwners() {
+  // The first stage that writes a global, else the first that reads it.
   llvm::StringMap<int> reader;
   module.walk([&](Operation *op) {
     auto func = op->getParentOfType<func::FuncOp>();
@@ -736,12 +769,70 @@ LogicalResult PipelineRunner::initialize() {
       return;
     int device = static_cast<int>(*stage);
     if (auto write = dyn_cast<pp::train::GlobalWriteOp>(op))
-      impl_->globalOwner.try_emplace(write.getGlobal(), device);
+      globalOwner.try_emplace(write.getGlobal(), device);
     else if (auto read = dyn_cast<pp::onnx::GlobalReadOp>(op))
       reader.try_emplace(read.getGlobal(), device);
   });
   for (auto &entry : reader)
-    impl_->globalOwner.try_emplace(entry.getKey(), entry.getValue());
+    globalOwner.try_emplace(entry.getKey(), entry.getValue());
+}
+
+LogicalResult PipelineRunner::initialize() {
+  ModuleOp module = impl_->module;
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "a pipelined module");
+  if (!schedule)
+    return failure();
+  pipeline::PlanAttr plan = schedule.getPlan();
+  if (plan.isWaveSynchronous())
+    return emitError(module.getLoc())
+           << "the interpreter runs synchronous data parallelism only; "
+              "Wave Synchronous Parallel (staleness = "
+           << plan.getStaleness()
+           << ") runs in generated programs (--pp-compile emit-dir=)";
+  microBatches_ = plan.getMicroBatches();
+  dataParallel_ = plan.getDataParallel();
+  impl_->replicas = dataParallel_;
+  FailureOr<std::optional<int64_t>> tensorParallel =
+      getTensorParallelSize(module);
+  if (failed(tensorParallel))
+    return failure();
+  int64_t tp = impl_->tensorParallel = tensorParallel->value_or(1);
+  if (tp > 1 && plan.isWeightVersioned())
+    return emitError(module.getLoc())
+           << "the interpreter runs tensor parallelism with synchronous "
+              "schedules only";
+  int64_t lanes = dataParallel_ * tp;
+
+  ArrayAttr inputNames = pipeline::getInputNames(module);
+  ArrayAttr outputNames = pipeline::getOutputNames(module);
+  if (!inputNames || !outputNames)
+    return module.emitError() << "not a split module (no pp.input_names): "
+                                 "run --pp-split-stages";
+  FailureOr<std::vector<StepInput>> inputs =
+      collectStepInputs(module, inputNames, microBatches_ * dataParallel_);
+  if (failed(inputs))
+    return failure();
+  inputs_ = std::move(*inputs);
+  for (auto [i, name] : llvm::enumerate(outputNames)) {
+    outputNames_.push_back(cast<StringAttr>(name).str());
+    if (outputNames_.back() == "loss")
+      lossIndex_ = i;
+  }
+
+  numDevices_ =
+      static_cast<int64_t>(schedule.getBody().front().getOperations().size());
+  impl_->devicesPerReplica = numDevices_;
+  if (failed(impl_->assignActions(schedule, lanes)) ||
+      failed(impl_->createStages(plan, lanes)))
+    return failure();
+  impl_->weightVersioned = plan.isWeightVersioned();
+  // One pipeline: its steps may run as a stream (pp.stream).
+  if (lanes == 1 && failed(impl_->readStreams(plan)))
+    return failure();
+  if (impl_->weightVersioned)
+    impl_->collectStageTrainables();
+  impl_->assignGlobalOwners();
   return success();
 }
 
@@ -754,8 +845,228 @@ PipelineRunner::runStep(llvm::ArrayRef<Tensor> inputs) {
   return std::move(outputs->front());
 }
 
-FailureOr<std::vector<std::vector<Tensor>>> PipelineRunner::runWindow(
-    llvm::ArrayRef<std::vector<Tensor>> stepInputs) {
+/// Where micro-batch `mb` of a window's action (-1: none) falls, with `m`
+/// micro-batches per replica and `replicas` replicas: replica r's
+/// micro-batch j of step k is the window's micro-batch k (m R) + r m + j.
+struct WindowMicroBatch {
+  /// The micro-batch the action's function takes.
+  int64_t window;
+  /// Its step in the window and its micro-batch in that step (r m + j), as
+  /// the Dropout masks count them.
+  int64_t step, local;
+};
+
+static WindowMicroBatch placeMicroBatch(int64_t mb, int64_t replica, int64_t m,
+                                        int64_t replicas) {
+  if (mb < 0)
+    return {mb, 0, mb};
+  int64_t step = mb / m;
+  int64_t local = replica * m + mb % m;
+  return {step * m * replicas + local, step, local};
+}
+
+FailureOr<bool> PipelineRunner::Impl::readActionVersion(
+    Interpreter &interp, int64_t stage, const WindowAction &entry,
+    std::vector<llvm::StringMap<Tensor>> &history) {
+  if (history.empty())
+    history.push_back(snapshot(interp, stage));
+  pipeline::ActionOp action = entry.op;
+  int64_t version = entry.weightVersion;
+  bool blend = entry.blendVersion >= 0;
+  bool swapped = !pp::kinds::isPerStep(action.getKindValue()) &&
+                 (blend || version != static_cast<int64_t>(history.size()) - 1);
+  if (swapped &&
+      failed(readVersion(interp, stage, history, version, entry.blendVersion,
+                         action.getBlendFactorAttr()
+                             ? action.getBlendFactorAttr().getValueAsDouble()
+                             : 0.0)))
+    return failure();
+  return swapped;
+}
+
+void PipelineRunner::Impl::keepLatestVersion(
+    Interpreter &interp, int64_t stage, pipeline::ActionOp action, bool swapped,
+    std::vector<llvm::StringMap<Tensor>> &history) {
+  // Back to the latest; an update makes the next version.
+  if (swapped)
+    (void)readVersion(interp, stage, history, history.size() - 1, -1, 0);
+  if (action.getKindValue() == pp::kinds::ActionKind::OptimizerStep)
+    history.push_back(snapshot(interp, stage));
+}
+
+LogicalResult PipelineRunner::Impl::runAction(int d, const WindowAction &entry,
+                                              int64_t microBatches,
+                                              StageVersions &versions) {
+  pipeline::ActionOp action = entry.op;
+  int64_t lane = d / devicesPerReplica;
+  int64_t stage = action.getStageAttr().getInt();
+  if (action.getKindValue() == pp::kinds::ActionKind::GradReduce)
+    return gradReduce(d, lane, stage);
+  if (!action.getCallee())
+    return success(); // a reduction with nothing to reduce
+  // Replica r's micro-batch j is the global micro-batch r m + j: the
+  // slice of the inputs it reads, and its Dropout masks.
+  WindowMicroBatch mb = placeMicroBatch(entry.microBatch, lane / tensorParallel,
+                                        microBatches, replicas);
+  std::vector<Tensor> args;
+  if (mb.window >= 0)
+    args.push_back(
+        Tensor::fromValues<int64_t>(rt::DType::I64, {}, {mb.window}));
+  Interpreter &interp = *stages[lane * stagesPerReplica + stage];
+  interp.setRandomPosition(step + mb.step, mb.local);
+  bool swapped = false;
+  if (weightVersioned) {
+    FailureOr<bool> read =
+        readActionVersion(interp, stage, entry, versions[stage]);
+    if (failed(read))
+      return failure();
+    swapped = *read;
+  }
+  if (failed(interp.run(*action.getCallee(), args)))
+    return failure();
+  if (weightVersioned)
+    keepLatestVersion(interp, stage, action, swapped, versions[stage]);
+  return success();
+}
+
+void PipelineRunner::Impl::runDevice(int d, int64_t steps,
+                                     int64_t microBatches) {
+  Device &device = devices[d];
+  device.failed = false;
+  int64_t replica = d / devicesPerReplica / tensorParallel;
+  StageVersions versions;
+  for (const WindowAction &entry : windowActions(device, steps, microBatches)) {
+    device.current = describeAction(entry.op);
+    if (replicas > 1)
+      device.current += " of replica " + std::to_string(replica);
+    if (failed(runAction(d, entry, microBatches, versions))) {
+      device.failed = true;
+      abort();
+      break;
+    }
+  }
+  mailbox.finished();
+}
+
+void PipelineRunner::Impl::runDevices(int64_t steps, int64_t microBatches) {
+  auto run = [&](int d) { runDevice(d, steps, microBatches); };
+  std::vector<std::thread> threads;
+  for (int d = 1; d < static_cast<int>(devices.size()); ++d)
+    threads.emplace_back(run, d);
+  run(0);
+  for (auto &thread : threads)
+    thread.join();
+}
+
+LogicalResult PipelineRunner::Impl::checkDevicesFinished() {
+  if (mailbox.isDeadlock()) {
+    auto diag = module.emitError() << "deadlock: every device waits for a "
+                                      "message nobody sends;";
+    for (const std::string &line : mailbox.stuck())
+      diag << " " << line << ";";
+    return failure();
+  }
+  for (auto &device : devices)
+    if (device.failed)
+      return failure();
+  return success();
+}
+
+/// Cuts each step's inputs (whole mini-batches, as `expected` says) into
+/// the window's micro-batches, [input][micro-batch]: `m` per replica of
+/// `replicas`, every replica's in replica order, step after step.
+static FailureOr<std::vector<std::vector<Tensor>>>
+splitIntoMicroBatches(ModuleOp module, llvm::ArrayRef<StepInput> expected,
+                      llvm::ArrayRef<std::vector<Tensor>> stepInputs, int64_t m,
+                      int64_t replicas) {
+  int64_t totalMicroBatches = m * replicas;
+  std::vector<std::vector<Tensor>> microInputs(expected.size());
+  for (llvm::ArrayRef<Tensor> inputs : stepInputs) {
+    if (inputs.size() != expected.size())
+      return module.emitError() << "the step takes " << expected.size()
+                                << " inputs, got " << inputs.size();
+    for (auto [i, input] : llvm::enumerate(inputs)) {
+      auto type = expected[i].type;
+      if (input.shape() != type.getShape()) {
+        auto diag = module.emitError()
+                    << "input '" << expected[i].name << "' must be " << type
+                    << " (" << m << " micro-batches";
+        if (replicas > 1)
+          diag << " x " << replicas << " data-parallel replicas";
+        return diag << "), got " << describe(input);
+      }
+      SmallVector<int64_t> shape(type.getShape());
+      shape[0] /= totalMicroBatches;
+      int64_t chunk = input.bytes() / totalMicroBatches;
+      for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
+        microInputs[i].push_back(Tensor::fromBytes(
+            input.dtype(), shape,
+            static_cast<const char *>(input.data()) + mb * chunk));
+    }
+  }
+  return microInputs;
+}
+
+/// Output `name` of a step from its micro-batches' `parts`, combined as
+/// `how` says: "concat" along dim 0, else summed in f64 ("mean": then
+/// divided by the micro-batches).
+static FailureOr<Tensor> combineParts(ModuleOp module, StringRef name,
+                                      StringRef how,
+                                      llvm::ArrayRef<Tensor> parts) {
+  int64_t totalMicroBatches = static_cast<int64_t>(parts.size());
+  for (auto [mb, part] : llvm::enumerate(parts))
+    if (!part.hasStorage())
+      return module.emitError() << "output '" << name
+                                << "' was not produced for micro-batch " << mb;
+  if (how == "concat") {
+    SmallVector<int64_t> shape(parts.front().shape());
+    shape[0] *= totalMicroBatches;
+    Tensor whole(parts.front().dtype(), shape);
+    int64_t chunk = parts.front().bytes();
+    for (auto [mb, part] : llvm::enumerate(parts))
+      std::memcpy(static_cast<char *>(whole.data()) + mb * chunk, part.data(),
+                  chunk);
+    return whole;
+  }
+  Tensor result = parts.front().clone();
+  for (int64_t i = 0, e = result.numel(); i < e; ++i) {
+    double total = 0;
+    for (const Tensor &part : parts)
+      total += part.getDouble(i);
+    if (how == "mean")
+      total /= static_cast<double>(totalMicroBatches);
+    if (result.dtype() == pp::rt::DType::F32)
+      result.as<float>()[i] = static_cast<float>(total);
+    else if (result.dtype() == pp::rt::DType::F64)
+      result.as<double>()[i] = total;
+    else
+      return module.emitError() << "cannot combine output '" << name << "' of "
+                                << describe(result);
+  }
+  return result;
+}
+
+FailureOr<std::vector<std::vector<Tensor>>>
+PipelineRunner::Impl::combineOutputs(llvm::ArrayRef<std::string> outputNames,
+                                     int64_t steps,
+                                     int64_t totalMicroBatches) const {
+  std::vector<std::vector<Tensor>> windowOutputs;
+  for (int64_t k = 0; k < steps; ++k) {
+    std::vector<Tensor> &outputs = windowOutputs.emplace_back();
+    for (auto [index, all] : llvm::enumerate(microOutputs)) {
+      FailureOr<Tensor> output = combineParts(
+          module, outputNames[index], combine[index],
+          llvm::ArrayRef(all).slice(k * totalMicroBatches, totalMicroBatches));
+      if (failed(output))
+        return failure();
+      outputs.push_back(std::move(*output));
+    }
+  }
+  return windowOutputs;
+}
+
+FailureOr<std::vector<std::vector<Tensor>>>
+PipelineRunner::runWindow(llvm::ArrayRef<std::vector<Tensor>> stepInputs) {
   Impl &impl = *impl_;
   ModuleOp module = impl.module;
   auto steps = static_cast<int64_t>(stepInputs.size());
@@ -772,180 +1083,27 @@ FailureOr<std::vector<std::vector<Tensor>>> PipelineRunner::runWindow(
                                          std::to_string(impl.streamMinSteps)
                                    : std::string("the module has no "
                                                  "pp.stream"));
-  // Every replica's micro-batches, in replica order, step after step: the
-  // window's micro-batch k (m R) + r m + j is micro-batch j of replica r in
-  // its step k.
+  FailureOr<std::vector<std::vector<Tensor>>> microInputs =
+      splitIntoMicroBatches(module, inputs_, stepInputs, microBatches_,
+                            dataParallel_);
+  if (failed(microInputs))
+    return failure();
+  impl.microInputs = std::move(*microInputs);
   int64_t totalMicroBatches = microBatches_ * dataParallel_;
-  impl.microInputs.assign(inputs_.size(), {});
-  for (llvm::ArrayRef<Tensor> inputs : stepInputs) {
-  if (inputs.size() != inputs_.size())
-    return module.emitError() << "the step takes " << inputs_.size()
-                              << " inputs, got " << inputs.size();
-  for (auto [i, input] : llvm::enumerate(inputs)) {
-    auto type = inputs_[i].type;
-    if (input.shape() != type.getShape()) {
-      auto diag = module.emitError()
-                  << "input '" << inputs_[i].name << "' must be " << type
-                  << " (" << microBatches_ << " micro-batches";
-      if (dataParallel_ > 1)
-        diag << " x " << dataParallel_ << " data-parallel replicas";
-      return diag << "), got " << describe(input);
-    }
-    SmallVector<int64_t> shape(type.getShape());
-    shape[0] /= totalMicroBatches;
-    int64_t chunk = input.bytes() / totalMicroBatches;
-    for (int64_t mb = 0; mb < totalMicroBatches; ++mb)
-      impl.microInputs[i].push_back(Tensor::fromBytes(
-          input.dtype(), shape,
-          static_cast<const char *>(input.data()) + mb * chunk));
-  }
-  }
   impl.microOutputs.assign(outputNames_.size(),
                            std::vector<Tensor>(totalMicroBatches * steps));
   impl.combine.assign(outputNames_.size(), std::string());
   impl.mailbox.reset(static_cast<int>(impl.devices.size()));
 
-  auto runDevice = [&](int d) {
-    auto &device = impl.devices[d];
-    device.failed = false;
-    int64_t lane = d / numDevices_;
-    int64_t replica = lane / impl.tensorParallel;
-    // Weight-versioned schedules: per stage of this device, its trainables
-    // after each update of this step (index 0: the step's start).
-    std::map<int64_t, std::vector<llvm::StringMap<Tensor>>> versions;
-    for (const Impl::WindowAction &entry :
-         impl.windowActions(device, steps, microBatches_)) {
-      pipeline::ActionOp action = entry.op;
-      device.current = describeAction(action);
-      if (dataParallel_ > 1)
-        device.current += " of replica " + std::to_string(replica);
-      int64_t stage = action.getStageAttr().getInt();
-      if (action.getKindValue() == pp::kinds::ActionKind::GradReduce) {
-        if (failed(impl.gradReduce(d, lane, stage))) {
-          device.failed = true;
-          impl.abort();
-          break;
-        }
-        continue;
-      }
-      if (!action.getCallee())
-        continue; // a reduction with nothing to reduce
-      // Replica r's micro-batch j is the global micro-batch r m + j: the
-      // slice of the inputs it reads, and its Dropout masks.
-      // ... in step k of the window: (k m R) + r m + j.
-      int64_t mb = entry.microBatch, offset = 0, local = mb;
-      if (mb >= 0) {
-        offset = mb / microBatches_;
-        local = replica * microBatches_ + mb % microBatches_;
-        mb = offset * totalMicroBatches + local;
-      }
-      std::vector<Tensor> args;
-      if (mb >= 0)
-        args.push_back(Tensor::fromValues<int64_t>(rt::DType::I64, {}, {mb}));
-      Interpreter &interp = *impl.stages[lane * impl.stagesPerReplica + stage];
-      interp.setRandomPosition(impl.step + offset, local);
-      bool swapped = false;
-      if (impl.weightVersioned) {
-        auto &mine = versions[stage];
-        if (mine.empty())
-          mine.push_back(impl.snapshot(interp, stage));
-        int64_t version = entry.weightVersion;
-        bool blend = entry.blendVersion >= 0;
-        swapped = !pp::kinds::isPerStep(action.getKindValue()) &&
-                  (blend || version != static_cast<int64_t>(mine.size()) - 1);
-        if (swapped && failed(impl.readVersion(
-                           interp, stage, mine, version, entry.blendVersion,
-                           action.getBlendFactorAttr()
-                               ? action.getBlendFactorAttr().getValueAsDouble()
-                               : 0.0))) {
-          device.failed = true;
-          impl.abort();
-          break;
-        }
-      }
-      if (failed(interp.run(*action.getCallee(), args))) {
-        device.failed = true;
-        impl.abort();
-        break;
-      }
-      if (impl.weightVersioned) {
-        auto &mine = versions[stage];
-        // Back to the latest; an update makes the next version.
-        if (swapped)
-          (void)impl.readVersion(interp, stage, mine, mine.size() - 1, -1, 0);
-        if (action.getKindValue() == pp::kinds::ActionKind::OptimizerStep)
-          mine.push_back(impl.snapshot(interp, stage));
-      }
-    }
-    impl.mailbox.finished();
-  };
-  std::vector<std::thread> threads;
-  for (int d = 1; d < static_cast<int>(impl.devices.size()); ++d)
-    threads.emplace_back(runDevice, d);
-  runDevice(0);
-  for (auto &thread : threads)
-    thread.join();
-
-  if (impl.mailbox.isDeadlock()) {
-    auto diag = module.emitError() << "deadlock: every device waits for a "
-                                      "message nobody sends;";
-    for (const std::string &line : impl.mailbox.stuck())
-      diag << " " << line << ";";
+  impl.runDevices(steps, microBatches_);
+  if (failed(impl.checkDevicesFinished()))
     return failure();
-  }
-  for (auto &device : impl.devices)
-    if (device.failed)
-      return failure();
   impl.step += steps;
   for (auto &device : impl.devices)
     if (!device.stash.empty())
       return module.emitError() << "the step left " << device.stash.size()
                                 << " stashed value(s) that no backward took";
-
-  // Combine the micro-batches' outputs, step by step.
-  std::vector<std::vector<Tensor>> windowOutputs;
-  for (int64_t k = 0; k < steps; ++k) {
-  std::vector<Tensor> &outputs = windowOutputs.emplace_back();
-  for (auto [index, all] : llvm::enumerate(impl.microOutputs)) {
-    llvm::ArrayRef<Tensor> parts =
-        llvm::ArrayRef(all).slice(k * totalMicroBatches, totalMicroBatches);
-    for (auto [mb, part] : llvm::enumerate(parts))
-      if (!part.hasStorage())
-        return module.emitError()
-               << "output '" << outputNames_[index]
-               << "' was not produced for micro-batch " << mb;
-    const std::string &how = impl.combine[index];
-    if (how == "concat") {
-      SmallVector<int64_t> shape(parts.front().shape());
-      shape[0] *= totalMicroBatches;
-      Tensor whole(parts.front().dtype(), shape);
-      int64_t chunk = parts.front().bytes();
-      for (auto [mb, part] : llvm::enumerate(parts))
-        std::memcpy(static_cast<char *>(whole.data()) + mb * chunk, part.data(),
-                    chunk);
-      outputs.push_back(std::move(whole));
-      continue;
-    }
-    Tensor result = parts.front().clone();
-    for (int64_t i = 0, e = result.numel(); i < e; ++i) {
-      double total = 0;
-      for (const Tensor &part : parts)
-        total += part.getDouble(i);
-      if (how == "mean")
-        total /= static_cast<double>(totalMicroBatches);
-      if (result.dtype() == rt::DType::F32)
-        result.as<float>()[i] = static_cast<float>(total);
-      else if (result.dtype() == rt::DType::F64)
-        result.as<double>()[i] = total;
-      else
-        return module.emitError()
-               << "cannot combine output '" << outputNames_[index] << "' of "
-               << describe(result);
-    }
-    outputs.push_back(std::move(result));
-  }
-  }
-  return windowOutputs;
+  return impl.combineOutputs(outputNames_, steps, totalMicroBatches);
 }
 
 int64_t PipelineRunner::getStreamMinSteps() const {

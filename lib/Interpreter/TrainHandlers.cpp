@@ -61,9 +61,8 @@ LogicalResult withResults(Interpreter &in, Operation *op, StringRef kernel,
   return in.check(op, body(results), kernel);
 }
 
-} // namespace
-
-void pp::interp::registerTrainHandlers(Interpreter &interp) {
+/// train.global_write: the step's new value of a global.
+void registerGlobalWrite(Interpreter &interp) {
   on<train::GlobalWriteOp>(
       interp, [](Interpreter &in, train::GlobalWriteOp op) -> LogicalResult {
         std::string error;
@@ -71,7 +70,11 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
           return op.emitError() << error;
         return success();
       });
+}
 
+/// The gradients of the elementwise activations, of broadcasting (a sum back
+/// to the operand's shape) and of the normalisations.
+void registerActivationAndNormGrads(Interpreter &interp) {
   on<train::UnaryGradOp>(
       interp, [](Interpreter &in, train::UnaryGradOp op) -> LogicalResult {
         rt::UnaryKind kind = op.getKind();
@@ -141,7 +144,10 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                   r[0].view(), r[1].view(), r[2].view());
             });
       });
+}
 
+/// The gradients of convolution and pooling.
+void registerWindowGrads(Interpreter &interp) {
   on<train::ConvGradInputOp>(
       interp, [](Interpreter &in, train::ConvGradInputOp op) -> LogicalResult {
         rt::WindowParams params = convParams(op);
@@ -185,7 +191,10 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                                  r[0].view());
         });
       });
+}
 
+/// The gradients of the data movement ops: Slice, Pad, Gather and Dropout.
+void registerMovementGrads(Interpreter &interp) {
   on<train::SliceGradOp>(
       interp, [](Interpreter &in, train::SliceGradOp op) -> LogicalResult {
         return withResults(in, op, "sliceGrad", [&](std::vector<Tensor> &r) {
@@ -225,7 +234,11 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                                  op.getRatio().convertToFloat(), r[0].view());
         });
       });
+}
 
+/// train.matmul (the transposed products of MatMul's gradient) and the
+/// softmax cross-entropy loss's gradient.
+void registerMatMulAndLossGrads(Interpreter &interp) {
   on<train::MatMulOp>(
       interp, [](Interpreter &in, train::MatMulOp op) -> LogicalResult {
         return withResults(in, op, "matmul", [&](std::vector<Tensor> &r) {
@@ -252,7 +265,11 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
                   op.getReduction().str(), r[0].view());
             });
       });
+}
 
+/// The optimizer steps: functional in the IR, so each updates clones of the
+/// parameter and its state and returns them as results.
+void registerOptimizers(Interpreter &interp) {
   on<train::SGDOp>(
       interp, [](Interpreter &in, train::SGDOp op) -> LogicalResult {
         Tensor param = in.lookup(op.getParam()).clone();
@@ -293,4 +310,15 @@ void pp::interp::registerTrainHandlers(Interpreter &interp) {
           return failure();
         return in.setResult(op, op.getNewV(), v);
       });
+}
+
+} // namespace
+
+void pp::interp::registerTrainHandlers(Interpreter &interp) {
+  registerGlobalWrite(interp);
+  registerActivationAndNormGrads(interp);
+  registerWindowGrads(interp);
+  registerMovementGrads(interp);
+  registerMatMulAndLossGrads(interp);
+  registerOptimizers(interp);
 }

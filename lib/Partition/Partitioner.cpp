@@ -152,25 +152,8 @@ struct UnionFind {
 
 } // namespace
 
-static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
-                                        const PartitionDevices &devices,
-                                        const PartitionOptions &options) {
-  Model m;
-  m.n = graph.nodes.size();
-  m.k = devices.size();
-  if (m.k == 0)
-    return partitionError("no devices to partition over");
-  if (m.k > kMaxPartitionDevices)
-    return partitionError(llvm::formatv("{0} devices: at most {1} supported",
-                                        m.k, kMaxPartitionDevices));
-  if (options.microBatches == 0)
-    return partitionError("microBatches must be at least 1");
-  if (options.schedule == PipelineSchedule::Custom && !options.inflight)
-    return partitionError("the custom schedule needs an inflight function");
-  if (options.maxDownsets == 0 || options.maxDeviceOrders == 0)
-    return partitionError("maxDownsets and maxDeviceOrders must be positive");
-  m.microBatches = options.microBatches;
-
+/// The graph's edges as sorted, unique predecessor and successor lists.
+static llvm::Error addEdges(Model &m, const PartitionGraph &graph) {
   m.preds.resize(m.n);
   m.succs.resize(m.n);
   for (auto [from, to] : graph.edges) {
@@ -192,7 +175,12 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
     m.preds[v].erase(std::unique(m.preds[v].begin(), m.preds[v].end()),
                      m.preds[v].end());
   }
+  return llvm::Error::success();
+}
 
+/// Each node's time on each device and its bytes.
+static llvm::Error addNodeCosts(Model &m, const PartitionGraph &graph,
+                                const PartitionDevices &devices) {
   m.time.resize(size_t(m.n) * m.k);
   for (unsigned v = 0; v < m.n; ++v) {
     for (unsigned d = 0; d < m.k; ++d) {
@@ -214,7 +202,11 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
     m.splitActivation.push_back(graph.nodes[v].splitActivationBytes);
     m.output.push_back(graph.nodes[v].outputBytes);
   }
+  return llvm::Error::success();
+}
 
+/// The devices' memory, degree and links.
+static llvm::Error addDevices(Model &m, const PartitionDevices &devices) {
   m.bandwidth.resize(m.k * m.k, kInf);
   m.latency.resize(m.k * m.k, 0);
   for (unsigned a = 0; a < m.k; ++a) {
@@ -236,7 +228,11 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
       m.latency[a * m.k + b] = lat;
     }
   }
+  return llvm::Error::success();
+}
 
+/// The pins, colocations and tied groups of the options.
+static llvm::Error addConstraints(Model &m, const PartitionOptions &options) {
   m.pin.assign(m.n, -1);
   for (auto [node, stage] : options.pins) {
     if (node >= m.n || stage >= m.k)
@@ -276,7 +272,35 @@ static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
     }
     m.groups.push_back(std::move(copy));
   }
+  return llvm::Error::success();
+}
 
+static llvm::Expected<Model> buildModel(const PartitionGraph &graph,
+                                        const PartitionDevices &devices,
+                                        const PartitionOptions &options) {
+  Model m;
+  m.n = graph.nodes.size();
+  m.k = devices.size();
+  if (m.k == 0)
+    return partitionError("no devices to partition over");
+  if (m.k > kMaxPartitionDevices)
+    return partitionError(llvm::formatv("{0} devices: at most {1} supported",
+                                        m.k, kMaxPartitionDevices));
+  if (options.microBatches == 0)
+    return partitionError("microBatches must be at least 1");
+  if (options.schedule == PipelineSchedule::Custom && !options.inflight)
+    return partitionError("the custom schedule needs an inflight function");
+  if (options.maxDownsets == 0 || options.maxDeviceOrders == 0)
+    return partitionError("maxDownsets and maxDeviceOrders must be positive");
+  m.microBatches = options.microBatches;
+  if (llvm::Error error = addEdges(m, graph))
+    return std::move(error);
+  if (llvm::Error error = addNodeCosts(m, graph, devices))
+    return std::move(error);
+  if (llvm::Error error = addDevices(m, devices))
+    return std::move(error);
+  if (llvm::Error error = addConstraints(m, options))
+    return std::move(error);
   for (unsigned s = 0; s < m.k; ++s) {
     m.inflight.push_back(inflightMicroBatches(options, s, m.k));
     m.weightScale.push_back(
@@ -1902,136 +1926,145 @@ static SearchHint boundingHint(const Model &m, const Level &level,
                                const PartitionOptions &options,
                                unsigned minBlocks);
 
-/// The best assignment of `level` over `orders`. A level of more than
-/// 2 options.boundingBlocks blocks is searched with its coarsening's optimum
-/// as the hint (`minBlocks`: the fewest blocks that coarsening may leave).
-static SearchOutcome searchLevel(const Model &m, const Level &level,
-                                 ArrayRef<std::vector<unsigned>> orders,
-                                 const PartitionOptions &options,
-                                 unsigned minBlocks) {
-  SearchOutcome out;
-  out.orderValue.assign(orders.size(), kInf);
-  // Bitsets of at most 2^24 words (128 MiB).
-  std::optional<Family> full =
-      allDownsets(m, level, options.maxDownsets, uint64_t(1) << 24);
-  if (!full) {
-    out.status = SearchStatus::TooManyDownsets;
-    return out;
-  }
-  SearchHint hint = boundingHint(m, level, orders, options, minBlocks);
-  out.numDownsets = full->count();
-  Family prefix = prefixDownsets(m, level);
-  std::vector<OrderCosts> orderCosts;
-  for (ArrayRef<unsigned> order : orders)
-    orderCosts.push_back(makeOrderCosts(m, level, order));
+namespace {
 
-  // The best of one order: the prefix DP bounds the full DP. Returns false
-  // when the full DP ran out of budget.
-  auto solve = [&](const OrderCosts &c, Objective objective, uint64_t slack,
-                   double bound, DPOutcome &result) {
-    DPOutcome quick = StageDP(m, level, prefix, c, objective, slack, bound,
-                              options.maxDownsetPairs)
-                          .run();
-    out.visits += quick.visits;
-    out.work += quick.work;
-    if (full->count() == prefix.count()) {
-      // The prefixes are all the downsets: the quick DP was the exact one.
-      out.processed = quick.processed;
-      result = std::move(quick);
-      return !result.aborted;
-    }
-    if (!quick.aborted)
-      bound = std::min(bound, quick.value);
-    // Give up early when a sample says the budget cannot suffice.
-    if (full->count() > 4096) {
-      double estimate = StageDP(m, level, *full, c, objective, slack, bound,
-                                options.maxDownsetPairs)
-                            .estimateVisits(256);
-      if (estimate > 2.0 * options.maxDownsetPairs) {
-        out.processed =
-            uint64_t(full->count() * (options.maxDownsetPairs / estimate));
-        return false;
-      }
-    }
-    result = StageDP(m, level, *full, c, objective, slack, bound,
-                     options.maxDownsetPairs)
-                 .run();
-    out.visits += result.visits;
-    out.work += result.work;
-    if (result.aborted) {
-      out.processed = result.processed;
-      return false;
-    }
-    if (result.value == kInf && !quick.aborted && quick.value != kInf)
-      result = std::move(quick); // Only rounding can get here.
-    return true;
-  };
-  // Minimises the bottleneck over the orders whose entry in `allowed` is set,
-  // with memory limits raised by `slack`.
-  // The orders the hint found best first (a tighter bound sooner).
-  std::vector<unsigned> byPromise(orders.size());
-  for (unsigned i = 0; i < orders.size(); ++i)
-    byPromise[i] = i;
-  if (hint.valid && hint.orderValue.size() == orders.size())
-    llvm::stable_sort(byPromise, [&](unsigned a, unsigned b) {
-      return hint.orderValue[a] < hint.orderValue[b];
-    });
-  // The hint's assignment at this level, when nothing beats its bound.
-  auto useHint = [&]() {
-    out.value = hint.value;
-    out.order = hint.order;
-    out.stageOfBlock.assign(level.numBlocks, 0);
-    for (unsigned b = 0; b < level.numBlocks; ++b)
-      out.stageOfBlock[b] = hint.stageOfNode[level.members[b].front()];
-  };
-  // Minimises the bottleneck over the orders whose entry in `allowed` is set,
-  // with memory limits raised by `slack`, below `bound`.
-  auto bestTime = [&](uint64_t slack, const std::vector<char> &allowed,
-                      double bound) {
-    out.value = bound;
-    unsigned searched = 0;
-    for (unsigned i : byPromise) {
-      if (!allowed[i])
-        continue;
-      if (searched > 0 && out.work > options.orderSearchWork) {
-        out.ordersCut = true;
-        break;
-      }
-      out.ordersSearched = std::max(out.ordersSearched, ++searched);
-      DPOutcome result;
-      if (!solve(orderCosts[i], Objective::Time, slack, out.value, result))
-        return false;
-      out.orderValue[i] = result.value;
-      if (result.value < out.value ||
-          (out.order.empty() && result.value <= out.value)) {
-        out.value = result.value;
-        out.order = orders[i];
-        out.stageOfBlock = std::move(result.stageOfBlock);
-      }
-    }
-    return true;
-  };
-  // A hint that fits with `slack` bounds the time (a relative margin covers
-  // the different order of the sums).
-  auto hintBound = [&](double slack) {
+/// One search of a level over the device orders (searchLevel): the least
+/// bottleneck of the orders in which the level fits, or else the least
+/// largest memory overflow and the least bottleneck with it.
+class LevelSearch {
+public:
+  LevelSearch(const Model &m, const Level &level,
+              ArrayRef<std::vector<unsigned>> orders,
+              const PartitionOptions &options, const Family &full,
+              SearchHint coarseHint)
+      : m(m), level(level), orders(orders), options(options), full(full),
+        hint(std::move(coarseHint)), prefix(prefixDownsets(m, level)) {
+    out.orderValue.assign(orders.size(), kInf);
+    out.numDownsets = full.count();
+    for (ArrayRef<unsigned> order : orders)
+      orderCosts.push_back(makeOrderCosts(m, level, order));
+    // The orders the hint found best first (a tighter bound sooner).
+    byPromise.resize(orders.size());
+    for (unsigned i = 0; i < orders.size(); ++i)
+      byPromise[i] = i;
+    if (hint.valid && hint.orderValue.size() == orders.size())
+      llvm::stable_sort(byPromise, [&](unsigned a, unsigned b) {
+        return hint.orderValue[a] < hint.orderValue[b];
+      });
+  }
+
+  SearchOutcome run();
+
+private:
+  /// The best of one order: the prefix DP bounds the full DP. Returns false
+  /// when the full DP ran out of budget.
+  bool solve(const OrderCosts &c, Objective objective, uint64_t slack,
+             double bound, DPOutcome &result);
+  /// Minimises the bottleneck over the orders whose entry in `allowed` is
+  /// set, with memory limits raised by `slack`, below `bound`. Returns false
+  /// when a DP ran out of budget.
+  bool bestTime(uint64_t slack, const std::vector<char> &allowed, double bound);
+  /// Per order, the least largest overflow of the memory limits (infinity
+  /// for the orders left out), and the least of all in `best`. Returns false
+  /// when a DP ran out of budget.
+  bool leastShortfall(std::vector<double> &shortfall, double &best);
+  /// A hint that fits with `slack` bounds the time (a relative margin covers
+  /// the different order of the sums).
+  double hintBound(double slack) const {
     return hint.valid && hint.shortfall <= slack ? hint.value * (1 + 1e-9)
                                                  : kInf;
-  };
+  }
+  /// Takes the hint's assignment at this level, when nothing beats its
+  /// bound.
+  void useHint();
+  SearchOutcome finish(SearchStatus status) {
+    out.status = status;
+    return std::move(out);
+  }
 
-  std::vector<char> allOrders(orders.size(), 1);
-  if (!bestTime(0, allOrders, hintBound(0))) {
-    out.status = SearchStatus::TooManyPairs;
-    return out;
+  const Model &m;
+  const Level &level;
+  ArrayRef<std::vector<unsigned>> orders;
+  const PartitionOptions &options;
+  const Family &full;
+  SearchHint hint;
+  Family prefix;
+  std::vector<OrderCosts> orderCosts;
+  std::vector<unsigned> byPromise;
+  SearchOutcome out;
+};
+
+} // namespace
+
+bool LevelSearch::solve(const OrderCosts &c, Objective objective,
+                        uint64_t slack, double bound, DPOutcome &result) {
+  DPOutcome quick = StageDP(m, level, prefix, c, objective, slack, bound,
+                            options.maxDownsetPairs)
+                        .run();
+  out.visits += quick.visits;
+  out.work += quick.work;
+  if (full.count() == prefix.count()) {
+    // The prefixes are all the downsets: the quick DP was the exact one.
+    out.processed = quick.processed;
+    result = std::move(quick);
+    return !result.aborted;
   }
-  if (out.value != kInf) {
-    if (out.order.empty())
-      useHint();
-    out.status = SearchStatus::Found;
-    return out;
+  if (!quick.aborted)
+    bound = std::min(bound, quick.value);
+  // Give up early when a sample says the budget cannot suffice.
+  if (full.count() > 4096) {
+    double estimate = StageDP(m, level, full, c, objective, slack, bound,
+                              options.maxDownsetPairs)
+                          .estimateVisits(256);
+    if (estimate > 2.0 * options.maxDownsetPairs) {
+      out.processed =
+          uint64_t(full.count() * (options.maxDownsetPairs / estimate));
+      return false;
+    }
   }
-  // Nothing fits: the smallest largest overflow, then the best time with it.
-  double bestShortfall = hint.valid ? hint.shortfall : kInf;
-  std::vector<double> shortfall(orders.size(), kInf);
+  result = StageDP(m, level, full, c, objective, slack, bound,
+                   options.maxDownsetPairs)
+               .run();
+  out.visits += result.visits;
+  out.work += result.work;
+  if (result.aborted) {
+    out.processed = result.processed;
+    return false;
+  }
+  if (result.value == kInf && !quick.aborted && quick.value != kInf)
+    result = std::move(quick); // Only rounding can get here.
+  return true;
+}
+
+bool LevelSearch::bestTime(uint64_t slack, const std::vector<char> &allowed,
+                           double bound) {
+  out.value = bound;
+  unsigned searched = 0;
+  for (unsigned i : byPromise) {
+    if (!allowed[i])
+      continue;
+    if (searched > 0 && out.work > options.orderSearchWork) {
+      out.ordersCut = true;
+      break;
+    }
+    out.ordersSearched = std::max(out.ordersSearched, ++searched);
+    DPOutcome result;
+    if (!solve(orderCosts[i], Objective::Time, slack, out.value, result))
+      return false;
+    out.orderValue[i] = result.value;
+    if (result.value < out.value ||
+        (out.order.empty() && result.value <= out.value)) {
+      out.value = result.value;
+      out.order = orders[i];
+      out.stageOfBlock = std::move(result.stageOfBlock);
+    }
+  }
+  return true;
+}
+
+bool LevelSearch::leastShortfall(std::vector<double> &shortfall, double &best) {
+  best = hint.valid ? hint.shortfall : kInf;
+  shortfall.assign(orders.size(), kInf);
   unsigned searched = 0;
   for (unsigned i : byPromise) {
     if (searched > 0 && out.work > options.orderSearchWork) {
@@ -2040,17 +2073,38 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
     }
     out.ordersSearched = std::max(out.ordersSearched, ++searched);
     DPOutcome result;
-    if (!solve(orderCosts[i], Objective::Shortfall, 0, bestShortfall, result)) {
-      out.status = SearchStatus::TooManyPairs;
-      return out;
-    }
+    if (!solve(orderCosts[i], Objective::Shortfall, 0, best, result))
+      return false;
     shortfall[i] = result.value;
-    bestShortfall = std::min(bestShortfall, result.value);
+    best = std::min(best, result.value);
   }
-  if (bestShortfall == kInf) {
-    out.status = SearchStatus::NoAssignment;
-    return out;
+  return true;
+}
+
+void LevelSearch::useHint() {
+  out.value = hint.value;
+  out.order = hint.order;
+  out.stageOfBlock.assign(level.numBlocks, 0);
+  for (unsigned b = 0; b < level.numBlocks; ++b)
+    out.stageOfBlock[b] = hint.stageOfNode[level.members[b].front()];
+}
+
+SearchOutcome LevelSearch::run() {
+  std::vector<char> allOrders(orders.size(), 1);
+  if (!bestTime(0, allOrders, hintBound(0)))
+    return finish(SearchStatus::TooManyPairs);
+  if (out.value != kInf) {
+    if (out.order.empty())
+      useHint();
+    return finish(SearchStatus::Found);
   }
+  // Nothing fits: the smallest largest overflow, then the best time with it.
+  std::vector<double> shortfall;
+  double bestShortfall;
+  if (!leastShortfall(shortfall, bestShortfall))
+    return finish(SearchStatus::TooManyPairs);
+  if (bestShortfall == kInf)
+    return finish(SearchStatus::NoAssignment);
   std::vector<char> best(orders.size());
   for (unsigned i = 0; i < orders.size(); ++i)
     best[i] = shortfall[i] == bestShortfall;
@@ -2058,16 +2112,33 @@ static SearchOutcome searchLevel(const Model &m, const Level &level,
   if (hint.valid && hint.shortfall == bestShortfall)
     for (unsigned i = 0; i < orders.size(); ++i)
       best[i] |= orders[i] == hint.order;
-  if (!bestTime(uint64_t(bestShortfall), best, hintBound(bestShortfall))) {
-    out.status = SearchStatus::TooManyPairs;
-    return out;
-  }
+  if (!bestTime(uint64_t(bestShortfall), best, hintBound(bestShortfall)))
+    return finish(SearchStatus::TooManyPairs);
   if (out.value != kInf && out.order.empty())
     useHint();
   out.shortfall = bestShortfall;
-  out.status =
-      out.value == kInf ? SearchStatus::NoAssignment : SearchStatus::Found;
-  return out;
+  return finish(out.value == kInf ? SearchStatus::NoAssignment
+                                  : SearchStatus::Found);
+}
+
+/// The best assignment of `level` over `orders`. A level of more than
+/// 2 options.boundingBlocks blocks is searched with its coarsening's optimum
+/// as the hint (`minBlocks`: the fewest blocks that coarsening may leave).
+static SearchOutcome searchLevel(const Model &m, const Level &level,
+                                 ArrayRef<std::vector<unsigned>> orders,
+                                 const PartitionOptions &options,
+                                 unsigned minBlocks) {
+  // Bitsets of at most 2^24 words (128 MiB).
+  std::optional<Family> full =
+      allDownsets(m, level, options.maxDownsets, uint64_t(1) << 24);
+  if (!full) {
+    SearchOutcome out;
+    out.orderValue.assign(orders.size(), kInf);
+    out.status = SearchStatus::TooManyDownsets;
+    return out;
+  }
+  SearchHint hint = boundingHint(m, level, orders, options, minBlocks);
+  return LevelSearch(m, level, orders, options, *full, std::move(hint)).run();
 }
 
 /// The optimum of `level` coarsened to about options.boundingBlocks

@@ -24,7 +24,6 @@ using namespace pp::rt::cuda;
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -131,9 +130,11 @@ bool ok(const std::string &caseName, const Status &status) {
   return false;
 }
 
+/// A case runs its kernels on inputs of fixed seeds and records their
+/// outputs under its name.
 struct Case {
   const char *name;
-  std::function<void(const std::string &)> run;
+  void (*run)(const std::string &caseName);
 };
 
 WindowParams window(int64_t k, int64_t stride, int64_t pad) {
@@ -145,302 +146,352 @@ WindowParams window(int64_t k, int64_t stride, int64_t pad) {
   return p;
 }
 
+//===----------------------------------------------------------------------===//
+// Elementwise and reductions
+//===----------------------------------------------------------------------===//
+
+/// GeluErf forward and its gradient.
+void checkGeluGrad(const std::string &n) {
+  auto x = random({4, 37}, 1), y = zeros({4, 37}), dy = random({4, 37}, 2),
+       dx = zeros({4, 37});
+  if (ok(n, unary(ctx, UnaryKind::GeluErf, x->tensor, y->tensor)) &&
+      ok(n, unaryGrad(ctx, UnaryKind::GeluErf, x->tensor, y->tensor, dy->tensor,
+                      dx->tensor))) {
+    record(n, "y", *y);
+    record(n, "dx", *dx);
+  }
+}
+
+/// Elu to Cos, forward and gradient, and Round.
+void checkActivationsAndGrads(const std::string &n) {
+  // The unary kinds added with the outside-model ops, forward and
+  // unaryGrad (Selu's beta is its gamma).
+  const UnaryKind kinds[] = {UnaryKind::Elu,      UnaryKind::Selu,
+                             UnaryKind::Celu,     UnaryKind::ThresholdedRelu,
+                             UnaryKind::Softplus, UnaryKind::Softsign,
+                             UnaryKind::Sin,      UnaryKind::Cos};
+  auto x = random({3, 29}, 43, -4, 4), dy = random({3, 29}, 44);
+  for (UnaryKind kind : kinds) {
+    auto y = zeros({3, 29}), dx = zeros({3, 29});
+    if (ok(n, unary(ctx, kind, x->tensor, y->tensor, 0.7f, 1.2f)) &&
+        ok(n, unaryGrad(ctx, kind, x->tensor, y->tensor, dy->tensor, dx->tensor,
+                        0.7f, 1.2f))) {
+      record(n, std::string(toString(kind)) + ".y", *y);
+      record(n, std::string(toString(kind)) + ".dx", *dx);
+    }
+  }
+  auto r = zeros({3, 29});
+  if (ok(n, unary(ctx, UnaryKind::Round, x->tensor, r->tensor)))
+    record(n, "Round.y", *r);
+}
+
+/// Broadcast Max and Min and a Min reduction.
+void checkMaxMinReduceMin(const std::string &n) {
+  auto a = random({4, 6}, 45), b = random({6}, 46), mx = zeros({4, 6}),
+       mn = zeros({4, 6}), rmin = zeros({4, 1});
+  if (ok(n, binary(ctx, BinaryKind::Max, a->tensor, b->tensor, mx->tensor)) &&
+      ok(n, binary(ctx, BinaryKind::Min, a->tensor, b->tensor, mn->tensor)) &&
+      ok(n, reduce(ctx, ReduceKind::Min, a->tensor, {1}, rmin->tensor))) {
+    record(n, "max", *mx);
+    record(n, "min", *mn);
+    record(n, "reduce_min", *rmin);
+  }
+}
+
+/// Div with a divisor broadcast over the outer and inner dims.
+void checkBroadcastDiv(const std::string &n) {
+  auto a = random({3, 4, 5}, 3), b = random({4, 1}, 4, 0.5, 2),
+       c = zeros({3, 4, 5});
+  if (ok(n, binary(ctx, BinaryKind::Div, a->tensor, b->tensor, c->tensor)))
+    record(n, "c", *c);
+}
+
+/// A Mean reduction over a middle dim.
+void checkReduceMean(const std::string &n) {
+  auto x = random({6, 7, 8}, 5), y = zeros({6, 1, 8});
+  if (ok(n, reduce(ctx, ReduceKind::Mean, x->tensor, {1}, y->tensor)))
+    record(n, "y", *y);
+}
+
+//===----------------------------------------------------------------------===//
+// Normalizations
+//===----------------------------------------------------------------------===//
+
+/// LogSoftmax forward and its gradient.
+void checkLogSoftmaxGrad(const std::string &n) {
+  auto x = random({5, 33}, 6, -4, 4), y = zeros({5, 33}),
+       dy = random({5, 33}, 7), dx = zeros({5, 33});
+  if (ok(n, softmax(ctx, x->tensor, -1, true, y->tensor)) &&
+      ok(n, softmaxGrad(ctx, y->tensor, dy->tensor, -1, true, dx->tensor))) {
+    record(n, "y", *y);
+    record(n, "dx", *dx);
+  }
+}
+
+/// LayerNorm forward (with bias) and its gradients.
+void checkLayerNorm(const std::string &n) {
+  auto x = random({6, 48}, 8), s = random({48}, 9), b = random({48}, 10),
+       y = zeros({6, 48}), mean = zeros({6, 1}), inv = zeros({6, 1}),
+       dy = random({6, 48}, 11), dx = zeros({6, 48}), ds = zeros({48}),
+       db = zeros({48});
+  if (ok(n, layerNorm(ctx, x->tensor, s->tensor, &b->tensor, -1, 1e-5f,
+                      y->tensor, mean->tensor, inv->tensor)) &&
+      ok(n,
+         layerNormGrad(ctx, dy->tensor, x->tensor, s->tensor, mean->tensor,
+                       inv->tensor, -1, dx->tensor, ds->tensor, &db->tensor))) {
+    record(n, "y", *y);
+    record(n, "dx", *dx);
+    record(n, "dscale", *ds);
+    record(n, "dbias", *db);
+  }
+}
+
+/// Training BatchNorm (running statistics updated) and its gradients.
+void checkBatchNormTrain(const std::string &n) {
+  auto x = random({4, 3, 5, 5}, 12), s = random({3}, 13), b = random({3}, 14),
+       m = random({3}, 15), v = random({3}, 16, 0.5, 1.5),
+       y = zeros({4, 3, 5, 5}), rm = zeros({3}), rv = zeros({3}),
+       sm = zeros({3}), si = zeros({3}), dy = random({4, 3, 5, 5}, 17),
+       dx = zeros({4, 3, 5, 5}), ds = zeros({3}), db = zeros({3});
+  if (ok(n, batchNorm(ctx, x->tensor, s->tensor, b->tensor, m->tensor,
+                      v->tensor, 1e-5f, 0.9f, true, y->tensor, rm->tensor,
+                      rv->tensor, &sm->tensor, &si->tensor, true)) &&
+      ok(n, batchNormGrad(ctx, dy->tensor, x->tensor, s->tensor, sm->tensor,
+                          si->tensor, dx->tensor, ds->tensor, db->tensor))) {
+    record(n, "y", *y);
+    record(n, "running_mean", *rm);
+    record(n, "running_var", *rv);
+    record(n, "dx", *dx);
+    record(n, "dscale", *ds);
+    record(n, "dbias", *db);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Matrix products
+//===----------------------------------------------------------------------===//
+
+/// Gemm with both operands transposed, alpha, beta and a bias.
+void checkGemmTransposed(const std::string &n) {
+  auto a = random({19, 13}, 18), b = random({23, 19}, 19), c = random({23}, 20),
+       y = zeros({13, 23});
+  if (ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 0.5f, 2.0f, true, true,
+                 y->tensor)))
+    record(n, "y", *y);
+}
+
+/// A batched MatMul against an unbatched right operand.
+void checkBatchedMatmul(const std::string &n) {
+  auto a = random({3, 7, 9}, 21), b = random({9, 5}, 22), y = zeros({3, 7, 5});
+  if (ok(n, matmul(ctx, a->tensor, b->tensor, y->tensor)))
+    record(n, "y", *y);
+}
+
+/// Batched MatMuls with a transposed operand.
+void checkBatchedMatmulTransposed(const std::string &n) {
+  // Attention's q k^T (both batched: strided) and a gradient's
+  // a^T dy against a broadcast operand (one pointer per matrix).
+  auto q = random({2, 3, 7, 5}, 50), k = random({2, 3, 7, 5}, 51),
+       s = zeros({2, 3, 7, 7}), a = random({2, 1, 7, 6}, 52),
+       dy = random({1, 3, 7, 4}, 53), da = zeros({2, 3, 6, 4});
+  if (ok(n, matmul(ctx, q->tensor, k->tensor, s->tensor, false, true)) &&
+      ok(n, matmul(ctx, a->tensor, dy->tensor, da->tensor, true, false))) {
+    record(n, "qk", *s);
+    record(n, "ady", *da);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Convolutions and pooling
+//===----------------------------------------------------------------------===//
+
+/// A strided, padded Conv and its input and weight gradients.
+void checkConvAndGrads(const std::string &n) {
+  WindowParams p = window(3, 2, 1);
+  auto x = random({2, 4, 9, 9}, 23), w = random({6, 4, 3, 3}, 24),
+       b = random({6}, 25), y = zeros({2, 6, 5, 5}),
+       dy = random({2, 6, 5, 5}, 26), dx = zeros({2, 4, 9, 9}),
+       dw = zeros({6, 4, 3, 3});
+  if (ok(n, conv(ctx, x->tensor, w->tensor, &b->tensor, p, y->tensor)) &&
+      ok(n, convGradInput(ctx, dy->tensor, w->tensor, p, dx->tensor)) &&
+      ok(n, convGradWeight(ctx, dy->tensor, x->tensor, p, dw->tensor))) {
+    record(n, "y", *y);
+    record(n, "dx", *dx);
+    record(n, "dw", *dw);
+  }
+}
+
+/// ConvTranspose with stride, pads and a bias.
+void checkConvTranspose(const std::string &n) {
+  // Stride 2, pads 1, output_padding 1: 5 -> 2 (5 - 1) + 1 + 3 - 2.
+  WindowParams p = window(3, 2, 1);
+  auto x = random({2, 4, 5, 5}, 47), w = random({4, 3, 3, 3}, 48),
+       b = random({3}, 49), y = zeros({2, 3, 10, 10});
+  if (ok(n, convTranspose(ctx, x->tensor, w->tensor, &b->tensor, p, y->tensor)))
+    record(n, "y", *y);
+}
+
+/// A Conv of two groups without bias.
+void checkGroupedConv(const std::string &n) {
+  WindowParams p = window(3, 1, 1);
+  p.group = 2;
+  auto x = random({1, 4, 6, 6}, 27), w = random({4, 2, 3, 3}, 28),
+       y = zeros({1, 4, 6, 6});
+  if (ok(n, conv(ctx, x->tensor, w->tensor, nullptr, p, y->tensor)))
+    record(n, "y", *y);
+}
+
+/// MaxPool with its indices, and its gradient.
+void checkMaxPoolAndGrad(const std::string &n) {
+  WindowParams p = window(3, 2, 1);
+  auto x = random({2, 3, 8, 8}, 29), y = zeros({2, 3, 4, 4}),
+       idx = zeros({2, 3, 4, 4}, DType::I64), dy = random({2, 3, 4, 4}, 30),
+       dx = zeros({2, 3, 8, 8});
+  if (ok(n, maxPool(ctx, x->tensor, p, y->tensor, &idx->tensor)) &&
+      ok(n, maxPoolGrad(ctx, dy->tensor, idx->tensor, dx->tensor))) {
+    record(n, "y", *y);
+    record(n, "indices", *idx);
+    record(n, "dx", *dx);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Data movement
+//===----------------------------------------------------------------------===//
+
+/// Transpose, Gather and Gather's gradient.
+void checkTransposeGather(const std::string &n) {
+  auto x = random({3, 4, 5}, 31), t = zeros({5, 3, 4}),
+       table = random({10, 6}, 32), ids = random({7}, 33, 0, 10, DType::I64),
+       g = zeros({7, 6}), dy = random({7, 6}, 34), dt = zeros({10, 6});
+  if (ok(n, transpose(ctx, x->tensor, {2, 0, 1}, t->tensor)) &&
+      ok(n, gather(ctx, table->tensor, ids->tensor, 0, g->tensor)) &&
+      ok(n, gatherGrad(ctx, dy->tensor, ids->tensor, 0, dt->tensor))) {
+    record(n, "transposed", *t);
+    record(n, "gathered", *g);
+    record(n, "dtable", *dt);
+  }
+}
+
+/// ScatterND (replace, then add) and FMod.
+void checkScatterNd(const std::string &n) {
+  // Rows (k = 1, a repeated and a negative index) replaced, then
+  // single elements (k = 2) added; Mod and FMod of the result.
+  auto data = random({6, 4}, 35), updates = random({3, 4}, 36),
+       y = zeros({6, 4}), z = zeros({6, 4}), cells = random({5}, 38),
+       divisor = random({4}, 39, 0.5, 2), r = zeros({6, 4});
+  auto rows = random({3, 1}, 37, 0, 1, DType::I64);
+  auto at = random({5, 2}, 40, 0, 1, DType::I64);
+  const int64_t rowValues[] = {2, -1, 2};
+  const int64_t cellValues[] = {0, 0, 5, 3, 1, 2, 0, 0, -1, -1};
+  std::copy(rowValues, rowValues + 3, rows->as<int64_t>());
+  std::copy(cellValues, cellValues + 10, at->as<int64_t>());
+  rows->upload();
+  at->upload();
+  if (ok(n, scatterND(ctx, data->tensor, rows->tensor, updates->tensor,
+                      ScatterReduction::None, y->tensor)) &&
+      ok(n, scatterND(ctx, y->tensor, at->tensor, cells->tensor,
+                      ScatterReduction::Add, z->tensor)) &&
+      ok(n, binary(ctx, BinaryKind::FMod, z->tensor, divisor->tensor,
+                   r->tensor))) {
+    record(n, "replaced", *y);
+    record(n, "added", *z);
+    record(n, "fmod", *r);
+  }
+}
+
+/// Pad in each mode, and its gradient.
+void checkPadAndGrad(const std::string &n) {
+  // Each mode with a crop; reflect wider than a dim.
+  const std::vector<int64_t> pads = {0, 1, 5, -1, 0, -1, 2, 3};
+  auto x = random({2, 3, 4, 5}, 41), dy = random({2, 3, 11, 7}, 42);
+  const std::pair<PadMode, const char *> modes[] = {
+      {PadMode::Constant, "constant"},
+      {PadMode::Reflect, "reflect"},
+      {PadMode::Edge, "edge"}};
+  for (auto [mode, name] : modes) {
+    auto y = zeros({2, 3, 11, 7}), dx = zeros({2, 3, 4, 5});
+    if (ok(n, pad(ctx, x->tensor, pads, mode, 1.5, y->tensor)) &&
+        ok(n, padGrad(ctx, dy->tensor, pads, mode, dx->tensor))) {
+      record(n, std::string("y_") + name, *y);
+      record(n, std::string("dx_") + name, *dx);
+    }
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// Losses, dropout and optimizers
+//===----------------------------------------------------------------------===//
+
+/// SoftmaxCrossEntropy (mean) and its gradient.
+void checkSoftmaxCrossEntropy(const std::string &n) {
+  auto s = random({8, 10}, 35, -3, 3), l = random({8}, 36, 0, 10, DType::I64),
+       loss = zeros({}), logp = zeros({8, 10}), one = zeros({}),
+       ds = zeros({8, 10});
+  one->as<float>()[0] = 1.0f;
+  one->upload();
+  if (ok(n, softmaxCrossEntropy(ctx, s->tensor, l->tensor, nullptr, false, 0,
+                                "mean", loss->tensor, logp->tensor)) &&
+      ok(n, softmaxCrossEntropyGrad(ctx, one->tensor, logp->tensor, l->tensor,
+                                    nullptr, false, 0, "mean", ds->tensor))) {
+    record(n, "loss", *loss);
+    record(n, "dscores", *ds);
+  }
+}
+
+/// Training Dropout's output and mask from a fixed seed.
+void checkDropout(const std::string &n) {
+  auto x = random({16, 33}, 37), y = zeros({16, 33}),
+       mask = zeros({16, 33}, DType::Bool);
+  if (ok(n, dropout(ctx, x->tensor, 0.3f, true, 1234, 5000, y->tensor,
+                    mask->tensor))) {
+    record(n, "y", *y);
+    record(n, "mask", *mask);
+  }
+}
+
+/// Three steps of SGD with Nesterov momentum and of AdamW.
+void checkSgdMomentumAdam(const std::string &n) {
+  auto p = random({50}, 38), g = random({50}, 39), buf = random({50}, 40),
+       q = random({50}, 41), m = random({50}, 42), v = random({50}, 43, 0, 1);
+  bool done = true;
+  for (int64_t step = 1; step <= 3 && done; ++step)
+    done = ok(n, sgdStep(ctx, p->tensor, g->tensor, &buf->tensor, step, 0.1f,
+                         0.9f, 0.0f, 0.01f, true)) &&
+           ok(n, adamStep(ctx, q->tensor, g->tensor, m->tensor, v->tensor, step,
+                          0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, true));
+  if (done) {
+    record(n, "sgd_param", *p);
+    record(n, "sgd_buffer", *buf);
+    record(n, "adam_param", *q);
+    record(n, "adam_v", *v);
+  }
+}
+
+/// Every case, in the order of the manifest.
 std::vector<Case> cases() {
   return {
-      {"gelu_grad",
-       [](const std::string &n) {
-         auto x = random({4, 37}, 1), y = zeros({4, 37}),
-              dy = random({4, 37}, 2), dx = zeros({4, 37});
-         if (ok(n, unary(ctx, UnaryKind::GeluErf, x->tensor, y->tensor)) &&
-             ok(n, unaryGrad(ctx, UnaryKind::GeluErf, x->tensor, y->tensor,
-                             dy->tensor, dx->tensor))) {
-           record(n, "y", *y);
-           record(n, "dx", *dx);
-         }
-       }},
-      {"activations_and_grads",
-       [](const std::string &n) {
-         // The unary kinds added with the outside-model ops, forward and
-         // unaryGrad (Selu's beta is its gamma).
-         const UnaryKind kinds[] = {
-             UnaryKind::Elu,      UnaryKind::Selu,
-             UnaryKind::Celu,     UnaryKind::ThresholdedRelu,
-             UnaryKind::Softplus, UnaryKind::Softsign,
-             UnaryKind::Sin,      UnaryKind::Cos};
-         auto x = random({3, 29}, 43, -4, 4), dy = random({3, 29}, 44);
-         for (UnaryKind kind : kinds) {
-           auto y = zeros({3, 29}), dx = zeros({3, 29});
-           if (ok(n, unary(ctx, kind, x->tensor, y->tensor, 0.7f, 1.2f)) &&
-               ok(n, unaryGrad(ctx, kind, x->tensor, y->tensor, dy->tensor,
-                               dx->tensor, 0.7f, 1.2f))) {
-             record(n, std::string(toString(kind)) + ".y", *y);
-             record(n, std::string(toString(kind)) + ".dx", *dx);
-           }
-         }
-         auto r = zeros({3, 29});
-         if (ok(n, unary(ctx, UnaryKind::Round, x->tensor, r->tensor)))
-           record(n, "Round.y", *r);
-       }},
-      {"max_min_reduce_min",
-       [](const std::string &n) {
-         auto a = random({4, 6}, 45), b = random({6}, 46), mx = zeros({4, 6}),
-              mn = zeros({4, 6}), rmin = zeros({4, 1});
-         if (ok(n, binary(ctx, BinaryKind::Max, a->tensor, b->tensor,
-                          mx->tensor)) &&
-             ok(n, binary(ctx, BinaryKind::Min, a->tensor, b->tensor,
-                          mn->tensor)) &&
-             ok(n,
-                reduce(ctx, ReduceKind::Min, a->tensor, {1}, rmin->tensor))) {
-           record(n, "max", *mx);
-           record(n, "min", *mn);
-           record(n, "reduce_min", *rmin);
-         }
-       }},
-      {"broadcast_div",
-       [](const std::string &n) {
-         auto a = random({3, 4, 5}, 3), b = random({4, 1}, 4, 0.5, 2),
-              c = zeros({3, 4, 5});
-         if (ok(n,
-                binary(ctx, BinaryKind::Div, a->tensor, b->tensor, c->tensor)))
-           record(n, "c", *c);
-       }},
-      {"reduce_mean",
-       [](const std::string &n) {
-         auto x = random({6, 7, 8}, 5), y = zeros({6, 1, 8});
-         if (ok(n, reduce(ctx, ReduceKind::Mean, x->tensor, {1}, y->tensor)))
-           record(n, "y", *y);
-       }},
-      {"log_softmax_grad",
-       [](const std::string &n) {
-         auto x = random({5, 33}, 6, -4, 4), y = zeros({5, 33}),
-              dy = random({5, 33}, 7), dx = zeros({5, 33});
-         if (ok(n, softmax(ctx, x->tensor, -1, true, y->tensor)) &&
-             ok(n, softmaxGrad(ctx, y->tensor, dy->tensor, -1, true,
-                               dx->tensor))) {
-           record(n, "y", *y);
-           record(n, "dx", *dx);
-         }
-       }},
-      {"layer_norm",
-       [](const std::string &n) {
-         auto x = random({6, 48}, 8), s = random({48}, 9), b = random({48}, 10),
-              y = zeros({6, 48}), mean = zeros({6, 1}), inv = zeros({6, 1}),
-              dy = random({6, 48}, 11), dx = zeros({6, 48}), ds = zeros({48}),
-              db = zeros({48});
-         if (ok(n, layerNorm(ctx, x->tensor, s->tensor, &b->tensor, -1, 1e-5f,
-                             y->tensor, mean->tensor, inv->tensor)) &&
-             ok(n, layerNormGrad(ctx, dy->tensor, x->tensor, s->tensor,
-                                 mean->tensor, inv->tensor, -1, dx->tensor,
-                                 ds->tensor, &db->tensor))) {
-           record(n, "y", *y);
-           record(n, "dx", *dx);
-           record(n, "dscale", *ds);
-           record(n, "dbias", *db);
-         }
-       }},
-      {"batch_norm_train",
-       [](const std::string &n) {
-         auto x = random({4, 3, 5, 5}, 12), s = random({3}, 13),
-              b = random({3}, 14), m = random({3}, 15),
-              v = random({3}, 16, 0.5, 1.5), y = zeros({4, 3, 5, 5}),
-              rm = zeros({3}), rv = zeros({3}), sm = zeros({3}),
-              si = zeros({3}), dy = random({4, 3, 5, 5}, 17),
-              dx = zeros({4, 3, 5, 5}), ds = zeros({3}), db = zeros({3});
-         if (ok(n,
-                batchNorm(ctx, x->tensor, s->tensor, b->tensor, m->tensor,
-                          v->tensor, 1e-5f, 0.9f, true, y->tensor, rm->tensor,
-                          rv->tensor, &sm->tensor, &si->tensor, true)) &&
-             ok(n, batchNormGrad(ctx, dy->tensor, x->tensor, s->tensor,
-                                 sm->tensor, si->tensor, dx->tensor, ds->tensor,
-                                 db->tensor))) {
-           record(n, "y", *y);
-           record(n, "running_mean", *rm);
-           record(n, "running_var", *rv);
-           record(n, "dx", *dx);
-           record(n, "dscale", *ds);
-           record(n, "dbias", *db);
-         }
-       }},
-      {"gemm_transposed",
-       [](const std::string &n) {
-         auto a = random({19, 13}, 18), b = random({23, 19}, 19),
-              c = random({23}, 20), y = zeros({13, 23});
-         if (ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 0.5f, 2.0f, true,
-                        true, y->tensor)))
-           record(n, "y", *y);
-       }},
-      {"batched_matmul",
-       [](const std::string &n) {
-         auto a = random({3, 7, 9}, 21), b = random({9, 5}, 22),
-              y = zeros({3, 7, 5});
-         if (ok(n, matmul(ctx, a->tensor, b->tensor, y->tensor)))
-           record(n, "y", *y);
-       }},
-      {"batched_matmul_transposed",
-       [](const std::string &n) {
-         // Attention's q k^T (both batched: strided) and a gradient's
-         // a^T dy against a broadcast operand (one pointer per matrix).
-         auto q = random({2, 3, 7, 5}, 50), k = random({2, 3, 7, 5}, 51),
-              s = zeros({2, 3, 7, 7}), a = random({2, 1, 7, 6}, 52),
-              dy = random({1, 3, 7, 4}, 53), da = zeros({2, 3, 6, 4});
-         if (ok(n, matmul(ctx, q->tensor, k->tensor, s->tensor, false, true)) &&
-             ok(n,
-                matmul(ctx, a->tensor, dy->tensor, da->tensor, true, false))) {
-           record(n, "qk", *s);
-           record(n, "ady", *da);
-         }
-       }},
-      {"conv_and_grads",
-       [](const std::string &n) {
-         WindowParams p = window(3, 2, 1);
-         auto x = random({2, 4, 9, 9}, 23), w = random({6, 4, 3, 3}, 24),
-              b = random({6}, 25), y = zeros({2, 6, 5, 5}),
-              dy = random({2, 6, 5, 5}, 26), dx = zeros({2, 4, 9, 9}),
-              dw = zeros({6, 4, 3, 3});
-         if (ok(n, conv(ctx, x->tensor, w->tensor, &b->tensor, p, y->tensor)) &&
-             ok(n, convGradInput(ctx, dy->tensor, w->tensor, p, dx->tensor)) &&
-             ok(n, convGradWeight(ctx, dy->tensor, x->tensor, p, dw->tensor))) {
-           record(n, "y", *y);
-           record(n, "dx", *dx);
-           record(n, "dw", *dw);
-         }
-       }},
-      {"conv_transpose",
-       [](const std::string &n) {
-         // Stride 2, pads 1, output_padding 1: 5 -> 2 (5 - 1) + 1 + 3 - 2.
-         WindowParams p = window(3, 2, 1);
-         auto x = random({2, 4, 5, 5}, 47), w = random({4, 3, 3, 3}, 48),
-              b = random({3}, 49), y = zeros({2, 3, 10, 10});
-         if (ok(n, convTranspose(ctx, x->tensor, w->tensor, &b->tensor, p,
-                                 y->tensor)))
-           record(n, "y", *y);
-       }},
-      {"grouped_conv",
-       [](const std::string &n) {
-         WindowParams p = window(3, 1, 1);
-         p.group = 2;
-         auto x = random({1, 4, 6, 6}, 27), w = random({4, 2, 3, 3}, 28),
-              y = zeros({1, 4, 6, 6});
-         if (ok(n, conv(ctx, x->tensor, w->tensor, nullptr, p, y->tensor)))
-           record(n, "y", *y);
-       }},
-      {"max_pool_and_grad",
-       [](const std::string &n) {
-         WindowParams p = window(3, 2, 1);
-         auto x = random({2, 3, 8, 8}, 29), y = zeros({2, 3, 4, 4}),
-              idx = zeros({2, 3, 4, 4}, DType::I64),
-              dy = random({2, 3, 4, 4}, 30), dx = zeros({2, 3, 8, 8});
-         if (ok(n, maxPool(ctx, x->tensor, p, y->tensor, &idx->tensor)) &&
-             ok(n, maxPoolGrad(ctx, dy->tensor, idx->tensor, dx->tensor))) {
-           record(n, "y", *y);
-           record(n, "indices", *idx);
-           record(n, "dx", *dx);
-         }
-       }},
-      {"transpose_gather",
-       [](const std::string &n) {
-         auto x = random({3, 4, 5}, 31), t = zeros({5, 3, 4}),
-              table = random({10, 6}, 32),
-              ids = random({7}, 33, 0, 10, DType::I64), g = zeros({7, 6}),
-              dy = random({7, 6}, 34), dt = zeros({10, 6});
-         if (ok(n, transpose(ctx, x->tensor, {2, 0, 1}, t->tensor)) &&
-             ok(n, gather(ctx, table->tensor, ids->tensor, 0, g->tensor)) &&
-             ok(n, gatherGrad(ctx, dy->tensor, ids->tensor, 0, dt->tensor))) {
-           record(n, "transposed", *t);
-           record(n, "gathered", *g);
-           record(n, "dtable", *dt);
-         }
-       }},
-      {"scatter_nd",
-       [](const std::string &n) {
-         // Rows (k = 1, a repeated and a negative index) replaced, then
-         // single elements (k = 2) added; Mod and FMod of the result.
-         auto data = random({6, 4}, 35), updates = random({3, 4}, 36),
-              y = zeros({6, 4}), z = zeros({6, 4}), cells = random({5}, 38),
-              divisor = random({4}, 39, 0.5, 2), r = zeros({6, 4});
-         auto rows = random({3, 1}, 37, 0, 1, DType::I64);
-         auto at = random({5, 2}, 40, 0, 1, DType::I64);
-         const int64_t rowValues[] = {2, -1, 2};
-         const int64_t cellValues[] = {0, 0, 5, 3, 1, 2, 0, 0, -1, -1};
-         std::copy(rowValues, rowValues + 3, rows->as<int64_t>());
-         std::copy(cellValues, cellValues + 10, at->as<int64_t>());
-         rows->upload();
-         at->upload();
-         if (ok(n, scatterND(ctx, data->tensor, rows->tensor, updates->tensor,
-                             ScatterReduction::None, y->tensor)) &&
-             ok(n, scatterND(ctx, y->tensor, at->tensor, cells->tensor,
-                             ScatterReduction::Add, z->tensor)) &&
-             ok(n, binary(ctx, BinaryKind::FMod, z->tensor, divisor->tensor,
-                          r->tensor))) {
-           record(n, "replaced", *y);
-           record(n, "added", *z);
-           record(n, "fmod", *r);
-         }
-       }},
-      {"pad_and_grad",
-       [](const std::string &n) {
-         // Each mode with a crop; reflect wider than a dim.
-         const std::vector<int64_t> pads = {0, 1, 5, -1, 0, -1, 2, 3};
-         auto x = random({2, 3, 4, 5}, 41), dy = random({2, 3, 11, 7}, 42);
-         const std::pair<PadMode, const char *> modes[] = {
-             {PadMode::Constant, "constant"},
-             {PadMode::Reflect, "reflect"},
-             {PadMode::Edge, "edge"}};
-         for (auto [mode, name] : modes) {
-           auto y = zeros({2, 3, 11, 7}), dx = zeros({2, 3, 4, 5});
-           if (ok(n, pad(ctx, x->tensor, pads, mode, 1.5, y->tensor)) &&
-               ok(n, padGrad(ctx, dy->tensor, pads, mode, dx->tensor))) {
-             record(n, std::string("y_") + name, *y);
-             record(n, std::string("dx_") + name, *dx);
-           }
-         }
-       }},
-      {"softmax_cross_entropy",
-       [](const std::string &n) {
-         auto s = random({8, 10}, 35, -3, 3),
-              l = random({8}, 36, 0, 10, DType::I64), loss = zeros({}),
-              logp = zeros({8, 10}), one = zeros({}), ds = zeros({8, 10});
-         one->as<float>()[0] = 1.0f;
-         one->upload();
-         if (ok(n,
-                softmaxCrossEntropy(ctx, s->tensor, l->tensor, nullptr, false,
-                                    0, "mean", loss->tensor, logp->tensor)) &&
-             ok(n, softmaxCrossEntropyGrad(ctx, one->tensor, logp->tensor,
-                                           l->tensor, nullptr, false, 0, "mean",
-                                           ds->tensor))) {
-           record(n, "loss", *loss);
-           record(n, "dscores", *ds);
-         }
-       }},
-      {"dropout",
-       [](const std::string &n) {
-         auto x = random({16, 33}, 37), y = zeros({16, 33}),
-              mask = zeros({16, 33}, DType::Bool);
-         if (ok(n, dropout(ctx, x->tensor, 0.3f, true, 1234, 5000, y->tensor,
-                           mask->tensor))) {
-           record(n, "y", *y);
-           record(n, "mask", *mask);
-         }
-       }},
-      {"sgd_momentum_adam",
-       [](const std::string &n) {
-         auto p = random({50}, 38), g = random({50}, 39),
-              buf = random({50}, 40), q = random({50}, 41),
-              m = random({50}, 42), v = random({50}, 43, 0, 1);
-         bool done = true;
-         for (int64_t step = 1; step <= 3 && done; ++step)
-           done =
-               ok(n, sgdStep(ctx, p->tensor, g->tensor, &buf->tensor, step,
-                             0.1f, 0.9f, 0.0f, 0.01f, true)) &&
-               ok(n, adamStep(ctx, q->tensor, g->tensor, m->tensor, v->tensor,
-                              step, 0.01f, 0.9f, 0.999f, 1e-8f, 0.01f, true));
-         if (done) {
-           record(n, "sgd_param", *p);
-           record(n, "sgd_buffer", *buf);
-           record(n, "adam_param", *q);
-           record(n, "adam_v", *v);
-         }
-       }},
+      {"gelu_grad", checkGeluGrad},
+      {"activations_and_grads", checkActivationsAndGrads},
+      {"max_min_reduce_min", checkMaxMinReduceMin},
+      {"broadcast_div", checkBroadcastDiv},
+      {"reduce_mean", checkReduceMean},
+      {"log_softmax_grad", checkLogSoftmaxGrad},
+      {"layer_norm", checkLayerNorm},
+      {"batch_norm_train", checkBatchNormTrain},
+      {"gemm_transposed", checkGemmTransposed},
+      {"batched_matmul", checkBatchedMatmul},
+      {"batched_matmul_transposed", checkBatchedMatmulTransposed},
+      {"conv_and_grads", checkConvAndGrads},
+      {"conv_transpose", checkConvTranspose},
+      {"grouped_conv", checkGroupedConv},
+      {"max_pool_and_grad", checkMaxPoolAndGrad},
+      {"transpose_gather", checkTransposeGather},
+      {"scatter_nd", checkScatterNd},
+      {"pad_and_grad", checkPadAndGrad},
+      {"softmax_cross_entropy", checkSoftmaxCrossEntropy},
+      {"dropout", checkDropout},
+      {"sgd_momentum_adam", checkSgdMomentumAdam},
   };
 }
 

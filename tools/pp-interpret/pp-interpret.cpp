@@ -324,28 +324,28 @@ static void printElements(llvm::raw_ostream &os, const Tensor &t) {
   os << "]\n";
 }
 
-/// --stage-io: the pipeline ops of a stage function on files in `dir`.
-static void registerStageIOHandlers(Interpreter &interp, std::string dir) {
-  namespace pipeline = pp::pipeline;
-  auto path = [dir](const std::string &stem) {
+namespace {
+/// --stage-io's files: DIR/<stem>.npy, the stem naming the pipeline op's
+/// kind and its (stage, slot, peer, tag, micro-batch) numbers.
+struct StageIOFiles {
+  std::string dir;
+
+  std::string path(const std::string &stem) const {
     llvm::SmallString<256> p(dir);
     llvm::sys::path::append(p, stem + ".npy");
     return std::string(p);
-  };
-  auto stageOf = [](Operation *op) -> int64_t {
-    auto func = op->getParentOfType<func::FuncOp>();
-    return func ? pipeline::getStage(func).value_or(0) : 0;
-  };
-  auto mbOf = [](Interpreter &in, Value mb) { return in.lookup(mb).getInt(0); };
-  auto name = [](std::initializer_list<int64_t> parts, const char *kind) {
+  }
+  /// "<kind>_<part>_<part>...".
+  static std::string stem(std::initializer_list<int64_t> parts,
+                          const char *kind) {
     std::string stem = kind;
     for (int64_t part : parts)
       stem += "_" + std::to_string(part);
     return stem;
-  };
-  // Reads a file into `op`'s result; `take` removes the file.
-  auto read = [path](Operation *op, Interpreter &in, Value result,
-                     const std::string &stem, bool take) -> LogicalResult {
+  }
+  /// Reads a file into `op`'s result; `take` removes the file.
+  LogicalResult read(Operation *op, Interpreter &in, Value result,
+                     const std::string &stem, bool take) const {
     auto value = readNpy(path(stem));
     if (!value)
       return op->emitError()
@@ -353,102 +353,159 @@ static void registerStageIOHandlers(Interpreter &interp, std::string dir) {
     if (take)
       llvm::sys::fs::remove(path(stem));
     return in.setResult(op, result, std::move(*value));
-  };
-  auto write = [path](Operation *op, const std::string &stem,
-                      const Tensor &value) -> LogicalResult {
+  }
+  LogicalResult write(Operation *op, const std::string &stem,
+                      const Tensor &value) const {
     if (llvm::Error error = writeNpy(path(stem), value))
       return op->emitError()
              << "--stage-io: " << llvm::toString(std::move(error));
     return success();
-  };
+  }
+};
+} // namespace
+
+static int64_t stageOf(Operation *op) {
+  auto func = op->getParentOfType<func::FuncOp>();
+  return func ? pp::pipeline::getStage(func).value_or(0) : 0;
+}
+
+static int64_t microBatchOf(Interpreter &in, Value mb) {
+  return in.lookup(mb).getInt(0);
+}
+
+/// pp.input reads and pp.output writes the files of the whole pipeline's
+/// inputs and outputs.
+static void registerStageIOInputsOutputs(Interpreter &interp,
+                                         const StageIOFiles &files) {
+  namespace pipeline = pp::pipeline;
   interp.registerHandler(
       pipeline::InputOp::getOperationName(),
       [=](Interpreter &in, Operation *op) {
         auto input = cast<pipeline::InputOp>(op);
-        int64_t mb = mbOf(in, input.getMicroBatch());
-        return read(op, in, input.getValue(),
-                    name({int64_t(input.getIndex()), mb}, "input"), false);
+        int64_t mb = microBatchOf(in, input.getMicroBatch());
+        return files.read(
+            op, in, input.getValue(),
+            StageIOFiles::stem({int64_t(input.getIndex()), mb}, "input"),
+            false);
       });
   interp.registerHandler(
       pipeline::OutputOp::getOperationName(),
       [=](Interpreter &in, Operation *op) {
         auto output = cast<pipeline::OutputOp>(op);
-        int64_t mb = mbOf(in, output.getMicroBatch());
-        return write(op, name({int64_t(output.getIndex()), mb}, "output"),
-                     in.lookup(output.getValue()));
+        int64_t mb = microBatchOf(in, output.getMicroBatch());
+        return files.write(
+            op, StageIOFiles::stem({int64_t(output.getIndex()), mb}, "output"),
+            in.lookup(output.getValue()));
       });
-  interp.registerHandler(pipeline::SendOp::getOperationName(),
-                         [=](Interpreter &in, Operation *op) {
-                           auto send = cast<pipeline::SendOp>(op);
-                           int64_t mb = mbOf(in, send.getMicroBatch());
-                           return write(
-                               op,
-                               name({stageOf(op), int64_t(send.getPeer()),
-                                     int64_t(send.getTag()), mb},
-                                    "msg"),
-                               in.lookup(send.getValue()));
-                         });
-  interp.registerHandler(pipeline::RecvOp::getOperationName(),
-                         [=](Interpreter &in, Operation *op) {
-                           auto recv = cast<pipeline::RecvOp>(op);
-                           int64_t mb = mbOf(in, recv.getMicroBatch());
-                           return read(
-                               op, in, recv.getValue(),
-                               name({int64_t(recv.getPeer()), stageOf(op),
-                                     int64_t(recv.getTag()), mb},
-                                    "msg"),
-                               true);
-                         });
+}
+
+/// pp.send writes a message's file, pp.recv takes the one its peer wrote.
+static void registerStageIOMessages(Interpreter &interp,
+                                    const StageIOFiles &files) {
+  namespace pipeline = pp::pipeline;
+  interp.registerHandler(
+      pipeline::SendOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto send = cast<pipeline::SendOp>(op);
+        int64_t mb = microBatchOf(in, send.getMicroBatch());
+        return files.write(
+            op,
+            StageIOFiles::stem({stageOf(op), int64_t(send.getPeer()),
+                                int64_t(send.getTag()), mb},
+                               "msg"),
+            in.lookup(send.getValue()));
+      });
+  interp.registerHandler(
+      pipeline::RecvOp::getOperationName(),
+      [=](Interpreter &in, Operation *op) {
+        auto recv = cast<pipeline::RecvOp>(op);
+        int64_t mb = microBatchOf(in, recv.getMicroBatch());
+        return files.read(
+            op, in, recv.getValue(),
+            StageIOFiles::stem({int64_t(recv.getPeer()), stageOf(op),
+                                int64_t(recv.getTag()), mb},
+                               "msg"),
+            true);
+      });
+}
+
+/// pp.accumulate: adds the value into the slot's sum file (held + value, in
+/// the order the pipeline adds them), or starts it.
+static LogicalResult accumulateIntoFile(const StageIOFiles &files,
+                                        Interpreter &in,
+                                        pp::pipeline::AccumulateOp acc) {
+  Operation *op = acc;
+  std::string stem =
+      StageIOFiles::stem({stageOf(op), int64_t(acc.getSlot())}, "sum");
+  Tensor sum = in.lookup(acc.getValue()).clone();
+  if (llvm::sys::fs::exists(files.path(stem))) {
+    auto held = readNpy(files.path(stem));
+    if (!held)
+      return op->emitError()
+             << "--stage-io: " << llvm::toString(held.takeError());
+    Tensor total = held->clone();
+    for (int64_t i = 0, e = total.numel(); i < e; ++i) {
+      if (total.dtype() == rt::DType::F32)
+        total.as<float>()[i] += sum.as<float>()[i];
+      else if (total.dtype() == rt::DType::F64)
+        total.as<double>()[i] += sum.as<double>()[i];
+      else
+        return op->emitError() << "accumulates only f32 and f64";
+    }
+    sum = std::move(total);
+  }
+  return files.write(op, stem, sum);
+}
+
+/// pp.stash / pp.unstash and pp.accumulate / pp.accumulated keep their
+/// values in files between the stage's runs.
+static void registerStageIOStashes(Interpreter &interp,
+                                   const StageIOFiles &files) {
+  namespace pipeline = pp::pipeline;
   interp.registerHandler(
       pipeline::StashOp::getOperationName(),
       [=](Interpreter &in, Operation *op) {
         auto stash = cast<pipeline::StashOp>(op);
-        int64_t mb = mbOf(in, stash.getMicroBatch());
-        return write(op,
-                     name({stageOf(op), int64_t(stash.getSlot()), mb}, "stash"),
-                     in.lookup(stash.getValue()));
+        int64_t mb = microBatchOf(in, stash.getMicroBatch());
+        return files.write(
+            op,
+            StageIOFiles::stem({stageOf(op), int64_t(stash.getSlot()), mb},
+                               "stash"),
+            in.lookup(stash.getValue()));
       });
   interp.registerHandler(
       pipeline::UnstashOp::getOperationName(),
       [=](Interpreter &in, Operation *op) {
         auto unstash = cast<pipeline::UnstashOp>(op);
-        int64_t mb = mbOf(in, unstash.getMicroBatch());
-        return read(
+        int64_t mb = microBatchOf(in, unstash.getMicroBatch());
+        return files.read(
             op, in, unstash.getValue(),
-            name({stageOf(op), int64_t(unstash.getSlot()), mb}, "stash"), true);
+            StageIOFiles::stem({stageOf(op), int64_t(unstash.getSlot()), mb},
+                               "stash"),
+            true);
       });
-  interp.registerHandler(
-      pipeline::AccumulateOp::getOperationName(),
-      [=](Interpreter &in, Operation *op) -> LogicalResult {
-        auto acc = cast<pipeline::AccumulateOp>(op);
-        std::string stem = name({stageOf(op), int64_t(acc.getSlot())}, "sum");
-        Tensor sum = in.lookup(acc.getValue()).clone();
-        if (llvm::sys::fs::exists(path(stem))) {
-          auto held = readNpy(path(stem));
-          if (!held)
-            return op->emitError()
-                   << "--stage-io: " << llvm::toString(held.takeError());
-          // held + value, in the order the pipeline adds them.
-          Tensor total = held->clone();
-          for (int64_t i = 0, e = total.numel(); i < e; ++i) {
-            if (total.dtype() == rt::DType::F32)
-              total.as<float>()[i] += sum.as<float>()[i];
-            else if (total.dtype() == rt::DType::F64)
-              total.as<double>()[i] += sum.as<double>()[i];
-            else
-              return op->emitError() << "accumulates only f32 and f64";
-          }
-          sum = std::move(total);
-        }
-        return write(op, stem, sum);
-      });
+  interp.registerHandler(pipeline::AccumulateOp::getOperationName(),
+                         [=](Interpreter &in, Operation *op) {
+                           return accumulateIntoFile(
+                               files, in, cast<pipeline::AccumulateOp>(op));
+                         });
   interp.registerHandler(
       pipeline::AccumulatedOp::getOperationName(),
       [=](Interpreter &in, Operation *op) {
         auto acc = cast<pipeline::AccumulatedOp>(op);
-        return read(op, in, acc.getValue(),
-                    name({stageOf(op), int64_t(acc.getSlot())}, "sum"), true);
+        return files.read(
+            op, in, acc.getValue(),
+            StageIOFiles::stem({stageOf(op), int64_t(acc.getSlot())}, "sum"),
+            true);
       });
+}
+
+/// --stage-io: the pipeline ops of a stage function on files in `dir`.
+static void registerStageIOHandlers(Interpreter &interp, std::string dir) {
+  StageIOFiles files{std::move(dir)};
+  registerStageIOInputsOutputs(interp, files);
+  registerStageIOMessages(interp, files);
+  registerStageIOStashes(interp, files);
 }
 
 /// Hides the options outside `category` (LLVM's own, which every tool that
@@ -467,103 +524,130 @@ static void hideUnrelatedOptions(llvm::cl::OptionCategory &category) {
       option->setHiddenFlag(llvm::cl::Hidden);
 }
 
-int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  hideUnrelatedOptions(interpretCategory);
-  llvm::cl::ParseCommandLineOptions(
-      argc, argv, "pp-interpret: run a model on the reference interpreter\n");
+/// Prints "pp-interpret: error: `message`" and fails.
+static LogicalResult reportError(const llvm::Twine &message) {
+  fail(message);
+  return failure();
+}
 
-  DialectRegistry registry;
-  pp::registerONNXImportDialects(registry);
-  registry.insert<pp::train::TrainDialect, pp::pipeline::PPDialect,
-                  mlir::shard::ShardDialect>();
-  MLIRContext context(registry);
-  context.loadAllAvailableDialects();
+namespace {
+/// The diagnostics of a run: the importer's style for ONNX locations,
+/// source lines for MLIR (one of the two is set).
+struct DiagnosticHandlers {
+  std::unique_ptr<SourceMgrDiagnosticHandler> mlir;
+  std::unique_ptr<ScopedDiagnosticHandler> onnx;
+};
 
-  // Diagnostics: importer style for ONNX locations, source lines for MLIR.
-  llvm::SourceMgr sourceMgr;
-  bool isONNX = StringRef(inputFile).ends_with_insensitive(".onnx");
-  std::unique_ptr<SourceMgrDiagnosticHandler> mlirHandler;
-  std::unique_ptr<ScopedDiagnosticHandler> onnxHandler;
+/// The function that runs, as the command line sees it: its inputs' names
+/// and types, a value reading each (the bound of random integers), and its
+/// outputs' names.
+struct RunSignature {
+  std::vector<std::string> argNames, resultNames;
+  std::vector<Type> argTypes;
+  std::vector<Value> argReaders;
+};
+
+/// What runs the function: the interpreter, or the pipeline runner (a split
+/// and scheduled module) or the SPMD runner (an unsplit tensor-parallel
+/// one) where set. The interpreter always exists: it also measures
+/// --write-profile's nodes.
+struct Runners {
+  Interpreter &interp;
+  PipelineRunner *pipeline = nullptr;
+  SPMDRunner *spmd = nullptr;
+
+  LogicalResult setGlobal(StringRef name, Tensor value, std::string &why) {
+    if (spmd)
+      return spmd->setGlobal(name, std::move(value), &why);
+    return pipeline ? pipeline->setGlobal(name, std::move(value), &why)
+                    : interp.setGlobal(name, std::move(value), &why);
+  }
+  const Tensor *getGlobal(StringRef name) const {
+    return spmd       ? spmd->getGlobal(name)
+           : pipeline ? pipeline->getGlobal(name)
+                      : interp.getGlobal(name);
+  }
+  ArrayRef<std::string> getGlobalNames() const {
+    return spmd       ? spmd->getGlobalNames()
+           : pipeline ? pipeline->getGlobalNames()
+                      : interp.getGlobalNames();
+  }
+  std::vector<OpProfile> getProfile() const {
+    return spmd       ? spmd->getProfile()
+           : pipeline ? pipeline->getProfile()
+                      : interp.getProfile();
+  }
+};
+} // namespace
+
+static DiagnosticHandlers installDiagnosticHandlers(MLIRContext &context,
+                                                    llvm::SourceMgr &sourceMgr,
+                                                    bool isONNX) {
+  DiagnosticHandlers handlers;
   if (isONNX)
-    onnxHandler = std::make_unique<ScopedDiagnosticHandler>(
+    handlers.onnx = std::make_unique<ScopedDiagnosticHandler>(
         &context, [](Diagnostic &diag) {
           pp::printImportDiagnostic(diag, llvm::errs());
           return success();
         });
   else
-    mlirHandler =
+    handlers.mlir =
         std::make_unique<SourceMgrDiagnosticHandler>(sourceMgr, &context);
+  return handlers;
+}
 
-  OwningOpRef<ModuleOp> module;
+/// Imports the .onnx model or parses the MLIR one (through `sourceMgr`);
+/// null once the error is reported.
+static OwningOpRef<ModuleOp>
+loadModule(MLIRContext &context, llvm::SourceMgr &sourceMgr, bool isONNX) {
   if (isONNX) {
     pp::ONNXImportOptions options;
     if (batchSize.getNumOccurrences())
       options.batchSize = batchSize;
-    module = pp::importONNXFile(inputFile, &context, options);
-  } else {
-    // A regular file of bounded size: /dev/zero or a FIFO would be read
-    // forever.
-    auto read = pp::limits::readRegularFile(
-        inputFile, pp::limits::kMaxMLIRFileBytes, "input file",
-        /*isText=*/true);
-    if (!read) {
-      llvm::errs() << "error: " << llvm::toString(read.takeError()) << "\n";
-      return 1;
-    }
-    sourceMgr.AddNewSourceBuffer(std::move(*read), llvm::SMLoc());
-    module = parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+    return pp::importONNXFile(inputFile, &context, options);
   }
-  if (!module)
-    return 1;
-
-  // A split and scheduled module runs as a pipeline: one interpreter per
-  // device, inputs and outputs for the whole mini-batch.
-  bool pipelined =
-      stageIO.empty() && !module->getOps<pp::pipeline::ScheduleOp>().empty();
-  std::unique_ptr<PipelineRunner> runner;
-  // A tensor-parallel module runs on one interpreter per device.
-  FailureOr<std::optional<int64_t>> tensorParallel =
-      getTensorParallelSize(*module);
-  if (failed(tensorParallel))
-    return 1;
-  if (*tensorParallel && !stageIO.empty())
-    return fail("--stage-io runs one device; a tensor-parallel stage (a "
-                "shard.grid) needs its whole group");
-  std::unique_ptr<SPMDRunner> spmd;
-  func::FuncOp func;
-  std::vector<std::string> argNames, resultNames;
-  std::vector<Type> argTypes;
-  std::vector<Value> argReaders;
-  if (pipelined) {
-    PipelineRunOptions options;
-    options.numThreadsPerDevice = numThreads;
-    options.seed = seed;
-    options.profile = profile;
-    runner = std::make_unique<PipelineRunner>(*module, options);
-    if (failed(runner->initialize()))
-      return 1;
-    for (const StepInput &input : runner->getInputs()) {
-      argNames.push_back(input.name);
-      argTypes.push_back(input.type);
-      argReaders.push_back(input.reader);
-    }
-    resultNames = runner->getOutputNames();
-  } else {
-    func = dyn_cast_or_null<func::FuncOp>(
-        SymbolTable::lookupSymbolIn(*module, funcName));
-    if (!func || func.isExternal())
-      return fail("no function with a body named '" + funcName + "'");
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      argNames.push_back(nameOf(func.getArgAttrDict(i), "arg", i));
-      argTypes.push_back(func.getArgument(i).getType());
-      argReaders.push_back(func.getArgument(i));
-    }
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      resultNames.push_back(nameOf(func.getResultAttrDict(i), "output_", i));
+  // A regular file of bounded size: /dev/zero or a FIFO would be read
+  // forever.
+  auto read = pp::limits::readRegularFile(
+      inputFile, pp::limits::kMaxMLIRFileBytes, "input file", /*isText=*/true);
+  if (!read) {
+    llvm::errs() << "error: " << llvm::toString(read.takeError()) << "\n";
+    return nullptr;
   }
+  sourceMgr.AddNewSourceBuffer(std::move(*read), llvm::SMLoc());
+  return parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
+}
 
-  // Inputs: from .npy files by name, then random ones.
+static RunSignature signatureOf(const PipelineRunner &runner) {
+  RunSignature signature;
+  for (const StepInput &input : runner.getInputs()) {
+    signature.argNames.push_back(input.name);
+    signature.argTypes.push_back(input.type);
+    signature.argReaders.push_back(input.reader);
+  }
+  signature.resultNames = runner.getOutputNames();
+  return signature;
+}
+
+static RunSignature signatureOf(func::FuncOp func) {
+  RunSignature signature;
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    signature.argNames.push_back(nameOf(func.getArgAttrDict(i), "arg", i));
+    signature.argTypes.push_back(func.getArgument(i).getType());
+    signature.argReaders.push_back(func.getArgument(i));
+  }
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    signature.resultNames.push_back(
+        nameOf(func.getResultAttrDict(i), "output_", i));
+  return signature;
+}
+
+/// The inputs given by --input (NAME=FILE.npy, NAME an input's name or
+/// argN), and a stage function's micro-batch (--stage-io); the others
+/// unset. `runName` names what runs in errors.
+static FailureOr<std::vector<std::optional<Tensor>>>
+readGivenInputs(const RunSignature &signature, StringRef runName) {
+  ArrayRef<std::string> argNames = signature.argNames;
   unsigned numArgs = argNames.size();
   std::vector<std::optional<Tensor>> args(numArgs);
   // A stage function's one argument is its micro-batch.
@@ -573,7 +657,7 @@ int main(int argc, char **argv) {
   for (StringRef spec : inputs) {
     auto [name, path] = spec.split('=');
     if (path.empty())
-      return fail("--input expects NAME=FILE.npy, got '" + spec + "'");
+      return reportError("--input expects NAME=FILE.npy, got '" + spec + "'");
     auto it = llvm::find(argNames, name);
     if (it == argNames.end() && name.consume_front("arg")) {
       unsigned index;
@@ -581,42 +665,338 @@ int main(int argc, char **argv) {
         it = argNames.begin() + index;
     }
     if (it == argNames.end())
-      return fail("'" + (pipelined ? std::string("the pipeline") : funcName) +
-                  "' has no input named '" + spec.split('=').first + "'");
+      return reportError("'" + runName + "' has no input named '" +
+                         spec.split('=').first + "'");
     auto tensor = readNpy(path);
     if (!tensor)
-      return fail(llvm::toString(tensor.takeError()));
+      return reportError(llvm::toString(tensor.takeError()));
     args[it - argNames.begin()] = std::move(*tensor);
   }
+  return args;
+}
+
+/// Every input's value: the given ones (checked against their types) and
+/// random ones for the rest with --random-inputs.
+static FailureOr<std::vector<Tensor>>
+completeInputs(const RunSignature &signature,
+               std::vector<std::optional<Tensor>> args) {
   std::mt19937_64 rng(seed);
   std::vector<Tensor> argValues;
-  for (unsigned i = 0; i < numArgs; ++i) {
-    auto type = dyn_cast<RankedTensorType>(argTypes[i]);
+  for (unsigned i = 0; i < args.size(); ++i) {
+    const std::string &name = signature.argNames[i];
+    Type argType = signature.argTypes[i];
+    auto type = dyn_cast<RankedTensorType>(argType);
     std::optional<rt::DType> dtype =
         type && type.hasStaticShape()
             ? pp::onnx::getDType(type.getElementType())
             : std::nullopt;
     if (!dtype)
-      return fail("input '" + argNames[i] + "' has unsupported type " +
-                  llvm::formatv("{0}", argTypes[i]).str());
+      return reportError("input '" + name + "' has unsupported type " +
+                         llvm::formatv("{0}", argType).str());
     if (std::optional<std::string> error =
             checkAllocation(*dtype, type.getShape()))
-      return fail("input '" + argNames[i] + "' (" +
-                  llvm::formatv("{0}", type).str() + "): " + *error);
+      return reportError("input '" + name + "' (" +
+                         llvm::formatv("{0}", type).str() + "): " + *error);
     if (!args[i]) {
       if (!randomInputs)
-        return fail("no value for input '" + argNames[i] + "' (" +
-                    llvm::formatv("{0}", type).str() + "): pass --input=" +
-                    argNames[i] + "=FILE.npy or --random-inputs");
+        return reportError("no value for input '" + name + "' (" +
+                           llvm::formatv("{0}", type).str() +
+                           "): pass --input=" + name +
+                           "=FILE.npy or --random-inputs");
       args[i] = randomTensor(*dtype, type.getShape(),
-                             integerBound(argReaders[i]), rng);
+                             integerBound(signature.argReaders[i]), rng);
     }
     if (args[i]->dtype() != *dtype || args[i]->shape() != type.getShape())
-      return fail("input '" + argNames[i] + "' must be " +
-                  llvm::formatv("{0}", type).str() + ", the file holds " +
-                  describe(*args[i]));
+      return reportError("input '" + name + "' must be " +
+                         llvm::formatv("{0}", type).str() +
+                         ", the file holds " + describe(*args[i]));
     argValues.push_back(std::move(*args[i]));
   }
+  return argValues;
+}
+
+/// "step N loss L time_ms T" when the function has a loss result.
+static void printLoss(std::optional<unsigned> lossIndex, int step,
+                      const std::vector<Tensor> &values, double ms) {
+  if (!lossIndex)
+    return;
+  // Enough digits to round-trip the loss's own type.
+  const auto &loss = values[*lossIndex];
+  const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
+  llvm::outs() << "step " << step << " loss "
+               << llvm::format(format, loss.getDouble(0)) << " time_ms "
+               << llvm::format("%.3f", ms) << "\n";
+}
+
+static double millisecondsSince(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now() - start)
+      .count();
+}
+
+/// --steps of a pipelined module with a pp.stream: the steps between drains
+/// as one window each, as the training driver counts them (multiples from
+/// step 0, at most 4096; a window shorter than the stream's shortest runs
+/// one step). The last step's outputs.
+static FailureOr<std::vector<Tensor>>
+runStreamWindows(PipelineRunner &runner, const std::vector<Tensor> &argValues,
+                 std::optional<unsigned> lossIndex) {
+  int64_t minSteps = runner.getStreamMinSteps();
+  std::vector<Tensor> outputs;
+  for (int step = 1; step <= steps;) {
+    auto nextMultiple = [&](int64_t period) {
+      return ((step - 1) / period + 1) * period;
+    };
+    int64_t end = std::min<int64_t>(steps, nextMultiple(4096));
+    if (drainEvery > 0)
+      end = std::min<int64_t>(end, nextMultiple(drainEvery));
+    int64_t count = end - (step - 1);
+    if (count < minSteps)
+      count = 1;
+    auto start = std::chrono::steady_clock::now();
+    FailureOr<std::vector<std::vector<Tensor>>> window =
+        runner.runWindow(std::vector<std::vector<Tensor>>(
+            static_cast<size_t>(count), argValues));
+    if (failed(window))
+      return failure();
+    // time_ms: the window's time over its steps.
+    double ms = millisecondsSince(start) / static_cast<double>(count);
+    for (const std::vector<Tensor> &values : *window)
+      printLoss(lossIndex, step++, values, ms);
+    outputs = std::move(window->back());
+  }
+  return outputs;
+}
+
+/// --steps one run at a time, the Dropout masks at --first-step's offset.
+/// The last step's outputs.
+static FailureOr<std::vector<Tensor>>
+runEachStep(Runners &runners, const std::vector<Tensor> &argValues,
+            std::optional<unsigned> lossIndex) {
+  std::vector<Tensor> outputs;
+  for (int step = 1; step <= steps; ++step) {
+    auto start = std::chrono::steady_clock::now();
+    runners.interp.setRandomPosition(
+        firstStep + step - 1, stageIO.empty() ? 0 : stageMicroBatch.getValue());
+    FailureOr<std::vector<Tensor>> values = failure();
+    if (runners.spmd) {
+      runners.spmd->setRandomPosition(firstStep + step - 1, 0);
+      values = runners.spmd->run(funcName, argValues);
+    } else {
+      values = runners.pipeline ? runners.pipeline->runStep(argValues)
+                                : runners.interp.run(funcName, argValues);
+    }
+    if (failed(values))
+      return failure();
+    double ms = millisecondsSince(start);
+    // The first step warms caches and allocations up: not measured.
+    if (!writeProfile.empty() && step == 1 && steps > 1)
+      runners.interp.clearProfile();
+    printLoss(lossIndex, step, *values, ms);
+    outputs = std::move(*values);
+  }
+  return outputs;
+}
+
+/// --profile: the time per op kind over all steps.
+static void printOpProfile(ArrayRef<OpProfile> entries) {
+  double total = 0;
+  for (const auto &entry : entries)
+    total += entry.milliseconds;
+  llvm::outs() << "profile over " << steps
+               << " run(s): " << llvm::format("%.3f", total) << " ms in ops\n";
+  for (const auto &entry : entries)
+    llvm::outs() << llvm::format(
+        "  %-34s %6lld calls %10.3f ms %5.1f%%\n", entry.opName.c_str(),
+        static_cast<long long>(entry.calls), entry.milliseconds,
+        100.0 * entry.milliseconds / total);
+}
+
+/// --write-profile: each ONNX node's mean forward and backward time, as
+/// JSON under --profile-kind.
+static LogicalResult writeNodeProfile(ModuleOp module,
+                                      const Interpreter &interp) {
+  int measured = steps > 1 ? steps - 1 : steps;
+  if (measured < 1)
+    return reportError("--write-profile needs --steps of at least 1");
+  // The cost model asks per op of a node (a forward op's forward and
+  // backward time; an update op's time): a name several ops carry (the
+  // optimizer's updates) gets its times shared among them.
+  llvm::StringMap<int64_t> opsNamed;
+  module->walk([&](Operation *op) {
+    if (auto name = dyn_cast<NameLoc>(op->getLoc()))
+      ++opsNamed[name.getName()];
+  });
+  llvm::json::Object nodes;
+  for (const NodeProfile &node : interp.getNodeProfile()) {
+    double share = measured * std::max<int64_t>(1, opsNamed[node.node]);
+    llvm::json::Object times;
+    times["forward_ms"] = node.forwardMs / share;
+    if (node.backwardMs > 0)
+      times["backward_ms"] = node.backwardMs / share;
+    nodes[node.node] = std::move(times);
+  }
+  size_t count = nodes.size();
+  if (count == 0)
+    return reportError(
+        "--write-profile: no op of the module carries an ONNX node "
+        "name (its location): import the .onnx here, or print the "
+        "module with --mlir-print-debuginfo");
+  llvm::json::Object root;
+  root[profileKind] = std::move(nodes);
+  std::string json =
+      llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str();
+  if (llvm::Error error = pp::writeFileContents(writeProfile, json + "\n"))
+    return reportError(llvm::toString(std::move(error)));
+  llvm::outs() << "profile: " << count << " nodes of kind '" << profileKind
+               << "', mean of " << measured << " step(s), written to "
+               << writeProfile << "\n";
+  return success();
+}
+
+/// --dump-globals: every global to DIR/<stem>.npy, and DIR/globals.txt
+/// listing name -> file (as --load-globals reads it).
+static LogicalResult dumpGlobalValues(const Runners &runners) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dumpGlobals))
+    return reportError("cannot create '" + dumpGlobals + "': " + ec.message());
+  std::string index;
+  llvm::StringSet<> stems;
+  for (const std::string &name : runners.getGlobalNames()) {
+    std::string stem = fileStem(name);
+    while (!stems.insert(stem).second)
+      stem += "_";
+    llvm::SmallString<256> path(dumpGlobals);
+    llvm::sys::path::append(path, stem + ".npy");
+    if (llvm::Error error = writeNpy(path, *runners.getGlobal(name)))
+      return reportError(llvm::toString(std::move(error)));
+    index += name + "\t" + stem + ".npy\n";
+  }
+  llvm::SmallString<256> indexPath(dumpGlobals);
+  llvm::sys::path::append(indexPath, "globals.txt");
+  if (llvm::Error error = pp::writeFileContents(indexPath, index))
+    return reportError(llvm::toString(std::move(error)));
+  return success();
+}
+
+/// A line per output (its summary, and its file with --output-dir), and
+/// its values with --print.
+static LogicalResult printOutputs(ArrayRef<Tensor> outputs,
+                                  ArrayRef<std::string> resultNames) {
+  if (!outputDir.empty())
+    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
+      return reportError("cannot create '" + outputDir + "': " + ec.message());
+  llvm::StringSet<> usedStems;
+  for (auto [i, output] : llvm::enumerate(outputs)) {
+    std::string name = resultNames[i];
+    llvm::outs() << "output " << i << " \"" << name
+                 << "\": " << describe(output);
+    printSummary(llvm::outs(), output);
+    if (!outputDir.empty()) {
+      std::string stem = fileStem(name);
+      if (!usedStems.insert(stem).second)
+        stem = "output_" + std::to_string(i);
+      usedStems.insert(stem);
+      llvm::SmallString<256> path(outputDir);
+      llvm::sys::path::append(path, stem + ".npy");
+      if (llvm::Error error = writeNpy(path, output))
+        return reportError(llvm::toString(std::move(error)));
+      llvm::outs() << " -> " << path;
+    }
+    llvm::outs() << "\n";
+    if (printValues)
+      printElements(llvm::outs(), output);
+  }
+  return success();
+}
+
+/// Runs the prepared function (--steps, from --load-globals' values) and
+/// writes what the options ask for.
+static int runAndReport(ModuleOp module, Runners &runners,
+                        const RunSignature &signature,
+                        const std::vector<Tensor> &argValues,
+                        std::optional<unsigned> lossIndex) {
+  if (!loadGlobals.empty())
+    if (std::optional<std::string> error = loadGlobalValues(
+            loadGlobals, [&](StringRef name, Tensor value, std::string &why) {
+              return runners.setGlobal(name, std::move(value), why);
+            }))
+      return fail(*error);
+  if (firstStep < 0)
+    return fail("--first-step must be at least 0");
+  if (drainEvery < 0)
+    return fail("--drain-every must be at least 0");
+  bool streams = runners.pipeline &&
+                 runners.pipeline->getStreamMinSteps() > 0 && drainEvery != 1;
+  FailureOr<std::vector<Tensor>> outputs =
+      streams ? runStreamWindows(*runners.pipeline, argValues, lossIndex)
+              : runEachStep(runners, argValues, lossIndex);
+  if (failed(outputs))
+    return 1;
+
+  if (profile)
+    printOpProfile(runners.getProfile());
+  if (!writeProfile.empty() && failed(writeNodeProfile(module, runners.interp)))
+    return 1;
+  // Every device of a tensor-parallel group keeps the whole weights, updated
+  // from the same collectives: they must not have drifted apart.
+  if (runners.spmd)
+    if (std::optional<std::string> diverged =
+            runners.spmd->findDivergedGlobal())
+      return fail("global '" + *diverged +
+                  "' differs between the devices of the tensor-parallel "
+                  "group");
+  if (!dumpGlobals.empty() && failed(dumpGlobalValues(runners)))
+    return 1;
+  // --steps=0 runs nothing: no outputs.
+  if (steps == 0)
+    return 0;
+  return failed(printOutputs(*outputs, signature.resultNames)) ? 1 : 0;
+}
+
+/// Runs `module`: one interpreter, or a runner for a pipelined or
+/// tensor-parallel module.
+static int interpret(ModuleOp module) {
+  // A split and scheduled module runs as a pipeline: one interpreter per
+  // device, inputs and outputs for the whole mini-batch.
+  bool pipelined =
+      stageIO.empty() && !module.getOps<pp::pipeline::ScheduleOp>().empty();
+  std::unique_ptr<PipelineRunner> runner;
+  // A tensor-parallel module runs on one interpreter per device.
+  FailureOr<std::optional<int64_t>> tensorParallel =
+      getTensorParallelSize(module);
+  if (failed(tensorParallel))
+    return 1;
+  if (*tensorParallel && !stageIO.empty())
+    return fail("--stage-io runs one device; a tensor-parallel stage (a "
+                "shard.grid) needs its whole group");
+  std::unique_ptr<SPMDRunner> spmd;
+  func::FuncOp func;
+  RunSignature signature;
+  if (pipelined) {
+    PipelineRunOptions options;
+    options.numThreadsPerDevice = numThreads;
+    options.seed = seed;
+    options.profile = profile;
+    runner = std::make_unique<PipelineRunner>(module, options);
+    if (failed(runner->initialize()))
+      return 1;
+    signature = signatureOf(*runner);
+  } else {
+    func = dyn_cast_or_null<func::FuncOp>(
+        SymbolTable::lookupSymbolIn(module, funcName));
+    if (!func || func.isExternal())
+      return fail("no function with a body named '" + funcName + "'");
+    signature = signatureOf(func);
+  }
+
+  FailureOr<std::vector<std::optional<Tensor>>> givenInputs = readGivenInputs(
+      signature, pipelined ? StringRef("the pipeline") : StringRef(funcName));
+  if (failed(givenInputs))
+    return 1;
+  FailureOr<std::vector<Tensor>> argValues =
+      completeInputs(signature, std::move(*givenInputs));
+  if (failed(argValues))
+    return 1;
 
   if (!writeProfile.empty() && (pipelined || *tensorParallel))
     return fail("--write-profile measures an unsplit training step (the "
@@ -628,10 +1008,10 @@ int main(int argc, char **argv) {
   options.numThreads = numThreads;
   options.seed = seed;
   options.profile = profile || !writeProfile.empty();
-  Interpreter interp(*module, options);
+  Interpreter interp(module, options);
   pp::interp::registerTrainHandlers(interp);
   if (*tensorParallel && !pipelined)
-    spmd = std::make_unique<SPMDRunner>(*module, **tensorParallel, options);
+    spmd = std::make_unique<SPMDRunner>(module, **tensorParallel, options);
   if (!stageIO.empty())
     registerStageIOHandlers(interp, stageIO);
   // --steps=0 runs nothing: the globals as loaded (--dump-globals).
@@ -647,196 +1027,29 @@ int main(int argc, char **argv) {
   if (spmd ? failed(spmd->initialize())
            : !pipelined && failed(interp.initialize()))
     return 1;
-  if (!loadGlobals.empty())
-    if (std::optional<std::string> error = loadGlobalValues(
-            loadGlobals, [&](StringRef name, Tensor value, std::string &why) {
-              if (spmd)
-                return spmd->setGlobal(name, std::move(value), &why);
-              return pipelined ? runner->setGlobal(name, std::move(value), &why)
-                               : interp.setGlobal(name, std::move(value), &why);
-            }))
-      return fail(*error);
-  if (firstStep < 0)
-    return fail("--first-step must be at least 0");
-  if (drainEvery < 0)
-    return fail("--drain-every must be at least 0");
-  FailureOr<std::vector<Tensor>> outputs = failure();
-  // The steps a pipelined stream runs before its next drain, as the
-  // training driver counts them (multiples from step 0, at most 4096).
-  std::vector<std::vector<Tensor>> windowOutputs;
-  auto printLoss = [&](int step, const std::vector<Tensor> &values,
-                       double ms) {
-    if (!lossIndex)
-      return;
-    // Enough digits to round-trip the loss's own type.
-    const auto &loss = values[*lossIndex];
-    const char *format = loss.dtype() == rt::DType::F64 ? "%.17g" : "%.9g";
-    llvm::outs() << "step " << step << " loss "
-                 << llvm::format(format, loss.getDouble(0)) << " time_ms "
-                 << llvm::format("%.3f", ms) << "\n";
-  };
-  int64_t minSteps = pipelined ? runner->getStreamMinSteps() : 0;
-  for (int step = 1; minSteps > 0 && drainEvery != 1 && step <= steps;) {
-    auto nextMultiple = [&](int64_t period) {
-      return ((step - 1) / period + 1) * period;
-    };
-    int64_t end = std::min<int64_t>(steps, nextMultiple(4096));
-    if (drainEvery > 0)
-      end = std::min<int64_t>(end, nextMultiple(drainEvery));
-    int64_t count = end - (step - 1);
-    if (count < minSteps)
-      count = 1;
-    auto start = std::chrono::steady_clock::now();
-    FailureOr<std::vector<std::vector<Tensor>>> window =
-        runner->runWindow(std::vector<std::vector<Tensor>>(
-            static_cast<size_t>(count), argValues));
-    if (failed(window))
-      return 1;
-    // time_ms: the window's time over its steps.
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count() /
-                static_cast<double>(count);
-    for (const std::vector<Tensor> &values : *window)
-      printLoss(step++, values, ms);
-    outputs = std::move(window->back());
-  }
-  for (int step = 1; (minSteps == 0 || drainEvery == 1) && step <= steps;
-       ++step) {
-    auto start = std::chrono::steady_clock::now();
-    interp.setRandomPosition(firstStep + step - 1,
-                             stageIO.empty() ? 0 : stageMicroBatch.getValue());
-    if (spmd) {
-      spmd->setRandomPosition(firstStep + step - 1, 0);
-      outputs = spmd->run(funcName, argValues);
-    } else {
-      outputs = pipelined ? runner->runStep(argValues)
-                          : interp.run(funcName, argValues);
-    }
-    if (failed(outputs))
-      return 1;
-    double ms = std::chrono::duration<double, std::milli>(
-                    std::chrono::steady_clock::now() - start)
-                    .count();
-    // The first step warms caches and allocations up: not measured.
-    if (!writeProfile.empty() && step == 1 && steps > 1)
-      interp.clearProfile();
-    printLoss(step, *outputs, ms);
-  }
+  Runners runners{interp, runner.get(), spmd.get()};
+  return runAndReport(module, runners, signature, *argValues, lossIndex);
+}
 
-  if (profile) {
-    std::vector<OpProfile> entries = spmd        ? spmd->getProfile()
-                                     : pipelined ? runner->getProfile()
-                                                 : interp.getProfile();
-    double total = 0;
-    for (const auto &entry : entries)
-      total += entry.milliseconds;
-    llvm::outs() << "profile over " << steps
-                 << " run(s): " << llvm::format("%.3f", total)
-                 << " ms in ops\n";
-    for (const auto &entry : entries)
-      llvm::outs() << llvm::format(
-          "  %-34s %6lld calls %10.3f ms %5.1f%%\n", entry.opName.c_str(),
-          static_cast<long long>(entry.calls), entry.milliseconds,
-          100.0 * entry.milliseconds / total);
-  }
+int main(int argc, char **argv) {
+  llvm::InitLLVM init(argc, argv);
+  hideUnrelatedOptions(interpretCategory);
+  llvm::cl::ParseCommandLineOptions(
+      argc, argv, "pp-interpret: run a model on the reference interpreter\n");
 
-  if (!writeProfile.empty()) {
-    int measured = steps > 1 ? steps - 1 : steps;
-    if (measured < 1)
-      return fail("--write-profile needs --steps of at least 1");
-    // The cost model asks per op of a node (a forward op's forward and
-    // backward time; an update op's time): a name several ops carry (the
-    // optimizer's updates) gets its times shared among them.
-    llvm::StringMap<int64_t> opsNamed;
-    module->walk([&](Operation *op) {
-      if (auto name = dyn_cast<NameLoc>(op->getLoc()))
-        ++opsNamed[name.getName()];
-    });
-    llvm::json::Object nodes;
-    for (const NodeProfile &node : interp.getNodeProfile()) {
-      double share = measured * std::max<int64_t>(1, opsNamed[node.node]);
-      llvm::json::Object times;
-      times["forward_ms"] = node.forwardMs / share;
-      if (node.backwardMs > 0)
-        times["backward_ms"] = node.backwardMs / share;
-      nodes[node.node] = std::move(times);
-    }
-    size_t count = nodes.size();
-    if (count == 0)
-      return fail("--write-profile: no op of the module carries an ONNX node "
-                  "name (its location): import the .onnx here, or print the "
-                  "module with --mlir-print-debuginfo");
-    llvm::json::Object root;
-    root[profileKind] = std::move(nodes);
-    std::string json =
-        llvm::formatv("{0:2}", llvm::json::Value(std::move(root))).str();
-    if (llvm::Error error = pp::writeFileContents(writeProfile, json + "\n"))
-      return fail(llvm::toString(std::move(error)));
-    llvm::outs() << "profile: " << count << " nodes of kind '" << profileKind
-                 << "', mean of " << measured << " step(s), written to "
-                 << writeProfile << "\n";
-  }
+  DialectRegistry registry;
+  pp::registerONNXImportDialects(registry);
+  registry.insert<pp::train::TrainDialect, pp::pipeline::PPDialect,
+                  mlir::shard::ShardDialect>();
+  MLIRContext context(registry);
+  context.loadAllAvailableDialects();
 
-  // Every device of a tensor-parallel group keeps the whole weights, updated
-  // from the same collectives: they must not have drifted apart.
-  if (spmd)
-    if (std::optional<std::string> diverged = spmd->findDivergedGlobal())
-      return fail("global '" + *diverged +
-                  "' differs between the devices of the tensor-parallel "
-                  "group");
-  if (!dumpGlobals.empty()) {
-    if (std::error_code ec = llvm::sys::fs::create_directories(dumpGlobals))
-      return fail("cannot create '" + dumpGlobals + "': " + ec.message());
-    std::string index;
-    llvm::StringSet<> stems;
-    auto globalNames = spmd        ? spmd->getGlobalNames()
-                       : pipelined ? runner->getGlobalNames()
-                                   : interp.getGlobalNames();
-    for (const std::string &name : globalNames) {
-      std::string stem = fileStem(name);
-      while (!stems.insert(stem).second)
-        stem += "_";
-      llvm::SmallString<256> path(dumpGlobals);
-      llvm::sys::path::append(path, stem + ".npy");
-      const Tensor *value = spmd        ? spmd->getGlobal(name)
-                            : pipelined ? runner->getGlobal(name)
-                                        : interp.getGlobal(name);
-      if (llvm::Error error = writeNpy(path, *value))
-        return fail(llvm::toString(std::move(error)));
-      index += name + "\t" + stem + ".npy\n";
-    }
-    llvm::SmallString<256> indexPath(dumpGlobals);
-    llvm::sys::path::append(indexPath, "globals.txt");
-    if (llvm::Error error = pp::writeFileContents(indexPath, index))
-      return fail(llvm::toString(std::move(error)));
-  }
-
-  if (steps == 0)
-    return 0;
-  if (!outputDir.empty())
-    if (std::error_code ec = llvm::sys::fs::create_directories(outputDir))
-      return fail("cannot create '" + outputDir + "': " + ec.message());
-  llvm::StringSet<> usedStems;
-  for (auto [i, output] : llvm::enumerate(*outputs)) {
-    std::string name = resultNames[i];
-    llvm::outs() << "output " << i << " \"" << name
-                 << "\": " << describe(output);
-    printSummary(llvm::outs(), output);
-    if (!outputDir.empty()) {
-      std::string stem = fileStem(name);
-      if (!usedStems.insert(stem).second)
-        stem = "output_" + std::to_string(i);
-      usedStems.insert(stem);
-      llvm::SmallString<256> path(outputDir);
-      llvm::sys::path::append(path, stem + ".npy");
-      if (llvm::Error error = writeNpy(path, output))
-        return fail(llvm::toString(std::move(error)));
-      llvm::outs() << " -> " << path;
-    }
-    llvm::outs() << "\n";
-    if (printValues)
-      printElements(llvm::outs(), output);
-  }
-  return 0;
+  llvm::SourceMgr sourceMgr;
+  bool isONNX = StringRef(inputFile).ends_with_insensitive(".onnx");
+  DiagnosticHandlers diagnostics =
+      installDiagnosticHandlers(context, sourceMgr, isONNX);
+  OwningOpRef<ModuleOp> module = loadModule(context, sourceMgr, isONNX);
+  if (!module)
+    return 1;
+  return interpret(*module);
 }

@@ -1,20 +1,22 @@
 //===- Program.cpp - The program table of a generated program ---*- C++ -*-===//
 //
 // collectProgramTable reads globals, step inputs and outputs, stage
-// functions and the schedule from a pipeline module; buildProgram resolves
-// the converted functions' references to globals and constants and emits
+// functions and the schedule from a pipeline module into the runtime's
+// ProgramInfo; buildProgram resolves the converted functions' references to
+// globals and constants and emits
 //
 //   static pp::rt::ProgramInfo makeProgram() {
 //     pp::rt::ProgramInfo v1;
 //     v1.modelName = "mlp";
 //     v1.globals = {
-//         {"w", pp::rt::DType::F32, {8, 8}, true, 0, 0}, ...};
+//         {.name = "w", .dtype = pp::rt::DType::F32, .shape = {8, 8}, ...},
+//         ...};
 //     ...
 //   }
 //   int main(int argc, char **argv) { ... pp::rt::trainMain(...) ... }
 //
 // as EmitC: a variable, one member assignment per field (its value a
-// literal of the entries), and calls.
+// literal of the entries, each field named), and calls.
 //
 //===----------------------------------------------------------------------===//
 
@@ -44,6 +46,7 @@ using namespace pp::emitc_lowering;
 namespace onnx = pp::onnx;
 namespace train = pp::train;
 namespace pipeline = pp::pipeline;
+namespace rt = pp::rt;
 
 int64_t ProgramTable::appendData(const void *bytes, int64_t size) {
   // 256-byte aligned, as the runtime's buffers.
@@ -98,11 +101,16 @@ LogicalResult collectGlobals(ModuleOp module, ProgramTable &table) {
         return failure();
       value = std::move(*decoded);
     }
-    GlobalEntry entry{
-        global.getSymName().str(), *dtype,
-        std::vector<int64_t>(type.getShape().begin(), type.getShape().end()),
-        global.getKind() == "trainable",
-        table.appendData(value.data(), value.bytes())};
+    rt::GlobalInfo entry{.name = global.getSymName().str(),
+                         .dtype = *dtype,
+                         .shape = std::vector<int64_t>(type.getShape().begin(),
+                                                       type.getShape().end()),
+                         .trainable = global.getKind() == "trainable",
+                         .dataOffset =
+                             table.appendData(value.data(), value.bytes()),
+                         // The first stage that writes it, else the first that
+                         // reads it (collectGlobalUse).
+                         .ownerStage = -1};
     table.globalIds[entry.name] = table.globals.size();
     table.globals.push_back(std::move(entry));
   }
@@ -175,20 +183,11 @@ FlatSymbolRefAttr globalOf(Operation *op) {
   return {};
 }
 
-} // namespace
-
-FailureOr<ProgramTable>
-pp::emitc_lowering::collectProgramTable(ModuleOp module) {
-  pipeline::ScheduleOp schedule =
-      pipeline::lookupSchedule(module, "code generation");
-  if (!schedule)
-    return failure();
-  ProgramTable table;
-  auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
-  table.modelName = graphName ? graphName.str() : "model";
-  if (auto schedule = module->getAttrOfType<StringAttr>("pp.lr_schedule"))
-    table.lrSchedule = schedule.str();
-  pipeline::PlanAttr plan = schedule.getPlan();
+/// The plan's part of the table: the schedule kind, stages, micro-batches,
+/// replicas, the tensor-parallel group (the shard.grid and a stage-wise
+/// mix of degrees) and Wave Synchronous Parallel.
+LogicalResult collectPlan(ModuleOp module, pipeline::PlanAttr plan,
+                          ProgramTable &table) {
   table.scheduleKind = plan.getSchedule();
   table.numStages = plan.getNumStages();
   table.microBatches = plan.getMicroBatches();
@@ -220,13 +219,40 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   table.staleness = plan.getStaleness();
   table.wave = plan.getWave();
   table.updateEvery = plan.getUpdateEvery();
-  if (failed(collectGlobals(module, table)) ||
-      failed(collectInputsOutputs(module, table)))
-    return failure();
+  return success();
+}
 
-  // Stage functions, in module order, with the arena of the memory plan.
-  SmallVector<func::FuncOp> functions;
-  llvm::StringMap<int> functionIndex;
+/// The pp.recv ops of stage function `f`, in program order.
+LogicalResult collectReceives(func::FuncOp f, rt::FunctionInfo &entry) {
+  WalkResult walked = f.walk([&](pipeline::RecvOp recv) {
+    auto dtype = dtypeOf(recv, recv.getType());
+    if (failed(dtype))
+      return WalkResult::interrupt();
+    rt::ReceiveInfo &r = entry.receives.emplace_back();
+    r.peerStage = static_cast<int64_t>(recv.getPeer());
+    r.tag = static_cast<int64_t>(recv.getTag());
+    r.microBatch = pp::rt::kFunctionMicroBatch;
+    if (!isa<BlockArgument>(recv.getMicroBatch())) {
+      auto constant = getConstantMicroBatch(recv.getMicroBatch());
+      if (failed(constant)) {
+        recv.emitError() << "code generation needs the micro-batch as the "
+                            "stage function's argument or a constant";
+        return WalkResult::interrupt();
+      }
+      r.microBatch = *constant;
+    }
+    r.dtype = *dtype;
+    auto type = cast<RankedTensorType>(recv.getType());
+    r.shape.assign(type.getShape().begin(), type.getShape().end());
+    return WalkResult::advance();
+  });
+  return failure(walked.wasInterrupted());
+}
+
+/// The stage functions, in module order, with the arena of the memory plan
+/// and their receives; `functions` gets their ops.
+LogicalResult collectFunctions(ModuleOp module, ProgramTable &table,
+                               SmallVectorImpl<func::FuncOp> &functions) {
   for (auto f : module.getOps<func::FuncOp>()) {
     std::optional<int64_t> stage = pipeline::getStage(f);
     if (!stage)
@@ -235,45 +261,26 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
     if (!arena)
       return f.emitError() << "stage function has no planned arena "
                               "(pp.arena_bytes): run --pp-memory-plan";
-    functionIndex[f.getSymName()] = functions.size();
-    FunctionEntry &entry = table.functions.emplace_back(
-        FunctionEntry{f.getSymName().str(),
-                      *stage,
-                      pipeline::getPhase(f).value_or(pp::kinds::Phase::None),
-                      *arena,
-                      {}});
-    WalkResult walked = f.walk([&](pipeline::RecvOp recv) {
-      auto dtype = dtypeOf(recv, recv.getType());
-      if (failed(dtype))
-        return WalkResult::interrupt();
-      ReceiveEntry &r = entry.receives.emplace_back();
-      r.peerStage = static_cast<int64_t>(recv.getPeer());
-      r.tag = static_cast<int64_t>(recv.getTag());
-      r.microBatch = pp::rt::kFunctionMicroBatch;
-      if (!isa<BlockArgument>(recv.getMicroBatch())) {
-        auto constant = getConstantMicroBatch(recv.getMicroBatch());
-        if (failed(constant)) {
-          recv.emitError() << "code generation needs the micro-batch as the "
-                              "stage function's argument or a constant";
-          return WalkResult::interrupt();
-        }
-        r.microBatch = *constant;
-      }
-      r.dtype = *dtype;
-      auto type = cast<RankedTensorType>(recv.getType());
-      r.shape.assign(type.getShape().begin(), type.getShape().end());
-      return WalkResult::advance();
-    });
-    if (walked.wasInterrupted())
+    rt::FunctionInfo &entry = table.functions.emplace_back(rt::FunctionInfo{
+        .name = f.getSymName().str(),
+        .function = nullptr,
+        .stage = *stage,
+        .phase = pipeline::getPhase(f).value_or(pp::kinds::Phase::None),
+        .arenaBytes = *arena});
+    if (failed(collectReceives(f, entry)))
       return failure();
     functions.push_back(f);
   }
   if (functions.empty())
     return module.emitError() << "code generation needs stage functions: run "
                                  "--pp-split-stages";
+  return success();
+}
 
-  // Owner stage of each global: the first writer, else the first reader;
-  // and the globals of each stage.
+/// The owner stage of each global (the first writer, else the first
+/// reader) and the globals of each stage.
+LogicalResult collectGlobalUse(ArrayRef<func::FuncOp> functions,
+                               ProgramTable &table) {
   auto idOf = [&](FlatSymbolRefAttr symbol) -> FailureOr<int> {
     auto it = table.globalIds.find(symbol.getValue());
     if (it == table.globalIds.end())
@@ -290,7 +297,7 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         if (succeeded(id) && table.globals[*id].ownerStage < 0)
           table.globals[*id].ownerStage = *pipeline::getStage(f);
       });
-  for (GlobalEntry &g : table.globals)
+  for (rt::GlobalInfo &g : table.globals)
     if (g.ownerStage < 0)
       g.ownerStage = 0;
   table.stageGlobals.resize(table.numStages);
@@ -319,44 +326,55 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
     return failure();
   for (std::vector<int> &used : table.stageGlobals)
     llvm::sort(used);
+  return success();
+}
 
-  // The devices and their actions.
+/// The actions of one device, in order; `functionIndex`: the index of each
+/// stage function in ProgramInfo::functions.
+void collectDevice(pipeline::DeviceOp device,
+                   const llvm::StringMap<int> &functionIndex,
+                   std::vector<rt::ActionInfo> &actions) {
+  for (auto action : device.getBody().front().getOps<pipeline::ActionOp>()) {
+    int function = -1;
+    if (auto callee = action.getCallee())
+      function = functionIndex.lookup(*callee);
+    rt::ActionInfo &entry = actions.emplace_back(
+        rt::ActionInfo{.kind = action.getKindValue(),
+                       .function = function,
+                       .stage = static_cast<int64_t>(action.getStage()),
+                       .microBatch = action.getMicroBatchAttr().getInt()});
+    entry.weightVersion = action.getWeightVersion();
+    if (auto blend = action.getBlendVersion()) {
+      entry.blendVersion = static_cast<int64_t>(*blend);
+      entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
+    }
+  }
+}
+
+/// The devices and their actions: each device's pp.stream, the schedule
+/// and, when the plan places each replica's stages on its own, the
+/// schedules of replicas 1 .. dataParallel-1.
+LogicalResult collectSchedules(ModuleOp module, pipeline::ScheduleOp schedule,
+                               pipeline::PlanAttr plan, ProgramTable &table) {
+  llvm::StringMap<int> functionIndex;
+  for (auto [i, f] : llvm::enumerate(table.functions))
+    functionIndex[f.name] = i;
   if (ArrayAttr replicas = pipeline::getReplicaDevices(module))
     for (Attribute name : replicas)
       if (auto text = dyn_cast<StringAttr>(name))
         table.replicaDeviceNames.push_back(text.str());
-  auto peaks = pipeline::getPlannedPeakBytes(module);
-  auto collectDevice = [&](pipeline::DeviceOp device,
-                           std::vector<ActionEntry> &actions) {
-      for (auto action :
-           device.getBody().front().getOps<pipeline::ActionOp>()) {
-        int function = -1;
-        if (auto callee = action.getCallee())
-          function = functionIndex.lookup(*callee);
-        ActionEntry &entry = actions.emplace_back(
-            ActionEntry{action.getKindValue(), function,
-                        static_cast<int64_t>(action.getStage()),
-                        action.getMicroBatchAttr().getInt()});
-        entry.weightVersion = action.getWeightVersion();
-        if (auto blend = action.getBlendVersion()) {
-          entry.blendVersion = static_cast<int64_t>(*blend);
-          entry.blendFactor = action.getBlendFactorAttr().getValueAsDouble();
-        }
-      }
-  };
   auto collectSchedule = [&](pipeline::ScheduleOp op,
-                             std::vector<std::vector<ActionEntry>> &list) {
+                             std::vector<std::vector<rt::ActionInfo>> &list) {
     for (auto device : op.getBody().front().getOps<pipeline::DeviceOp>())
-      collectDevice(device, list.emplace_back());
+      collectDevice(device, functionIndex, list.emplace_back());
   };
   for (auto stream : module.getOps<pipeline::StreamOp>())
-    for (auto device :
-         stream.getBody().front().getOps<pipeline::DeviceOp>()) {
-      std::vector<ActionEntry> all;
-      collectDevice(device, all);
+    for (auto device : stream.getBody().front().getOps<pipeline::DeviceOp>()) {
+      std::vector<rt::ActionInfo> all;
+      collectDevice(device, functionIndex, all);
       auto prologue = static_cast<size_t>(*device.getPrologueLength());
       auto body = static_cast<size_t>(*device.getBodyLength());
-      ProgramTable::StreamEntry &entry = table.stream.emplace_back();
+      rt::StreamInfo &entry = table.stream.emplace_back();
       entry.minSteps = static_cast<int64_t>(stream.getMinSteps());
       entry.prologue.assign(all.begin(), all.begin() + prologue);
       entry.body.assign(all.begin() + prologue, all.begin() + prologue + body);
@@ -373,6 +391,12 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
         return failure();
       collectSchedule(own, table.replicaSchedules.emplace_back());
     }
+  return success();
+}
+
+/// The stage pairs that exchange messages, and whether every device pair's
+/// messages are received in send order.
+LogicalResult collectMessages(ModuleOp module, ProgramTable &table) {
   std::set<std::pair<int64_t, int64_t>> links;
   for (auto func : module.getOps<func::FuncOp>())
     if (std::optional<int64_t> stage = pipeline::getStage(func))
@@ -385,13 +409,45 @@ pp::emitc_lowering::collectProgramTable(ModuleOp module) {
   if (failed(outOfOrder))
     return failure();
   table.messagesInSendOrder = !outOfOrder->has_value();
-  // Every replica's devices when each has its own schedule, else replica
-  // 0's.
+  return success();
+}
+
+/// The planned peak of every replica's devices when each has its own
+/// schedule, else of replica 0's (0 where the plan has none).
+void collectPlannedPeaks(ModuleOp module, pipeline::PlanAttr plan,
+                         ProgramTable &table) {
+  auto peaks = pipeline::getPlannedPeakBytes(module);
   size_t numPeaks = table.deviceNames.size() *
                     (plan.hasPlacements() ? plan.getDataParallel() : 1);
   for (size_t d = 0; d < numPeaks; ++d)
     table.plannedPeakBytes.push_back(
         peaks && static_cast<int64_t>(d) < peaks.size() ? peaks[d] : 0);
+}
+
+} // namespace
+
+FailureOr<ProgramTable>
+pp::emitc_lowering::collectProgramTable(ModuleOp module) {
+  pipeline::ScheduleOp schedule =
+      pipeline::lookupSchedule(module, "code generation");
+  if (!schedule)
+    return failure();
+  ProgramTable table{};
+  auto graphName = module->getAttrOfType<StringAttr>("onnx.graph_name");
+  table.modelName = graphName ? graphName.str() : "model";
+  if (auto lrSchedule = module->getAttrOfType<StringAttr>("pp.lr_schedule"))
+    table.lrSchedule = lrSchedule.str();
+  pipeline::PlanAttr plan = schedule.getPlan();
+  SmallVector<func::FuncOp> functions;
+  if (failed(collectPlan(module, plan, table)) ||
+      failed(collectGlobals(module, table)) ||
+      failed(collectInputsOutputs(module, table)) ||
+      failed(collectFunctions(module, table, functions)) ||
+      failed(collectGlobalUse(functions, table)) ||
+      failed(collectSchedules(module, schedule, plan, table)) ||
+      failed(collectMessages(module, table)))
+    return failure();
+  collectPlannedPeaks(module, plan, table);
   return table;
 }
 
@@ -434,11 +490,12 @@ LogicalResult resolveIds(ModuleOp module, ProgramTable &table) {
             return;
           }
           it->second = table.constants.size();
-          table.constants.push_back(
-              {decoded->dtype(),
-               std::vector<int64_t>(decoded->shape().begin(),
-                                    decoded->shape().end()),
-               table.appendData(decoded->data(), decoded->bytes())});
+          table.constants.push_back(rt::ConstantInfo{
+              .dtype = decoded->dtype(),
+              .shape = std::vector<int64_t>(decoded->shape().begin(),
+                                            decoded->shape().end()),
+              .dataOffset =
+                  table.appendData(decoded->data(), decoded->bytes())});
         }
         arg = emitc::OpaqueAttr::get(context, std::to_string(it->second));
       }
@@ -467,7 +524,143 @@ std::string listOf(ArrayRef<T> values, F &&print) {
   return listLiteral(entries);
 }
 
-std::string shapeLiteral(ArrayRef<int64_t> shape) { return intList(shape); }
+//===----------------------------------------------------------------------===//
+// The table's fields by name
+//
+// The generated table names every field it sets: a designated initializer
+// (`{.name = "w", .dtype = ...}`) for the entries, an assignment for the
+// members of ProgramInfo. FIELD(Struct, member) is the name of a field of
+// pp::rt::Struct and compiles only while the runtime's struct has it; the
+// generated program's compiler checks the names and their order again. Each
+// printer starts with a structured binding, one name a field of its struct:
+// it stops compiling when a field is added to or removed from the struct in
+// the runtime's Program.h, until the printer below handles it. So neither
+// side can add, drop or move a field without the other.
+//===----------------------------------------------------------------------===//
+
+#define FIELD(Struct, member)                                                  \
+  (static_cast<void>(&pp::rt::Struct::member), llvm::StringLiteral(#member))
+
+/// `{.a = x, .b = y}`: an aggregate of the runtime by designated
+/// initializers, in the order of its fields.
+class Fields {
+public:
+  /// Adds `.name = value`, after `separator` unless it is the first.
+  Fields &add(StringRef name, StringRef value, StringRef separator = ", ") {
+    text += (text.empty() ? std::string("{") : separator.str()) + "." +
+            name.str() + " = " + value.str();
+    return *this;
+  }
+  std::string str() const { return text.empty() ? "{}" : text + "}"; }
+
+private:
+  std::string text;
+};
+
+std::string globalLiteral(const rt::GlobalInfo &g) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5] = g;
+  return Fields()
+      .add(FIELD(GlobalInfo, name), quote(g.name))
+      .add(FIELD(GlobalInfo, dtype), dtypeLiteral(g.dtype))
+      .add(FIELD(GlobalInfo, shape), intList(g.shape))
+      .add(FIELD(GlobalInfo, trainable), g.trainable ? "true" : "false")
+      .add(FIELD(GlobalInfo, dataOffset), std::to_string(g.dataOffset))
+      .add(FIELD(GlobalInfo, ownerStage), std::to_string(g.ownerStage))
+      .str();
+}
+
+std::string constantLiteral(const rt::ConstantInfo &c) {
+  [[maybe_unused]] const auto &[f0, f1, f2] = c;
+  return Fields()
+      .add(FIELD(ConstantInfo, dtype), dtypeLiteral(c.dtype))
+      .add(FIELD(ConstantInfo, shape), intList(c.shape))
+      .add(FIELD(ConstantInfo, dataOffset), std::to_string(c.dataOffset))
+      .str();
+}
+
+std::string inputLiteral(const rt::InputInfo &in) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3] = in;
+  return Fields()
+      .add(FIELD(InputInfo, name), quote(in.name))
+      .add(FIELD(InputInfo, dtype), dtypeLiteral(in.dtype))
+      .add(FIELD(InputInfo, shape), intList(in.shape))
+      .add(FIELD(InputInfo, randomBound), std::to_string(in.randomBound))
+      .str();
+}
+
+std::string outputLiteral(const rt::OutputInfo &out) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4] = out;
+  Fields fields;
+  fields.add(FIELD(OutputInfo, name), quote(out.name))
+      .add(FIELD(OutputInfo, combine), quote(out.combine))
+      .add(FIELD(OutputInfo, dtype), dtypeLiteral(out.dtype))
+      .add(FIELD(OutputInfo, shape), intList(out.shape));
+  if (out.classAxis >= 0)
+    fields.add(FIELD(OutputInfo, classAxis), std::to_string(out.classAxis));
+  return fields.str();
+}
+
+std::string receiveLiteral(const rt::ReceiveInfo &r) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4] = r;
+  return Fields()
+      .add(FIELD(ReceiveInfo, peerStage), std::to_string(r.peerStage))
+      .add(FIELD(ReceiveInfo, tag), std::to_string(r.tag))
+      .add(FIELD(ReceiveInfo, microBatch), std::to_string(r.microBatch))
+      .add(FIELD(ReceiveInfo, dtype), dtypeLiteral(r.dtype))
+      .add(FIELD(ReceiveInfo, shape), intList(r.shape))
+      .str();
+}
+
+std::string functionLiteral(const rt::FunctionInfo &f) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5] = f;
+  Fields fields;
+  fields.add(FIELD(FunctionInfo, name), quote(f.name))
+      .add(FIELD(FunctionInfo, function), "&" + f.name)
+      .add(FIELD(FunctionInfo, stage), std::to_string(f.stage))
+      .add(FIELD(FunctionInfo, phase), pp::kinds::enumeratorName(f.phase))
+      .add(FIELD(FunctionInfo, arenaBytes), std::to_string(f.arenaBytes));
+  if (!f.receives.empty()) {
+    std::string receives;
+    for (auto [i, r] : llvm::enumerate(f.receives))
+      receives += (i ? ", " : "") + receiveLiteral(r);
+    fields.add(FIELD(FunctionInfo, receives), "{" + receives + "}");
+  }
+  return fields.str();
+}
+
+std::string actionLiteral(const rt::ActionInfo &a) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6] = a;
+  Fields fields;
+  fields.add(FIELD(ActionInfo, kind), pp::kinds::enumeratorName(a.kind))
+      .add(FIELD(ActionInfo, function), std::to_string(a.function))
+      .add(FIELD(ActionInfo, stage), std::to_string(a.stage))
+      .add(FIELD(ActionInfo, microBatch), std::to_string(a.microBatch));
+  if (a.weightVersion || a.blendVersion >= 0)
+    fields
+        .add(FIELD(ActionInfo, weightVersion), std::to_string(a.weightVersion))
+        .add(FIELD(ActionInfo, blendVersion), std::to_string(a.blendVersion))
+        .add(FIELD(ActionInfo, blendFactor),
+             llvm::formatv("{0:e17}", a.blendFactor).str());
+  return fields.str();
+}
+
+/// A device's actions, one a line.
+std::string actionList(const std::vector<rt::ActionInfo> &actions) {
+  std::string text = "{";
+  for (auto [i, a] : llvm::enumerate(actions))
+    text += (i ? ",\n        " : "\n        ") + actionLiteral(a);
+  return text + "}";
+}
+
+std::string streamLiteral(const rt::StreamInfo &entry) {
+  [[maybe_unused]] const auto &[f0, f1, f2, f3] = entry;
+  return Fields()
+      .add(FIELD(StreamInfo, prologue), actionList(entry.prologue))
+      .add(FIELD(StreamInfo, body), actionList(entry.body), ",\n      ")
+      .add(FIELD(StreamInfo, epilogue), actionList(entry.epilogue), ",\n      ")
+      .add(FIELD(StreamInfo, minSteps), std::to_string(entry.minSteps))
+      .str();
+}
 
 /// Assignments of the table's fields to the members of one
 /// pp::rt::ProgramInfo variable.
@@ -491,9 +684,104 @@ private:
   Value program;
 };
 
-void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
-                        const pp::EmitProgramOptions &options,
-                        uint32_t codeHash) {
+/// The members of the table that are numbers, names and flags; the ones a
+/// program without the feature leaves at their default are not set.
+void setScalars(TableBuilder &set, const rt::ProgramInfo &p) {
+  set.set(FIELD(ProgramInfo, modelName), "std::string", quote(p.modelName));
+  if (!p.lrSchedule.empty())
+    set.set(FIELD(ProgramInfo, lrSchedule), "std::string", quote(p.lrSchedule));
+  set.set(FIELD(ProgramInfo, scheduleKind), "pp::kinds::ScheduleKind",
+          pp::kinds::enumeratorName(p.scheduleKind));
+  set.set(FIELD(ProgramInfo, numStages), "int64_t",
+          std::to_string(p.numStages));
+  set.set(FIELD(ProgramInfo, microBatches), "int64_t",
+          std::to_string(p.microBatches));
+  if (p.dataParallel > 1)
+    set.set(FIELD(ProgramInfo, dataParallel), "int64_t",
+            std::to_string(p.dataParallel));
+  if (p.tensorParallel > 1)
+    set.set(FIELD(ProgramInfo, tensorParallel), "int64_t",
+            std::to_string(p.tensorParallel));
+  if (!p.stageTensorParallel.empty())
+    set.set(FIELD(ProgramInfo, stageTensorParallel), "std::vector<int64_t>",
+            intList(p.stageTensorParallel));
+  if (p.updateEvery > 0)
+    set.set(FIELD(ProgramInfo, updateEvery), "int64_t",
+            std::to_string(p.updateEvery));
+  if (p.staleness >= 0) {
+    set.set(FIELD(ProgramInfo, staleness), "int64_t",
+            std::to_string(p.staleness));
+    set.set(FIELD(ProgramInfo, wave), "int64_t", std::to_string(p.wave));
+  }
+  if (!p.stageLinks.empty())
+    set.set(FIELD(ProgramInfo, stageLinks),
+            "std::vector<std::pair<int64_t, int64_t>>",
+            listOf(ArrayRef(p.stageLinks),
+                   [](const std::pair<int64_t, int64_t> &link) {
+                     return "{" + std::to_string(link.first) + ", " +
+                            std::to_string(link.second) + "}";
+                   }));
+  set.set(FIELD(ProgramInfo, messagesInSendOrder), "bool",
+          p.messagesInSendOrder ? "true" : "false");
+  auto names = [](ArrayRef<std::string> names) {
+    return listOf(names, [](const std::string &name) { return quote(name); });
+  };
+  if (!p.replicaDeviceNames.empty())
+    set.set(FIELD(ProgramInfo, replicaDeviceNames), "std::vector<std::string>",
+            names(p.replicaDeviceNames));
+  set.set(FIELD(ProgramInfo, dataFile), "std::string", quote(p.dataFile));
+  set.set(FIELD(ProgramInfo, onnxFile), "std::string", quote(p.onnxFile));
+  if (!p.onnxFile.empty())
+    set.set(FIELD(ProgramInfo, onnxHash), "uint32_t",
+            std::to_string(p.onnxHash));
+  // The identity the driver checks the data file and checkpoints against.
+  set.set(FIELD(ProgramInfo, dataHash), "uint32_t", std::to_string(p.dataHash));
+  set.set(FIELD(ProgramInfo, codeHash), "uint32_t", std::to_string(p.codeHash));
+  set.set(FIELD(ProgramInfo, deviceNames), "std::vector<std::string>",
+          names(p.deviceNames));
+  set.set(FIELD(ProgramInfo, plannedPeakBytes), "std::vector<int64_t>",
+          intList(p.plannedPeakBytes));
+}
+
+/// The members of the table that are lists of entries.
+void setEntries(TableBuilder &set, const rt::ProgramInfo &p) {
+  set.set(FIELD(ProgramInfo, globals), "std::vector<pp::rt::GlobalInfo>",
+          listOf(ArrayRef(p.globals), globalLiteral));
+  set.set(FIELD(ProgramInfo, constants), "std::vector<pp::rt::ConstantInfo>",
+          listOf(ArrayRef(p.constants), constantLiteral));
+  set.set(FIELD(ProgramInfo, inputs), "std::vector<pp::rt::InputInfo>",
+          listOf(ArrayRef(p.inputs), inputLiteral));
+  set.set(FIELD(ProgramInfo, outputs), "std::vector<pp::rt::OutputInfo>",
+          listOf(ArrayRef(p.outputs), outputLiteral));
+  set.set(FIELD(ProgramInfo, functions), "std::vector<pp::rt::FunctionInfo>",
+          listOf(ArrayRef(p.functions), functionLiteral));
+  set.set(FIELD(ProgramInfo, stageGlobals), "std::vector<std::vector<int>>",
+          listOf(ArrayRef(p.stageGlobals), [](const std::vector<int> &ids) {
+            return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
+          }));
+  set.set(FIELD(ProgramInfo, schedule),
+          "std::vector<std::vector<pp::rt::ActionInfo>>",
+          listOf(ArrayRef(p.schedule), actionList));
+  if (!p.replicaSchedules.empty())
+    set.set(FIELD(ProgramInfo, replicaSchedules),
+            "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
+            listOf(ArrayRef(p.replicaSchedules),
+                   [](const std::vector<std::vector<rt::ActionInfo>> &list) {
+                     return listOf(ArrayRef(list), actionList);
+                   }));
+  if (!p.stream.empty())
+    set.set(FIELD(ProgramInfo, stream), "std::vector<pp::rt::StreamInfo>",
+            listOf(ArrayRef(p.stream), streamLiteral));
+}
+
+/// `static pp::rt::ProgramInfo makeProgram()`: a variable, every field of
+/// `p` that is not at its default assigned, returned.
+void buildTableFunction(OpBuilder &b, Location loc, const rt::ProgramInfo &p) {
+  // One name a field of ProgramInfo: see "The table's fields by name".
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10,
+                                f11, f12, f13, f14, f15, f16, f17, f18, f19,
+                                f20, f21, f22, f23, f24, f25, f26, f27, f28,
+                                f29] = p;
   MLIRContext *context = b.getContext();
   Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
   auto fn = emitc::FuncOp::create(b, loc, "makeProgram",
@@ -505,136 +793,13 @@ void buildTableFunction(OpBuilder &b, Location loc, const ProgramTable &table,
       emitc::VariableOp::create(b, loc, emitc::LValueType::get(infoType),
                                 emitc::OpaqueAttr::get(context, ""));
   TableBuilder set(b, loc, program);
-  set.set("modelName", "std::string", quote(table.modelName));
-  if (!table.lrSchedule.empty())
-    set.set("lrSchedule", "std::string", quote(table.lrSchedule));
-  set.set("scheduleKind", "pp::kinds::ScheduleKind",
-          pp::kinds::enumeratorName(table.scheduleKind));
-  set.set("numStages", "int64_t", std::to_string(table.numStages));
-  set.set("microBatches", "int64_t", std::to_string(table.microBatches));
-  if (table.dataParallel > 1)
-    set.set("dataParallel", "int64_t", std::to_string(table.dataParallel));
-  if (table.tensorParallel > 1)
-    set.set("tensorParallel", "int64_t", std::to_string(table.tensorParallel));
-  if (!table.stageTensorParallel.empty())
-    set.set("stageTensorParallel", "std::vector<int64_t>",
-            intList(table.stageTensorParallel));
-  if (table.updateEvery > 0)
-    set.set("updateEvery", "int64_t", std::to_string(table.updateEvery));
-  if (table.staleness >= 0) {
-    set.set("staleness", "int64_t", std::to_string(table.staleness));
-    set.set("wave", "int64_t", std::to_string(table.wave));
-  }
-  if (!table.stageLinks.empty())
-    set.set("stageLinks", "std::vector<std::pair<int64_t, int64_t>>",
-            listOf(ArrayRef(table.stageLinks),
-                   [](const std::pair<int64_t, int64_t> &link) {
-                     return "{" + std::to_string(link.first) + ", " +
-                            std::to_string(link.second) + "}";
-                   }));
-  set.set("messagesInSendOrder", "bool",
-          table.messagesInSendOrder ? "true" : "false");
-  if (!table.replicaDeviceNames.empty())
-    set.set("replicaDeviceNames", "std::vector<std::string>",
-            listOf(ArrayRef(table.replicaDeviceNames),
-                   [](const std::string &name) { return quote(name); }));
-  set.set("dataFile", "std::string", quote(options.dataFileName));
-  set.set("onnxFile", "std::string", quote(options.onnxFileName));
-  if (!options.onnxFileName.empty())
-    set.set("onnxHash", "uint32_t", std::to_string(options.onnxHash));
-  // The identity the driver checks the data file and checkpoints against.
-  set.set("dataHash", "uint32_t",
-          std::to_string(pp::rt::crc32c(0, table.dataBytes.data(),
-                                        table.dataBytes.size())));
-  set.set("codeHash", "uint32_t", std::to_string(codeHash));
-  set.set("deviceNames", "std::vector<std::string>",
-          listOf(ArrayRef(table.deviceNames),
-                 [](const std::string &name) { return quote(name); }));
-  set.set("plannedPeakBytes", "std::vector<int64_t>",
-          intList(table.plannedPeakBytes));
-  set.set("globals", "std::vector<pp::rt::GlobalInfo>",
-          listOf(ArrayRef(table.globals), [](const GlobalEntry &g) {
-            return "{" + quote(g.name) + ", " + dtypeLiteral(g.dtype) + ", " +
-                   shapeLiteral(g.shape) + ", " +
-                   (g.trainable ? "true" : "false") + ", " +
-                   std::to_string(g.dataOffset) + ", " +
-                   std::to_string(g.ownerStage) + "}";
-          }));
-  set.set("constants", "std::vector<pp::rt::ConstantInfo>",
-          listOf(ArrayRef(table.constants), [](const ConstantEntry &c) {
-            return "{" + std::string(dtypeLiteral(c.dtype)) + ", " +
-                   shapeLiteral(c.shape) + ", " + std::to_string(c.dataOffset) +
-                   "}";
-          }));
-  set.set("inputs", "std::vector<pp::rt::InputInfo>",
-          listOf(ArrayRef(table.inputs), [](const InputEntry &in) {
-            return "{" + quote(in.name) + ", " + dtypeLiteral(in.dtype) + ", " +
-                   shapeLiteral(in.shape) + ", " +
-                   std::to_string(in.randomBound) + "}";
-          }));
-  set.set("outputs", "std::vector<pp::rt::OutputInfo>",
-          listOf(ArrayRef(table.outputs), [](const OutputEntry &out) {
-            return "{" + quote(out.name) + ", " + quote(out.combine) + ", " +
-                   dtypeLiteral(out.dtype) + ", " + shapeLiteral(out.shape) +
-                   (out.classAxis >= 0 ? ", " + std::to_string(out.classAxis)
-                                       : std::string()) +
-                   "}";
-          }));
-  set.set("functions", "std::vector<pp::rt::FunctionInfo>",
-          listOf(ArrayRef(table.functions), [](const FunctionEntry &f) {
-            std::string receives;
-            for (auto [i, r] : llvm::enumerate(f.receives))
-              receives +=
-                  std::string(i ? ", " : "") + "{" +
-                  std::to_string(r.peerStage) + ", " + std::to_string(r.tag) +
-                  ", " + std::to_string(r.microBatch) + ", " +
-                  dtypeLiteral(r.dtype) + ", " + shapeLiteral(r.shape) + "}";
-            return "{" + quote(f.name) + ", &" + f.name + ", " +
-                   std::to_string(f.stage) + ", " +
-                   pp::kinds::enumeratorName(f.phase) + ", " +
-                   std::to_string(f.arenaBytes) +
-                   (receives.empty() ? "" : ", {" + receives + "}") + "}";
-          }));
-  set.set("stageGlobals", "std::vector<std::vector<int>>",
-          listOf(ArrayRef(table.stageGlobals), [](const std::vector<int> &ids) {
-            return intList(SmallVector<int64_t>(ids.begin(), ids.end()));
-          }));
-  auto actionList = [](const std::vector<ActionEntry> &actions) {
-    std::string text = "{";
-    for (auto [i, a] : llvm::enumerate(actions))
-      text += std::string(i ? ",\n        " : "\n        ") + "{" +
-              pp::kinds::enumeratorName(a.kind) + ", " +
-              std::to_string(a.function) + ", " + std::to_string(a.stage) +
-              ", " + std::to_string(a.microBatch) +
-              (a.weightVersion || a.blendVersion >= 0
-                   ? ", " + std::to_string(a.weightVersion) + ", " +
-                         std::to_string(a.blendVersion) + ", " +
-                         llvm::formatv("{0:e17}", a.blendFactor).str()
-                   : std::string()) +
-              "}";
-    return text + "}";
-  };
-  set.set("schedule", "std::vector<std::vector<pp::rt::ActionInfo>>",
-          listOf(ArrayRef(table.schedule), actionList));
-  if (!table.replicaSchedules.empty())
-    set.set("replicaSchedules",
-            "std::vector<std::vector<std::vector<pp::rt::ActionInfo>>>",
-            listOf(ArrayRef(table.replicaSchedules),
-                   [&](const std::vector<std::vector<ActionEntry>> &list) {
-                     return listOf(ArrayRef(list), actionList);
-                   }));
-  if (!table.stream.empty())
-    set.set("stream", "std::vector<pp::rt::StreamInfo>",
-            listOf(ArrayRef(table.stream),
-                   [&](const ProgramTable::StreamEntry &entry) {
-                     return "{" + actionList(entry.prologue) + ",\n      " +
-                            actionList(entry.body) + ",\n      " +
-                            actionList(entry.epilogue) + ", " +
-                            std::to_string(entry.minSteps) + "}";
-                   }));
+  setScalars(set, p);
+  setEntries(set, p);
   Value result = emitc::LoadOp::create(b, loc, infoType, program);
   emitc::ReturnOp::create(b, loc, result);
 }
+
+#undef FIELD
 
 /// int main(int argc, char **argv): the training driver on the table.
 void buildMain(OpBuilder &b, Location loc) {
@@ -697,7 +862,13 @@ pp::emitc_lowering::buildProgram(ModuleOp module, ProgramTable &table,
                            /*isStandardInclude=*/false);
   emitc::IncludeOp::create(b, loc, "limits", /*isStandardInclude=*/true);
   b.setInsertionPointToEnd(module.getBody());
-  buildTableFunction(b, loc, table, options, codeHash);
+  table.dataFile = options.dataFileName;
+  table.onnxFile = options.onnxFileName;
+  table.onnxHash = options.onnxHash;
+  table.dataHash =
+      pp::rt::crc32c(0, table.dataBytes.data(), table.dataBytes.size());
+  table.codeHash = codeHash;
+  buildTableFunction(b, loc, table);
   buildMain(b, loc);
   return success();
 }

@@ -106,6 +106,36 @@ private:
   InFlightDiagnostic fileError() {
     return emitError(FileLineColLoc::get(ctx, fileName, 0, 0));
   }
+
+  /// The default domain's opset (`opset`, `sourceOpset`): imported once,
+  /// and not newer than the importer's.
+  LogicalResult readOpsets(const onnxpb::ModelProto &model);
+  /// ONNX's checker on the model, which throws what it finds wrong.
+  void checkModelWithONNX(const onnxpb::ModelProto &model);
+  /// ONNX's checker, then an older opset's model upgraded to kMinOpset;
+  /// libonnx's exceptions become diagnostics.
+  LogicalResult checkAndUpgradeModel(onnxpb::ModelProto &model);
+  /// The checks that ONNX's shape inference and version converter would
+  /// crash or hang on, then the upgrade to kMinOpset.
+  LogicalResult upgradeModel(onnxpb::ModelProto &model);
+  /// An error for the first default-domain node that ONNX's version
+  /// converter has no adapter for up to kMinOpset.
+  LogicalResult checkUpgradeAdapters(const onnxpb::GraphProto &graph);
+  /// Strides, dilations and kernel shapes must be positive.
+  LogicalResult checkWindowAttributes(const onnxpb::GraphProto &graph);
+  /// ONNX's shape inference and version converter, to kMinOpset.
+  LogicalResult convertToMinOpset(onnxpb::ModelProto &model);
+  /// An error for a graph input whose static batch dim is not --batch-size.
+  LogicalResult checkStaticBatch(ArrayRef<Type> argTypes,
+                                 ArrayRef<std::string> argNames);
+  /// `main`, whose arguments are the graph inputs that are not
+  /// initializers; the builder is left at the start of its body.
+  FailureOr<func::FuncOp> createMainFunction(const onnxpb::GraphProto &graph,
+                                             Location loc);
+  /// Returns the graph outputs from `func`, which must compute the element
+  /// types they declare, and sets its type and result names.
+  LogicalResult returnGraphOutputs(const onnxpb::GraphProto &graph,
+                                   func::FuncOp func, Location loc);
   Location nodeLoc(const onnxpb::NodeProto &node, int index);
   llvm::Expected<std::string> externalDataPath(StringRef location);
   LogicalResult checkGraphOutputs(const onnxpb::GraphProto &graph);
@@ -134,6 +164,31 @@ private:
   std::optional<std::string> frozenReason(StringRef name, RankedTensorType type,
                                           ArrayRef<char> bytes);
   LogicalResult importNode(const onnxpb::NodeProto &node, int index);
+  /// A node's operands and the segment size of each input (0: absent).
+  struct NodeOperands {
+    SmallVector<Value> values;
+    SmallVector<int32_t> segments;
+  };
+  /// The operands of a node of op `registered`; an absent optional input
+  /// only where the op has operand segments.
+  FailureOr<NodeOperands> nodeOperands(const onnxpb::NodeProto &node,
+                                       RegisteredOperationName registered,
+                                       Location loc, StringRef where);
+  /// The attributes of a node of op `registered`: the node's, the schema's
+  /// defaults for this opset, the operand segments and the importer's own.
+  FailureOr<NamedAttrList> nodeAttributes(const onnxpb::NodeProto &node,
+                                          RegisteredOperationName registered,
+                                          SmallVector<int32_t> segments,
+                                          Location loc, StringRef where);
+  /// The result types of op `registered`, through its
+  /// InferTypeOpInterface; one at least for each output of the node.
+  FailureOr<SmallVector<Type>>
+  inferResultTypes(const onnxpb::NodeProto &node,
+                   RegisteredOperationName registered, ValueRange operands,
+                   DictionaryAttr dict, Location loc, StringRef where);
+  /// An error for a result type of a dynamic shape or too large.
+  LogicalResult checkResultTypes(TypeRange resultTypes, Location loc,
+                                 StringRef where);
   LogicalResult importConstantNode(const onnxpb::NodeProto &node, Location loc);
   LogicalResult importTileNode(const onnxpb::NodeProto &node, Location loc,
                                StringRef where);
@@ -1264,6 +1319,145 @@ SmallVector<Value> Importer::foldOrKeep(Operation *op) {
   return results;
 }
 
+FailureOr<Importer::NodeOperands>
+Importer::nodeOperands(const onnxpb::NodeProto &node,
+                       RegisteredOperationName registered, Location loc,
+                       StringRef where) {
+  // ONNX lists inputs positionally, "" for an absent optional.
+  NodeOperands operands;
+  bool gap = false;
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string &name = node.input(i);
+    if (name.empty()) {
+      operands.segments.push_back(0);
+      gap = true;
+      continue;
+    }
+    FailureOr<Value> operand = nodeInput(name, loc, where);
+    if (failed(operand))
+      return failure();
+    if (gap && !registered.hasTrait<OpTrait::AttrSizedOperandSegments>())
+      return emitError(loc) << where << ": an absent optional input before "
+                            << "input #" << i << " is not supported",
+             failure();
+    operands.values.push_back(*operand);
+    operands.segments.push_back(1);
+  }
+  return operands;
+}
+
+FailureOr<NamedAttrList> Importer::nodeAttributes(
+    const onnxpb::NodeProto &node, RegisteredOperationName registered,
+    SmallVector<int32_t> segments, Location loc, StringRef where) {
+  NamedAttrList attrs;
+  llvm::StringSet<> inherent;
+  for (StringAttr name : registered.getAttributeNames())
+    inherent.insert(name.getValue());
+  for (const auto &attr : node.attribute()) {
+    if (!inherent.contains(attr.name()))
+      return emitError(loc) << where << ": attribute '" << attr.name()
+                            << "' is not supported",
+             failure();
+    auto value = convertAttribute(attr, loc, where);
+    if (failed(value))
+      return failure();
+    attrs.set(attr.name(), *value);
+  }
+  // The ONNX schema's defaults for this opset, for the attributes the node
+  // leaves out.
+  const onnxpb::OpSchema *schema =
+      onnxpb::OpSchemaRegistry::Schema(node.op_type(), opset, "");
+  if (schema) {
+    for (const auto &[name, formal] : schema->attributes()) {
+      if (attrs.get(name) || !formal.default_value.has_name() ||
+          !inherent.contains(name))
+        continue;
+      auto value = convertAttribute(formal.default_value, loc, where);
+      if (failed(value))
+        return failure();
+      attrs.set(name, *value);
+    }
+  }
+  if (registered.hasTrait<OpTrait::AttrSizedOperandSegments>()) {
+    size_t formals = schema ? schema->inputs().size() : segments.size();
+    if (segments.size() > formals)
+      return emitError(loc) << where << " has " << segments.size()
+                            << " inputs, at most " << formals << " allowed",
+             failure();
+    segments.resize(formals, 0);
+    // Opset 18's Pad axes: the op has the input before the importer's opsets.
+    if (node.op_type() == "Pad")
+      segments.resize(4, 0);
+    attrs.set("operandSegmentSizes", builder.getDenseI32ArrayAttr(segments));
+  }
+  // PyTorch's BatchNorm updates the running variance with the unbiased batch
+  // variance; ONNX's reference uses the biased one. Keep the producer's.
+  if (node.op_type() == "BatchNormalization" && producer == "pytorch")
+    attrs.set("unbiased_running_var", builder.getUnitAttr());
+  // Split without sizes divides into as many parts as the node has outputs.
+  if (node.op_type() == "Split" && node.input_size() < 2 &&
+      !attrs.get("num_outputs"))
+    attrs.set("num_outputs", builder.getI64IntegerAttr(node.output_size()));
+  return attrs;
+}
+
+FailureOr<SmallVector<Type>> Importer::inferResultTypes(
+    const onnxpb::NodeProto &node, RegisteredOperationName registered,
+    ValueRange operands, DictionaryAttr dict, Location loc, StringRef where) {
+  // The interface reads the attributes from the op's properties, where it
+  // has them.
+  auto *inferType = registered.getInterface<InferTypeOpInterface>();
+  SmallVector<uint64_t> storage(
+      (registered.getOpPropertyByteSize() + sizeof(uint64_t) - 1) /
+          sizeof(uint64_t) +
+      1);
+  bool hasProperties = registered.getOpPropertyByteSize() > 0;
+  OpaqueProperties props(hasProperties ? storage.data() : nullptr);
+  if (hasProperties)
+    registered.initOpProperties(props, OpaqueProperties(nullptr));
+  llvm::scope_exit cleanup([&] {
+    if (hasProperties)
+      registered.destroyOpProperties(props);
+  });
+  if (hasProperties && failed(registered.setOpPropertiesFromAttribute(
+                           registered, props, dict, [&] {
+                             return emitError(loc)
+                                    << where << ": invalid attribute: ";
+                           })))
+    return failure();
+  for (Value operand : operands)
+    if (!isa<RankedTensorType>(operand.getType()))
+      return emitError(loc) << where << ": operands must be tensors", failure();
+  SmallVector<Type> resultTypes;
+  if (failed(inferType->inferReturnTypes(ctx, loc, operands, dict, props, {},
+                                         resultTypes)))
+    return failure(); // The op's inference reported the cause at `loc`.
+  if (node.output_size() > static_cast<int>(resultTypes.size()))
+    return emitError(loc) << where << " has " << node.output_size()
+                          << " outputs; onnx." << node.op_type() << " supports "
+                          << resultTypes.size(),
+           failure();
+  return resultTypes;
+}
+
+LogicalResult Importer::checkResultTypes(TypeRange resultTypes, Location loc,
+                                         StringRef where) {
+  for (Type type : resultTypes) {
+    auto shaped = cast<ShapedType>(type);
+    if (!shaped.hasStaticShape())
+      return emitError(loc) << "unresolvable dynamic shape: " << where
+                            << " computes " << type,
+             failure();
+    std::string tooLarge =
+        tensorSizeError(shaped.getShape(), shaped.getElementType());
+    if (!tooLarge.empty())
+      return emitError(loc)
+                 << where << " computes " << type << ", which has " << tooLarge,
+             failure();
+  }
+  return success();
+}
+
 LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
   Location loc = nodeLoc(node, index);
   std::string where =
@@ -1293,132 +1487,30 @@ LogicalResult Importer::importNode(const onnxpb::NodeProto &node, int index) {
                           << opset << " has no onnx dialect equivalent",
            failure();
 
-  // Operands: ONNX lists inputs positionally, "" for an absent optional.
-  SmallVector<Value> operands;
-  SmallVector<int32_t> segments;
-  bool gap = false;
-  for (int i = 0; i < node.input_size(); ++i) {
-    const std::string &name = node.input(i);
-    if (name.empty()) {
-      segments.push_back(0);
-      gap = true;
-      continue;
-    }
-    FailureOr<Value> operand = nodeInput(name, loc, where);
-    if (failed(operand))
-      return failure();
-    if (gap && !registered->hasTrait<OpTrait::AttrSizedOperandSegments>())
-      return emitError(loc) << where << ": an absent optional input before "
-                            << "input #" << i << " is not supported",
-             failure();
-    operands.push_back(*operand);
-    segments.push_back(1);
-  }
-
-  // Attributes, with the ONNX schema's defaults for this opset filled in.
-  NamedAttrList attrs;
-  llvm::StringSet<> inherent;
-  for (StringAttr name : registered->getAttributeNames())
-    inherent.insert(name.getValue());
-  for (const auto &attr : node.attribute()) {
-    if (!inherent.contains(attr.name()))
-      return emitError(loc) << where << ": attribute '" << attr.name()
-                            << "' is not supported",
-             failure();
-    auto value = convertAttribute(attr, loc, where);
-    if (failed(value))
-      return failure();
-    attrs.set(attr.name(), *value);
-  }
-  const onnxpb::OpSchema *schema =
-      onnxpb::OpSchemaRegistry::Schema(node.op_type(), opset, "");
-  if (schema) {
-    for (const auto &[name, formal] : schema->attributes()) {
-      if (attrs.get(name) || !formal.default_value.has_name() ||
-          !inherent.contains(name))
-        continue;
-      auto value = convertAttribute(formal.default_value, loc, where);
-      if (failed(value))
-        return failure();
-      attrs.set(name, *value);
-    }
-  }
-  if (registered->hasTrait<OpTrait::AttrSizedOperandSegments>()) {
-    size_t formals = schema ? schema->inputs().size() : segments.size();
-    if (segments.size() > formals)
-      return emitError(loc) << where << " has " << segments.size()
-                            << " inputs, at most " << formals << " allowed",
-             failure();
-    segments.resize(formals, 0);
-    // Opset 18's Pad axes: the op has the input before the importer's opsets.
-    if (node.op_type() == "Pad")
-      segments.resize(4, 0);
-    attrs.set("operandSegmentSizes", builder.getDenseI32ArrayAttr(segments));
-  }
-  // PyTorch's BatchNorm updates the running variance with the unbiased batch
-  // variance; ONNX's reference uses the biased one. Keep the producer's.
-  if (node.op_type() == "BatchNormalization" && producer == "pytorch")
-    attrs.set("unbiased_running_var", builder.getUnitAttr());
-  // Split without sizes divides into as many parts as the node has outputs.
-  if (node.op_type() == "Split" && node.input_size() < 2 &&
-      !attrs.get("num_outputs"))
-    attrs.set("num_outputs", builder.getI64IntegerAttr(node.output_size()));
-
-  // Infer result types through the op's InferTypeOpInterface.
-  DictionaryAttr dict = attrs.getDictionary(ctx);
-  auto *inferType = registered->getInterface<InferTypeOpInterface>();
-  SmallVector<uint64_t> storage(
-      (registered->getOpPropertyByteSize() + sizeof(uint64_t) - 1) /
-          sizeof(uint64_t) +
-      1);
-  bool hasProperties = registered->getOpPropertyByteSize() > 0;
-  OpaqueProperties props(hasProperties ? storage.data() : nullptr);
-  if (hasProperties)
-    registered->initOpProperties(props, OpaqueProperties(nullptr));
-  llvm::scope_exit cleanup([&] {
-    if (hasProperties)
-      registered->destroyOpProperties(props);
-  });
-  if (hasProperties && failed(registered->setOpPropertiesFromAttribute(
-                           *registered, props, dict, [&] {
-                             return emitError(loc)
-                                    << where << ": invalid attribute: ";
-                           })))
+  FailureOr<NodeOperands> operands =
+      nodeOperands(node, *registered, loc, where);
+  if (failed(operands))
     return failure();
-  for (Value operand : operands)
-    if (!isa<RankedTensorType>(operand.getType()))
-      return emitError(loc) << where << ": operands must be tensors", failure();
-  SmallVector<Type> resultTypes;
-  if (failed(inferType->inferReturnTypes(ctx, loc, operands, dict, props, {},
-                                         resultTypes)))
-    return failure(); // The op's inference reported the cause at `loc`.
-  if (node.output_size() > static_cast<int>(resultTypes.size()))
-    return emitError(loc) << where << " has " << node.output_size()
-                          << " outputs; onnx." << node.op_type() << " supports "
-                          << resultTypes.size(),
-           failure();
+  FailureOr<NamedAttrList> attrs =
+      nodeAttributes(node, *registered, operands->segments, loc, where);
+  if (failed(attrs))
+    return failure();
+  DictionaryAttr dict = attrs->getDictionary(ctx);
+  FailureOr<SmallVector<Type>> resultTypes =
+      inferResultTypes(node, *registered, operands->values, dict, loc, where);
+  if (failed(resultTypes))
+    return failure();
 
   OperationState state(loc, *registered);
-  state.addOperands(operands);
-  state.addTypes(resultTypes);
-  if (hasProperties)
+  state.addOperands(operands->values);
+  state.addTypes(*resultTypes);
+  if (registered->getOpPropertyByteSize() > 0)
     state.propertiesAttr = dict;
   Operation *op = builder.create(state);
   if (failed(verify(op, /*verifyRecursively=*/false)))
     return emitError(loc) << "type mismatch in " << where, failure();
-  for (Type type : resultTypes) {
-    auto shaped = cast<ShapedType>(type);
-    if (!shaped.hasStaticShape())
-      return emitError(loc) << "unresolvable dynamic shape: " << where
-                            << " computes " << type,
-             failure();
-    std::string tooLarge =
-        tensorSizeError(shaped.getShape(), shaped.getElementType());
-    if (!tooLarge.empty())
-      return emitError(loc)
-                 << where << " computes " << type << ", which has " << tooLarge,
-             failure();
-  }
+  if (failed(checkResultTypes(*resultTypes, loc, where)))
+    return failure();
 
   SmallVector<Value> results = foldOrKeep(op);
   for (int i = 0; i < node.output_size(); ++i)
@@ -1444,7 +1536,7 @@ LogicalResult Importer::checkGraphOutputs(const onnxpb::GraphProto &graph) {
   return success();
 }
 
-OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
+LogicalResult Importer::readOpsets(const onnxpb::ModelProto &model) {
   // A domain imported twice has no one version to read its nodes at.
   llvm::StringMap<int64_t> imported;
   for (const auto &entry : model.opset_import()) {
@@ -1457,153 +1549,188 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
                                        : "domain '" + domain.str() + "'")
                          << " twice (opsets " << it->second << " and "
                          << entry.version() << ")",
-             nullptr;
+             failure();
     if (isDefault)
       opset = entry.version();
   }
   if (opset == 0)
-    return fileError() << "the model imports no default-domain opset", nullptr;
+    return fileError() << "the model imports no default-domain opset",
+           failure();
   sourceOpset = opset;
   if (opset > kMaxOpset)
     return fileError() << "opset " << opset << " is newer than the supported "
                        << kMinOpset << "-" << kMaxOpset,
-           nullptr;
-  if (options.batchSize && *options.batchSize <= 0)
-    return fileError() << "--batch-size=" << *options.batchSize
-                       << " must be positive",
-           nullptr;
-  // Before ONNX's checker and version converter: the converter crashes on a
-  // graph output that nothing computes.
-  if (failed(checkGraphOutputs(model.graph())))
-    return nullptr;
-  try {
-    // The checker resolves external data against the model's directory only
-    // when it reads the model from its path.
-    bool hasExternalData = llvm::any_of(
-        model.graph().initializer(), [](const onnxpb::TensorProto &t) {
-          return t.data_location() == onnxpb::TensorProto::EXTERNAL;
-        });
-    if (hasExternalData && options.shapeOnly) {
-      // The data files may be absent, and the checker looks for them: it
-      // checks a copy where the external initializers are graph inputs.
-      onnxpb::ModelProto checked = model;
-      onnxpb::GraphProto *graph = checked.mutable_graph();
-      google::protobuf::RepeatedPtrField<onnxpb::TensorProto> kept;
-      llvm::StringSet<> inputs;
-      for (const onnxpb::ValueInfoProto &input : graph->input())
-        inputs.insert(input.name());
-      for (onnxpb::TensorProto &t : *graph->mutable_initializer()) {
-        if (t.data_location() != onnxpb::TensorProto::EXTERNAL) {
-          *kept.Add() = std::move(t);
-          continue;
-        }
-        if (!inputs.insert(t.name()).second)
-          continue; // Already an input too (IR version < 4).
-        onnxpb::ValueInfoProto *input = graph->add_input();
-        input->set_name(t.name());
-        auto *tensorType = input->mutable_type()->mutable_tensor_type();
-        tensorType->set_elem_type(t.data_type());
-        for (int64_t dim : t.dims())
-          tensorType->mutable_shape()->add_dim()->set_dim_value(dim);
-      }
-      graph->mutable_initializer()->Swap(&kept);
-      onnxpb::checker::check_model(checked);
-    } else if (hasExternalData && llvm::sys::fs::exists(fileName)) {
-      onnxpb::checker::check_model(fileName);
-    } else {
-      onnxpb::checker::check_model(model);
+           failure();
+  return success();
+}
+
+/// A copy of `model` whose external initializers are graph inputs instead,
+/// for ONNX's checker, which looks for their data files.
+static onnxpb::ModelProto
+withExternalDataAsInputs(const onnxpb::ModelProto &model) {
+  onnxpb::ModelProto checked = model;
+  onnxpb::GraphProto *graph = checked.mutable_graph();
+  google::protobuf::RepeatedPtrField<onnxpb::TensorProto> kept;
+  llvm::StringSet<> inputs;
+  for (const onnxpb::ValueInfoProto &input : graph->input())
+    inputs.insert(input.name());
+  for (onnxpb::TensorProto &t : *graph->mutable_initializer()) {
+    if (t.data_location() != onnxpb::TensorProto::EXTERNAL) {
+      *kept.Add() = std::move(t);
+      continue;
     }
-    if (opset < kMinOpset) {
-      // ONNX's shape inference and version converter read raw_data as
-      // its dims say, past the end of a shorter one.
-      if (failed(checkRawDataSizes(model.graph())))
-        return nullptr;
-      const UpgradeChecker &checker = upgradeChecker();
-      for (int i = 0; i < model.graph().node_size(); ++i) {
-        const onnxpb::NodeProto &node = model.graph().node(i);
-        if (!node.domain().empty() && node.domain() != "ai.onnx")
-          continue;
-        if (std::optional<int64_t> version =
-                checker.missingAdapter(node.op_type(), opset, kMinOpset))
+    if (!inputs.insert(t.name()).second)
+      continue; // Already an input too (IR version < 4).
+    onnxpb::ValueInfoProto *input = graph->add_input();
+    input->set_name(t.name());
+    auto *tensorType = input->mutable_type()->mutable_tensor_type();
+    tensorType->set_elem_type(t.data_type());
+    for (int64_t dim : t.dims())
+      tensorType->mutable_shape()->add_dim()->set_dim_value(dim);
+  }
+  graph->mutable_initializer()->Swap(&kept);
+  return checked;
+}
+
+void Importer::checkModelWithONNX(const onnxpb::ModelProto &model) {
+  // The checker resolves external data against the model's directory only
+  // when it reads the model from its path.
+  bool hasExternalData = llvm::any_of(
+      model.graph().initializer(), [](const onnxpb::TensorProto &t) {
+        return t.data_location() == onnxpb::TensorProto::EXTERNAL;
+      });
+  if (hasExternalData && options.shapeOnly) {
+    // The data files may be absent, and the checker looks for them: it
+    // checks a copy where the external initializers are graph inputs.
+    onnxpb::checker::check_model(withExternalDataAsInputs(model));
+  } else if (hasExternalData && llvm::sys::fs::exists(fileName)) {
+    onnxpb::checker::check_model(fileName);
+  } else {
+    onnxpb::checker::check_model(model);
+  }
+}
+
+LogicalResult Importer::checkUpgradeAdapters(const onnxpb::GraphProto &graph) {
+  const UpgradeChecker &checker = upgradeChecker();
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnxpb::NodeProto &node = graph.node(i);
+    if (!node.domain().empty() && node.domain() != "ai.onnx")
+      continue;
+    if (std::optional<int64_t> version =
+            checker.missingAdapter(node.op_type(), opset, kMinOpset))
+      return emitError(nodeLoc(node, i))
+                 << "cannot upgrade node '" << nodeName(node, i) << "' ("
+                 << node.op_type() << ") from opset " << opset << " to "
+                 << kMinOpset << ": ONNX's version converter has no "
+                 << "adapter for " << node.op_type() << " from opset "
+                 << *version - 1 << " to " << *version
+                 << "; re-export the model with opset " << kMinOpset << "-"
+                 << kMaxOpset,
+             failure();
+  }
+  return success();
+}
+
+LogicalResult Importer::checkWindowAttributes(const onnxpb::GraphProto &graph) {
+  for (int i = 0; i < graph.node_size(); ++i) {
+    const onnxpb::NodeProto &node = graph.node(i);
+    for (const onnxpb::AttributeProto &attr : node.attribute()) {
+      if (attr.name() != "strides" && attr.name() != "dilations" &&
+          attr.name() != "kernel_shape")
+        continue;
+      for (int64_t v : attr.ints())
+        if (v <= 0)
           return emitError(nodeLoc(node, i))
-                     << "cannot upgrade node '" << nodeName(node, i) << "' ("
-                     << node.op_type() << ") from opset " << opset << " to "
-                     << kMinOpset << ": ONNX's version converter has no "
-                     << "adapter for " << node.op_type() << " from opset "
-                     << *version - 1 << " to " << *version
-                     << "; re-export the model with opset " << kMinOpset << "-"
-                     << kMaxOpset,
-                 nullptr;
-      }
-      // ONNX's shape inference divides by conv/pool strides and dilations
-      // (a zero is SIGFPE, not an exception): check them first.
-      for (int i = 0; i < model.graph().node_size(); ++i) {
-        const onnxpb::NodeProto &node = model.graph().node(i);
-        for (const onnxpb::AttributeProto &attr : node.attribute()) {
-          if (attr.name() != "strides" && attr.name() != "dilations" &&
-              attr.name() != "kernel_shape")
-            continue;
-          for (int64_t v : attr.ints())
-            if (v <= 0)
-              return emitError(nodeLoc(node, i))
-                         << "node '" << nodeName(node, i) << "' ("
-                         << node.op_type() << "): attribute '" << attr.name()
-                         << "' must be positive, got " << v,
-                     nullptr;
-        }
-      }
-      // ONNX's shape inference gives Expand (...) an output of as many dims
-      // as its unknown shape operand declares elements, and walks a
-      // SAME-padded conv's or pool's input dims one stride at a time: 2^63
-      // of them is a hang, not an error.
-      if (failed(checkShapeOperandLengths(model.graph())) ||
-          failed(checkOperandRanks(model.graph(), knownRanks(model.graph()))) ||
-          failed(checkUpgradedDims(model.graph(), opset)))
-        return nullptr;
-      // Older models are upgraded with ONNX's own version converter, which
-      // needs inferred shapes for some adapters.
-      try {
-        onnxpb::shape_inference::InferShapes(model);
-        if (failed(checkInferredShapes(model.graph(), opset)))
-          return nullptr;
-        model = checker.convert_version(model, onnxpb::OpSetID(opset),
-                                        onnxpb::OpSetID(kMinOpset));
-      } catch (const std::exception &e) {
-        InFlightDiagnostic diag =
-            fileError() << "cannot upgrade the model from opset " << opset
-                        << " to " << kMinOpset
-                        << " (ONNX's version converter failed); re-export "
-                           "it with opset "
-                        << kMinOpset << "-" << kMaxOpset;
-        // Not libonnx's "file:line: function: Assertion `...` failed:".
-        StringRef reason = e.what();
-        size_t failed = reason.find("failed: ");
-        if (failed != StringRef::npos)
-          reason = reason.drop_front(failed + strlen("failed: "));
-        diag.attachNote() << "the converter reported: " << reason.trim();
-        return nullptr;
-      }
-      opset = kMinOpset;
+                     << "node '" << nodeName(node, i) << "' (" << node.op_type()
+                     << "): attribute '" << attr.name()
+                     << "' must be positive, got " << v,
+                 failure();
     }
+  }
+  return success();
+}
+
+LogicalResult Importer::convertToMinOpset(onnxpb::ModelProto &model) {
+  // Older models are upgraded with ONNX's own version converter, which
+  // needs inferred shapes for some adapters.
+  try {
+    onnxpb::shape_inference::InferShapes(model);
+    if (failed(checkInferredShapes(model.graph(), opset)))
+      return failure();
+    model = upgradeChecker().convert_version(model, onnxpb::OpSetID(opset),
+                                             onnxpb::OpSetID(kMinOpset));
+  } catch (const std::exception &e) {
+    InFlightDiagnostic diag =
+        fileError() << "cannot upgrade the model from opset " << opset << " to "
+                    << kMinOpset
+                    << " (ONNX's version converter failed); re-export "
+                       "it with opset "
+                    << kMinOpset << "-" << kMaxOpset;
+    // Not libonnx's "file:line: function: Assertion `...` failed:".
+    StringRef reason = e.what();
+    size_t failed = reason.find("failed: ");
+    if (failed != StringRef::npos)
+      reason = reason.drop_front(failed + strlen("failed: "));
+    diag.attachNote() << "the converter reported: " << reason.trim();
+    return failure();
+  }
+  opset = kMinOpset;
+  return success();
+}
+
+LogicalResult Importer::upgradeModel(onnxpb::ModelProto &model) {
+  const onnxpb::GraphProto &graph = model.graph();
+  // ONNX's shape inference and version converter read raw_data as
+  // its dims say, past the end of a shorter one.
+  if (failed(checkRawDataSizes(graph)) || failed(checkUpgradeAdapters(graph)))
+    return failure();
+  // ONNX's shape inference divides by conv/pool strides and dilations
+  // (a zero is SIGFPE, not an exception): check them first.
+  if (failed(checkWindowAttributes(graph)))
+    return failure();
+  // ONNX's shape inference gives Expand (...) an output of as many dims
+  // as its unknown shape operand declares elements, and walks a
+  // SAME-padded conv's or pool's input dims one stride at a time: 2^63
+  // of them is a hang, not an error.
+  if (failed(checkShapeOperandLengths(graph)) ||
+      failed(checkOperandRanks(graph, knownRanks(graph))) ||
+      failed(checkUpgradedDims(graph, opset)))
+    return failure();
+  return convertToMinOpset(model);
+}
+
+LogicalResult Importer::checkAndUpgradeModel(onnxpb::ModelProto &model) {
+  try {
+    checkModelWithONNX(model);
+    if (opset < kMinOpset && failed(upgradeModel(model)))
+      return failure();
   } catch (const std::exception &e) {
     InFlightDiagnostic diag = fileError() << "invalid ONNX model: " << e.what();
     if (StringRef(e.what()).contains("doesn't exist or is not accessible"))
       diag.attachNote() << "--shape-only imports the model without its "
                            "external data, to plan it";
-    return nullptr;
+    return failure();
   }
+  return success();
+}
 
-  producer = model.producer_name();
-  if (failed(readTrainableMetadata(model)))
-    return nullptr;
-  const onnxpb::GraphProto &graph = model.graph();
-  Location moduleLoc = FileLineColLoc::get(ctx, fileName, 0, 0);
-  OwningOpRef<ModuleOp> owned = ModuleOp::create(moduleLoc);
-  module = *owned;
-  module->setAttr("onnx.opset", builder.getI64IntegerAttr(opset));
-  if (!graph.name().empty())
-    module->setAttr("onnx.graph_name", builder.getStringAttr(graph.name()));
+LogicalResult Importer::checkStaticBatch(ArrayRef<Type> argTypes,
+                                         ArrayRef<std::string> argNames) {
+  for (auto [type, name] : llvm::zip(argTypes, argNames)) {
+    auto shaped = cast<RankedTensorType>(type);
+    if (shaped.getRank() > 0 && shaped.getDimSize(0) != *options.batchSize)
+      return fileError() << "--batch-size=" << *options.batchSize
+                         << " does not apply: the model's batch is static "
+                         << "(graph input '" << name << "' is " << shaped
+                         << "); drop --batch-size or re-export the model "
+                         << "with a symbolic batch dim",
+             failure();
+  }
+  return success();
+}
 
+FailureOr<func::FuncOp>
+Importer::createMainFunction(const onnxpb::GraphProto &graph, Location loc) {
   for (const auto &init : graph.initializer())
     initializerNames.insert(init.name());
   SmallVector<Type> argTypes;
@@ -1613,26 +1740,17 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       continue;
     auto type = importValueType(input, "graph input");
     if (failed(type))
-      return nullptr;
+      return failure();
     argTypes.push_back(*type);
     argNames.push_back(input.name());
   }
   // A static batch that differs from --batch-size would silently win.
-  if (options.batchSize && !usedBatchSize) {
-    for (auto [type, name] : llvm::zip(argTypes, argNames)) {
-      auto shaped = cast<RankedTensorType>(type);
-      if (shaped.getRank() > 0 && shaped.getDimSize(0) != *options.batchSize)
-        return fileError() << "--batch-size=" << *options.batchSize
-                           << " does not apply: the model's batch is static "
-                           << "(graph input '" << name << "' is " << shaped
-                           << "); drop --batch-size or re-export the model "
-                           << "with a symbolic batch dim",
-               nullptr;
-    }
-  }
+  if (options.batchSize && !usedBatchSize &&
+      failed(checkStaticBatch(argTypes, argNames)))
+    return failure();
 
   builder.setInsertionPointToEnd(module.getBody());
-  auto func = func::FuncOp::create(builder, moduleLoc, "main",
+  auto func = func::FuncOp::create(builder, loc, "main",
                                    builder.getFunctionType(argTypes, {}));
   Block *entry = func.addEntryBlock();
   for (auto [i, name] : llvm::enumerate(argNames)) {
@@ -1640,19 +1758,11 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
     func.setArgAttr(i, "onnx.name", builder.getStringAttr(name));
   }
   builder.setInsertionPointToStart(entry);
-  if (failed(importInitializers(graph)))
-    return nullptr;
-  // Zero-size tensors are refused where a node first meets one: the
-  // training passes divide by dims and infer empty types they cannot build.
-  for (int i = 0; i < graph.node_size(); ++i)
-    if (failed(importNode(graph.node(i), i)) ||
-        failed(checkZeroSize(graph.node(i), i)))
-      return nullptr;
-  // Dropout streams in node order: the same model at another batch size
-  // (or split another way later) numbers its Dropouts alike. (ONNX's checker
-  // has already rejected a node that sets `stream` itself.)
-  pp::onnx::assignDropoutStreams(func);
+  return func;
+}
 
+LogicalResult Importer::returnGraphOutputs(const onnxpb::GraphProto &graph,
+                                           func::FuncOp func, Location loc) {
   SmallVector<Value> results;
   SmallVector<Type> resultTypes;
   for (const auto &output : graph.output()) {
@@ -1667,20 +1777,63 @@ OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
       return fileError() << "type mismatch: graph output '" << output.name()
                          << "' is declared with element type " << element
                          << " but computes " << actual,
-             nullptr;
+             failure();
     results.push_back(it->second);
     resultTypes.push_back(actual);
   }
-  func::ReturnOp::create(builder, moduleLoc, results);
-  func.setFunctionType(builder.getFunctionType(argTypes, resultTypes));
+  func::ReturnOp::create(builder, loc, results);
+  func.setFunctionType(
+      builder.getFunctionType(func.getArgumentTypes(), resultTypes));
   for (auto [i, output] : llvm::enumerate(graph.output()))
     func.setResultAttr(i, "onnx.name", builder.getStringAttr(output.name()));
+  return success();
+}
+
+OwningOpRef<ModuleOp> Importer::run(onnxpb::ModelProto &model) {
+  if (failed(readOpsets(model)))
+    return nullptr;
+  if (options.batchSize && *options.batchSize <= 0)
+    return fileError() << "--batch-size=" << *options.batchSize
+                       << " must be positive",
+           nullptr;
+  // Before ONNX's checker and version converter: the converter crashes on a
+  // graph output that nothing computes.
+  if (failed(checkGraphOutputs(model.graph())) ||
+      failed(checkAndUpgradeModel(model)))
+    return nullptr;
+
+  producer = model.producer_name();
+  if (failed(readTrainableMetadata(model)))
+    return nullptr;
+  const onnxpb::GraphProto &graph = model.graph();
+  Location moduleLoc = FileLineColLoc::get(ctx, fileName, 0, 0);
+  OwningOpRef<ModuleOp> owned = ModuleOp::create(moduleLoc);
+  module = *owned;
+  module->setAttr("onnx.opset", builder.getI64IntegerAttr(opset));
+  if (!graph.name().empty())
+    module->setAttr("onnx.graph_name", builder.getStringAttr(graph.name()));
+
+  FailureOr<func::FuncOp> func = createMainFunction(graph, moduleLoc);
+  if (failed(func) || failed(importInitializers(graph)))
+    return nullptr;
+  // Zero-size tensors are refused where a node first meets one: the
+  // training passes divide by dims and infer empty types they cannot build.
+  for (int i = 0; i < graph.node_size(); ++i)
+    if (failed(importNode(graph.node(i), i)) ||
+        failed(checkZeroSize(graph.node(i), i)))
+      return nullptr;
+  // Dropout streams in node order: the same model at another batch size
+  // (or split another way later) numbers its Dropouts alike. (ONNX's checker
+  // has already rejected a node that sets `stream` itself.)
+  pp::onnx::assignDropoutStreams(*func);
+  if (failed(returnGraphOutputs(graph, *func, moduleLoc)))
+    return nullptr;
 
   // Drop what folding left dead (the remains of shape sub-graphs) and fuse
   // the chains exporters write for ops the dialect has (Fusion.h).
   RewritePatternSet fusions(ctx);
   pp::onnx::populateImportFusionPatterns(fusions);
-  if (failed(applyPatternsGreedily(func, std::move(fusions))))
+  if (failed(applyPatternsGreedily(*func, std::move(fusions))))
     return fileError() << "constant folding did not converge", nullptr;
   if (failed(verify(module)))
     return nullptr;

@@ -263,154 +263,173 @@ std::string Job::deviceName(int64_t replica, int device) const {
   return deviceNames[device] + " of replica " + std::to_string(replica);
 }
 
-bool Job::validateProgram(std::string &error) {
-  const ProgramInfo &p = program;
-  auto fail = [&](const std::string &message) {
-    error = "invalid program '" + p.modelName + "': " + message;
-    return false;
-  };
-  numStages = p.numStages;
-  microBatches = p.microBatches;
-  numDevices = static_cast<int>(p.schedule.size());
+namespace {
+
+/// What is wrong with the program's counts (devices, stages, micro-batches,
+/// replicas, tensor parallelism, staleness, the per-stage and per-replica
+/// tables' sizes), or "".
+std::string checkProgramCounts(const ProgramInfo &p) {
+  int numDevices = static_cast<int>(p.schedule.size());
+  int64_t replicas = p.dataParallel, tensorParallel = p.tensorParallel;
   if (numDevices < 1)
-    return fail("the schedule has no device");
-  if (numStages < 1 || microBatches < 1)
-    return fail("numStages and microBatches must be positive");
-  replicas = p.dataParallel;
+    return "the schedule has no device";
+  if (p.numStages < 1 || p.microBatches < 1)
+    return "numStages and microBatches must be positive";
   if (replicas < 1 || replicas > 4096)
-    return fail("dataParallel " + std::to_string(replicas) +
-                " is not in [1, 4096]");
-  tensorParallel = p.tensorParallel;
+    return "dataParallel " + std::to_string(replicas) + " is not in [1, 4096]";
   if (tensorParallel < 1 || tensorParallel > 4096)
-    return fail("tensorParallel " + std::to_string(tensorParallel) +
-                " is not in [1, 4096]");
+    return "tensorParallel " + std::to_string(tensorParallel) +
+           " is not in [1, 4096]";
   if (tensorParallel > 1 &&
       (p.staleness >= 0 || !p.replicaSchedules.empty() || p.updateEvery > 0))
-    return fail("tensor parallelism runs with synchronous schedules of one "
-                "placement for every replica only (not WSP, weight "
-                "versions or heterogeneous virtual workers)");
+    return "tensor parallelism runs with synchronous schedules of one "
+           "placement for every replica only (not WSP, weight "
+           "versions or heterogeneous virtual workers)";
   if (p.staleness < -1 || p.staleness > 1000000 || p.wave < 1 ||
       p.wave > 1000000)
-    return fail("staleness " + std::to_string(p.staleness) + " or wave " +
-                std::to_string(p.wave) + " out of range");
+    return "staleness " + std::to_string(p.staleness) + " or wave " +
+           std::to_string(p.wave) + " out of range";
   if (p.staleness >= 0 && replicas < 2)
-    return fail("staleness (Wave Synchronous Parallel) needs dataParallel "
-                ">= 2");
-  if (static_cast<int64_t>(p.stageGlobals.size()) != numStages)
-    return fail("stageGlobals has " + std::to_string(p.stageGlobals.size()) +
-                " entries for " + std::to_string(numStages) + " stages");
+    return "staleness (Wave Synchronous Parallel) needs dataParallel >= 2";
+  if (static_cast<int64_t>(p.stageGlobals.size()) != p.numStages)
+    return "stageGlobals has " + std::to_string(p.stageGlobals.size()) +
+           " entries for " + std::to_string(p.numStages) + " stages";
   if (!p.replicaSchedules.empty() &&
       static_cast<int64_t>(p.replicaSchedules.size()) != replicas - 1)
-    return fail("replicaSchedules has " +
-                std::to_string(p.replicaSchedules.size()) + " entries for " +
-                std::to_string(replicas) + " replicas");
-  layouts.assign(p.replicaSchedules.empty() ? 1 : replicas, Layout());
-  for (size_t r = 0; r < layouts.size(); ++r) {
-    Layout &layout = layouts[r];
-    std::vector<int> &stageDevice = layout.stageDevice;
-    std::vector<std::vector<int64_t>> &deviceStages = layout.deviceStages;
-    std::vector<int64_t> &deviceArena = layout.deviceArena;
-    const auto &schedule = r == 0 ? p.schedule : p.replicaSchedules[r - 1];
-    std::string in = r == 0 ? "" : " of replica " + std::to_string(r);
-    if (static_cast<int>(schedule.size()) != numDevices)
-      return fail("the schedule" + in + " has " +
-                  std::to_string(schedule.size()) + " devices, replica 0's " +
-                  std::to_string(numDevices));
-    stageDevice.assign(static_cast<size_t>(numStages), -1);
-    deviceStages.assign(static_cast<size_t>(numDevices), {});
-    deviceArena.assign(static_cast<size_t>(numDevices), 0);
-    for (int d = 0; d < numDevices; ++d) {
-      for (const ActionInfo &action : schedule[d]) {
-        if (action.stage < 0 || action.stage >= numStages)
-          return fail("device " + std::to_string(d) + in + " runs stage " +
-                      std::to_string(action.stage));
-        int &owner = stageDevice[action.stage];
-        if (owner >= 0 && owner != d)
-          return fail("stage " + std::to_string(action.stage) +
-                      " runs on devices " + std::to_string(owner) + " and " +
-                      std::to_string(d));
-        if (owner < 0)
-          deviceStages[d].push_back(action.stage);
-        owner = d;
-        if (action.microBatch < -1 || action.microBatch >= microBatches)
-          return fail("an action of device " + std::to_string(d) + in +
-                      " has micro-batch " + std::to_string(action.microBatch));
-        if (action.function < 0)
-          continue;
-        if (action.function >= static_cast<int>(p.functions.size()))
-          return fail("an action of device " + std::to_string(d) + in +
-                      " calls function " + std::to_string(action.function));
-        const FunctionInfo &f = p.functions[action.function];
-        if (!f.function)
-          return fail("function '" + f.name + "' has no code");
-        if (f.stage != action.stage)
-          return fail("function '" + f.name + "' belongs to stage " +
-                      std::to_string(f.stage) +
-                      ", the schedule runs it as stage " +
-                      std::to_string(action.stage));
-        deviceArena[d] = std::max(deviceArena[d], f.arenaBytes);
-      }
-    }
-  }
-  // The group size of each device: its stages' (which must agree).
+    return "replicaSchedules has " + std::to_string(p.replicaSchedules.size()) +
+           " entries for " + std::to_string(replicas) + " replicas";
+  return "";
+}
+
+/// What is wrong with `action`, run by device `d` (of the replica that
+/// `in` names), or "": its stage owned by `d` alone, its micro-batch and
+/// its function those of the program. Records the stage's owner and the
+/// device's stages and arena in `layout`.
+std::string layOutAction(const Job &job, const ActionInfo &action, int d,
+                         const std::string &in, Job::Layout &layout) {
+  const ProgramInfo &p = job.program;
+  if (action.stage < 0 || action.stage >= job.numStages)
+    return "device " + std::to_string(d) + in + " runs stage " +
+           std::to_string(action.stage);
+  int &owner = layout.stageDevice[action.stage];
+  if (owner >= 0 && owner != d)
+    return "stage " + std::to_string(action.stage) + " runs on devices " +
+           std::to_string(owner) + " and " + std::to_string(d);
+  if (owner < 0)
+    layout.deviceStages[d].push_back(action.stage);
+  owner = d;
+  if (action.microBatch < -1 || action.microBatch >= job.microBatches)
+    return "an action of device " + std::to_string(d) + in +
+           " has micro-batch " + std::to_string(action.microBatch);
+  if (action.function < 0)
+    return "";
+  if (action.function >= static_cast<int>(p.functions.size()))
+    return "an action of device " + std::to_string(d) + in +
+           " calls function " + std::to_string(action.function);
+  const FunctionInfo &f = p.functions[action.function];
+  if (!f.function)
+    return "function '" + f.name + "' has no code";
+  if (f.stage != action.stage)
+    return "function '" + f.name + "' belongs to stage " +
+           std::to_string(f.stage) + ", the schedule runs it as stage " +
+           std::to_string(action.stage);
+  layout.deviceArena[d] = std::max(layout.deviceArena[d], f.arenaBytes);
+  return "";
+}
+
+/// The layout of replica `r`'s schedule (replica 0's: the shared one) in
+/// `layout`; what is wrong with the schedule, or "".
+std::string layOutReplica(const Job &job, size_t r, Job::Layout &layout) {
+  const ProgramInfo &p = job.program;
+  const auto &schedule = r == 0 ? p.schedule : p.replicaSchedules[r - 1];
+  std::string in = r == 0 ? "" : " of replica " + std::to_string(r);
+  if (static_cast<int>(schedule.size()) != job.numDevices)
+    return "the schedule" + in + " has " + std::to_string(schedule.size()) +
+           " devices, replica 0's " + std::to_string(job.numDevices);
+  layout.stageDevice.assign(static_cast<size_t>(job.numStages), -1);
+  layout.deviceStages.assign(static_cast<size_t>(job.numDevices), {});
+  layout.deviceArena.assign(static_cast<size_t>(job.numDevices), 0);
+  for (int d = 0; d < job.numDevices; ++d)
+    for (const ActionInfo &action : schedule[d])
+      if (std::string problem = layOutAction(job, action, d, in, layout);
+          !problem.empty())
+        return problem;
+  return "";
+}
+
+/// The tensor-parallel group size of each device in `deviceTensorParallel`:
+/// its stages' (which must agree), else the program's; what is wrong with
+/// stageTensorParallel, or "".
+std::string groupTensorParallelDevices(const Job &job,
+                                       std::vector<int> &deviceTensorParallel) {
+  const ProgramInfo &p = job.program;
   if (!p.stageTensorParallel.empty() &&
-      static_cast<int64_t>(p.stageTensorParallel.size()) != numStages)
-    return fail("stageTensorParallel has " +
-                std::to_string(p.stageTensorParallel.size()) + " entries for " +
-                std::to_string(numStages) + " stages");
-  deviceTensorParallel.assign(static_cast<size_t>(numDevices),
-                              static_cast<int>(tensorParallel));
-  if (!p.stageTensorParallel.empty()) {
-    std::vector<int> seenStage(static_cast<size_t>(numDevices), -1);
-    for (int64_t s = 0; s < numStages; ++s) {
-      int64_t degree = p.stageTensorParallel[s];
-      if (degree < 1 || degree > tensorParallel)
-        return fail("stage " + std::to_string(s) +
-                    " has tensor-parallel "
-                    "degree " +
-                    std::to_string(degree) + ", not in [1, " +
-                    std::to_string(tensorParallel) + "]");
-      int d = layouts[0].stageDevice[s];
-      if (d < 0)
-        continue;
-      if (seenStage[d] >= 0 && deviceTensorParallel[d] != degree)
-        return fail("device " + std::to_string(d) + " runs stage " +
-                    std::to_string(seenStage[d]) + " on " +
-                    std::to_string(deviceTensorParallel[d]) +
-                    " tensor-parallel devices and stage " + std::to_string(s) +
-                    " on " + std::to_string(degree));
-      seenStage[d] = static_cast<int>(s);
-      deviceTensorParallel[d] = static_cast<int>(degree);
-    }
+      static_cast<int64_t>(p.stageTensorParallel.size()) != job.numStages)
+    return "stageTensorParallel has " +
+           std::to_string(p.stageTensorParallel.size()) + " entries for " +
+           std::to_string(job.numStages) + " stages";
+  deviceTensorParallel.assign(static_cast<size_t>(job.numDevices),
+                              static_cast<int>(job.tensorParallel));
+  if (p.stageTensorParallel.empty())
+    return "";
+  std::vector<int> seenStage(static_cast<size_t>(job.numDevices), -1);
+  for (int64_t s = 0; s < job.numStages; ++s) {
+    int64_t degree = p.stageTensorParallel[s];
+    if (degree < 1 || degree > job.tensorParallel)
+      return "stage " + std::to_string(s) + " has tensor-parallel degree " +
+             std::to_string(degree) + ", not in [1, " +
+             std::to_string(job.tensorParallel) + "]";
+    int d = job.layouts[0].stageDevice[s];
+    if (d < 0)
+      continue;
+    if (seenStage[d] >= 0 && deviceTensorParallel[d] != degree)
+      return "device " + std::to_string(d) + " runs stage " +
+             std::to_string(seenStage[d]) + " on " +
+             std::to_string(deviceTensorParallel[d]) +
+             " tensor-parallel devices and stage " + std::to_string(s) +
+             " on " + std::to_string(degree);
+    seenStage[d] = static_cast<int>(s);
+    deviceTensorParallel[d] = static_cast<int>(degree);
   }
-  deviceFirstSlot.assign(static_cast<size_t>(numDevices), 0);
-  ranksPerReplica = 0;
-  for (int d = 0; d < numDevices; ++d) {
-    deviceFirstSlot[d] = ranksPerReplica;
-    ranksPerReplica += deviceTensorParallel[d];
-  }
-  numRanks = ranksPerReplica * static_cast<int>(replicas);
-  for (int64_t s = 0; s < numStages; ++s)
+  return "";
+}
+
+/// What is wrong with the globals the stages hold or with the inputs (each
+/// must split into the step's micro-batches of every replica), or "".
+std::string checkStageGlobalsAndInputs(const Job &job) {
+  const ProgramInfo &p = job.program;
+  for (int64_t s = 0; s < job.numStages; ++s)
     for (int id : p.stageGlobals[s])
       if (id < 0 || id >= static_cast<int>(p.globals.size()))
-        return fail("stage " + std::to_string(s) + " holds global " +
-                    std::to_string(id) + " of " +
-                    std::to_string(p.globals.size()));
+        return "stage " + std::to_string(s) + " holds global " +
+               std::to_string(id) + " of " + std::to_string(p.globals.size());
+  int64_t parts = job.microBatches * job.replicas;
   for (const InputInfo &input : p.inputs)
-    if (input.shape.empty() || input.shape[0] % (microBatches * replicas) != 0)
-      return fail("input '" + input.name + "' " +
-                  describe(input.dtype, input.shape) + " does not split into " +
-                  std::to_string(microBatches * replicas) +
-                  " micro-batches along dim 0");
-  for (int d = 0; d < numDevices; ++d) {
-    std::string name =
-        d < static_cast<int>(p.deviceNames.size()) && !p.deviceNames[d].empty()
-            ? p.deviceNames[d]
-            : std::string(backendName()) + std::to_string(d);
-    deviceNames.push_back(name);
-  }
+    if (input.shape.empty() || input.shape[0] % parts != 0)
+      return "input '" + input.name + "' " +
+             describe(input.dtype, input.shape) + " does not split into " +
+             std::to_string(parts) + " micro-batches along dim 0";
+  return "";
+}
 
-  // The loss: the output named "loss", else the first reported scalar.
+/// The name of each device: the program's, else the backend's and its
+/// index.
+std::vector<std::string> programDeviceNames(const ProgramInfo &p,
+                                            int numDevices) {
+  std::vector<std::string> names;
+  for (int d = 0; d < numDevices; ++d)
+    names.push_back(d < static_cast<int>(p.deviceNames.size()) &&
+                            !p.deviceNames[d].empty()
+                        ? p.deviceNames[d]
+                        : std::string(backendName()) + std::to_string(d));
+  return names;
+}
+
+/// The scalar float outputs combined by mean or sum, which are reported
+/// and logged, in `reported`; the loss among them in `lossIndex`: the
+/// output named "loss", else the first reported scalar.
+void findReportedOutputs(const ProgramInfo &p, std::vector<int> &reported,
+                         int &lossIndex) {
   for (size_t i = 0; i < p.outputs.size(); ++i) {
     const OutputInfo &out = p.outputs[i];
     if (numelOf(out.shape) == 1 && isFloat(out.dtype) &&
@@ -422,6 +441,44 @@ bool Job::validateProgram(std::string &error) {
   }
   if (lossIndex < 0 && !reported.empty())
     lossIndex = 0;
+}
+
+} // namespace
+
+bool Job::validateProgram(std::string &error) {
+  const ProgramInfo &p = program;
+  auto fail = [&](const std::string &message) {
+    error = "invalid program '" + p.modelName + "': " + message;
+    return false;
+  };
+  numStages = p.numStages;
+  microBatches = p.microBatches;
+  numDevices = static_cast<int>(p.schedule.size());
+  replicas = p.dataParallel;
+  tensorParallel = p.tensorParallel;
+  if (std::string problem = checkProgramCounts(p); !problem.empty())
+    return fail(problem);
+  layouts.assign(p.replicaSchedules.empty() ? 1 : replicas, Layout());
+  for (size_t r = 0; r < layouts.size(); ++r)
+    if (std::string problem = layOutReplica(*this, r, layouts[r]);
+        !problem.empty())
+      return fail(problem);
+  if (std::string problem =
+          groupTensorParallelDevices(*this, deviceTensorParallel);
+      !problem.empty())
+    return fail(problem);
+  // Each device's group takes the next slots of a replica.
+  deviceFirstSlot.assign(static_cast<size_t>(numDevices), 0);
+  ranksPerReplica = 0;
+  for (int d = 0; d < numDevices; ++d) {
+    deviceFirstSlot[d] = ranksPerReplica;
+    ranksPerReplica += deviceTensorParallel[d];
+  }
+  numRanks = ranksPerReplica * static_cast<int>(replicas);
+  if (std::string problem = checkStageGlobalsAndInputs(*this); !problem.empty())
+    return fail(problem);
+  deviceNames = programDeviceNames(p, numDevices);
+  findReportedOutputs(p, reported, lossIndex);
   samplesPerStep = p.inputs.empty() ? 0 : p.inputs[0].shape[0];
   findLogits();
   return true;

@@ -143,6 +143,147 @@ void pp::rt::train::fitLink(LinkSamples &samples) {
         std::abs((intercept + slope * static_cast<double>(b[i])) / t[i] - 1));
 }
 
+namespace {
+
+/// Reports a failed message on this rank, aborts the job and frees the
+/// probe's buffers; the status to exit with.
+int failProbe(Communicator &comm, const Status &s, void *buffer,
+              void *control) {
+  std::fprintf(stderr, "error: rank %d: measuring links: %s\n", comm.rank(),
+               s.message.c_str());
+  comm.abort(s.message);
+  freeBuffer(buffer);
+  freeBuffer(control);
+  return 1;
+}
+
+/// A rank other than 0: waits for its turn, then answers rank 0's
+/// handshake with its host name and its round trips. Frees the buffers.
+int answerProbe(Communicator &comm, void *buffer, void *control) {
+  Tensor controlMessage = bytesTensor(control, kHostBytes);
+  char host[kHostBytes] = {};
+  // Wait for rank 0's turn at this rank: a long wait, not a lost peer.
+  comm.timeoutSeconds = std::max(comm.timeoutSeconds, 600.0);
+  if (Status s = comm.recv(controlMessage, 0, kProbeTag); !s.ok())
+    return failProbe(comm, s, buffer, control);
+  copyFromBuffer(host, control, kHostBytes);
+  int status = 0;
+  if (host[0] != 'g') {
+    status = 1; // rank 0 reported why
+  } else {
+    std::strncpy(host, hostName().c_str(), kHostBytes - 1);
+    copyToBuffer(control, host, kHostBytes);
+    LinkSamples samples;
+    Status s = comm.send(controlMessage, 0, kProbeTag);
+    if (s.ok())
+      s = pingPong(comm, 0, /*first=*/false, buffer, samples);
+    if (!s.ok())
+      return failProbe(comm, s, buffer, control);
+  }
+  freeBuffer(buffer);
+  freeBuffer(control);
+  return status;
+}
+
+/// Rank 0: takes the other ranks in turn, telling each to go (when the
+/// file can be written) or stop; the fitted samples of each pair in
+/// `pairs`.
+Status probePeers(Communicator &comm, bool writable, void *buffer,
+                  void *control, std::vector<LinkSamples> &pairs) {
+  Tensor controlMessage = bytesTensor(control, kHostBytes);
+  char host[kHostBytes] = {};
+  std::string localHost = hostName();
+  for (int peer = 1; peer < comm.size(); ++peer) {
+    std::memset(host, 0, sizeof(host));
+    host[0] = writable ? 'g' : 's';
+    copyToBuffer(control, host, kHostBytes);
+    if (Status s = comm.send(controlMessage, peer, kProbeTag); !s.ok())
+      return s;
+    if (!writable)
+      continue;
+    if (Status s = comm.recv(controlMessage, peer, kProbeTag); !s.ok())
+      return s;
+    copyFromBuffer(host, control, kHostBytes);
+    host[kHostBytes - 1] = 0;
+    LinkSamples &samples = pairs.emplace_back();
+    samples.peer = peer;
+    samples.sameHost = localHost == host;
+    if (Status s = pingPong(comm, peer, /*first=*/true, buffer, samples);
+        !s.ok())
+      return s;
+    fitLink(samples);
+  }
+  return Status::success();
+}
+
+/// The table of the measured pairs on stdout: each pair's fit and its
+/// one-way times per size.
+void printLinkTable(const char *backend,
+                    const std::vector<LinkSamples> &pairs) {
+  std::printf("links measured over %s (one-way time: half the median round "
+              "trip):\n",
+              backend);
+  std::printf("  %-10s %-11s %-12s %-14s %-10s", "ranks", "link", "latency",
+              "bandwidth", "fit error");
+  for (int64_t bytes : kSizes)
+    std::printf(" %9s",
+                bytes >= (1 << 20)   ? quantity(bytes >> 20, "MiB").c_str()
+                : bytes >= (1 << 10) ? quantity(bytes >> 10, "KiB").c_str()
+                                     : quantity(bytes, "B").c_str());
+  std::printf("  (us)\n");
+  for (const LinkSamples &p : pairs) {
+    std::string ranks = "0-" + std::to_string(p.peer);
+    std::printf("  %-10s %-11s %-12s %-14s %-10s", ranks.c_str(),
+                p.sameHost ? "intra_node" : "inter_node",
+                quantity(p.latencySeconds * 1e6, " us").c_str(),
+                quantity(p.bandwidthBytesPerSecond / 1e9, " GB/s").c_str(),
+                quantity(p.worstRelativeError * 100, "%", 2).c_str());
+    for (double t : p.oneWaySeconds)
+      std::printf(" %9.1f", t * 1e6);
+    std::printf("\n");
+  }
+}
+
+/// The "pairs" entries of the links file: each pair's fit and samples.
+std::string pairsJson(const std::vector<LinkSamples> &pairs) {
+  std::string json;
+  for (const LinkSamples &p : pairs)
+    json += std::string(json.empty() ? "" : ",\n") + "    {\"ranks\": [0, " +
+            std::to_string(p.peer) + "], \"link\": \"" +
+            (p.sameHost ? "intra_node" : "inter_node") +
+            "\", \"latency_us\": " + jsonNumber(p.latencySeconds * 1e6, 6) +
+            ", \"bandwidth_GBps\": " +
+            jsonNumber(p.bandwidthBytesPerSecond / 1e9, 6) +
+            ", \"worst_fit_error\": " + jsonNumber(p.worstRelativeError, 3) +
+            ",\n     \"bytes\": " + jsonArray(p.bytes) +
+            ",\n     \"one_way_us\": " + jsonArray(p.oneWaySeconds, 1e6) + "}";
+  return json;
+}
+
+/// The "links" entries of the links file: of each class (intra- and
+/// inter-node) the median pair (an even count: the mean of the middle two).
+std::string linkClassesJson(const std::vector<LinkSamples> &pairs) {
+  std::string json;
+  for (bool sameHost : {true, false}) {
+    std::vector<double> latency, bandwidth;
+    for (const LinkSamples &p : pairs)
+      if (p.sameHost == sameHost) {
+        latency.push_back(p.latencySeconds);
+        bandwidth.push_back(p.bandwidthBytesPerSecond);
+      }
+    if (latency.empty())
+      continue;
+    json += std::string(json.empty() ? "" : ",\n") + "    \"" +
+            (sameHost ? "intra_node" : "inter_node") +
+            "\": {\"bandwidth\": \"" +
+            quantity(median(bandwidth) / 1e9, "GB/s") + "\", \"latency\": \"" +
+            quantity(median(latency) * 1e6, "us") + "\"}";
+  }
+  return json;
+}
+
+} // namespace
+
 int pp::rt::train::measureLinks(Communicator &comm, const std::string &path,
                                 const std::string &programName) {
   int rank = comm.rank(), size = comm.size();
@@ -166,126 +307,27 @@ int pp::rt::train::measureLinks(Communicator &comm, const std::string &path,
   int64_t largest = *std::max_element(std::begin(kSizes), std::end(kSizes));
   void *buffer = allocateBuffer(largest);
   void *control = allocateBuffer(kHostBytes);
-  auto fail = [&](const Status &s) {
-    std::fprintf(stderr, "error: rank %d: measuring links: %s\n", rank,
-                 s.message.c_str());
-    comm.abort(s.message);
-    freeBuffer(buffer);
-    freeBuffer(control);
-    return 1;
-  };
-  Tensor controlMessage = bytesTensor(control, kHostBytes);
-  char host[kHostBytes] = {};
-
-  if (rank != 0) {
-    // Wait for rank 0's turn at this rank: a long wait, not a lost peer.
-    comm.timeoutSeconds = std::max(comm.timeoutSeconds, 600.0);
-    if (Status s = comm.recv(controlMessage, 0, kProbeTag); !s.ok())
-      return fail(s);
-    copyFromBuffer(host, control, kHostBytes);
-    int status = 0;
-    if (host[0] != 'g') {
-      status = 1; // rank 0 reported why
-    } else {
-      std::strncpy(host, hostName().c_str(), kHostBytes - 1);
-      copyToBuffer(control, host, kHostBytes);
-      LinkSamples samples;
-      Status s = comm.send(controlMessage, 0, kProbeTag);
-      if (s.ok())
-        s = pingPong(comm, 0, /*first=*/false, buffer, samples);
-      if (!s.ok())
-        return fail(s);
-    }
-    freeBuffer(buffer);
-    freeBuffer(control);
-    return status;
-  }
+  if (rank != 0)
+    return answerProbe(comm, buffer, control);
 
   std::string error;
   bool writable = checkWritablePath(path, error);
   if (!writable)
     std::fprintf(stderr, "%s: error: --measure-links: %s\n",
                  programName.c_str(), error.c_str());
-  std::string localHost = hostName();
   std::vector<LinkSamples> pairs;
-  for (int peer = 1; peer < size; ++peer) {
-    std::memset(host, 0, sizeof(host));
-    host[0] = writable ? 'g' : 's';
-    copyToBuffer(control, host, kHostBytes);
-    if (Status s = comm.send(controlMessage, peer, kProbeTag); !s.ok())
-      return fail(s);
-    if (!writable)
-      continue;
-    if (Status s = comm.recv(controlMessage, peer, kProbeTag); !s.ok())
-      return fail(s);
-    copyFromBuffer(host, control, kHostBytes);
-    host[kHostBytes - 1] = 0;
-    LinkSamples &samples = pairs.emplace_back();
-    samples.peer = peer;
-    samples.sameHost = localHost == host;
-    if (Status s = pingPong(comm, peer, /*first=*/true, buffer, samples);
-        !s.ok())
-      return fail(s);
-    fitLink(samples);
-  }
+  if (Status s = probePeers(comm, writable, buffer, control, pairs); !s.ok())
+    return failProbe(comm, s, buffer, control);
   freeBuffer(buffer);
   freeBuffer(control);
   if (!writable)
     return 1;
 
-  std::printf("links measured over %s (one-way time: half the median round "
-              "trip):\n",
-              comm.backend());
-  std::printf("  %-10s %-11s %-12s %-14s %-10s", "ranks", "link", "latency",
-              "bandwidth", "fit error");
-  for (int64_t bytes : kSizes)
-    std::printf(" %9s",
-                bytes >= (1 << 20)   ? quantity(bytes >> 20, "MiB").c_str()
-                : bytes >= (1 << 10) ? quantity(bytes >> 10, "KiB").c_str()
-                                     : quantity(bytes, "B").c_str());
-  std::printf("  (us)\n");
-  std::string pairsJson;
-  for (const LinkSamples &p : pairs) {
-    std::string ranks = "0-" + std::to_string(p.peer);
-    std::printf("  %-10s %-11s %-12s %-14s %-10s", ranks.c_str(),
-                p.sameHost ? "intra_node" : "inter_node",
-                quantity(p.latencySeconds * 1e6, " us").c_str(),
-                quantity(p.bandwidthBytesPerSecond / 1e9, " GB/s").c_str(),
-                quantity(p.worstRelativeError * 100, "%", 2).c_str());
-    for (double t : p.oneWaySeconds)
-      std::printf(" %9.1f", t * 1e6);
-    std::printf("\n");
-    pairsJson +=
-        std::string(pairsJson.empty() ? "" : ",\n") + "    {\"ranks\": [0, " +
-        std::to_string(p.peer) + "], \"link\": \"" +
-        (p.sameHost ? "intra_node" : "inter_node") +
-        "\", \"latency_us\": " + jsonNumber(p.latencySeconds * 1e6, 6) +
-        ", \"bandwidth_GBps\": " +
-        jsonNumber(p.bandwidthBytesPerSecond / 1e9, 6) +
-        ", \"worst_fit_error\": " + jsonNumber(p.worstRelativeError, 3) +
-        ",\n     \"bytes\": " + jsonArray(p.bytes) +
-        ",\n     \"one_way_us\": " + jsonArray(p.oneWaySeconds, 1e6) + "}";
-  }
-  // Each class: the median pair (an even count: the mean of the middle two).
-  std::string linksJson;
-  for (bool sameHost : {true, false}) {
-    std::vector<double> latency, bandwidth;
-    for (const LinkSamples &p : pairs)
-      if (p.sameHost == sameHost) {
-        latency.push_back(p.latencySeconds);
-        bandwidth.push_back(p.bandwidthBytesPerSecond);
-      }
-    if (latency.empty())
-      continue;
-    linksJson +=
-        std::string(linksJson.empty() ? "" : ",\n") + "    \"" +
-        (sameHost ? "intra_node" : "inter_node") + "\": {\"bandwidth\": \"" +
-        quantity(median(bandwidth) / 1e9, "GB/s") + "\", \"latency\": \"" +
-        quantity(median(latency) * 1e6, "us") + "\"}";
-  }
+  printLinkTable(comm.backend(), pairs);
   std::string json = "{\n  \"backend\": \"" + std::string(comm.backend()) +
-                     "\",\n  \"links\": {\n" + linksJson +
-                     "\n  },\n  \"pairs\": [\n" + pairsJson + "\n  ]\n}\n";
+                     "\",\n  \"links\": {\n" + linkClassesJson(pairs) +
+                     "\n  },\n  \"pairs\": [\n" + pairsJson(pairs) +
+                     "\n  ]\n}\n";
   if (!writeWholeFile(path, json, error)) {
     std::fprintf(stderr, "%s: error: --measure-links: %s\n",
                  programName.c_str(), error.c_str());

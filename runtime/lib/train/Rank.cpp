@@ -49,22 +49,9 @@ double roundTo(DType dtype, double value) {
 
 Rank::~Rank() {
   // What a failed step left behind goes back to the pool, which frees it.
-  for (auto &[s, state] : stages) {
-    for (auto &[key, t] : state->stashed)
-      pool.release(t);
-    for (auto &[slot, t] : state->sums)
-      pool.release(t);
-  }
   for (auto &[s, buckets] : reducing)
     for (Bucket &bucket : buckets)
       pool.release(bucket.packed);
-  stages.clear();
-  for (auto &[key, t] : local)
-    pool.release(t);
-  if (arena)
-    freeBuffer(arena);
-  if (hasKernelContext)
-    destroyKernelContext(kernels);
 }
 
 void Rank::abortJob(const std::string &message) {
@@ -80,25 +67,6 @@ void Rank::report(const std::string &message) {
     std::fprintf(stderr, "%s\n", message.c_str());
     std::fflush(stderr);
   }
-}
-
-Status Rank::allReduce(std::vector<double> &values, Communicator *comm) {
-  Tensor t{allocateBuffer(static_cast<int64_t>(values.size() * 8)),
-           DType::F64,
-           {static_cast<int64_t>(values.size())}};
-  if (!t.data)
-    return Status::error("out of memory for an all-reduce");
-  Status s;
-  try {
-    copyToBuffer(t.data, values.data(), t.bytes());
-    s = (comm ? *comm : world).allReduceSum(t);
-    if (s.ok())
-      copyFromBuffer(values.data(), t.data, t.bytes());
-  } catch (const std::exception &e) {
-    s = Status::error(e.what());
-  }
-  freeBuffer(t.data);
-  return s;
 }
 
 bool Rank::agree(bool ok, const std::string &error) {
@@ -120,14 +88,6 @@ bool Rank::agree(bool ok, const std::string &error) {
     return false;
   }
   return true;
-}
-
-std::vector<int> Rank::peersOf(int device) const {
-  std::vector<int> peers;
-  int senders = job.deviceTensorParallel[rank];
-  for (int t = tpRank; t < job.deviceTensorParallel[device]; t += senders)
-    peers.push_back(t);
-  return peers;
 }
 
 bool Rank::splitWorld(std::string &error) {

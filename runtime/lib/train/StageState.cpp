@@ -10,7 +10,7 @@
 
 #include "StageState.h"
 #include "Job.h"
-#include "Rank.h"
+#include "RankState.h"
 #include "Util.h"
 
 #include "pp/Runtime/DropoutHash.h"
@@ -297,7 +297,7 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
       hits += labelAt(labelType, labels, o * inner + i) == best;
     }
   int64_t total = job.microBatches * job.replicas;
-  Rank::StepRecord &record = rank_.running();
+  RankState::StepRecord &record = rank_.running();
   record.hits[microBatch % total] = static_cast<double>(hits);
   record.hitsSeen[microBatch % total] = 1;
 }
@@ -330,7 +330,7 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
   char bytes[8] = {};
   copyFromBuffer(bytes, value.data, value.bytes());
   size_t k = static_cast<size_t>(it - job.reported.begin());
-  Rank::StepRecord &record = rank_.running();
+  RankState::StepRecord &record = rank_.running();
   record.outputParts[k][microBatch % total] =
       elementAsDouble(value.dtype, bytes);
   record.outputSeen[k][microBatch % total] = 1;
@@ -654,7 +654,7 @@ void StageState::releaseLent() {
 }
 
 uint64_t StageState::dropoutSeed(uint64_t stream) {
-  // Rank::step counts from 0 and goes on after --resume, so resumed runs
+  // RankState::step counts from 0 and goes on after --resume, so resumed runs
   // draw the masks of uninterrupted ones.
   return dropouthash::streamSeed(runSeed, stream,
                                  static_cast<uint64_t>(rank_.step));
@@ -666,7 +666,7 @@ double StageState::learningRate(double compiled) {
   // every update of a step gets that step's rate.
   const Job &job = rank_.job;
   double rate = job.lrSchedule.rate(job.lr.value_or(compiled), rank_.step);
-  Rank::StepRecord::Rates &seen = rank_.running().rates[stage];
+  RankState::StepRecord::Rates &seen = rank_.running().rates[stage];
   seen.min = std::min(seen.min, rate);
   seen.max = std::max(seen.max, rate);
   ++seen.reads;

@@ -24,7 +24,7 @@
 
 namespace pp::rt::train {
 
-class Rank;
+class RankState;
 
 /// The tag of the driver's own messages (gathers of the trained globals);
 /// stage messages use the tags below it.
@@ -58,7 +58,7 @@ struct OpTime {
 /// The StageContext of one stage on its rank.
 class StageState final : public StageContext {
 public:
-  StageState(Rank &rank, int64_t stage, uint64_t seed)
+  StageState(RankState &rank, int64_t stage, uint64_t seed)
       : rank_(rank), stage(stage), runSeed(seed) {}
   ~StageState() override;
 
@@ -112,7 +112,7 @@ public:
   /// stashes and sends) joins it when the function returns.
   OpTime *lastOp = nullptr;
   /// Each (phase, op description) seen, to its node's entry in
-  /// Rank::opTimes: the generated code passes string literals, so the
+  /// RankState::opTimes: the generated code passes string literals, so the
   /// pointer names the op and the description is parsed once.
   struct OpKeyHash {
     size_t operator()(const std::pair<int, const char *> &key) const {
@@ -129,7 +129,7 @@ public:
   std::unordered_map<std::pair<int, const char *>, OpEntry, OpKeyHash>
       opEntries;
 
-  Rank &rank_;
+  RankState &rank_;
   int64_t stage;
   /// The run's --seed (the same on every stage: masks follow the op, not
   /// the stage).

@@ -117,6 +117,141 @@ std::vector<char *> withCompiledSchedule(const ProgramInfo &program, int argc,
   return out;
 }
 
+/// The name the messages give the program: argv[0]'s file name.
+std::string programNameOf(int argc, char **argv) {
+  std::string programName = argc > 0 && argv[0] ? argv[0] : "train";
+  if (size_t slash = programName.rfind('/'); slash != std::string::npos)
+    programName = programName.substr(slash + 1);
+  return programName;
+}
+
+/// Whether every --test-delay names a rank of the program: a delay for a
+/// rank the program does not have would never apply.
+bool testDelaysFit(const Job &job, const TrainOptions &options, bool printer) {
+  for (const TrainOptions::TestDelay &delay : options.testDelays)
+    if (delay.rank >= job.numRanks) {
+      if (printer)
+        std::fprintf(stderr,
+                     "error: --test-delay: the program runs on %d rank(s) "
+                     "(0..%d); there is no rank %lld\n",
+                     job.numRanks, job.numRanks - 1,
+                     static_cast<long long>(delay.rank));
+      return false;
+    }
+  return true;
+}
+
+/// --measure-links with --local: the ranks are threads of this process, so
+/// the links measured are what the in-process communicator costs.
+int measureLinksInProcess(int numRanks, const std::string &path,
+                          const std::string &programName) {
+  int threadCount = std::max(2, numRanks);
+  auto group = createInProcessGroup(threadCount);
+  std::vector<int> status(static_cast<size_t>(threadCount), 0);
+  std::vector<std::thread> threads;
+  for (int r = 1; r < threadCount; ++r)
+    threads.emplace_back(
+        [&, r] { status[r] = measureLinks(*group[r], path, programName); });
+  status[0] = measureLinks(*group[0], path, programName);
+  for (std::thread &thread : threads)
+    thread.join();
+  return *std::max_element(status.begin(), status.end());
+}
+
+/// --local: every rank a thread of this process, on the in-process
+/// communicator; the worst rank's status.
+int runLocal(Job &job) {
+  std::string error;
+  if (!job.load(error)) {
+    std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 1;
+  }
+  auto group = createInProcessGroup(job.numRanks);
+  std::mutex mutex;
+  std::condition_variable changed;
+  int finished = 0, worst = 0;
+  auto runRank = [&](int r) {
+    Rank rank(job, r, *group[r]);
+    int status = rank.run();
+    std::lock_guard<std::mutex> lock(mutex);
+    ++finished;
+    worst = std::max(worst, status);
+    changed.notify_all();
+  };
+  std::vector<std::thread> threads;
+  for (int r = 0; r < job.numRanks; ++r)
+    threads.emplace_back(runRank, r);
+  std::unique_lock<std::mutex> lock(mutex);
+  changed.wait(lock, [&] { return finished == job.numRanks || worst != 0; });
+  if (worst != 0) {
+    // A failed run ends the process even while another rank's thread is
+    // blocked in a system call: the others get a grace period to report,
+    // then the process leaves without the library destructors that can
+    // block (OpenBLAS's thread shutdown after a failed thread start).
+    changed.wait_for(lock, std::chrono::seconds(10),
+                     [&] { return finished == job.numRanks; });
+    std::fflush(nullptr);
+    std::_Exit(worst);
+  }
+  lock.unlock();
+  for (std::thread &thread : threads)
+    thread.join();
+  return 0;
+}
+
+/// The ranks the program runs on, for the message of a wrong mpirun -np:
+/// its devices, their tensor-parallel groups and its replicas.
+std::string describeRankLayout(const Job &job) {
+  std::string layout = std::to_string(job.numDevices) + " devices";
+  bool mixed = std::any_of(
+      job.deviceTensorParallel.begin(), job.deviceTensorParallel.end(),
+      [&](int degree) { return degree != job.tensorParallel; });
+  if (mixed) {
+    layout += " (tensor-parallel groups of";
+    for (int d = 0; d < job.numDevices; ++d)
+      layout += (d ? ", " : " ") + std::to_string(job.deviceTensorParallel[d]);
+    layout += " devices)";
+  } else if (job.tensorParallel > 1) {
+    layout +=
+        " x " + std::to_string(job.tensorParallel) + " tensor-parallel devices";
+  }
+  if (job.replicas > 1)
+    layout += " x " + std::to_string(job.replicas) + " data-parallel replicas";
+  return layout;
+}
+
+/// Under mpirun: this process is one rank of the world communicator.
+int runUnderMPI(Job &job, int *argc, char ***argv, const TrainOptions &options,
+                const std::string &programName, bool printer) {
+  std::string error;
+  std::unique_ptr<Communicator> comm =
+      createWorldCommunicator(argc, argv, options.transport, error);
+  if (!comm) {
+    if (printer)
+      std::fprintf(stderr, "error: %s\n", error.c_str());
+    return 1;
+  }
+  // The links do not depend on the program: any rank count of 2 or more.
+  if (!options.measureLinks.empty())
+    return measureLinks(*comm, options.measureLinks, programName);
+  if (comm->size() != job.numRanks) {
+    if (comm->rank() == 0)
+      std::fprintf(stderr,
+                   "error: the program runs on %s: launch it with "
+                   "mpirun -np %d (it was launched on %d), or run --local\n",
+                   describeRankLayout(job).c_str(), job.numRanks, comm->size());
+    return 1;
+  }
+  // Every rank loads the files; Rank::run agrees on the outcome, so one
+  // failing rank stops all.
+  if (job.load(error))
+    error.clear();
+  else if (error.empty())
+    error = "cannot load the job";
+  Rank rank(job, comm->rank(), *comm);
+  return rank.run(error);
+}
+
 int runTrainer(const ProgramInfo &program, int argc, char **argv) {
   std::vector<std::string> compiledFlags;
   std::vector<char *> args =
@@ -124,9 +259,7 @@ int runTrainer(const ProgramInfo &program, int argc, char **argv) {
   argc = static_cast<int>(args.size());
   argv = args.data();
   bool printer = environmentRank() == 0;
-  std::string programName = argc > 0 && argv[0] ? argv[0] : "train";
-  if (size_t slash = programName.rfind('/'); slash != std::string::npos)
-    programName = programName.substr(slash + 1);
+  std::string programName = programNameOf(argc, argv);
 
   TrainOptions options;
   std::string error;
@@ -159,117 +292,16 @@ int runTrainer(const ProgramInfo &program, int argc, char **argv) {
       std::fprintf(stderr, "error: %s\n", error.c_str());
     return 1;
   }
-  // A delay for a rank the program does not have would never apply.
-  for (const TrainOptions::TestDelay &delay : options.testDelays)
-    if (delay.rank >= job.numRanks) {
-      if (printer)
-        std::fprintf(stderr,
-                     "error: --test-delay: the program runs on %d rank(s) "
-                     "(0..%d); there is no rank %lld\n",
-                     job.numRanks, job.numRanks - 1,
-                     static_cast<long long>(delay.rank));
-      return 1;
-    }
+  if (!testDelaysFit(job, options, printer))
+    return 1;
   if (!options.local && !launchedByMPI())
     job.options.local = options.local = true;
 
-  if (!options.measureLinks.empty() && options.local) {
-    // Threads of this process: what the in-process communicator costs.
-    int threadCount = std::max(2, job.numRanks);
-    auto group = createInProcessGroup(threadCount);
-    std::vector<int> status(static_cast<size_t>(threadCount), 0);
-    std::vector<std::thread> threads;
-    for (int r = 1; r < threadCount; ++r)
-      threads.emplace_back([&, r] {
-        status[r] = measureLinks(*group[r], options.measureLinks, programName);
-      });
-    status[0] = measureLinks(*group[0], options.measureLinks, programName);
-    for (std::thread &thread : threads)
-      thread.join();
-    return *std::max_element(status.begin(), status.end());
-  }
-
-  if (options.local) {
-    if (!job.load(error)) {
-      std::fprintf(stderr, "error: %s\n", error.c_str());
-      return 1;
-    }
-    auto group = createInProcessGroup(job.numRanks);
-    std::mutex mutex;
-    std::condition_variable changed;
-    int finished = 0, worst = 0;
-    auto runRank = [&](int r) {
-      Rank rank(job, r, *group[r]);
-      int status = rank.run();
-      std::lock_guard<std::mutex> lock(mutex);
-      ++finished;
-      worst = std::max(worst, status);
-      changed.notify_all();
-    };
-    std::vector<std::thread> threads;
-    for (int r = 0; r < job.numRanks; ++r)
-      threads.emplace_back(runRank, r);
-    std::unique_lock<std::mutex> lock(mutex);
-    changed.wait(lock, [&] { return finished == job.numRanks || worst != 0; });
-    if (worst != 0) {
-      // A failed run ends the process even while another rank's thread is
-      // blocked in a system call: the others get a grace period to report,
-      // then the process leaves without the library destructors that can
-      // block (OpenBLAS's thread shutdown after a failed thread start).
-      changed.wait_for(lock, std::chrono::seconds(10),
-                       [&] { return finished == job.numRanks; });
-      std::fflush(nullptr);
-      std::_Exit(worst);
-    }
-    lock.unlock();
-    for (std::thread &thread : threads)
-      thread.join();
-    return 0;
-  }
-
-  std::unique_ptr<Communicator> comm =
-      createWorldCommunicator(&argc, &argv, options.transport, error);
-  if (!comm) {
-    if (printer)
-      std::fprintf(stderr, "error: %s\n", error.c_str());
-    return 1;
-  }
-  // The links do not depend on the program: any rank count of 2 or more.
-  if (!options.measureLinks.empty())
-    return measureLinks(*comm, options.measureLinks, programName);
-  if (comm->size() != job.numRanks) {
-    if (comm->rank() == 0) {
-      std::string layout = std::to_string(job.numDevices) + " devices";
-      bool mixed = std::any_of(
-          job.deviceTensorParallel.begin(), job.deviceTensorParallel.end(),
-          [&](int degree) { return degree != job.tensorParallel; });
-      if (mixed) {
-        layout += " (tensor-parallel groups of";
-        for (int d = 0; d < job.numDevices; ++d)
-          layout +=
-              (d ? ", " : " ") + std::to_string(job.deviceTensorParallel[d]);
-        layout += " devices)";
-      } else if (job.tensorParallel > 1) {
-        layout += " x " + std::to_string(job.tensorParallel) +
-                  " tensor-parallel devices";
-      }
-      if (job.replicas > 1)
-        layout +=
-            " x " + std::to_string(job.replicas) + " data-parallel replicas";
-      std::fprintf(stderr,
-                   "error: the program runs on %s: launch it with "
-                   "mpirun -np %d (it was launched on %d), or run --local\n",
-                   layout.c_str(), job.numRanks, comm->size());
-    }
-    return 1;
-  }
-  // Every rank loads the files; Rank::run agrees on the outcome, so one
-  // failing rank stops all.
-  if (job.load(error))
-    error.clear();
-  else if (error.empty())
-    error = "cannot load the job";
-  Rank rank(job, comm->rank(), *comm);
-  return rank.run(error);
+  if (!options.measureLinks.empty() && options.local)
+    return measureLinksInProcess(job.numRanks, options.measureLinks,
+                                 programName);
+  if (options.local)
+    return runLocal(job);
+  return runUnderMPI(job, &argc, &argv, options, programName, printer);
 }
 } // namespace

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fcntl.h>
 #include <sys/resource.h>
@@ -187,20 +188,54 @@ std::string pp::rt::train::byteSize(int64_t bytes) {
   return text;
 }
 
+/// `bytes` written to the open `file` and closed; errno names the first
+/// failure.
+static bool writeAndClose(FILE *file, const std::string &bytes) {
+  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
+  ok = std::fflush(file) == 0 && ok;
+  return std::fclose(file) == 0 && ok;
+}
+
 bool pp::rt::train::writeWholeFile(const std::string &path,
                                    const std::string &bytes,
                                    std::string &error) {
-  FILE *file = std::fopen(path.c_str(), "wb");
-  if (!file) {
+  // A device or pipe (/dev/stdout) is written as it is.
+  struct stat info;
+  if (stat(path.c_str(), &info) == 0 && !S_ISREG(info.st_mode)) {
+    FILE *file = std::fopen(path.c_str(), "wb");
+    if (!file || !writeAndClose(file, bytes)) {
+      error = withErrno("cannot write '" + path + "'");
+      return false;
+    }
+    return true;
+  }
+  // A file is written beside `path` and renamed over it: never through a
+  // link (an emitted program's model.onnx is a hard link to the user's model,
+  // which --save-onnx model.onnx must not overwrite), and never half written.
+  std::string tmp = path + ".XXXXXX";
+  int fd = mkstemp(tmp.data());
+  if (fd < 0) {
     error = withErrno("cannot write '" + path + "'");
     return false;
   }
-  bool ok = std::fwrite(bytes.data(), 1, bytes.size(), file) == bytes.size();
-  ok = std::fflush(file) == 0 && ok;
-  ok = std::fclose(file) == 0 && ok; // errno: the first failure's, or close's
-  if (!ok)
+  mode_t mask = umask(0);
+  umask(mask);
+  bool ok = fchmod(fd, 0666 & ~mask) == 0;
+  FILE *file = fdopen(fd, "wb");
+  if (!file)
+    close(fd);
+  ok = ok && file && writeAndClose(file, bytes);
+  if (!ok) {
     error = withErrno("cannot write '" + path + "'");
-  return ok;
+    unlink(tmp.c_str());
+    return false;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    error = withErrno("cannot rename '" + tmp + "' to '" + path + "'");
+    unlink(tmp.c_str());
+    return false;
+  }
+  return true;
 }
 
 bool pp::rt::train::checkWritablePath(const std::string &path,

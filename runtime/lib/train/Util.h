@@ -63,8 +63,9 @@ int64_t availableMemoryBytes();
 /// `bytes` in readable units ("65.4 GiB").
 std::string byteSize(int64_t bytes);
 
-/// Writes `bytes` to `path` (created or truncated), checking every write
-/// and the close: a full disk is an error naming the file.
+/// Writes `bytes` to `path`, checking every write and the close: a full disk
+/// is an error naming the file. A regular file is replaced (written beside
+/// and renamed), so a link at `path` is replaced, not written through.
 bool writeWholeFile(const std::string &path, const std::string &bytes,
                     std::string &error);
 

@@ -1,7 +1,7 @@
 //===- WaveSync.cpp - Wave Synchronous Parallel across replicas -----------===//
 
 #include "WaveSync.h"
-#include "Rank.h"
+#include "RankState.h"
 #include "Util.h"
 
 #include "pp/Runtime/Memory.h"

@@ -43,11 +43,11 @@
 
 namespace pp::rt::train {
 
-class Rank;
+class RankState;
 
 class WaveSync {
 public:
-  explicit WaveSync(Rank &rank) : rank_(rank) {}
+  explicit WaveSync(RankState &rank) : rank_(rank) {}
   ~WaveSync();
 
   /// Collects the trainable globals of the rank's stages, records the wave
@@ -139,7 +139,7 @@ private:
   void writeGroup(Group &group, const std::vector<char> &host);
   bool log(const std::string &json, std::string &error);
 
-  Rank &rank_;
+  RankState &rank_;
   std::vector<Group> groups_;
   std::deque<Pending> pending_;
   std::map<int64_t, StageWaves> stageWaves_;

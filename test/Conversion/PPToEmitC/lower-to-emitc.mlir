@@ -70,21 +70,21 @@
 // CPP-LABEL: static pp::rt::ProgramInfo makeProgram() {
 // CPP-NEXT: pp::rt::ProgramInfo [[P:v[0-9]+]];
 // CPP: [[P]].globals = {
-// CPP-NEXT: {"w", pp::rt::DType::F32, {8, 8}, true, 0, 0},
+// CPP-NEXT: {.name = "w", .dtype = pp::rt::DType::F32, .shape = {8, 8}, .trainable = true, .dataOffset = 0, .ownerStage = 0},
 // CPP: [[P]].inputs = {
-// CPP-NEXT: {"x", pp::rt::DType::F32, {8, 8}, 10}};
+// CPP-NEXT: {.name = "x", .dtype = pp::rt::DType::F32, .shape = {8, 8}, .randomBound = 10}};
 // CPP: [[P]].outputs = {
-// CPP-NEXT: {"y", "concat", pp::rt::DType::F32, {4, 8}}};
+// CPP-NEXT: {.name = "y", .combine = "concat", .dtype = pp::rt::DType::F32, .shape = {4, 8}}};
 // CPP: [[P]].stageGlobals = {
 // CPP-NEXT: {0, 2},
 // CPP-NEXT: {1}};
 // CPP: [[P]].schedule = {
 // CPP-NEXT: {
-// CPP-NEXT: {pp::kinds::ActionKind::Forward, 0, 0, 0},
-// CPP: {pp::kinds::ActionKind::OptimizerStep, 2, 0, -1}},
+// CPP-NEXT: {.kind = pp::kinds::ActionKind::Forward, .function = 0, .stage = 0, .microBatch = 0},
+// CPP: {.kind = pp::kinds::ActionKind::OptimizerStep, .function = 2, .stage = 0, .microBatch = -1}},
 // CPP-NEXT: {
-// CPP-NEXT: {pp::kinds::ActionKind::Forward, 3, 1, 0},
-// CPP: {pp::kinds::ActionKind::OptimizerStep, 4, 1, -1}}};
+// CPP-NEXT: {.kind = pp::kinds::ActionKind::Forward, .function = 3, .stage = 1, .microBatch = 0},
+// CPP: {.kind = pp::kinds::ActionKind::OptimizerStep, .function = 4, .stage = 1, .microBatch = -1}}};
 // CPP-LABEL: int main(
 // CPP-SAME: int [[ARGC:v[0-9]+]], char** [[ARGV:v[0-9]+]]) {
 // CPP-NEXT: pp::rt::ProgramInfo [[T:v[0-9]+]] = makeProgram();

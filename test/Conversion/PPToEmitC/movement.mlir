@@ -48,8 +48,8 @@
 // The table lists the globals and each distinct constant with its place in
 // the data file.
 // CHECK-LABEL: emitc.func @makeProgram(
-// CHECK: literal "{\0A    {\22w\22, pp::rt::DType::F32, {2, 3}, true, 0, 0}}" : !emitc.opaque<"std::vector<pp::rt::GlobalInfo>">
-// CHECK: literal "{\0A    {pp::rt::DType::F32, {3}, 256},\0A    {pp::rt::DType::I64, {1}, 512},
+// CHECK: literal "{\0A    {.name = \22w\22, .dtype = pp::rt::DType::F32, .shape = {2, 3}, .trainable = true, .dataOffset = 0, .ownerStage = 0}}" : !emitc.opaque<"std::vector<pp::rt::GlobalInfo>">
+// CHECK: literal "{\0A    {.dtype = pp::rt::DType::F32, .shape = {3}, .dataOffset = 256},\0A    {.dtype = pp::rt::DType::I64, .shape = {1}, .dataOffset = 512},
 
 module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num_stages = 1>, pp.input_names = ["x", "b", "i"], pp.output_names = ["y"]} {
   func.func @state(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {

@@ -56,19 +56,19 @@
 // CHECK: literal "{\0A    \22gpu0\22,\0A    \22gpu1\22}"
 // CHECK: <{member = "plannedPeakBytes"}>
 // CHECK: <{member = "inputs"}>
-// CHECK: literal "{\0A    {\22x\22, pp::rt::DType::F32, {8, 8}, 10}}"
+// CHECK: literal "{\0A    {.name = \22x\22, .dtype = pp::rt::DType::F32, .shape = {8, 8}, .randomBound = 10}}"
 // CHECK: <{member = "outputs"}>
-// CHECK: literal "{\0A    {\22y\22, \22concat\22, pp::rt::DType::F32, {4, 8}}}"
+// CHECK: literal "{\0A    {.name = \22y\22, .combine = \22concat\22, .dtype = pp::rt::DType::F32, .shape = {4, 8}}}"
 // CHECK: <{member = "functions"}>
 // CHECK-SAME: !emitc.lvalue<!emitc.opaque<"std::vector<pp::rt::FunctionInfo>">>
 // Each function lists its receives (peer stage, tag, micro-batch: -2 for
 // the function's, dtype, shape) for the driver to post ahead.
-// CHECK: literal "{\0A    {\22stage0_forward\22, &stage0_forward, 0, pp::kinds::Phase::Forward, 256},\0A    {\22stage0_backward\22, &stage0_backward, 0, pp::kinds::Phase::Backward, 256, {{[{][{]}}1, 1, -2, pp::rt::DType::F32, {4, 8}{{[}][}]}}},
-// CHECK-SAME: {\22stage1_forward\22, &stage1_forward, 1, pp::kinds::Phase::Forward, 0, {{[{][{]}}0, 0, -2, pp::rt::DType::F32, {4, 8}{{[}][}]}}},
-// CHECK-SAME: {\22stage1_update\22, &stage1_update, 1, pp::kinds::Phase::Update, 0, {{[{][{]}}0, 2, 0, pp::rt::DType::F32, {4, 8}{{[}][}]}}}}"
+// CHECK: literal "{\0A    {.name = \22stage0_forward\22, .function = &stage0_forward, .stage = 0, .phase = pp::kinds::Phase::Forward, .arenaBytes = 256},\0A    {.name = \22stage0_backward\22, .function = &stage0_backward, .stage = 0, .phase = pp::kinds::Phase::Backward, .arenaBytes = 256, .receives = {{[{][{]}}.peerStage = 1, .tag = 1, .microBatch = -2, .dtype = pp::rt::DType::F32, .shape = {4, 8}{{[}][}]}}},
+// CHECK-SAME: {.name = \22stage1_forward\22, .function = &stage1_forward, .stage = 1, .phase = pp::kinds::Phase::Forward, .arenaBytes = 0, .receives = {{[{][{]}}.peerStage = 0, .tag = 0, .microBatch = -2, .dtype = pp::rt::DType::F32, .shape = {4, 8}{{[}][}]}}},
+// CHECK-SAME: {.name = \22stage1_update\22, .function = &stage1_update, .stage = 1, .phase = pp::kinds::Phase::Update, .arenaBytes = 0, .receives = {{[{][{]}}.peerStage = 0, .tag = 2, .microBatch = 0, .dtype = pp::rt::DType::F32, .shape = {4, 8}{{[}][}]}}}}"
 // CHECK: <{member = "schedule"}>
-// CHECK: literal "{\0A    {\0A        {pp::kinds::ActionKind::Forward, 0, 0, 0},
-// CHECK-SAME: {pp::kinds::ActionKind::OptimizerStep, 4, 1, -1}}}"
+// CHECK: literal "{\0A    {\0A        {.kind = pp::kinds::ActionKind::Forward, .function = 0, .stage = 0, .microBatch = 0},
+// CHECK-SAME: {.kind = pp::kinds::ActionKind::OptimizerStep, .function = 4, .stage = 1, .microBatch = -1}}}"
 // CHECK: %[[R:.*]] = load %[[P]]
 // CHECK: return %[[R]]
 // CHECK-LABEL: emitc.func @main(

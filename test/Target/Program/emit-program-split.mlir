@@ -18,7 +18,7 @@
 // RUN: FileCheck %s --check-prefix=WHOLE-CPP < %t/program.cpp
 
 // SUMMARY: == program: {{.*}} ==
-// SUMMARY-NEXT: 7 translation units, {{[0-9]+}} KB of C++ (largest 3 KB, budget 1 KB), 14 stage functions and parts (largest {{[0-9]+}} ops, budget 6); data 1 KB
+// SUMMARY-NEXT: 7 translation units, {{[0-9]+}} KB of C++ (largest 4 KB, budget 1 KB), 14 stage functions and parts (largest {{[0-9]+}} ops, budget 6); data 1 KB
 // SUMMARY-NEXT: build: cmake -S [[DIR:.*]] -B [[DIR]]/build -G Ninja && cmake --build [[DIR]]/build
 
 // HEADER: #pragma once
@@ -56,7 +56,7 @@
 
 // TABLE: #include "program.h"
 // TABLE-NEXT: static pp::rt::ProgramInfo makeProgram() {
-// TABLE: {"stage0_forward", &stage0_forward, 0,
+// TABLE: {.name = "stage0_forward", .function = &stage0_forward, .stage = 0,
 // TABLE: int main(
 
 // CMAKE: set(PP_SOURCES

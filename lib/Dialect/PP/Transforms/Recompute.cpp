@@ -391,24 +391,72 @@ void grow(const StepAnalysis &step, int64_t stage,
   }
 }
 
-} // namespace
+/// planRecomputation's options, checked and resolved.
+struct RecomputeSettings {
+  pp::schedule::ScheduleKind kind = pp::schedule::ScheduleKind::OneFOneB;
+  int64_t microBatches = 0;
+  /// Activation bytes per device; unset means what the device's memory
+  /// leaves.
+  std::optional<int64_t> budget;
+  std::optional<pp::cluster::Cluster> cluster;
+};
 
-LogicalResult
-pp::pipeline::planRecomputation(ModuleOp module,
-                                const pp::RecomputePassOptions &options) {
-  auto func =
-      pipeline::lookupFunction(module, options.funcName, "to recompute in");
-  if (!func)
+/// The activation-budget option: unset, or one value >= 0.
+FailureOr<std::optional<int64_t>>
+parseActivationBudget(ModuleOp module,
+                      const pp::RecomputePassOptions &options) {
+  if (options.activationBudget.empty())
+    return std::optional<int64_t>();
+  std::optional<std::string> error =
+      options.activationBudget.size() > 1
+          ? std::optional<std::string>(
+                "activation-budget: one value, got " +
+                std::to_string(options.activationBudget.size()))
+          : pp::checkOptionValue("activation-budget",
+                                 options.activationBudget[0],
+                                 pp::OptionRange::nonNegative());
+  if (error) {
+    module.emitError() << "pp-recompute: " << *error;
     return failure();
+  }
+  return std::optional<int64_t>(options.activationBudget[0]);
+}
+
+/// The cluster option's devices; policy=auto needs them.
+FailureOr<std::optional<pp::cluster::Cluster>>
+loadCluster(ModuleOp module, const pp::RecomputePassOptions &options) {
+  if (options.clusterSpec.empty()) {
+    if (options.policy == "auto") {
+      module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
+                            ".json> (the devices' memory and speed)";
+      return failure();
+    }
+    return std::optional<pp::cluster::Cluster>();
+  }
+  auto parsed = pp::cluster::parseClusterSpec(options.clusterSpec);
+  if (!parsed) {
+    module.emitError() << "cluster: " << llvm::toString(parsed.takeError());
+    return failure();
+  }
+  if (parsed->devices.empty()) {
+    module.emitError() << "cluster: no devices";
+    return failure();
+  }
+  return std::optional<pp::cluster::Cluster>(std::move(*parsed));
+}
+
+FailureOr<RecomputeSettings>
+resolveSettings(ModuleOp module, pipeline::PlanAttr plan,
+                const pp::RecomputePassOptions &options) {
   if (!llvm::is_contained({"none", "full", "selective", "auto"},
                           StringRef(options.policy))) {
     module.emitError() << "pp-recompute: unknown policy '" << options.policy
                        << "' (expected none, full, selective or auto)";
     return failure();
   }
-  pipeline::PlanAttr plan = pipeline::getPlan(module);
-  pp::schedule::ScheduleKind kind =
-      plan ? plan.getSchedule() : pp::schedule::ScheduleKind::OneFOneB;
+  RecomputeSettings settings;
+  if (plan)
+    settings.kind = plan.getSchedule();
   if (!options.schedule.empty()) {
     std::optional<pp::schedule::ScheduleKind> parsed =
         pp::schedule::parseScheduleKind(options.schedule);
@@ -418,77 +466,29 @@ pp::pipeline::planRecomputation(ModuleOp module,
                          << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
       return failure();
     }
-    kind = *parsed;
+    settings.kind = *parsed;
   }
   FailureOr<int64_t> resolved = pipeline::resolveMicroBatches(
       module, options.microBatches, "pp-recompute");
   if (failed(resolved))
     return failure();
-  int64_t m = *resolved;
-  // Unset (empty) means what the device's memory leaves.
-  std::optional<int64_t> budgetOption;
-  if (!options.activationBudget.empty()) {
-    std::optional<std::string> error =
-        options.activationBudget.size() > 1
-            ? std::optional<std::string>(
-                  "activation-budget: one value, got " +
-                  std::to_string(options.activationBudget.size()))
-            : pp::checkOptionValue("activation-budget",
-                                   options.activationBudget[0],
-                                   pp::OptionRange::nonNegative());
-    if (error) {
-      module.emitError() << "pp-recompute: " << *error;
-      return failure();
-    }
-    budgetOption = options.activationBudget[0];
-  }
-  std::optional<pp::cluster::Cluster> cluster;
-  if (!options.clusterSpec.empty()) {
-    auto parsed = pp::cluster::parseClusterSpec(options.clusterSpec);
-    if (!parsed) {
-      module.emitError() << "cluster: " << llvm::toString(parsed.takeError());
-      return failure();
-    }
-    if (parsed->devices.empty()) {
-      module.emitError() << "cluster: no devices";
-      return failure();
-    }
-    cluster = std::move(*parsed);
-  } else if (options.policy == "auto") {
-    module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
-                          ".json> (the devices' memory and speed)";
+  settings.microBatches = *resolved;
+  FailureOr<std::optional<int64_t>> budget =
+      parseActivationBudget(module, options);
+  if (failed(budget))
     return failure();
-  }
-
-  StepAnalysis step;
-  if (failed(step.init(func, plan ? plan.getNumStages() : 0)))
+  settings.budget = *budget;
+  FailureOr<std::optional<pp::cluster::Cluster>> cluster =
+      loadCluster(module, options);
+  if (failed(cluster))
     return failure();
-  int64_t numStages = step.numStages;
+  settings.cluster = std::move(*cluster);
+  return settings;
+}
 
-  // Devices: the plan's device of each stage by name, else the cluster's
-  // order.
-  SmallVector<int> deviceOf(numStages, -1);
-  DenseMap<int, int64_t> stagesOnDevice;
-  if (cluster) {
-    for (int64_t s = 0; s < numStages; ++s) {
-      int index = -1;
-      if (plan)
-        if (std::optional<StringRef> name = plan.getStageDeviceName(s))
-          index = cluster->findDevice(*name);
-      if (index < 0)
-        index = static_cast<int>(s % cluster->numDevices());
-      deviceOf[s] = index;
-      ++stagesOnDevice[index];
-    }
-  }
-  pp::AnalyticCostModel costModel;
-  auto timeOn = [&](int64_t stage) {
-    return [&, stage](Operation *op) {
-      return costModel.getForwardTime(op, cluster->devices[deviceOf[stage]]);
-    };
-  };
-
-  // Weights, gradients and optimizer state per stage (auto's budget).
+/// The optimizer's state per weight, in weights: 1 for SGD with momentum,
+/// 2 for Adam, else 0.
+double optimizerStateFactor(func::FuncOp func) {
   double stateFactor = 0;
   func.walk([&](Operation *op) {
     if (auto sgd = dyn_cast<train::SGDOp>(op); sgd && sgd.getMomentumBuffer())
@@ -496,29 +496,147 @@ pp::pipeline::planRecomputation(ModuleOp module,
     else if (isa<train::AdamOp>(op))
       stateFactor = std::max(stateFactor, 2.0);
   });
-  SymbolTable symbols(module);
-  auto weightBytes = [&](int64_t stage) {
-    llvm::SetVector<StringAttr> globals;
-    int64_t bytes = 0;
-    for (Operation *op : step.forwardOps[stage])
-      for (Value operand : op->getOperands())
-        if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
-          auto global =
-              symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr());
-          if (global && global.getKind() == onnx::kTrainable &&
-              globals.insert(global.getSymNameAttr()))
-            bytes += pp::getTensorBytes(global.getType());
-        }
-    return static_cast<int64_t>(bytes * (2.0 + stateFactor));
-  };
+  return stateFactor;
+}
 
-  struct StageReport {
-    int64_t before = 0, after = 0, inFlight = 0, budget = -1;
-    unsigned recomputed = 0;
-    double addedTime = 0;
-  };
-  SmallVector<StageReport> reports(numStages);
-  SmallVector<OpSet> chosen(numStages);
+/// What the report says of one stage.
+struct StageReport {
+  int64_t before = 0, after = 0, inFlight = 0, budget = -1;
+  unsigned recomputed = 0;
+  double addedTime = 0;
+};
+
+/// Chooses, rewrites and reports the recomputed ops of every stage of
+/// `step` under the policy of `options`.
+class Recomputation {
+public:
+  Recomputation(ModuleOp module, func::FuncOp func,
+                const pp::RecomputePassOptions &options,
+                const RecomputeSettings &settings, pipeline::PlanAttr plan,
+                StepAnalysis &step)
+      : func(func), options(options), settings(settings), step(step),
+        numStages(step.numStages), symbols(module), reports(numStages),
+        chosen(numStages) {
+    placeStages(plan);
+    stateFactor = optimizerStateFactor(func);
+  }
+
+  /// Chooses the ops of every stage; fails, after a diagnostic for each,
+  /// when some stage does not fit even with full recomputation.
+  LogicalResult choose();
+  /// Clones the chosen ops into the backward (what they need of them).
+  void rewrite();
+  void writeReport(llvm::raw_ostream &os) const;
+
+private:
+  /// Devices: the plan's device of each stage by name, else the cluster's
+  /// order.
+  void placeStages(pipeline::PlanAttr plan);
+  /// Weights, gradients and optimizer state of `stage` (auto's budget).
+  int64_t weightBytes(int64_t stage);
+  double forwardTime(int64_t stage, Operation *op) {
+    return costModel.getForwardTime(op,
+                                    settings.cluster->devices[deviceOf[stage]]);
+  }
+  /// policy=selective: the memory-bound ops that save bytes.
+  void chooseSelective(int64_t stage, ArrayRef<Operation *> recomputable);
+  /// policy=auto: the cheapest ops that fit the stage's budget.
+  LogicalResult chooseAuto(int64_t stage, ArrayRef<Operation *> recomputable);
+
+  func::FuncOp func;
+  const pp::RecomputePassOptions &options;
+  const RecomputeSettings &settings;
+  StepAnalysis &step;
+  int64_t numStages;
+  SmallVector<int> deviceOf;
+  DenseMap<int, int64_t> stagesOnDevice;
+  pp::AnalyticCostModel costModel;
+  double stateFactor = 0;
+  SymbolTable symbols;
+  SmallVector<StageReport> reports;
+  SmallVector<OpSet> chosen;
+};
+
+void Recomputation::placeStages(pipeline::PlanAttr plan) {
+  deviceOf.assign(numStages, -1);
+  if (!settings.cluster)
+    return;
+  const pp::cluster::Cluster &cluster = *settings.cluster;
+  for (int64_t s = 0; s < numStages; ++s) {
+    int index = -1;
+    if (plan)
+      if (std::optional<StringRef> name = plan.getStageDeviceName(s))
+        index = cluster.findDevice(*name);
+    if (index < 0)
+      index = static_cast<int>(s % cluster.numDevices());
+    deviceOf[s] = index;
+    ++stagesOnDevice[index];
+  }
+}
+
+int64_t Recomputation::weightBytes(int64_t stage) {
+  llvm::SetVector<StringAttr> globals;
+  int64_t bytes = 0;
+  for (Operation *op : step.forwardOps[stage])
+    for (Value operand : op->getOperands())
+      if (auto read = operand.getDefiningOp<onnx::GlobalReadOp>()) {
+        auto global =
+            symbols.lookup<onnx::GlobalOp>(read.getGlobalAttr().getAttr());
+        if (global && global.getKind() == onnx::kTrainable &&
+            globals.insert(global.getSymNameAttr()))
+          bytes += pp::getTensorBytes(global.getType());
+      }
+  return static_cast<int64_t>(bytes * (2.0 + stateFactor));
+}
+
+void Recomputation::chooseSelective(int64_t stage,
+                                    ArrayRef<Operation *> recomputable) {
+  SmallVector<Operation *> candidates;
+  for (Operation *op : recomputable)
+    if (isMemoryBound(op))
+      candidates.push_back(op);
+  grow(step, stage, candidates, chosen[stage], nullptr,
+       [](int64_t) { return false; });
+}
+
+LogicalResult Recomputation::chooseAuto(int64_t stage,
+                                        ArrayRef<Operation *> recomputable) {
+  StageReport &report = reports[stage];
+  OpSet &recompute = chosen[stage];
+  const auto &device = settings.cluster->devices[deviceOf[stage]];
+  // A device's memory (or activation budget) is shared equally by the
+  // stages it runs (interleaved chunks).
+  int64_t sharing = stagesOnDevice[deviceOf[stage]];
+  int64_t budget = settings.budget
+                       ? *settings.budget / sharing
+                       : device.memoryBytes / sharing - weightBytes(stage);
+  report.budget = budget;
+  auto fits = [&](int64_t kept) { return kept * report.inFlight <= budget; };
+  if (fits(report.before))
+    return success();
+  OpSet all(recomputable.begin(), recomputable.end());
+  int64_t least = step.keptBytes(stage, all);
+  if (!fits(least)) {
+    func.emitError() << llvm::formatv(
+        "pp-recompute: stage {0} on {1} does not fit even with full "
+        "recomputation: {2} micro-batches in flight x {3} kept bytes = "
+        "{4} bytes for an activation budget of {5} bytes, {6} bytes "
+        "short",
+        stage, device.name, report.inFlight, least, least * report.inFlight,
+        budget, least * report.inFlight - budget);
+    return failure();
+  }
+  grow(
+      step, stage, recomputable, recompute,
+      [&](Operation *op) { return forwardTime(stage, op); }, fits);
+  // The greedy moves can stall where only a larger segment saves
+  // bytes; full recomputation is known to fit.
+  if (!fits(step.keptBytes(stage, recompute)))
+    recompute = std::move(all);
+  return success();
+}
+
+LogicalResult Recomputation::choose() {
   bool failedStage = false;
   for (int64_t s = 0; s < numStages; ++s) {
     StageReport &report = reports[s];
@@ -527,90 +645,79 @@ pp::pipeline::planRecomputation(ModuleOp module,
       if (isRecomputable(op))
         recomputable.push_back(op);
     report.before = step.keptBytes(s, {});
-    report.inFlight = inFlight(kind, s, numStages, m);
-    OpSet &recompute = chosen[s];
-
-    if (options.policy == "full") {
-      recompute.insert(recomputable.begin(), recomputable.end());
-    } else if (options.policy == "selective") {
-      SmallVector<Operation *> candidates;
-      for (Operation *op : recomputable)
-        if (isMemoryBound(op))
-          candidates.push_back(op);
-      grow(step, s, candidates, recompute, nullptr,
-           [](int64_t) { return false; });
-    } else if (options.policy == "auto") {
-      const auto &device = cluster->devices[deviceOf[s]];
-      // A device's memory (or activation budget) is shared equally by the
-      // stages it runs (interleaved chunks).
-      int64_t sharing = stagesOnDevice[deviceOf[s]];
-      int64_t budget = budgetOption
-                           ? *budgetOption / sharing
-                           : device.memoryBytes / sharing - weightBytes(s);
-      report.budget = budget;
-      auto fits = [&](int64_t kept) {
-        return kept * report.inFlight <= budget;
-      };
-      if (!fits(report.before)) {
-        OpSet all(recomputable.begin(), recomputable.end());
-        int64_t least = step.keptBytes(s, all);
-        if (!fits(least)) {
-          func.emitError() << llvm::formatv(
-              "pp-recompute: stage {0} on {1} does not fit even with full "
-              "recomputation: {2} micro-batches in flight x {3} kept bytes = "
-              "{4} bytes for an activation budget of {5} bytes, {6} bytes "
-              "short",
-              s, device.name, report.inFlight, least, least * report.inFlight,
-              budget, least * report.inFlight - budget);
-          failedStage = true;
-          continue;
-        }
-        grow(step, s, recomputable, recompute, timeOn(s), fits);
-        // The greedy moves can stall where only a larger segment saves
-        // bytes; full recomputation is known to fit.
-        if (!fits(step.keptBytes(s, recompute)))
-          recompute = std::move(all);
-      }
-    }
+    report.inFlight =
+        inFlight(settings.kind, s, numStages, settings.microBatches);
+    if (options.policy == "full")
+      chosen[s].insert(recomputable.begin(), recomputable.end());
+    else if (options.policy == "selective")
+      chooseSelective(s, recomputable);
+    else if (options.policy == "auto" && failed(chooseAuto(s, recomputable)))
+      failedStage = true;
   }
-  if (failedStage)
-    return failure();
+  return failure(failedStage);
+}
 
-  // Rewrite, then report.
+void Recomputation::rewrite() {
   for (int64_t s = 0; s < numStages; ++s) {
     StageReport &report = reports[s];
     OpSet needed;
     report.after = step.keptBytes(s, chosen[s], &needed);
-    if (cluster)
+    if (settings.cluster)
       for (Operation *op : needed)
-        report.addedTime += timeOn(s)(op);
+        report.addedTime += forwardTime(s, op);
     report.recomputed = step.rewrite(s, needed).size();
   }
+}
 
+void Recomputation::writeReport(llvm::raw_ostream &os) const {
+  os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
+                      "micro-batches, {3} stages ==\n",
+                      options.policy, pp::schedule::toString(settings.kind),
+                      settings.microBatches, numStages);
+  for (int64_t s = 0; s < numStages; ++s) {
+    const StageReport &report = reports[s];
+    os << "stage " << s;
+    if (settings.cluster)
+      os << " (" << settings.cluster->devices[deviceOf[s]].name << ")";
+    os << ": kept per micro-batch " << formatBytes(report.before) << " -> "
+       << formatBytes(report.after) << "; " << report.recomputed
+       << " ops recomputed; added forward ";
+    if (settings.cluster)
+      os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
+    else
+      os << "time n/a (no cluster)";
+    if (options.policy == "auto")
+      os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
+                          report.inFlight, report.after, report.budget);
+    os << "\n";
+  }
+}
+
+} // namespace
+
+LogicalResult
+pp::pipeline::planRecomputation(ModuleOp module,
+                                const pp::RecomputePassOptions &options) {
+  auto func =
+      pipeline::lookupFunction(module, options.funcName, "to recompute in");
+  if (!func)
+    return failure();
+  pipeline::PlanAttr plan = pipeline::getPlan(module);
+  FailureOr<RecomputeSettings> settings =
+      resolveSettings(module, plan, options);
+  if (failed(settings))
+    return failure();
+  StepAnalysis step;
+  if (failed(step.init(func, plan ? plan.getNumStages() : 0)))
+    return failure();
+  Recomputation recomputation(module, func, options, *settings, plan, step);
+  if (failed(recomputation.choose()))
+    return failure();
+  // Rewrite, then report.
+  recomputation.rewrite();
   if (options.reportFile.empty())
     return success();
   return pp::writeReportFile(
-      module, options.reportFile, [&](llvm::raw_ostream &os) {
-        os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
-                            "micro-batches, {3} stages ==\n",
-                            options.policy, pp::schedule::toString(kind), m,
-                            numStages);
-        for (int64_t s = 0; s < numStages; ++s) {
-          const StageReport &report = reports[s];
-          os << "stage " << s;
-          if (cluster)
-            os << " (" << cluster->devices[deviceOf[s]].name << ")";
-          os << ": kept per micro-batch " << formatBytes(report.before)
-             << " -> " << formatBytes(report.after) << "; " << report.recomputed
-             << " ops recomputed; added forward ";
-          if (cluster)
-            os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
-          else
-            os << "time n/a (no cluster)";
-          if (options.policy == "auto")
-            os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
-                                report.inFlight, report.after, report.budget);
-          os << "\n";
-        }
-      });
+      module, options.reportFile,
+      [&](llvm::raw_ostream &os) { recomputation.writeReport(os); });
 }

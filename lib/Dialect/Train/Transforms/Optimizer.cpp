@@ -230,14 +230,9 @@ LogicalResult recordLRSchedule(ModuleOp module,
   return success();
 }
 
-} // namespace
-
-LogicalResult
-pp::train::applyOptimizer(ModuleOp module,
-                          const pp::OptimizerPassOptions &options) {
-  auto func = pp::pipeline::lookupFunction(module, options.funcName, "");
-  if (!func)
-    return failure();
+/// Checks the optimizer kind and its hyper-parameters.
+LogicalResult checkHyperParameters(func::FuncOp func,
+                                   const pp::OptimizerPassOptions &options) {
   if (options.kind != "sgd" && options.kind != "adam" &&
       options.kind != "adamw") {
     func.emitError() << "unknown optimizer '" << options.kind
@@ -265,8 +260,13 @@ pp::train::applyOptimizer(ModuleOp module,
                         "momentum > 0 and dampening=0";
     return failure();
   }
-  if (failed(recordLRSchedule(module, options)))
-    return failure();
+  return success();
+}
+
+/// Checks the loss-scale options and that the module's schedule can skip a
+/// step.
+LogicalResult checkLossScaling(ModuleOp module, func::FuncOp func,
+                               const pp::OptimizerPassOptions &options) {
   bool scaling = options.lossScale != "none";
   bool dynamicScale = options.lossScale == "dynamic";
   if (scaling && options.lossScale != "static" && !dynamicScale) {
@@ -274,68 +274,172 @@ pp::train::applyOptimizer(ModuleOp module,
                      << "' (expected none, static or dynamic)";
     return failure();
   }
-  if (scaling) {
-    if (std::optional<std::string> error =
-            pp::checkOptionValue("loss-scale-value", options.lossScaleValue,
-                                 OptionRange::positive())) {
-      func.emitError() << "invalid optimizer option " << *error;
-      return failure();
-    }
-    if (options.lossScaleInterval < 1) {
-      func.emitError() << "invalid optimizer option loss-scale-interval="
-                       << options.lossScaleInterval << " (must be >= 1)";
-      return failure();
-    }
-    if (pp::pipeline::PlanAttr plan = pp::pipeline::getPlan(module);
-        plan && (plan.isWeightVersioned() || plan.isWaveSynchronous())) {
-      func.emitError() << "loss scaling under "
-                       << (plan.isWeightVersioned()
-                               ? "a weight-versioned schedule"
-                               : "wave synchronous parallel")
-                       << " is not built (the step's skip would need every "
-                          "update of the step to agree)";
-      return failure();
-    }
+  if (!scaling)
+    return success();
+  if (std::optional<std::string> error =
+          pp::checkOptionValue("loss-scale-value", options.lossScaleValue,
+                               pp::OptionRange::positive())) {
+    func.emitError() << "invalid optimizer option " << *error;
+    return failure();
   }
-  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-  OpBuilder b(ret);
-  OpBuilder moduleBuilder = OpBuilder::atBlockEnd(module.getBody());
-  SymbolTable symbols(module);
-  Location loc = NameLoc::get(b.getStringAttr("optimizer"), func.getLoc());
-  auto scaleType = RankedTensorType::get({}, b.getF32Type());
-  FlatSymbolRefAttr scaleSym;
-  if (scaling) {
-    scaleSym = stateGlobal(symbols, moduleBuilder, kLossScaleGlobal, scaleType,
-                           loc, options.lossScaleValue);
-    if (failed(scaleLossSeed(func, scaleSym, scaleType, loc)))
-      return failure();
+  if (options.lossScaleInterval < 1) {
+    func.emitError() << "invalid optimizer option loss-scale-interval="
+                     << options.lossScaleInterval << " (must be >= 1)";
+    return failure();
   }
-  std::vector<PendingWrite> writes;
-  auto write = [&](FlatSymbolRefAttr sym, Value updated, Value old, Value grad,
-                   bool isWeight) {
-    if (!scaling) {
-      train::GlobalWriteOp::create(b, loc, sym, updated);
-      return;
-    }
-    Operation *def = grad.getDefiningOp();
-    writes.push_back({sym, updated, old,
-                      def ? pp::pipeline::getStage(def) : std::nullopt,
-                      isWeight});
-  };
+  if (pp::pipeline::PlanAttr plan = pp::pipeline::getPlan(module);
+      plan && (plan.isWeightVersioned() || plan.isWaveSynchronous())) {
+    func.emitError() << "loss scaling under "
+                     << (plan.isWeightVersioned()
+                             ? "a weight-versioned schedule"
+                             : "wave synchronous parallel")
+                     << " is not built (the step's skip would need every "
+                        "update of the step to agree)";
+    return failure();
+  }
+  return success();
+}
 
-  // The 1-based step number, kept across calls in @pp.step.
+/// Builds the optimizer's updates of a step's gradient results, before its
+/// return.
+class UpdateBuilder {
+public:
+  UpdateBuilder(ModuleOp module, func::FuncOp func,
+                const pp::OptimizerPassOptions &options)
+      : func(func), options(options),
+        ret(cast<func::ReturnOp>(func.getBody().front().getTerminator())),
+        b(ret), moduleBuilder(OpBuilder::atBlockEnd(module.getBody())),
+        symbols(module),
+        loc(NameLoc::get(b.getStringAttr("optimizer"), func.getLoc())),
+        scaleType(RankedTensorType::get({}, b.getF32Type())),
+        scaling(options.lossScale != "none") {}
+
+  /// Scales the loss seed by @pp.loss_scale (when scaling).
+  LogicalResult scaleLoss();
+  /// The 1-based step number, kept across calls in @pp.step.
+  void countStep();
+  /// Updates every global the step returns the gradient of; `gradResults`
+  /// gets those results.
+  LogicalResult updateParameters(llvm::BitVector &gradResults);
+  /// Writes the pending updates (when scaling: unless a weight overflows).
+  void finish();
+
+private:
+  /// grad / scale, where the gradient is made (per micro-batch).
+  Value unscale(Value grad, RankedTensorType type);
+  /// The new value of parameter `param` (global `name`) after SGD.
+  Value updateSGD(StringRef name, RankedTensorType type, Value param,
+                  Value grad);
+  /// The new value of parameter `param` (global `name`) after Adam(W).
+  Value updateAdam(StringRef name, RankedTensorType type, Value param,
+                   Value grad);
+  /// Writes `updated` to `sym` now or, when scaling, once the step is known
+  /// not to be skipped (on the stage that made `grad`).
+  void write(FlatSymbolRefAttr sym, Value updated, Value old, Value grad,
+             bool isWeight);
+
+  func::FuncOp func;
+  const pp::OptimizerPassOptions &options;
+  func::ReturnOp ret;
+  OpBuilder b;
+  OpBuilder moduleBuilder;
+  SymbolTable symbols;
+  Location loc;
+  RankedTensorType scaleType;
+  bool scaling;
+  FlatSymbolRefAttr scaleSym, stepSym;
+  Value previousStep, step;
+  std::vector<PendingWrite> writes;
+};
+
+LogicalResult UpdateBuilder::scaleLoss() {
+  if (!scaling)
+    return success();
+  scaleSym = stateGlobal(symbols, moduleBuilder, kLossScaleGlobal, scaleType,
+                         loc, options.lossScaleValue);
+  return scaleLossSeed(func, scaleSym, scaleType, loc);
+}
+
+void UpdateBuilder::countStep() {
   auto stepType = RankedTensorType::get({}, b.getI64Type());
-  FlatSymbolRefAttr stepSym = stateGlobal(
-      symbols, moduleBuilder, pp::pipeline::kStepCounterGlobal, stepType, loc);
-  Value previousStep = onnx::GlobalReadOp::create(b, loc, stepType, stepSym);
-  Value step = onnx::AddOp::create(
+  stepSym = stateGlobal(symbols, moduleBuilder,
+                        pp::pipeline::kStepCounterGlobal, stepType, loc);
+  previousStep = onnx::GlobalReadOp::create(b, loc, stepType, stepSym);
+  step = onnx::AddOp::create(
       b, loc, previousStep,
       onnx::ConstantOp::create(
           b, loc, DenseElementsAttr::get(stepType, b.getI64IntegerAttr(1))));
   if (!scaling)
     train::GlobalWriteOp::create(b, loc, stepSym, step);
+}
 
-  llvm::BitVector gradResults(func.getNumResults());
+void UpdateBuilder::write(FlatSymbolRefAttr sym, Value updated, Value old,
+                          Value grad, bool isWeight) {
+  if (!scaling) {
+    train::GlobalWriteOp::create(b, loc, sym, updated);
+    return;
+  }
+  Operation *def = grad.getDefiningOp();
+  writes.push_back({sym, updated, old,
+                    def ? pp::pipeline::getStage(def) : std::nullopt,
+                    isWeight});
+}
+
+Value UpdateBuilder::unscale(Value grad, RankedTensorType type) {
+  Value inverse =
+      castTo(b, loc,
+             onnx::DivOp::create(
+                 b, loc, scalar(b, loc, b.getF32Type(), 1.0),
+                 onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym)),
+             type.getElementType());
+  Operation *def = grad.getDefiningOp();
+  auto unscaled = onnx::MulOp::create(b, loc, grad, inverse);
+  if (std::optional<int64_t> stage =
+          def ? pp::pipeline::getStage(def) : std::nullopt)
+    pp::pipeline::setStage(unscaled, *stage);
+  return unscaled;
+}
+
+Value UpdateBuilder::updateSGD(StringRef name, RankedTensorType type,
+                               Value param, Value grad) {
+  Value buffer;
+  FlatSymbolRefAttr bufferSym;
+  if (options.momentum != 0) {
+    bufferSym = stateGlobal(symbols, moduleBuilder, (name + ".momentum").str(),
+                            type, loc);
+    buffer = onnx::GlobalReadOp::create(b, loc, type, bufferSym);
+  }
+  auto sgd = train::SGDOp::create(
+      b, loc, type, buffer ? Type(type) : Type(), param, grad, step, buffer,
+      b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.momentum),
+      b.getF64FloatAttr(options.dampening),
+      b.getF64FloatAttr(options.weightDecay), b.getBoolAttr(options.nesterov));
+  if (buffer)
+    write(bufferSym, sgd.getNewMomentumBuffer(), buffer, grad, false);
+  return sgd.getNewParam();
+}
+
+Value UpdateBuilder::updateAdam(StringRef name, RankedTensorType type,
+                                Value param, Value grad) {
+  FlatSymbolRefAttr mSym =
+      stateGlobal(symbols, moduleBuilder, (name + ".adam_m").str(), type, loc);
+  FlatSymbolRefAttr vSym =
+      stateGlobal(symbols, moduleBuilder, (name + ".adam_v").str(), type, loc);
+  Value m = onnx::GlobalReadOp::create(b, loc, type, mSym);
+  Value v = onnx::GlobalReadOp::create(b, loc, type, vSym);
+  auto adam = train::AdamOp::create(
+      b, loc, type, type, type, param, grad, m, v, step,
+      b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.beta1),
+      b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
+      b.getF64FloatAttr(options.weightDecay),
+      b.getBoolAttr(options.kind == "adamw"));
+  write(mSym, adam.getNewM(), m, grad, false);
+  write(vSym, adam.getNewV(), v, grad, false);
+  return adam.getNewParam();
+}
+
+LogicalResult UpdateBuilder::updateParameters(llvm::BitVector &gradResults) {
+  gradResults.resize(func.getNumResults());
   for (unsigned i = 0; i < func.getNumResults(); ++i) {
     auto sym = pp::pipeline::getGradOf(func, i);
     if (!sym)
@@ -348,58 +452,13 @@ pp::train::applyOptimizer(ModuleOp module,
     }
     auto type = cast<RankedTensorType>(global.getType());
     Value grad = ret.getOperand(i);
-    if (scaling) {
-      // grad / scale, where the gradient is made (per micro-batch).
-      Value inverse =
-          castTo(b, loc,
-                 onnx::DivOp::create(
-                     b, loc, scalar(b, loc, b.getF32Type(), 1.0),
-                     onnx::GlobalReadOp::create(b, loc, scaleType, scaleSym)),
-                 type.getElementType());
-      Operation *def = grad.getDefiningOp();
-      auto unscaled = onnx::MulOp::create(b, loc, grad, inverse);
-      if (std::optional<int64_t> stage =
-              def ? pp::pipeline::getStage(def) : std::nullopt)
-        pp::pipeline::setStage(unscaled, *stage);
-      grad = unscaled;
-    }
+    if (scaling)
+      grad = unscale(grad, type);
     Value param = onnx::GlobalReadOp::create(b, loc, type, sym);
     StringRef name = global.getSymName();
-    Value newParam;
-    if (options.kind == "sgd") {
-      Value buffer;
-      FlatSymbolRefAttr bufferSym;
-      if (options.momentum != 0) {
-        bufferSym = stateGlobal(symbols, moduleBuilder,
-                                (name + ".momentum").str(), type, loc);
-        buffer = onnx::GlobalReadOp::create(b, loc, type, bufferSym);
-      }
-      auto sgd = train::SGDOp::create(
-          b, loc, type, buffer ? Type(type) : Type(), param, grad, step, buffer,
-          b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.momentum),
-          b.getF64FloatAttr(options.dampening),
-          b.getF64FloatAttr(options.weightDecay),
-          b.getBoolAttr(options.nesterov));
-      newParam = sgd.getNewParam();
-      if (buffer)
-        write(bufferSym, sgd.getNewMomentumBuffer(), buffer, grad, false);
-    } else {
-      FlatSymbolRefAttr mSym = stateGlobal(symbols, moduleBuilder,
-                                           (name + ".adam_m").str(), type, loc);
-      FlatSymbolRefAttr vSym = stateGlobal(symbols, moduleBuilder,
-                                           (name + ".adam_v").str(), type, loc);
-      Value m = onnx::GlobalReadOp::create(b, loc, type, mSym);
-      Value v = onnx::GlobalReadOp::create(b, loc, type, vSym);
-      auto adam = train::AdamOp::create(
-          b, loc, type, type, type, param, grad, m, v, step,
-          b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.beta1),
-          b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
-          b.getF64FloatAttr(options.weightDecay),
-          b.getBoolAttr(options.kind == "adamw"));
-      newParam = adam.getNewParam();
-      write(mSym, adam.getNewM(), m, grad, false);
-      write(vSym, adam.getNewV(), v, grad, false);
-    }
+    Value newParam = options.kind == "sgd"
+                         ? updateSGD(name, type, param, grad)
+                         : updateAdam(name, type, param, grad);
     write(sym, newParam, param, grad, true);
   }
   if (gradResults.none()) {
@@ -407,10 +466,38 @@ pp::train::applyOptimizer(ModuleOp module,
                         "first";
     return failure();
   }
+  return success();
+}
+
+void UpdateBuilder::finish() {
   if (scaling)
     skipOverflowingSteps(b, loc, writes, stepSym, previousStep, step, scaleSym,
-                         dynamicScale, options.lossScaleInterval, moduleBuilder,
-                         symbols);
+                         options.lossScale == "dynamic",
+                         options.lossScaleInterval, moduleBuilder, symbols);
+}
+
+} // namespace
+
+LogicalResult
+pp::train::applyOptimizer(ModuleOp module,
+                          const pp::OptimizerPassOptions &options) {
+  auto func = pp::pipeline::lookupFunction(module, options.funcName, "");
+  if (!func)
+    return failure();
+  if (failed(checkHyperParameters(func, options)) ||
+      failed(recordLRSchedule(module, options)) ||
+      failed(checkLossScaling(module, func, options)))
+    return failure();
+  UpdateBuilder updates(module, func, options);
+  if (failed(updates.scaleLoss()))
+    return failure();
+  updates.countStep();
+  llvm::BitVector gradResults;
+  if (failed(updates.updateParameters(gradResults)))
+    return failure();
+  updates.finish();
+  // The gradients are consumed: the step returns the other results.
+  auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
   SmallVector<Value> kept;
   for (unsigned i = 0; i < ret.getNumOperands(); ++i)
     if (!gradResults.test(i))

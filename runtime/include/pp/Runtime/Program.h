@@ -13,6 +13,14 @@
 // Generated code reaches memory, kernels and messages only through
 // StageContext, so the same source builds for the CPU and the CUDA backend.
 //
+// The table's structs below are the one schema of both sides: the code
+// generator fills these very structs (lib/Conversion/PPToEmitC/Program.h)
+// and emits every field by name (designated initializers, C++20), so the
+// generated program's compiler rejects a name or an order this header does
+// not have; and each of its printers names every field of its struct, so
+// pipeline-opt stops compiling when a field is added here, removed or
+// renamed, until the printer handles it. Keep the structs aggregates.
+//
 //===----------------------------------------------------------------------===//
 #ifndef PP_RUNTIME_PROGRAM_H
 #define PP_RUNTIME_PROGRAM_H
