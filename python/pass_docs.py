@@ -31,12 +31,16 @@ def pipeline_help(pipeline_opt):
                           text=True, check=True).stdout
     out = []
     for name in PIPELINES:
-        block = re.search(r"^ {6}--%s +- +(.*)\n((?: {8}--.*\n)*)" %
+        # An option with named values lists them below it ("    =fp16"):
+        # its description names them already.
+        block = re.search(r"^ {6}--%s +- +(.*)\n((?: {8}--.*\n| {4}=.*\n)*)" %
                           re.escape(name), text, re.M)
         if not block:
             sys.exit(f"pipeline-opt --help lists no --{name}")
         out.append(f"### `--{name}`\n\n_{block.group(1).strip()}_\n\n```")
         for line in block.group(2).splitlines():
+            if not line.startswith(" " * 8):
+                continue
             option, _, desc = line.strip().partition(" - ")
             out.append(f"{option.strip():36s} {desc.strip()}")
         out.append("```\n")

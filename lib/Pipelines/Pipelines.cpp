@@ -91,14 +91,12 @@ static std::optional<int64_t> runnableTensorParallel(llvm::StringRef text) {
 
 void pp::buildTrainingPipeline(OpPassManager &pm,
                                const CompileOptions &options) {
-  if (options.schedule == "auto") {
+  if (!options.schedule.getValue()) {
     ChooseSchedulePassOptions choose;
     choose.compileOptions = compileOptionsText(
         options, {"schedule", "report", "emit-dir", "plan-dir",
                   "auto-schedules", "measured-log"});
-    for (llvm::StringRef name : llvm::split(options.autoSchedules, ','))
-      if (!name.trim().empty())
-        choose.candidates.push_back(name.trim().str());
+    choose.candidates = llvm::to_vector(options.autoSchedules);
     choose.reportFile = options.report;
     choose.emitDir = options.emitDir;
     choose.planDir = options.planDir;
@@ -109,17 +107,16 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   constexpr llvm::StringLiteral func = "main";
   pm.addPass(createAddLossPass(options.addLossOptions(func)));
   pm.addPass(createMixedPrecisionPass(options.mixedPrecisionOptions(func)));
-  std::optional<schedule::ScheduleKind> kind =
-      schedule::parseScheduleKind(options.schedule);
+  schedule::ScheduleKind kind = *options.schedule.getValue();
   // An explicit chunks=0 goes on to --pp-partition, which rejects it.
-  bool twoChunks = kind && (*kind == schedule::ScheduleKind::Interleaved1F1B ||
-                            pp::kinds::isVShaped(*kind));
+  bool twoChunks = kind == schedule::ScheduleKind::Interleaved1F1B ||
+                   pp::kinds::isVShaped(kind);
   unsigned chunks = options.chunks.hasValue() ? options.chunks
                     : twoChunks               ? 2
                                               : 1;
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
-  partition.schedule = options.schedule;
+  partition.schedule = kind;
   partition.microBatches = options.microBatches;
   partition.inflight = options.inflight;
   // Unset, a virtual-workers policy's worker count stands in for it.
@@ -133,9 +130,10 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   partition.verticalSync = options.verticalSync;
   partition.chunks = chunks;
   // What the partitioner needs of the optimizer: its state per weight.
-  partition.optimizer = options.optimizer == "sgd"
-                            ? (options.momentum > 0 ? "momentum" : "sgd")
-                            : "adam";
+  partition.optimizer = options.optimizer == OptimizerKind::SGD
+                            ? (options.momentum > 0 ? OptimizerState::Momentum
+                                                    : OptimizerState::SGD)
+                            : OptimizerState::Adam;
   partition.profileFile = options.profile;
   partition.reportFile = options.report;
   partition.recompute = options.recompute;
@@ -169,17 +167,17 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   recompute.clusterSpec = options.cluster;
   if (options.activationBudget.hasValue())
     recompute.activationBudget = {options.activationBudget};
-  if (options.recompute != "none")
+  if (options.recompute != RecomputePolicy::None)
     recompute.reportFile = options.report;
   pm.addPass(createRecomputePass(recompute));
   SplitStagesPassOptions split;
   // inflight= sets the micro-batches in the plan.
   if (options.inflight.empty())
     split.microBatches = {static_cast<int64_t>(options.microBatches)};
-  split.splitBackward = kind && schedule::usesSplitBackward(*kind);
+  split.splitBackward = schedule::usesSplitBackward(kind);
   pm.addPass(createSplitStagesPass(split));
   MaterializeSchedulePassOptions materialize;
-  materialize.kind = options.schedule;
+  materialize.kind = kind;
   materialize.chunks = {static_cast<int64_t>(chunks)};
   materialize.blendLambda = options.blendLambda;
   pm.addPass(createMaterializeSchedulePass(materialize));
@@ -224,7 +222,7 @@ validateOptions(const pp::CompileOptions &options,
         "tp=auto) are planned only; running them is not built (give tp=N, "
         "or a list of N and 1)");
   if (llvm::StringRef(options.tensorParallel).trim() != "1" &&
-      options.schedule == "auto")
+      !options.schedule.getValue())
     return errorHandler("pp-compile: tp=" + options.tensorParallel +
                         " with schedule=auto is not built (schedule=auto "
                         "compares compiled programs): name a schedule");

@@ -24,16 +24,18 @@ namespace pp {
 template <typename Derived>
 struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
   template <typename T> using Option = mlir::detail::PassOptions::Option<T>;
+  template <typename T>
+  using ListOption = mlir::detail::PassOptions::ListOption<T>;
 
-  Option<std::string> loss{*this, "loss",
-                           llvm::cl::desc("Loss: softmax-cross-entropy or mse"),
-                           llvm::cl::init("softmax-cross-entropy")};
+  Option<LossKind> loss{*this, "loss",
+                        llvm::cl::desc("Loss: softmax-cross-entropy or mse"),
+                        llvm::cl::init(LossKind::SoftmaxCrossEntropy)};
   Option<int64_t> classAxis{*this, "class-axis",
                             llvm::cl::desc("Class dim of the logits"),
                             llvm::cl::init(-1)};
-  Option<std::string> optimizer{*this, "optimizer",
-                                llvm::cl::desc("sgd, adam or adamw"),
-                                llvm::cl::init("sgd")};
+  Option<OptimizerKind> optimizer{*this, "optimizer",
+                                  llvm::cl::desc("sgd, adam or adamw"),
+                                  llvm::cl::init(OptimizerKind::SGD)};
   Option<double> lr{*this, "lr", llvm::cl::desc("Learning rate"),
                     llvm::cl::init(0.01)};
   Option<double> momentum{*this, "momentum", llvm::cl::desc("SGD momentum"),
@@ -56,11 +58,12 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Fold 2-D transposes into the GEMMs that read or write "
                      "them (--pp-fold-transposes, after --pp-optimizer)"),
       llvm::cl::init(true)};
-  Option<std::string> lossScale{
+  /// std::nullopt: auto.
+  Option<std::optional<LossScale>> lossScale{
       *this, "loss-scale",
       llvm::cl::desc("Loss scaling: none, static, dynamic, or auto "
                      "(dynamic for fp16, else none)"),
-      llvm::cl::init("auto")};
+      UnsetName{"auto"}};
   Option<double> lossScaleValue{
       *this, "loss-scale-value",
       llvm::cl::desc("The static scale, or the dynamic scale's initial value"),
@@ -70,12 +73,12 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Dynamic scaling: steps without overflow before the "
                      "scale doubles"),
       llvm::cl::init(2000)};
-  Option<std::string> lrSchedule{
+  Option<LRSchedule> lrSchedule{
       *this, "lr-schedule",
       llvm::cl::desc("The learning-rate schedule the generated program runs "
                      "unless train's command line gives one: constant, "
                      "step, cosine or linear (--pp-optimizer's)"),
-      llvm::cl::init("constant")};
+      llvm::cl::init(LRSchedule::Constant)};
   Option<int64_t> warmupSteps{
       *this, "warmup-steps",
       llvm::cl::desc("lr-schedule: linear warm-up steps"), llvm::cl::init(0)};
@@ -95,11 +98,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("lr-schedule cosine or linear: the step the decay "
                      "ends at (0: the run's last)"),
       llvm::cl::init(0)};
-  Option<std::string> precision{
+  Option<Precision> precision{
       *this, "precision",
       llvm::cl::desc("Compute precision: fp32, or bf16 / fp16 activations "
                      "over fp32 master weights (--pp-mixed-precision)"),
-      llvm::cl::init("fp32")};
+      llvm::cl::init(Precision::FP32)};
 
   /// The options of --pp-add-loss for `funcName`.
   AddLossPassOptions addLossOptions(llvm::StringRef funcName) const {
@@ -130,9 +133,8 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.beta1 = beta1;
     options.beta2 = beta2;
     options.epsilon = epsilon;
-    options.lossScale = lossScale == "auto"
-                            ? (precision == "fp16" ? "dynamic" : "none")
-                            : lossScale.getValue();
+    options.lossScale = lossScale.getValue().value_or(
+        precision == Precision::FP16 ? LossScale::Dynamic : LossScale::None);
     options.lossScaleValue = lossScaleValue;
     options.lossScaleInterval = lossScaleInterval;
     options.lrSchedule = lrSchedule;
@@ -163,14 +165,15 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
   Option<std::string> cluster{
       *this, "cluster",
       llvm::cl::desc("Cluster: a spec like 4xH100 or a .json file")};
-  Option<std::string> schedule{
+  /// std::nullopt: auto (--pp-choose-schedule).
+  Option<std::optional<kinds::ScheduleKind>> schedule{
       *this, "schedule",
       llvm::cl::desc("gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or "
                      "dualpipev; weight-versioned: "
                      "pipedream, pipedream-2bw, nf1b, v-timeprest, "
                      "i-timeprest, hetpipe (HetPipe's virtual workers: "
                      "microbatches = Nm in flight, a step = a wave)"),
-      llvm::cl::init("1f1b")};
+      UnsetName{"auto"}, llvm::cl::init(kinds::ScheduleKind::OneFOneB)};
   Option<unsigned> updateEvery{
       *this, "update-every",
       llvm::cl::desc("Weight-versioned schedules: micro-batches per update "
@@ -234,10 +237,10 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       *this, "chunks",
       llvm::cl::desc("Model chunks per device (default: 2 for interleaved, "
                      "zb-v and dualpipev, else 1)")};
-  Option<std::string> recompute{
+  Option<RecomputePolicy> recompute{
       *this, "recompute",
       llvm::cl::desc("Activation recomputation: none, full, selective, auto"),
-      llvm::cl::init("none")};
+      llvm::cl::init(RecomputePolicy::None)};
   Option<std::string> profile{
       *this, "profile",
       llvm::cl::desc("Measured per-op times (JSON) for the cost model "
@@ -274,11 +277,15 @@ struct CompileOptions : public TrainingOptionsBase<CompileOptions> {
       llvm::cl::desc("emit-dir: bytes of C++ per translation unit "
                      "(--pp-emit-program max-tu-bytes)"),
       llvm::cl::init(65536)};
-  Option<std::string> autoSchedules{
+  ListOption<kinds::ScheduleKind> autoSchedules{
       *this, "auto-schedules",
       llvm::cl::desc("schedule=auto: the schedules to try, comma-separated "
                      "(the weight-versioned ones only when listed)"),
-      llvm::cl::init("1f1b,gpipe,zb-h1,interleaved,zb-h2,zb-v,dualpipev")};
+      llvm::cl::list_init<kinds::ScheduleKind>(
+          {kinds::ScheduleKind::OneFOneB, kinds::ScheduleKind::GPipe,
+           kinds::ScheduleKind::ZBH1, kinds::ScheduleKind::Interleaved1F1B,
+           kinds::ScheduleKind::ZBH2, kinds::ScheduleKind::ZBV,
+           kinds::ScheduleKind::DualPipeV})};
   Option<bool> fuseElementwise{
       *this, "fuse-elementwise",
       llvm::cl::desc("Fuse trees of elementwise ops into pp.fused kernels "

@@ -27,9 +27,10 @@ static std::string quoteOption(llvm::StringRef key, llvm::StringRef value) {
 
 LogicalResult
 pipeline::buildCandidatePipeline(const pp::ChooseSchedulePassOptions &options,
-                                 llvm::StringRef schedule, bool final,
+                                 pp::kinds::ScheduleKind schedule, bool final,
                                  OpPassManager &pm, llvm::raw_ostream &errors) {
-  std::string text = options.compileOptions + quoteOption("schedule", schedule);
+  std::string text = options.compileOptions +
+                     quoteOption("schedule", pp::kinds::toString(schedule));
   text += quoteOption("report", final ? options.reportFile : "");
   if (final && !options.emitDir.empty())
     text += quoteOption("emit-dir", options.emitDir);
@@ -47,21 +48,24 @@ LogicalResult pipeline::chooseSchedule(
     return failure();
   }
   struct Tried {
+    pp::kinds::ScheduleKind kind;
     std::string schedule;
     double samplesPerSecond = -1; // -1: failed
     std::string why;
   };
   std::vector<Tried> tried;
-  for (const std::string &schedule : options.candidates) {
+  for (pp::kinds::ScheduleKind kind : options.candidates) {
     Tried &entry = tried.emplace_back();
-    entry.schedule = schedule;
+    entry.kind = kind;
+    entry.schedule = pp::kinds::toString(kind);
     std::string errors;
     llvm::raw_string_ostream errorStream(errors);
     // A pass manager of its own: the copy is not nested in the module.
     PassManager pm(module.getContext(), ModuleOp::getOperationName());
-    if (failed(buildCandidatePipeline(options, schedule, /*final=*/false, pm,
+    if (failed(buildCandidatePipeline(options, kind, /*final=*/false, pm,
                                       errorStream))) {
-      module.emitError() << "schedule=auto: " << schedule << ": " << errors;
+      module.emitError() << "schedule=auto: " << entry.schedule << ": "
+                         << errors;
       return failure();
     }
     OwningOpRef<ModuleOp> copy(module.clone());
@@ -115,7 +119,7 @@ LogicalResult pipeline::chooseSchedule(
   std::string errors;
   llvm::raw_string_ostream errorStream(errors);
   OpPassManager pm(ModuleOp::getOperationName());
-  if (failed(buildCandidatePipeline(options, best->schedule, /*final=*/true, pm,
+  if (failed(buildCandidatePipeline(options, best->kind, /*final=*/true, pm,
                                     errorStream))) {
     module.emitError() << "schedule=auto: " << errors;
     return failure();

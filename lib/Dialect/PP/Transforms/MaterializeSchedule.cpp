@@ -53,17 +53,7 @@ struct ScheduleRequest {
 FailureOr<sched::ScheduleKind>
 checkScheduleKind(ModuleOp module, pipeline::PlanAttr plan,
                   const pp::MaterializeSchedulePassOptions &options) {
-  sched::ScheduleKind scheduleKind = plan.getSchedule();
-  if (!options.kind.empty()) {
-    std::optional<sched::ScheduleKind> parsed =
-        sched::parseScheduleKind(options.kind);
-    if (!parsed) {
-      module.emitError() << "unknown schedule '" << options.kind
-                         << "' (gpipe, 1f1b, interleaved, zb-h1)";
-      return failure();
-    }
-    scheduleKind = *parsed;
-  }
+  sched::ScheduleKind scheduleKind = options.kind.value_or(plan.getSchedule());
   bool versioned = sched::isWeightVersioned(scheduleKind);
   if (versioned != plan.isWeightVersioned()) {
     module.emitError()

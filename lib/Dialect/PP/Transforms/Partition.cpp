@@ -231,41 +231,36 @@ struct PartitionRequest {
   pipeline::TensorParallelRequest tensorParallel;
 };
 
-/// Optimizer state bytes per weight byte; -1 for an unknown optimizer.
-double optimizerStateFactor(StringRef optimizer) {
-  return optimizer == "sgd"        ? 0.0
-         : optimizer == "momentum" ? 1.0
-         : optimizer == "adam"     ? 2.0
-                                   : -1.0;
+/// Optimizer state bytes per weight byte.
+double optimizerStateFactor(pp::OptimizerState optimizer) {
+  switch (optimizer) {
+  case pp::OptimizerState::SGD:
+    return 0.0;
+  case pp::OptimizerState::Momentum:
+    return 1.0;
+  case pp::OptimizerState::Adam:
+    return 2.0;
+  }
+  llvm_unreachable("unknown optimizer state");
 }
 
-/// The first problem with optimizer=, schedule=, vertical-sync=,
-/// update-every=, microbatches= and chunks=, or "" when they go together.
-std::string
-checkScheduleOptions(const pp::PartitionPassOptions &options,
-                     std::optional<pp::schedule::ScheduleKind> scheduleKind,
-                     double stateFactor) {
-  if (stateFactor < 0)
-    return "optimizer must be sgd, momentum or adam, got '" +
-           options.optimizer + "'";
-  if (!scheduleKind)
-    return "schedule must be 1f1b, gpipe, interleaved, zb-h1, zb-h2, "
-           "zb-v, dualpipev, pipedream, pipedream-2bw, nf1b, v-timeprest, "
-           "i-timeprest or hetpipe (or auto in --pp-compile), got '" +
-           options.schedule + "'";
+/// The first problem with schedule=, vertical-sync=, update-every=,
+/// microbatches= and chunks=, or "" when they go together.
+std::string checkScheduleOptions(const pp::PartitionPassOptions &options) {
+  pp::schedule::ScheduleKind scheduleKind = options.schedule;
+  std::string schedule = pp::schedule::toString(scheduleKind);
   if (options.verticalSync &&
       scheduleKind != pp::schedule::ScheduleKind::PipeDream)
-    return "vertical-sync is an option of schedule=pipedream, not " +
-           options.schedule;
+    return "vertical-sync is an option of schedule=pipedream, not " + schedule;
   if (options.updateEvery != 0 &&
-      !pp::schedule::isWeightVersioned(*scheduleKind))
+      !pp::schedule::isWeightVersioned(scheduleKind))
     return "update-every is an option of the weight-versioned schedules "
            "(pipedream, pipedream-2bw, nf1b, v-timeprest, i-timeprest); " +
-           options.schedule + " updates once a step";
+           schedule + " updates once a step";
   if ((scheduleKind == pp::schedule::ScheduleKind::PipeDream ||
        scheduleKind == pp::schedule::ScheduleKind::HetPipe) &&
       options.updateEvery > 1)
-    return "schedule=" + options.schedule +
+    return "schedule=" + schedule +
            " updates after every micro-batch: "
            "update-every must be 1, got " +
            std::to_string(options.updateEvery);
@@ -279,11 +274,11 @@ checkScheduleOptions(const pp::PartitionPassOptions &options,
   if (options.microBatches > pp::limits::kMaxMicroBatches)
     return "microbatches must be at most " +
            std::to_string(pp::limits::kMaxMicroBatches);
-  if (pp::kinds::isVShaped(*scheduleKind) && options.chunks != 2)
-    return std::string("schedule=") + pp::kinds::toString(*scheduleKind) +
+  if (pp::kinds::isVShaped(scheduleKind) && options.chunks != 2)
+    return "schedule=" + schedule +
            " places two chunks per device in a V: chunks must be 2, got " +
            std::to_string(options.chunks);
-  if (!pp::kinds::isVShaped(*scheduleKind) &&
+  if (!pp::kinds::isVShaped(scheduleKind) &&
       (options.chunks == 0 ||
        (options.chunks > 1 &&
         scheduleKind != pp::schedule::ScheduleKind::Interleaved1F1B)))
@@ -311,17 +306,7 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
     return failure();
   }
   double stateFactor = optimizerStateFactor(options.optimizer);
-  if (!llvm::is_contained({"none", "full", "selective", "auto"},
-                          StringRef(options.recompute))) {
-    module.emitError() << "pp-partition: recompute must be none, full, "
-                          "selective or auto, got '"
-                       << options.recompute << "'";
-    return failure();
-  }
-  std::optional<pp::schedule::ScheduleKind> scheduleKind =
-      pp::schedule::parseScheduleKind(options.schedule);
-  std::string invalid =
-      checkScheduleOptions(options, scheduleKind, stateFactor);
+  std::string invalid = checkScheduleOptions(options);
   std::optional<pipeline::TensorParallelRequest> tpRequest =
       pipeline::parseTensorParallel(options.tensorParallel);
   if (invalid.empty() && !tpRequest)
@@ -332,8 +317,8 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
     module.emitError() << "pp-partition: " << invalid;
     return failure();
   }
-  return PartitionRequest{func, std::move(*cluster), *scheduleKind, stateFactor,
-                          std::move(*tpRequest)};
+  return PartitionRequest{func, std::move(*cluster), options.schedule,
+                          stateFactor, std::move(*tpRequest)};
 }
 
 /// The cost model: roofline, or a measured profile on top of it. It learns
@@ -873,10 +858,10 @@ FailureOr<int64_t> configureVersionedMemory(
       kind, options.microBatches, updateEvery, options.verticalSync);
   std::string error;
   if (!costs->get(numStages, &error)) {
-    module.emitError() << "pp-partition: schedule=" << options.schedule
-                       << " over " << numStages
-                       << " stages, update-every=" << updateEvery << ": "
-                       << error;
+    module.emitError() << "pp-partition: schedule="
+                       << pp::schedule::toString(options.schedule) << " over "
+                       << numStages << " stages, update-every=" << updateEvery
+                       << ": " << error;
     return failure();
   }
   searchOptions.schedule = partition::PipelineSchedule::Custom;
@@ -1165,7 +1150,7 @@ void emitDoesNotFit(func::FuncOp func, const pp::PartitionPassOptions &options,
                     const partition::PartitionDevices &devices) {
   auto diag = func.emitError()
               << "the model does not fit the cluster with schedule "
-              << options.schedule << " and "
+              << pp::schedule::toString(options.schedule) << " and "
               << static_cast<unsigned>(options.microBatches)
               << " micro-batches; the best plan still needs";
   for (unsigned s = 0; s < result.deviceOrder.size(); ++s) {
@@ -1196,7 +1181,7 @@ planFirstWorker(func::FuncOp func, const pp::PartitionPassOptions &options,
     return failure();
   }
   bool assumesRecompute = false;
-  if (!result->feasible && options.recompute != "none") {
+  if (!result->feasible && options.recompute != pp::RecomputePolicy::None) {
     auto retry =
         partitioner.plan(withoutActivations(graph), worker, /*lean=*/true);
     if (!retry) {
@@ -1242,7 +1227,8 @@ FailureOr<std::vector<partition::PartitionResult>> planReplicaWorkers(
     }
     if (!plan->feasible) {
       auto diag = func.emitError() << "the model does not fit virtual worker "
-                                   << w << " with schedule " << options.schedule
+                                   << w << " with schedule "
+                                   << pp::schedule::toString(options.schedule)
                                    << "; its best plan still needs";
       for (unsigned st = 0; st < plan->deviceOrder.size(); ++st) {
         unsigned d = plan->deviceOrder[st];
@@ -1513,11 +1499,11 @@ void writeReportHeader(llvm::raw_ostream &os,
                        const PlanOutcome &outcome) {
   const partition::PartitionResult &result = outcome.first.result;
   const SharedStages &shared = outcome.shared;
-  os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
-                      "micro-batches, {3} ==\n",
-                      result.deviceOrder.size(), options.schedule,
-                      static_cast<unsigned>(options.microBatches),
-                      result.granularity);
+  os << llvm::formatv(
+      "== pipeline plan: {0} stages, schedule {1}, {2} "
+      "micro-batches, {3} ==\n",
+      result.deviceOrder.size(), pp::schedule::toString(options.schedule),
+      static_cast<unsigned>(options.microBatches), result.granularity);
   if (!workers.policyNote.empty())
     os << workers.policyNote << "\n";
   if (!shared.note.empty())
@@ -1796,11 +1782,11 @@ pp::pipeline::partitionStages(ModuleOp module,
                               const pp::PartitionPassOptions &options) {
   if (options.inflight.empty())
     return partitionOnce(module, options);
-  if (pp::schedule::parseScheduleKind(options.schedule) !=
-      pp::schedule::ScheduleKind::HetPipe) {
+  if (options.schedule != pp::schedule::ScheduleKind::HetPipe) {
     module.emitError() << "pp-partition: inflight=" << options.inflight
                        << " sets HetPipe's Nm: it needs schedule=hetpipe, got '"
-                       << options.schedule << "' (use microbatches=)";
+                       << pp::schedule::toString(options.schedule)
+                       << "' (use microbatches=)";
     return failure();
   }
   pp::PartitionPassOptions resolved = options;

@@ -113,7 +113,9 @@ struct ChooseSchedulePass
     PassAdapter::getDependentDialects(registry);
     OpPassManager pm(ModuleOp::getOperationName());
     if (succeeded(pipeline::buildCandidatePipeline(
-            options(), candidates.empty() ? "1f1b" : candidates[0],
+            options(),
+            candidates.empty() ? pp::kinds::ScheduleKind::OneFOneB
+                               : candidates[0],
             /*final=*/true, pm, llvm::nulls())))
       pm.getDependentDialects(registry);
   }

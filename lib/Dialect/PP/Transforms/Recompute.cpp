@@ -426,7 +426,7 @@ parseActivationBudget(ModuleOp module,
 FailureOr<std::optional<pp::cluster::Cluster>>
 loadCluster(ModuleOp module, const pp::RecomputePassOptions &options) {
   if (options.clusterSpec.empty()) {
-    if (options.policy == "auto") {
+    if (options.policy == pp::RecomputePolicy::Auto) {
       module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
                             ".json> (the devices' memory and speed)";
       return failure();
@@ -448,26 +448,11 @@ loadCluster(ModuleOp module, const pp::RecomputePassOptions &options) {
 FailureOr<RecomputeSettings>
 resolveSettings(ModuleOp module, pipeline::PlanAttr plan,
                 const pp::RecomputePassOptions &options) {
-  if (!llvm::is_contained({"none", "full", "selective", "auto"},
-                          StringRef(options.policy))) {
-    module.emitError() << "pp-recompute: unknown policy '" << options.policy
-                       << "' (expected none, full, selective or auto)";
-    return failure();
-  }
   RecomputeSettings settings;
   if (plan)
     settings.kind = plan.getSchedule();
-  if (!options.schedule.empty()) {
-    std::optional<pp::schedule::ScheduleKind> parsed =
-        pp::schedule::parseScheduleKind(options.schedule);
-    if (!parsed) {
-      module.emitError() << "pp-recompute: unknown schedule '"
-                         << options.schedule
-                         << "' (expected gpipe, 1f1b, interleaved or zb-h1)";
-      return failure();
-    }
-    settings.kind = *parsed;
-  }
+  if (options.schedule)
+    settings.kind = *options.schedule;
   FailureOr<int64_t> resolved = pipeline::resolveMicroBatches(
       module, options.microBatches, "pp-recompute");
   if (failed(resolved))
@@ -647,11 +632,12 @@ LogicalResult Recomputation::choose() {
     report.before = step.keptBytes(s, {});
     report.inFlight =
         inFlight(settings.kind, s, numStages, settings.microBatches);
-    if (options.policy == "full")
+    if (options.policy == pp::RecomputePolicy::Full)
       chosen[s].insert(recomputable.begin(), recomputable.end());
-    else if (options.policy == "selective")
+    else if (options.policy == pp::RecomputePolicy::Selective)
       chooseSelective(s, recomputable);
-    else if (options.policy == "auto" && failed(chooseAuto(s, recomputable)))
+    else if (options.policy == pp::RecomputePolicy::Auto &&
+             failed(chooseAuto(s, recomputable)))
       failedStage = true;
   }
   return failure(failedStage);
@@ -672,7 +658,8 @@ void Recomputation::rewrite() {
 void Recomputation::writeReport(llvm::raw_ostream &os) const {
   os << llvm::formatv("== recompute: policy {0}, schedule {1}, {2} "
                       "micro-batches, {3} stages ==\n",
-                      options.policy, pp::schedule::toString(settings.kind),
+                      pp::stringifyEnum(options.policy),
+                      pp::schedule::toString(settings.kind),
                       settings.microBatches, numStages);
   for (int64_t s = 0; s < numStages; ++s) {
     const StageReport &report = reports[s];
@@ -686,7 +673,7 @@ void Recomputation::writeReport(llvm::raw_ostream &os) const {
       os << llvm::formatv("{0:f3} us", report.addedTime * 1e6);
     else
       os << "time n/a (no cluster)";
-    if (options.policy == "auto")
+    if (options.policy == pp::RecomputePolicy::Auto)
       os << llvm::formatv("; {0} in flight x kept {1} B vs budget {2} B",
                           report.inFlight, report.after, report.budget);
     os << "\n";

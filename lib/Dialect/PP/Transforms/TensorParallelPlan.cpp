@@ -893,7 +893,7 @@ Candidate Planner::evaluateUncached(const std::vector<Group> &groups,
   // Every stage keeps at least one micro-batch of its activations: when the
   // GPUs cannot hold them that way, only the lean partition (stages keep
   // their inputs, --pp-recompute does the rest) is searched.
-  bool recompute = in.options->recompute != "none";
+  bool recompute = in.options->recompute != pp::RecomputePolicy::None;
   bool keepingCannotFit =
       recompute && memory.resident + memory.activations > memory.capacity;
   llvm::Expected<partition::PartitionResult> result =
@@ -1097,8 +1097,9 @@ Planner::explainNoPlan(const pp::pipeline::TensorParallelRequest &request,
     return WorkersOutcome::DoesNotFit;
   auto diag = in.func.emitError()
               << "the model does not fit the cluster with tp="
-              << options.tensorParallel << ", schedule " << options.schedule
-              << " and " << microBatches << " micro-batches";
+              << options.tensorParallel << ", schedule "
+              << pp::schedule::toString(options.schedule) << " and "
+              << microBatches << " micro-batches";
   if (in.workers.size() > 1)
     diag << " (virtual worker " << w << ")";
   const Candidate *closest = closestToFit(candidates);
@@ -1421,7 +1422,8 @@ void Planner::writeSummary(const std::vector<Candidate> &chosen,
   const Candidate &plan = chosen.front();
   os << llvm::formatv("== pipeline plan: {0} stages, schedule {1}, {2} "
                       "micro-batches, {3} ==\n",
-                      plan.groups.size(), options.schedule, microBatches,
+                      plan.groups.size(),
+                      pp::schedule::toString(options.schedule), microBatches,
                       plan.result.granularity);
   for (const std::string &note : in.notes)
     os << note << "\n";
@@ -1434,7 +1436,8 @@ void Planner::writeSummary(const std::vector<Candidate> &chosen,
   os << llvm::formatv("3D plan: (pp, tp, dp) = {0} on {1} GPUs: predicted "
                       "iteration {2:f3} ms (simulated {3}), peak {4} per GPU\n",
                       triple(plan, dp), gpus * dp, slowest * 1e3,
-                      options.schedule, pp::formatMegabytes(peakOf(plan)));
+                      pp::schedule::toString(options.schedule),
+                      pp::formatMegabytes(peakOf(plan)));
   if (dp > 1)
     os << llvm::formatv("data parallel: {0} replicas of this pipeline "
                         "(virtual workers), gradients all-reduced per stage\n",
@@ -1686,7 +1689,7 @@ Planner::toJSON(const std::vector<Candidate> &chosen,
   return llvm::json::Object{
       {"groupings", std::move(groupingList)},
       {"virtual_workers", std::move(workerList)},
-      {"schedule", options.schedule},
+      {"schedule", pp::schedule::toString(options.schedule)},
       {"micro_batches", microBatches},
       {"pp", plan.groups.size()},
       {"tp", plan.maxDegree()},

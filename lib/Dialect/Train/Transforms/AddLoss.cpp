@@ -58,7 +58,8 @@ LogicalResult pp::train::addLoss(ModuleOp module,
   Value loss;
   // A classifier's logits: the runtime counts its top-1 hits.
   std::optional<int64_t> classAxis;
-  if (options.kind == "softmax-cross-entropy") {
+  switch (options.kind) {
+  case pp::LossKind::SoftmaxCrossEntropy: {
     int64_t rank = outputType.getRank();
     int64_t axis =
         options.classAxis < 0 ? options.classAxis + rank : options.classAxis;
@@ -87,16 +88,16 @@ LogicalResult pp::train::addLoss(ModuleOp module,
                                                    b.getStringAttr("mean"))
                .getOutput();
     classAxis = axis;
-  } else if (options.kind == "mse") {
+    break;
+  }
+  case pp::LossKind::MSE: {
     Value target = addLabels(func, outputType, loc);
     Value diff = onnx::SubOp::create(b, loc, output, target);
     Value square = onnx::MulOp::create(b, loc, diff, diff);
     loss = onnx::ReduceMeanOp::create(b, loc, square, DenseI64ArrayAttr(),
                                       b.getI64IntegerAttr(0));
-  } else {
-    func.emitError() << "unknown loss kind '" << options.kind
-                     << "' (expected softmax-cross-entropy or mse)";
-    return failure();
+    break;
+  }
   }
 
   // The loss becomes result 0; the model's outputs follow.

@@ -112,13 +112,10 @@ pp::train::applyMixedPrecision(ModuleOp module,
                                const pp::MixedPrecisionPassOptions &options) {
   MLIRContext *context = module.getContext();
   Type low;
-  if (options.precision == "bf16")
+  if (options.precision == pp::Precision::BF16)
     low = BFloat16Type::get(context);
-  else if (options.precision == "fp16")
+  else if (options.precision == pp::Precision::FP16)
     low = Float16Type::get(context);
-  else if (options.precision != "fp32")
-    return module.emitError("pp-mixed-precision: unknown precision '")
-           << options.precision << "' (expected bf16, fp16 or fp32)";
   auto func = pp::pipeline::lookupFunction(module, options.funcName,
                                            "to convert to mixed precision");
   if (!func)

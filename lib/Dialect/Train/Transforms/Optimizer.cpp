@@ -180,20 +180,19 @@ void skipOverflowingSteps(OpBuilder &b, Location loc,
 /// line gives a schedule.
 LogicalResult recordLRSchedule(ModuleOp module,
                                const pp::OptimizerPassOptions &options) {
-  StringRef kind = options.lrSchedule;
+  using pp::LRSchedule;
+  LRSchedule kind = options.lrSchedule;
   auto fail = [&](const Twine &message) {
     module.emitError() << "pp-optimizer: " << message;
     return failure();
   };
-  if (!llvm::is_contained({"constant", "step", "cosine", "linear"}, kind))
-    return fail("lr-schedule must be constant, step, cosine or linear, got '" +
-                kind + "'");
-  bool decays = kind == "cosine" || kind == "linear";
+  bool decays = kind == LRSchedule::Cosine || kind == LRSchedule::Linear;
   if (options.warmupSteps < 0 || options.stepSize < 0 || options.decaySteps < 0)
     return fail("warmup-steps, step-size and decay-steps must be >= 0");
-  if (kind == "step" && options.stepSize == 0)
+  if (kind == LRSchedule::Step && options.stepSize == 0)
     return fail("lr-schedule=step needs step-size=N (N > 0)");
-  if (kind != "step" && (options.stepSize != 0 || options.gamma != 0.1))
+  if (kind != LRSchedule::Step &&
+      (options.stepSize != 0 || options.gamma != 0.1))
     return fail("step-size and gamma apply to lr-schedule=step only");
   if (!decays && (options.minLr != 0 || options.decaySteps != 0))
     return fail("min-lr and decay-steps apply to lr-schedule=cosine or "
@@ -208,17 +207,17 @@ LogicalResult recordLRSchedule(ModuleOp module,
     if (std::optional<std::string> error =
             pp::checkOptionValue(name, check.first, check.second))
       return fail("invalid option " + *error);
-  if (kind == "constant" && options.warmupSteps == 0)
+  if (kind == LRSchedule::Constant && options.warmupSteps == 0)
     return success();
   auto exact = [](double value) {
     char buffer[32];
     std::snprintf(buffer, sizeof buffer, "%.17g", value);
     return std::string(buffer);
   };
-  std::string text = kind.str();
+  std::string text = pp::stringifyEnum(kind).str();
   if (options.warmupSteps > 0)
     text += " warmup-steps=" + std::to_string(options.warmupSteps);
-  if (kind == "step")
+  if (kind == LRSchedule::Step)
     text += " step-size=" + std::to_string(options.stepSize) +
             " gamma=" + exact(options.gamma);
   if (decays) {
@@ -230,15 +229,9 @@ LogicalResult recordLRSchedule(ModuleOp module,
   return success();
 }
 
-/// Checks the optimizer kind and its hyper-parameters.
+/// Checks the optimizer's hyper-parameters.
 LogicalResult checkHyperParameters(func::FuncOp func,
                                    const pp::OptimizerPassOptions &options) {
-  if (options.kind != "sgd" && options.kind != "adam" &&
-      options.kind != "adamw") {
-    func.emitError() << "unknown optimizer '" << options.kind
-                     << "' (expected sgd, adam or adamw)";
-    return failure();
-  }
   // PyTorch's ranges (lr > 0 as before); NaN and infinity never.
   using pp::OptionRange;
   std::pair<StringRef, std::pair<float, OptionRange>> checks[] = {
@@ -267,14 +260,7 @@ LogicalResult checkHyperParameters(func::FuncOp func,
 /// step.
 LogicalResult checkLossScaling(ModuleOp module, func::FuncOp func,
                                const pp::OptimizerPassOptions &options) {
-  bool scaling = options.lossScale != "none";
-  bool dynamicScale = options.lossScale == "dynamic";
-  if (scaling && options.lossScale != "static" && !dynamicScale) {
-    func.emitError() << "unknown loss-scale '" << options.lossScale
-                     << "' (expected none, static or dynamic)";
-    return failure();
-  }
-  if (!scaling)
+  if (options.lossScale == pp::LossScale::None)
     return success();
   if (std::optional<std::string> error =
           pp::checkOptionValue("loss-scale-value", options.lossScaleValue,
@@ -312,7 +298,7 @@ public:
         symbols(module),
         loc(NameLoc::get(b.getStringAttr("optimizer"), func.getLoc())),
         scaleType(RankedTensorType::get({}, b.getF32Type())),
-        scaling(options.lossScale != "none") {}
+        scaling(options.lossScale != pp::LossScale::None) {}
 
   /// Scales the loss seed by @pp.loss_scale (when scaling).
   LogicalResult scaleLoss();
@@ -432,7 +418,7 @@ Value UpdateBuilder::updateAdam(StringRef name, RankedTensorType type,
       b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.beta1),
       b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
       b.getF64FloatAttr(options.weightDecay),
-      b.getBoolAttr(options.kind == "adamw"));
+      b.getBoolAttr(options.kind == pp::OptimizerKind::AdamW));
   write(mSym, adam.getNewM(), m, grad, false);
   write(vSym, adam.getNewV(), v, grad, false);
   return adam.getNewParam();
@@ -456,7 +442,7 @@ LogicalResult UpdateBuilder::updateParameters(llvm::BitVector &gradResults) {
       grad = unscale(grad, type);
     Value param = onnx::GlobalReadOp::create(b, loc, type, sym);
     StringRef name = global.getSymName();
-    Value newParam = options.kind == "sgd"
+    Value newParam = options.kind == pp::OptimizerKind::SGD
                          ? updateSGD(name, type, param, grad)
                          : updateAdam(name, type, param, grad);
     write(sym, newParam, param, grad, true);
@@ -472,7 +458,7 @@ LogicalResult UpdateBuilder::updateParameters(llvm::BitVector &gradResults) {
 void UpdateBuilder::finish() {
   if (scaling)
     skipOverflowingSteps(b, loc, writes, stepSym, previousStep, step, scaleSym,
-                         options.lossScale == "dynamic",
+                         options.lossScale == pp::LossScale::Dynamic,
                          options.lossScaleInterval, moduleBuilder, symbols);
 }
 

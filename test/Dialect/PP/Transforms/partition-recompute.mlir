@@ -6,7 +6,7 @@
 // the weights fit when the activations are recomputed.
 // CHECK: bottleneck {{.*}}; fits only with recomputation (memory counts stage inputs, not activations)
 // NONE: error: the model does not fit the cluster with schedule gpipe and 4096 micro-batches
-// BAD: error: pp-partition: recompute must be none, full, selective or auto, got 'sometimes'
+// BAD: pipeline-opt: for the --recompute option: unknown value 'sometimes': expected 'none', 'full', 'selective' or 'auto'
 onnx.global "trainable" @w : tensor<4096x4096xf32>
 func.func @main(%x: tensor<4096x4096xf32>) -> tensor<4096x4096xf32> {
   %w = onnx.global_read @w : tensor<4096x4096xf32>

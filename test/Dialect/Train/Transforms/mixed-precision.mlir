@@ -5,7 +5,7 @@
 // RUN: not pipeline-opt %s -split-input-file --pp-mixed-precision=precision=int8 2>&1 | FileCheck %s --check-prefix=BAD
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss --pp-mixed-precision=precision=fp32 -verify-diagnostics | FileCheck %s --check-prefix=FP32
 
-// BAD: error: pp-mixed-precision: unknown precision 'int8' (expected bf16, fp16 or fp32)
+// BAD: pipeline-opt: for the --precision option: unknown value 'int8': expected 'bf16', 'fp16' or 'fp32'
 
 // A linear layer: the input and the fp32 master weights are cast once each,
 // the GEMM and ReLU run in bf16, the loss in fp32; the step's results keep

@@ -34,7 +34,7 @@
 // STATIC: train.global_write @pp.step
 // STATIC-NOT: train.global_write @pp.loss_scale
 // STATIC: onnx.global "state" @pp.loss_scale : tensor<f32> = dense<1.024000e+03>
-// BAD-KIND: error: unknown loss-scale 'huge' (expected none, static or dynamic)
+// BAD-KIND: pipeline-opt: for the --loss-scale option: unknown value 'huge': expected 'none', 'static' or 'dynamic'
 // BAD-VALUE: error: invalid optimizer option loss-scale-value
 // BAD-INTERVAL: error: invalid optimizer option loss-scale-interval=0 (must be >= 1)
 onnx.global "trainable" @w : tensor<3xf32> = dense<1.0> : tensor<3xf32>

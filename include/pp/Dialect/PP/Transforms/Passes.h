@@ -5,6 +5,7 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/Train/IR/TrainOps.h"
+#include "pp/Support/EnumOptions.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/Pass.h"

@@ -23,7 +23,8 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
     Option<"funcName", "func", "std::string", "\"main\"", "Forward function">,
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
            "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
-    Option<"schedule", "schedule", "std::string", "\"1f1b\"",
+    Option<"schedule", "schedule", "::pp::kinds::ScheduleKind",
+           "::pp::kinds::ScheduleKind::OneFOneB",
            "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
            "interleaved or zb-h1 (the last two hold as many as 1f1b), zb-h2 "
            "(2p-1 on every stage), zb-v or dualpipev (two chunks per device "
@@ -51,11 +52,13 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
            "or auto: the largest Nm up to 2 x the stages that fits every "
            "device's memory (with staleness=auto, before the bound); "
            "empty: microbatches">,
-    Option<"optimizer", "optimizer", "std::string", "\"sgd\"",
+    Option<"optimizer", "optimizer", "::pp::OptimizerState",
+           "::pp::OptimizerState::SGD",
            "Optimizer state per weight: sgd (none), momentum (1x), adam (2x)">,
     Option<"profileFile", "profile", "std::string", "\"\"",
            "Measured per-op times (JSON) overriding the roofline estimates">,
-    Option<"recompute", "recompute", "std::string", "\"none\"",
+    Option<"recompute", "recompute", "::pp::RecomputePolicy",
+           "::pp::RecomputePolicy::None",
            "none, or full / selective / auto: a model that does not fit with "
            "every activation kept is partitioned as if stages kept only "
            "their inputs (--pp-recompute then decides)">,
@@ -160,11 +163,13 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training step function">,
-    Option<"policy", "policy", "std::string", "\"none\"",
+    Option<"policy", "policy", "::pp::RecomputePolicy",
+           "::pp::RecomputePolicy::None",
            "none, full, selective or auto">,
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
            "Cluster (preset spec or .json) for auto and the report's times">,
-    Option<"schedule", "schedule", "std::string", "\"\"",
+    Option<"schedule", "schedule",
+           "std::optional<::pp::kinds::ScheduleKind>", "",
            "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipev "
            "(default: the plan's, else 1f1b)">,
     ListOption<"microBatches", "microbatches", "int64_t",
@@ -224,7 +229,7 @@ def MaterializeSchedulePass : Pass<"pp-schedule", "mlir::ModuleOp"> {
     deadlock on its messages fails with the stuck actions.
   }];
   let options = [
-    Option<"kind", "kind", "std::string", "\"\"",
+    Option<"kind", "kind", "std::optional<::pp::kinds::ScheduleKind>", "",
            "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipev; or a "
            "weight-versioned one (default: the plan's)">,
     ListOption<"chunks", "chunks", "int64_t",
@@ -257,7 +262,7 @@ def ChooseSchedulePass : Pass<"pp-choose-schedule", "mlir::ModuleOp"> {
     Option<"compileOptions", "compile", "std::string", "\"\"",
            "--pp-compile options other than schedule, report, emit-dir and "
            "plan-dir">,
-    ListOption<"candidates", "candidates", "std::string",
+    ListOption<"candidates", "candidates", "::pp::kinds::ScheduleKind",
                "The schedules to try, in order of preference for equals">,
     Option<"reportFile", "report", "std::string", "\"-\"",
            "The choice and the chosen run's summaries ('-' for stdout, '' "

@@ -44,7 +44,7 @@ mlir::LogicalResult verifyScheduleMessageOrder(mlir::ModuleOp module);
 /// plan-dir; else with no output). Errors go to `errors`.
 mlir::LogicalResult
 buildCandidatePipeline(const pp::ChooseSchedulePassOptions &options,
-                       llvm::StringRef schedule, bool final,
+                       pp::kinds::ScheduleKind schedule, bool final,
                        mlir::OpPassManager &pm, llvm::raw_ostream &errors);
 
 /// --pp-choose-schedule: runs each candidate's pipeline on a copy of

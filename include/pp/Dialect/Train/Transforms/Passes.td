@@ -21,7 +21,8 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Function to train">,
-    Option<"kind", "kind", "std::string", "\"softmax-cross-entropy\"",
+    Option<"kind", "kind", "::pp::LossKind",
+           "::pp::LossKind::SoftmaxCrossEntropy",
            "Loss: softmax-cross-entropy or mse">,
     Option<"classAxis", "class-axis", "int64_t", "-1",
            "Class dim of the logits for softmax-cross-entropy">,
@@ -49,7 +50,8 @@ def MixedPrecisionPass : Pass<"pp-mixed-precision", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Function to convert">,
-    Option<"precision", "precision", "std::string", "\"bf16\"",
+    Option<"precision", "precision", "::pp::Precision",
+           "::pp::Precision::BF16",
            "bf16, fp16 or fp32">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect"];
@@ -99,7 +101,8 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Training-step function">,
-    Option<"kind", "kind", "std::string", "\"sgd\"", "sgd, adam or adamw">,
+    Option<"kind", "kind", "::pp::OptimizerKind", "::pp::OptimizerKind::SGD",
+           "sgd, adam or adamw">,
     Option<"lr", "lr", "double", "0.01", "Learning rate">,
     Option<"momentum", "momentum", "double", "0.0", "SGD momentum">,
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
@@ -108,13 +111,15 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
-    Option<"lossScale", "loss-scale", "std::string", "\"none\"",
+    Option<"lossScale", "loss-scale", "::pp::LossScale",
+           "::pp::LossScale::None",
            "Loss scaling: none, static or dynamic">,
     Option<"lossScaleValue", "loss-scale-value", "double", "65536.0",
            "The static scale, or the dynamic scale's initial value">,
     Option<"lossScaleInterval", "loss-scale-interval", "int64_t", "2000",
            "Dynamic scaling: steps without overflow before the scale doubles">,
-    Option<"lrSchedule", "lr-schedule", "std::string", "\"constant\"",
+    Option<"lrSchedule", "lr-schedule", "::pp::LRSchedule",
+           "::pp::LRSchedule::Constant",
            "The learning-rate schedule the program runs unless train's "
            "command line gives one: constant, step, cosine or linear "
            "(train --lr-schedule; the module's pp.lr_schedule)">,
