@@ -117,6 +117,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   unsigned chunks = options.chunks.hasValue() ? options.chunks
                     : twoChunks               ? 2
                                               : 1;
+  // Parsed once, by --pp-partition: the passes after it read the module's
+  // pp.cluster.
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
   partition.schedule = options.schedule;
@@ -166,7 +168,6 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
   RecomputePassOptions recompute;
   recompute.policy = options.recompute;
-  recompute.clusterSpec = options.cluster;
   if (options.activationBudget.hasValue())
     recompute.activationBudget = {options.activationBudget};
   if (options.recompute != "none")
@@ -191,7 +192,6 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   }
   pm.addPass(createMemoryPlanPass());
   PlanReportPassOptions plan;
-  plan.clusterSpec = options.cluster;
   plan.profileFile = options.profile;
   plan.summaryFile = options.report;
   plan.outputDir = options.planDir;

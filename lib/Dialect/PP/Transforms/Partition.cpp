@@ -299,17 +299,20 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
       pipeline::lookupFunction(module, options.funcName, "to partition");
   if (!func)
     return failure();
-  if (options.clusterSpec.empty()) {
+  if (options.clusterSpec.empty() && !pipeline::getCluster(module)) {
     module.emitError() << "pp-partition needs cluster=<spec or .json>";
     return failure();
   }
   if (failed(pp::verifyPlannableSizes(module, "pp-partition")))
     return failure();
-  auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
-  if (!cluster) {
-    module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
+  FailureOr<std::optional<pp::cluster::Cluster>> cluster =
+      pipeline::resolveCluster(module, options.clusterSpec, "pp-partition",
+                               [&] { return module.emitError(); });
+  if (failed(cluster))
     return failure();
-  }
+  // Parsed once: the passes after this one read it from the module.
+  pipeline::setCluster(
+      module, pipeline::ClusterAttr::get(module.getContext(), **cluster));
   double stateFactor = optimizerStateFactor(options.optimizer);
   if (!llvm::is_contained({"none", "full", "selective", "auto"},
                           StringRef(options.recompute))) {
@@ -332,8 +335,8 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
     module.emitError() << "pp-partition: " << invalid;
     return failure();
   }
-  return PartitionRequest{func, std::move(*cluster), *scheduleKind, stateFactor,
-                          std::move(*tpRequest)};
+  return PartitionRequest{func, std::move(**cluster), *scheduleKind,
+                          stateFactor, std::move(*tpRequest)};
 }
 
 /// The cost model: roofline, or a measured profile on top of it. It learns
