@@ -3,11 +3,13 @@
 #include "pp/Pipelines/Pipelines.h"
 
 #include "pp/Dialect/ONNX/Transforms/Passes.h"
+#include "pp/Dialect/PP/IR/PPOps.h"
 #include "pp/Dialect/PP/Transforms/Passes.h"
 #include "pp/Target/Program/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "llvm/ADT/StringExtras.h"
 
@@ -89,6 +91,20 @@ static std::optional<int64_t> runnableTensorParallel(llvm::StringRef text) {
   return degree;
 }
 
+namespace {
+/// Drops the module's pp.cluster after the last pass that reads it: the
+/// compiled module is the one of before, which a later --pp-plan-report
+/// may report for another cluster= (measured links).
+struct DropClusterPass : PassWrapper<DropClusterPass, OperationPass<ModuleOp>> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(DropClusterPass)
+  StringRef getArgument() const override { return "pp-drop-cluster"; }
+  void runOnOperation() override {
+    getOperation()->removeAttr(
+        pp::pipeline::PPDialect::ClusterAttrHelper::getNameStr());
+  }
+};
+} // namespace
+
 void pp::buildTrainingPipeline(OpPassManager &pm,
                                const CompileOptions &options) {
   if (!options.schedule.getValue()) {
@@ -114,6 +130,8 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   unsigned chunks = options.chunks.hasValue() ? options.chunks
                     : twoChunks               ? 2
                                               : 1;
+  // Parsed once, by --pp-partition: the passes after it read the module's
+  // pp.cluster (dropped after the last of them).
   PartitionPassOptions partition;
   partition.clusterSpec = options.cluster;
   partition.schedule = kind;
@@ -151,8 +169,10 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   // stages split over one group each, or stay whole on one device.
   // Different degrees above 1 (or what tp=auto picks) are planned only:
   // the pipeline ends with --pp-partition's plan.
-  if (tensorParallel && !degree)
+  if (tensorParallel && !degree) {
+    pm.addPass(std::make_unique<DropClusterPass>());
     return;
+  }
   if (degree && *degree > 1) {
     TensorParallelPassOptions split;
     split.tp = *degree;
@@ -164,7 +184,6 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
     pm.addNestedPass<func::FuncOp>(createFoldTransposesPass());
   RecomputePassOptions recompute;
   recompute.policy = options.recompute;
-  recompute.clusterSpec = options.cluster;
   if (options.activationBudget.hasValue())
     recompute.activationBudget = {options.activationBudget};
   if (options.recompute != RecomputePolicy::None)
@@ -189,12 +208,12 @@ void pp::buildTrainingPipeline(OpPassManager &pm,
   }
   pm.addPass(createMemoryPlanPass());
   PlanReportPassOptions plan;
-  plan.clusterSpec = options.cluster;
   plan.profileFile = options.profile;
   plan.summaryFile = options.report;
   plan.outputDir = options.planDir;
   plan.measuredLog = options.measuredLog;
   pm.addPass(createPlanReportPass(plan));
+  pm.addPass(std::make_unique<DropClusterPass>());
   if (!options.emitDir.empty()) {
     EmitProgramPassOptions emit;
     emit.outputDir = options.emitDir;

@@ -13,6 +13,7 @@
 #include "pp/Dialect/ONNX/IR/ONNXOps.h"
 #include "pp/Dialect/Train/Transforms/Transforms.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -111,6 +112,34 @@ TEST_F(TransformsTest, ReportsErrorsOnTheModule) {
   pp::PartitionPassOptions partition; // no cluster
   EXPECT_TRUE(failed(pipeline::partitionStages(*module, partition)));
   EXPECT_EQ(message, "pp-partition needs cluster=<spec or .json>");
+}
+
+/// A parsed cluster as #pp.cluster, printed and parsed back, gives the same
+/// cluster (every field, as toJSON writes them, and the per-node vectors
+/// as the parser leaves them): the passes after --pp-partition see what
+/// parsing their own cluster= gave them.
+TEST_F(TransformsTest, ClusterAttrRoundTrip) {
+  std::vector<std::string> specs = {"2xT4", "3xP4000,TITANV", "4xH100",
+                                    "2xA100-80,2xV100"};
+  for (const char *name : {"compute-bound.json", "dgx-h100x2.json",
+                           "hetpipe.json", "mixed.json", "shared-cores.json"})
+    specs.push_back((llvm::Twine(PP_CLUSTER_INPUTS_DIR) + "/" + name).str());
+  for (const std::string &spec : specs) {
+    SCOPED_TRACE(spec);
+    llvm::Expected<pp::cluster::Cluster> cluster =
+        pp::cluster::parseClusterSpec(spec);
+    ASSERT_TRUE(!!cluster) << llvm::toString(cluster.takeError());
+    auto attr = pipeline::ClusterAttr::get(&context, *cluster);
+    std::string text;
+    llvm::raw_string_ostream(text) << attr;
+    EXPECT_EQ(parseAttribute(text, &context), attr) << text;
+    pp::cluster::Cluster back = attr.getCluster();
+    EXPECT_EQ(pp::cluster::toJSON(back), pp::cluster::toJSON(*cluster));
+    EXPECT_EQ(back.nodeIntraLinks.size(), cluster->nodeIntraLinks.size());
+    EXPECT_EQ(back.nodeSharedProcessors, cluster->nodeSharedProcessors);
+    EXPECT_EQ(back.intraNodeBandwidth, cluster->intraNodeBandwidth);
+    EXPECT_EQ(back.intraNodeLatency, cluster->intraNodeLatency);
+  }
 }
 
 /// tp=2 on one node of 2 H100: the model is one Megatron pair (MatMul by

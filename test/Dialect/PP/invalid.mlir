@@ -299,3 +299,32 @@ func.func @activation_op(%x: tensor<4x4xf32>) -> tensor<4x4xf32> {
   %0 = onnx.MatMul %x, %x {pp.activation = "Relu"} : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
   return %0 : tensor<4x4xf32>
 }
+
+// -----
+
+// expected-error @+1 {{device 'a' is in node 1 of 1}}
+module attributes {pp.cluster = #pp.cluster<devices = [<name = "a", kind = "T4", flops_f32 = 1.0, flops_f16 = 1.0, flops_f64 = 1.0, memory_bytes = 1, memory_bandwidth = 1.0, node = 1>], nodes = [<name = "n0">], intra_node = <bandwidth = 1.0, latency = 0.0>, inter_node = <bandwidth = 1.0, latency = 0.0>>} {
+}
+
+// -----
+
+// expected-error @+1 {{a link needs two different devices of 1, got 0 and 0}}
+module attributes {pp.cluster = #pp.cluster<devices = [<name = "a", kind = "T4", flops_f32 = 1.0, flops_f16 = 1.0, flops_f64 = 1.0, memory_bytes = 1, memory_bandwidth = 1.0>], nodes = [<name = "n0">], intra_node = <bandwidth = 1.0, latency = 0.0>, inter_node = <bandwidth = 1.0, latency = 0.0>, links = [<a = 0, b = 0, bandwidth = 1.0, latency = 0.0>]>} {
+}
+
+// -----
+
+// expected-error @+1 {{a virtual worker needs devices of 1, got array<i64: 0, 1>}}
+module attributes {pp.cluster = #pp.cluster<devices = [<name = "a", kind = "T4", flops_f32 = 1.0, flops_f16 = 1.0, flops_f64 = 1.0, memory_bytes = 1, memory_bandwidth = 1.0>], nodes = [<name = "n0">], intra_node = <bandwidth = 1.0, latency = 0.0>, inter_node = <bandwidth = 1.0, latency = 0.0>, virtual_workers = [[0, 1]]>} {
+}
+
+// -----
+
+// expected-error @+1 {{a cluster needs at least one device and one node}}
+module attributes {pp.cluster = #pp.cluster<intra_node = <bandwidth = 1.0, latency = 0.0>, inter_node = <bandwidth = 1.0, latency = 0.0>>} {
+}
+
+// -----
+
+// expected-error @+1 {{pp.cluster must be a #pp.cluster on the module}}
+func.func private @f() attributes {pp.cluster = #pp.cluster<devices = [<name = "a", kind = "T4", flops_f32 = 1.0, flops_f16 = 1.0, flops_f64 = 1.0, memory_bytes = 1, memory_bandwidth = 1.0>], nodes = [<name = "n0">], intra_node = <bandwidth = 1.0, latency = 0.0>, inter_node = <bandwidth = 1.0, latency = 0.0>>}

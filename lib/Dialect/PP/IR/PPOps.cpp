@@ -50,6 +50,12 @@ PlanAttr pp::pipeline::getPlan(ModuleOp module) {
 void pp::pipeline::setPlan(ModuleOp module, PlanAttr plan) {
   module->setAttr(Names::PlanAttrHelper::getNameStr(), plan);
 }
+ClusterAttr pp::pipeline::getCluster(ModuleOp module) {
+  return get<ClusterAttr>(module, Names::ClusterAttrHelper::getNameStr());
+}
+void pp::pipeline::setCluster(ModuleOp module, ClusterAttr cluster) {
+  module->setAttr(Names::ClusterAttrHelper::getNameStr(), cluster);
+}
 FailureOr<int64_t> pp::pipeline::resolveMicroBatches(ModuleOp module,
                                                      ArrayRef<int64_t> option,
                                                      StringRef passName) {
@@ -622,6 +628,9 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
   if (name == Names::PlanAttrHelper::getNameStr())
     return expect(isa<PlanAttr>(value) && isa<ModuleOp>(op),
                   "a #pp.plan on the module");
+  if (name == Names::ClusterAttrHelper::getNameStr())
+    return expect(isa<ClusterAttr>(value) && isa<ModuleOp>(op),
+                  "a #pp.cluster on the module");
   if (name == Names::InputNamesAttrHelper::getNameStr() ||
       name == Names::OutputNamesAttrHelper::getNameStr() ||
       name == Names::ReplicaDevicesAttrHelper::getNameStr())
@@ -656,6 +665,13 @@ LogicalResult PPDialect::verifyOperationAttribute(Operation *op,
                                                   NamedAttribute attribute) {
   if (failed(verifyAttrType(op, attribute)))
     return failure();
+  // Clusters that passes build are checked like parsed ones.
+  if (auto cluster = dyn_cast<ClusterAttr>(attribute.getValue()))
+    return ClusterAttr::verify(
+        [&] { return op->emitError() << "invalid pp.cluster: "; },
+        cluster.getDevices(), cluster.getNodes(), cluster.getIntraNode(),
+        cluster.getInterNode(), cluster.getLinks(),
+        cluster.getVirtualWorkers());
   if (attribute.getName() != Names::PlanAttrHelper::getNameStr())
     return success();
   auto plan = cast<PlanAttr>(attribute.getValue());

@@ -294,17 +294,20 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
       pipeline::lookupFunction(module, options.funcName, "to partition");
   if (!func)
     return failure();
-  if (options.clusterSpec.empty()) {
+  if (options.clusterSpec.empty() && !pipeline::getCluster(module)) {
     module.emitError() << "pp-partition needs cluster=<spec or .json>";
     return failure();
   }
   if (failed(pp::verifyPlannableSizes(module, "pp-partition")))
     return failure();
-  auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
-  if (!cluster) {
-    module.emitError() << "cluster: " << llvm::toString(cluster.takeError());
+  FailureOr<std::optional<pp::cluster::Cluster>> cluster =
+      pipeline::resolveCluster(module, options.clusterSpec, "pp-partition",
+                               [&] { return module.emitError(); });
+  if (failed(cluster))
     return failure();
-  }
+  // Parsed once: the passes after this one read it from the module.
+  pipeline::setCluster(
+      module, pipeline::ClusterAttr::get(module.getContext(), **cluster));
   double stateFactor = optimizerStateFactor(options.optimizer);
   std::string invalid = checkScheduleOptions(options);
   std::optional<pipeline::TensorParallelRequest> tpRequest =
@@ -317,7 +320,7 @@ parseRequest(ModuleOp module, const pp::PartitionPassOptions &options) {
     module.emitError() << "pp-partition: " << invalid;
     return failure();
   }
-  return PartitionRequest{func, std::move(*cluster), options.schedule,
+  return PartitionRequest{func, std::move(**cluster), options.schedule,
                           stateFactor, std::move(*tpRequest)};
 }
 

@@ -402,26 +402,25 @@ LogicalResult findClusterDevices(ScheduledPipeline &pipe) {
   return success();
 }
 
-/// Reads the schedule, cluster=, the cost model and measured-log=, in that
-/// order (the first problem is the one diagnosed), then finds the
-/// schedule's devices in the cluster.
+/// Reads the schedule, the cluster (the module's, or cluster=), the cost
+/// model and measured-log=, in that order (the first problem is the one
+/// diagnosed), then finds the schedule's devices in the cluster.
 FailureOr<ScheduledPipeline>
 loadPipeline(ModuleOp module, const pp::PlanReportPassOptions &options) {
   ScheduledPipeline pipe;
   pipe.scheduleOp = pipeline::lookupSchedule(module, "pp-plan-report");
   if (!pipe.scheduleOp)
     return failure();
-  if (options.clusterSpec.empty()) {
+  FailureOr<std::optional<pp::cluster::Cluster>> cluster =
+      pipeline::resolveCluster(module, options.clusterSpec, "pp-plan-report",
+                               [&] { return emitError(module.getLoc()); });
+  if (failed(cluster))
+    return failure();
+  if (!*cluster) {
     emitError(module.getLoc()) << "pp-plan-report needs cluster=<spec>";
     return failure();
   }
-  auto cluster = pp::cluster::parseClusterSpec(options.clusterSpec);
-  if (!cluster) {
-    emitError(module.getLoc())
-        << "cluster: " << llvm::toString(cluster.takeError());
-    return failure();
-  }
-  pipe.cluster = std::move(*cluster);
+  pipe.cluster = std::move(**cluster);
   auto createdModel = pp::createCostModel(options.profileFile);
   if (!createdModel) {
     emitError(module.getLoc()) << llvm::toString(createdModel.takeError());

@@ -422,27 +422,28 @@ parseActivationBudget(ModuleOp module,
   return std::optional<int64_t>(options.activationBudget[0]);
 }
 
-/// The cluster option's devices; policy=auto needs them.
+/// The cluster's devices (the module's, or cluster='s); policy=auto needs
+/// them.
 FailureOr<std::optional<pp::cluster::Cluster>>
 loadCluster(ModuleOp module, const pp::RecomputePassOptions &options) {
-  if (options.clusterSpec.empty()) {
+  FailureOr<std::optional<pp::cluster::Cluster>> cluster =
+      pipeline::resolveCluster(module, options.clusterSpec, "pp-recompute",
+                               [&] { return module.emitError(); });
+  if (failed(cluster))
+    return failure();
+  if (!*cluster) {
     if (options.policy == pp::RecomputePolicy::Auto) {
       module.emitError() << "pp-recompute policy=auto needs cluster=<spec or "
                             ".json> (the devices' memory and speed)";
       return failure();
     }
-    return std::optional<pp::cluster::Cluster>();
+    return cluster;
   }
-  auto parsed = pp::cluster::parseClusterSpec(options.clusterSpec);
-  if (!parsed) {
-    module.emitError() << "cluster: " << llvm::toString(parsed.takeError());
-    return failure();
-  }
-  if (parsed->devices.empty()) {
+  if ((*cluster)->devices.empty()) {
     module.emitError() << "cluster: no devices";
     return failure();
   }
-  return std::optional<pp::cluster::Cluster>(std::move(*parsed));
+  return cluster;
 }
 
 FailureOr<RecomputeSettings>

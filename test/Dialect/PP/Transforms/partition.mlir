@@ -3,10 +3,11 @@
 
 // A chain of two matmuls with a heavy first layer splits between them: every
 // op gets a stage, stages are monotone along the edges, and weight reads sit
-// on the stage of their user.
+// on the stage of their user. The cluster, parsed once, goes on the module
+// for the passes after this one.
 onnx.global "trainable" @w1 : tensor<1024x1024xf32>
 onnx.global "trainable" @w2 : tensor<1024x1024xf32>
-// CHECK-LABEL: module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 8, num_stages = 2, stage_devices = ["node0/gpu0", "node0/gpu1"]>}
+// CHECK-LABEL: module attributes {pp.cluster = #pp.cluster<devices = [<name = "node0/gpu0", kind = "H100", {{.*}}>, <name = "node0/gpu1", kind = "H100", {{.*}}>], nodes = [<name = "node0">], intra_node = <{{.*}}>, inter_node = <{{.*}}>>, pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 8, num_stages = 2, stage_devices = ["node0/gpu0", "node0/gpu1"]>}
 // CHECK: onnx.global_read @w1 {{.*}}{pp.stage = 0 : i64}
 // CHECK: onnx.global_read @w2 {{.*}}{pp.stage = 1 : i64}
 // CHECK: onnx.MatMul {{.*}} {pp.stage = 0 : i64}

@@ -10,11 +10,13 @@
 
 // End to end on two test models: the recomputed steps split into stage
 // programs and get a schedule; the clones land in the backward functions.
+// With no cluster= of its own, --pp-recompute reads the cluster that
+// --pp-partition put on the module (#pp.cluster): its devices and times.
 // RUN: pipeline-opt %models/transformer.onnx --batch-size=2 --pp-add-loss --pp-partition=cluster=2xH100 --pp-autodiff --pp-optimizer --pp-recompute="policy=full report=-" --pp-split-stages="microbatches=2" --pp-schedule --mlir-elide-resource-strings-if-larger=1 | FileCheck %s --check-prefix=MODELS
 // RUN: pipeline-opt %models/resnet18.onnx --batch-size=2 --pp-add-loss --pp-partition=cluster=2xH100 --pp-autodiff --pp-optimizer --pp-recompute="policy=full report=-" --pp-split-stages="microbatches=2 split-backward=true" --pp-schedule="kind=zb-h1" --mlir-elide-resource-strings-if-larger=1 | FileCheck %s --check-prefix=MODELS
 // MODELS: == recompute: policy
-// MODELS-NEXT: stage 0: kept per micro-batch
-// MODELS-NEXT: stage 1: kept per micro-batch
+// MODELS-NEXT: stage 0 (node0/gpu0): kept per micro-batch {{.*}}; added forward {{[0-9.]+}} us
+// MODELS-NEXT: stage 1 (node0/gpu1): kept per micro-batch {{.*}}; added forward {{[0-9.]+}} us
 // MODELS: func.func @stage0_forward
 // MODELS-NOT: pp.recompute
 // MODELS: func.func @stage0_backward

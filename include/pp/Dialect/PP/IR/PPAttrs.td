@@ -126,4 +126,140 @@ def PP_PlanAttr : PP_Attr<"Plan", "plan"> {
   }];
 }
 
+
+//===----------------------------------------------------------------------===//
+// The cluster of pp/Cluster/Cluster.h, parsed once from a cluster= option.
+//===----------------------------------------------------------------------===//
+
+// A double, printed so that it parses back to the same value.
+class PP_F64Parameter<string desc, string default = "">
+    : APFloatParameter<desc> {
+  let parser = [{[&]() -> ::mlir::FailureOr<::llvm::APFloat> {
+    double value;
+    if (::mlir::failed($_parser.parseFloat(value)))
+      return ::mlir::failure();
+    return ::llvm::APFloat(value);
+  }()}];
+  let printer = "$_printer << $_self";
+  let defaultValue = default;
+}
+
+// A list of this dialect's `attr`s, `[...]` (empty by default), each
+// printed without its `#pp.mnemonic` (which the parser also accepts).
+class PP_AttrListParameter<string attr, string desc>
+    : OptionalArrayRefParameter<attr, desc> {
+  let parser = [{[&]() -> ::mlir::FailureOr<::llvm::SmallVector<}] # attr #
+      [{>> {
+    ::llvm::SmallVector<}] # attr # [{> values;
+    if ($_parser.parseCommaSeparatedList(
+            ::mlir::AsmParser::Delimiter::Square, [&] {
+              return $_parser.parseCustomAttributeWithFallback(
+                  values.emplace_back());
+            }))
+      return ::mlir::failure();
+    return values;
+  }()}];
+  let printer = [{
+    $_printer << '[';
+    ::llvm::interleaveComma($_self, $_printer, [&](}] # attr # [{ value) {
+      $_printer.printStrippedAttrOrType(value);
+    });
+    $_printer << ']';
+  }];
+}
+
+def PP_LinkAttr : PP_Attr<"Link", "link"> {
+  let summary = "Bandwidth (bytes/s each way) and latency (s) of a link";
+  let parameters = (ins PP_F64Parameter<"bytes/s">:$bandwidth,
+                        PP_F64Parameter<"seconds">:$latency);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def PP_ClusterDeviceAttr : PP_Attr<"ClusterDevice", "cluster_device"> {
+  let summary = "One accelerator of a #pp.cluster";
+  let description = [{
+    Its speeds (FLOP/s), its memory (bytes, bytes/s), its node (an index
+    into the cluster's nodes) and the processors of the node's shared pool
+    one of its ops occupies.
+  }];
+  let parameters = (ins
+    StringRefParameter<"unique name">:$name,
+    StringRefParameter<"preset or user kind">:$kind,
+    PP_F64Parameter<"fp32 FLOP/s">:$flops_f32,
+    PP_F64Parameter<"fp16/bf16 FLOP/s">:$flops_f16,
+    PP_F64Parameter<"fp64 FLOP/s">:$flops_f64,
+    "int64_t":$memory_bytes,
+    PP_F64Parameter<"bytes/s">:$memory_bandwidth,
+    DefaultValuedParameter<"int64_t", "0">:$node,
+    PP_F64Parameter<"processors", "::llvm::APFloat(1.0)">:$processors
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def PP_ClusterNodeAttr : PP_Attr<"ClusterNode", "cluster_node"> {
+  let summary = "A node of a #pp.cluster";
+  let description = [{
+    Its name, the link between two of its devices where it differs from the
+    cluster's `intra_node` default, and the processors its devices share
+    (0: each has its own).
+  }];
+  let parameters = (ins
+    StringRefParameter<"name">:$name,
+    OptionalParameter<"::pp::pipeline::LinkAttr">:$intra_node,
+    PP_F64Parameter<"processors", "::llvm::APFloat(0.0)">:$shared_processors
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def PP_ClusterLinkAttr : PP_Attr<"ClusterLink", "cluster_link"> {
+  let summary = "A link of a #pp.cluster between two devices (by index)";
+  let parameters = (ins "int64_t":$a, "int64_t":$b,
+                        PP_F64Parameter<"bytes/s">:$bandwidth,
+                        PP_F64Parameter<"seconds">:$latency);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
+def PP_ClusterAttr : PP_Attr<"Cluster", "cluster"> {
+  let summary = "The devices a model is planned for and their links";
+  let description = [{
+    The cluster of a `cluster=` option (pp/Cluster/Cluster.h), parsed once:
+    `--pp-partition` sets it on the module as `pp.cluster`, and the passes
+    after it (`--pp-recompute`, `--pp-plan-report`) read it instead of their
+    own `cluster=`. Devices, nodes and links are lists of
+    `#pp.cluster_device`, `#pp.cluster_node` and `#pp.cluster_link`, written
+    without their `#pp.` prefix. `intra_node` and `inter_node` are the links
+    between two devices of one node and of two nodes where no other applies;
+    `virtual_workers` (optional) group the devices, in pipeline order.
+
+    ```mlir
+    module attributes {pp.cluster = #pp.cluster<
+        devices = [<name = "gpu0", kind = "T4", flops_f32 = 8.1e12,
+                    flops_f16 = 6.5e13, flops_f64 = 2.5e11,
+                    memory_bytes = 16000000000, memory_bandwidth = 3.2e11>],
+        nodes = [<name = "node0">],
+        intra_node = <bandwidth = 1.6e10, latency = 1.0e-05>,
+        inter_node = <bandwidth = 1.25e10, latency = 1.0e-05>>} {}
+    ```
+  }];
+  let parameters = (ins
+    PP_AttrListParameter<"::pp::pipeline::ClusterDeviceAttr", "devices">:$devices,
+    PP_AttrListParameter<"::pp::pipeline::ClusterNodeAttr", "nodes">:$nodes,
+    "::pp::pipeline::LinkAttr":$intra_node,
+    "::pp::pipeline::LinkAttr":$inter_node,
+    PP_AttrListParameter<"::pp::pipeline::ClusterLinkAttr", "links">:$links,
+    PP_AttrListParameter<"::mlir::DenseI64ArrayAttr",
+                         "device indices per worker">:$virtual_workers
+  );
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+  let extraClassDeclaration = [{
+    /// The attribute of a parsed cluster; getCluster gives it back.
+    static ClusterAttr get(::mlir::MLIRContext *context,
+                           const ::pp::cluster::Cluster &cluster);
+    /// The cluster in the form the planners read (the inverse of the
+    /// builder from one).
+    ::pp::cluster::Cluster getCluster() const;
+  }];
+}
+
 #endif // PP_DIALECT_PP_IR_PPATTRS_TD

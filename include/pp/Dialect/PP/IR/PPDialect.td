@@ -8,8 +8,10 @@ def PP_Dialect : Dialect {
   let name = "pp";
   let summary = "Pipeline stages and the communication between them";
   let description = [{
-    The pipeline plan (`#pp.plan`) and the split program: point-to-point transfers between pipeline stages (`pp.send`, `pp.recv`),
-    addressed by peer stage, tag and micro-batch. A module with a `pp.plan`
+    The pipeline plan (`#pp.plan`), the cluster it is planned for
+    (`#pp.cluster`) and the split program: point-to-point transfers between
+    pipeline stages (`pp.send`, `pp.recv`), addressed by peer stage, tag and
+    micro-batch. A module with a `pp.plan`
     has the dialect verify that every send has exactly one matching recv
     (same tag, peers that point at each other, same type) across the
     module's stage functions, which are marked with `pp.stage`.
@@ -57,6 +59,9 @@ def PP_Dialect : Dialect {
     // The module: the pipeline plan, and the names of the step's inputs and
     // outputs (--pp-split-stages).
     "::pp::pipeline::PlanAttr":$plan,
+    // The module: the cluster= option parsed once (--pp-partition), which
+    // the later passes read instead of parsing their own.
+    "::pp::pipeline::ClusterAttr":$cluster,
     // Data parallelism (--pp-partition): the device names of replicas 1 ..
     // N-1, D per replica in the order of the plan's devices.
     "::mlir::ArrayAttr":$replica_devices,

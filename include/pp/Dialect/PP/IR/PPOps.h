@@ -2,6 +2,7 @@
 #ifndef PP_DIALECT_PP_IR_PPOPS_H
 #define PP_DIALECT_PP_IR_PPOPS_H
 
+#include "pp/Cluster/Cluster.h"
 #include "pp/Runtime/Kernels.h"
 #include "pp/Runtime/ScheduleKinds.h"
 #include "pp/Schedule/Schedule.h"
@@ -63,6 +64,11 @@ getStageFunctions(ScheduleOp op);
 /// The module's pipeline plan (pp.plan), or null before one is set.
 PlanAttr getPlan(mlir::ModuleOp module);
 void setPlan(mlir::ModuleOp module, PlanAttr plan);
+
+/// The cluster the module is planned for (pp.cluster), or null before
+/// --pp-partition sets it.
+ClusterAttr getCluster(mlir::ModuleOp module);
+void setCluster(mlir::ModuleOp module, ClusterAttr cluster);
 
 /// Micro-batches per step when neither an option nor a plan says.
 constexpr int64_t kDefaultMicroBatches = 8;

@@ -22,7 +22,9 @@ def PartitionPass : Pass<"pp-partition", "mlir::ModuleOp"> {
   let options = [
     Option<"funcName", "func", "std::string", "\"main\"", "Forward function">,
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
-           "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file">,
+           "Cluster: a spec like 4xH100 or 2xA100-80,2xV100, or a .json file "
+           "(set on the module as pp.cluster for the passes after this one; "
+           "unset: the module's pp.cluster)">,
     Option<"schedule", "schedule", "::pp::kinds::ScheduleKind",
            "::pp::kinds::ScheduleKind::OneFOneB",
            "Schedule whose in-flight micro-batches bound memory: gpipe, 1f1b, "
@@ -167,7 +169,8 @@ def RecomputePass : Pass<"pp-recompute", "mlir::ModuleOp"> {
            "::pp::RecomputePolicy::None",
            "none, full, selective or auto">,
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
-           "Cluster (preset spec or .json) for auto and the report's times">,
+           "Cluster (preset spec or .json) for auto and the report's times; "
+           "unset: the module's pp.cluster (from --pp-partition)">,
     Option<"schedule", "schedule",
            "std::optional<::pp::kinds::ScheduleKind>", "",
            "gpipe, 1f1b, interleaved, zb-h1, zb-h2, zb-v or dualpipev "
@@ -398,7 +401,8 @@ def PlanReportPass : Pass<"pp-plan-report", "mlir::ModuleOp"> {
   }];
   let options = [
     Option<"clusterSpec", "cluster", "std::string", "\"\"",
-           "Cluster the schedule's devices belong to (spec or .json)">,
+           "Cluster the schedule's devices belong to (spec or .json); unset: "
+           "the module's pp.cluster (from --pp-partition)">,
     Option<"profileFile", "profile", "std::string", "\"\"",
            "Measured per-op times (JSON) overriding the roofline estimates">,
     Option<"summaryFile", "summary", "std::string", "\"-\"",

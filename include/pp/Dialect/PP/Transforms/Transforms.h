@@ -79,6 +79,16 @@ void foldTransposes(mlir::func::FuncOp func);
 mlir::LogicalResult planStageMemory(mlir::ModuleOp module,
                                     const MemoryPlanPassOptions &options);
 
+/// The cluster a pass plans for: the module's pp.cluster (--pp-partition
+/// sets it), else the pass's own cluster= option `spec` parsed; nullopt
+/// when neither is given. Fails with an error from `emitError` when `spec`
+/// does not parse, or names another cluster than the module's (the error
+/// starts with `passName` and names both).
+mlir::FailureOr<std::optional<cluster::Cluster>>
+resolveCluster(mlir::ModuleOp module, llvm::StringRef spec,
+               llvm::StringRef passName,
+               llvm::function_ref<mlir::InFlightDiagnostic()> emitError);
+
 /// --pp-plan-report: the simulated plan as text, plan.json and timelines.
 mlir::LogicalResult writePlanReport(mlir::ModuleOp module,
                                     const PlanReportPassOptions &options);
