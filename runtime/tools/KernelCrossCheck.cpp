@@ -7,12 +7,15 @@
 // PP_CROSSCHECK_CUDA, against pp_runtime_cuda (buffers in device memory).
 // python/compare_kernel_runs.py compares two directories; on a GPU node
 // scripts/gpu-check.sh runs both and compares, so every CUDA kernel is
-// checked against the CPU reference.
+// checked against the CPU reference. Every case runs three times: in F32,
+// and with its float tensors in F16 and in BF16 (cases "f16.*", "bf16.*"),
+// whose kernels compute through float and round each output once.
 //
 //   pp-rt-crosscheck-cpu OUT_DIR
 //
 //===----------------------------------------------------------------------===//
 
+#include "pp/Runtime/Half.h"
 #include "pp/Runtime/Kernels.h"
 #ifdef PP_CROSSCHECK_CUDA
 #include "pp/Runtime/CudaContext.h"
@@ -36,6 +39,8 @@ Context ctx;
 std::string outDir;
 std::ofstream manifest;
 int failures = 0;
+/// The dtype of a case's float tensors (random / zeros without a dtype).
+DType floatType = DType::F32;
 
 /// A tensor whose data lives where the backend computes (host or device),
 /// with a host copy for filling and reading.
@@ -76,35 +81,43 @@ struct Buffer {
 
 using BufferPtr = std::unique_ptr<Buffer>;
 
+/// Stores v as element i of a float buffer's host copy (16 bits: rounded).
+void setFloat(Buffer &b, int64_t i, double v) {
+  switch (b.tensor.dtype) {
+  case DType::F64:
+    b.as<double>()[i] = v;
+    break;
+  case DType::F16:
+    b.as<uint16_t>()[i] = doubleToHalf(v);
+    break;
+  case DType::BF16:
+    b.as<uint16_t>()[i] = doubleToBFloat16(v);
+    break;
+  default:
+    b.as<float>()[i] = static_cast<float>(v);
+  }
+}
+
 /// Uniform values in [lo, hi) from a fixed linear congruential sequence, so
 /// both builds see the same inputs.
 BufferPtr random(std::vector<int64_t> shape, uint64_t seed, double lo = -1,
-                 double hi = 1, DType dtype = DType::F32) {
+                 double hi = 1, DType dtype = floatType) {
   auto b = std::make_unique<Buffer>(dtype, std::move(shape));
   uint64_t state = seed * 6364136223846793005ull + 1442695040888963407ull;
   for (int64_t i = 0, n = b->tensor.numel(); i < n; ++i) {
     state = state * 6364136223846793005ull + 1442695040888963407ull;
     double u = static_cast<double>(state >> 11) * 0x1.0p-53;
     double v = lo + (hi - lo) * u;
-    switch (dtype) {
-    case DType::F32:
-      b->as<float>()[i] = static_cast<float>(v);
-      break;
-    case DType::F64:
-      b->as<double>()[i] = v;
-      break;
-    case DType::I64:
+    if (dtype == DType::I64)
       b->as<int64_t>()[i] = static_cast<int64_t>(std::floor(v));
-      break;
-    default:
-      break;
-    }
+    else
+      setFloat(*b, i, v);
   }
   b->upload();
   return b;
 }
 
-BufferPtr zeros(std::vector<int64_t> shape, DType dtype = DType::F32) {
+BufferPtr zeros(std::vector<int64_t> shape, DType dtype = floatType) {
   auto b = std::make_unique<Buffer>(dtype, std::move(shape));
   b->upload();
   return b;
@@ -206,6 +219,40 @@ void checkBroadcastDiv(const std::string &n) {
     record(n, "c", *c);
 }
 
+/// Pow (float and integer exponents), comparisons, Clip, Sum and Max
+/// reductions, Softmax and its gradient over a middle axis, and casts.
+void checkMixedElementwise(const std::string &n) {
+  auto a = random({4, 9}, 62, 0.25, 2), e = random({9}, 63, -2, 2),
+       ie = random({9}, 64, -2, 3, DType::I64), pw = zeros({4, 9}),
+       pwi = zeros({4, 9}), less = zeros({4, 9}, DType::Bool),
+       lo = random({9}, 65, 0.5, 1), clipped = zeros({4, 9}),
+       sum = zeros({4, 1}), mx = zeros({1, 9}),
+       x = random({3, 5, 4}, 66, -3, 3), sm = zeros({3, 5, 4}),
+       dy = random({3, 5, 4}, 67), dx = zeros({3, 5, 4}),
+       wide = zeros({4, 9}, DType::F32), back = zeros({4, 9});
+  if (ok(n, binary(ctx, BinaryKind::Pow, a->tensor, e->tensor, pw->tensor)) &&
+      ok(n, binary(ctx, BinaryKind::Pow, a->tensor, ie->tensor, pwi->tensor)) &&
+      ok(n,
+         binary(ctx, BinaryKind::Less, a->tensor, e->tensor, less->tensor)) &&
+      ok(n, clip(ctx, a->tensor, &lo->tensor, nullptr, clipped->tensor)) &&
+      ok(n, reduce(ctx, ReduceKind::Sum, a->tensor, {1}, sum->tensor)) &&
+      ok(n, reduce(ctx, ReduceKind::Max, a->tensor, {0}, mx->tensor)) &&
+      ok(n, softmax(ctx, x->tensor, 1, false, sm->tensor)) &&
+      ok(n, softmaxGrad(ctx, sm->tensor, dy->tensor, 1, false, dx->tensor)) &&
+      ok(n, binary(ctx, BinaryKind::Mul, a->tensor, e->tensor, back->tensor)) &&
+      ok(n, cast(ctx, back->tensor, wide->tensor))) {
+    record(n, "pow", *pw);
+    record(n, "pow_int", *pwi);
+    record(n, "less", *less);
+    record(n, "clip", *clipped);
+    record(n, "sum", *sum);
+    record(n, "max", *mx);
+    record(n, "softmax", *sm);
+    record(n, "softmax_dx", *dx);
+    record(n, "cast_f32", *wide);
+  }
+}
+
 /// A Mean reduction over a middle dim.
 void checkReduceMean(const std::string &n) {
   auto x = random({6, 7, 8}, 5), y = zeros({6, 1, 8});
@@ -246,6 +293,35 @@ void checkLayerNorm(const std::string &n) {
   }
 }
 
+/// LayerNorm and BatchNorm of a 16-bit x with F32 statistics and
+/// per-channel tensors (the stash type; in the F32 run all are F32).
+void checkNormF32Statistics(const std::string &n) {
+  const DType f32 = DType::F32;
+  auto x = random({6, 48}, 68), s = random({48}, 69), y = zeros({6, 48}),
+       mean = zeros({6, 1}, f32), inv = zeros({6, 1}, f32),
+       dy = random({6, 48}, 70), dx = zeros({6, 48}), ds = zeros({48});
+  auto bx = random({4, 3, 5, 5}, 71), bs = random({3}, 72, -1, 1, f32),
+       bb = random({3}, 73, -1, 1, f32), bm = random({3}, 74, -1, 1, f32),
+       bv = random({3}, 75, 0.5, 1.5, f32), by = zeros({4, 3, 5, 5}),
+       rm = zeros({3}, f32), rv = zeros({3}, f32), sm = zeros({3}, f32),
+       si = zeros({3}, f32);
+  if (ok(n, layerNorm(ctx, x->tensor, s->tensor, nullptr, -1, 1e-5f, y->tensor,
+                      mean->tensor, inv->tensor)) &&
+      ok(n, layerNormGrad(ctx, dy->tensor, x->tensor, s->tensor, mean->tensor,
+                          inv->tensor, -1, dx->tensor, ds->tensor, nullptr)) &&
+      ok(n, batchNorm(ctx, bx->tensor, bs->tensor, bb->tensor, bm->tensor,
+                      bv->tensor, 1e-5f, 0.9f, true, by->tensor, rm->tensor,
+                      rv->tensor, &sm->tensor, &si->tensor, true))) {
+    record(n, "ln_y", *y);
+    record(n, "ln_inv", *inv);
+    record(n, "ln_dx", *dx);
+    record(n, "ln_dscale", *ds);
+    record(n, "bn_y", *by);
+    record(n, "bn_running_mean", *rm);
+    record(n, "bn_running_var", *rv);
+  }
+}
+
 /// Training BatchNorm (running statistics updated) and its gradients.
 void checkBatchNormTrain(const std::string &n) {
   auto x = random({4, 3, 5, 5}, 12), s = random({3}, 13), b = random({3}, 14),
@@ -278,6 +354,27 @@ void checkGemmTransposed(const std::string &n) {
   if (ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 0.5f, 2.0f, true, true,
                  y->tensor)))
     record(n, "y", *y);
+}
+
+/// Gemm's other paths: no c, c with beta and a fused activation (run on the
+/// unrounded product for 16-bit y), Relu, and k = 0 (y = beta * c).
+void checkGemmPaths(const std::string &n) {
+  auto a = random({9, 12}, 54), b = random({12, 7}, 55), c = random({9, 1}, 56),
+       plain = zeros({9, 7}), gelu = zeros({9, 7}), relu = zeros({9, 7}),
+       a0 = zeros({9, 0}), b0 = zeros({0, 7}), empty = zeros({9, 7});
+  if (ok(n, gemm(ctx, a->tensor, b->tensor, nullptr, 1.0f, 0.0f, false, false,
+                 plain->tensor)) &&
+      ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 0.75f, 1.5f, false,
+                 false, gelu->tensor, UnaryKind::GeluErf)) &&
+      ok(n, gemm(ctx, a->tensor, b->tensor, &c->tensor, 1.0f, 1.0f, false,
+                 false, relu->tensor, UnaryKind::Relu)) &&
+      ok(n, gemm(ctx, a0->tensor, b0->tensor, &c->tensor, 1.0f, 0.5f, false,
+                 false, empty->tensor))) {
+    record(n, "plain", *plain);
+    record(n, "gelu", *gelu);
+    record(n, "relu", *relu);
+    record(n, "k0", *empty);
+  }
 }
 
 /// A batched MatMul against an unbatched right operand.
@@ -339,6 +436,37 @@ void checkGroupedConv(const std::string &n) {
        y = zeros({1, 4, 6, 6});
   if (ok(n, conv(ctx, x->tensor, w->tensor, nullptr, p, y->tensor)))
     record(n, "y", *y);
+}
+
+/// Conv with a bias and a fused Relu, and with Tanh (run on the rounded
+/// 16-bit result, as applyActivation on y).
+void checkConvActivation(const std::string &n) {
+  WindowParams p = window(3, 1, 1);
+  auto x = random({2, 3, 6, 6}, 57), w = random({4, 3, 3, 3}, 58),
+       b = random({4}, 59), relu = zeros({2, 4, 6, 6}),
+       tanh = zeros({2, 4, 6, 6});
+  if (ok(n, conv(ctx, x->tensor, w->tensor, &b->tensor, p, relu->tensor,
+                 UnaryKind::Relu)) &&
+      ok(n, conv(ctx, x->tensor, w->tensor, nullptr, p, tanh->tensor,
+                 UnaryKind::Tanh))) {
+    record(n, "relu", *relu);
+    record(n, "tanh", *tanh);
+  }
+}
+
+/// AvgPool (padding counted and not) and its gradient.
+void checkAvgPoolAndGrad(const std::string &n) {
+  WindowParams p = window(3, 2, 1);
+  auto x = random({2, 3, 7, 7}, 60), with = zeros({2, 3, 4, 4}),
+       without = zeros({2, 3, 4, 4}), dy = random({2, 3, 4, 4}, 61),
+       dx = zeros({2, 3, 7, 7});
+  if (ok(n, avgPool(ctx, x->tensor, p, true, with->tensor)) &&
+      ok(n, avgPool(ctx, x->tensor, p, false, without->tensor)) &&
+      ok(n, avgPoolGrad(ctx, dy->tensor, p, false, dx->tensor))) {
+    record(n, "y_pad", *with);
+    record(n, "y", *without);
+    record(n, "dx", *dx);
+  }
 }
 
 /// MaxPool with its indices, and its gradient.
@@ -428,7 +556,7 @@ void checkSoftmaxCrossEntropy(const std::string &n) {
   auto s = random({8, 10}, 35, -3, 3), l = random({8}, 36, 0, 10, DType::I64),
        loss = zeros({}), logp = zeros({8, 10}), one = zeros({}),
        ds = zeros({8, 10});
-  one->as<float>()[0] = 1.0f;
+  setFloat(*one, 0, 1.0);
   one->upload();
   if (ok(n, softmaxCrossEntropy(ctx, s->tensor, l->tensor, nullptr, false, 0,
                                 "mean", loss->tensor, logp->tensor)) &&
@@ -476,16 +604,21 @@ std::vector<Case> cases() {
       {"max_min_reduce_min", checkMaxMinReduceMin},
       {"broadcast_div", checkBroadcastDiv},
       {"reduce_mean", checkReduceMean},
+      {"mixed_elementwise", checkMixedElementwise},
       {"log_softmax_grad", checkLogSoftmaxGrad},
       {"layer_norm", checkLayerNorm},
       {"batch_norm_train", checkBatchNormTrain},
+      {"norm_f32_statistics", checkNormF32Statistics},
       {"gemm_transposed", checkGemmTransposed},
+      {"gemm_paths", checkGemmPaths},
       {"batched_matmul", checkBatchedMatmul},
       {"batched_matmul_transposed", checkBatchedMatmulTransposed},
       {"conv_and_grads", checkConvAndGrads},
       {"conv_transpose", checkConvTranspose},
       {"grouped_conv", checkGroupedConv},
+      {"conv_activation", checkConvActivation},
       {"max_pool_and_grad", checkMaxPoolAndGrad},
+      {"avg_pool_and_grad", checkAvgPoolAndGrad},
       {"transpose_gather", checkTransposeGather},
       {"scatter_nd", checkScatterNd},
       {"pad_and_grad", checkPadAndGrad},
@@ -515,9 +648,14 @@ int main(int argc, char **argv) {
     return 1;
   }
   int count = 0;
-  for (const Case &c : cases()) {
-    c.run(c.name);
-    ++count;
+  const std::pair<DType, const char *> floatTypes[] = {
+      {DType::F32, ""}, {DType::F16, "f16."}, {DType::BF16, "bf16."}};
+  for (auto [dtype, prefix] : floatTypes) {
+    floatType = dtype;
+    for (const Case &c : cases()) {
+      c.run(prefix + std::string(c.name));
+      ++count;
+    }
   }
   manifest.close();
 #ifdef PP_CROSSCHECK_CUDA

@@ -110,7 +110,9 @@ public:
     auto dtype = dtypeOf(op, op.getX().getType());
     if (failed(dtype))
       return failure();
-    if (*dtype != rt::DType::F32 && *dtype != rt::DType::F64)
+    // The 16-bit floats too: the pool kernels compute them through float.
+    if (*dtype != rt::DType::F32 && *dtype != rt::DType::F64 &&
+        *dtype != rt::DType::F16 && *dtype != rt::DType::BF16)
       return op.emitError() << "code generation pools float tensors only";
     if (op.getStorageOrder() != 0)
       return op.emitError() << "code generation supports storage_order 0 only";

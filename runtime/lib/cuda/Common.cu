@@ -113,46 +113,37 @@ Status zeroTensor(const std::string &what, Tensor &t, cudaStream_t stream) {
   return Status::success();
 }
 
-namespace {
-
-/// Relu of a 16-bit float in place, as the unary kernel's (NaN kept): the
-/// same as the Relu of the unrounded value, rounded.
-template <typename T> struct Relu16Op {
-  T *y;
-  __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    if (widen(y[i]) < 0.f)
-      y[i] = narrow<T>(0.f);
-  }
-};
-
-} // namespace
-
-Status applyActivationThroughFloat(Context &ctx, UnaryKind activation,
-                                   Tensor &y) {
-  if (activation == UnaryKind::Identity || !isFloat16(y.dtype))
-    return applyActivation(ctx, activation, y);
-  if (activation == UnaryKind::Relu) {
-    const char *what = "activation Relu";
-    PP_RT_TRY(expectValid(y, what));
-    StridedIndex<1> flat;
-    PP_RT_TRY(makeIndex<1>(what, {y.numel()}, {std::vector<int64_t>{1}}, flat));
-    return visitFloatOr16(y.dtype, what, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      if constexpr (isHalfType<T>)
-        return launchMap(what, streamOf(ctx), y.numel(), flat,
-                         Relu16Op<T>{y.as<T>()});
-      else
-        return Status::success();
-    });
-  }
-  Scratch scratch(streamOf(ctx));
+Status Float16Widening::widen(const Tensor &t, bool read, Tensor &wide) {
+  wide = t;
+  if (!isFloat16(t.dtype))
+    return Status::success();
+  wide.dtype = DType::F32;
+  bool valid = std::none_of(t.shape.begin(), t.shape.end(),
+                            [](int64_t d) { return d < 0; });
+  int64_t n = valid ? t.numel() : 0;
+  if (n == 0 || !t.data)
+    return Status::success();
   float *data = nullptr;
-  PP_RT_TRY(scratch.alloc(std::string("activation ") + unaryName(activation),
-                          y.numel(), &data));
-  Tensor wide{data, DType::F32, y.shape};
-  PP_RT_TRY(cast(ctx, y, wide));
-  PP_RT_TRY(applyActivation(ctx, activation, wide));
-  return cast(ctx, wide, y);
+  PP_RT_TRY(scratch.alloc("16-bit float widening", n, &data));
+  wide.data = data;
+  return read ? cast(ctx, t, wide) : Status::success();
+}
+
+Status Float16Widening::out(const Tensor &t, Tensor &wide) {
+  PP_RT_TRY(widen(t, false, wide));
+  if (wide.data != t.data)
+    outputs.emplace_back(t, wide);
+  return Status::success();
+}
+
+Status Float16Widening::finish(Status status) {
+  if (!status.ok()) {
+    status.message += " (16-bit float operands computed as f32)";
+    return status;
+  }
+  for (auto &[original, wide] : outputs)
+    PP_RT_TRY(cast(ctx, wide, original));
+  return status;
 }
 
 //===----------------------------------------------------------------------===//

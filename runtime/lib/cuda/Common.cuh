@@ -77,6 +77,17 @@ template <typename Fn> Status visitDType(DType dtype, Fn &&fn) {
   });
 }
 
+/// visitDType, and F16 / BF16 as __half / __nv_bfloat16: for the kernels
+/// whose element code widens, computes in Compute<T> and narrows (integers
+/// and the 32/64-bit floats unchanged).
+template <typename Fn> Status visitDTypeOr16(DType dtype, Fn &&fn) {
+  if (dtype == DType::F16)
+    return fn(TypeTag<__half>{});
+  if (dtype == DType::BF16)
+    return fn(TypeTag<__nv_bfloat16>{});
+  return visitDType(dtype, fn);
+}
+
 /// Calls fn(TypeTag<T>{}) for F32 / F64, else reports `what`.
 template <typename Fn>
 Status visitFloat(DType dtype, const std::string &what, Fn &&fn) {
@@ -140,13 +151,6 @@ inline Tensor checkedAsF32(const Tensor &t) {
     view.dtype = DType::F32;
   return view;
 }
-
-/// applyActivation, and for a 16-bit y, while the elementwise kernels take
-/// no 16-bit floats: Relu in place (the same as the CPU's Relu before its
-/// single rounding), any other kind through an F32 copy (the activation of
-/// the rounded result, rounded again).
-Status applyActivationThroughFloat(Context &ctx, UnaryKind activation,
-                                   Tensor &y);
 
 /// visitFloat, and F16 / BF16 as __half / __nv_bfloat16 for the kernels
 /// that compute them through float (widen, compute, narrow).
@@ -214,6 +218,39 @@ Status uploadVector(const std::string &what, Scratch &scratch,
                                 cudaMemcpyHostToDevice, stream));
   return Status::success();
 }
+
+/// Runs a kernel on F16 / BF16 tensors through its f32 code, as the CPU
+/// backend's Float16Widening does, for the kernels that accumulate through
+/// atomics (scatters into a gradient), where adding into 16 bits would
+/// round at every step:
+///
+///   Float16Widening w(ctx);
+///   Tensor wideDy, wideDx;
+///   PP_RT_TRY(w.in(dy, wideDy));
+///   PP_RT_TRY(w.out(dx, wideDx));
+///   return w.finish(kernel(ctx, wideDy, wideDx));
+///
+/// in() casts a 16-bit float tensor to an f32 scratch copy (exact), out()
+/// gives f32 scratch that finish() rounds once into the original when the
+/// kernel succeeded. Other tensors, and ones the kernel's checks reject
+/// (negative dims, no data) or that hold nothing, pass through (the latter
+/// as F32, for the f32 kernel to report). The scratch lives as long as the
+/// object.
+class Float16Widening {
+public:
+  explicit Float16Widening(Context &ctx) : ctx(ctx), scratch(streamOf(ctx)) {}
+  Status in(const Tensor &t, Tensor &wide) { return widen(t, true, wide); }
+  Status out(const Tensor &t, Tensor &wide);
+  /// Rounds the outputs when `status` is ok; returns `status`.
+  Status finish(Status status);
+
+private:
+  Status widen(const Tensor &t, bool read, Tensor &wide);
+
+  Context &ctx;
+  Scratch scratch;
+  std::vector<std::pair<Tensor, Tensor>> outputs; // (original, wide)
+};
 
 /// Writes zero bytes over a tensor on the stream.
 Status zeroTensor(const std::string &what, Tensor &t, cudaStream_t stream);

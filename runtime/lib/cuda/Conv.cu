@@ -553,7 +553,7 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
     return convForward<T>(what, ctx, x.dtype, cp, x.as<T>(), w.as<T>(),
                           b ? b->as<T>() : nullptr, y.as<T>());
   }));
-  return applyActivationThroughFloat(ctx, activation, y);
+  return applyActivation(ctx, activation, y);
 }
 
 Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,

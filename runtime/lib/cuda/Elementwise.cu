@@ -4,7 +4,9 @@
 // cast, expand, reduceSumTo and fill. One kernel template per element type
 // takes the op kind as a run-time value (a warp-uniform switch), which keeps
 // the number of instantiations, and so the compile time, small. Broadcast
-// operands are read through coalesced strides (0 on broadcast dims).
+// operands are read through coalesced strides (0 on broadcast dims). F16 and
+// BF16 elements are widened to float, computed as F32 ones and rounded once
+// on store (Common.cuh), as the CPU backend computes them.
 //
 //===----------------------------------------------------------------------===//
 
@@ -119,9 +121,9 @@ template <typename T> struct UnaryFloatOp {
   const T *x;
   T *y;
   UnaryKind kind;
-  T alpha, beta;
+  Compute<T> alpha, beta;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    y[i] = unaryFloatOp(kind, x[i], alpha, beta);
+    y[i] = narrow<T>(unaryFloatOp(kind, widen(x[i]), alpha, beta));
   }
 };
 
@@ -226,16 +228,17 @@ __device__ __forceinline__ T unaryGradOp(UnaryKind kind, T x, T y, T dy,
 
 /// Reads x or y (whichever the kind needs; the other may be absent).
 template <typename T> struct UnaryGradOp {
+  using C = Compute<T>;
   const T *x;
   const T *y;
   const T *dy;
   T *dx;
   UnaryKind kind;
-  T alpha, beta;
+  C alpha, beta;
   __device__ void operator()(int64_t i, const int64_t (&)[1]) const {
-    T xv = x ? x[i] : T(0);
-    T yv = y ? y[i] : T(0);
-    dx[i] = unaryGradOp(kind, xv, yv, dy[i], alpha, beta);
+    C xv = x ? widen(x[i]) : C(0);
+    C yv = y ? widen(y[i]) : C(0);
+    dx[i] = narrow<T>(unaryGradOp(kind, xv, yv, widen(dy[i]), alpha, beta));
   }
 };
 
@@ -264,16 +267,17 @@ __device__ T remainderOf(T x, T y, bool floored, bool &zero) {
   return r;
 }
 
-/// Add, Sub, Mul, Div, Mod, FMod on one dtype; an integer division by zero
-/// sets `error`.
-template <typename T> struct ArithOp {
-  const T *a;
-  const T *b;
-  T *c;
+/// Add, Sub, Mul, Div, Mod, FMod on one dtype S (computed as T); an
+/// integer division by zero sets `error`.
+template <typename S> struct ArithOp {
+  using T = Compute<S>;
+  const S *a;
+  const S *b;
+  S *c;
   BinaryKind kind;
   unsigned long long *error;
   __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
-    T x = a[o[0]], y = b[o[1]];
+    T x = widen(a[o[0]]), y = widen(b[o[1]]);
     T r;
     switch (kind) {
     case BinaryKind::Add:
@@ -324,7 +328,7 @@ template <typename T> struct ArithOp {
       }
       break;
     }
-    c[i] = r;
+    c[i] = narrow<S>(r);
   }
 };
 
@@ -365,20 +369,28 @@ __host__ __device__ __forceinline__ bool isUnsignedDType(DType type) {
          type == DType::U64;
 }
 
-/// Pow with base dtype T; the exponent's dtype is read at run time (ONNX
-/// lets it differ), which avoids a T x E grid of instantiations.
-template <typename T> struct PowOp {
-  const T *a;
+/// Whether an exponent of dtype `type` is a float (read as one).
+__host__ __device__ __forceinline__ bool isFloatExponent(DType type) {
+  return type == DType::F32 || type == DType::F64 || type == DType::F16 ||
+         type == DType::BF16;
+}
+
+/// Pow with base dtype S (computed as T); the exponent's dtype is read at
+/// run time (ONNX lets it differ), which avoids an S x E grid of
+/// instantiations.
+template <typename S> struct PowOp {
+  using T = Compute<S>;
+  const S *a;
   const void *b;
   DType bType;
-  T *c;
+  S *c;
   unsigned long long *error;
   __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
-    T x = a[o[0]];
+    T x = widen(a[o[0]]);
     if constexpr (std::is_floating_point_v<T>) {
-      c[i] = dm::pow(x, loadAs<T>(b, bType, o[1]));
+      c[i] = narrow<S>(dm::pow(x, loadAs<T>(b, bType, o[1])));
     } else {
-      if (bType == DType::F32 || bType == DType::F64) {
+      if (isFloatExponent(bType)) {
         c[i] = convertDouble<T>(
             dm::pow(static_cast<double>(x), loadAs<double>(b, bType, o[1])));
       } else if (isUnsignedDType(bType)) {
@@ -395,14 +407,15 @@ template <typename T> struct PowOp {
 };
 
 /// Equal, Less, Greater; Bool operands compare as truth values.
-template <typename T> struct CompareOp {
-  const T *a;
-  const T *b;
+template <typename S> struct CompareOp {
+  using T = Compute<S>;
+  const S *a;
+  const S *b;
   uint8_t *c;
   BinaryKind kind;
   bool isBool;
   __device__ void operator()(int64_t i, const int64_t (&o)[2]) const {
-    T x = a[o[0]], y = b[o[1]];
+    T x = widen(a[o[0]]), y = widen(b[o[1]]);
     if (isBool) {
       x = T(x != T(0));
       y = T(y != T(0));
@@ -447,12 +460,12 @@ template <typename T> struct ClipOp {
   const T *hi;
   T *y;
   __device__ void operator()(int64_t i, const int64_t (&o)[3]) const {
-    T v = x[o[0]];
-    if (lo && v < lo[o[1]])
-      v = lo[o[1]];
-    if (hi && hi[o[2]] < v)
-      v = hi[o[2]];
-    y[i] = v;
+    Compute<T> v = widen(x[o[0]]);
+    if (lo && v < widen(lo[o[1]]))
+      v = widen(lo[o[1]]);
+    if (hi && widen(hi[o[2]]) < v)
+      v = widen(hi[o[2]]);
+    y[i] = narrow<T>(v);
   }
 };
 
@@ -598,15 +611,15 @@ Status unary(Context &ctx, UnaryKind kind, const Tensor &x, Tensor &y,
   }
   bool intKind = kind == UnaryKind::Neg || kind == UnaryKind::Abs ||
                  kind == UnaryKind::Relu;
+  if (isFloat(x.dtype) || isFloat16(x.dtype))
+    return visitFloatOr16(x.dtype, what, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      using C = Compute<T>;
+      return launchMap(
+          what, stream, n, index,
+          UnaryFloatOp<T>{x.as<T>(), y.as<T>(), kind, C(alpha), C(beta)});
+    });
   switch (x.dtype) {
-  case DType::F32:
-    return launchMap(
-        what, stream, n, index,
-        UnaryFloatOp<float>{x.as<float>(), y.as<float>(), kind, alpha, beta});
-  case DType::F64:
-    return launchMap(what, stream, n, index,
-                     UnaryFloatOp<double>{x.as<double>(), y.as<double>(), kind,
-                                          double(alpha), double(beta)});
   case DType::I64:
     if (intKind)
       return launchMap(
@@ -643,7 +656,7 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
   if (kind == UnaryKind::Floor || kind == UnaryKind::Ceil ||
       kind == UnaryKind::Round || kind == UnaryKind::Not)
     return zeroTensor(what, dx, stream);
-  if (!isFloat(dy.dtype))
+  if (!isFloat(dy.dtype) && !isFloat16(dy.dtype))
     return dtypeError(what, dy.dtype);
   // Only the operand the kind reads is checked; the other may be empty.
   bool usesY = unaryGradReadsOutput(kind);
@@ -656,15 +669,15 @@ Status unaryGrad(Context &ctx, UnaryKind kind, const Tensor &x, const Tensor &y,
     return Status::success();
   StridedIndex<1> index;
   PP_RT_TRY(flatIndex(what, n, index));
-  return visitFloat(dy.dtype, what, [&](auto tag) {
+  return visitFloatOr16(dy.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     UnaryGradOp<T> op{usesY ? nullptr : x.as<T>(),
                       usesY ? y.as<T>() : nullptr,
                       dy.as<T>(),
                       dx.as<T>(),
                       kind,
-                      T(alpha),
-                      T(beta)};
+                      Compute<T>(alpha),
+                      Compute<T>(beta)};
     return launchMap(what, stream, n, index, op);
   });
 }
@@ -676,14 +689,13 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
   const std::string &what = plan.what;
   const std::vector<int64_t> &shape = plan.shape;
   bool isCompare = plan.isCompare, isLogic = plan.isLogic;
-  // 16-bit floats are storage only; U32 / U64 / I16 / U16 are only Pow
-  // exponents here.
-  if (isFloat16(a.dtype) || isStorageOnlyInt(a.dtype))
+  // U32 / U64 / I16 / U16 are only Pow exponents here.
+  if (isStorageOnlyInt(a.dtype))
     return dtypeError(what, a.dtype);
   if (!isCompare && !isLogic) {
     if (a.dtype == DType::Bool)
       return dtypeError(what, a.dtype);
-    if (b.dtype == DType::Bool || isFloat16(b.dtype))
+    if (b.dtype == DType::Bool)
       return dtypeError(what + " exponent", b.dtype);
   }
   int64_t n = c.numel();
@@ -701,23 +713,23 @@ Status binary(Context &ctx, BinaryKind kind, const Tensor &a, const Tensor &b,
                      LogicOp{a.as<uint8_t>(), b.as<uint8_t>(), c.as<uint8_t>(),
                              kind == BinaryKind::And});
   if (isCompare)
-    return visitDType(a.dtype, [&](auto tag) {
+    return visitDTypeOr16(a.dtype, [&](auto tag) {
       using T = typename decltype(tag)::type;
       return launchMap(what, stream, n, index,
                        CompareOp<T>{a.as<T>(), b.as<T>(), c.as<uint8_t>(), kind,
                                     a.dtype == DType::Bool});
     });
   // Integer Div, Mod and Pow can divide by zero: those report it via a flag.
-  bool mayFlag = !isFloat(a.dtype) &&
+  bool mayFlag = !isFloat(a.dtype) && !isFloat16(a.dtype) &&
                  (kind == BinaryKind::Div || kind == BinaryKind::Mod ||
                   kind == BinaryKind::FMod ||
-                  (kind == BinaryKind::Pow && !isFloat(b.dtype) &&
+                  (kind == BinaryKind::Pow && !isFloatExponent(b.dtype) &&
                    !isUnsignedDType(b.dtype)));
   Scratch scratch(stream);
   unsigned long long *flag = nullptr;
   if (mayFlag)
     PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
-  PP_RT_TRY(visitDType(a.dtype, [&](auto tag) {
+  PP_RT_TRY(visitDTypeOr16(a.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (kind == BinaryKind::Pow)
       return launchMap(what, stream, n, index,
@@ -759,7 +771,7 @@ Status where(Context &ctx, const Tensor &cond, const Tensor &x, const Tensor &y,
 Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
             Tensor &y) {
   PP_RT_TRY(expectValid(x, "clip x"));
-  if (x.dtype == DType::Bool || isFloat16(x.dtype) || isStorageOnlyInt(x.dtype))
+  if (x.dtype == DType::Bool || isStorageOnlyInt(x.dtype))
     return dtypeError("clip", x.dtype);
   PP_RT_TRY(expectDType(y, x.dtype, "clip y"));
   PP_RT_TRY(expectShape(y, x.shape, "clip y"));
@@ -784,7 +796,7 @@ Status clip(Context &ctx, const Tensor &x, const Tensor *lo, const Tensor *hi,
                           broadcastStrides(lo ? lo->shape : none, x.shape),
                           broadcastStrides(hi ? hi->shape : none, x.shape)},
                          index));
-  return visitDType(x.dtype, [&](auto tag) {
+  return visitDTypeOr16(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     return launchMap("clip", streamOf(ctx), n, index,
                      ClipOp<T>{x.as<T>(), lo ? lo->as<T>() : nullptr,

@@ -301,6 +301,15 @@ Status gather(Context &ctx, const Tensor &data, const Tensor &indices,
 Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata) {
   const char *what = "gatherGrad";
+  // 16 bits: repeated indices add (atomics) into an f32 copy, rounded once.
+  if (anyFloat16(dy, ddata)) {
+    PP_RT_TRY(expectSameDType(what, {&ddata, &dy}));
+    Float16Widening w(ctx);
+    Tensor wideDy, wideDdata;
+    PP_RT_TRY(w.in(dy, wideDy));
+    PP_RT_TRY(w.out(ddata, wideDdata));
+    return w.finish(gatherGrad(ctx, wideDy, indices, axis, wideDdata));
+  }
   int64_t a = axis;
   PP_RT_TRY(gatherCheck(what, ddata, dy, indices, a));
   int64_t total = dy.numel();
@@ -465,6 +474,15 @@ Status pad(Context &ctx, const Tensor &x, const std::vector<int64_t> &pads,
 Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
                PadMode mode, Tensor &dx) {
   const char *what = "padGrad";
+  // 16 bits: shared sources add (atomics) into an f32 copy, rounded once.
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType(what, {&dx, &dy}));
+    Float16Widening w(ctx);
+    Tensor wideDy, wideDx;
+    PP_RT_TRY(w.in(dy, wideDy));
+    PP_RT_TRY(w.out(dx, wideDx));
+    return w.finish(padGrad(ctx, wideDy, pads, mode, wideDx));
+  }
   PP_RT_TRY(checkPad(what, dx, dy, pads, mode));
   cudaStream_t stream = streamOf(ctx);
   return visitFloat(dy.dtype, what, [&](auto tag) {
@@ -519,6 +537,16 @@ Status scatterND(Context &ctx, const Tensor &data, const Tensor &indices,
   int64_t tuples = 0, k = 0, slice = 0;
   PP_RT_TRY(
       checkScatterND(data, indices, updates, reduction, y, tuples, k, slice));
+  // 16-bit reductions: repeated indices combine in f32, rounded once.
+  if (reduction != ScatterReduction::None && isFloat16(data.dtype)) {
+    Float16Widening w(ctx);
+    Tensor wideData, wideUpdates, wideY;
+    PP_RT_TRY(w.in(data, wideData));
+    PP_RT_TRY(w.in(updates, wideUpdates));
+    PP_RT_TRY(w.out(y, wideY));
+    return w.finish(
+        scatterND(ctx, wideData, indices, wideUpdates, reduction, wideY));
+  }
   cudaStream_t stream = streamOf(ctx);
   // The index tuples are checked and turned into offsets on the host (a
   // wait on the stream: ScatterND builds masks, it is not on a hot path).

@@ -543,8 +543,7 @@ Status batchNorm(Context &ctx, const Tensor &x, const Tensor &scale,
     }
     return Status::success();
   }));
-  return relu ? Status::success()
-              : applyActivationThroughFloat(ctx, activation, y);
+  return relu ? Status::success() : applyActivation(ctx, activation, y);
 }
 
 /// mean and 1 / sqrt(var + eps) per channel from the two partial passes.

@@ -4,7 +4,9 @@
 // per output and walk the window in the CPU backend's order, so ties pick the
 // same argmax.
 // avgPoolGrad gathers (one thread per input element, no atomics);
-// maxPoolGrad scatters through atomics since its windows are unknown.
+// maxPoolGrad scatters through atomics since its windows are unknown. F16
+// and BF16 elements are widened to float and computed as F32 ones, each
+// output rounded once (maxPoolGrad adds into an f32 copy of dx).
 //
 //===----------------------------------------------------------------------===//
 
@@ -37,16 +39,17 @@ __global__ void __launch_bounds__(kThreads)
     int64_t o[3];
     unflatten(flat, g.out, o);
     const T *xp = x + pl * g.inSize;
-    T best = 0;
+    using C = Compute<T>;
+    C best = 0;
     int64_t arg = -1;
     forEachTap(g, o, [&](int64_t off) {
-      T v = xp[off];
+      C v = widen(xp[off]);
       if (arg < 0 || v > best || (isNaN(v) && !isNaN(best))) {
         best = v;
         arg = off;
       }
     });
-    y[t] = arg < 0 ? -std::numeric_limits<T>::infinity() : best;
+    y[t] = narrow<T>(arg < 0 ? -std::numeric_limits<C>::infinity() : best);
     if (indices)
       indices[t] = arg < 0 ? -1 : pl * g.inSize + arg;
   }
@@ -61,10 +64,11 @@ __global__ void __launch_bounds__(kThreads)
     int64_t o[3];
     unflatten(flat, g.out, o);
     const T *xp = x + pl * g.inSize;
-    T sum = 0;
-    forEachTap(g, o, [&](int64_t off) { sum += xp[off]; });
+    using C = Compute<T>;
+    C sum = 0;
+    forEachTap(g, o, [&](int64_t off) { sum += widen(xp[off]); });
     int64_t divisor = avgDivisor(g, o, countIncludePad);
-    y[t] = divisor > 0 ? sum / T(divisor) : T(0);
+    y[t] = narrow<T>(divisor > 0 ? sum / C(divisor) : C(0));
   }
 }
 
@@ -78,7 +82,8 @@ __global__ void __launch_bounds__(kThreads)
     int64_t p[3];
     unflatten(flat, g.in, p);
     const T *dyp = dy + pl * g.outSize;
-    T acc = 0;
+    using C = Compute<T>;
+    C acc = 0;
     int64_t o[3];
     for (int64_t kd = 0; kd < g.k[0]; ++kd) {
       int64_t nd = p[0] + g.pb[0] - kd * g.d[0];
@@ -97,11 +102,12 @@ __global__ void __launch_bounds__(kThreads)
           o[2] = nw / g.s[2];
           int64_t divisor = avgDivisor(g, o, countIncludePad);
           if (divisor > 0)
-            acc += dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]] / T(divisor);
+            acc += widen(dyp[(o[0] * g.out[1] + o[1]) * g.out[2] + o[2]]) /
+                   C(divisor);
         }
       }
     }
-    dx[t] = acc;
+    dx[t] = narrow<T>(acc);
   }
 }
 
@@ -131,8 +137,11 @@ __global__ void __launch_bounds__(kThreads)
 Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
                Tensor &y, Tensor *indices) {
   const char *what = "maxPool";
+  if (anyFloat16(x, y))
+    PP_RT_TRY(expectSameDType(what, {&x, &y}));
   Geometry g;
-  PP_RT_TRY(resolvePool(what, x, y, params, "x", "y", g));
+  PP_RT_TRY(
+      resolvePool(what, checkedAsF32(x), checkedAsF32(y), params, "x", "y", g));
   if (indices) {
     PP_RT_TRY(expectDType(*indices, DType::I64, "maxPool: indices"));
     PP_RT_TRY(expectShape(*indices, y.shape, "maxPool: indices"));
@@ -142,7 +151,7 @@ Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
     return Status::success();
   cudaStream_t stream = streamOf(ctx);
   int64_t *idx = indices ? indices->as<int64_t>() : nullptr;
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     maxPoolKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
         x.as<T>(), y.as<T>(), idx, total, g);
@@ -154,6 +163,15 @@ Status maxPool(Context &ctx, const Tensor &x, const WindowParams &params,
 Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                    Tensor &dx) {
   const char *what = "maxPoolGrad";
+  // 16 bits: the atomics add into an f32 dx, rounded once at the end.
+  if (anyFloat16(dy, dx)) {
+    PP_RT_TRY(expectSameDType(what, {&dy, &dx}));
+    Float16Widening w(ctx);
+    Tensor wideDy, wideDx;
+    PP_RT_TRY(w.in(dy, wideDy));
+    PP_RT_TRY(w.out(dx, wideDx));
+    return w.finish(maxPoolGrad(ctx, wideDy, indices, wideDx));
+  }
   PoolPlanes pool;
   PP_RT_TRY(checkMaxPoolGrad(dy, indices, dx, pool));
   cudaStream_t stream = streamOf(ctx);
@@ -181,13 +199,16 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
 Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
                bool countIncludePad, Tensor &y) {
   const char *what = "avgPool";
+  if (anyFloat16(x, y))
+    PP_RT_TRY(expectSameDType(what, {&x, &y}));
   Geometry g;
-  PP_RT_TRY(resolvePool(what, x, y, params, "x", "y", g));
+  PP_RT_TRY(
+      resolvePool(what, checkedAsF32(x), checkedAsF32(y), params, "x", "y", g));
   int64_t total = y.numel();
   if (total == 0)
     return Status::success();
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     avgPoolKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
         x.as<T>(), y.as<T>(), total, g, countIncludePad);
@@ -199,13 +220,16 @@ Status avgPool(Context &ctx, const Tensor &x, const WindowParams &params,
 Status avgPoolGrad(Context &ctx, const Tensor &dy, const WindowParams &params,
                    bool countIncludePad, Tensor &dx) {
   const char *what = "avgPoolGrad";
+  if (anyFloat16(dy, dx))
+    PP_RT_TRY(expectSameDType(what, {&dx, &dy}));
   Geometry g;
-  PP_RT_TRY(resolvePool(what, dx, dy, params, "dx", "dy", g));
+  PP_RT_TRY(resolvePool(what, checkedAsF32(dx), checkedAsF32(dy), params, "dx",
+                        "dy", g));
   int64_t total = dx.numel();
   if (total == 0)
     return Status::success();
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(dx.dtype, what, [&](auto tag) {
+  return visitFloatOr16(dx.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     avgPoolGradKernel<T><<<gridFor(total), kThreads, 0, stream>>>(
         dy.as<T>(), dx.as<T>(), total, g, countIncludePad);

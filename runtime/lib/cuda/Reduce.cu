@@ -6,7 +6,9 @@
 // elements are contiguous or few outputs exist, else one thread per output
 // (adjacent threads then read adjacent kept elements: coalesced). Long outer
 // reductions over contiguous outputs split the reduced range over blocks of
-// 32 outputs x 8 lanes and combine the partials in a fixed order.
+// 32 outputs x 8 lanes and combine the partials in a fixed order. F16 and
+// BF16 elements are widened to float and accumulated as F32 ones; each
+// output is rounded once.
 //
 //===----------------------------------------------------------------------===//
 
@@ -18,14 +20,16 @@ using namespace cuda;
 
 namespace {
 
-/// Accumulation of Sum/Mean, Max or Min (K) over elements of T. Max and Min
-/// widen integers to int64 so warp shuffles apply to every dtype.
+/// Accumulation of Sum/Mean, Max or Min (K) over elements of T (computed as
+/// C: 16-bit floats as float). Max and Min widen integers to int64 so warp
+/// shuffles apply to every dtype.
 template <typename T, ReduceKind K> struct Reducer {
-  static constexpr bool isFloatT = std::is_floating_point_v<T>;
+  using C = Compute<T>;
+  static constexpr bool isFloatT = std::is_floating_point_v<C>;
   static constexpr bool isExtremum =
       K == ReduceKind::Max || K == ReduceKind::Min;
   using Acc = std::conditional_t<
-      isExtremum, std::conditional_t<isFloatT, T, int64_t>,
+      isExtremum, std::conditional_t<isFloatT, C, int64_t>,
       std::conditional_t<isFloatT, double, unsigned long long>>;
 
   /// The max of an empty set is -inf (or the type's lowest), the min +inf
@@ -34,15 +38,15 @@ template <typename T, ReduceKind K> struct Reducer {
     if constexpr (!isExtremum)
       return Acc(0);
     else if constexpr (K == ReduceKind::Max)
-      return isFloatT ? Acc(-std::numeric_limits<T>::infinity())
-                      : Acc(std::numeric_limits<T>::lowest());
+      return isFloatT ? Acc(-std::numeric_limits<C>::infinity())
+                      : Acc(std::numeric_limits<C>::lowest());
     else
-      return isFloatT ? Acc(std::numeric_limits<T>::infinity())
-                      : Acc(std::numeric_limits<T>::max());
+      return isFloatT ? Acc(std::numeric_limits<C>::infinity())
+                      : Acc(std::numeric_limits<C>::max());
   }
   __device__ static Acc lift(T v) {
     if constexpr (isExtremum || isFloatT)
-      return Acc(v);
+      return Acc(widen(v));
     else
       return static_cast<unsigned long long>(static_cast<int64_t>(v));
   }
@@ -57,10 +61,10 @@ template <typename T, ReduceKind K> struct Reducer {
   }
   __device__ static T finish(Acc acc, int64_t count, bool mean) {
     if constexpr (isExtremum) {
-      return T(acc);
+      return narrow<T>(acc);
     } else if constexpr (isFloatT) {
       // 0 / 0 gives NaN for the mean of an empty set, as torch.mean.
-      return T(mean ? acc / double(count) : acc);
+      return narrow<T>(mean ? acc / double(count) : acc);
     } else {
       // Integer means truncate toward zero.
       int64_t sum = static_cast<int64_t>(acc);
@@ -240,33 +244,31 @@ struct MaxOf {
 
 /// Softmax of one line of n elements at stride `inner`, computed by the
 /// threads [first, first + step ...) of a group that reduces with `reduce`.
-/// Arithmetic follows the CPU backend: exp in T, the sum in double.
+/// Arithmetic follows the CPU backend: exp in C, the sum in double.
 template <typename T, typename ReduceFn>
 __device__ void softmaxLine(const T *x, T *y, int64_t n, int64_t inner,
                             bool log, int64_t first, int64_t step,
                             ReduceFn reduce) {
-  T mx = -std::numeric_limits<T>::infinity();
+  using C = Compute<T>;
+  C mx = -std::numeric_limits<C>::infinity();
   for (int64_t j = first; j < n; j += step)
-    mx = MaxOf{}(mx, x[j * inner]);
+    mx = MaxOf{}(mx, widen(x[j * inner]));
   mx = reduce(mx, MaxOf{});
   double sum = 0;
-  for (int64_t j = first; j < n; j += step) {
-    T e = dm::exp(x[j * inner] - mx);
-    sum += double(e);
-    if (!log)
-      y[j * inner] = e;
-  }
+  for (int64_t j = first; j < n; j += step)
+    sum += double(dm::exp(widen(x[j * inner]) - mx));
   sum = reduce(sum, SumOp{});
-  // y = (x - max) - log(sum) in T, the order PyTorch uses; softmax scales
-  // by the reciprocal of the sum.
+  // y = (x - max) - log(sum) in C, the order PyTorch uses; softmax scales
+  // exp(x - max), recomputed (the same value; y is stored once, so a 16-bit
+  // y is rounded once), by the reciprocal of the sum.
   if (log) {
-    T lse = T(::log(sum));
+    C lse = C(::log(sum));
     for (int64_t j = first; j < n; j += step)
-      y[j * inner] = (x[j * inner] - mx) - lse;
+      y[j * inner] = narrow<T>((widen(x[j * inner]) - mx) - lse);
   } else {
-    T inv = T(1.0 / sum);
+    C inv = C(1.0 / sum);
     for (int64_t j = first; j < n; j += step)
-      y[j * inner] *= inv;
+      y[j * inner] = narrow<T>(dm::exp(widen(x[j * inner]) - mx) * inv);
   }
 }
 
@@ -276,16 +278,18 @@ template <typename T, typename ReduceFn>
 __device__ void softmaxGradLine(const T *y, const T *dy, T *dx, int64_t n,
                                 int64_t inner, bool log, int64_t first,
                                 int64_t step, ReduceFn reduce) {
+  using C = Compute<T>;
   double sum = 0;
   for (int64_t j = first; j < n; j += step) {
     int64_t k = j * inner;
-    sum += log ? double(dy[k]) : double(dy[k]) * y[k];
+    sum += log ? double(widen(dy[k])) : double(widen(dy[k])) * widen(y[k]);
   }
   sum = reduce(sum, SumOp{});
-  T s = T(sum);
+  C s = C(sum);
   for (int64_t j = first; j < n; j += step) {
     int64_t k = j * inner;
-    dx[k] = log ? dy[k] - dm::exp(y[k]) * s : y[k] * (dy[k] - s);
+    C yk = widen(y[k]), dyk = widen(dy[k]);
+    dx[k] = narrow<T>(log ? dyk - dm::exp(yk) * s : yk * (dyk - s));
   }
 }
 
@@ -312,7 +316,7 @@ template <typename T>
 __global__ void softmaxRowKernel(const T *x, T *y, int64_t rows, int64_t n,
                                  bool log) {
   __shared__ double sumBuf[32];
-  __shared__ T maxBuf[32];
+  __shared__ Compute<T> maxBuf[32];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x)
     softmaxLine(x + r * n, y + r * n, n, 1, log, threadIdx.x, blockDim.x,
                 BlockReduceFn{sumBuf, maxBuf});
@@ -364,7 +368,7 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
               const std::vector<int64_t> &axes, Tensor &y) {
   const char *what = reduceName(kind);
   PP_RT_TRY(expectValid(x, what));
-  if (x.dtype == DType::Bool || isFloat16(x.dtype) || isStorageOnlyInt(x.dtype))
+  if (x.dtype == DType::Bool || isStorageOnlyInt(x.dtype))
     return Status::error(std::string(what) + ": unsupported dtype " +
                          dtypeName(x.dtype));
   PP_RT_TRY(expectDType(y, x.dtype, what));
@@ -395,7 +399,7 @@ Status reduce(Context &ctx, ReduceKind kind, const Tensor &x,
   PP_RT_TRY(makeIndex<1>(what, redShape, redStrides, red));
   cudaStream_t stream = streamOf(ctx);
   bool mean = kind == ReduceKind::Mean;
-  return visitDType(x.dtype, [&](auto tag) {
+  return visitDTypeOr16(x.dtype, [&](auto tag) {
     using T = typename decltype(tag)::type;
     switch (kind) {
     case ReduceKind::Max:
@@ -424,9 +428,10 @@ Status softmax(Context &ctx, const Tensor &x, int64_t axis, bool log,
   int64_t outer, n, inner;
   splitAtAxis(x.shape, a, outer, n, inner);
   if (x.numel() == 0)
-    return visitFloat(x.dtype, what, [](auto) { return Status::success(); });
+    return visitFloatOr16(x.dtype, what,
+                          [](auto) { return Status::success(); });
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)
       softmaxRowKernel<T><<<rowBlocks(outer), rowThreads(n), 0, stream>>>(
@@ -454,9 +459,10 @@ Status softmaxGrad(Context &ctx, const Tensor &y, const Tensor &dy,
   int64_t outer, n, inner;
   splitAtAxis(y.shape, a, outer, n, inner);
   if (y.numel() == 0)
-    return visitFloat(y.dtype, what, [](auto) { return Status::success(); });
+    return visitFloatOr16(y.dtype, what,
+                          [](auto) { return Status::success(); });
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(y.dtype, what, [&](auto tag) {
+  return visitFloatOr16(y.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     if (inner == 1)
       softmaxGradRowKernel<T><<<rowBlocks(outer), rowThreads(n), 0, stream>>>(

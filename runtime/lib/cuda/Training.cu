@@ -5,7 +5,9 @@
 // Adam / AdamW updates of torch.optim. Loss reductions add per-label values
 // in one block in a fixed order, so the loss is deterministic. Labels are
 // checked on the device; a bad one is reported after a stream
-// synchronisation.
+// synchronisation. F16 and BF16 tensors (optimiser state included) are
+// widened to float, computed as F32 ones and rounded once on store, as the
+// CPU backend computes them; their operands must share the dtype.
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,19 +30,21 @@ namespace {
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     dropoutKernel(const T *x, T *y, uint8_t *mask, int64_t n, uint64_t seed,
-                  uint64_t offset, uint64_t threshold, T scale) {
+                  uint64_t offset, uint64_t threshold, Compute<T> scale) {
   PP_GRID_STRIDE(i, n) {
     bool keep = dropouthash::keepElement(seed, offset + uint64_t(i), threshold);
     mask[i] = keep;
-    y[i] = keep ? x[i] * scale : T(0);
+    y[i] = narrow<T>(keep ? widen(x[i]) * scale : Compute<T>(0));
   }
 }
 
 template <typename T>
 __global__ void __launch_bounds__(kThreads)
     dropoutGradKernel(const T *dy, const uint8_t *mask, T *dx, int64_t n,
-                      T scale) {
-  PP_GRID_STRIDE(i, n) { dx[i] = mask[i] ? dy[i] * scale : T(0); }
+                      Compute<T> scale) {
+  PP_GRID_STRIDE(i, n) {
+    dx[i] = narrow<T>(mask[i] ? widen(dy[i]) * scale : Compute<T>(0));
+  }
 }
 
 //===----------------------------------------------------------------------===//
@@ -59,8 +63,19 @@ template <typename T> struct LabelView {
   /// Weight of label i (0 when ignored); false when out of range.
   __device__ bool weightOf(int64_t i, int64_t &label, double &weight) const {
     label = loadIndex(labels, labels64, i);
-    return labelClassWeight(label, weights, classes, hasIgnoreIndex,
-                            ignoreIndex, weight);
+    if constexpr (isHalfType<T>) {
+      // The shared rule without weights (1, or 0 when ignored), then the
+      // widened class weight.
+      if (!labelClassWeight(label, static_cast<const float *>(nullptr), classes,
+                            hasIgnoreIndex, ignoreIndex, weight))
+        return false;
+      if (weights && weight != 0)
+        weight = double(widen(weights[label]));
+      return true;
+    } else {
+      return labelClassWeight(label, weights, classes, hasIgnoreIndex,
+                              ignoreIndex, weight);
+    }
   }
 };
 
@@ -71,25 +86,30 @@ struct FMaxOp {
 /// Log-softmax of label i's class column into logProb, then the weighted
 /// loss -w * logp[label] and the weight into perLabel / perWeight. Threads
 /// [first, first + step ...) of a group share the column; `reduce` combines
-/// their partial values. The arithmetic follows the CPU backend (double).
+/// their partial values. The arithmetic follows the CPU backend (double;
+/// C-rounded log-probabilities).
 template <typename T, typename ReduceFn>
 __device__ void sceLine(const T *scores, T *logProb, const LabelView<T> &lv,
                         int64_t i, int64_t inner, double *perLabel,
                         double *perWeight, unsigned long long *error,
                         int64_t first, int64_t step, ReduceFn reduce) {
+  using C = Compute<T>;
   int64_t n = i / inner, pos = i - n * inner;
   int64_t base = n * lv.classes * inner + pos;
+  auto score = [&](int64_t c) {
+    return double(widen(scores[base + c * inner]));
+  };
   double mx = -INFINITY;
   for (int64_t c = first; c < lv.classes; c += step)
-    mx = fmax(mx, double(scores[base + c * inner]));
+    mx = fmax(mx, score(c));
   mx = reduce(mx, FMaxOp{});
   double sum = 0;
   for (int64_t c = first; c < lv.classes; c += step)
-    sum += ::exp(double(scores[base + c * inner]) - mx);
+    sum += ::exp(score(c) - mx);
   sum = reduce(sum, SumOp{});
   double logSum = mx + ::log(sum);
   for (int64_t c = first; c < lv.classes; c += step)
-    logProb[base + c * inner] = T(double(scores[base + c * inner]) - logSum);
+    logProb[base + c * inner] = narrow<T>(C(score(c) - logSum));
   if (first != 0)
     return;
   int64_t label;
@@ -100,11 +120,9 @@ __device__ void sceLine(const T *scores, T *logProb, const LabelView<T> &lv,
     return;
   }
   perWeight[i] = w;
-  // Recomputed in double rather than read back from logProb (rounded to T,
-  // and written by other threads of the group).
-  perLabel[i] =
-      w == 0 ? 0.0
-             : -w * double(T(double(scores[base + label * inner]) - logSum));
+  // Recomputed rather than read back from logProb (written by other threads
+  // of the group, and for 16 bits rounded past the C value the CPU reads).
+  perLabel[i] = w == 0 ? 0.0 : -w * double(C(score(label) - logSum));
 }
 
 struct LaneReduce {
@@ -168,9 +186,10 @@ template <typename T>
 __global__ void sceLossKernel(const double *perLabel, const double *totals,
                               Reduction red, int64_t labels, T *loss) {
   if (red == Reduction::None) {
-    PP_GRID_STRIDE(i, labels) { loss[i] = T(perLabel[i]); }
+    PP_GRID_STRIDE(i, labels) { loss[i] = narrow<T>(perLabel[i]); }
   } else if (blockIdx.x == 0 && threadIdx.x == 0) {
-    loss[0] = T(red == Reduction::Sum ? totals[0] : totals[0] / totals[1]);
+    loss[0] =
+        narrow<T>(red == Reduction::Sum ? totals[0] : totals[0] / totals[1]);
   }
 }
 
@@ -203,16 +222,16 @@ __global__ void __launch_bounds__(kThreads)
     int64_t i = n * inner + pos;
     double coef = weights[i];
     if (red == Reduction::None)
-      coef *= double(dloss[i]);
+      coef *= double(widen(dloss[i]));
     else if (red == Reduction::Sum)
-      coef *= double(dloss[0]);
+      coef *= double(widen(dloss[0]));
     else // all ignored: every coefficient is 0, keep the gradient 0
-      coef = coef == 0 ? 0.0 : coef * double(dloss[0]) / totals[1];
+      coef = coef == 0 ? 0.0 : coef * double(widen(dloss[0])) / totals[1];
     int64_t label = loadIndex(lv.labels, lv.labels64, i);
     dscores[e] =
-        T(coef == 0
-              ? 0.0
-              : coef * (::exp(double(logProb[e])) - (c == label ? 1.0 : 0.0)));
+        narrow<T>(coef == 0 ? 0.0
+                            : coef * (::exp(double(widen(logProb[e]))) -
+                                      (c == label ? 1.0 : 0.0)));
   }
 }
 
@@ -241,23 +260,30 @@ LabelView<T> labelView(const Tensor &labels, const Tensor *weights,
 // Optimisers
 //===----------------------------------------------------------------------===//
 
-template <typename T>
+/// The state (momentum buffer, moments) is read as C and stored back once.
+template <typename T, typename C = Compute<T>>
 __global__ void __launch_bounds__(kThreads)
     sgdKernel(const T *p, T *out, const T *g, T *buf, int64_t n, bool first,
-              T lr, T mu, T damp, T wd, bool nesterov) {
+              C lr, C mu, C damp, C wd, bool nesterov) {
   PP_GRID_STRIDE(i, n) {
-    out[i] = sgdUpdate(p[i], g[i], buf ? buf + i : nullptr, first, lr, mu, damp,
-                       wd, nesterov);
+    C b = buf && !first ? widen(buf[i]) : C(0);
+    out[i] = narrow<T>(sgdUpdate(widen(p[i]), widen(g[i]), buf ? &b : nullptr,
+                                 first, lr, mu, damp, wd, nesterov));
+    if (buf)
+      buf[i] = narrow<T>(b);
   }
 }
 
-template <typename T>
+template <typename T, typename C = Compute<T>>
 __global__ void __launch_bounds__(kThreads)
-    adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n, T b1,
-               T b2, T eps, T wd, T stepSize, T bc2, T decay, bool decoupled) {
+    adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n, C b1,
+               C b2, C eps, C wd, C stepSize, C bc2, C decay, bool decoupled) {
   PP_GRID_STRIDE(i, n) {
-    out[i] = adamUpdate(p[i], g[i], m[i], v[i], b1, b2, eps, wd, stepSize, bc2,
-                        decay, decoupled);
+    C mi = widen(m[i]), vi = widen(v[i]);
+    out[i] = narrow<T>(adamUpdate(widen(p[i]), widen(g[i]), mi, vi, b1, b2, eps,
+                                  wd, stepSize, bc2, decay, decoupled));
+    m[i] = narrow<T>(mi);
+    v[i] = narrow<T>(vi);
   }
 }
 
@@ -266,7 +292,9 @@ __global__ void __launch_bounds__(kThreads)
 Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
                uint64_t seed, uint64_t offset, Tensor &y, Tensor &mask) {
   const char *what = "dropout";
-  PP_RT_TRY(checkDropout(x, ratio, y, mask));
+  if (anyFloat16(x, y))
+    PP_RT_TRY(expectSameDType(what, {&x, &y}));
+  PP_RT_TRY(checkDropout(checkedAsF32(x), ratio, checkedAsF32(y), mask));
   int64_t n = x.numel();
   if (n == 0)
     return Status::success();
@@ -281,11 +309,11 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
   }
   uint64_t threshold = dropouthash::keepThreshold(ratio);
   double scale = dropouthash::keepScale(ratio);
-  return visitFloat(x.dtype, what, [&](auto tag) {
+  return visitFloatOr16(x.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dropoutKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         x.as<T>(), y.as<T>(), mask.as<uint8_t>(), n, seed, offset, threshold,
-        T(scale));
+        Compute<T>(scale));
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
@@ -294,16 +322,18 @@ Status dropout(Context &ctx, const Tensor &x, float ratio, bool training,
 Status dropoutGrad(Context &ctx, const Tensor &dy, const Tensor &mask,
                    float ratio, Tensor &dx) {
   const char *what = "dropoutGrad";
-  PP_RT_TRY(checkDropoutGrad(dy, mask, ratio, dx));
+  if (anyFloat16(dy, dx))
+    PP_RT_TRY(expectSameDType(what, {&dy, &dx}));
+  PP_RT_TRY(checkDropoutGrad(checkedAsF32(dy), mask, ratio, checkedAsF32(dx)));
   int64_t n = dy.numel();
   if (n == 0)
     return Status::success();
   double scale = dropouthash::keepScale(ratio);
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(dy.dtype, what, [&](auto tag) {
+  return visitFloatOr16(dy.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     dropoutGradKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
-        dy.as<T>(), mask.as<uint8_t>(), dx.as<T>(), n, T(scale));
+        dy.as<T>(), mask.as<uint8_t>(), dx.as<T>(), n, Compute<T>(scale));
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
@@ -315,10 +345,14 @@ Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
                            const std::string &reduction, Tensor &loss,
                            Tensor &logProb) {
   const std::string what = "softmaxCrossEntropy";
+  if (anyFloat16(scores, weights, loss, logProb))
+    PP_RT_TRY(expectSameDType(what, {&scores, weights, &loss, &logProb}));
+  Tensor weights32 = weights ? checkedAsF32(*weights) : Tensor{};
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(checkSoftmaxCrossEntropy(scores, labels, weights, reduction, loss,
-                                     logProb, ss, red));
+  PP_RT_TRY(checkSoftmaxCrossEntropy(
+      checkedAsF32(scores), labels, weights ? &weights32 : nullptr, reduction,
+      checkedAsF32(loss), checkedAsF32(logProb), ss, red));
   cudaStream_t stream = streamOf(ctx);
   int64_t count = ss.count();
   Scratch scratch(stream);
@@ -329,7 +363,7 @@ Status softmaxCrossEntropy(Context &ctx, const Tensor &scores,
   PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
   double *perLabel = work, *perWeight = work + count,
          *totals = work + 2 * count;
-  PP_RT_TRY(visitFloat(scores.dtype, what, [&](auto tag) {
+  PP_RT_TRY(visitFloatOr16(scores.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
     LabelView<T> lv =
         labelView<T>(labels, weights, ss.c, hasIgnoreIndex, ignoreIndex);
@@ -371,10 +405,15 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
                                int64_t ignoreIndex,
                                const std::string &reduction, Tensor &dscores) {
   const std::string what = "softmaxCrossEntropyGrad";
+  if (anyFloat16(dloss, logProb, weights, dscores))
+    PP_RT_TRY(expectSameDType(what, {&logProb, weights, &dloss, &dscores}));
+  Tensor weights32 = weights ? checkedAsF32(*weights) : Tensor{};
   SceShape ss;
   Reduction red;
-  PP_RT_TRY(checkSoftmaxCrossEntropyGrad(dloss, logProb, labels, weights,
-                                         reduction, dscores, ss, red));
+  PP_RT_TRY(
+      checkSoftmaxCrossEntropyGrad(checkedAsF32(dloss), checkedAsF32(logProb),
+                                   labels, weights ? &weights32 : nullptr,
+                                   reduction, checkedAsF32(dscores), ss, red));
   cudaStream_t stream = streamOf(ctx);
   int64_t count = ss.count();
   Scratch scratch(stream);
@@ -384,7 +423,7 @@ Status softmaxCrossEntropyGrad(Context &ctx, const Tensor &dloss,
   PP_RT_TRY(scratch.alloc(what, count + 2, &work));
   PP_RT_TRY(makeErrorFlag(what, scratch, stream, &flag));
   double *labelWeights = work, *totals = work + count;
-  return visitFloat(logProb.dtype, what, [&](auto tag) -> Status {
+  return visitFloatOr16(logProb.dtype, what, [&](auto tag) -> Status {
     using T = typename decltype(tag)::type;
     LabelView<T> lv =
         labelView<T>(labels, weights, ss.c, hasIgnoreIndex, ignoreIndex);
@@ -416,21 +455,28 @@ Status sgdStep(Context &ctx, Tensor &param, const Tensor &grad,
                Tensor *momentumBuffer, int64_t step, double lr, double momentum,
                double dampening, double weightDecay, bool nesterov) {
   const char *what = "sgdStep";
-  PP_RT_TRY(
-      checkSgdStep(param, grad, momentumBuffer, momentum, dampening, nesterov));
+  // The buffer is read only with a momentum, as on the CPU.
+  Tensor *buffer = momentum != 0.0 ? momentumBuffer : nullptr;
+  if (anyFloat16(param, grad, buffer))
+    PP_RT_TRY(expectSameDType(what, {&param, &grad, buffer}));
+  Tensor buffer32 = momentumBuffer ? checkedAsF32(*momentumBuffer) : Tensor{};
+  PP_RT_TRY(checkSgdStep(checkedAsF32(param), checkedAsF32(grad),
+                         momentumBuffer ? &buffer32 : nullptr, momentum,
+                         dampening, nesterov));
   int64_t n = param.numel();
   if (n == 0)
     return Status::success();
   // torch initialises the buffer with the first gradient: step counts from 1.
   bool first = step <= 1;
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(param.dtype, what, [&](auto tag) {
+  return visitFloatOr16(param.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T *buf = momentum != 0.0 ? momentumBuffer->as<T>() : nullptr;
+    using C = Compute<T>;
+    T *buf = buffer ? buffer->as<T>() : nullptr;
     sgdKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
-        grad.as<T>(), buf, n, first, T(lr), T(momentum), T(1.0 - dampening),
-        T(weightDecay), nesterov);
+        grad.as<T>(), buf, n, first, C(lr), C(momentum), C(1.0 - dampening),
+        C(weightDecay), nesterov);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });
@@ -440,7 +486,10 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
                 Tensor &v, int64_t step, double lr, double beta1, double beta2,
                 double epsilon, double weightDecay, bool decoupled) {
   const char *what = "adamStep";
-  PP_RT_TRY(checkAdamStep(param, grad, m, v, step));
+  if (anyFloat16(param, grad, m, v))
+    PP_RT_TRY(expectSameDType(what, {&param, &grad, &m, &v}));
+  PP_RT_TRY(checkAdamStep(checkedAsF32(param), checkedAsF32(grad),
+                          checkedAsF32(m), checkedAsF32(v), step));
   int64_t n = param.numel();
   if (n == 0)
     return Status::success();
@@ -449,13 +498,14 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
   double bc1 = 1.0 - std::pow(beta1, double(step));
   double bc2Sqrt = std::sqrt(1.0 - std::pow(beta2, double(step)));
   cudaStream_t stream = streamOf(ctx);
-  return visitFloat(param.dtype, what, [&](auto tag) {
+  return visitFloatOr16(param.dtype, what, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    T wd = T(weightDecay);
+    using C = Compute<T>;
     adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
-        grad.as<T>(), m.as<T>(), v.as<T>(), n, T(beta1), T(beta2), T(epsilon),
-        wd, T(lr / bc1), T(bc2Sqrt), T(1.0 - lr * weightDecay), decoupled);
+        grad.as<T>(), m.as<T>(), v.as<T>(), n, C(beta1), C(beta2), C(epsilon),
+        C(weightDecay), C(lr / bc1), C(bc2Sqrt), C(1.0 - lr * weightDecay),
+        decoupled);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
   });

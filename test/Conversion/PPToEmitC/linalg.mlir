@@ -37,6 +37,17 @@
 // CHECK: call_opaque "pp::rt::reduce"({{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::ReduceKind(1)">, 1 : index, #emitc.opaque<"std::vector<int64_t>{2, 3}">, 2 : index]}
 // CHECK: call_opaque "pp::rt::reduce"(%{{.*}}, %[[P]], %{{.*}}) {args = [0 : index, #emitc.opaque<"pp::rt::ReduceKind(2)">, 1 : index, #emitc.opaque<"std::vector<int64_t>{2, 3}">, 2 : index]}
 
+// 16-bit floats pool too (the kernels compute them through float).
+// CHECK-LABEL: emitc.func @pool_16bit(
+// CHECK: %[[X:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::BF16">, #emitc.opaque<"{2, 4, 4, 4}">]}
+// CHECK: %[[P:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::BF16">, #emitc.opaque<"{2, 4, 2, 2}">]}
+// CHECK: %[[I:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::I64">, #emitc.opaque<"{2, 4, 2, 2}">]}
+// CHECK: %[[IP:.*]] = call_opaque "pp::rt::gen::addrMut"(%[[I]])
+// CHECK: call_opaque "pp::rt::maxPool"(%{{.*}}, %[[X]], %[[P]], %[[IP]])
+// CHECK: %[[Q:.*]] = call_opaque "pp::rt::gen::view"{{.*}}"pp::rt::DType::F16">, #emitc.opaque<"{2, 4, 2, 2}">]}
+// CHECK: call_opaque "pp::rt::maxPool"(%{{.*}}, %{{.*}}, %[[Q]], %{{.*}})
+// CHECK: call_opaque "pp::rt::avgPool"
+
 // Axes are normalised; ReduceSum reads them from a constant, all of them
 // when absent, and copies with noop_with_empty_axes.
 // CHECK-LABEL: emitc.func @reductions(
@@ -67,6 +78,14 @@ module attributes {pp.plan = #pp.plan<schedule = "gpipe", micro_batches = 1, num
     %a = onnx.AveragePool %y {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>, count_include_pad = 1 : i64} : (tensor<2x4x4x4xf32>) -> tensor<2x4x4x4xf32>
     %ga = onnx.GlobalAveragePool %a : (tensor<2x4x4x4xf32>) -> tensor<2x4x1x1xf32>
     %gm = onnx.GlobalMaxPool %p : (tensor<2x4x2x2xf32>) -> tensor<2x4x1x1xf32>
+    return
+  }
+  func.func @pool_16bit(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {
+    %x = pp.input %mb {index = 1 : i64} : tensor<2x4x4x4xbf16>
+    %p, %i = onnx.MaxPool %x {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xbf16>) -> (tensor<2x4x2x2xbf16>, tensor<2x4x2x2xi64>)
+    %h = onnx.Cast %x {to = 10 : i64} : (tensor<2x4x4x4xbf16>) -> tensor<2x4x4x4xf16>
+    %q, %j = onnx.MaxPool %h {kernel_shape = array<i64: 2, 2>, strides = array<i64: 2, 2>} : (tensor<2x4x4x4xf16>) -> (tensor<2x4x2x2xf16>, tensor<2x4x2x2xi64>)
+    %a = onnx.AveragePool %h {kernel_shape = array<i64: 3, 3>, pads = array<i64: 1, 1, 1, 1>} : (tensor<2x4x4x4xf16>) -> tensor<2x4x4x4xf16>
     return
   }
   func.func @reductions(%mb: tensor<i64>) attributes {pp.stage = 0 : i64, pp.phase = #pp.phase<forward>} {

@@ -22,10 +22,14 @@
 //   each 16-bit float output, in/out state included (optimiser buffers,
 //   running statistics), is rounded once to its dtype, to nearest even. The
 //   operands keep the kernel's dtype rules: a BF16 operand where an F32 one
-//   must match it is an error. The CUDA backend computes them alike in its
-//   GEMMs (tensor cores, f32 accumulation, one rounding), convolutions
-//   (cuDNN, float compute type) and normalisations (float / double
-//   statistics); its other arithmetic kernels still reject them.
+//   must match it is an error. The CUDA backend computes them alike, with
+//   the same dtype rules: GEMMs on tensor cores (f32 accumulation, one
+//   rounding), convolutions in cuDNN (float compute type; a bias or a
+//   non-Relu activation applies to the rounded output), and every other
+//   arithmetic kernel (elementwise, reductions, softmax, norms, pooling,
+//   dropout, losses, optimiser updates) widening each element to float,
+//   running the F32 code (double sums where it has them) and rounding each
+//   output once; atomic scatters add into an f32 copy, rounded once.
 // - Kernels validate what they read from their arguments and report misuse
 //   by returning a Status; they never abort.
 // - Randomness (Dropout) is counter based: the mask of element i depends only
