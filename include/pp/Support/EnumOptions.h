@@ -149,13 +149,29 @@ public:
         value = info.V.value;
         return false;
       }
-    std::string names;
-    for (auto [i, info] : llvm::enumerate(Values)) {
-      if (i > 0)
-        names += i + 1 == Values.size() ? " or " : ", ";
-      names += "'" + info.Name.str() + "'";
+    return option.error("unknown value '" + arg + "': expected " + listNames());
+  }
+
+  /// "'a', 'b' or 'c'"; an empty name (an optional option's default when no
+  /// UnsetName is given) is listed last, in words, as '' reads as a typo.
+  std::string listNames() const {
+    llvm::SmallVector<std::string> names;
+    bool takesEmpty = false;
+    for (const OptionInfo &info : Values) {
+      if (info.Name.empty())
+        takesEmpty = true;
+      else
+        names.push_back("'" + info.Name.str() + "'");
     }
-    return option.error("unknown value '" + arg + "': expected " + names);
+    if (takesEmpty)
+      names.push_back("nothing (the default)");
+    std::string list;
+    for (auto [i, name] : llvm::enumerate(names)) {
+      if (i > 0)
+        list += i + 1 == names.size() ? " or " : ", ";
+      list += name;
+    }
+    return list;
   }
 
   /// The name of std::nullopt (UnsetName).

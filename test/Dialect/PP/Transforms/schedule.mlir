@@ -64,4 +64,4 @@ module attributes {pp.plan = #pp.plan<schedule = "1f1b", micro_batches = 4, num_
 // No sentinel: an explicit 0 is an error, not "the plan's".
 // CHUNKS0: pp-schedule: chunks must be >= 1, got 0
 // CHUNKS2: pp-schedule: chunks takes one value, got 2
-// KIND: pipeline-opt: for the --kind option: unknown value 'zigzag': expected '', 'gpipe', '1f1b', 'interleaved', 'zb-h1', 'zb-h2', 'zb-v', 'dualpipev', 'pipedream', 'pipedream-2bw', 'nf1b', 'v-timeprest', 'i-timeprest' or 'hetpipe'
+// KIND: pipeline-opt: for the --kind option: unknown value 'zigzag': expected 'gpipe', '1f1b', 'interleaved', 'zb-h1', 'zb-h2', 'zb-v', 'dualpipev', 'pipedream', 'pipedream-2bw', 'nf1b', 'v-timeprest', 'i-timeprest', 'hetpipe' or nothing (the default)
