@@ -252,6 +252,20 @@ private:
   std::vector<std::pair<Tensor, Tensor>> outputs; // (original, wide)
 };
 
+/// Runs a 16-bit gradient kernel whose atomics would round every partial
+/// sum on f32 copies instead: widens dy, calls run(wideDy, wideDx) and
+/// rounds dx once.
+template <typename Run>
+Status gradInF32(Context &ctx, const char *what, const Tensor &dy, Tensor &dx,
+                 Run run) {
+  PP_RT_TRY(expectSameDType(what, {&dy, &dx}));
+  Float16Widening w(ctx);
+  Tensor wideDy, wideDx;
+  PP_RT_TRY(w.in(dy, wideDy));
+  PP_RT_TRY(w.out(dx, wideDx));
+  return w.finish(run(wideDy, wideDx));
+}
+
 /// Writes zero bytes over a tensor on the stream.
 Status zeroTensor(const std::string &what, Tensor &t, cudaStream_t stream);
 

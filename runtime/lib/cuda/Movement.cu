@@ -302,14 +302,11 @@ Status gatherGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                   int64_t axis, Tensor &ddata) {
   const char *what = "gatherGrad";
   // 16 bits: repeated indices add (atomics) into an f32 copy, rounded once.
-  if (anyFloat16(dy, ddata)) {
-    PP_RT_TRY(expectSameDType(what, {&ddata, &dy}));
-    Float16Widening w(ctx);
-    Tensor wideDy, wideDdata;
-    PP_RT_TRY(w.in(dy, wideDy));
-    PP_RT_TRY(w.out(ddata, wideDdata));
-    return w.finish(gatherGrad(ctx, wideDy, indices, axis, wideDdata));
-  }
+  if (anyFloat16(dy, ddata))
+    return gradInF32(ctx, what, dy, ddata,
+                     [&](const Tensor &wideDy, Tensor &wideDdata) {
+                       return gatherGrad(ctx, wideDy, indices, axis, wideDdata);
+                     });
   int64_t a = axis;
   PP_RT_TRY(gatherCheck(what, ddata, dy, indices, a));
   int64_t total = dy.numel();
@@ -475,14 +472,11 @@ Status padGrad(Context &ctx, const Tensor &dy, const std::vector<int64_t> &pads,
                PadMode mode, Tensor &dx) {
   const char *what = "padGrad";
   // 16 bits: shared sources add (atomics) into an f32 copy, rounded once.
-  if (anyFloat16(dy, dx)) {
-    PP_RT_TRY(expectSameDType(what, {&dx, &dy}));
-    Float16Widening w(ctx);
-    Tensor wideDy, wideDx;
-    PP_RT_TRY(w.in(dy, wideDy));
-    PP_RT_TRY(w.out(dx, wideDx));
-    return w.finish(padGrad(ctx, wideDy, pads, mode, wideDx));
-  }
+  if (anyFloat16(dy, dx))
+    return gradInF32(ctx, what, dy, dx,
+                     [&](const Tensor &wideDy, Tensor &wideDx) {
+                       return padGrad(ctx, wideDy, pads, mode, wideDx);
+                     });
   PP_RT_TRY(checkPad(what, dx, dy, pads, mode));
   cudaStream_t stream = streamOf(ctx);
   return visitFloat(dy.dtype, what, [&](auto tag) {

@@ -164,14 +164,11 @@ Status maxPoolGrad(Context &ctx, const Tensor &dy, const Tensor &indices,
                    Tensor &dx) {
   const char *what = "maxPoolGrad";
   // 16 bits: the atomics add into an f32 dx, rounded once at the end.
-  if (anyFloat16(dy, dx)) {
-    PP_RT_TRY(expectSameDType(what, {&dy, &dx}));
-    Float16Widening w(ctx);
-    Tensor wideDy, wideDx;
-    PP_RT_TRY(w.in(dy, wideDy));
-    PP_RT_TRY(w.out(dx, wideDx));
-    return w.finish(maxPoolGrad(ctx, wideDy, indices, wideDx));
-  }
+  if (anyFloat16(dy, dx))
+    return gradInF32(ctx, what, dy, dx,
+                     [&](const Tensor &wideDy, Tensor &wideDx) {
+                       return maxPoolGrad(ctx, wideDy, indices, wideDx);
+                     });
   PoolPlanes pool;
   PP_RT_TRY(checkMaxPoolGrad(dy, indices, dx, pool));
   cudaStream_t stream = streamOf(ctx);
