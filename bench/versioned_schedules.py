@@ -12,7 +12,8 @@ stream, the next steps' forwards overlapping earlier backwards) and
 drained (--drain-every 1: the pipeline empties after every step, as 1F1B
 does). Per configuration: samples per second over the whole run after the
 first step (sum of the logged step times; a continuous run's first step
-carries the fill, its last the drain), its ratio to 1F1B, and the
+carries the fill, its last the drain), its ratio to 1F1B (the median
+over rounds of its rate over the same round's 1F1B rate), and the
 no-bubble bound: the samples of a step over the slowest stage's median
 busy time per step (--log busy_ms), with the share of it reached. With
 more ranks than cores the ranks share cores (rates then include that).
@@ -83,6 +84,9 @@ def main():
                         "pipedream-2bw, nf1b, hetpipe (1f1b always runs)")
     parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--pipelines", default="continuous,drained",
+                        help="the weight-versioned runs: continuous, "
+                        "drained or both")
     parser.add_argument("--plan", choices=["profile", "p4000"],
                         default="profile",
                         help="cut the stages with each op's time measured "
@@ -130,9 +134,11 @@ def main():
             exes = {(s, n): program(args.build, work, f"{s}-{n}-{p}", p, m,
                                     s, n, profile)
                     for s, n in configs}
+            drains = [{"continuous": 0, "drained": 1}[d]
+                      for d in args.pipelines.split(",")]
             runs = [("1f1b", 0, 1)]
             for s, n in configs[1:]:
-                runs += [(s, n, 0), (s, n, 1)]
+                runs += [(s, n, d) for d in drains]
             times = {r: [] for r in runs}
             busy = {r: [] for r in runs}
             for _ in range(args.repeats):
@@ -145,7 +151,6 @@ def main():
                         data_args(data_dir, args.model), log, args.steps,
                         busy[r])
                     times[r].append(sum(per_step) / len(per_step))
-            base = m * mb / statistics.median(times[runs[0]]) * 1e3
             for r in runs:
                 s, n, drain = r
                 step = statistics.median(times[r])
@@ -157,8 +162,12 @@ def main():
                 mode = ("drains every step" if drain == 1 or s == "1f1b"
                         else "continuous")
                 each = ", ".join(f"{m * mb / t * 1e3:.1f}" for t in times[r])
+                # Against the 1F1B run of the same round: the machine's
+                # speed drifts between rounds more than within one.
+                ratio = statistics.median(
+                    base / t for t, base in zip(times[r], times[runs[0]]))
                 print(f"| {p} | {s} | {n or m} | {mode} | {rate:.1f} | "
-                      f"{rate / base:.2f}x | {bound:.1f} | "
+                      f"{ratio:.2f}x | {bound:.1f} | "
                       f"{100 * rate / bound:.0f}% | {each} |")
 
 if __name__ == "__main__":
