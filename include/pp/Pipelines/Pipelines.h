@@ -30,9 +30,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
   Option<LossKind> loss{*this, "loss",
                         llvm::cl::desc("Loss: softmax-cross-entropy or mse"),
                         llvm::cl::init(LossKind::SoftmaxCrossEntropy)};
-  Option<int64_t> classAxis{*this, "class-axis",
-                            llvm::cl::desc("Class dim of the logits"),
-                            llvm::cl::init(-1)};
+  Option<int64_t> classAxis{
+      *this, "class-axis",
+      llvm::cl::desc("Class dim of the logits (negative: from the end); 0: "
+                     "dim 1 of logits of rank >= 4, else the last"),
+      llvm::cl::init(0)};
   Option<OptimizerKind> optimizer{*this, "optimizer",
                                   llvm::cl::desc("sgd, adam or adamw"),
                                   llvm::cl::init(OptimizerKind::SGD)};

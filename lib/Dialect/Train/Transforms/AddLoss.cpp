@@ -61,9 +61,19 @@ LogicalResult pp::train::addLoss(ModuleOp module,
   switch (options.kind) {
   case pp::LossKind::SoftmaxCrossEntropy: {
     int64_t rank = outputType.getRank();
-    int64_t axis =
-        options.classAxis < 0 ? options.classAxis + rank : options.classAxis;
-    if (rank < 2 || axis < 1 || axis >= rank) {
+    int64_t axis = options.classAxis < 0   ? options.classAxis + rank
+                   : options.classAxis > 0 ? options.classAxis
+                   // Per-pixel classes come in dim 1 (PyTorch, ONNX); a
+                   // classifier's or a language model's last.
+                   : rank >= 4 ? 1
+                               : rank - 1;
+    if (rank < 2) {
+      func.emitError() << "softmax-cross-entropy needs logits with a batch "
+                          "and a class dim, got "
+                       << outputType << " (loss=mse takes any shape)";
+      return failure();
+    }
+    if (axis < 1 || axis >= rank) {
       func.emitError() << "class-axis " << options.classAxis
                        << " must name a non-batch dim of the logits "
                        << outputType;

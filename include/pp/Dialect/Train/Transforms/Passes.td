@@ -11,10 +11,12 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     `onnx.SoftmaxCrossEntropyLoss`, that result is marked as the loss.
     Otherwise the first result (the logits) gets a loss with mean reduction
     over the mini-batch and a new `labels` argument:
-    `softmax-cross-entropy` takes integer class labels (the class dim is
-    `class-axis`, last by default, so [N, C] classifiers and [N, S, V]
-    language models both work); `mse` takes float targets of the output's
-    shape. The loss becomes result 0, marked `pp.loss`; under
+    `softmax-cross-entropy` takes integer class labels: the class dim is
+    `class-axis` (negative: counted from the end). By default (0) it is
+    dim 1 of logits of rank 4 or more, the [N, C, H, W, ...] per-pixel
+    classes of segmentation models as PyTorch and ONNX lay them out, and
+    else the last dim, so [N, C] classifiers and [N, S, V] language models
+    work too; `mse` takes float targets of the output's shape. The loss becomes result 0, marked `pp.loss`; under
     `softmax-cross-entropy` the logits (result 1) get `pp.class_axis`, which
     `--pp-split-stages` puts on their `pp.output` so that generated programs
     report top-1 accuracy.
@@ -24,8 +26,9 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     Option<"kind", "kind", "::pp::LossKind",
            "::pp::LossKind::SoftmaxCrossEntropy",
            "Loss: softmax-cross-entropy or mse">,
-    Option<"classAxis", "class-axis", "int64_t", "-1",
-           "Class dim of the logits for softmax-cross-entropy">,
+    Option<"classAxis", "class-axis", "int64_t", "0",
+           "Class dim of the logits for softmax-cross-entropy (negative: "
+           "from the end); 0: dim 1 of logits of rank >= 4, else the last">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect"];
 }
