@@ -558,7 +558,7 @@ TEST_F(DnnlVectorMath, MatchesTheFormulasInForwardAndGradient) {
 
 // Softmax and log-softmax with their gradients from oneDNN's primitive
 // against the runtime's F64 loop on the same values: along the last axis
-// (oneDNN's vectorised kernel, which must run) and along a middle axis
+// (oneDNN's vectorised forward, which must run) and along a middle axis
 // (whichever runs), on 1 and 2 threads, values from -30 to 30.
 TEST_F(DnnlVectorMath, SoftmaxMatchesTheF64Loop) {
   for (auto [shape, axis, mustRun] :
@@ -584,9 +584,12 @@ TEST_F(DnnlVectorMath, SoftmaxMatchesTheF64Loop) {
         Tensor xt = x.t(), yt = y.t(), dyt = dy.t(), dxt = dx.t();
         int64_t before = cpu::dnnlSoftmaxCalls();
         ASSERT_TRUE(softmax(ctx, xt, axis, log, yt).ok());
-        ASSERT_TRUE(softmaxGrad(ctx, yt, dyt, axis, log, dxt).ok());
+        // The forward has a JIT kernel from AVX2 on; the backward not on
+        // every CPU (on an AVX2-only AMD EPYC oneDNN offers its reference
+        // kernel, which the runtime leaves to its loop): either may run.
         if (mustRun)
-          EXPECT_EQ(cpu::dnnlSoftmaxCalls() - before, 2);
+          EXPECT_EQ(cpu::dnnlSoftmaxCalls() - before, 1);
+        ASSERT_TRUE(softmaxGrad(ctx, yt, dyt, axis, log, dxt).ok());
         // oneDNN sums a row in f32 (the loop in f64): log(sum) is off by up
         // to 49 roundings of the sum, 2.8e-6 here.
         expectNear(y.v, y64.v, log ? 1e-5 : 1e-6,
