@@ -70,6 +70,16 @@ def measured_profile(build, work, m, data):
     return profile
 
 
+def drain_settings(text):
+    """--pipelines: the --drain-every of each run named."""
+    setting = {"continuous": 0, "drained": 1}
+    names = text.split(",")
+    if not set(names) <= setting.keys():
+        raise argparse.ArgumentTypeError(
+            f"expected continuous, drained or both, got '{text}'")
+    return [setting[name] for name in names]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -85,8 +95,9 @@ def main():
     parser.add_argument("--steps", type=int, default=9)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--pipelines", default="continuous,drained",
+                        type=drain_settings,
                         help="the weight-versioned runs: continuous, "
-                        "drained or both")
+                        "drained or both (their --drain-every)")
     parser.add_argument("--plan", choices=["profile", "p4000"],
                         default="profile",
                         help="cut the stages with each op's time measured "
@@ -134,11 +145,9 @@ def main():
             exes = {(s, n): program(args.build, work, f"{s}-{n}-{p}", p, m,
                                     s, n, profile)
                     for s, n in configs}
-            drains = [{"continuous": 0, "drained": 1}[d]
-                      for d in args.pipelines.split(",")]
             runs = [("1f1b", 0, 1)]
             for s, n in configs[1:]:
-                runs += [(s, n, d) for d in drains]
+                runs += [(s, n, d) for d in args.pipelines]
             times = {r: [] for r in runs}
             busy = {r: [] for r in runs}
             for _ in range(args.repeats):

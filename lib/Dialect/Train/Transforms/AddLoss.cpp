@@ -23,6 +23,17 @@ Value addLabels(func::FuncOp func, Type type, Location loc) {
   return func.getArgument(index);
 }
 
+/// The dim `classAxis` names in logits of `rank`: negative counts from the
+/// end; 0 takes dim 1 of per-pixel logits [N, C, H, W, ...] (PyTorch's and
+/// ONNX's layout), else the last (a classifier's or a language model's).
+int64_t resolveClassAxis(int64_t classAxis, int64_t rank) {
+  if (classAxis < 0)
+    return classAxis + rank;
+  if (classAxis > 0)
+    return classAxis;
+  return rank >= 4 ? 1 : rank - 1;
+}
+
 } // namespace
 
 LogicalResult pp::train::addLoss(ModuleOp module,
@@ -61,18 +72,13 @@ LogicalResult pp::train::addLoss(ModuleOp module,
   switch (options.kind) {
   case pp::LossKind::SoftmaxCrossEntropy: {
     int64_t rank = outputType.getRank();
-    int64_t axis = options.classAxis < 0   ? options.classAxis + rank
-                   : options.classAxis > 0 ? options.classAxis
-                   // Per-pixel classes come in dim 1 (PyTorch, ONNX); a
-                   // classifier's or a language model's last.
-                   : rank >= 4 ? 1
-                               : rank - 1;
     if (rank < 2) {
       func.emitError() << "softmax-cross-entropy needs logits with a batch "
                           "and a class dim, got "
                        << outputType << " (loss=mse takes any shape)";
       return failure();
     }
+    int64_t axis = resolveClassAxis(options.classAxis, rank);
     if (axis < 1 || axis >= rank) {
       func.emitError() << "class-axis " << options.classAxis
                        << " must name a non-batch dim of the logits "
