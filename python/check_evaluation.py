@@ -47,6 +47,7 @@ import numpy as np
 from check_generated import build
 from check_pipeline import cluster_file, export_micro_and_whole
 from compare import load_globals, run, check_error_case
+import make_models
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
@@ -60,14 +61,25 @@ def input_flags(mlir, option, files):
     return [f"--{option}={n}={f}" for n, f in zip(names, files)]
 
 
-def make_sets(example, samples, seed):
-    """Inputs and labels of `samples` samples shaped like `example`'s."""
+# Segmentation: the label the loss skips (--pp-add-loss ignore-index), as
+# VOC marks its masks' borders.
+IGNORED = 255
+
+
+def make_sets(example, samples, seed, classes=None):
+    """Inputs and labels of `samples` samples shaped like `example`'s;
+    `classes`: a segmentation's, whose per-pixel labels are IGNORED at
+    about one pixel in 8."""
     rng = np.random.default_rng(seed)
     if example.dtype == np.int64:  # tokens: a language model
         x = rng.integers(0, 64, size=(samples,) + example.shape[1:])
         return x.astype(np.int64), rng.integers(
             0, 64, size=x.shape).astype(np.int64)
     x = rng.standard_normal((samples,) + example.shape[1:])
+    if classes:
+        y = rng.integers(0, classes, size=(samples,) + example.shape[2:])
+        y[rng.random(y.shape) < 1 / 8] = IGNORED
+        return x.astype(np.float32), y.astype(np.int64)
     return x.astype(np.float32), rng.integers(0, 10, size=samples).astype(
         np.int64)
 
@@ -93,37 +105,70 @@ def torch_model(name, state):
     return model, missing
 
 
-def torch_eval(model, x, y):
-    """PyTorch's eval(): mean cross-entropy over every label (token), top-1
-    accuracy."""
+def torch_eval(model, x, y, micro):
+    """PyTorch's eval(): the mean over micro-batches of `micro` samples of
+    their mean cross-entropy over the labels (tokens, pixels) not IGNORED,
+    the top-1 accuracy over those labels, and for per-pixel logits the mean
+    intersection over union of the classes predicted or labelled."""
     import torch
     import torch.nn.functional as F
     model.eval()
     with torch.no_grad():
         logits = model(torch.from_numpy(x))
+        per_pixel = logits.dim() >= 4
+        if per_pixel:  # [N, C, H, W]: classes last
+            logits = logits.movedim(1, -1)
+        losses = [F.cross_entropy(
+            part.reshape(-1, part.shape[-1]), labels.reshape(-1),
+            ignore_index=IGNORED).double().item()
+            for part, labels in zip(logits.split(micro),
+                                    torch.from_numpy(y).split(micro))]
         flat = logits.reshape(-1, logits.shape[-1])
         labels = torch.from_numpy(y).reshape(-1)
-        losses = F.cross_entropy(flat, labels, reduction="none")
-        hits = (flat.argmax(dim=-1) == labels).double()
-    return losses.double().mean().item(), hits.mean().item()
+        kept = labels != IGNORED
+        predicted, labels = flat.argmax(dim=-1)[kept], labels[kept]
+        accuracy = (predicted == labels).double().mean().item()
+        ious = []
+        for c in range(flat.shape[-1]):
+            union = ((predicted == c) | (labels == c)).sum().item()
+            if union:
+                ious.append(((predicted == c) & (labels == c)).sum().item() /
+                            union)
+    return (float(np.mean(losses)), accuracy,
+            float(np.mean(ious)) if per_pixel else None)
 
 
-def torch_train_accuracy(name, initial, batches, lr, steps):
-    """Top-1 accuracy of each SGD step's training forward (PyTorch)."""
+def torch_train(name, initial, batches, lr, steps, micro):
+    """PyTorch's SGD steps over micro-batches of `micro` samples (gradients
+    accumulated, BatchNorm per micro-batch, as a pipeline): each step's loss
+    (the mean of the micro-batches' means over labels not IGNORED) and the
+    top-1 accuracy of its training forward over those labels."""
     import torch
     import torch.nn.functional as F
     model, _ = torch_model(name, initial)
     model.train()
     optimizer = torch.optim.SGD(model.parameters(), lr=lr)
-    accuracies = []
+    losses, accuracies = [], []
     for k in range(steps):
         x, y = (torch.from_numpy(a) for a in batches(k))
         optimizer.zero_grad()
-        logits = model(x)
-        F.cross_entropy(logits, y).backward()
+        parts = list(zip(x.split(micro), y.split(micro)))
+        loss, hits, counted = 0.0, 0, 0
+        for xs, ys in parts:
+            logits = model(xs)
+            if logits.dim() >= 4:  # [N, C, H, W]: classes last
+                logits = logits.movedim(1, -1)
+            flat, labels = logits.reshape(-1, logits.shape[-1]), ys.reshape(-1)
+            part = F.cross_entropy(flat, labels, ignore_index=IGNORED)
+            (part / len(parts)).backward()
+            loss += part.item() / len(parts)
+            kept = labels != IGNORED
+            hits += (flat.argmax(dim=-1)[kept] == labels[kept]).sum().item()
+            counted += kept.sum().item()
         optimizer.step()
-        accuracies.append((logits.argmax(dim=-1) == y).double().mean().item())
-    return accuracies
+        losses.append(loss)
+        accuracies.append(hits / counted)
+    return losses, accuracies
 
 
 def log_records(path):
@@ -155,8 +200,10 @@ def check_config(args, config, failures):
     mlir = os.path.join(work, "pipelined.mlir")
     program = os.path.join(work, "program")
     schedule = ("pipedream-2bw update-every=2" if versioned else "1f1b")
+    classes = make_models.SEGMENTATION_CLASSES.get(model)
     options = (f"cluster={cluster_file(work, ranks)} schedule={schedule} "
                f"microbatches={m} lr={lr}" +
+               (f" ignore-index={IGNORED}" if classes else "") +
                (f" dp={dp}" if dp > 1 else "") +
                (f" tp={tp}" if tp > 1 else ""))
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -164,10 +211,10 @@ def check_config(args, config, failures):
     exe = build(program)
 
     example = np.load(os.path.join(whole_dir, "input.npy"))
-    x, y = make_sets(example, batch * args.steps, 1)
+    x, y = make_sets(example, batch * args.steps, 1, classes)
     # Held-out: no multiple of the batch nor of the micro-batch.
     held = batch + micro + 1
-    ex, ey = make_sets(example, held, 2)
+    ex, ey = make_sets(example, held, 2, classes)
     files = []
     for name, array in (("x", x), ("y", y), ("ex", ex), ("ey", ey)):
         files.append(os.path.join(work, f"{name}.npy"))
@@ -220,7 +267,8 @@ def check_config(args, config, failures):
     if missing:
         failures.append(f"{config}: the dump lacks {missing}")
         return
-    loss, accuracy = torch_eval(torch_net, ex[:counted], ey[:counted])
+    loss, accuracy, miou = torch_eval(torch_net, ex[:counted], ey[:counted],
+                                      micro)
     last = evals[-1]
     language = example.dtype == np.int64
     error = abs(last["eval_loss"] - loss) / abs(loss)
@@ -244,6 +292,20 @@ def check_config(args, config, failures):
           f"{counted} of {held} held-out samples; the last equals "
           f"PyTorch's eval(): loss rel. error {error:.1e}, {kind} "
           f"{ours:.6g} (PyTorch {theirs:.6g})")
+    # Segmentation: the mean IoU, printed and logged.
+    if miou is not None or "eval_miou" in last:
+        ours = last.get("eval_miou")
+        printed = re.findall(r"^eval after step \d+: .* mIoU (\S+)", out,
+                             re.M)
+        if ours is None or miou is None or abs(ours - miou) > 1e-12 or \
+                len(printed) != len(evals) or \
+                abs(float(printed[-1]) - ours) > 1e-4:
+            failures.append(f"{config}: eval mIoU {ours} (printed "
+                            f"{printed}) against PyTorch's {miou}")
+        else:
+            print(f"{config}: mean IoU over {ey[:counted].size} pixels, "
+                  f"{int((ey[:counted] == IGNORED).sum())} ignored: "
+                  f"{ours:.6g} (PyTorch {miou:.6g})")
 
     # BatchNorm: the running statistics moved in training; evaluations
     # left them as trained.
@@ -266,20 +328,24 @@ def check_config(args, config, failures):
             failures.append(f"{config}: running statistics: moved {moved}, "
                             f"same as without evaluations {same}")
 
-    # A classifier's training accuracy per step (the MLP: SGD replayed).
-    if not language and model == "mlp" and not versioned:
+    # A classifier's training loss and accuracy per step (SGD replayed;
+    # the segmentation's skipping the IGNORED pixels).
+    if model in ("mlp", "segnet") and not versioned:
         initial = initializers(os.path.join(micro_dir, "model.onnx"))
-        theirs = torch_train_accuracy(
+        losses, theirs = torch_train(
             model, initial,
             lambda k: (x[k * batch:(k + 1) * batch],
-                       y[k * batch:(k + 1) * batch]), lr, args.steps)
+                       y[k * batch:(k + 1) * batch]), lr, args.steps, micro)
         ours = [r.get("accuracy") for r in steps]
-        if ours != theirs:
-            failures.append(f"{config}: training accuracy {ours} against "
-                            f"PyTorch's {theirs}")
+        close = all(abs(r["loss"] - l) <= args.rtol * abs(l)
+                    for r, l in zip(steps, losses))
+        if ours != theirs or not close:
+            failures.append(f"{config}: training accuracy {ours} and losses "
+                            f"{[r['loss'] for r in steps]} against "
+                            f"PyTorch's {theirs} and {losses}")
         else:
-            print(f"{config}: training accuracy per step equals PyTorch's: "
-                  f"{ours}")
+            print(f"{config}: training losses and accuracy per step equal "
+                  f"PyTorch's: {ours}")
     return mlir, exe, files, example
 
 

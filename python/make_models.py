@@ -328,6 +328,10 @@ def make_activations():
     return Activations(), torch.randn(8, 16), "input", None
 
 
+# Segmentation models (per-pixel logits [N, C, H, W]): their classes.
+SEGMENTATION_CLASSES = {"segnet": 4}
+
+
 class Decoder(nn.Module):
     """A small U-Net-like decoder: a strided convolution down, ConvTranspose2d
     up (stride 2 with output_padding, then grouped and dilated), GroupNorm
@@ -359,6 +363,29 @@ class Decoder(nn.Module):
 
 def make_decoder():
     return Decoder(), torch.randn(4, 3, 8, 8), "input", None
+
+
+class SegNet(nn.Module):
+    """A small fully convolutional segmentation net: per-pixel logits
+    [N, classes, H, W] from a full-resolution branch (Conv, BatchNorm) and
+    a half-resolution one (strided Conv, ConvTranspose back up)."""
+
+    def __init__(self, num_classes=SEGMENTATION_CLASSES["segnet"]):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.norm = nn.BatchNorm2d(8)
+        self.down = nn.Conv2d(8, 8, 3, stride=2, padding=1)
+        self.up = nn.ConvTranspose2d(8, 8, 2, stride=2)
+        self.head = nn.Conv2d(16, num_classes, 1)
+
+    def forward(self, x):
+        a = torch.relu(self.norm(self.conv(x)))   # [n, 8, 8, 8]
+        u = torch.relu(self.up(torch.relu(self.down(a))))
+        return self.head(torch.cat([a, u], dim=1))  # [n, classes, 8, 8]
+
+
+def make_segnet():
+    return SegNet(), torch.randn(4, 3, 8, 8), "input", None
 
 
 class Recurrent(nn.Module):
@@ -398,11 +425,13 @@ MODELS = {
     "activations": make_activations,
     "decoder": make_decoder,
     "recurrent": make_recurrent,
+    "segnet": make_segnet,
 }
 # Benchmark models the test suite does not export (34 MB of weights).
 BENCH_ONLY = {"widemlp"}
 # Exported only by the tests that check them (python/torch_reference.py).
-ON_DEMAND = {"swin", "einsum", "activations", "decoder", "recurrent"}
+ON_DEMAND = {"swin", "einsum", "activations", "decoder", "recurrent",
+             "segnet"}
 
 
 def export(name, out_dir, **model_kwargs):

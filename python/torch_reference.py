@@ -80,6 +80,11 @@ def make_data(name, example, seed):
     if example.dtype == torch.int64:
         inputs = rng.integers(0, 64, size=example.shape, dtype=np.int64)
         labels = rng.integers(0, 64, size=example.shape, dtype=np.int64)
+    elif name in make_models.SEGMENTATION_CLASSES:
+        inputs = rng.standard_normal(example.shape).astype(np.float32)
+        labels = rng.integers(0, make_models.SEGMENTATION_CLASSES[name],
+                              size=(example.shape[0],) + example.shape[2:],
+                              dtype=np.int64)
     else:
         inputs = rng.standard_normal(example.shape).astype(np.float32)
         labels = rng.integers(0, 10, size=(example.shape[0],), dtype=np.int64)
@@ -205,6 +210,9 @@ def reference(args, out, batch, batches=None):
             with torch.autocast("cpu", dtype=torch.bfloat16,
                                 enabled=args.autocast == "bf16"):
                 logits = model(xs)
+                # Per-pixel logits [N, C, H, W] have their classes in dim 1.
+                if logits.dim() >= 4:
+                    logits = logits.movedim(1, -1)
                 part = nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]),
                     ys.reshape(-1)) / parts

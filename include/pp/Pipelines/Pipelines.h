@@ -35,6 +35,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Class dim of the logits (negative: from the end); 0: "
                      "dim 1 of logits of rank >= 4, else the last"),
       llvm::cl::init(0)};
+  Option<int64_t> ignoreIndex{
+      *this, "ignore-index",
+      llvm::cl::desc("Label softmax-cross-entropy skips (no loss, no "
+                     "gradient, not in the accuracy); PyTorch's default"),
+      llvm::cl::init(-100)};
   Option<OptimizerKind> optimizer{*this, "optimizer",
                                   llvm::cl::desc("sgd, adam or adamw"),
                                   llvm::cl::init(OptimizerKind::SGD)};
@@ -112,6 +117,7 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.funcName = funcName.str();
     options.kind = loss;
     options.classAxis = classAxis;
+    options.ignoreIndex = ignoreIndex;
     return options;
   }
   /// The options of --pp-mixed-precision for `funcName`.

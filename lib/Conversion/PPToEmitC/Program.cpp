@@ -169,6 +169,10 @@ LogicalResult collectInputsOutputs(ModuleOp module, ProgramTable &table) {
       table.outputs[index].shape = shapeOf(output.getValue()).vec();
       if (std::optional<uint64_t> axis = output.getClassAxis())
         table.outputs[index].classAxis = static_cast<int64_t>(*axis);
+      if (IntegerAttr label = output.getIgnoreIndexAttr()) {
+        table.outputs[index].hasIgnoreIndex = true;
+        table.outputs[index].ignoreIndex = label.getInt();
+      }
     }
   });
   return result;
@@ -589,7 +593,7 @@ std::string inputLiteral(const rt::InputInfo &in) {
 }
 
 std::string outputLiteral(const rt::OutputInfo &out) {
-  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4] = out;
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6] = out;
   Fields fields;
   fields.add(FIELD(OutputInfo, name), quote(out.name))
       .add(FIELD(OutputInfo, combine), quote(out.combine))
@@ -597,6 +601,9 @@ std::string outputLiteral(const rt::OutputInfo &out) {
       .add(FIELD(OutputInfo, shape), intList(out.shape));
   if (out.classAxis >= 0)
     fields.add(FIELD(OutputInfo, classAxis), std::to_string(out.classAxis));
+  if (out.hasIgnoreIndex)
+    fields.add(FIELD(OutputInfo, hasIgnoreIndex), "true")
+        .add(FIELD(OutputInfo, ignoreIndex), std::to_string(out.ignoreIndex));
   return fields.str();
 }
 

@@ -507,8 +507,10 @@ void Job::findLogits() {
         continue;
       logitsOutput = static_cast<int>(o);
       labelsInput = static_cast<int>(i);
-      labelsPerMicroBatch = numelOf(shape);
-      languageModel = out.shape.size() >= 3;
+      languageModel = out.shape.size() >= 3 &&
+                      axis + 1 == static_cast<int64_t>(out.shape.size());
+      if (!languageModel && shape.size() >= 2)
+        iouClasses = out.shape[axis];
     }
   }
 }

@@ -140,11 +140,13 @@ struct Job {
   /// `labels` input of the same shape without that axis: each step counts
   /// the top-1 hits (-1: no accuracy).
   int logitsOutput = -1, labelsInput = -1;
-  /// Labels per micro-batch (tokens for a language model).
-  int64_t labelsPerMicroBatch = 0;
-  /// The logits of a sequence of tokens ([N, S, V]): evaluations report
-  /// perplexity rather than accuracy.
+  /// The logits of a sequence of tokens ([N, S, V], classes last):
+  /// evaluations report perplexity rather than accuracy.
   bool languageModel = false;
+  /// Per-position labels of a segmentation model ([N, C, H, W, ...]
+  /// logits): its classes, over which evaluations report the mean
+  /// intersection over union; 0 for other models.
+  int64_t iouClasses = 0;
   /// Samples per micro-batch of a replica.
   int64_t microBatchSamples() const {
     return samplesPerStep / (microBatches * replicas);

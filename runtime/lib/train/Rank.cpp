@@ -681,13 +681,13 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
     return false;
   };
   size_t numStages = static_cast<size_t>(job.numStages);
-  // ..., then the logits' top-1 hits and the micro-batches counted.
+  // ..., then the logits' top-1 hits and the labels counted.
   std::vector<double> stats(3 * k + 4 * numStages + 2, 0.0);
   size_t hitsAt = stats.size() - 2;
   for (int64_t mb = 0; mb < totalMicroBatches && tpRank == 0; ++mb)
     if (record.hitsSeen[mb]) {
       stats[hitsAt] += record.hits[mb];
-      stats[hitsAt + 1] += 1;
+      stats[hitsAt + 1] += record.labelsCounted[mb];
     }
   // The devices of a tensor-parallel group compute the same outputs: the
   // first of each group reports them.
@@ -774,9 +774,7 @@ bool Rank::finishStep(double startSeconds, double stepSeconds,
   std::string error;
   // A classifier's accuracy over the step's batch.
   if (job.logitsOutput >= 0 && !job.languageModel && stats[hitsAt + 1] > 0)
-    log.setAccuracy(
-        stats[hitsAt] /
-        (stats[hitsAt + 1] * static_cast<double>(job.labelsPerMicroBatch)));
+    log.setAccuracy(stats[hitsAt] / stats[hitsAt + 1]);
   if (log.isOpen() &&
       !log.write(step, job.lossIndex >= 0 ? values[job.lossIndex] : NAN,
                  samplesPerSecond, stepSeconds * 1e3, &stats[3 * k], stepRates,
@@ -793,6 +791,34 @@ bool Rank::evaluationDue(int64_t s) const {
          ((options.evalEvery > 0 && (s + 1) % options.evalEvery == 0) ||
           s + 1 == options.steps);
 }
+
+namespace {
+
+/// The metrics of an evaluation from its sums over the held-out set: the
+/// loss and the micro-batches, the hits and the labels, class overlaps.
+StepLog::Evaluation evaluationOf(const Job &job,
+                                 const std::vector<double> &sums) {
+  StepLog::Evaluation evaluation;
+  evaluation.loss = sums[0] / sums[1];
+  if (job.languageModel)
+    evaluation.perplexity = std::exp(evaluation.loss);
+  else if (job.logitsOutput >= 0 && sums[3] > 0)
+    evaluation.accuracy = sums[2] / sums[3];
+  // The mean over the classes that were predicted or labelled (as
+  // torchmetrics' and mmsegmentation's mIoU: absent classes are left out).
+  double iouSum = 0;
+  int64_t present = 0;
+  for (int64_t c = 0; c < job.iouClasses; ++c)
+    if (double unions = sums[4 + job.iouClasses + c]; unions > 0) {
+      iouSum += sums[4 + c] / unions;
+      ++present;
+    }
+  if (present > 0)
+    evaluation.meanIoU = iouSum / static_cast<double>(present);
+  return evaluation;
+}
+
+} // namespace
 
 bool Rank::evaluate(StepLog &log) {
   // The forward actions of a drained step, in its order: a subset of every
@@ -813,8 +839,9 @@ bool Rank::evaluate(StepLog &log) {
   int64_t samples = job.evalDataset.samples();
   size_t lossAt = static_cast<size_t>(job.lossIndex);
   // The loss summed over the counted micro-batches and how many, the hits
-  // and the micro-batches they were counted in.
-  std::vector<double> sums(4, 0.0);
+  // and the labels they were counted over, each class's intersection and
+  // union (segmentation).
+  std::vector<double> sums(4 + 2 * job.iouClasses, 0.0);
   for (auto &[s, state] : stages)
     state->evaluating = true;
   bool ok = true;
@@ -835,7 +862,9 @@ bool Rank::evaluate(StepLog &log) {
       }
       if (record.hitsSeen[mb]) {
         sums[2] += record.hits[mb];
-        sums[3] += 1;
+        sums[3] += record.labelsCounted[mb];
+        for (size_t c = 0; c < record.classOverlaps[mb].size(); ++c)
+          sums[4 + c] += record.classOverlaps[mb][c];
       }
     }
   }
@@ -860,33 +889,13 @@ bool Rank::evaluate(StepLog &log) {
            std::to_string(counted) + " micro-batches");
     return false;
   }
-  double loss = sums[0] / sums[1];
-  double accuracy = NAN, perplexity = NAN;
-  if (job.languageModel)
-    perplexity = std::exp(loss);
-  else if (job.logitsOutput >= 0 && sums[3] > 0)
-    accuracy =
-        sums[2] / (sums[3] * static_cast<double>(job.labelsPerMicroBatch));
+  StepLog::Evaluation evaluation = evaluationOf(job, sums);
   if (worldRank != 0)
     return true;
-  char text[160];
-  std::snprintf(text, sizeof(text), "eval after step %lld: loss %.6f",
-                static_cast<long long>(step + 1), loss);
-  std::string line = text;
-  if (!std::isnan(accuracy)) {
-    std::snprintf(text, sizeof(text), "  accuracy %.4f", accuracy);
-    line += text;
-  }
-  if (!std::isnan(perplexity)) {
-    std::snprintf(text, sizeof(text), "  perplexity %.4f", perplexity);
-    line += text;
-  }
-  std::printf("%s  (%lld samples)\n", line.c_str(),
-              static_cast<long long>(counted * perMicroBatch));
+  std::printf("%s\n", evaluation.line(step, counted * perMicroBatch).c_str());
   std::fflush(stdout);
   std::string error;
-  if (log.isOpen() &&
-      !log.writeEvaluation(step, loss, accuracy, perplexity, error)) {
+  if (log.isOpen() && !log.writeEvaluation(step, evaluation, error)) {
     abortJob("error: " + error);
     return false;
   }
@@ -956,7 +965,11 @@ Rank::StepRecord Rank::newRecord() const {
   record.outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
   record.outputStage.assign(k, -1);
   record.hits.assign(totalMicroBatches, 0.0);
+  record.labelsCounted.assign(totalMicroBatches, 0.0);
   record.hitsSeen.assign(totalMicroBatches, 0);
+  record.classOverlaps.assign(
+      totalMicroBatches,
+      std::vector<double>(static_cast<size_t>(2 * job.iouClasses), 0.0));
   record.busyMs.assign(static_cast<size_t>(job.numStages), 0.0);
   return record;
 }

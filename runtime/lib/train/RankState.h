@@ -122,9 +122,14 @@ public:
     std::vector<std::vector<double>> outputParts; // [reported][mb]
     std::vector<std::vector<char>> outputSeen;
     std::vector<int64_t> outputStage;
-    /// Top-1 hits of the logits per micro-batch (Job::logitsOutput).
+    /// Top-1 hits of the logits per micro-batch (Job::logitsOutput), and
+    /// the labels they were counted over (not the ignored ones).
     std::vector<double> hits;
+    std::vector<double> labelsCounted;
     std::vector<char> hitsSeen;
+    /// Segmentation (Job::iouClasses): per micro-batch, each class's
+    /// intersection then union of predicted and labelled positions.
+    std::vector<std::vector<double>> classOverlaps;
     std::vector<double> busyMs; // per stage
     double endSeconds = 0;
     /// The learning rates the step's optimizer ops read, per stage: the

@@ -124,17 +124,33 @@ bool StepLog::write(int64_t step, double loss, double samplesPerSecond,
   return writeRow(row, error);
 }
 
-bool StepLog::writeEvaluation(int64_t step, double loss, double accuracy,
-                              double perplexity, std::string &error) {
+std::string StepLog::Evaluation::line(int64_t step, int64_t samples) const {
+  char text[160];
+  std::snprintf(text, sizeof(text), "eval after step %lld: loss %.6f",
+                static_cast<long long>(step + 1), loss);
+  std::string result = text;
+  for (auto [name, value] : {std::pair{"accuracy", accuracy},
+                             {"mIoU", meanIoU},
+                             {"perplexity", perplexity}})
+    if (!std::isnan(value)) {
+      std::snprintf(text, sizeof(text), "  %s %.4f", name, value);
+      result += text;
+    }
+  return result + "  (" + std::to_string(samples) + " samples)";
+}
+
+bool StepLog::writeEvaluation(int64_t step, const Evaluation &evaluation,
+                              std::string &error) {
   // A CSV log keeps its columns: evaluations are printed only.
   if (csv_)
     return true;
   std::string row = "{\"step\":" + std::to_string(step + 1) +
-                    ",\"eval_loss\":" + jsonNumber(loss, 17);
-  if (!std::isnan(accuracy))
-    row += ",\"eval_accuracy\":" + jsonNumber(accuracy, 17);
-  if (!std::isnan(perplexity))
-    row += ",\"eval_perplexity\":" + jsonNumber(perplexity, 17);
+                    ",\"eval_loss\":" + jsonNumber(evaluation.loss, 17);
+  for (auto [name, value] : {std::pair{"eval_accuracy", evaluation.accuracy},
+                             {"eval_miou", evaluation.meanIoU},
+                             {"eval_perplexity", evaluation.perplexity}})
+    if (!std::isnan(value))
+      row += ",\"" + std::string(name) + "\":" + jsonNumber(value, 17);
   return writeRow(row + "}", error);
 }
 

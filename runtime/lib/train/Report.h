@@ -49,10 +49,17 @@ public:
   /// The accuracy of the next step written (JSON's "accuracy"; a
   /// classifier's top-1 over the step's batch).
   void setAccuracy(double accuracy) { accuracy_ = accuracy; }
-  /// Writes an evaluation after step index `step` (JSON lines only): its
-  /// mean loss and, where not NaN, the accuracy and the perplexity.
-  bool writeEvaluation(int64_t step, double loss, double accuracy,
-                       double perplexity, std::string &error);
+  /// What an evaluation measured: its mean loss and, where not NaN, the
+  /// top-1 accuracy (per position for a segmentation), the perplexity (a
+  /// language model) and the mean intersection over union (a segmentation).
+  struct Evaluation {
+    double loss = NAN, accuracy = NAN, perplexity = NAN, meanIoU = NAN;
+    /// The line train prints for it after step index `step`.
+    std::string line(int64_t step, int64_t samples) const;
+  };
+  /// Writes an evaluation after step index `step` (JSON lines only).
+  bool writeEvaluation(int64_t step, const Evaluation &evaluation,
+                       std::string &error);
   /// Closes the file; false with `error` when the last rows do not reach it.
   bool close(std::string &error);
 

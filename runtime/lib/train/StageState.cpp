@@ -281,9 +281,19 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
     outer *= info.shape[d];
   for (size_t d = static_cast<size_t>(axis) + 1; d < info.shape.size(); ++d)
     inner *= info.shape[d];
-  int64_t classes = info.shape[axis], size = dtypeSize(info.dtype), hits = 0;
+  int64_t classes = info.shape[axis], size = dtypeSize(info.dtype);
+  int64_t total = job.microBatches * job.replicas;
+  RankState::StepRecord &record = rank_.running();
+  int64_t slot = microBatch % total;
+  // Segmentation: [intersections..., unions...] of each class.
+  std::vector<double> &overlaps = record.classOverlaps[slot];
+  std::fill(overlaps.begin(), overlaps.end(), 0.0);
+  int64_t hits = 0, counted = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
+      int64_t label = labelAt(labelType, labels, o * inner + i);
+      if (info.hasIgnoreIndex && label == info.ignoreIndex)
+        continue;
       int64_t best = 0;
       double bestValue = -INFINITY;
       for (int64_t c = 0; c < classes; ++c) {
@@ -294,12 +304,21 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
           bestValue = v;
         }
       }
-      hits += labelAt(labelType, labels, o * inner + i) == best;
+      hits += label == best;
+      ++counted;
+      if (overlaps.empty())
+        continue;
+      // The union counts the predicted class, and the labelled one when it
+      // differs (a label outside [0, classes) failed the loss already).
+      overlaps[static_cast<size_t>(classes + best)] += 1;
+      if (label == best)
+        overlaps[static_cast<size_t>(best)] += 1;
+      else if (label >= 0 && label < classes)
+        overlaps[static_cast<size_t>(classes + label)] += 1;
     }
-  int64_t total = job.microBatches * job.replicas;
-  RankState::StepRecord &record = rank_.running();
-  record.hits[microBatch % total] = static_cast<double>(hits);
-  record.hitsSeen[microBatch % total] = 1;
+  record.hits[slot] = static_cast<double>(hits);
+  record.labelsCounted[slot] = static_cast<double>(counted);
+  record.hitsSeen[slot] = 1;
 }
 
 void StageState::output(int index, int64_t microBatch, const Tensor &value) {

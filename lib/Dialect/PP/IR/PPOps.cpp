@@ -239,6 +239,17 @@ NamedAttribute pp::pipeline::getClassAxisResultAttr(MLIRContext *context,
       StringAttr::get(context, Names::ClassAxisAttrHelper::getNameStr()),
       IntegerAttr::get(IntegerType::get(context, 64), axis));
 }
+IntegerAttr pp::pipeline::getIgnoreIndex(FunctionOpInterface func,
+                                         unsigned index) {
+  return func.getResultAttrOfType<IntegerAttr>(
+      index, Names::IgnoreIndexAttrHelper::getNameStr());
+}
+NamedAttribute pp::pipeline::getIgnoreIndexResultAttr(MLIRContext *context,
+                                                      int64_t label) {
+  return NamedAttribute(
+      StringAttr::get(context, Names::IgnoreIndexAttrHelper::getNameStr()),
+      IntegerAttr::get(IntegerType::get(context, 64), label));
+}
 NamedAttribute pp::pipeline::getLossResultAttr(MLIRContext *context) {
   return NamedAttribute(
       StringAttr::get(context, Names::LossAttrHelper::getNameStr()),
@@ -601,6 +612,8 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     return expect(isa<IntegerAttr>(value) &&
                       cast<IntegerAttr>(value).getInt() >= 0,
                   "an integer >= 0");
+  if (name == Names::IgnoreIndexAttrHelper::getNameStr())
+    return expect(isa<IntegerAttr>(value), "an integer");
   if (name == Names::LossSeedAttrHelper::getNameStr() ||
       name == Names::RecomputeAttrHelper::getNameStr() ||
       name == Names::EveryStageAttrHelper::getNameStr() ||

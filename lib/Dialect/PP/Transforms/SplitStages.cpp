@@ -520,7 +520,8 @@ LogicalResult Splitter::emitOutputs() {
     pipeline::OutputOp::create(f.builder, value.getLoc(), *local, f.microBatch,
                                f.builder.getI64IntegerAttr(index),
                                f.builder.getStringAttr(combine),
-                               pipeline::getClassAxis(step, index));
+                               pipeline::getClassAxis(step, index),
+                               pipeline::getIgnoreIndex(step, index));
   }
   return success();
 }

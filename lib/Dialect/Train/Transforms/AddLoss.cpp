@@ -99,10 +99,11 @@ LogicalResult pp::train::addLoss(ModuleOp module,
     labelShape.erase(labelShape.begin() + axis);
     auto labelsType = RankedTensorType::get(labelShape, b.getI64Type());
     Value labels = addLabels(func, labelsType, loc);
-    loss = onnx::SoftmaxCrossEntropyLossOp::create(b, loc, scores, labels,
-                                                   Value(), IntegerAttr(),
-                                                   b.getStringAttr("mean"))
-               .getOutput();
+    loss =
+        onnx::SoftmaxCrossEntropyLossOp::create(
+            b, loc, scores, labels, Value(),
+            b.getI64IntegerAttr(options.ignoreIndex), b.getStringAttr("mean"))
+            .getOutput();
     classAxis = axis;
     break;
   }
@@ -128,9 +129,11 @@ LogicalResult pp::train::addLoss(ModuleOp module,
       b.getFunctionType(func.getArgumentTypes(), ret.getOperandTypes()));
   func.setAllResultAttrs(resultAttrs);
   if (classAxis) {
-    NamedAttribute attr =
-        pp::pipeline::getClassAxisResultAttr(module.getContext(), *classAxis);
-    func.setResultAttr(1, attr.getName(), attr.getValue());
+    MLIRContext *context = module.getContext();
+    for (NamedAttribute attr :
+         {pp::pipeline::getClassAxisResultAttr(context, *classAxis),
+          pp::pipeline::getIgnoreIndexResultAttr(context, options.ignoreIndex)})
+      func.setResultAttr(1, attr.getName(), attr.getValue());
   }
   return success();
 }

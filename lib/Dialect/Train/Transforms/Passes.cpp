@@ -25,8 +25,10 @@ namespace {
 struct AddLossPass : PassAdapter<AddLossPass, pp::impl::AddLossPassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return train::addLoss(
-        module, {.funcName = funcName, .kind = kind, .classAxis = classAxis});
+    return train::addLoss(module, {.funcName = funcName,
+                                   .kind = kind,
+                                   .classAxis = classAxis,
+                                   .ignoreIndex = ignoreIndex});
   }
 };
 

@@ -204,6 +204,10 @@ struct OutputInfo {
   /// A classifier's logits (pp.output's class_axis): the dim whose arg max
   /// is the predicted class of the `labels` input; -1 for other outputs.
   int64_t classAxis = -1;
+  /// The label the loss skips (pp.output's ignore_index), left out of the
+  /// accuracy; meaningful where hasIgnoreIndex.
+  bool hasIgnoreIndex = false;
+  int64_t ignoreIndex = 0;
 };
 
 /// ReceiveInfo::microBatch of a receive of the function's own micro-batch.

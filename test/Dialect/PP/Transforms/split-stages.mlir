@@ -97,15 +97,16 @@ func.func @main(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp
 
 // -----
 
-// A classifier's logits (pp.class_axis, from --pp-add-loss) keep their
-// class dim on their pp.output: generated programs count its top-1 hits.
+// A classifier's logits (pp.class_axis and pp.ignore_index, from
+// --pp-add-loss) keep their class dim and the label the loss skips on their
+// pp.output: generated programs count its top-1 hits without that label.
 // CHECK-LABEL: func.func @stage0_forward
 // CHECK: pp.output %{{.*}}, %{{.*}} {combine = "mean", index = 0 : i64} : tensor<f32>
-// CHECK: pp.output %{{.*}}, %{{.*}} {class_axis = 1 : i64, combine = "concat", index = 1 : i64} : tensor<8x3xf32>
+// CHECK: pp.output %{{.*}}, %{{.*}} {class_axis = 1 : i64, combine = "concat", ignore_index = 255 : i64, index = 1 : i64} : tensor<8x3xf32>
 onnx.global "trainable" @w : tensor<3x4xf32>
-func.func @main(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {pp.class_axis = 1 : i64}) {
+func.func @main(%x: tensor<8x4xf32>, %labels: tensor<8xi64>) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {pp.class_axis = 1 : i64, pp.ignore_index = 255 : i64}) {
   %w = onnx.global_read @w {pp.stage = 0 : i64} : tensor<3x4xf32>
   %y = onnx.Gemm %x, %w {transB = 1 : i64, pp.stage = 0 : i64} : (tensor<8x4xf32>, tensor<3x4xf32>) -> tensor<8x3xf32>
-  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %y, %labels {pp.stage = 0 : i64} : (tensor<8x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x3xf32>)
+  %loss, %logp = onnx.SoftmaxCrossEntropyLoss %y, %labels {ignore_index = 255 : i64, pp.stage = 0 : i64} : (tensor<8x3xf32>, tensor<8xi64>) -> (tensor<f32>, tensor<8x3xf32>)
   return %loss, %y : tensor<f32>, tensor<8x3xf32>
 }

@@ -1,17 +1,20 @@
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss -verify-diagnostics | FileCheck %s
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss="kind=mse" -verify-diagnostics | FileCheck %s --check-prefix=MSE
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss="class-axis=-1" -verify-diagnostics | FileCheck %s --check-prefix=LAST
+// Labels the loss skips (VOC's mask borders): on the loss and the logits.
+// RUN: pipeline-opt %s -split-input-file --pp-add-loss="ignore-index=255" -verify-diagnostics | FileCheck %s --check-prefix=IGNORE
 // Logits without a class dim: softmax-cross-entropy refuses them, naming mse.
 // RUN: echo 'func.func @main(%%v: tensor<4xf32>) -> tensor<4xf32> { return %%v : tensor<4xf32> }' | not pipeline-opt --pp-add-loss 2>&1 | FileCheck %s --check-prefix=RANK1
 // RANK1: error: softmax-cross-entropy needs logits with a batch and a class dim, got 'tensor<4xf32>' (loss=mse takes any shape)
 
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64})
+// CHECK-SAME: %[[LABELS:[^:]*]]: tensor<8xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64, pp.ignore_index = -100 : i64})
 // CHECK: %[[LOGITS:.*]] = onnx.Relu
-// CHECK: %[[LOSS:[^,]*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[LOGITS]], %[[LABELS]] :
+// CHECK: %[[LOSS:[^,]*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[LOGITS]], %[[LABELS]] {ignore_index = -100 : i64} :
 // CHECK: return %[[LOSS]], %[[LOGITS]]
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
+// IGNORE-LABEL: func.func @main
 // MSE-SAME: %[[T:[^:]*]]: tensor<8x3xf32> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
 // MSE: %[[D:.*]] = onnx.Sub %{{.*}}, %[[T]]
 // MSE: %[[SQ:.*]] = onnx.Mul %[[D]], %[[D]]
@@ -29,11 +32,12 @@ func.func @main(%x: tensor<8x4xf32>) -> (tensor<8x3xf32> {onnx.name = "logits"})
 // the logits keep their own class dim (pp.class_axis), which the runtime's
 // accuracy reads.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %{{.*}}: tensor<2x5xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x7xf32> {pp.class_axis = 2 : i64})
+// CHECK-SAME: %{{.*}}: tensor<2x5xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x7xf32> {pp.class_axis = 2 : i64, pp.ignore_index = -100 : i64})
 // CHECK: %[[T:.*]] = onnx.Transpose %{{.*}} {perm = array<i64: 0, 2, 1>} : (tensor<2x5x7xf32>) -> tensor<2x7x5xf32>
 // CHECK: onnx.SoftmaxCrossEntropyLoss %[[T]]
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
+// IGNORE-LABEL: func.func @main
 func.func @main(%x: tensor<2x5x7xf32>) -> tensor<2x5x7xf32> {
   %0 = onnx.Relu %x : (tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
   return %0 : tensor<2x5x7xf32>
@@ -45,12 +49,15 @@ func.func @main(%x: tensor<2x5x7xf32>) -> tensor<2x5x7xf32> {
 // classes are dim 1, as PyTorch and ONNX lay them out, and labels are
 // [N, H, W]; class-axis=-1 takes the last dim instead.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: %{{.*}}: tensor<2x4x6xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 1 : i64})
+// CHECK-SAME: %{{.*}}: tensor<2x4x6xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 1 : i64, pp.ignore_index = -100 : i64})
 // CHECK-NOT: onnx.Transpose
-// CHECK: onnx.SoftmaxCrossEntropyLoss %{{.*}} : (tensor<2x5x4x6xf32>, tensor<2x4x6xi64>)
+// CHECK: onnx.SoftmaxCrossEntropyLoss %{{.*}} {ignore_index = -100 : i64} : (tensor<2x5x4x6xf32>, tensor<2x4x6xi64>)
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
-// LAST-SAME: %{{.*}}: tensor<2x5x4xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 3 : i64})
+// IGNORE-LABEL: func.func @main
+// IGNORE-SAME: -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 1 : i64, pp.ignore_index = 255 : i64})
+// IGNORE: onnx.SoftmaxCrossEntropyLoss %{{.*}} {ignore_index = 255 : i64} : (tensor<2x5x4x6xf32>, tensor<2x4x6xi64>)
+// LAST-SAME: %{{.*}}: tensor<2x5x4xi64> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 3 : i64, pp.ignore_index = -100 : i64})
 // LAST: onnx.Transpose %{{.*}} {perm = array<i64: 0, 3, 1, 2>}
 func.func @main(%x: tensor<2x5x4x6xf32>) -> tensor<2x5x4x6xf32> {
   %0 = onnx.Relu %x : (tensor<2x5x4x6xf32>) -> tensor<2x5x4x6xf32>

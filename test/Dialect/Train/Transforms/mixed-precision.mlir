@@ -11,7 +11,7 @@
 // the GEMM and ReLU run in bf16, the loss in fp32; the step's results keep
 // their fp32 types.
 // CHECK-LABEL: func.func @main
-// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64})
+// CHECK-SAME: -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits", pp.class_axis = 1 : i64, pp.ignore_index = -100 : i64})
 // CHECK-DAG: %[[X:.*]] = onnx.Cast %arg0 {to = 16 : i64} : (tensor<8x4xf32>) -> tensor<8x4xbf16>
 // CHECK-DAG: %[[W:.*]] = onnx.global_read @w : tensor<3x4xf32>
 // CHECK-DAG: %[[WL:.*]] = onnx.Cast %[[W]] {to = 16 : i64} : (tensor<3x4xf32>) -> tensor<3x4xbf16>
@@ -19,7 +19,7 @@
 // CHECK: %[[Y:.*]] = onnx.Gemm %[[X]], %[[WL]], %[[BL]] {transB = 1 : i64} : (tensor<8x4xbf16>, tensor<3x4xbf16>, tensor<3xbf16>) -> tensor<8x3xbf16>
 // CHECK: %[[R:.*]] = onnx.Relu %[[Y]] : (tensor<8x3xbf16>) -> tensor<8x3xbf16>
 // CHECK: %[[RF:.*]] = onnx.Cast %[[R]] {to = 1 : i64} : (tensor<8x3xbf16>) -> tensor<8x3xf32>
-// CHECK: %[[LOSS:.*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[RF]], %arg1 : (tensor<8x3xf32>, tensor<8xi64>)
+// CHECK: %[[LOSS:.*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[RF]], %arg1 {ignore_index = -100 : i64} : (tensor<8x3xf32>, tensor<8xi64>)
 // CHECK: return %[[LOSS]], %[[RF]] : tensor<f32>, tensor<8x3xf32>
 // FP16-LABEL: func.func @main
 // FP16: onnx.Gemm %{{.*}} : (tensor<8x4xf16>, tensor<3x4xf16>, tensor<3xf16>) -> tensor<8x3xf16>

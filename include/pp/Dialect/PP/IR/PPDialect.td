@@ -79,6 +79,8 @@ def PP_Dialect : Dialect {
     "::mlir::UnitAttr":$loss,
     // The class dim of a classifier's logits result (--pp-add-loss).
     "::mlir::IntegerAttr":$class_axis,
+    // The label the loss skips (--pp-add-loss ignore-index), on the logits.
+    "::mlir::IntegerAttr":$ignore_index,
     "::mlir::FlatSymbolRefAttr":$grad_of
   );
 }

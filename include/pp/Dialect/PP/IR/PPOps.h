@@ -157,6 +157,12 @@ mlir::NamedAttribute getLossResultAttr(mlir::MLIRContext *context);
 mlir::IntegerAttr getClassAxis(mlir::FunctionOpInterface func, unsigned index);
 mlir::NamedAttribute getClassAxisResultAttr(mlir::MLIRContext *context,
                                             int64_t axis);
+/// The label a classifier's loss skips (pp.ignore_index on its logits
+/// result, set by --pp-add-loss), or null.
+mlir::IntegerAttr getIgnoreIndex(mlir::FunctionOpInterface func,
+                                 unsigned index);
+mlir::NamedAttribute getIgnoreIndexResultAttr(mlir::MLIRContext *context,
+                                              int64_t label);
 mlir::FlatSymbolRefAttr getGradOf(mlir::FunctionOpInterface func,
                                   unsigned index);
 /// The pp.grad_of entry of a result attribute dictionary.

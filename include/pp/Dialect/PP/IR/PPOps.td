@@ -74,7 +74,8 @@ def PP_OutputOp : PP_Op<"output", [MemoryEffects<[MemWrite]>]> {
     `concat` along the first dimension for per-sample outputs.
     `class_axis` marks a classifier's logits (the loss's scores, set by
     `--pp-add-loss`): the runtime counts the samples whose arg max along that
-    dim equals the `labels` input (top-1 accuracy).
+    dim equals the `labels` input (top-1 accuracy); `ignore_index`, the
+    label the loss skips, is left out of that count.
 
     ```mlir
     pp.output %loss, %mb {index = 0 : i64, combine = "mean"} : tensor<f32>
@@ -84,7 +85,8 @@ def PP_OutputOp : PP_Op<"output", [MemoryEffects<[MemWrite]>]> {
   }];
   let arguments = (ins AnyRankedTensor:$value, PP_MicroBatch:$micro_batch,
                        I64Attr:$index, StrAttr:$combine,
-                       OptionalAttr<I64Attr>:$class_axis);
+                       OptionalAttr<I64Attr>:$class_axis,
+                       OptionalAttr<I64Attr>:$ignore_index);
   let assemblyFormat = "$value `,` $micro_batch attr-dict `:` type($value)";
   let hasVerifier = 1;
 }

@@ -16,7 +16,11 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     dim 1 of logits of rank 4 or more, the [N, C, H, W, ...] per-pixel
     classes of segmentation models as PyTorch and ONNX lay them out, and
     else the last dim, so [N, C] classifiers and [N, S, V] language models
-    work too; `mse` takes float targets of the output's shape. The loss becomes result 0, marked `pp.loss`; under
+    work too. Labels equal to `ignore-index` (default -100, as PyTorch's
+    `CrossEntropyLoss`; e.g. 255 for the borders of VOC's masks) add no
+    loss and no gradient, the mean is over the other labels, and the
+    runtime leaves them out of the accuracy. `mse` takes float targets of
+    the output's shape. The loss becomes result 0, marked `pp.loss`; under
     `softmax-cross-entropy` the logits (result 1) get `pp.class_axis`, which
     `--pp-split-stages` puts on their `pp.output` so that generated programs
     report top-1 accuracy.
@@ -29,6 +33,9 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     Option<"classAxis", "class-axis", "int64_t", "0",
            "Class dim of the logits for softmax-cross-entropy (negative: "
            "from the end); 0: dim 1 of logits of rank >= 4, else the last">,
+    Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
+           "Label softmax-cross-entropy skips (no loss, no gradient, not "
+           "counted in the mean or the accuracy); PyTorch's default">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect"];
 }
