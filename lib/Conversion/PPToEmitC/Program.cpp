@@ -426,6 +426,10 @@ void collectPlannedPeaks(ModuleOp module, pipeline::PlanAttr plan,
   for (size_t d = 0; d < numPeaks; ++d)
     table.plannedPeakBytes.push_back(
         peaks && static_cast<int64_t>(d) < peaks.size() ? peaks[d] : 0);
+  if (auto busy = pipeline::getPlannedBusyNanos(module);
+      busy && busy.size() == static_cast<int64_t>(table.deviceNames.size()))
+    table.plannedBusyNanos.assign(busy.asArrayRef().begin(),
+                                  busy.asArrayRef().end());
 }
 
 } // namespace
@@ -748,6 +752,8 @@ void setScalars(TableBuilder &set, const rt::ProgramInfo &p) {
           names(p.deviceNames));
   set.set(FIELD(ProgramInfo, plannedPeakBytes), "std::vector<int64_t>",
           intList(p.plannedPeakBytes));
+  set.set(FIELD(ProgramInfo, plannedBusyNanos), "std::vector<int64_t>",
+          intList(p.plannedBusyNanos));
 }
 
 /// The members of the table that are lists of entries.
@@ -788,7 +794,7 @@ void buildTableFunction(OpBuilder &b, Location loc, const rt::ProgramInfo &p) {
   [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5, f6, f7, f8, f9, f10,
                                 f11, f12, f13, f14, f15, f16, f17, f18, f19,
                                 f20, f21, f22, f23, f24, f25, f26, f27, f28,
-                                f29] = p;
+                                f29, f30] = p;
   MLIRContext *context = b.getContext();
   Type infoType = opaqueType(context, "pp::rt::ProgramInfo");
   auto fn = emitc::FuncOp::create(b, loc, "makeProgram",

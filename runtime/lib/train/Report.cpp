@@ -178,6 +178,53 @@ void pp::rt::train::printProgress(const Job &job, int64_t step,
   std::fflush(stdout);
 }
 
+namespace {
+
+/// How much more one device may run, against its planned time, than
+/// another before the plan is called unbalanced for this machine.
+constexpr double kPlanMismatch = 1.25;
+
+/// A note when the devices' busy times (`busyMs` over `steps` steps,
+/// replica 0's) are spread otherwise than the plan's: the cost model
+/// misjudged these devices (a GPU cluster's roofline run on CPUs), so the
+/// stages are unbalanced.
+void noteUnplannedImbalance(const Job &job, int64_t steps,
+                            const std::vector<double> &busyMs) {
+  const std::vector<int64_t> &planned = job.program.plannedBusyNanos;
+  // The first step's one-time work (allocations, kernel set-up) would
+  // weigh too much alone.
+  if (job.numDevices < 2 || planned.size() != job.deviceNames.size() ||
+      steps < 2)
+    return;
+  // Measured over planned time: the same on every device the cost model
+  // fits, whatever the devices' absolute speed.
+  int slow = 0, fast = 0;
+  std::vector<double> ratio(planned.size());
+  for (size_t d = 0; d < planned.size(); ++d) {
+    if (planned[d] <= 0 || busyMs[d] <= 0)
+      return;
+    ratio[d] = busyMs[d] / (static_cast<double>(planned[d]) * 1e-6);
+    slow = ratio[d] > ratio[slow] ? static_cast<int>(d) : slow;
+    fast = ratio[d] < ratio[fast] ? static_cast<int>(d) : fast;
+  }
+  if (ratio[slow] < kPlanMismatch * ratio[fast])
+    return;
+  std::printf(
+      "note: against the plan, device %d (%s) ran %.2fx as long as device "
+      "%d (%s): busy %.3g and %.3g ms, planned %.3g and %.3g ms a step. The "
+      "cluster's cost model does not fit the devices this ran on, so its "
+      "stages are unbalanced here; to cut them by op times measured here, "
+      "run train --write-profile=ops.json and compile with profile=ops.json "
+      "(docs/cli.md, Pipeline plan)\n",
+      slow, job.deviceNames[slow].c_str(), ratio[slow] / ratio[fast], fast,
+      job.deviceNames[fast].c_str(), busyMs[slow] / static_cast<double>(steps),
+      busyMs[fast] / static_cast<double>(steps),
+      static_cast<double>(planned[slow]) * 1e-6,
+      static_cast<double>(planned[fast]) * 1e-6);
+}
+
+} // namespace
+
 void pp::rt::train::printSummary(const Job &job, int64_t stepsRun,
                                  double seconds,
                                  const std::vector<double> &totals) {
@@ -195,5 +242,6 @@ void pp::rt::train::printSummary(const Job &job, int64_t stepsRun,
                 d, job.deviceNames[d].c_str(), totals[d], planned / 1e6,
                 totals[job.numDevices + d] / 1e6);
   }
+  noteUnplannedImbalance(job, stepsRun, totals);
   std::fflush(stdout);
 }

@@ -190,6 +190,7 @@ const ProgramInfo program = {
     /*numStages=*/2,
     /*microBatches=*/4,
     /*plannedPeakBytes=*/{4096, 4096},
+    /*plannedBusyNanos=*/{},
     /*deviceNames=*/{"cpu0", "cpu1"},
     /*globals=*/
     {{"W0", DType::F32, {4, 5}, true, 0, 0},

@@ -171,6 +171,15 @@ DenseI64ArrayAttr pp::pipeline::getPlannedPeakBytes(ModuleOp module) {
   return get<DenseI64ArrayAttr>(
       module, Names::PlannedPeakBytesAttrHelper::getNameStr());
 }
+DenseI64ArrayAttr pp::pipeline::getPlannedBusyNanos(ModuleOp module) {
+  return get<DenseI64ArrayAttr>(module,
+                                Names::PlannedBusyNsAttrHelper::getNameStr());
+}
+void pp::pipeline::setPlannedBusyNanos(ModuleOp module,
+                                       ArrayRef<int64_t> nanos) {
+  module->setAttr(Names::PlannedBusyNsAttrHelper::getNameStr(),
+                  DenseI64ArrayAttr::get(module.getContext(), nanos));
+}
 void pp::pipeline::setPlannedPeakBytes(ModuleOp module,
                                        ArrayRef<int64_t> bytes) {
   module->setAttr(Names::PlannedPeakBytesAttrHelper::getNameStr(),
@@ -636,6 +645,7 @@ static LogicalResult verifyAttrType(Operation *op, NamedAttribute attribute) {
     return expect(isa<PhaseAttr>(value), "a #pp.phase");
   if (name == Names::OffsetsAttrHelper::getNameStr() ||
       name == Names::PlannedPeakBytesAttrHelper::getNameStr() ||
+      name == Names::PlannedBusyNsAttrHelper::getNameStr() ||
       name == Names::TensorParallelStagesAttrHelper::getNameStr())
     return expect(isa<DenseI64ArrayAttr>(value), "an array<i64>");
   if (name == Names::PlanAttrHelper::getNameStr())

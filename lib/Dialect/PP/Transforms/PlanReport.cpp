@@ -1572,6 +1572,10 @@ pp::pipeline::writePlanReport(ModuleOp module,
       pipeline::PPDialect::PredictedSamplesPerSecondAttrHelper::getNameStr(),
       FloatAttr::get(Float64Type::get(module.getContext()),
                      prediction->predictedSamplesPerSecond()));
+  SmallVector<int64_t> busyNanos;
+  for (double seconds : prediction->result.busy)
+    busyNanos.push_back(static_cast<int64_t>(std::llround(seconds * 1e9)));
+  pipeline::setPlannedBusyNanos(module, busyNanos);
   if (!options.summaryFile.empty() &&
       failed(writeSummary(module, options, *prediction)))
     return failure();

@@ -274,6 +274,10 @@ struct ProgramInfo {
   int64_t microBatches;
   /// Planned bytes per device (pp.planned_peak_bytes), 0 when unknown.
   std::vector<int64_t> plannedPeakBytes;
+  /// Planned compute time per device in a drained step, in nanoseconds
+  /// (pp.planned_busy_ns; empty when unknown): train warns when the busy
+  /// times it measures are spread otherwise.
+  std::vector<int64_t> plannedBusyNanos;
   std::vector<std::string> deviceNames;
   std::vector<GlobalInfo> globals;
   std::vector<ConstantInfo> constants;

@@ -6,6 +6,10 @@
 // RUN: FileCheck %s --input-file=%t.plan/plan.json --check-prefix=JSON
 // RUN: FileCheck %s --input-file=%t.plan/timeline.json --check-prefix=TRACE
 // RUN: FileCheck %s --input-file=%t.plan/timeline.svg --check-prefix=SVG
+// The devices' simulated busy time in a step, which generated programs set
+// against what they measure (pp.planned_busy_ns): 4 Relus of 6.47 us each.
+// RUN: pipeline-opt %s -split-input-file --pp-schedule="kind=1f1b" --pp-plan-report="cluster=%clusters/compute-bound.json summary=" | FileCheck %s --check-prefix=BUSY
+// BUSY: pp.planned_busy_ns = array<i64: 25891, 25891, 25891, 25891>
 
 // Four identical stages (one Relu each, links that cost nothing): the simulated bubble
 // is the closed form, (p-1)/(m+p-1) = 3/7 for GPipe and 1F1B with p = m = 4,

@@ -51,6 +51,10 @@ def PP_Dialect : Dialect {
     "::mlir::StringAttr":$activation,
     "::mlir::IntegerAttr":$arena_bytes,
     "::mlir::DenseI64ArrayAttr":$planned_peak_bytes,
+    // --pp-plan-report: each device's simulated compute time in a drained
+    // step, in nanoseconds (replica 0's devices), which train sets against
+    // the busy times it measures.
+    "::mlir::DenseI64ArrayAttr":$planned_busy_ns,
     // --pp-plan-report: the simulated samples per second of the step (of
     // every replica; under WSP of the waves; for a weight-versioned
     // schedule of its steady step in a stream, as train runs it by

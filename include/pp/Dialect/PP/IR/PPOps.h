@@ -135,6 +135,10 @@ mlir::ArrayAttr getReplicaDevices(mlir::ModuleOp module);
 void setReplicaDevices(mlir::ModuleOp module,
                        llvm::ArrayRef<std::string> names);
 void setPlannedPeakBytes(mlir::ModuleOp module, llvm::ArrayRef<int64_t> bytes);
+/// pp.planned_busy_ns: each device's simulated compute time in a drained
+/// step (--pp-plan-report), or null.
+mlir::DenseI64ArrayAttr getPlannedBusyNanos(mlir::ModuleOp module);
+void setPlannedBusyNanos(mlir::ModuleOp module, llvm::ArrayRef<int64_t> nanos);
 
 /// The names of the step's inputs and outputs (pp.input_names,
 /// pp.output_names), set by --pp-split-stages.
