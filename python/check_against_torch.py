@@ -88,6 +88,8 @@ def main():
     parser.add_argument("--fp32-rtol", type=float, default=None)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--label-smoothing", type=float, default=0.0,
+                        help="both sides' (--pp-add-loss label-smoothing)")
     args = parser.parse_args()
     work = args.work
     run([sys.executable, os.path.join(HERE, "torch_reference.py"),
@@ -96,6 +98,7 @@ def main():
          "--batch", str(args.batch), "--dtype", args.dtype,
          "--optimizer", args.optimizer,
          "--weight-decay", str(args.weight_decay),
+         "--label-smoothing", str(args.label_smoothing),
          "--autocast", args.autocast])
     input_name = "tokens" if args.model == "gpt" else "input"
 
@@ -103,7 +106,8 @@ def main():
         """Our step in `precision`: its losses (globals dumped to `dump`)."""
         step_mlir = os.path.join(work, f"train-{precision}.mlir")
         run([args.pipeline_opt, os.path.join(work, "model.onnx"),
-             "--pp-add-loss", f"--pp-mixed-precision=precision={precision}",
+             f"--pp-add-loss=label-smoothing={args.label_smoothing}",
+             f"--pp-mixed-precision=precision={precision}",
              "--pp-autodiff",
              f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "
              f"momentum={args.momentum} weight-decay={args.weight_decay}",

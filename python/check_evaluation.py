@@ -2,7 +2,7 @@
 """Checks generated programs' `train --eval-data` against PyTorch's eval().
 
 For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout]
-[:lr=X] (LAUNCH mpi,
+[:lr=X][:ls=EPS] (ls: label-smoothing=EPS on both sides; LAUNCH mpi,
 local, or both: mpirun, then --local, whose evaluations must be the same
 to the bit) exports the test model at a micro-batch of --micro-batch, compiles
 a 1F1B program of --microbatches micro-batches per replica (dp=2: two
@@ -105,7 +105,7 @@ def torch_model(name, state):
     return model, missing
 
 
-def torch_eval(model, x, y, micro):
+def torch_eval(model, x, y, micro, smoothing=0.0):
     """PyTorch's eval(): the mean over micro-batches of `micro` samples of
     their mean cross-entropy over the labels (tokens, pixels) not IGNORED,
     the top-1 accuracy over those labels, and for per-pixel logits the mean
@@ -120,7 +120,7 @@ def torch_eval(model, x, y, micro):
             logits = logits.movedim(1, -1)
         losses = [F.cross_entropy(
             part.reshape(-1, part.shape[-1]), labels.reshape(-1),
-            ignore_index=IGNORED).double().item()
+            ignore_index=IGNORED, label_smoothing=smoothing).double().item()
             for part, labels in zip(logits.split(micro),
                                     torch.from_numpy(y).split(micro))]
         flat = logits.reshape(-1, logits.shape[-1])
@@ -138,7 +138,7 @@ def torch_eval(model, x, y, micro):
             float(np.mean(ious)) if per_pixel else None)
 
 
-def torch_train(name, initial, batches, lr, steps, micro):
+def torch_train(name, initial, batches, lr, steps, micro, smoothing=0.0):
     """PyTorch's SGD steps over micro-batches of `micro` samples (gradients
     accumulated, BatchNorm per micro-batch, as a pipeline): each step's loss
     (the mean of the micro-batches' means over labels not IGNORED) and the
@@ -159,7 +159,8 @@ def torch_train(name, initial, batches, lr, steps, micro):
             if logits.dim() >= 4:  # [N, C, H, W]: classes last
                 logits = logits.movedim(1, -1)
             flat, labels = logits.reshape(-1, logits.shape[-1]), ys.reshape(-1)
-            part = F.cross_entropy(flat, labels, ignore_index=IGNORED)
+            part = F.cross_entropy(flat, labels, ignore_index=IGNORED,
+                                   label_smoothing=smoothing)
             (part / len(parts)).backward()
             loss += part.item() / len(parts)
             kept = labels != IGNORED
@@ -188,6 +189,8 @@ def check_config(args, config, failures):
     versioned = "2bw" in fields[3:]
     lr = next((float(f[3:]) for f in fields[3:] if f.startswith("lr=")),
               args.lr)
+    smoothing = next((float(f[3:]) for f in fields[3:]
+                      if f.startswith("ls=")), 0.0)
     if versioned:
         m = 4
     work = os.path.join(args.work, config.replace(":", "-"))
@@ -204,6 +207,7 @@ def check_config(args, config, failures):
     options = (f"cluster={cluster_file(work, ranks)} schedule={schedule} "
                f"microbatches={m} lr={lr}" +
                (f" ignore-index={IGNORED}" if classes else "") +
+               (f" label-smoothing={smoothing}" if smoothing else "") +
                (f" dp={dp}" if dp > 1 else "") +
                (f" tp={tp}" if tp > 1 else ""))
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -268,7 +272,7 @@ def check_config(args, config, failures):
         failures.append(f"{config}: the dump lacks {missing}")
         return
     loss, accuracy, miou = torch_eval(torch_net, ex[:counted], ey[:counted],
-                                      micro)
+                                      micro, smoothing)
     last = evals[-1]
     language = example.dtype == np.int64
     error = abs(last["eval_loss"] - loss) / abs(loss)
@@ -335,7 +339,8 @@ def check_config(args, config, failures):
         losses, theirs = torch_train(
             model, initial,
             lambda k: (x[k * batch:(k + 1) * batch],
-                       y[k * batch:(k + 1) * batch]), lr, args.steps, micro)
+                       y[k * batch:(k + 1) * batch]), lr, args.steps, micro,
+            smoothing)
         ours = [r.get("accuracy") for r in steps]
         close = all(abs(r["loss"] - l) <= args.rtol * abs(l)
                     for r, l in zip(steps, losses))

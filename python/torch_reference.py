@@ -103,6 +103,7 @@ def main():
     parser.add_argument("--optimizer", choices=["sgd", "adam", "adamw"],
                         default="sgd")
     parser.add_argument("--weight-decay", type=float, default=0.0)
+    parser.add_argument("--label-smoothing", type=float, default=0.0)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
@@ -214,8 +215,9 @@ def reference(args, out, batch, batches=None):
                 if logits.dim() >= 4:
                     logits = logits.movedim(1, -1)
                 part = nn.functional.cross_entropy(
-                    logits.reshape(-1, logits.shape[-1]),
-                    ys.reshape(-1)) / parts
+                    logits.reshape(-1, logits.shape[-1]), ys.reshape(-1),
+                    label_smoothing=getattr(args, "label_smoothing",
+                                            0.0)) / parts
             part.backward()
             loss += part.item()
         if clip is not None:

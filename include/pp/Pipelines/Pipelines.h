@@ -40,6 +40,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Label softmax-cross-entropy skips (no loss, no "
                      "gradient, not in the accuracy); PyTorch's default"),
       llvm::cl::init(-100)};
+  Option<double> labelSmoothing{
+      *this, "label-smoothing",
+      llvm::cl::desc("Label smoothing eps in [0, 1] of softmax-cross-entropy "
+                     "(PyTorch's label_smoothing)"),
+      llvm::cl::init(0.0)};
   Option<OptimizerKind> optimizer{*this, "optimizer",
                                   llvm::cl::desc("sgd, adam or adamw"),
                                   llvm::cl::init(OptimizerKind::SGD)};
@@ -118,6 +123,7 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.kind = loss;
     options.classAxis = classAxis;
     options.ignoreIndex = ignoreIndex;
+    options.labelSmoothing = labelSmoothing;
     return options;
   }
   /// The options of --pp-mixed-precision for `funcName`.

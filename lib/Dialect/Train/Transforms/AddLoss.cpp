@@ -34,6 +34,60 @@ int64_t resolveClassAxis(int64_t classAxis, int64_t rank) {
   return rank >= 4 ? 1 : rank - 1;
 }
 
+/// A scalar constant of float type `element`.
+Value scalarConstant(OpBuilder &b, Location loc, Type element, double value) {
+  auto type = RankedTensorType::get({}, element);
+  return onnx::ConstantOp::create(
+      b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
+}
+
+/// ONNX's TensorProto data type code of a float type.
+int64_t onnxTypeCode(Type element) {
+  return element.isF64()    ? 11
+         : element.isF16()  ? 10
+         : element.isBF16() ? 16
+                            : 1;
+}
+
+/// PyTorch's label smoothing of `crossEntropy`, the mean cross-entropy of
+/// `scores` [N, C, d...] against `labels` [N, d...]: (1 - eps) times it
+/// plus eps times the mean, over the labels other than `ignoreIndex`, of
+/// -(1/C) sum_c log softmax(scores)_c.
+Value smoothLabels(OpBuilder &b, Location loc, Value scores, Value labels,
+                   Value crossEntropy, double eps, int64_t ignoreIndex) {
+  Value logProb =
+      onnx::LogSoftmaxOp::create(b, loc, scores, b.getI64IntegerAttr(1));
+  Value classMean = onnx::ReduceMeanOp::create(
+      b, loc, logProb, b.getDenseI64ArrayAttr({1}), b.getI64IntegerAttr(0));
+  // 1 where a label counts, 0 where it is ignored.
+  auto labelType = cast<RankedTensorType>(labels.getType());
+  Value ignored = onnx::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(
+          RankedTensorType::get({}, labelType.getElementType()),
+          b.getIntegerAttr(labelType.getElementType(), ignoreIndex)));
+  Value counts = onnx::NotOp::create(
+      b, loc, onnx::EqualOp::create(b, loc, labels, ignored));
+  Type element = getElementTypeOrSelf(crossEntropy.getType());
+  Value weight = onnx::CastOp::create(
+      b, loc, counts, b.getI64IntegerAttr(onnxTypeCode(element)));
+  auto meanOf = [&](Value value) {
+    return onnx::ReduceMeanOp::create(b, loc, value, DenseI64ArrayAttr(),
+                                      b.getI64IntegerAttr(0))
+        .getResult();
+  };
+  // mean(x * w) / mean(w): the mean of x over the labels that count. One
+  // op per statement, so the IR's order does not depend on the compiler's
+  // order of evaluating arguments.
+  Value weighted = meanOf(onnx::MulOp::create(b, loc, classMean, weight));
+  Value smooth = onnx::DivOp::create(b, loc, weighted, meanOf(weight));
+  Value scaled = onnx::MulOp::create(
+      b, loc, crossEntropy, scalarConstant(b, loc, element, 1.0 - eps));
+  Value smoothed =
+      onnx::MulOp::create(b, loc, smooth, scalarConstant(b, loc, element, eps));
+  return onnx::SubOp::create(b, loc, scaled, smoothed);
+}
+
 } // namespace
 
 LogicalResult pp::train::addLoss(ModuleOp module,
@@ -64,6 +118,17 @@ LogicalResult pp::train::addLoss(ModuleOp module,
     return failure();
   }
 
+  if (!(options.labelSmoothing >= 0 && options.labelSmoothing <= 1)) {
+    func.emitError() << "label-smoothing must lie in [0, 1], got "
+                     << options.labelSmoothing;
+    return failure();
+  }
+  if (options.labelSmoothing > 0 &&
+      options.kind != pp::LossKind::SoftmaxCrossEntropy) {
+    func.emitError() << "label-smoothing is an option of "
+                        "softmax-cross-entropy, not of loss=mse";
+    return failure();
+  }
   OpBuilder b(ret);
   Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());
   Value loss;
@@ -104,6 +169,9 @@ LogicalResult pp::train::addLoss(ModuleOp module,
             b, loc, scores, labels, Value(),
             b.getI64IntegerAttr(options.ignoreIndex), b.getStringAttr("mean"))
             .getOutput();
+    if (options.labelSmoothing > 0)
+      loss = smoothLabels(b, loc, scores, labels, loss, options.labelSmoothing,
+                          options.ignoreIndex);
     classAxis = axis;
     break;
   }

@@ -28,7 +28,8 @@ struct AddLossPass : PassAdapter<AddLossPass, pp::impl::AddLossPassBase> {
     return train::addLoss(module, {.funcName = funcName,
                                    .kind = kind,
                                    .classAxis = classAxis,
-                                   .ignoreIndex = ignoreIndex});
+                                   .ignoreIndex = ignoreIndex,
+                                   .labelSmoothing = labelSmoothing});
   }
 };
 

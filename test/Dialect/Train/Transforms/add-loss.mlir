@@ -3,6 +3,13 @@
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss="class-axis=-1" -verify-diagnostics | FileCheck %s --check-prefix=LAST
 // Labels the loss skips (VOC's mask borders): on the loss and the logits.
 // RUN: pipeline-opt %s -split-input-file --pp-add-loss="ignore-index=255" -verify-diagnostics | FileCheck %s --check-prefix=IGNORE
+// Label smoothing, as PyTorch's: (1 - eps) x the cross-entropy + eps x the
+// mean over the labels not ignored of -(1/C) sum_c log softmax.
+// RUN: pipeline-opt %s -split-input-file --pp-add-loss="ignore-index=255 label-smoothing=0.25" -verify-diagnostics | FileCheck %s --check-prefix=SMOOTH
+// RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | not pipeline-opt --pp-add-loss=label-smoothing=1.5 2>&1 | FileCheck %s --check-prefix=SMOOTH-RANGE
+// SMOOTH-RANGE: error: label-smoothing must lie in [0, 1], got 1.500000e+00
+// RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | not pipeline-opt --pp-add-loss="label-smoothing=0.1 kind=mse" 2>&1 | FileCheck %s --check-prefix=SMOOTH-MSE
+// SMOOTH-MSE: error: label-smoothing is an option of softmax-cross-entropy, not of loss=mse
 // Logits without a class dim: softmax-cross-entropy refuses them, naming mse.
 // RUN: echo 'func.func @main(%%v: tensor<4xf32>) -> tensor<4xf32> { return %%v : tensor<4xf32> }' | not pipeline-opt --pp-add-loss 2>&1 | FileCheck %s --check-prefix=RANK1
 // RANK1: error: softmax-cross-entropy needs logits with a batch and a class dim, got 'tensor<4xf32>' (loss=mse takes any shape)
@@ -15,6 +22,7 @@
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
 // IGNORE-LABEL: func.func @main
+// SMOOTH-LABEL: func.func @main
 // MSE-SAME: %[[T:[^:]*]]: tensor<8x3xf32> {onnx.name = "labels"}) -> (tensor<f32> {pp.loss}, tensor<8x3xf32> {onnx.name = "logits"})
 // MSE: %[[D:.*]] = onnx.Sub %{{.*}}, %[[T]]
 // MSE: %[[SQ:.*]] = onnx.Mul %[[D]], %[[D]]
@@ -38,6 +46,7 @@ func.func @main(%x: tensor<8x4xf32>) -> (tensor<8x3xf32> {onnx.name = "logits"})
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
 // IGNORE-LABEL: func.func @main
+// SMOOTH-LABEL: func.func @main
 func.func @main(%x: tensor<2x5x7xf32>) -> tensor<2x5x7xf32> {
   %0 = onnx.Relu %x : (tensor<2x5x7xf32>) -> tensor<2x5x7xf32>
   return %0 : tensor<2x5x7xf32>
@@ -54,6 +63,26 @@ func.func @main(%x: tensor<2x5x7xf32>) -> tensor<2x5x7xf32> {
 // CHECK: onnx.SoftmaxCrossEntropyLoss %{{.*}} {ignore_index = -100 : i64} : (tensor<2x5x4x6xf32>, tensor<2x4x6xi64>)
 // MSE-LABEL: func.func @main
 // LAST-LABEL: func.func @main
+// SMOOTH-LABEL: func.func @main
+// SMOOTH-SAME: %[[L:[^:]*]]: tensor<2x4x6xi64>
+// SMOOTH: %[[X:.*]] = onnx.Relu
+// SMOOTH: %[[CE:[^,]*]], %{{.*}} = onnx.SoftmaxCrossEntropyLoss %[[X]], %[[L]] {ignore_index = 255 : i64}
+// SMOOTH: %[[LP:.*]] = onnx.LogSoftmax %[[X]] {axis = 1 : i64}
+// SMOOTH: %[[CM:.*]] = onnx.ReduceMean %[[LP]] {axes = array<i64: 1>, keepdims = 0 : i64} : (tensor<2x5x4x6xf32>) -> tensor<2x4x6xf32>
+// SMOOTH: %[[IG:.*]] = onnx.Constant dense<255> : tensor<i64>
+// SMOOTH: %[[EQ:.*]] = onnx.Equal %[[L]], %[[IG]]
+// SMOOTH: %[[KEPT:.*]] = onnx.Not %[[EQ]]
+// SMOOTH: %[[W:.*]] = onnx.Cast %[[KEPT]] {to = 1 : i64}
+// SMOOTH: %[[XW:.*]] = onnx.Mul %[[CM]], %[[W]]
+// SMOOTH: %[[XWM:.*]] = onnx.ReduceMean %[[XW]] {keepdims = 0 : i64}
+// SMOOTH: %[[WM:.*]] = onnx.ReduceMean %[[W]] {keepdims = 0 : i64}
+// SMOOTH: %[[S:.*]] = onnx.Div %[[XWM]], %[[WM]]
+// SMOOTH: %[[KEEP:.*]] = onnx.Constant dense<7.500000e-01> : tensor<f32>
+// SMOOTH: %[[CEK:.*]] = onnx.Mul %[[CE]], %[[KEEP]]
+// SMOOTH: %[[EPS:.*]] = onnx.Constant dense<2.500000e-01> : tensor<f32>
+// SMOOTH: %[[SE:.*]] = onnx.Mul %[[S]], %[[EPS]]
+// SMOOTH: %[[LOSS:.*]] = onnx.Sub %[[CEK]], %[[SE]]
+// SMOOTH: return %[[LOSS]], %[[X]]
 // IGNORE-LABEL: func.func @main
 // IGNORE-SAME: -> (tensor<f32> {pp.loss}, tensor<2x5x4x6xf32> {pp.class_axis = 1 : i64, pp.ignore_index = 255 : i64})
 // IGNORE: onnx.SoftmaxCrossEntropyLoss %{{.*}} {ignore_index = 255 : i64} : (tensor<2x5x4x6xf32>, tensor<2x4x6xi64>)

@@ -19,8 +19,11 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     work too. Labels equal to `ignore-index` (default -100, as PyTorch's
     `CrossEntropyLoss`; e.g. 255 for the borders of VOC's masks) add no
     loss and no gradient, the mean is over the other labels, and the
-    runtime leaves them out of the accuracy. `mse` takes float targets of
-    the output's shape. The loss becomes result 0, marked `pp.loss`; under
+    runtime leaves them out of the accuracy. `label-smoothing` = eps > 0
+    adds PyTorch's label smoothing: the loss is (1 - eps) times the
+    cross-entropy plus eps times the mean, over the labels not ignored, of
+    -(1/C) sum_c log softmax(logits)_c. `mse` takes float targets of the
+    output's shape. The loss becomes result 0, marked `pp.loss`; under
     `softmax-cross-entropy` the logits (result 1) get `pp.class_axis`, which
     `--pp-split-stages` puts on their `pp.output` so that generated programs
     report top-1 accuracy.
@@ -36,6 +39,10 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Label softmax-cross-entropy skips (no loss, no gradient, not "
            "counted in the mean or the accuracy); PyTorch's default">,
+    Option<"labelSmoothing", "label-smoothing", "double", "0.0",
+           "Label smoothing eps in [0, 1] of softmax-cross-entropy, as "
+           "PyTorch's: (1 - eps) x the cross-entropy + eps x the mean over "
+           "classes of -log softmax">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect"];
 }
