@@ -88,6 +88,9 @@ def main():
     parser.add_argument("--fp32-rtol", type=float, default=None)
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)
+    parser.add_argument("--weight-decay-min-rank", type=int, default=0,
+                        help="both sides' (--pp-optimizer "
+                        "weight-decay-min-rank)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="both sides' (--pp-add-loss label-smoothing)")
     args = parser.parse_args()
@@ -98,6 +101,7 @@ def main():
          "--batch", str(args.batch), "--dtype", args.dtype,
          "--optimizer", args.optimizer,
          "--weight-decay", str(args.weight_decay),
+         "--weight-decay-min-rank", str(args.weight_decay_min_rank),
          "--label-smoothing", str(args.label_smoothing),
          "--autocast", args.autocast])
     input_name = "tokens" if args.model == "gpt" else "input"
@@ -110,7 +114,8 @@ def main():
              f"--pp-mixed-precision=precision={precision}",
              "--pp-autodiff",
              f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "
-             f"momentum={args.momentum} weight-decay={args.weight_decay}",
+             f"momentum={args.momentum} weight-decay={args.weight_decay} "
+             f"weight-decay-min-rank={args.weight_decay_min_rank}",
              "-o", step_mlir])
         out = run([args.pp_interpret, step_mlir, f"--steps={args.steps}",
                    f"--input={input_name}=" +

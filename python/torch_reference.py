@@ -104,6 +104,9 @@ def main():
                         default="sgd")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--label-smoothing", type=float, default=0.0)
+    parser.add_argument("--weight-decay-min-rank", type=int, default=0,
+                        help="decay only parameters of at least this rank "
+                        "(2: nanoGPT's groups, biases and norms undecayed)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--dtype", choices=["float32", "float64"],
                         default="float32",
@@ -181,16 +184,21 @@ def reference(args, out, batch, batches=None):
         inputs = inputs.astype(args.dtype)
     np.save(os.path.join(out, "input.npy"), inputs)
     np.save(os.path.join(out, "labels.npy"), labels)
+    # Two parameter groups, as nanoGPT's: decayed and not.
+    min_rank = getattr(args, "weight_decay_min_rank", 0)
+    groups = [
+        {"params": [p for p in model.parameters() if p.dim() >= min_rank],
+         "weight_decay": args.weight_decay},
+        {"params": [p for p in model.parameters() if p.dim() < min_rank],
+         "weight_decay": 0.0}]
+    groups = [g for g in groups if g["params"]]
     if args.optimizer == "sgd":
-        optimizer = torch.optim.SGD(model.parameters(), lr=args.lr,
-                                    momentum=args.momentum,
-                                    weight_decay=args.weight_decay)
+        optimizer = torch.optim.SGD(groups, lr=args.lr,
+                                    momentum=args.momentum)
     elif args.optimizer == "adam":
-        optimizer = torch.optim.Adam(model.parameters(), lr=args.lr,
-                                     weight_decay=args.weight_decay)
+        optimizer = torch.optim.Adam(groups, lr=args.lr)
     else:
-        optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr,
-                                      weight_decay=args.weight_decay)
+        optimizer = torch.optim.AdamW(groups, lr=args.lr)
     scheduler = make_scheduler(
         optimizer, args.lr_schedule, args.warmup_steps,
         args.warmup_start_factor, args.min_lr,

@@ -59,6 +59,11 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
   Option<double> weightDecay{*this, "weight-decay",
                              llvm::cl::desc("Weight decay"),
                              llvm::cl::init(0.0)};
+  Option<int64_t> weightDecayMinRank{
+      *this, "weight-decay-min-rank",
+      llvm::cl::desc("Decay only weights of at least this rank (2: not "
+                     "biases and normalisation scales)"),
+      llvm::cl::init(0)};
   Option<double> beta1{*this, "beta1", llvm::cl::desc("Adam beta1"),
                        llvm::cl::init(0.9)};
   Option<double> beta2{*this, "beta2", llvm::cl::desc("Adam beta2"),
@@ -144,6 +149,7 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.dampening = dampening;
     options.nesterov = nesterov;
     options.weightDecay = weightDecay;
+    options.weightDecayMinRank = weightDecayMinRank;
     options.beta1 = beta1;
     options.beta2 = beta2;
     options.epsilon = epsilon;

@@ -248,6 +248,12 @@ LogicalResult checkHyperParameters(func::FuncOp func,
       func.emitError() << "invalid optimizer option " << *error;
       return failure();
     }
+  if (options.weightDecayMinRank < 0) {
+    func.emitError() << "invalid optimizer option weight-decay-min-rank: "
+                        "expected a rank >= 0, got "
+                     << options.weightDecayMinRank;
+    return failure();
+  }
   if (options.nesterov && (options.momentum == 0 || options.dampening != 0)) {
     func.emitError() << "invalid optimizer options: nesterov needs "
                         "momentum > 0 and dampening=0";
@@ -313,6 +319,12 @@ public:
 private:
   /// grad / scale, where the gradient is made (per micro-batch).
   Value unscale(Value grad, RankedTensorType type);
+  /// The weight decay of a parameter of `type`: none below
+  /// weight-decay-min-rank (biases, normalisation scales).
+  double weightDecayOf(RankedTensorType type) const {
+    return type.getRank() >= options.weightDecayMinRank ? options.weightDecay
+                                                        : 0.0;
+  }
   /// The new value of parameter `param` (global `name`) after SGD.
   Value updateSGD(StringRef name, RankedTensorType type, Value param,
                   Value grad);
@@ -399,7 +411,7 @@ Value UpdateBuilder::updateSGD(StringRef name, RankedTensorType type,
       b, loc, type, buffer ? Type(type) : Type(), param, grad, step, buffer,
       b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.momentum),
       b.getF64FloatAttr(options.dampening),
-      b.getF64FloatAttr(options.weightDecay), b.getBoolAttr(options.nesterov));
+      b.getF64FloatAttr(weightDecayOf(type)), b.getBoolAttr(options.nesterov));
   if (buffer)
     write(bufferSym, sgd.getNewMomentumBuffer(), buffer, grad, false);
   return sgd.getNewParam();
@@ -417,7 +429,7 @@ Value UpdateBuilder::updateAdam(StringRef name, RankedTensorType type,
       b, loc, type, type, type, param, grad, m, v, step,
       b.getF64FloatAttr(options.lr), b.getF64FloatAttr(options.beta1),
       b.getF64FloatAttr(options.beta2), b.getF64FloatAttr(options.epsilon),
-      b.getF64FloatAttr(options.weightDecay),
+      b.getF64FloatAttr(weightDecayOf(type)),
       b.getBoolAttr(options.kind == pp::OptimizerKind::AdamW));
   write(mSym, adam.getNewM(), m, grad, false);
   write(vSym, adam.getNewV(), v, grad, false);

@@ -60,6 +60,7 @@ struct OptimizerPass : PassAdapter<OptimizerPass, pp::impl::OptimizerPassBase> {
                                   .dampening = dampening,
                                   .nesterov = nesterov,
                                   .weightDecay = weightDecay,
+                                  .weightDecayMinRank = weightDecayMinRank,
                                   .beta1 = beta1,
                                   .beta2 = beta2,
                                   .epsilon = epsilon,

@@ -104,6 +104,9 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     (`train.sgd` or `train.adam`) whose new parameter and state are written
     back with `train.global_write`. Optimizer state (momentum, Adam moments)
     and the step counter `@pp.step` become `state` globals.
+    `weight-decay-min-rank=2` decays only weights of rank 2 or more
+    (matrices, convolution kernels, embeddings), not biases and
+    normalisation scales: the two parameter groups of nanoGPT and timm.
 
     Loss scaling (for fp16 gradients, as PyTorch's GradScaler): the loss
     gradient's seed is multiplied by the scale `@pp.loss_scale` and every
@@ -125,6 +128,9 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     Option<"dampening", "dampening", "double", "0.0", "SGD dampening">,
     Option<"nesterov", "nesterov", "bool", "false", "SGD Nesterov momentum">,
     Option<"weightDecay", "weight-decay", "double", "0.0", "Weight decay">,
+    Option<"weightDecayMinRank", "weight-decay-min-rank", "int64_t", "0",
+           "Decay only weights of at least this rank: 2 leaves biases and "
+           "normalisation scales undecayed (nanoGPT's and timm's rule)">,
     Option<"beta1", "beta1", "double", "0.9", "Adam beta1">,
     Option<"beta2", "beta2", "double", "0.999", "Adam beta2">,
     Option<"epsilon", "epsilon", "double", "1e-8", "Adam epsilon">,
