@@ -126,8 +126,17 @@ def torch_eval(model, x, y, micro, smoothing=0.0):
         flat = logits.reshape(-1, logits.shape[-1])
         labels = torch.from_numpy(y).reshape(-1)
         kept = labels != IGNORED
+        scores = flat[kept].double()
         predicted, labels = flat.argmax(dim=-1)[kept], labels[kept]
         accuracy = (predicted == labels).double().mean().item()
+        # Top-5: the label's rank in a stable descending sort (ties to the
+        # lower class) below 5.
+        own = scores.gather(1, labels[:, None])
+        classes = torch.arange(scores.shape[1])[None, :]
+        rank = ((scores > own) | ((scores == own) &
+                                  (classes < labels[:, None]))).sum(dim=1)
+        top5 = ((rank < 5).double().mean().item()
+                if scores.shape[1] > 5 else None)
         ious = []
         for c in range(flat.shape[-1]):
             union = ((predicted == c) | (labels == c)).sum().item()
@@ -135,7 +144,7 @@ def torch_eval(model, x, y, micro, smoothing=0.0):
                 ious.append(((predicted == c) & (labels == c)).sum().item() /
                             union)
     return (float(np.mean(losses)), accuracy,
-            float(np.mean(ious)) if per_pixel else None)
+            float(np.mean(ious)) if per_pixel else None, top5)
 
 
 def torch_train(name, initial, batches, lr, steps, micro, smoothing=0.0):
@@ -271,7 +280,7 @@ def check_config(args, config, failures):
     if missing:
         failures.append(f"{config}: the dump lacks {missing}")
         return
-    loss, accuracy, miou = torch_eval(torch_net, ex[:counted], ey[:counted],
+    loss, accuracy, miou, top5 = torch_eval(torch_net, ex[:counted], ey[:counted],
                                       micro, smoothing)
     last = evals[-1]
     language = example.dtype == np.int64
@@ -296,6 +305,15 @@ def check_config(args, config, failures):
           f"{counted} of {held} held-out samples; the last equals "
           f"PyTorch's eval(): loss rel. error {error:.1e}, {kind} "
           f"{ours:.6g} (PyTorch {theirs:.6g})")
+    # More than 5 classes (not a language model's): the top-5 accuracy.
+    if not language and (top5 is not None or "eval_top5" in last):
+        ours = last.get("eval_top5")
+        if ours is None or top5 is None or abs(ours - top5) > 1e-12:
+            failures.append(f"{config}: eval top-5 {ours} against "
+                            f"PyTorch's {top5}")
+        else:
+            print(f"{config}: top-5 accuracy {ours:.6g} (PyTorch "
+                  f"{top5:.6g})")
     # Segmentation: the mean IoU, printed and logged.
     if miou is not None or "eval_miou" in last:
         ours = last.get("eval_miou")

@@ -794,23 +794,32 @@ bool Rank::evaluationDue(int64_t s) const {
 
 namespace {
 
+/// Where an evaluation's class overlaps start in its sums.
+constexpr size_t kOverlapSums = 5;
+
 /// The metrics of an evaluation from its sums over the held-out set: the
-/// loss and the micro-batches, the hits and the labels, class overlaps.
+/// loss and the micro-batches, the hits and the labels, the top-5 hits,
+/// class overlaps.
 StepLog::Evaluation evaluationOf(const Job &job,
                                  const std::vector<double> &sums) {
   StepLog::Evaluation evaluation;
   evaluation.loss = sums[0] / sums[1];
   if (job.languageModel)
     evaluation.perplexity = std::exp(evaluation.loss);
-  else if (job.logitsOutput >= 0 && sums[3] > 0)
+  else if (job.logitsOutput >= 0 && sums[3] > 0) {
     evaluation.accuracy = sums[2] / sums[3];
+    // With 5 classes or fewer every label is in the top 5.
+    if (job.program.outputs[job.logitsOutput].shape[static_cast<size_t>(
+            job.program.outputs[job.logitsOutput].classAxis)] > 5)
+      evaluation.top5 = sums[4] / sums[3];
+  }
   // The mean over the classes that were predicted or labelled (as
   // torchmetrics' and mmsegmentation's mIoU: absent classes are left out).
   double iouSum = 0;
   int64_t present = 0;
   for (int64_t c = 0; c < job.iouClasses; ++c)
-    if (double unions = sums[4 + job.iouClasses + c]; unions > 0) {
-      iouSum += sums[4 + c] / unions;
+    if (double unions = sums[kOverlapSums + job.iouClasses + c]; unions > 0) {
+      iouSum += sums[kOverlapSums + c] / unions;
       ++present;
     }
   if (present > 0)
@@ -839,9 +848,9 @@ bool Rank::evaluate(StepLog &log) {
   int64_t samples = job.evalDataset.samples();
   size_t lossAt = static_cast<size_t>(job.lossIndex);
   // The loss summed over the counted micro-batches and how many, the hits
-  // and the labels they were counted over, each class's intersection and
-  // union (segmentation).
-  std::vector<double> sums(4 + 2 * job.iouClasses, 0.0);
+  // and the labels they were counted over, the top-5 hits, each class's
+  // intersection and union (segmentation).
+  std::vector<double> sums(kOverlapSums + 2 * job.iouClasses, 0.0);
   for (auto &[s, state] : stages)
     state->evaluating = true;
   bool ok = true;
@@ -863,8 +872,9 @@ bool Rank::evaluate(StepLog &log) {
       if (record.hitsSeen[mb]) {
         sums[2] += record.hits[mb];
         sums[3] += record.labelsCounted[mb];
+        sums[4] += record.hitsTop5[mb];
         for (size_t c = 0; c < record.classOverlaps[mb].size(); ++c)
-          sums[4 + c] += record.classOverlaps[mb][c];
+          sums[kOverlapSums + c] += record.classOverlaps[mb][c];
       }
     }
   }
@@ -965,6 +975,7 @@ Rank::StepRecord Rank::newRecord() const {
   record.outputSeen.assign(k, std::vector<char>(totalMicroBatches, 0));
   record.outputStage.assign(k, -1);
   record.hits.assign(totalMicroBatches, 0.0);
+  record.hitsTop5.assign(totalMicroBatches, 0.0);
   record.labelsCounted.assign(totalMicroBatches, 0.0);
   record.hitsSeen.assign(totalMicroBatches, 0);
   record.classOverlaps.assign(

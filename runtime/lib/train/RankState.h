@@ -125,6 +125,8 @@ public:
     /// Top-1 hits of the logits per micro-batch (Job::logitsOutput), and
     /// the labels they were counted over (not the ignored ones).
     std::vector<double> hits;
+    /// The labels among the 5 largest logits (top-5 accuracy).
+    std::vector<double> hitsTop5;
     std::vector<double> labelsCounted;
     std::vector<char> hitsSeen;
     /// Segmentation (Job::iouClasses): per micro-batch, each class's

@@ -130,6 +130,7 @@ std::string StepLog::Evaluation::line(int64_t step, int64_t samples) const {
                 static_cast<long long>(step + 1), loss);
   std::string result = text;
   for (auto [name, value] : {std::pair{"accuracy", accuracy},
+                             {"top-5", top5},
                              {"mIoU", meanIoU},
                              {"perplexity", perplexity}})
     if (!std::isnan(value)) {
@@ -147,6 +148,7 @@ bool StepLog::writeEvaluation(int64_t step, const Evaluation &evaluation,
   std::string row = "{\"step\":" + std::to_string(step + 1) +
                     ",\"eval_loss\":" + jsonNumber(evaluation.loss, 17);
   for (auto [name, value] : {std::pair{"eval_accuracy", evaluation.accuracy},
+                             {"eval_top5", evaluation.top5},
                              {"eval_miou", evaluation.meanIoU},
                              {"eval_perplexity", evaluation.perplexity}})
     if (!std::isnan(value))

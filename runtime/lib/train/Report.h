@@ -50,10 +50,12 @@ public:
   /// classifier's top-1 over the step's batch).
   void setAccuracy(double accuracy) { accuracy_ = accuracy; }
   /// What an evaluation measured: its mean loss and, where not NaN, the
-  /// top-1 accuracy (per position for a segmentation), the perplexity (a
+  /// top-1 accuracy (per position for a segmentation), the top-5 accuracy
+  /// (more than 5 classes), the perplexity (a
   /// language model) and the mean intersection over union (a segmentation).
   struct Evaluation {
-    double loss = NAN, accuracy = NAN, perplexity = NAN, meanIoU = NAN;
+    double loss = NAN, accuracy = NAN, top5 = NAN, perplexity = NAN,
+           meanIoU = NAN;
     /// The line train prints for it after step index `step`.
     std::string line(int64_t step, int64_t samples) const;
   };

@@ -288,23 +288,33 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
   // Segmentation: [intersections..., unions...] of each class.
   std::vector<double> &overlaps = record.classOverlaps[slot];
   std::fill(overlaps.begin(), overlaps.end(), 0.0);
-  int64_t hits = 0, counted = 0;
+  int64_t hits = 0, hitsTop5 = 0, counted = 0;
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       int64_t label = labelAt(labelType, labels, o * inner + i);
       if (info.hasIgnoreIndex && label == info.ignoreIndex)
         continue;
-      int64_t best = 0;
+      auto score = [&](int64_t c) {
+        return elementAsDouble(
+            info.dtype, host.data() + ((o * classes + c) * inner + i) * size);
+      };
+      // The label's rank among the classes, ties to the lower class (a
+      // stable descending sort), and the arg max (the first largest, as
+      // torch.argmax).
+      bool labelled = label >= 0 && label < classes;
+      double labelScore = labelled ? score(label) : NAN;
+      int64_t best = 0, rank = 0;
       double bestValue = -INFINITY;
       for (int64_t c = 0; c < classes; ++c) {
-        double v = elementAsDouble(
-            info.dtype, host.data() + ((o * classes + c) * inner + i) * size);
+        double v = score(c);
         if (c == 0 || v > bestValue) {
           best = c;
           bestValue = v;
         }
+        rank += v > labelScore || (v == labelScore && c < label);
       }
       hits += label == best;
+      hitsTop5 += labelled && rank < 5;
       ++counted;
       if (overlaps.empty())
         continue;
@@ -313,10 +323,11 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
       overlaps[static_cast<size_t>(classes + best)] += 1;
       if (label == best)
         overlaps[static_cast<size_t>(best)] += 1;
-      else if (label >= 0 && label < classes)
+      else if (labelled)
         overlaps[static_cast<size_t>(classes + label)] += 1;
     }
   record.hits[slot] = static_cast<double>(hits);
+  record.hitsTop5[slot] = static_cast<double>(hitsTop5);
   record.labelsCounted[slot] = static_cast<double>(counted);
   record.hitsSeen[slot] = 1;
 }
