@@ -91,6 +91,9 @@ def main():
     parser.add_argument("--weight-decay-min-rank", type=int, default=0,
                         help="both sides' (--pp-optimizer "
                         "weight-decay-min-rank)")
+    parser.add_argument("--class-weights", default="",
+                        help="both sides' per-class loss weights, "
+                        "comma-separated (--pp-add-loss class-weights)")
     parser.add_argument("--label-smoothing", type=float, default=0.0,
                         help="both sides' (--pp-add-loss label-smoothing)")
     args = parser.parse_args()
@@ -103,6 +106,7 @@ def main():
          "--weight-decay", str(args.weight_decay),
          "--weight-decay-min-rank", str(args.weight_decay_min_rank),
          "--label-smoothing", str(args.label_smoothing),
+         "--class-weights", args.class_weights,
          "--autocast", args.autocast])
     input_name = "tokens" if args.model == "gpt" else "input"
 
@@ -110,7 +114,9 @@ def main():
         """Our step in `precision`: its losses (globals dumped to `dump`)."""
         step_mlir = os.path.join(work, f"train-{precision}.mlir")
         run([args.pipeline_opt, os.path.join(work, "model.onnx"),
-             f"--pp-add-loss=label-smoothing={args.label_smoothing}",
+             f"--pp-add-loss=label-smoothing={args.label_smoothing}" +
+             (f" class-weights={args.class_weights}"
+              if args.class_weights else ""),
              f"--pp-mixed-precision=precision={precision}",
              "--pp-autodiff",
              f"--pp-optimizer=kind={args.optimizer} lr={args.lr} "

@@ -2,7 +2,8 @@
 """Checks generated programs' `train --eval-data` against PyTorch's eval().
 
 For each configuration MODEL:STAGES:LAUNCH[:dp2][:tp2][:2bw][:dropout]
-[:lr=X][:ls=EPS] (ls: label-smoothing=EPS on both sides; LAUNCH mpi,
+[:lr=X][:ls=EPS][:cw=W0/W1/...] (ls: label-smoothing=EPS, cw: class-weights
+on both sides; LAUNCH mpi,
 local, or both: mpirun, then --local, whose evaluations must be the same
 to the bit) exports the test model at a micro-batch of --micro-batch, compiles
 a 1F1B program of --microbatches micro-batches per replica (dp=2: two
@@ -105,7 +106,7 @@ def torch_model(name, state):
     return model, missing
 
 
-def torch_eval(model, x, y, micro, smoothing=0.0):
+def torch_eval(model, x, y, micro, smoothing=0.0, weights=None):
     """PyTorch's eval(): the mean over micro-batches of `micro` samples of
     their mean cross-entropy over the labels (tokens, pixels) not IGNORED,
     the top-1 accuracy over those labels, and for per-pixel logits the mean
@@ -120,7 +121,8 @@ def torch_eval(model, x, y, micro, smoothing=0.0):
             logits = logits.movedim(1, -1)
         losses = [F.cross_entropy(
             part.reshape(-1, part.shape[-1]), labels.reshape(-1),
-            ignore_index=IGNORED, label_smoothing=smoothing).double().item()
+            ignore_index=IGNORED, label_smoothing=smoothing,
+            weight=weights).double().item()
             for part, labels in zip(logits.split(micro),
                                     torch.from_numpy(y).split(micro))]
         flat = logits.reshape(-1, logits.shape[-1])
@@ -147,7 +149,15 @@ def torch_eval(model, x, y, micro, smoothing=0.0):
             float(np.mean(ious)) if per_pixel else None, top5)
 
 
-def torch_train(name, initial, batches, lr, steps, micro, smoothing=0.0):
+def torch_weights(weights):
+    """The class weights as PyTorch's float32 `weight=`, or None."""
+    import torch
+    return (torch.tensor([float(w) for w in weights], dtype=torch.float32)
+            if weights else None)
+
+
+def torch_train(name, initial, batches, lr, steps, micro, smoothing=0.0,
+                weights=None):
     """PyTorch's SGD steps over micro-batches of `micro` samples (gradients
     accumulated, BatchNorm per micro-batch, as a pipeline): each step's loss
     (the mean of the micro-batches' means over labels not IGNORED) and the
@@ -169,7 +179,7 @@ def torch_train(name, initial, batches, lr, steps, micro, smoothing=0.0):
                 logits = logits.movedim(1, -1)
             flat, labels = logits.reshape(-1, logits.shape[-1]), ys.reshape(-1)
             part = F.cross_entropy(flat, labels, ignore_index=IGNORED,
-                                   label_smoothing=smoothing)
+                                   label_smoothing=smoothing, weight=weights)
             (part / len(parts)).backward()
             loss += part.item() / len(parts)
             kept = labels != IGNORED
@@ -200,6 +210,9 @@ def check_config(args, config, failures):
               args.lr)
     smoothing = next((float(f[3:]) for f in fields[3:]
                       if f.startswith("ls=")), 0.0)
+    # cw=W0/W1/...: per-class loss weights on both sides.
+    class_weights = next((f[3:].split("/") for f in fields[3:]
+                          if f.startswith("cw=")), None)
     if versioned:
         m = 4
     work = os.path.join(args.work, config.replace(":", "-"))
@@ -217,6 +230,8 @@ def check_config(args, config, failures):
                f"microbatches={m} lr={lr}" +
                (f" ignore-index={IGNORED}" if classes else "") +
                (f" label-smoothing={smoothing}" if smoothing else "") +
+               (f" class-weights={','.join(class_weights)}"
+                if class_weights else "") +
                (f" dp={dp}" if dp > 1 else "") +
                (f" tp={tp}" if tp > 1 else ""))
     run([args.pipeline_opt, os.path.join(micro_dir, "model.onnx"),
@@ -281,7 +296,8 @@ def check_config(args, config, failures):
         failures.append(f"{config}: the dump lacks {missing}")
         return
     loss, accuracy, miou, top5 = torch_eval(torch_net, ex[:counted], ey[:counted],
-                                      micro, smoothing)
+                                      micro, smoothing,
+                                      torch_weights(class_weights))
     last = evals[-1]
     language = example.dtype == np.int64
     error = abs(last["eval_loss"] - loss) / abs(loss)
@@ -358,7 +374,7 @@ def check_config(args, config, failures):
             model, initial,
             lambda k: (x[k * batch:(k + 1) * batch],
                        y[k * batch:(k + 1) * batch]), lr, args.steps, micro,
-            smoothing)
+            smoothing, torch_weights(class_weights))
         ours = [r.get("accuracy") for r in steps]
         close = all(abs(r["loss"] - l) <= args.rtol * abs(l)
                     for r, l in zip(steps, losses))

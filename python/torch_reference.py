@@ -104,6 +104,8 @@ def main():
                         default="sgd")
     parser.add_argument("--weight-decay", type=float, default=0.0)
     parser.add_argument("--label-smoothing", type=float, default=0.0)
+    parser.add_argument("--class-weights", default="",
+                        help="comma-separated per-class weights of the loss")
     parser.add_argument("--weight-decay-min-rank", type=int, default=0,
                         help="decay only parameters of at least this rank "
                         "(2: nanoGPT's groups, biases and norms undecayed)")
@@ -222,8 +224,12 @@ def reference(args, out, batch, batches=None):
                 # Per-pixel logits [N, C, H, W] have their classes in dim 1.
                 if logits.dim() >= 4:
                     logits = logits.movedim(1, -1)
+                weights = getattr(args, "class_weights", "")
                 part = nn.functional.cross_entropy(
                     logits.reshape(-1, logits.shape[-1]), ys.reshape(-1),
+                    weight=torch.tensor(
+                        [float(w) for w in weights.split(",")],
+                        dtype=logits.dtype) if weights else None,
                     label_smoothing=getattr(args, "label_smoothing",
                                             0.0)) / parts
             part.backward()

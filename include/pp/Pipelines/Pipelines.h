@@ -40,6 +40,10 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       llvm::cl::desc("Label softmax-cross-entropy skips (no loss, no "
                      "gradient, not in the accuracy); PyTorch's default"),
       llvm::cl::init(-100)};
+  ListOption<double> classWeights{
+      *this, "class-weights",
+      llvm::cl::desc("Per-class weights of softmax-cross-entropy (PyTorch's "
+                     "weight=), one per class")};
   Option<double> labelSmoothing{
       *this, "label-smoothing",
       llvm::cl::desc("Label smoothing eps in [0, 1] of softmax-cross-entropy "
@@ -129,6 +133,7 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.classAxis = classAxis;
     options.ignoreIndex = ignoreIndex;
     options.labelSmoothing = labelSmoothing;
+    options.classWeights.assign(classWeights.begin(), classWeights.end());
     return options;
   }
   /// The options of --pp-mixed-precision for `funcName`.

@@ -6,6 +6,8 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 
+#include <cmath>
+
 using namespace mlir;
 namespace onnx = pp::onnx;
 
@@ -49,14 +51,36 @@ int64_t onnxTypeCode(Type element) {
                             : 1;
 }
 
+/// The class weights as a constant of `element` type shaped `shape`
+/// ([C], or [C, 1, ...] to broadcast over [N, C, d...]).
+Value classWeightsConstant(OpBuilder &b, Location loc, Type element,
+                           ArrayRef<double> weights, ArrayRef<int64_t> shape) {
+  SmallVector<Attribute> values;
+  for (double w : weights)
+    values.push_back(b.getFloatAttr(element, w));
+  return onnx::ConstantOp::create(
+      b, loc,
+      DenseElementsAttr::get(RankedTensorType::get(shape, element), values));
+}
+
 /// PyTorch's label smoothing of `crossEntropy`, the mean cross-entropy of
 /// `scores` [N, C, d...] against `labels` [N, d...]: (1 - eps) times it
-/// plus eps times the mean, over the labels other than `ignoreIndex`, of
-/// -(1/C) sum_c log softmax(scores)_c.
+/// plus eps times -(1/C) sum_c w_c log softmax(scores)_c summed over the
+/// labels other than `ignoreIndex`, over the sum of their classes' weights
+/// (w = 1 without `weights`: the mean over those labels).
 Value smoothLabels(OpBuilder &b, Location loc, Value scores, Value labels,
-                   Value crossEntropy, double eps, int64_t ignoreIndex) {
+                   Value crossEntropy, double eps, int64_t ignoreIndex,
+                   ArrayRef<double> weights) {
+  Type element = getElementTypeOrSelf(crossEntropy.getType());
+  auto scoresType = cast<RankedTensorType>(scores.getType());
   Value logProb =
       onnx::LogSoftmaxOp::create(b, loc, scores, b.getI64IntegerAttr(1));
+  if (!weights.empty()) {
+    SmallVector<int64_t> shape(scoresType.getRank() - 1, 1);
+    shape[0] = scoresType.getDimSize(1);
+    logProb = onnx::MulOp::create(
+        b, loc, logProb, classWeightsConstant(b, loc, element, weights, shape));
+  }
   Value classMean = onnx::ReduceMeanOp::create(
       b, loc, logProb, b.getDenseI64ArrayAttr({1}), b.getI64IntegerAttr(0));
   // 1 where a label counts, 0 where it is ignored.
@@ -68,19 +92,34 @@ Value smoothLabels(OpBuilder &b, Location loc, Value scores, Value labels,
           b.getIntegerAttr(labelType.getElementType(), ignoreIndex)));
   Value counts = onnx::NotOp::create(
       b, loc, onnx::EqualOp::create(b, loc, labels, ignored));
-  Type element = getElementTypeOrSelf(crossEntropy.getType());
   Value weight = onnx::CastOp::create(
       b, loc, counts, b.getI64IntegerAttr(onnxTypeCode(element)));
+  // Each counted label's class weight (an ignored label gathers class 0's,
+  // then counts 0).
+  Value labelWeight = weight;
+  if (!weights.empty()) {
+    Value zero = onnx::ConstantOp::create(
+        b, loc,
+        DenseElementsAttr::get(
+            RankedTensorType::get({}, labelType.getElementType()),
+            b.getIntegerAttr(labelType.getElementType(), 0)));
+    Value safe = onnx::WhereOp::create(b, loc, counts, labels, zero);
+    Value table = classWeightsConstant(b, loc, element, weights,
+                                       {static_cast<int64_t>(weights.size())});
+    Value gathered =
+        onnx::GatherOp::create(b, loc, table, safe, b.getI64IntegerAttr(0));
+    labelWeight = onnx::MulOp::create(b, loc, gathered, weight);
+  }
   auto meanOf = [&](Value value) {
     return onnx::ReduceMeanOp::create(b, loc, value, DenseI64ArrayAttr(),
                                       b.getI64IntegerAttr(0))
         .getResult();
   };
-  // mean(x * w) / mean(w): the mean of x over the labels that count. One
-  // op per statement, so the IR's order does not depend on the compiler's
-  // order of evaluating arguments.
+  // sum(x * counted) / sum(label weights). One op per statement, so the
+  // IR's order does not depend on the compiler's order of evaluating
+  // arguments.
   Value weighted = meanOf(onnx::MulOp::create(b, loc, classMean, weight));
-  Value smooth = onnx::DivOp::create(b, loc, weighted, meanOf(weight));
+  Value smooth = onnx::DivOp::create(b, loc, weighted, meanOf(labelWeight));
   Value scaled = onnx::MulOp::create(
       b, loc, crossEntropy, scalarConstant(b, loc, element, 1.0 - eps));
   Value smoothed =
@@ -123,12 +162,19 @@ LogicalResult pp::train::addLoss(ModuleOp module,
                      << options.labelSmoothing;
     return failure();
   }
-  if (options.labelSmoothing > 0 &&
+  if ((options.labelSmoothing > 0 || !options.classWeights.empty()) &&
       options.kind != pp::LossKind::SoftmaxCrossEntropy) {
-    func.emitError() << "label-smoothing is an option of "
-                        "softmax-cross-entropy, not of loss=mse";
+    func.emitError() << (options.labelSmoothing > 0 ? "label-smoothing"
+                                                    : "class-weights")
+                     << " is an option of softmax-cross-entropy, not of "
+                        "loss=mse";
     return failure();
   }
+  for (double w : options.classWeights)
+    if (!(w >= 0 && std::isfinite(w))) {
+      func.emitError() << "class-weights must be finite and >= 0, got " << w;
+      return failure();
+    }
   OpBuilder b(ret);
   Location loc = NameLoc::get(b.getStringAttr("loss"), func.getLoc());
   Value loss;
@@ -164,14 +210,26 @@ LogicalResult pp::train::addLoss(ModuleOp module,
     labelShape.erase(labelShape.begin() + axis);
     auto labelsType = RankedTensorType::get(labelShape, b.getI64Type());
     Value labels = addLabels(func, labelsType, loc);
+    Value classWeights;
+    if (!options.classWeights.empty()) {
+      int64_t classes = outputType.getDimSize(axis);
+      if (static_cast<int64_t>(options.classWeights.size()) != classes) {
+        func.emitError() << "class-weights has " << options.classWeights.size()
+                         << " weights, the logits " << outputType << " have "
+                         << classes << " classes (dim " << axis << ")";
+        return failure();
+      }
+      classWeights = classWeightsConstant(b, loc, outputType.getElementType(),
+                                          options.classWeights, {classes});
+    }
     loss =
         onnx::SoftmaxCrossEntropyLossOp::create(
-            b, loc, scores, labels, Value(),
+            b, loc, scores, labels, classWeights,
             b.getI64IntegerAttr(options.ignoreIndex), b.getStringAttr("mean"))
             .getOutput();
     if (options.labelSmoothing > 0)
       loss = smoothLabels(b, loc, scores, labels, loss, options.labelSmoothing,
-                          options.ignoreIndex);
+                          options.ignoreIndex, options.classWeights);
     classAxis = axis;
     break;
   }

@@ -25,11 +25,13 @@ namespace {
 struct AddLossPass : PassAdapter<AddLossPass, pp::impl::AddLossPassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return train::addLoss(module, {.funcName = funcName,
+    pp::AddLossPassOptions options{.funcName = funcName,
                                    .kind = kind,
                                    .classAxis = classAxis,
                                    .ignoreIndex = ignoreIndex,
-                                   .labelSmoothing = labelSmoothing});
+                                   .labelSmoothing = labelSmoothing};
+    options.classWeights.assign(classWeights.begin(), classWeights.end());
+    return train::addLoss(module, options);
   }
 };
 

@@ -10,6 +10,22 @@
 // SMOOTH-RANGE: error: label-smoothing must lie in [0, 1], got 1.500000e+00
 // RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | not pipeline-opt --pp-add-loss="label-smoothing=0.1 kind=mse" 2>&1 | FileCheck %s --check-prefix=SMOOTH-MSE
 // SMOOTH-MSE: error: label-smoothing is an option of softmax-cross-entropy, not of loss=mse
+// Class weights (PyTorch's weight=): the loss's weights operand; with label
+// smoothing, the smoothing term weighs each class and divides by the
+// counted labels' weights (an ignored label gathers class 0's, counted 0).
+// RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | pipeline-opt --pp-add-loss="class-weights=1,2,0.5 label-smoothing=0.1" | FileCheck %s --check-prefix=WEIGHTS
+// WEIGHTS: %[[W:.*]] = onnx.Constant dense<[1.000000e+00, 2.000000e+00, 5.000000e-01]> : tensor<3xf32>
+// WEIGHTS: onnx.SoftmaxCrossEntropyLoss %arg0, %arg1, %[[W]] {ignore_index = -100 : i64}
+// WEIGHTS: %[[LP:.*]] = onnx.LogSoftmax %arg0 {axis = 1 : i64}
+// WEIGHTS: %[[WLP:.*]] = onnx.Mul %[[LP]], %{{.*}} : (tensor<4x3xf32>, tensor<3xf32>)
+// WEIGHTS: onnx.ReduceMean %[[WLP]] {axes = array<i64: 1>, keepdims = 0 : i64}
+// WEIGHTS: %[[KEPT:.*]] = onnx.Not
+// WEIGHTS: %[[SAFE:.*]] = onnx.Where %[[KEPT]], %arg1, %{{.*}} : (tensor<4xi1>, tensor<4xi64>, tensor<i64>)
+// WEIGHTS: onnx.Gather %{{.*}}, %[[SAFE]] : (tensor<3xf32>, tensor<4xi64>) -> tensor<4xf32>
+// RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | not pipeline-opt --pp-add-loss=class-weights=1,2 2>&1 | FileCheck %s --check-prefix=WEIGHTS-COUNT
+// WEIGHTS-COUNT: error: class-weights has 2 weights, the logits 'tensor<4x3xf32>' have 3 classes (dim 1)
+// RUN: echo 'func.func @main(%%v: tensor<4x3xf32>) -> tensor<4x3xf32> { return %%v : tensor<4x3xf32> }' | not pipeline-opt --pp-add-loss=class-weights=1,-2,1 2>&1 | FileCheck %s --check-prefix=WEIGHTS-SIGN
+// WEIGHTS-SIGN: error: class-weights must be finite and >= 0, got -2.000000e+00
 // Logits without a class dim: softmax-cross-entropy refuses them, naming mse.
 // RUN: echo 'func.func @main(%%v: tensor<4xf32>) -> tensor<4xf32> { return %%v : tensor<4xf32> }' | not pipeline-opt --pp-add-loss 2>&1 | FileCheck %s --check-prefix=RANK1
 // RANK1: error: softmax-cross-entropy needs logits with a batch and a class dim, got 'tensor<4xf32>' (loss=mse takes any shape)

@@ -22,8 +22,11 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     runtime leaves them out of the accuracy. `label-smoothing` = eps > 0
     adds PyTorch's label smoothing: the loss is (1 - eps) times the
     cross-entropy plus eps times the mean, over the labels not ignored, of
-    -(1/C) sum_c log softmax(logits)_c. `mse` takes float targets of the
-    output's shape. The loss becomes result 0, marked `pp.loss`; under
+    -(1/C) sum_c log softmax(logits)_c. `class-weights` (one per class, as
+    PyTorch's `weight=`) weighs each label's loss by its class's weight
+    and divides the sum by the labels' weights; with label smoothing the
+    smoothing term weighs each class too, as PyTorch's. `mse` takes float
+    targets of the output's shape. The loss becomes result 0, marked `pp.loss`; under
     `softmax-cross-entropy` the logits (result 1) get `pp.class_axis`, which
     `--pp-split-stages` puts on their `pp.output` so that generated programs
     report top-1 accuracy.
@@ -39,6 +42,10 @@ def AddLossPass : Pass<"pp-add-loss", "mlir::ModuleOp"> {
     Option<"ignoreIndex", "ignore-index", "int64_t", "-100",
            "Label softmax-cross-entropy skips (no loss, no gradient, not "
            "counted in the mean or the accuracy); PyTorch's default">,
+    ListOption<"classWeights", "class-weights", "double",
+               "Per-class weights of softmax-cross-entropy (PyTorch's "
+               "weight=): one per class, the mean over labels divides by "
+               "their classes' weights">,
     Option<"labelSmoothing", "label-smoothing", "double", "0.0",
            "Label smoothing eps in [0, 1] of softmax-cross-entropy, as "
            "PyTorch's: (1 - eps) x the cross-entropy + eps x the mean over "
