@@ -407,6 +407,11 @@ def check_errors(mlir, exe, files, example, work, failures):
          input_flags(mlir, "eval-data",
                      [files[2], save(work, "eyf", np.load(files[3]).astype(
                          np.float32))])),
+        ("label-range", input_flags(mlir, "data", files[:2]) +
+         input_flags(mlir, "eval-data",
+                     [files[2], save(work, "eybig", np.where(
+                         np.arange(len(np.load(files[3]))) == 3, 10,
+                         np.load(files[3])))])),
         ("every-without-data", ["--eval-every=2"]),
         ("every-zero", input_flags(mlir, "eval-data", files[2:]) +
          ["--eval-every=0"]),

@@ -284,6 +284,41 @@ std::shared_ptr<const std::vector<uint32_t>> Dataset::order(int64_t epoch) {
   return perm;
 }
 
+bool Dataset::checkLabels(int input, int64_t classes, bool hasIgnoreIndex,
+                          int64_t ignoreIndex, std::string &error) {
+  if (input < 0 || input >= static_cast<int>(arrays_.size()))
+    return true;
+  Array &a = *arrays_[static_cast<size_t>(input)];
+  int64_t size = dtypeSize(a.fileType);
+  if (a.fileType != DType::I64 && a.fileType != DType::I32 &&
+      a.fileType != DType::U8)
+    return true;
+  int64_t perSample = a.fileSampleBytes / std::max<int64_t>(1, size);
+  for (int64_t s = 0; s < samples_; ++s) {
+    const char *sample = a.data + s * a.fileSampleBytes;
+    for (int64_t i = 0; i < perSample; ++i) {
+      const char *at = sample + i * size;
+      int64_t label =
+          a.fileType == DType::I64   ? *reinterpret_cast<const int64_t *>(at)
+          : a.fileType == DType::I32 ? *reinterpret_cast<const int32_t *>(at)
+                                     : *reinterpret_cast<const uint8_t *>(at);
+      if ((label >= 0 && label < classes) ||
+          (hasIgnoreIndex && label == ignoreIndex))
+        continue;
+      error = "'" + a.path + "': label " + std::to_string(label) +
+              " of sample " + std::to_string(s) +
+              (perSample > 1 ? " (element " + std::to_string(i) + ")" : "") +
+              " is outside [0, " + std::to_string(classes) + ")" +
+              (hasIgnoreIndex
+                   ? " and not the ignore index " + std::to_string(ignoreIndex)
+                   : "");
+      return false;
+    }
+    release(a, a.fileSampleBytes);
+  }
+  return true;
+}
+
 void Dataset::release(Array &array, int64_t bytes) {
   // A mapping no larger than the window never needs it; one that does
   // refaults what it unmaps (a minor fault while the page is cached).

@@ -75,6 +75,11 @@ public:
             std::string &error);
   /// No files: the inputs are random (--synthetic).
   bool empty() const { return arrays_.empty(); }
+  /// Checks that every integer label of input `input` lies in [0, classes)
+  /// or is `ignoreIndex` (where `hasIgnoreIndex`); false with `error`
+  /// naming the file, the sample and the label otherwise.
+  bool checkLabels(int input, int64_t classes, bool hasIgnoreIndex,
+                   int64_t ignoreIndex, std::string &error);
 
   int64_t samples() const { return samples_; }
   int64_t batchSize() const { return batch_; }

@@ -515,6 +515,19 @@ void Job::findLogits() {
   }
 }
 
+bool Job::checkLabels(Dataset &set, const std::string &flag,
+                      std::string &error) const {
+  if (logitsOutput < 0 || labelsInput < 0)
+    return true;
+  const OutputInfo &logits = program.outputs[static_cast<size_t>(logitsOutput)];
+  if (set.checkLabels(labelsInput,
+                      logits.shape[static_cast<size_t>(logits.classAxis)],
+                      logits.hasIgnoreIndex, logits.ignoreIndex, error))
+    return true;
+  error = flag + " " + error;
+  return false;
+}
+
 bool Job::loadEvalData(std::string &error) {
   if (!options.evaluates())
     return true;
@@ -528,7 +541,8 @@ bool Job::loadEvalData(std::string &error) {
     return false;
   }
   if (!evalDataset.open(program, options.evalDataFiles, options.evalDataDir,
-                        "--eval-data", microBatchSamples(), error))
+                        "--eval-data", microBatchSamples(), error) ||
+      !checkLabels(evalDataset, "--eval-data", error))
     return false;
   evalBatches = (evalDataset.samples() + samplesPerStep - 1) / samplesPerStep;
   return true;
@@ -688,7 +702,8 @@ bool Job::loadInputs(std::string &error) {
     }
     return true;
   }
-  if (!dataset.open(p, options, error))
+  if (!dataset.open(p, options, error) ||
+      !checkLabels(dataset, "--data", error))
     return false;
   // The order goes on from a checkpoint: its seed (above) and its
   // --shuffle, which a resumed command line need not repeat.

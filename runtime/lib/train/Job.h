@@ -214,6 +214,11 @@ private:
   bool checkClipping(std::string &error) const;
   /// --eval-data's files, checked against the inputs like --data's.
   bool loadEvalData(std::string &error);
+  /// Whether every label of `set`'s `labels` input (a classifier's, see
+  /// logitsOutput) is a class of the logits or the ignored label; `flag`
+  /// (--data, --eval-data) starts the error.
+  bool checkLabels(Dataset &set, const std::string &flag,
+                   std::string &error) const;
   /// Finds the logits and labels that make the accuracy.
   void findLogits();
 };
