@@ -262,6 +262,11 @@ int64_t labelAt(DType dtype, const char *labels, int64_t i) {
 
 } // namespace
 
+/// The most per-pixel logits of a micro-batch whose hits a training step
+/// counts on the host (a 16 MB float copy): larger ones, a segmentation's
+/// at full resolution, are counted by evaluations only.
+constexpr int64_t kMaxTrainingCountedLogits = int64_t(1) << 22;
+
 void StageState::countHits(int64_t microBatch, const Tensor &logits) {
   const Job &job = rank_.job;
   const OutputInfo &info = job.program.outputs[job.logitsOutput];
@@ -344,7 +349,10 @@ void StageState::output(int index, int64_t microBatch, const Tensor &value) {
                           std::to_string(microBatch));
   if (index == job.logitsOutput) {
     // A language model reports perplexity: its logits stay on the device.
-    if (!job.languageModel)
+    // So do a segmentation's large per-pixel logits while it trains (a
+    // host copy and count per micro-batch); evaluations count them.
+    bool small = value.numel() <= kMaxTrainingCountedLogits;
+    if (!job.languageModel && (evaluating || job.iouClasses == 0 || small))
       countHits(microBatch, value);
     return;
   }
