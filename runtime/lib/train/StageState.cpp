@@ -300,8 +300,13 @@ void StageState::countHits(int64_t microBatch, const Tensor &logits) {
       if (info.hasIgnoreIndex && label == info.ignoreIndex)
         continue;
       auto score = [&](int64_t c) {
-        return elementAsDouble(
-            info.dtype, host.data() + ((o * classes + c) * inner + i) * size);
+        int64_t at = (o * classes + c) * inner + i;
+        // f32 read directly: an evaluation of full-resolution masks reads
+        // billions of logits.
+        if (info.dtype == DType::F32)
+          return static_cast<double>(
+              reinterpret_cast<const float *>(host.data())[at]);
+        return elementAsDouble(info.dtype, host.data() + at * size);
       };
       // The label's rank among the classes, ties to the lower class (a
       // stable descending sort), and the arg max (the first largest, as
