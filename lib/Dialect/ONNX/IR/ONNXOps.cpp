@@ -167,6 +167,16 @@ Type pp::onnx::getElementTypeForONNXDataType(MLIRContext *ctx,
   }
 }
 
+int64_t pp::onnx::getONNXDataTypeForFloat(Type element) {
+  if (element.isF64())
+    return 11;
+  if (element.isF16())
+    return 10;
+  if (element.isBF16())
+    return 16;
+  return 1;
+}
+
 static SmallVector<int64_t> toVector(std::optional<ArrayRef<int64_t>> values,
                                      size_t size, int64_t fill) {
   if (values && !values->empty())

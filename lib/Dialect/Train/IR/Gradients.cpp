@@ -226,12 +226,9 @@ LogicalResult rule(onnx::CastOp op, OpBuilder &b, ArrayRef<Value> dys,
     return dxs.push_back(nullptr), success();
   GradBuilder g(b, op);
   Type inputElement = g.typeOf(op.getInput()).getElementType();
-  int64_t code = inputElement.isF64()    ? 11
-                 : inputElement.isF16()  ? 10
-                 : inputElement.isBF16() ? 16
-                                         : 1;
-  dxs.push_back(
-      onnx::CastOp::create(b, g.loc, dys[0], b.getI64IntegerAttr(code)));
+  dxs.push_back(onnx::CastOp::create(
+      b, g.loc, dys[0],
+      b.getI64IntegerAttr(onnx::getONNXDataTypeForFloat(inputElement))));
   return success();
 }
 

@@ -43,14 +43,6 @@ Value scalarConstant(OpBuilder &b, Location loc, Type element, double value) {
       b, loc, DenseElementsAttr::get(type, b.getFloatAttr(element, value)));
 }
 
-/// ONNX's TensorProto data type code of a float type.
-int64_t onnxTypeCode(Type element) {
-  return element.isF64()    ? 11
-         : element.isF16()  ? 10
-         : element.isBF16() ? 16
-                            : 1;
-}
-
 /// The class weights as a constant of `element` type shaped `shape`
 /// ([C], or [C, 1, ...] to broadcast over [N, C, d...]).
 Value classWeightsConstant(OpBuilder &b, Location loc, Type element,
@@ -93,7 +85,8 @@ Value smoothLabels(OpBuilder &b, Location loc, Value scores, Value labels,
   Value counts = onnx::NotOp::create(
       b, loc, onnx::EqualOp::create(b, loc, labels, ignored));
   Value weight = onnx::CastOp::create(
-      b, loc, counts, b.getI64IntegerAttr(onnxTypeCode(element)));
+      b, loc, counts,
+      b.getI64IntegerAttr(onnx::getONNXDataTypeForFloat(element)));
   // Each counted label's class weight (an ignored label gathers class 0's,
   // then counts 0).
   Value labelWeight = weight;

@@ -22,17 +22,6 @@ namespace onnx = pp::onnx;
 
 namespace {
 
-/// ONNX's TensorProto data type code of a float element type.
-int64_t onnxTypeCode(Type element) {
-  if (element.isF64())
-    return 11;
-  if (element.isF16())
-    return 10;
-  if (element.isBF16())
-    return 16;
-  return 1;
-}
-
 bool isFloatTensor(Type type) {
   auto tensor = dyn_cast<RankedTensorType>(type);
   return tensor && isa<FloatType>(tensor.getElementType());
@@ -68,7 +57,7 @@ public:
     // constant operand (Clip's bounds, Pow's exponent) still see one.
     cached = builder.createOrFold<onnx::CastOp>(
         value.getLoc(), value,
-        builder.getI64IntegerAttr(onnxTypeCode(element)));
+        builder.getI64IntegerAttr(onnx::getONNXDataTypeForFloat(element)));
     return cached;
   }
 

@@ -56,11 +56,9 @@ Value scalar(OpBuilder &b, Location loc, Type element, double value) {
 Value castTo(OpBuilder &b, Location loc, Value value, Type element) {
   if (getElementTypeOrSelf(value.getType()) == element)
     return value;
-  int64_t code = element.isF64()    ? 11
-                 : element.isF16()  ? 10
-                 : element.isBF16() ? 16
-                                    : 1;
-  return onnx::CastOp::create(b, loc, value, b.getI64IntegerAttr(code));
+  return onnx::CastOp::create(
+      b, loc, value,
+      b.getI64IntegerAttr(onnx::getONNXDataTypeForFloat(element)));
 }
 
 /// A global's new value, written once the step is known not to be skipped.

@@ -45,6 +45,9 @@ std::optional<llvm::SmallVector<int64_t>> getConstantInts(mlir::Value value);
 /// types the dialect does not support.
 mlir::Type getElementTypeForONNXDataType(mlir::MLIRContext *ctx,
                                          int64_t dataType);
+/// The ONNX TensorProto data type code of a float element type (what
+/// onnx.Cast's `to` takes): 11 f64, 10 f16, 16 bf16, else 1 (f32).
+int64_t getONNXDataTypeForFloat(mlir::Type element);
 
 /// A ConvTranspose's window with its padding made explicit (from auto_pad,
 /// output_shape, pads) and its output spatial dims.
