@@ -509,8 +509,9 @@ void Job::findLogits() {
       labelsInput = static_cast<int>(i);
       languageModel = out.shape.size() >= 3 &&
                       axis + 1 == static_cast<int64_t>(out.shape.size());
+      logitsClasses = out.shape[axis];
       if (!languageModel && shape.size() >= 2)
-        iouClasses = out.shape[axis];
+        iouClasses = logitsClasses;
     }
   }
 }
@@ -520,9 +521,8 @@ bool Job::checkLabels(Dataset &set, const std::string &flag,
   if (logitsOutput < 0 || labelsInput < 0)
     return true;
   const OutputInfo &logits = program.outputs[static_cast<size_t>(logitsOutput)];
-  if (set.checkLabels(labelsInput,
-                      logits.shape[static_cast<size_t>(logits.classAxis)],
-                      logits.hasIgnoreIndex, logits.ignoreIndex, error))
+  if (set.checkLabels(labelsInput, logitsClasses, logits.hasIgnoreIndex,
+                      logits.ignoreIndex, error))
     return true;
   error = flag + " " + error;
   return false;

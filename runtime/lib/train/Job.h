@@ -147,6 +147,8 @@ struct Job {
   /// logits): its classes, over which evaluations report the mean
   /// intersection over union; 0 for other models.
   int64_t iouClasses = 0;
+  /// The classes along the logits' class axis (0: no logits).
+  int64_t logitsClasses = 0;
   /// Samples per micro-batch of a replica.
   int64_t microBatchSamples() const {
     return samplesPerStep / (microBatches * replicas);

@@ -809,8 +809,7 @@ StepLog::Evaluation evaluationOf(const Job &job,
   else if (job.logitsOutput >= 0 && sums[3] > 0) {
     evaluation.accuracy = sums[2] / sums[3];
     // With 5 classes or fewer every label is in the top 5.
-    if (job.program.outputs[job.logitsOutput].shape[static_cast<size_t>(
-            job.program.outputs[job.logitsOutput].classAxis)] > 5)
+    if (job.logitsClasses > 5)
       evaluation.top5 = sums[4] / sums[3];
   }
   // The mean over the classes that were predicted or labelled (as
