@@ -124,8 +124,9 @@ def main():
               f"first, median of {args.repeats} runs, stages cut {plan}",
               flush=True)
         print("| ranks | schedule | update every | pipeline | samples/s | "
-              "vs 1F1B | no-bubble bound | of the bound | runs |")
-        print("|---|---|---|---|---|---|---|---|---|", flush=True)
+              "vs 1F1B | no-bubble bound | of the bound | busy ms per stage | "
+              "runs |")
+        print("|---|---|---|---|---|---|---|---|---|---|", flush=True)
         for p in map(int, args.ranks.split(",")):
             bind = "core" if p <= cores else "none"
             mpirun = shlex.split(args.mpirun) + ["--bind-to", bind]
@@ -165,8 +166,9 @@ def main():
                 step = statistics.median(times[r])
                 rate = m * mb / step * 1e3
                 # busy[r]: per run, each stage's median busy ms per step.
-                slowest = max(busy[r][i::p] and statistics.median(
-                    busy[r][i::p]) for i in range(p))
+                stage_busy = [statistics.median(busy[r][i::p])
+                              for i in range(p)]
+                slowest = max(stage_busy)
                 bound = m * mb / slowest * 1e3
                 mode = ("drains every step" if drain == 1 or s == "1f1b"
                         else "continuous")
@@ -177,7 +179,9 @@ def main():
                     base / t for t, base in zip(times[r], times[runs[0]]))
                 print(f"| {p} | {s} | {n or m} | {mode} | {rate:.1f} | "
                       f"{ratio:.2f}x | {bound:.1f} | "
-                      f"{100 * rate / bound:.0f}% | {each} |")
+                      f"{100 * rate / bound:.0f}% | "
+                      f"{', '.join(f'{b:.0f}' for b in stage_busy)} | "
+                      f"{each} |")
 
 if __name__ == "__main__":
     main()

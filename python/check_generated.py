@@ -115,7 +115,7 @@ def main():
     parser.add_argument("--dp", type=int, default=1,
                         help="data-parallel replicas of each pipeline")
     parser.add_argument("--hetero", action="store_true",
-                        help="make the cluster's devices T4s and the last "
+                        help="make the cluster's devices P4000s and the last "
                         "an H100, so that the data-parallel replicas "
                         "(virtual workers) get partitions of their own")
     parser.add_argument("--dtype", choices=["float32", "float64"],

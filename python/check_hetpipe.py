@@ -195,7 +195,7 @@ def main():
                         help="RANK:MS, passed as --test-delay")
     parser.add_argument("--checkpoint-every", type=int, default=0)
     parser.add_argument("--hetero", action="store_true",
-                        help="make the devices T4s and the last an H100, "
+                        help="make the devices P4000s and the last an H100, "
                         "so that the VWs get partitions of their own")
     parser.add_argument("--rule-staleness", type=int, default=None,
                         help="the D the replay applies (default: "

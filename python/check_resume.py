@@ -83,7 +83,7 @@ def main():
                         "per-stage list (--pp-compile tp=)")
     parser.add_argument("--kill-rank", type=int, default=1)
     parser.add_argument("--hetero", action="store_true",
-                        help="make the devices T4s and the last an H100, "
+                        help="make the devices P4000s and the last an H100, "
                         "so that the replicas get partitions of their own")
     parser.add_argument("--dropout", action="store_true",
                         help="keep the model's Dropout (training mode): the "

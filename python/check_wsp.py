@@ -244,7 +244,7 @@ def main():
     parser.add_argument("--reference", choices=["unsplit", "one-stage"],
                         default="unsplit")
     parser.add_argument("--hetero", action="store_true",
-                        help="make the devices T4s and the last an H100, "
+                        help="make the devices P4000s and the last an H100, "
                         "so that the VWs get partitions of their own")
     parser.add_argument("--rtol", type=float, default=1e-4)
     parser.add_argument("--atol", type=float, default=1e-6)

@@ -228,6 +228,13 @@ double CostModel::getBackwardTime(Operation *op,
                   device.memoryBandwidth);
 }
 
+double CostModel::getUpdateTime(int64_t parameterBytes, double stateFactor,
+                                const cluster::Device &device) const {
+  double bytes =
+      static_cast<double>(parameterBytes) * (3.0 + 2.0 * stateFactor);
+  return roofline(0, bytes, device.peakFlopsF32, device.memoryBandwidth);
+}
+
 llvm::Expected<std::unique_ptr<ProfiledCostModel>>
 ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
   auto error = [&](const Twine &message) {
@@ -271,6 +278,15 @@ ProfiledCostModel::fromJSON(StringRef text, StringRef fileName) {
       }
       if (times.forward < 0 && times.backward < 0)
         return error(path + ": needs forward_ms or backward_ms");
+      if (const llvm::json::Value *v = fields->get("parameter_bytes_per_ms")) {
+        std::optional<double> rate = v->getAsNumber();
+        if (!rate || !(*rate > 0 && *rate <= 1e15))
+          return error(path +
+                       ".parameter_bytes_per_ms: expected a number > 0 and "
+                       "<= 1e15 (bytes of weights updated per ms)");
+        times.parameterBytesPerSecond = *rate * 1e3;
+        model->updateRates_[kind] = times.parameterBytesPerSecond;
+      }
       model->times_[kind][opName] = times;
     }
   }
@@ -289,12 +305,28 @@ ProfiledCostModel::lookup(Operation *op, const cluster::Device &device) const {
 double ProfiledCostModel::getForwardTime(Operation *op,
                                          const cluster::Device &device) const {
   const Times *t = lookup(op, device);
+  // An update op: the time its weights (its first result) take at the
+  // measured rate.
+  if (t && t->parameterBytesPerSecond > 0 && op->getNumResults() > 0) {
+    ++hits;
+    return static_cast<double>(getTensorBytes(op->getResult(0).getType())) /
+           t->parameterBytesPerSecond;
+  }
   if (t && t->forward >= 0) {
     ++hits;
     return t->forward;
   }
   ++misses;
   return CostModel::getForwardTime(op, device);
+}
+
+double ProfiledCostModel::getUpdateTime(int64_t parameterBytes,
+                                        double stateFactor,
+                                        const cluster::Device &device) const {
+  auto rate = updateRates_.find(device.kind);
+  if (rate == updateRates_.end())
+    return CostModel::getUpdateTime(parameterBytes, stateFactor, device);
+  return static_cast<double>(parameterBytes) / rate->second;
 }
 
 double ProfiledCostModel::getBackwardTime(Operation *op,

@@ -78,6 +78,13 @@ public:
                                 const cluster::Device &device) const;
   virtual double getBackwardTime(mlir::Operation *op,
                                  const cluster::Device &device) const;
+  /// Seconds of one optimizer update of `parameterBytes` of weights on
+  /// `device`: memory-bound, it reads the weights and their gradient and
+  /// writes the weights, and reads and writes `stateFactor` bytes of
+  /// optimizer state per weight byte (the roofline of a train.sgd_step or
+  /// train.adam_step of that size).
+  virtual double getUpdateTime(int64_t parameterBytes, double stateFactor,
+                               const cluster::Device &device) const;
   /// Optimizer-state bytes per parameter byte (SGD with momentum 1, Adam 2).
   double optimizerStateFactor = 0;
 
@@ -95,7 +102,10 @@ class AnalyticCostModel : public CostModel {};
 
 /// Measured times override the analytic model: a JSON object
 /// {"<device kind>": {"<op name>": {"forward_ms": .., "backward_ms": ..}}},
-/// where the op name is its location name (the ONNX node name).
+/// where the op name is its location name (the ONNX node name). The
+/// optimizer's ops share one name; their entry's "parameter_bytes_per_ms"
+/// (the bytes of weights they updated per ms) times each update by the
+/// size of its weights rather than as the mean op.
 class ProfiledCostModel : public CostModel {
 public:
   static llvm::Expected<std::unique_ptr<ProfiledCostModel>>
@@ -105,6 +115,8 @@ public:
                         const cluster::Device &device) const override;
   double getBackwardTime(mlir::Operation *op,
                          const cluster::Device &device) const override;
+  double getUpdateTime(int64_t parameterBytes, double stateFactor,
+                       const cluster::Device &device) const override;
   std::optional<std::pair<int64_t, int64_t>>
   getProfileCoverage() const override {
     return std::make_pair(hits, misses);
@@ -115,8 +127,12 @@ public:
 private:
   struct Times {
     double forward = -1, backward = -1;
+    /// Update ops: weight bytes updated per second (0: not measured).
+    double parameterBytesPerSecond = 0;
   };
   llvm::StringMap<llvm::StringMap<Times>> times_;
+  /// Per device kind: the measured update rate, where the profile has one.
+  llvm::StringMap<double> updateRates_;
   const Times *lookup(mlir::Operation *op, const cluster::Device &device) const;
 };
 

@@ -253,6 +253,16 @@ Job::~Job() {
       freeBuffer(buffer);
 }
 
+int64_t Job::trainableBytes(int64_t stage) const {
+  int64_t bytes = 0;
+  for (int id : program.stageGlobals[stage]) {
+    const GlobalInfo &info = program.globals[id];
+    if (info.trainable)
+      bytes += Tensor{nullptr, info.dtype, info.shape}.bytes();
+  }
+  return bytes;
+}
+
 std::string Job::deviceName(int64_t replica, int device) const {
   if (replica == 0)
     return deviceNames[device];

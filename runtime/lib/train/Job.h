@@ -149,6 +149,8 @@ struct Job {
   int64_t iouClasses = 0;
   /// The classes along the logits' class axis (0: no logits).
   int64_t logitsClasses = 0;
+  /// Bytes of the trainable weights stage `stage` holds (and updates).
+  int64_t trainableBytes(int64_t stage) const;
   /// Samples per micro-batch of a replica.
   int64_t microBatchSamples() const {
     return samplesPerStep / (microBatches * replicas);

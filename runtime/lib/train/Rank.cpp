@@ -305,6 +305,10 @@ bool Rank::runAction(const ActionInfo &action) {
       throw StageError("kernels", s.message);
     if (state.timingOps && state.lastOp) {
       state.lastOp->seconds += nowSeconds() - state.lastOpSeconds;
+      // An update function updates every trainable of its stage.
+      if (f.phase == kinds::Phase::Update)
+        state.lastOp->parameterBytes +=
+            static_cast<double>(job.trainableBytes(f.stage));
       state.lastOp = nullptr;
     }
   } catch (const StageError &e) {
@@ -1215,9 +1219,9 @@ bool Rank::gatherProfile(std::string &error) {
     std::string bytes;
     char header[96];
     for (const auto &[key, time] : opTimes) {
-      std::snprintf(header, sizeof header, "%d %lld %.17g %zu\n", key.first,
-                    static_cast<long long>(time.calls), time.seconds,
-                    key.second.size());
+      std::snprintf(header, sizeof header, "%d %lld %.17g %.17g %zu\n",
+                    key.first, static_cast<long long>(time.calls), time.seconds,
+                    time.parameterBytes, key.second.size());
       bytes += header;
       bytes += key.second;
     }
@@ -1238,13 +1242,13 @@ bool Rank::gatherProfile(std::string &error) {
     while (at < bytes.size()) {
       int phase = 0;
       long long calls = 0;
-      double seconds = 0;
+      double seconds = 0, parameterBytes = 0;
       size_t length = 0;
       int used = 0;
       size_t end = bytes.find('\n', at);
       if (end == std::string::npos ||
-          std::sscanf(bytes.c_str() + at, "%d %lld %lg %zu%n", &phase, &calls,
-                      &seconds, &length, &used) != 4 ||
+          std::sscanf(bytes.c_str() + at, "%d %lld %lg %lg %zu%n", &phase,
+                      &calls, &seconds, &parameterBytes, &length, &used) != 5 ||
           end + 1 + length > bytes.size()) {
         error = "--write-profile: the op times of rank " +
                 std::to_string(from) + " are malformed";
@@ -1253,6 +1257,7 @@ bool Rank::gatherProfile(std::string &error) {
       OpTime &entry = opTimes[{phase, bytes.substr(end + 1, length)}];
       entry.seconds += seconds;
       entry.calls += calls;
+      entry.parameterBytes += parameterBytes;
       at = end + 1 + length;
     }
   }
@@ -1280,6 +1285,7 @@ bool Rank::writeProfile(std::string &error) {
                                                          : node.backward;
     slot.seconds += time.seconds;
     slot.calls += time.calls;
+    slot.parameterBytes += time.parameterBytes;
   }
   auto quote = [](const std::string &text) {
     std::string out = "\"";
@@ -1311,6 +1317,13 @@ bool Rank::writeProfile(std::string &error) {
       std::snprintf(buffer, sizeof buffer, "\"forward_ms\": %.9g",
                     node.update.seconds * 1e3 / node.update.calls);
       fields += buffer;
+      // The rate the cost model scales each update by its weights' bytes.
+      if (node.update.parameterBytes > 0 && node.update.seconds > 0) {
+        std::snprintf(buffer, sizeof buffer,
+                      ", \"parameter_bytes_per_ms\": %.9g",
+                      node.update.parameterBytes / (node.update.seconds * 1e3));
+        fields += buffer;
+      }
     } else if (node.backward.calls > 0) {
       // Its forward ran fused into another node's op (the time is there).
       fields += "\"forward_ms\": 0";

@@ -53,6 +53,9 @@ private:
 struct OpTime {
   double seconds = 0;
   int64_t calls = 0;
+  /// Update ops: the bytes of trainable weights they updated (the cost
+  /// model apportions an update by the weights' size).
+  double parameterBytes = 0;
 };
 
 /// The StageContext of one stage on its rank.

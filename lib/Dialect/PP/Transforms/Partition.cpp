@@ -641,6 +641,9 @@ struct PlannerGraph {
   /// The op of each node.
   std::vector<Operation *> nodeOps;
   DenseMap<Operation *, unsigned> nodeOf;
+  /// Bytes of trainable weights each node's stage updates for it: a tied
+  /// weight's split evenly over its readers, whose stages all update it.
+  std::vector<int64_t> updateBytes;
 };
 
 /// Nodes: every op but constants and weight reads (whose bytes belong to
@@ -684,8 +687,11 @@ std::vector<partition::TiedGroup> assignParameters(PlannerGraph &g,
         globalBytes[global.getSymName()] = pp::getTensorBytes(global.getType());
       }
   std::vector<partition::TiedGroup> tiedGroups;
+  g.updateBytes.assign(g.nodeOps.size(), 0);
   for (auto &[name, nodes] : readers) {
     uint64_t bytes = globalBytes[name];
+    for (unsigned node : nodes)
+      g.updateBytes[node] += static_cast<int64_t>(bytes / nodes.size());
     uint64_t state = bytes * static_cast<uint64_t>(2.0 + stateFactor);
     if (nodes.size() == 1) {
       g.graph.nodes[nodes.front()].weightBytes += state;
@@ -961,14 +967,24 @@ public:
   WorkerPartitioner(const WorkerPartitioner &) = delete;
   WorkerPartitioner &operator=(const WorkerPartitioner &) = delete;
 
-  /// Sets `graph`'s times: a node's forward and backward on its device of
-  /// the worker being partitioned.
-  void setTimes(partition::PartitionGraph &graph,
-                const pp::CostModel &costModel, ArrayRef<Operation *> nodeOps) {
-    graph.timeFn = [this, &costModel, nodeOps](unsigned node, unsigned device) {
+  /// Sets `g`'s times: a node's forward and backward on its device of the
+  /// worker being partitioned, and its share of the optimizer updates: a
+  /// weight-versioned schedule updates every `updateEvery` micro-batches
+  /// (HetPipe and PipeDream every one), the others once in `microBatches`.
+  void setTimes(PlannerGraph &g, const pp::CostModel &costModel,
+                int64_t updateEvery, unsigned microBatches,
+                double stateFactor) {
+    double updatesPerMicroBatch =
+        1.0 / static_cast<double>(updateEvery > 0 ? updateEvery
+                                                  : std::max(microBatches, 1u));
+    g.graph.timeFn = [this, &costModel, &g, updatesPerMicroBatch,
+                      stateFactor](unsigned node, unsigned device) {
       const auto &d = cluster.devices[current[device]];
-      return costModel.getForwardTime(nodeOps[node], d) +
-             costModel.getBackwardTime(nodeOps[node], d);
+      Operation *op = g.nodeOps[node];
+      return costModel.getForwardTime(op, d) +
+             costModel.getBackwardTime(op, d) +
+             updatesPerMicroBatch *
+                 costModel.getUpdateTime(g.updateBytes[node], stateFactor, d);
     };
   }
 
@@ -1666,7 +1682,8 @@ LogicalResult planWorkers(ModuleOp module,
   const partition::PartitionGraph &graph = inputs.graph.graph;
   WorkerPartitioner partitioner(request.cluster, inputs.searchOptions,
                                 options.chunks);
-  partitioner.setTimes(inputs.graph.graph, costModel, inputs.graph.nodeOps);
+  partitioner.setTimes(inputs.graph, costModel, inputs.updateEvery,
+                       options.microBatches, request.stateFactor);
   PlanOutcome outcome;
   outcome.autoPolicyReport =
       chooseAutoPolicy(partitioner, graph, options.microBatches, dp, workers);
