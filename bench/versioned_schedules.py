@@ -178,7 +178,7 @@ def main():
                 ratio = statistics.median(
                     base / t for t, base in zip(times[r], times[runs[0]]))
                 print(f"| {p} | {s} | {n or m} | {mode} | {rate:.1f} | "
-                      f"{ratio:.2f}x | {bound:.1f} | "
+                      f"{ratio:.3f}x | {bound:.1f} | "
                       f"{100 * rate / bound:.0f}% | "
                       f"{', '.join(f'{b:.0f}' for b in stage_busy)} | "
                       f"{each} |")

@@ -11,7 +11,8 @@ times a step) into a generated program and builds it. Then, per program:
     it (`param_updates`). Every step must have one rate, read by every
     parameter update of the step (trained tensors x updates per step), and
     it must equal, within --tol, the rate PyTorch's scheduler
-    (torch_reference.make_scheduler: StepLR, CosineAnnealingLR, LinearLR,
+    (torch_reference.make_scheduler: StepLR, MultiStepLR, ExponentialLR,
+    CosineAnnealingLR, LinearLR, PolynomialLR or with min-lr mmcv's PolyLR,
     after a LinearLR warm-up chained by SequentialLR) holds at that step
     when stepped once per step. Cosine keeps min-lr after --decay-steps
     (PyTorch's rises again): those steps must be min-lr exactly.
@@ -61,9 +62,20 @@ SCHEDULES = {
     "linear-warmup": dict(kind="linear", warmup_steps=15,
                           warmup_start_factor=0.25, min_lr=0.005,
                           decay_steps=150),
+    "multistep": dict(kind="multistep", milestones=[30, 80, 81, 150],
+                      gamma=0.5),
+    "multistep-warmup": dict(kind="multistep", warmup_steps=10,
+                             milestones=[20, 100], gamma=0.3),
+    "exponential": dict(kind="exponential", gamma=0.98),
+    "poly": dict(kind="poly", power=0.9),
+    "poly-warmup": dict(kind="poly", warmup_steps=12, power=2.0,
+                        decay_steps=160),
+    "poly-min": dict(kind="poly", min_lr=0.004, power=0.9),
 }
 
 WEIGHT_SCHEDULES = {
+    "multistep": dict(kind="multistep", milestones=[2, 4], gamma=0.5),
+    "poly": dict(kind="poly", warmup_steps=1, power=0.9),
     "cosine-warmup": dict(kind="cosine", warmup_steps=2, min_lr=0.01),
     "step": dict(kind="step", step_size=2, gamma=0.5),
     "linear-warmup": dict(kind="linear", warmup_steps=1,
@@ -74,10 +86,13 @@ WEIGHT_SCHEDULES = {
 def train_flags(schedule):
     flags = [f"--lr-schedule={schedule['kind']}"]
     for key in ("warmup_steps", "warmup_start_factor", "min_lr",
-                "decay_steps", "step_size", "gamma", "lr"):
+                "decay_steps", "step_size", "gamma", "lr", "power"):
         if key in schedule:
             name = "lr" if key == "lr" else key.replace("_", "-")
             flags.append(f"--{name}={schedule[key]!r}")
+    if "milestones" in schedule:
+        flags.append("--milestones=" +
+                     ",".join(map(str, schedule["milestones"])))
     return flags
 
 
@@ -240,6 +255,25 @@ def main():
             if not same:
                 failures.append(f"{config}: the resumed run's rates or "
                                 "losses differ")
+            # A multistep schedule's milestones go through the checkpoint.
+            if "multistep-warmup" in logs:
+                shutil.rmtree(ckpt, ignore_errors=True)
+                log = os.path.join(work, "resumed-multistep.jsonl")
+                checked(train(train_flags(SCHEDULES["multistep-warmup"]) + [
+                    "--checkpoint-every=60", f"--checkpoint={ckpt}"], log,
+                    steps=120))
+                checked(train([f"--resume={ckpt}"], log))
+                same = ([r["lr"] for r in log_rows(log)] ==
+                        [r["lr"] for r in logs["multistep-warmup"]])
+                print(f"{config} multistep resumed at 120: rates of the "
+                      f"uninterrupted run: {'yes' if same else 'no'}")
+                if not same:
+                    failures.append(f"{config}: the resumed multistep run's "
+                                    "rates differ")
+                shutil.rmtree(ckpt, ignore_errors=True)
+                checked(train(train_flags(spec) + [
+                    "--checkpoint-every=60", f"--checkpoint={ckpt}"],
+                    os.path.join(work, "cosine.jsonl"), steps=120))
             proc = checked(train([f"--resume={ckpt}/step-60",
                                   "--lr-schedule=constant"],
                                  os.path.join(work, "other.jsonl"),
@@ -266,7 +300,10 @@ def main():
                                                  1 / 3),
                     min_lr=spec.get("min_lr", 0.0), decay_steps=None,
                     step_size=spec.get("step_size"),
-                    gamma=spec.get("gamma", 0.1))
+                    gamma=spec.get("gamma", 0.1),
+                    milestones=",".join(map(str, spec["milestones"]))
+                    if "milestones" in spec else None,
+                    power=spec.get("power", 1.0))
                 with contextlib.redirect_stdout(io.StringIO()):
                     torch_reference.reference(torch_args, out,
                                               args.micro_batch * m)

@@ -46,10 +46,13 @@ def disable_dropout(model):
 
 
 def make_scheduler(optimizer, kind, warmup_steps=0, warmup_start_factor=1 / 3,
-                   min_lr=0.0, decay_steps=None, step_size=None, gamma=0.1):
+                   min_lr=0.0, decay_steps=None, step_size=None, gamma=0.1,
+                   milestones=None, power=1.0):
     """The PyTorch scheduler of `train --lr-schedule kind ...` (docs/cli.md),
-    None for a constant rate: StepLR, CosineAnnealingLR or LinearLR (decay to
-    min_lr at decay_steps, warm-up included), after a LinearLR warm-up
+    None for a constant rate: StepLR, MultiStepLR, ExponentialLR,
+    CosineAnnealingLR, LinearLR or PolynomialLR (decay to min_lr at
+    decay_steps, warm-up included; PolynomialLR has no end rate, so with
+    min_lr > 0 it is mmcv's PolyLR as a LambdaLR), after a LinearLR warm-up
     chained by SequentialLR."""
     S = torch.optim.lr_scheduler
     base = optimizer.param_groups[0]["lr"]
@@ -58,6 +61,17 @@ def make_scheduler(optimizer, kind, warmup_steps=0, warmup_start_factor=1 / 3,
         main = None
     elif kind == "step":
         main = S.StepLR(optimizer, step_size=step_size, gamma=gamma)
+    elif kind == "multistep":
+        main = S.MultiStepLR(optimizer, milestones=list(milestones),
+                             gamma=gamma)
+    elif kind == "exponential":
+        main = S.ExponentialLR(optimizer, gamma=gamma)
+    elif kind == "poly" and min_lr == 0:
+        main = S.PolynomialLR(optimizer, total_iters=decay, power=power)
+    elif kind == "poly":
+        main = S.LambdaLR(optimizer, lambda k: (
+            min_lr + (base - min_lr) *
+            (1 - min(k, decay) / decay) ** power) / base)
     elif kind == "cosine":
         main = S.CosineAnnealingLR(optimizer, T_max=decay, eta_min=min_lr)
     elif kind == "linear":
@@ -123,7 +137,8 @@ def main():
                         "export; torch's masks are not ours, so its losses "
                         "are no reference then")
     parser.add_argument("--lr-schedule", default="constant",
-                        choices=["constant", "step", "cosine", "linear"])
+                        choices=["constant", "step", "multistep",
+                                 "exponential", "cosine", "linear", "poly"])
     parser.add_argument("--warmup-steps", type=int, default=0)
     parser.add_argument("--warmup-start-factor", type=float, default=1 / 3)
     parser.add_argument("--min-lr", type=float, default=0.0)
@@ -131,6 +146,9 @@ def main():
                         help="default --steps")
     parser.add_argument("--step-size", type=int, default=None)
     parser.add_argument("--gamma", type=float, default=0.1)
+    parser.add_argument("--milestones", default=None,
+                        help="multistep: N1,N2,...")
+    parser.add_argument("--power", type=float, default=1.0)
     parser.add_argument("--clip-grad-norm", type=float, default=None)
     parser.add_argument("--accumulate", type=int, default=1,
                         help="micro-batches per step (gradient "
@@ -205,7 +223,11 @@ def reference(args, out, batch, batches=None):
         optimizer, args.lr_schedule, args.warmup_steps,
         args.warmup_start_factor, args.min_lr,
         args.decay_steps if args.decay_steps is not None else args.steps,
-        args.step_size, args.gamma)
+        args.step_size, args.gamma,
+        # Callers that build their own arguments may leave these out.
+        [int(m) for m in getattr(args, "milestones", None).split(",")]
+        if getattr(args, "milestones", None) else None,
+        getattr(args, "power", 1.0))
     x, y = torch.from_numpy(inputs), torch.from_numpy(labels)
     clip = getattr(args, "clip_grad_norm", None)
     parts = getattr(args, "accumulate", 1)

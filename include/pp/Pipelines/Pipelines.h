@@ -98,26 +98,37 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
       *this, "lr-schedule",
       llvm::cl::desc("The learning-rate schedule the generated program runs "
                      "unless train's command line gives one: constant, "
-                     "step, cosine or linear (--pp-optimizer's)"),
+                     "step, multistep, exponential, cosine, linear or poly "
+                     "(--pp-optimizer's)"),
       llvm::cl::init(LRSchedule::Constant)};
   Option<int64_t> warmupSteps{
       *this, "warmup-steps",
       llvm::cl::desc("lr-schedule: linear warm-up steps"), llvm::cl::init(0)};
   Option<double> minLr{
       *this, "min-lr",
-      llvm::cl::desc("lr-schedule cosine or linear: the final rate"),
+      llvm::cl::desc("lr-schedule cosine, linear or poly: the final rate"),
       llvm::cl::init(0.0)};
   Option<int64_t> stepSize{
       *this, "step-size",
       llvm::cl::desc("lr-schedule step: steps between decays"),
       llvm::cl::init(0)};
-  Option<double> gamma{*this, "gamma",
-                       llvm::cl::desc("lr-schedule step: decay factor"),
-                       llvm::cl::init(0.1)};
+  ListOption<int64_t> milestones{
+      *this, "milestones",
+      llvm::cl::desc("lr-schedule multistep: the steps after the warm-up "
+                     "at which the rate is multiplied by gamma")};
+  Option<double> gamma{
+      *this, "gamma",
+      llvm::cl::desc("lr-schedule step, multistep or exponential: decay "
+                     "factor"),
+      llvm::cl::init(0.1)};
+  Option<double> power{
+      *this, "power",
+      llvm::cl::desc("lr-schedule poly: the exponent of the decay"),
+      llvm::cl::init(1.0)};
   Option<int64_t> decaySteps{
       *this, "decay-steps",
-      llvm::cl::desc("lr-schedule cosine or linear: the step the decay "
-                     "ends at (0: the run's last)"),
+      llvm::cl::desc("lr-schedule cosine, linear or poly: the step the "
+                     "decay ends at (0: the run's last)"),
       llvm::cl::init(0)};
   Option<Precision> precision{
       *this, "precision",
@@ -166,7 +177,9 @@ struct TrainingOptionsBase : public mlir::PassPipelineOptions<Derived> {
     options.warmupSteps = warmupSteps;
     options.minLr = minLr;
     options.stepSize = stepSize;
+    options.milestones.assign(milestones.begin(), milestones.end());
     options.gamma = gamma;
+    options.power = power;
     options.decaySteps = decaySteps;
     return options;
   }

@@ -35,7 +35,15 @@ enum class OptimizerState { SGD, Momentum, Adam };
 /// --pp-optimizer loss-scale (--pp-compile's adds auto: std::nullopt).
 enum class LossScale { None, Static, Dynamic };
 /// --pp-optimizer lr-schedule.
-enum class LRSchedule { Constant, Step, Cosine, Linear };
+enum class LRSchedule {
+  Constant,
+  Step,
+  MultiStep,
+  Exponential,
+  Cosine,
+  Linear,
+  Poly
+};
 /// --pp-mixed-precision precision.
 enum class Precision { BF16, FP16, FP32 };
 /// --pp-partition recompute, --pp-recompute policy.
@@ -56,8 +64,9 @@ template <> struct EnumNames<LossScale> {
   static constexpr const char *names[] = {"none", "static", "dynamic"};
 };
 template <> struct EnumNames<LRSchedule> {
-  static constexpr const char *names[] = {"constant", "step", "cosine",
-                                          "linear"};
+  static constexpr const char *names[] = {"constant",    "step",   "multistep",
+                                          "exponential", "cosine", "linear",
+                                          "poly"};
 };
 template <> struct EnumNames<Precision> {
   static constexpr const char *names[] = {"bf16", "fp16", "fp32"};

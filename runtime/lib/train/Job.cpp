@@ -732,9 +732,7 @@ bool Job::loadInputs(std::string &error) {
                  dataset.orderKey().c_str(), resume.dataOrder.c_str());
   if (options.epochs > 0) {
     options.steps = options.epochs * dataset.stepsPerEpoch();
-    bool decays = lrSchedule.kind == LRSchedule::Kind::Cosine ||
-                  lrSchedule.kind == LRSchedule::Kind::Linear;
-    if (decays && lrSchedule.decaySteps == 0) {
+    if (lrSchedule.decays() && lrSchedule.decaySteps == 0) {
       lrSchedule.decaySteps = options.steps;
       if (lrSchedule.decaySteps <= lrSchedule.warmupSteps) {
         error = "--epochs " + std::to_string(options.epochs) + " (" +

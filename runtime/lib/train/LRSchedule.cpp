@@ -8,6 +8,7 @@
 #include "LRSchedule.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -21,12 +22,31 @@ const char *pp::rt::train::toString(LRSchedule::Kind kind) {
     return "constant";
   case LRSchedule::Kind::Step:
     return "step";
+  case LRSchedule::Kind::MultiStep:
+    return "multistep";
+  case LRSchedule::Kind::Exponential:
+    return "exponential";
   case LRSchedule::Kind::Cosine:
     return "cosine";
   case LRSchedule::Kind::Linear:
     return "linear";
+  case LRSchedule::Kind::Poly:
+    return "poly";
   }
   return "constant";
+}
+
+bool pp::rt::train::parseKind(const std::string &text, LRSchedule::Kind &kind) {
+  for (LRSchedule::Kind k :
+       {LRSchedule::Kind::Constant, LRSchedule::Kind::Step,
+        LRSchedule::Kind::MultiStep, LRSchedule::Kind::Exponential,
+        LRSchedule::Kind::Cosine, LRSchedule::Kind::Linear,
+        LRSchedule::Kind::Poly})
+    if (text == toString(k)) {
+      kind = k;
+      return true;
+    }
+  return false;
 }
 
 double LRSchedule::rate(double base, int64_t step) const {
@@ -42,6 +62,14 @@ double LRSchedule::rate(double base, int64_t step) const {
     return base;
   case Kind::Step:
     return base * std::pow(gamma, static_cast<double>(k / stepSize));
+  case Kind::MultiStep: {
+    // bisect_right: the milestones passed, k itself included.
+    auto passed = std::upper_bound(milestones.begin(), milestones.end(), k) -
+                  milestones.begin();
+    return base * std::pow(gamma, static_cast<double>(passed));
+  }
+  case Kind::Exponential:
+    return base * std::pow(gamma, static_cast<double>(k));
   case Kind::Cosine:
     // PyTorch's cosine rises again after T_max; ours keeps min-lr.
     if (k >= decay)
@@ -55,8 +83,34 @@ double LRSchedule::rate(double base, int64_t step) const {
     // without dividing by a base that may be 0.
     return base + (minLr - base) * static_cast<double>(std::min(k, decay)) /
                       static_cast<double>(decay);
+  case Kind::Poly:
+    // PolynomialLR's closed form (minLr = 0), with mmcv's eta_min.
+    return minLr + (base - minLr) *
+                       std::pow(1.0 - static_cast<double>(std::min(k, decay)) /
+                                          static_cast<double>(decay),
+                                power);
   }
   return base;
+}
+
+bool pp::rt::train::parseMilestones(const std::string &text,
+                                    std::vector<int64_t> &milestones) {
+  std::vector<int64_t> parsed;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t comma = std::min(text.find(',', at), text.size());
+    std::string item = text.substr(at, comma - at);
+    char *end = nullptr;
+    errno = 0;
+    long long value = std::strtoll(item.c_str(), &end, 10);
+    if (item.empty() || *end || errno || value < 1 ||
+        (!parsed.empty() && value <= parsed.back()))
+      return false;
+    parsed.push_back(value);
+    at = comma + 1;
+  }
+  milestones = std::move(parsed);
+  return true;
 }
 
 namespace {
@@ -75,8 +129,17 @@ std::string LRSchedule::str() const {
     text += " warmup-steps=" + std::to_string(warmupSteps) +
             " warmup-start-factor=" + exact(warmupStartFactor);
   if (kind == Kind::Step)
-    text += " step-size=" + std::to_string(stepSize) + " gamma=" + exact(gamma);
-  if (kind == Kind::Cosine || kind == Kind::Linear)
+    text += " step-size=" + std::to_string(stepSize);
+  if (kind == Kind::MultiStep) {
+    text += " milestones=";
+    for (size_t i = 0; i < milestones.size(); ++i)
+      text += (i ? "," : "") + std::to_string(milestones[i]);
+  }
+  if (usesGamma())
+    text += " gamma=" + exact(gamma);
+  if (kind == Kind::Poly)
+    text += " power=" + exact(power);
+  if (decays())
     text += " min-lr=" + exact(minLr) +
             " decay-steps=" + std::to_string(decaySteps);
   return text;
@@ -88,15 +151,7 @@ bool LRSchedule::parse(const std::string &text, LRSchedule &schedule) {
   if (!(in >> word))
     return false;
   LRSchedule parsed;
-  if (word == "constant")
-    parsed.kind = Kind::Constant;
-  else if (word == "step")
-    parsed.kind = Kind::Step;
-  else if (word == "cosine")
-    parsed.kind = Kind::Cosine;
-  else if (word == "linear")
-    parsed.kind = Kind::Linear;
-  else
+  if (!parseKind(word, parsed.kind))
     return false;
   while (in >> word) {
     size_t eq = word.find('=');
@@ -116,16 +171,23 @@ bool LRSchedule::parse(const std::string &text, LRSchedule &schedule) {
       parsed.minLr = std::strtod(value.c_str(), &end);
     else if (key == "decay-steps")
       parsed.decaySteps = std::strtoll(value.c_str(), &end, 10);
-    else
+    else if (key == "power")
+      parsed.power = std::strtod(value.c_str(), &end);
+    else if (key == "milestones") {
+      if (!parseMilestones(value, parsed.milestones))
+        return false;
+      continue;
+    } else
       return false;
     if (value.empty() || *end)
       return false;
   }
-  // What rate() divides by.
+  // What rate() divides by or searches.
   if (parsed.warmupSteps < 0 ||
       (parsed.kind == Kind::Step && parsed.stepSize < 1) ||
-      ((parsed.kind == Kind::Cosine || parsed.kind == Kind::Linear) &&
-       parsed.decaySteps <= parsed.warmupSteps))
+      (parsed.kind == Kind::MultiStep && parsed.milestones.empty()) ||
+      (parsed.kind == Kind::Poly && !(parsed.power > 0)) ||
+      (parsed.decays() && parsed.decaySteps <= parsed.warmupSteps))
     return false;
   schedule = parsed;
   return true;

@@ -21,10 +21,11 @@ namespace {
 struct ScheduleFlags {
   std::optional<std::string> kind;
   std::optional<int64_t> warmupSteps, decaySteps, stepSize;
-  std::optional<double> warmupStartFactor, minLr, gamma;
+  std::optional<double> warmupStartFactor, minLr, gamma, power;
+  std::optional<std::vector<int64_t>> milestones;
   bool any() const {
     return kind || warmupSteps || decaySteps || stepSize || warmupStartFactor ||
-           minLr || gamma;
+           minLr || gamma || power || milestones;
   }
 };
 
@@ -170,13 +171,17 @@ const OptionSpec kOptions[] = {
        v.options.lr = x;
        return true;
      }},
-    {"lr-schedule", "constant|step|cosine|linear",
+    {"lr-schedule", "constant|step|multistep|exponential|cosine|linear|poly",
      "the rate per step, as PyTorch's schedulers stepped once a step: "
-     "constant (the default), step (StepLR), cosine (CosineAnnealingLR) or "
-     "linear (LinearLR decay to --min-lr); after --warmup-steps",
+     "constant (the default), step (StepLR), multistep (MultiStepLR), "
+     "exponential (ExponentialLR), cosine (CosineAnnealingLR), linear "
+     "(LinearLR decay to --min-lr) or poly (PolynomialLR, to --min-lr as "
+     "mmcv's PolyLR); after --warmup-steps",
      [](OptionValue &v) {
-       if (!v.oneOf({"constant", "step", "cosine", "linear"}))
-         return v.bad("constant, step, cosine or linear");
+       if (!v.oneOf({"constant", "step", "multistep", "exponential", "cosine",
+                     "linear", "poly"}))
+         return v.bad(
+             "constant, step, multistep, exponential, cosine, linear or poly");
        v.schedule.kind = v.value;
        return true;
      }},
@@ -198,7 +203,7 @@ const OptionSpec kOptions[] = {
        return true;
      }},
     {"min-lr", "X",
-     "cosine's eta_min and the linear decay's end rate (default 0)",
+     "cosine's eta_min, the linear and poly decays' end rate (default 0)",
      [](OptionValue &v) {
        double x;
        if (!v.real(x) || !std::isfinite(x) || x < 0)
@@ -207,8 +212,8 @@ const OptionSpec kOptions[] = {
        return true;
      }},
     {"decay-steps", "N",
-     "cosine and linear: the step at which the decay ends, warm-up included "
-     "(default --steps)",
+     "cosine, linear and poly: the step at which the decay ends, warm-up "
+     "included (default --steps)",
      [](OptionValue &v) {
        return v.integer(1, kNoLimit, "a positive integer",
                         v.schedule.decaySteps);
@@ -217,7 +222,30 @@ const OptionSpec kOptions[] = {
      [](OptionValue &v) {
        return v.integer(1, kNoLimit, "a positive integer", v.schedule.stepSize);
      }},
-    {"gamma", "G", "step: the factor every --step-size steps (default 0.1)",
+    {"milestones", "N1,N2,...",
+     "multistep: multiply the rate by --gamma at each of these steps after "
+     "the warm-up (increasing)",
+     [](OptionValue &v) {
+       std::vector<int64_t> milestones;
+       if (!parseMilestones(v.value, milestones))
+         return v.bad("positive, strictly increasing integers separated by "
+                      "commas");
+       v.schedule.milestones = milestones;
+       return true;
+     }},
+    {"power", "P",
+     "poly: the exponent of the decay, (1 - k / T)^P (default 1, as "
+     "PolynomialLR's)",
+     [](OptionValue &v) {
+       double x;
+       if (!v.real(x) || !std::isfinite(x) || !(x > 0))
+         return v.bad("a finite, positive number");
+       v.schedule.power = x;
+       return true;
+     }},
+    {"gamma", "G",
+     "step, multistep and exponential: the factor every --step-size steps, "
+     "at each milestone or every step (default 0.1)",
      [](OptionValue &v) {
        double x;
        if (!v.real(x) || !std::isfinite(x) || !(x > 0))
@@ -447,21 +475,24 @@ bool resolveSchedule(const ScheduleFlags &flags, TrainOptions &options,
     return true;
   LRSchedule s;
   std::string kind = flags.kind.value_or("constant");
-  s.kind = kind == "step"     ? LRSchedule::Kind::Step
-           : kind == "cosine" ? LRSchedule::Kind::Cosine
-           : kind == "linear" ? LRSchedule::Kind::Linear
-                              : LRSchedule::Kind::Constant;
-  bool decays =
-      s.kind == LRSchedule::Kind::Cosine || s.kind == LRSchedule::Kind::Linear;
+  parseKind(kind, s.kind); // --lr-schedule checked the name
+  bool decays = s.decays();
   auto refuse = [&](const char *flag, const char *kinds) {
     error = std::string("--") + flag + " applies to --lr-schedule " + kinds +
             " only (the schedule is " + kind + ")";
     return false;
   };
-  if ((flags.stepSize || flags.gamma) && s.kind != LRSchedule::Kind::Step)
-    return refuse(flags.stepSize ? "step-size" : "gamma", "step");
+  if (flags.stepSize && s.kind != LRSchedule::Kind::Step)
+    return refuse("step-size", "step");
+  if (flags.milestones && s.kind != LRSchedule::Kind::MultiStep)
+    return refuse("milestones", "multistep");
+  if (flags.gamma && !s.usesGamma())
+    return refuse("gamma", "step, multistep or exponential");
+  if (flags.power && s.kind != LRSchedule::Kind::Poly)
+    return refuse("power", "poly");
   if ((flags.minLr || flags.decaySteps) && !decays)
-    return refuse(flags.minLr ? "min-lr" : "decay-steps", "cosine or linear");
+    return refuse(flags.minLr ? "min-lr" : "decay-steps",
+                  "cosine, linear or poly");
   s.warmupSteps = flags.warmupSteps.value_or(0);
   if (flags.warmupStartFactor && s.warmupSteps == 0) {
     error = "--warmup-start-factor needs --warmup-steps N with N > 0";
@@ -474,8 +505,23 @@ bool resolveSchedule(const ScheduleFlags &flags, TrainOptions &options,
       return false;
     }
     s.stepSize = *flags.stepSize;
-    s.gamma = flags.gamma.value_or(s.gamma);
   }
+  if (s.kind == LRSchedule::Kind::MultiStep) {
+    if (!flags.milestones) {
+      error = "--lr-schedule multistep needs --milestones N1,N2,...";
+      return false;
+    }
+    s.milestones = *flags.milestones;
+  }
+  if (s.kind == LRSchedule::Kind::Exponential && !flags.gamma) {
+    // ExponentialLR has no default: 0.1 a step would end training at once.
+    error = "--lr-schedule exponential needs --gamma G (the factor per step, "
+            "e.g. 0.999)";
+    return false;
+  }
+  if (s.usesGamma())
+    s.gamma = flags.gamma.value_or(s.gamma);
+  s.power = flags.power.value_or(s.power);
   if (decays) {
     s.minLr = flags.minLr.value_or(0);
     // Under --epochs the run's steps are known once the data is: 0 until

@@ -86,8 +86,9 @@ std::vector<char *> withCompiledSchedule(const ProgramInfo &program, int argc,
                                          std::vector<std::string> &storage) {
   std::vector<char *> args(argv, argv + argc);
   static const char *const kScheduleFlags[] = {
-      "--lr-schedule", "--warmup-steps", "--warmup-start-factor", "--min-lr",
-      "--step-size",   "--gamma",        "--decay-steps"};
+      "--lr-schedule", "--warmup-steps", "--warmup-start-factor",
+      "--min-lr",      "--step-size",    "--milestones",
+      "--gamma",       "--power",        "--decay-steps"};
   bool given = std::any_of(args.begin() + (argc > 0), args.end(), [](char *a) {
     std::string arg = a ? a : "";
     return std::any_of(std::begin(kScheduleFlags), std::end(kScheduleFlags),

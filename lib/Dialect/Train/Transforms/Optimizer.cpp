@@ -184,23 +184,42 @@ LogicalResult recordLRSchedule(ModuleOp module,
     module.emitError() << "pp-optimizer: " << message;
     return failure();
   };
-  bool decays = kind == LRSchedule::Cosine || kind == LRSchedule::Linear;
+  bool decays = kind == LRSchedule::Cosine || kind == LRSchedule::Linear ||
+                kind == LRSchedule::Poly;
+  bool usesGamma = kind == LRSchedule::Step || kind == LRSchedule::MultiStep ||
+                   kind == LRSchedule::Exponential;
   if (options.warmupSteps < 0 || options.stepSize < 0 || options.decaySteps < 0)
     return fail("warmup-steps, step-size and decay-steps must be >= 0");
   if (kind == LRSchedule::Step && options.stepSize == 0)
     return fail("lr-schedule=step needs step-size=N (N > 0)");
-  if (kind != LRSchedule::Step &&
-      (options.stepSize != 0 || options.gamma != 0.1))
-    return fail("step-size and gamma apply to lr-schedule=step only");
+  if (kind != LRSchedule::Step && options.stepSize != 0)
+    return fail("step-size applies to lr-schedule=step only");
+  if (kind == LRSchedule::MultiStep && options.milestones.empty())
+    return fail("lr-schedule=multistep needs milestones=N1,N2,...");
+  if (kind != LRSchedule::MultiStep && !options.milestones.empty())
+    return fail("milestones apply to lr-schedule=multistep only");
+  for (size_t i = 0; i < options.milestones.size(); ++i)
+    if (options.milestones[i] < 1 ||
+        (i > 0 && options.milestones[i] <= options.milestones[i - 1]))
+      return fail("milestones must be positive and strictly increasing");
+  if (kind == LRSchedule::Exponential && options.gamma == 0.1)
+    return fail("lr-schedule=exponential needs gamma=G (the factor per "
+                "step, e.g. 0.999)");
+  if (!usesGamma && options.gamma != 0.1)
+    return fail("gamma applies to lr-schedule=step, multistep or "
+                "exponential only");
+  if (kind != LRSchedule::Poly && options.power != 1.0)
+    return fail("power applies to lr-schedule=poly only");
   if (!decays && (options.minLr != 0 || options.decaySteps != 0))
-    return fail("min-lr and decay-steps apply to lr-schedule=cosine or "
-                "linear only");
+    return fail("min-lr and decay-steps apply to lr-schedule=cosine, "
+                "linear or poly only");
   if (decays && options.decaySteps != 0 &&
       options.decaySteps <= options.warmupSteps)
     return fail("decay-steps must be past warmup-steps");
   std::pair<StringRef, std::pair<double, pp::OptionRange>> checks[] = {
       {"min-lr", {options.minLr, pp::OptionRange::nonNegative()}},
-      {"gamma", {options.gamma, pp::OptionRange::positive()}}};
+      {"gamma", {options.gamma, pp::OptionRange::positive()}},
+      {"power", {options.power, pp::OptionRange::positive()}}};
   for (const auto &[name, check] : checks)
     if (std::optional<std::string> error =
             pp::checkOptionValue(name, check.first, check.second))
@@ -216,8 +235,16 @@ LogicalResult recordLRSchedule(ModuleOp module,
   if (options.warmupSteps > 0)
     text += " warmup-steps=" + std::to_string(options.warmupSteps);
   if (kind == LRSchedule::Step)
-    text += " step-size=" + std::to_string(options.stepSize) +
-            " gamma=" + exact(options.gamma);
+    text += " step-size=" + std::to_string(options.stepSize);
+  if (kind == LRSchedule::MultiStep) {
+    text += " milestones=";
+    for (size_t i = 0; i < options.milestones.size(); ++i)
+      text += (i ? "," : "") + std::to_string(options.milestones[i]);
+  }
+  if (usesGamma)
+    text += " gamma=" + exact(options.gamma);
+  if (kind == LRSchedule::Poly)
+    text += " power=" + exact(options.power);
   if (decays) {
     text += " min-lr=" + exact(options.minLr);
     if (options.decaySteps > 0)

@@ -54,27 +54,29 @@ struct AutodiffPass : PassAdapter<AutodiffPass, pp::impl::AutodiffPassBase> {
 struct OptimizerPass : PassAdapter<OptimizerPass, pp::impl::OptimizerPassBase> {
   using PassAdapter::PassAdapter;
   LogicalResult run(ModuleOp module) {
-    return train::applyOptimizer(module,
-                                 {.funcName = funcName,
-                                  .kind = kind,
-                                  .lr = lr,
-                                  .momentum = momentum,
-                                  .dampening = dampening,
-                                  .nesterov = nesterov,
-                                  .weightDecay = weightDecay,
-                                  .weightDecayMinRank = weightDecayMinRank,
-                                  .beta1 = beta1,
-                                  .beta2 = beta2,
-                                  .epsilon = epsilon,
-                                  .lossScale = lossScale,
-                                  .lossScaleValue = lossScaleValue,
-                                  .lossScaleInterval = lossScaleInterval,
-                                  .lrSchedule = lrSchedule,
-                                  .warmupSteps = warmupSteps,
-                                  .minLr = minLr,
-                                  .stepSize = stepSize,
-                                  .gamma = gamma,
-                                  .decaySteps = decaySteps});
+    return train::applyOptimizer(
+        module, {.funcName = funcName,
+                 .kind = kind,
+                 .lr = lr,
+                 .momentum = momentum,
+                 .dampening = dampening,
+                 .nesterov = nesterov,
+                 .weightDecay = weightDecay,
+                 .weightDecayMinRank = weightDecayMinRank,
+                 .beta1 = beta1,
+                 .beta2 = beta2,
+                 .epsilon = epsilon,
+                 .lossScale = lossScale,
+                 .lossScaleValue = lossScaleValue,
+                 .lossScaleInterval = lossScaleInterval,
+                 .lrSchedule = lrSchedule,
+                 .warmupSteps = warmupSteps,
+                 .minLr = minLr,
+                 .stepSize = stepSize,
+                 .milestones = {milestones.begin(), milestones.end()},
+                 .gamma = gamma,
+                 .power = power,
+                 .decaySteps = decaySteps});
   }
 };
 

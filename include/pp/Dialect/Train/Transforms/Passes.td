@@ -151,20 +151,27 @@ def OptimizerPass : Pass<"pp-optimizer", "mlir::ModuleOp"> {
     Option<"lrSchedule", "lr-schedule", "::pp::LRSchedule",
            "::pp::LRSchedule::Constant",
            "The learning-rate schedule the program runs unless train's "
-           "command line gives one: constant, step, cosine or linear "
-           "(train --lr-schedule; the module's pp.lr_schedule)">,
+           "command line gives one: constant, step, multistep, "
+           "exponential, cosine, linear or poly (train --lr-schedule; the "
+           "module's pp.lr_schedule)">,
     Option<"warmupSteps", "warmup-steps", "int64_t", "0",
            "lr-schedule: linear warm-up steps (train --warmup-steps)">,
     Option<"minLr", "min-lr", "double", "0.0",
-           "lr-schedule cosine or linear: the rate the decay ends at "
+           "lr-schedule cosine, linear or poly: the rate the decay ends at "
            "(train --min-lr)">,
     Option<"stepSize", "step-size", "int64_t", "0",
            "lr-schedule step: steps between decays (train --step-size)">,
+    ListOption<"milestones", "milestones", "int64_t",
+               "lr-schedule multistep: the steps after the warm-up at which "
+               "the rate is multiplied by gamma (train --milestones)">,
     Option<"gamma", "gamma", "double", "0.1",
-           "lr-schedule step: the factor of each decay (train --gamma)">,
+           "lr-schedule step, multistep or exponential: the factor of each "
+           "decay (train --gamma)">,
+    Option<"power", "power", "double", "1.0",
+           "lr-schedule poly: the exponent of the decay (train --power)">,
     Option<"decaySteps", "decay-steps", "int64_t", "0",
-           "lr-schedule cosine or linear: the step the decay ends at (0: "
-           "the run's last, train --decay-steps)">,
+           "lr-schedule cosine, linear or poly: the step the decay ends at "
+           "(0: the run's last, train --decay-steps)">,
   ];
   let dependentDialects = ["pp::onnx::ONNXDialect", "pp::train::TrainDialect"];
 }
