@@ -88,6 +88,31 @@ int64_t randomBound(ModuleOp module, int64_t index) {
   return bound ? bound : 10;
 }
 
+/// The smallest dim a Gather indexes with input `index` (0: none) and that
+/// Gather's node name.
+std::pair<int64_t, std::string> gatherBound(ModuleOp module, int64_t index) {
+  std::pair<int64_t, std::string> bound = {0, ""};
+  module.walk([&](pipeline::InputOp input) {
+    if (static_cast<int64_t>(input.getIndex()) != index)
+      return;
+    for (OpOperand &use : input.getValue().getUses()) {
+      auto gather = dyn_cast<onnx::GatherOp>(use.getOwner());
+      if (!gather || use.getOperandNumber() != 1)
+        continue;
+      auto type = gather.getData().getType();
+      int64_t axis = static_cast<int64_t>(gather.getAxis());
+      if (axis < 0)
+        axis += type.getRank();
+      if (axis < 0 || axis >= type.getRank() || type.isDynamicDim(axis))
+        continue;
+      int64_t dim = type.getDimSize(axis);
+      if (bound.first == 0 || dim < bound.first)
+        bound = {dim, describeOp(gather)};
+    }
+  });
+  return bound;
+}
+
 LogicalResult collectGlobals(ModuleOp module, ProgramTable &table) {
   for (auto global : module.getOps<onnx::GlobalOp>()) {
     auto dtype = dtypeOf(global, global.getType());
@@ -127,6 +152,8 @@ LogicalResult collectInputsOutputs(ModuleOp module, ProgramTable &table) {
   for (auto [i, name] : llvm::enumerate(inputNames)) {
     table.inputs[i].name = cast<StringAttr>(name).str();
     table.inputs[i].randomBound = randomBound(module, i);
+    std::tie(table.inputs[i].gatherBound, table.inputs[i].gatherNode) =
+        gatherBound(module, i);
   }
   table.outputs.resize(outputNames.size());
   for (auto [i, name] : llvm::enumerate(outputNames))
@@ -587,13 +614,17 @@ std::string constantLiteral(const rt::ConstantInfo &c) {
 }
 
 std::string inputLiteral(const rt::InputInfo &in) {
-  [[maybe_unused]] const auto &[f0, f1, f2, f3] = in;
-  return Fields()
-      .add(FIELD(InputInfo, name), quote(in.name))
+  [[maybe_unused]] const auto &[f0, f1, f2, f3, f4, f5] = in;
+  Fields fields;
+  fields.add(FIELD(InputInfo, name), quote(in.name))
       .add(FIELD(InputInfo, dtype), dtypeLiteral(in.dtype))
       .add(FIELD(InputInfo, shape), intList(in.shape))
-      .add(FIELD(InputInfo, randomBound), std::to_string(in.randomBound))
-      .str();
+      .add(FIELD(InputInfo, randomBound), std::to_string(in.randomBound));
+  // Only an index input has them (the defaults say none).
+  if (in.gatherBound > 0)
+    fields.add(FIELD(InputInfo, gatherBound), std::to_string(in.gatherBound))
+        .add(FIELD(InputInfo, gatherNode), quote(in.gatherNode));
+  return fields.str();
 }
 
 std::string outputLiteral(const rt::OutputInfo &out) {

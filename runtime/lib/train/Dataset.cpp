@@ -284,39 +284,74 @@ std::shared_ptr<const std::vector<uint32_t>> Dataset::order(int64_t epoch) {
   return perm;
 }
 
-bool Dataset::checkLabels(int input, int64_t classes, bool hasIgnoreIndex,
-                          int64_t ignoreIndex, std::string &error) {
+template <typename Outside>
+std::optional<Dataset::Found> Dataset::findInteger(int input, Outside outside) {
   if (input < 0 || input >= static_cast<int>(arrays_.size()))
-    return true;
+    return std::nullopt;
   Array &a = *arrays_[static_cast<size_t>(input)];
   int64_t size = dtypeSize(a.fileType);
   if (a.fileType != DType::I64 && a.fileType != DType::I32 &&
       a.fileType != DType::U8)
-    return true;
+    return std::nullopt;
   int64_t perSample = a.fileSampleBytes / std::max<int64_t>(1, size);
   for (int64_t s = 0; s < samples_; ++s) {
     const char *sample = a.data + s * a.fileSampleBytes;
     for (int64_t i = 0; i < perSample; ++i) {
       const char *at = sample + i * size;
-      int64_t label =
+      int64_t value =
           a.fileType == DType::I64   ? *reinterpret_cast<const int64_t *>(at)
           : a.fileType == DType::I32 ? *reinterpret_cast<const int32_t *>(at)
                                      : *reinterpret_cast<const uint8_t *>(at);
-      if ((label >= 0 && label < classes) ||
-          (hasIgnoreIndex && label == ignoreIndex))
-        continue;
-      error = "'" + a.path + "': label " + std::to_string(label) +
-              " of sample " + std::to_string(s) +
-              (perSample > 1 ? " (element " + std::to_string(i) + ")" : "") +
-              " is outside [0, " + std::to_string(classes) + ")" +
-              (hasIgnoreIndex
-                   ? " and not the ignore index " + std::to_string(ignoreIndex)
-                   : "");
-      return false;
+      if (outside(value))
+        return Found{s, i, value, perSample, &a.path};
     }
     release(a, a.fileSampleBytes);
   }
-  return true;
+  return std::nullopt;
+}
+
+namespace {
+
+/// "'file': <what> 7 of sample 2 (element 27)".
+std::string describeFound(const std::string &path, const char *what,
+                          int64_t sample, int64_t element, int64_t value,
+                          int64_t perSample) {
+  return "'" + path + "': " + what + " " + std::to_string(value) +
+         " of sample " + std::to_string(sample) +
+         (perSample > 1 ? " (element " + std::to_string(element) + ")" : "");
+}
+
+} // namespace
+
+bool Dataset::checkLabels(int input, int64_t classes, bool hasIgnoreIndex,
+                          int64_t ignoreIndex, std::string &error) {
+  std::optional<Found> found = findInteger(input, [&](int64_t label) {
+    return !((label >= 0 && label < classes) ||
+             (hasIgnoreIndex && label == ignoreIndex));
+  });
+  if (!found)
+    return true;
+  error = describeFound(*found->path, "label", found->sample, found->element,
+                        found->value, found->perSample) +
+          " is outside [0, " + std::to_string(classes) + ")" +
+          (hasIgnoreIndex
+               ? " and not the ignore index " + std::to_string(ignoreIndex)
+               : "");
+  return false;
+}
+
+bool Dataset::checkIndices(int input, int64_t size, const std::string &node,
+                           std::string &error) {
+  std::optional<Found> found = findInteger(
+      input, [&](int64_t index) { return index < -size || index >= size; });
+  if (!found)
+    return true;
+  error = describeFound(*found->path, "index", found->sample, found->element,
+                        found->value, found->perSample) +
+          " is outside [" + std::to_string(-size) + ", " +
+          std::to_string(size) + "): " + node + " takes it along a dim of " +
+          std::to_string(size) + " (e.g. a token id past the vocabulary)";
+  return false;
 }
 
 void Dataset::release(Array &array, int64_t bytes) {

@@ -20,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -80,6 +81,11 @@ public:
   /// naming the file, the sample and the label otherwise.
   bool checkLabels(int input, int64_t classes, bool hasIgnoreIndex,
                    int64_t ignoreIndex, std::string &error);
+  /// Checks that every integer of input `input` lies in [-size, size), the
+  /// indices of a dim of `size` that Gather `node` takes; false with `error`
+  /// naming the file, the sample, the value and the Gather otherwise.
+  bool checkIndices(int input, int64_t size, const std::string &node,
+                    std::string &error);
 
   int64_t samples() const { return samples_; }
   int64_t batchSize() const { return batch_; }
@@ -123,6 +129,14 @@ private:
     /// Bytes gathered since the mapping last gave back its pages.
     std::atomic<int64_t> touched{0};
   };
+  /// The first integer of input `input` (sample, element, value) for which
+  /// `outside` holds; nothing when none does or the file is not integers.
+  struct Found {
+    int64_t sample, element, value, perSample;
+    const std::string *path;
+  };
+  template <typename Outside>
+  std::optional<Found> findInteger(int input, Outside outside);
   /// The order of epoch `epoch` (null: file order); the two newest epochs
   /// are kept (stages of a pipeline may be an epoch apart).
   std::shared_ptr<const std::vector<uint32_t>> order(int64_t epoch);

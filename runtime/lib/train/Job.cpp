@@ -538,6 +538,20 @@ bool Job::checkLabels(Dataset &set, const std::string &flag,
   return false;
 }
 
+bool Job::checkIndices(Dataset &set, const std::string &flag,
+                       std::string &error) const {
+  for (size_t i = 0; i < program.inputs.size(); ++i) {
+    const InputInfo &input = program.inputs[i];
+    if (input.gatherBound > 0 &&
+        !set.checkIndices(static_cast<int>(i), input.gatherBound,
+                          input.gatherNode, error)) {
+      error = flag + " " + error;
+      return false;
+    }
+  }
+  return true;
+}
+
 bool Job::loadEvalData(std::string &error) {
   if (!options.evaluates())
     return true;
@@ -552,7 +566,8 @@ bool Job::loadEvalData(std::string &error) {
   }
   if (!evalDataset.open(program, options.evalDataFiles, options.evalDataDir,
                         "--eval-data", microBatchSamples(), error) ||
-      !checkLabels(evalDataset, "--eval-data", error))
+      !checkLabels(evalDataset, "--eval-data", error) ||
+      !checkIndices(evalDataset, "--eval-data", error))
     return false;
   evalBatches = (evalDataset.samples() + samplesPerStep - 1) / samplesPerStep;
   return true;
@@ -713,7 +728,8 @@ bool Job::loadInputs(std::string &error) {
     return true;
   }
   if (!dataset.open(p, options, error) ||
-      !checkLabels(dataset, "--data", error))
+      !checkLabels(dataset, "--data", error) ||
+      !checkIndices(dataset, "--data", error))
     return false;
   // The order goes on from a checkpoint: its seed (above) and its
   // --shuffle, which a resumed command line need not repeat.

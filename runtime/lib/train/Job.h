@@ -223,6 +223,10 @@ private:
   /// (--data, --eval-data) starts the error.
   bool checkLabels(Dataset &set, const std::string &flag,
                    std::string &error) const;
+  /// Whether every input that a Gather indexes with holds indices of the
+  /// dim it takes (InputInfo::gatherBound) in `set`.
+  bool checkIndices(Dataset &set, const std::string &flag,
+                    std::string &error) const;
   /// Finds the logits and labels that make the accuracy.
   void findLogits();
 };

@@ -277,7 +277,11 @@ bool Rank::runAction(const ActionInfo &action) {
            ", micro-batch " + std::to_string(microBatch) + ", " +
            kinds::toString(action.kind) + " " + f.name + ": ";
   };
-  std::string stepNote = " (step " + std::to_string(step + 1) + ")";
+  std::string stepNote =
+      state.evaluating ? " (evaluation after step " + std::to_string(step + 1) +
+                             ", batch " + std::to_string(evalBatch + 1) +
+                             " of " + std::to_string(job.evalBatches) + ")"
+                       : " (step " + std::to_string(step + 1) + ")";
   state.microBatchBase = functionMicroBatch(action).second;
   double start = nowSeconds();
   // Weight-versioned schedules: the stage's trainables point at the

@@ -193,6 +193,11 @@ struct InputInfo {
   /// Exclusive bound of synthetic integer values (class labels, gather
   /// indices), as pp-interpret --random-inputs draws them.
   int64_t randomBound;
+  /// The size of the dim a Gather indexes with this input (the smallest
+  /// where several do; 0: none) and that Gather's node: step data must
+  /// hold indices in [-size, size), ONNX's range.
+  int64_t gatherBound = 0;
+  std::string gatherNode = "";
 };
 
 /// A step output, per micro-batch; `combine` is "mean", "sum" or "concat".
