@@ -385,7 +385,69 @@ def check_config(args, config, failures):
         else:
             print(f"{config}: training losses and accuracy per step equal "
                   f"PyTorch's: {ours}")
+    if "best" in fields[3:]:
+        check_save_best(args, config, exe, mlir, files, work,
+                        lambda command: run(command + ["--local"])
+                        if launch == "local" else
+                        run(shlex.split(args.mpirun) + ["-np", str(ranks)] +
+                            command), failures)
     return mlir, exe, files, example
+
+
+def check_save_best(args, config, exe, mlir, files, work, launch, failures):
+    """--save-best OUT.onnx --best-metric loss over 7 steps, evaluated after
+    each: the log flags the evaluations that beat every earlier one, the
+    file holds the weights of a run stopped after the last of them, and a
+    run checkpointed after step 4 and resumed keeps the checkpoint's best
+    (the same flags after step 4, the same file)."""
+    steps = 7
+
+    def train(extra, name):
+        log = os.path.join(work, name + ".jsonl")
+        out = launch([exe] + input_flags(mlir, "data", files[:2]) +
+                     input_flags(mlir, "eval-data", files[2:]) +
+                     [f"--log={log}"] + extra)
+        return out, [r for r in log_records(log) if "eval_loss" in r]
+
+    best = os.path.join(work, "best.onnx")
+    flags = ["--eval-every=1", "--best-metric=loss"]
+    out, evals = train([f"--steps={steps}", f"--save-best={best}"] + flags,
+                       "best")
+    improved, low = [], None
+    for r in evals:
+        if low is None or r["eval_loss"] < low:
+            improved.append(r["step"])
+            low = r["eval_loss"]
+    logged = [r["step"] for r in evals if r.get("eval_best")]
+    printed = [int(s) for s in re.findall(
+        r"^best loss so far \(\S+ after step (\d+)\): saved to ", out, re.M)]
+    reference = os.path.join(work, "best-reference.onnx")
+    train([f"--steps={improved[-1]}", f"--save-onnx={reference}"],
+          "best-reference")
+    ours, theirs = initializers(best), initializers(reference)
+    same = sorted(ours) == sorted(theirs) and all(
+        np.array_equal(ours[k], theirs[k]) for k in ours)
+    # Stopped after step 4 with a checkpoint, resumed to step 8.
+    resumed = os.path.join(work, "best-resumed.onnx")
+    ckpt = os.path.join(work, "best-checkpoints")
+    train(["--steps=4", "--checkpoint-every=4", f"--checkpoint={ckpt}",
+           f"--save-best={resumed}"] + flags, "best-first")
+    _, later = train([f"--steps={steps}", f"--resume={ckpt}",
+                      f"--save-best={resumed}"] + flags, "best-resumed")
+    again = initializers(resumed)
+    kept = ([r["step"] for r in later if r.get("eval_best")] ==
+            [s for s in improved if s > 4] and sorted(again) == sorted(ours)
+            and all(np.array_equal(again[k], ours[k]) for k in ours))
+    print(f"{config}: --save-best: eval loss improved after steps "
+          f"{improved} of {steps}; logged and printed alike: "
+          f"{'yes' if logged == printed == improved else 'no'}; the file "
+          f"holds the weights of a run stopped after step {improved[-1]}: "
+          f"{'yes' if same else 'no'}; resumed after step 4: the same "
+          f"best: {'yes' if kept else 'no'}")
+    if logged != improved or printed != improved or not same or not kept:
+        failures.append(f"{config}: --save-best: improved {improved}, "
+                        f"logged {logged}, printed {printed}, same {same}, "
+                        f"resumed {kept}")
 
 
 def initializers(path):
@@ -413,6 +475,10 @@ def check_errors(mlir, exe, files, example, work, failures):
                          np.arange(len(np.load(files[3]))) == 3, 10,
                          np.load(files[3])))])),
         ("every-without-data", ["--eval-every=2"]),
+        ("best-without-data", [f"--save-best={work}/best.onnx"]),
+        ("best-metric-miou", input_flags(mlir, "data", files[:2]) +
+         input_flags(mlir, "eval-data", files[2:]) +
+         [f"--save-best={work}/best.onnx", "--best-metric=miou"]),
         ("every-zero", input_flags(mlir, "eval-data", files[2:]) +
          ["--eval-every=0"]),
     ]

@@ -320,6 +320,12 @@ std::string encodeManifest(const CheckpointManifest &m) {
   }
   if (!m.dataOrder.empty())
     text += "data " + m.dataOrder + "\n";
+  if (!m.bestMetric.empty()) {
+    char best[64];
+    std::snprintf(best, sizeof(best), "%.17g", m.bestValue);
+    text += "best " + m.bestMetric + " " + best + " " +
+            std::to_string(m.bestStep) + "\n";
+  }
   for (const CheckpointFile &f : m.files)
     text += "file " + f.name + " " + std::to_string(f.size) + " " +
             hex32(f.crc) + "\n";
@@ -393,6 +399,21 @@ bool pp::rt::train::parseManifest(const std::string &path,
       m.clipGradNorm = clip;
     } else if (key == "data") {
       m.dataOrder = value;
+    } else if (key == "best") {
+      std::istringstream fields(value);
+      std::string metric, number;
+      long long at = -1;
+      fields >> metric >> number >> at;
+      char *end = nullptr;
+      double best = std::strtod(number.c_str(), &end);
+      if (metric.empty() || number.empty() || *end || !std::isfinite(best) ||
+          at < 0) {
+        why = "'" + path + "' holds a bad best evaluation '" + value + "'";
+        return false;
+      }
+      m.bestMetric = metric;
+      m.bestValue = best;
+      m.bestStep = at;
     } else if (key == "file") {
       CheckpointFile &f = m.files.emplace_back();
       std::istringstream fields(value);

@@ -95,6 +95,11 @@ struct CheckpointManifest {
   /// Dataset::orderKey of a run on --data (empty otherwise): a resumed run
   /// goes on through the same epochs.
   std::string dataOrder;
+  /// --save-best: the measure, its best value so far and the step index
+  /// after which it was measured (empty metric: none).
+  std::string bestMetric;
+  double bestValue = 0;
+  int64_t bestStep = -1;
   /// rank<r>.ckpt, in rank order.
   std::vector<CheckpointFile> files;
 };

@@ -16,20 +16,20 @@ using namespace pp::rt::train;
 
 namespace {
 
-/// --save-onnx: the program's source model is there.
-bool checkSource(const Job &job, std::string &error) {
+/// --save-onnx, --save-best (`flag`): the program's source model is there.
+bool checkSource(const Job &job, const std::string &flag, std::string &error) {
   const ProgramInfo &p = job.program;
   if (p.onnxFile.empty())
-    error = "--save-onnx: the program was not compiled from an ONNX model";
+    error = flag + ": the program was not compiled from an ONNX model";
   else if (std::string source = resolveNextTo(job.exeDir, p.onnxFile);
            !fileExists(source))
-    error = "--save-onnx: the source model '" + source + "' is missing";
+    error = flag + ": the source model '" + source + "' is missing";
   else if (std::string bytes;
            p.onnxHash != 0 && !readRegularFile(source, bytes, error))
-    error = "--save-onnx: " + error;
+    error = flag + ": " + error;
   else if (uint32_t crc = crc32c(0, bytes.data(), bytes.size());
            p.onnxHash != 0 && crc != p.onnxHash)
-    error = "--save-onnx: the source model '" + source +
+    error = flag + ": the source model '" + source +
             "' is not the one the program was compiled from (its CRC-32C is " +
             hex32(crc) + ", the program's model has " + hex32(p.onnxHash) +
             "): was it overwritten? Compile the program again";
@@ -68,11 +68,14 @@ bool pp::rt::train::checkOutputs(const Job &job, int rank, std::string &error) {
   if (!options.dumpGlobals.empty() &&
       !checkDirectory("dump-globals", options.dumpGlobals, error))
     return false;
-  if (!options.saveOnnx.empty()) {
-    if (!checkSource(job, error))
+  for (auto [flag, path] : {std::pair{"--save-onnx", &options.saveOnnx},
+                            {"--save-best", &options.saveBest}}) {
+    if (path->empty())
+      continue;
+    if (!checkSource(job, flag, error))
       return false;
-    if (!checkWritablePath(options.saveOnnx, error)) {
-      error = "--save-onnx: " + error;
+    if (!checkWritablePath(*path, error)) {
+      error = std::string(flag) + ": " + error;
       return false;
     }
   }
@@ -101,6 +104,7 @@ bool pp::rt::train::dumpGlobals(const std::string &dir,
 }
 
 bool pp::rt::train::saveONNX(const Job &job, const NamedTensors &values,
+                             const std::string &path, const char *flag,
                              std::string &error) {
   const ProgramInfo &p = job.program;
   // Every global is saved (BatchNorm running statistics belong in the
@@ -114,12 +118,12 @@ bool pp::rt::train::saveONNX(const Job &job, const NamedTensors &values,
     required.push_back(trainable);
   }
   std::string source = resolveNextTo(job.exeDir, p.onnxFile), bytes;
-  if (!checkSource(job, error))
+  if (!checkSource(job, flag, error))
     return false;
   if (!saveTrainedONNX(source, values, required, bytes, error))
     return false;
-  if (!writeWholeFile(job.options.saveOnnx, bytes, error)) {
-    error = "--save-onnx: " + error;
+  if (!writeWholeFile(path, bytes, error)) {
+    error = std::string(flag) + ": " + error;
     return false;
   }
   return true;

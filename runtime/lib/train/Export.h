@@ -23,7 +23,7 @@ using NamedTensors = std::vector<std::pair<std::string, HostTensor>>;
 
 /// Before training: whether what `rank` writes can be written: the
 /// --checkpoint directory (created) and, on rank 0, --dump-globals
-/// (created), --save-onnx (and its source model).
+/// (created), --save-onnx and --save-best (and their source model).
 bool checkOutputs(const Job &job, int rank, std::string &error);
 
 /// --dump-globals DIR: DIR/<stem>.npy per value and DIR/globals.txt (name,
@@ -31,9 +31,11 @@ bool checkOutputs(const Job &job, int rank, std::string &error);
 bool dumpGlobals(const std::string &dir, const NamedTensors &values,
                  std::string &error);
 
-/// --save-onnx: the program's source model (next to the executable) with
-/// `values` as its initializers; every trainable global must have one.
-bool saveONNX(const Job &job, const NamedTensors &values, std::string &error);
+/// --save-onnx, --save-best (`flag`) to `path`: the program's source model
+/// (next to the executable) with `values` as its initializers; every
+/// trainable global must have one.
+bool saveONNX(const Job &job, const NamedTensors &values,
+              const std::string &path, const char *flag, std::string &error);
 
 } // namespace pp::rt::train
 

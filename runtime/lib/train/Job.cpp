@@ -253,6 +253,37 @@ Job::~Job() {
       freeBuffer(buffer);
 }
 
+bool Job::beats(double value, double best) const {
+  if (std::isnan(value))
+    return false;
+  if (std::isnan(best))
+    return true;
+  return bestMetric == "loss" ? value < best : value > best;
+}
+
+/// --best-metric, or the model's default; false when the model does not
+/// report that measure.
+static bool resolveBestMetric(Job &job, std::string &error) {
+  if (job.options.saveBest.empty())
+    return true;
+  bool classifier = job.logitsOutput >= 0 && !job.languageModel;
+  std::string metric = job.options.bestMetric;
+  if (metric.empty())
+    metric = job.iouClasses > 0 ? "miou" : classifier ? "accuracy" : "loss";
+  if (metric == "accuracy" && !classifier) {
+    error = "--best-metric accuracy: the model's evaluation reports no "
+            "accuracy (no classifier's logits and labels)";
+    return false;
+  }
+  if (metric == "miou" && job.iouClasses == 0) {
+    error = "--best-metric miou: the model's evaluation reports no mean IoU "
+            "(no per-pixel logits)";
+    return false;
+  }
+  job.bestMetric = metric;
+  return true;
+}
+
 int64_t Job::trainableBytes(int64_t stage) const {
   int64_t bytes = 0;
   for (int id : program.stageGlobals[stage]) {
@@ -610,6 +641,19 @@ bool Job::load(std::string &error) {
       lrSchedule = *resume.lrSchedule;
     if (!options.lr && resume.lrRecorded)
       lr = resume.lr;
+  }
+  if (!resolveBestMetric(*this, error))
+    return false;
+  // The best so far goes on from the checkpoint when it was measured alike.
+  if (resuming && !bestMetric.empty() && resume.bestMetric == bestMetric) {
+    resumedBest = resume.bestValue;
+    resumedBestStep = resume.bestStep;
+  } else if (resuming && !bestMetric.empty() && !resume.bestMetric.empty() &&
+             environmentRank() == 0) {
+    std::fprintf(stderr,
+                 "note: --resume: --best-metric %s starts anew (the "
+                 "checkpoint's best is by %s)\n",
+                 bestMetric.c_str(), resume.bestMetric.c_str());
   }
   clipGradNorm = options.clipGradNorm.value_or(
       resuming ? resume.clipGradNorm.value_or(0) : 0);

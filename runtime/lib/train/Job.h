@@ -18,6 +18,7 @@
 #include "pp/Runtime/Program.h"
 
 #include <atomic>
+#include <cmath>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -149,6 +150,14 @@ struct Job {
   int64_t iouClasses = 0;
   /// The classes along the logits' class axis (0: no logits).
   int64_t logitsClasses = 0;
+  /// --save-best's measure, resolved (Options::bestMetric or the model's
+  /// default), and the best so far of a resumed run (NaN: none yet).
+  std::string bestMetric;
+  double resumedBest = NAN;
+  int64_t resumedBestStep = -1;
+  /// Whether `value` of bestMetric beats `best` (a NaN best is beaten by
+  /// any number).
+  bool beats(double value, double best) const;
   /// Bytes of the trainable weights stage `stage` holds (and updates).
   int64_t trainableBytes(int64_t stage) const;
   /// Samples per micro-batch of a replica.

@@ -371,6 +371,26 @@ const OptionSpec kOptions[] = {
        v.options.saveOnnx = v.value;
        return true;
      }},
+    {"save-best", "OUT.onnx",
+     "with --eval-data: after every evaluation that improves on the best so "
+     "far by --best-metric, write the source model with the weights of that "
+     "moment (replaced whole, never half written); checkpoints keep the "
+     "best so far, so a resumed run goes on from it",
+     [](OptionValue &v) {
+       v.options.saveBest = v.value;
+       return true;
+     }},
+    {"best-metric", "loss|accuracy|miou",
+     "--save-best's measure: the held-out loss (lower is better), the top-1 "
+     "or pixel accuracy, or the mean IoU (higher is better); default miou "
+     "for segmentation, accuracy for other classifiers, loss otherwise "
+     "(language models)",
+     [](OptionValue &v) {
+       if (!v.oneOf({"loss", "accuracy", "miou"}))
+         return v.bad("loss, accuracy or miou");
+       v.options.bestMetric = v.value;
+       return true;
+     }},
     {"write-profile", "FILE.json",
      "time every op on the rank that runs it (receive waits left out): "
      "write each ONNX node's mean forward and backward ms per micro-batch "
@@ -589,6 +609,20 @@ bool checkCombinations(const TrainOptions &options, std::string &error) {
   }
   if (options.evalEvery > 0 && !options.evaluates()) {
     error = "--eval-every needs --eval-data (the held-out set to evaluate)";
+    return false;
+  }
+  if (!options.saveBest.empty() && !options.evaluates()) {
+    error = "--save-best needs --eval-data (the held-out set that decides "
+            "which weights are best)";
+    return false;
+  }
+  if (!options.bestMetric.empty() && options.saveBest.empty()) {
+    error = "--best-metric needs --save-best OUT.onnx";
+    return false;
+  }
+  if (!options.saveBest.empty() && options.saveBest == options.saveOnnx) {
+    error = "--save-best and --save-onnx name the same file '" +
+            options.saveBest + "'";
     return false;
   }
   if (options.epochs > 0 && options.stepsGiven) {

@@ -64,6 +64,11 @@ struct TrainOptions {
   int64_t keepCheckpoints = 2;
   std::string resumeDir;
   std::string saveOnnx;
+  /// --save-best: the source model with the weights of the best evaluation
+  /// so far by --best-metric ("loss", "accuracy", "miou"; empty: the
+  /// model's default, Job::bestMetric).
+  std::string saveBest;
+  std::string bestMetric;
   /// --write-profile: each ONNX node's measured forward and backward time
   /// as the profile JSON of --pp-partition profile=, for --profile-kind.
   std::string writeProfile;

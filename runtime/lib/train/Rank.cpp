@@ -640,6 +640,11 @@ bool Rank::writeCheckpoint() {
     if (job.clipGradNorm > 0)
       manifest.clipGradNorm = job.clipGradNorm;
     manifest.dataOrder = job.dataset.orderKey();
+    if (!job.bestMetric.empty() && !std::isnan(bestValue)) {
+      manifest.bestMetric = job.bestMetric;
+      manifest.bestValue = bestValue;
+      manifest.bestStep = bestStep;
+    }
     if (waveSync)
       manifest.waveClock = waveSync->clock();
     for (int r = 0; r < numFiles; ++r)
@@ -808,6 +813,13 @@ constexpr size_t kOverlapSums = 5;
 /// The metrics of an evaluation from its sums over the held-out set: the
 /// loss and the micro-batches, the hits and the labels, the top-5 hits,
 /// class overlaps.
+/// The --best-metric measure of `evaluation`.
+double bestMeasure(const Job &job, const StepLog::Evaluation &evaluation) {
+  if (job.bestMetric == "loss")
+    return evaluation.loss;
+  return job.bestMetric == "miou" ? evaluation.meanIoU : evaluation.accuracy;
+}
+
 StepLog::Evaluation evaluationOf(const Job &job,
                                  const std::vector<double> &sums) {
   StepLog::Evaluation evaluation;
@@ -835,6 +847,22 @@ StepLog::Evaluation evaluationOf(const Job &job,
 }
 
 } // namespace
+
+bool Rank::saveBest() {
+  if (replica != 0 || tpRank != 0)
+    return true;
+  NamedTensors values;
+  std::string error;
+  // Every global, as --save-onnx writes (BatchNorm statistics included).
+  bool ok = gather(/*trainableOnly=*/false, values, error);
+  if (ok && worldRank == 0)
+    ok = saveONNX(job, values, job.options.saveBest, "--save-best", error);
+  if (!ok)
+    abortJob("error: rank " + std::to_string(worldRank) +
+             ", evaluation after step " + std::to_string(step + 1) + ": " +
+             error);
+  return ok;
+}
 
 bool Rank::evaluate(StepLog &log) {
   // The forward actions of a drained step, in its order: a subset of every
@@ -907,9 +935,22 @@ bool Rank::evaluate(StepLog &log) {
     return false;
   }
   StepLog::Evaluation evaluation = evaluationOf(job, sums);
+  // Every rank holds the same sums, so all decide alike.
+  if (!job.bestMetric.empty() &&
+      job.beats(bestMeasure(job, evaluation), bestValue)) {
+    bestValue = bestMeasure(job, evaluation);
+    bestStep = step;
+    evaluation.best = true;
+    if (!saveBest())
+      return false;
+  }
   if (worldRank != 0)
     return true;
   std::printf("%s\n", evaluation.line(step, counted * perMicroBatch).c_str());
+  if (evaluation.best)
+    std::printf("best %s so far (%.6g after step %lld): saved to %s\n",
+                job.bestMetric.c_str(), bestValue,
+                static_cast<long long>(step + 1), job.options.saveBest.c_str());
   std::fflush(stdout);
   std::string error;
   if (log.isOpen() && !log.writeEvaluation(step, evaluation, error)) {
@@ -1167,10 +1208,12 @@ bool Rank::trainSteps(int64_t &stepsRun, double &seconds) {
           ok = false;
         }
       }
-      if (ok && checkpointDue)
-        ok = writeCheckpoint();
+      // The evaluation first: the checkpoint then holds the best so far
+      // (--save-best) with the step's own evaluation in it.
       if (ok && evaluationDue(step))
         ok = evaluate(log);
+      if (ok && checkpointDue)
+        ok = writeCheckpoint();
     }
     first = last;
   }
@@ -1506,7 +1549,7 @@ bool Rank::finish(int64_t stepsRun, double seconds) {
     // model too; state without an initializer is skipped.
     ok = gather(/*trainableOnly=*/false, values, error);
     if (ok && worldRank == 0)
-      ok = saveONNX(job, values, error);
+      ok = saveONNX(job, values, options.saveOnnx, "--save-onnx", error);
   }
   if (!ok) {
     std::string message =

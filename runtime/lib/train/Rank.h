@@ -157,6 +157,9 @@ private:
   /// batch, in inference mode, then rank 0 prints and logs the mean loss,
   /// and the accuracy or perplexity; false after aborting.
   bool evaluate(StepLog &log);
+  /// --save-best: writes the weights now (after an evaluation that beat
+  /// the best so far); false after aborting the job.
+  bool saveBest();
   /// A fresh record for a window's step.
   StepRecord newRecord() const;
   /// Writes --dump-globals / --save-onnx and prints the summary.

@@ -33,7 +33,8 @@ public:
   RankState(Job &job, int worldRank, Communicator &world)
       : job(job), worldRank(worldRank), slot(worldRank % job.ranksPerReplica),
         rank(job.deviceOfSlot(slot)), replica(worldRank / job.ranksPerReplica),
-        tpRank(slot - job.deviceFirstSlot[rank]), world(world) {}
+        tpRank(slot - job.deviceFirstSlot[rank]), world(world),
+        bestValue(job.resumedBest), bestStep(job.resumedBestStep) {}
   /// Gives back what a failed step left in the pool, the arena and the
   /// kernel context.
   ~RankState();
@@ -153,6 +154,11 @@ public:
   std::vector<double> waitMs;
   /// The batch of --eval-data that the running evaluation reads.
   int64_t evalBatch = 0;
+  /// --save-best: the best evaluation so far by Job::bestMetric (NaN:
+  /// none) and the step index it followed; a resumed run starts from the
+  /// checkpoint's.
+  double bestValue = NAN;
+  int64_t bestStep = -1;
   /// All-reduces `values` over `comm` (default: the world) through a
   /// backend buffer.
   Status allReduce(std::vector<double> &values, Communicator *comm = nullptr);

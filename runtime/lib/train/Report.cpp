@@ -153,6 +153,8 @@ bool StepLog::writeEvaluation(int64_t step, const Evaluation &evaluation,
                              {"eval_perplexity", evaluation.perplexity}})
     if (!std::isnan(value))
       row += ",\"" + std::string(name) + "\":" + jsonNumber(value, 17);
+  if (evaluation.best)
+    row += ",\"eval_best\":true";
   return writeRow(row + "}", error);
 }
 

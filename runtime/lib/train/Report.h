@@ -56,6 +56,8 @@ public:
   struct Evaluation {
     double loss = NAN, accuracy = NAN, top5 = NAN, perplexity = NAN,
            meanIoU = NAN;
+    /// The best so far by --best-metric: --save-best wrote its weights.
+    bool best = false;
     /// The line train prints for it after step index `step`.
     std::string line(int64_t step, int64_t samples) const;
   };
