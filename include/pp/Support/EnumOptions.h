@@ -34,15 +34,10 @@ enum class OptimizerKind { SGD, Adam, AdamW };
 enum class OptimizerState { SGD, Momentum, Adam };
 /// --pp-optimizer loss-scale (--pp-compile's adds auto: std::nullopt).
 enum class LossScale { None, Static, Dynamic };
-/// --pp-optimizer lr-schedule.
+/// --pp-optimizer lr-schedule: pp/Runtime/LRScheduleKinds.def's kinds.
 enum class LRSchedule {
-  Constant,
-  Step,
-  MultiStep,
-  Exponential,
-  Cosine,
-  Linear,
-  Poly
+#define PP_LR_SCHEDULE(Enumerator, Name) Enumerator,
+#include "pp/Runtime/LRScheduleKinds.def"
 };
 /// --pp-mixed-precision precision.
 enum class Precision { BF16, FP16, FP32 };
@@ -64,9 +59,10 @@ template <> struct EnumNames<LossScale> {
   static constexpr const char *names[] = {"none", "static", "dynamic"};
 };
 template <> struct EnumNames<LRSchedule> {
-  static constexpr const char *names[] = {"constant",    "step",   "multistep",
-                                          "exponential", "cosine", "linear",
-                                          "poly"};
+  static constexpr const char *names[] = {
+#define PP_LR_SCHEDULE(Enumerator, Name) Name,
+#include "pp/Runtime/LRScheduleKinds.def"
+  };
 };
 template <> struct EnumNames<Precision> {
   static constexpr const char *names[] = {"bf16", "fp16", "fp32"};

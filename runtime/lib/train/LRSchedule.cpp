@@ -18,30 +18,19 @@ using namespace pp::rt::train;
 
 const char *pp::rt::train::toString(LRSchedule::Kind kind) {
   switch (kind) {
-  case LRSchedule::Kind::Constant:
-    return "constant";
-  case LRSchedule::Kind::Step:
-    return "step";
-  case LRSchedule::Kind::MultiStep:
-    return "multistep";
-  case LRSchedule::Kind::Exponential:
-    return "exponential";
-  case LRSchedule::Kind::Cosine:
-    return "cosine";
-  case LRSchedule::Kind::Linear:
-    return "linear";
-  case LRSchedule::Kind::Poly:
-    return "poly";
+#define PP_LR_SCHEDULE(Enumerator, Name)                                       \
+  case LRSchedule::Kind::Enumerator:                                           \
+    return Name;
+#include "pp/Runtime/LRScheduleKinds.def"
   }
   return "constant";
 }
 
 bool pp::rt::train::parseKind(const std::string &text, LRSchedule::Kind &kind) {
-  for (LRSchedule::Kind k :
-       {LRSchedule::Kind::Constant, LRSchedule::Kind::Step,
-        LRSchedule::Kind::MultiStep, LRSchedule::Kind::Exponential,
-        LRSchedule::Kind::Cosine, LRSchedule::Kind::Linear,
-        LRSchedule::Kind::Poly})
+  for (LRSchedule::Kind k : {
+#define PP_LR_SCHEDULE(Enumerator, Name) LRSchedule::Kind::Enumerator,
+#include "pp/Runtime/LRScheduleKinds.def"
+       })
     if (text == toString(k)) {
       kind = k;
       return true;

@@ -20,14 +20,10 @@
 namespace pp::rt::train {
 
 struct LRSchedule {
+  /// pp/Runtime/LRScheduleKinds.def's kinds, as the compiler names them.
   enum class Kind {
-    Constant,
-    Step,
-    MultiStep,
-    Exponential,
-    Cosine,
-    Linear,
-    Poly
+#define PP_LR_SCHEDULE(Enumerator, Name) Enumerator,
+#include "pp/Runtime/LRScheduleKinds.def"
   };
   Kind kind = Kind::Constant;
   /// Linear warm-up: steps 0 .. warmupSteps - 1 run at base * (f + (1 - f)
