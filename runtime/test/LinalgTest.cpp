@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "KernelTestHelpers.h"
+#include "common/Checks.h"
+#include "cpu/DeadTaps.h"
 #include "pp/Runtime/Kernels.h"
 
 #include <gtest/gtest.h>
@@ -23,6 +25,8 @@
 
 using namespace pp::rt;
 using namespace pp::rt::test;
+using pp::rt::common::ConvDims;
+using pp::rt::common::resolveConvDims;
 
 namespace {
 
@@ -408,6 +412,118 @@ template <typename T> void convAgainstDirect() {
 
 TEST(Conv, MatchesDirectLoopsF32) { convAgainstDirect<float>(); }
 TEST(Conv, MatchesDirectLoopsF64) { convAgainstDirect<double>(); }
+
+/// Kernels with taps that only read padding run cut to their live taps
+/// (cpu/DeadTaps.h): the same sums as the direct loops over the whole
+/// kernel, a zero gradient on the dead taps (dw starts at 5 here).
+TEST(Conv, DeadTapsCutMatchDirectLoops) {
+  std::vector<ConvCase> cases = {
+      // resnet18 at 32x32: layer4's 3x3 over 1x1 planes (the centre tap
+      // alone), its strided first conv over 2x2 (a 2x2 box), layer3's
+      // 3x3 over 2x2 with every tap live
+      {3, 8, 6, 1, {1, 1}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},
+      {2, 6, 4, 1, {2, 2}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, false},
+      {2, 4, 4, 1, {2, 2}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},
+      // one dim cut, the other whole; asymmetric pads; grouped; depthwise
+      {2, 4, 6, 2, {1, 5}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},
+      {2, 3, 2, 1, {2, 3}, {5, 3}, {1, 1}, {3, 1, 1, 1}, {1, 1}, false},
+      {2, 5, 5, 5, {1, 1}, {3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, true},
+      // dilated, 1-D, 3-D
+      {1, 3, 4, 1, {2, 2}, {3, 3}, {1, 1}, {2, 2, 2, 2}, {2, 2}, false},
+      {2, 3, 4, 1, {1}, {5}, {1}, {2, 2}, {1}, true},
+      {1,
+       2,
+       3,
+       1,
+       {1, 2, 1},
+       {3, 3, 3},
+       {1, 1, 1},
+       {1, 1, 1, 1, 1, 1},
+       {1, 1, 1},
+       true},
+      // no tap reads the input: every output is the bias
+      {1, 2, 3, 1, {1}, {1}, {3}, {1, 1}, {1}, true},
+  };
+  int cut = 0;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const ConvCase &cc = cases[i];
+    ConvDims dims;
+    Buf<float> x(cat({cc.n, cc.c}, cc.in)),
+        w(cat({cc.m, cc.c / cc.group}, cc.kernel)),
+        y(cat({cc.n, cc.m}, convOut(cc)));
+    static const char *const names[3] = {"x", "w", "y"};
+    ASSERT_TRUE(
+        resolveConvDims("conv", x.t(), w.t(), y.t(), paramsOf(cc), names, dims)
+            .ok());
+    cut += cpu::cropDeadTaps(dims, static_cast<int>(cc.in.size()), paramsOf(cc))
+               .has_value();
+    for (int threads : {1, 2}) {
+      SCOPED_TRACE(::testing::Message()
+                   << "case " << i << " threads " << threads);
+      checkConvForward<float>(cc, threads);
+      checkConvGrads<float>(cc, threads);
+      checkConvForward<double>(cc, threads);
+      checkConvGrads<double>(cc, threads);
+    }
+  }
+  // All but the whole-kernel case and the one without a live tap.
+  EXPECT_EQ(cut, static_cast<int>(cases.size()) - 2);
+}
+
+/// The live box and the cut problem over every small 1-D geometry: the cut
+/// kernel holds exactly the taps some output reads inside the input, its
+/// pads keep every output's position, and the kernels agree with the
+/// direct loops wherever a cut happens.
+TEST(Conv, DeadTapsSweep) {
+  int cuts = 0;
+  for (int64_t in = 1; in <= 4; ++in)
+    for (int64_t k = 1; k <= 4; ++k)
+      for (int64_t s = 1; s <= 3; ++s)
+        for (int64_t d = 1; d <= 3; ++d)
+          for (int64_t pb = 0; pb <= 3; ++pb)
+            for (int64_t pe = 0; pe <= 3; ++pe) {
+              ConvCase cc{1, 2, 2, 1, {in}, {k}, {s}, {pb, pe}, {d}, true};
+              if (in + pb + pe - d * (k - 1) - 1 < 0)
+                continue;
+              int64_t out = convOut(cc)[0];
+              SCOPED_TRACE(::testing::Message()
+                           << "in " << in << " k " << k << " s " << s << " d "
+                           << d << " pads " << pb << "," << pe);
+              ConvDims dims;
+              Buf<double> x({1, 2, in}), w({2, 2, k}), y({1, 2, out});
+              static const char *const names[3] = {"x", "w", "y"};
+              ASSERT_TRUE(resolveConvDims("conv", x.t(), w.t(), y.t(),
+                                          paramsOf(cc), names, dims)
+                              .ok());
+              cpu::TapBox box = cpu::liveTaps(dims.geo);
+              for (int64_t t = 0; t < k; ++t) {
+                bool live = false;
+                for (int64_t o = 0; o < out; ++o) {
+                  int64_t pos = o * s - pb + t * d;
+                  live = live || (pos >= 0 && pos < in);
+                }
+                bool inBox =
+                    t >= box.first[2] && t < box.first[2] + box.count[2];
+                // The box is the span of the live taps.
+                if (live)
+                  EXPECT_TRUE(inBox) << "tap " << t;
+                if (box.count[2] > 0 &&
+                    (t == box.first[2] || t == box.first[2] + box.count[2] - 1))
+                  EXPECT_TRUE(live) << "box edge " << t;
+              }
+              auto crop = cpu::cropDeadTaps(dims, 1, paramsOf(cc));
+              if (!crop)
+                continue;
+              ++cuts;
+              ASSERT_EQ(crop->params.pads.size(), 2u);
+              EXPECT_GE(crop->params.pads[0], 0);
+              EXPECT_GE(crop->params.pads[1], 0);
+              EXPECT_EQ(crop->params.kernel, Shape{box.count[2]});
+              checkConvForward<double>(cc, 1);
+              checkConvGrads<double>(cc, 1);
+            }
+  EXPECT_GT(cuts, 100);
+}
 
 /// Large planes (one image per GEMM), batches split into a partial last
 /// chunk, and pointwise kernels read in place.

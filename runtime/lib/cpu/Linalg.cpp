@@ -7,15 +7,17 @@
 // + col2im and GEMM against the column matrix; F32 convolutions run on
 // oneDNN instead where the build has it and it takes the problem with a JIT
 // kernel (Dnnl.h; PP_RUNTIME_CONV=im2col forces im2col), depthwise ones
-// that oneDNN does not take so on direct loops (Depthwise.h). Pooling runs direct loops over
-// the (n, c) planes. Spatial geometry is normalised to three dims (missing
-// leading dims have size 1), so one loop nest serves 1-D, 2-D and 3-D.
-// F16 and BF16 operands run this f32 code on widened copies
-// (Float16Widening): GEMMs accumulate in f32.
+// that oneDNN does not take so on direct loops (Depthwise.h). Pooling runs
+// direct loops over the (n, c) planes. Spatial geometry is normalised to three
+// dims (missing leading dims have size 1), so one loop nest serves 1-D, 2-D and
+// 3-D. F16 and BF16 operands run this f32 code on widened copies
+// (Float16Widening): GEMMs accumulate in f32. A kernel with taps that
+// only ever read padding runs cut to its live taps first (DeadTaps.h).
 //
 //===----------------------------------------------------------------------===//
 
 #include "Common.h"
+#include "DeadTaps.h"
 #include "Depthwise.h"
 #include "Dnnl.h"
 
@@ -26,6 +28,7 @@
 #include <limits>
 #include <mutex>
 #include <type_traits>
+#include <vector>
 
 #ifdef PP_RUNTIME_HAVE_CBLAS
 #include <cblas.h>
@@ -608,6 +611,23 @@ struct PlanarDivisors {
   }
 };
 
+/// A thread's buffer for a cut kernel or its gradient (DeadTaps.h): grown,
+/// never shrunk, so that a step's calls do not allocate. The cut problem
+/// has no dead taps, so the call it makes never reuses the buffer it holds.
+void *cropBuffer(int slot, int64_t bytes) {
+  thread_local std::vector<unsigned char> buffers[2];
+  std::vector<unsigned char> &buffer = buffers[slot];
+  if (buffer.size() < static_cast<size_t>(bytes))
+    buffer.resize(static_cast<size_t>(bytes));
+  return buffer.data();
+}
+
+Tensor cropTensor(int slot, DType dtype, const std::vector<int64_t> &shape) {
+  Tensor t{nullptr, dtype, shape};
+  t.data = cropBuffer(slot, t.bytes());
+  return t;
+}
+
 } // namespace
 
 Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
@@ -625,6 +645,11 @@ Status conv(Context &ctx, const Tensor &x, const Tensor &w, const Tensor *b,
   if (b) {
     PP_RT_TRY(expectDType(*b, x.dtype, "conv: b"));
     PP_RT_TRY(expectShape(*b, {cp.m}, "conv: b"));
+  }
+  if (auto crop = cropDeadTaps(cp, static_cast<int>(x.rank()) - 2, params)) {
+    Tensor cut = cropTensor(0, w.dtype, crop->weightShape);
+    gatherTaps(cp, *crop, w, cut.data);
+    return conv(ctx, x, cut, b, crop->params, y, activation);
   }
   bool reluPostOp = activation == UnaryKind::Relu;
   if (x.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
@@ -656,6 +681,11 @@ Status convGradInput(Context &ctx, const Tensor &dy, const Tensor &w,
   static const char *const names[3] = {"dx", "w", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradInput", dx, w, dy, params, names, cp));
+  if (auto crop = cropDeadTaps(cp, static_cast<int>(dx.rank()) - 2, params)) {
+    Tensor cut = cropTensor(0, w.dtype, crop->weightShape);
+    gatherTaps(cp, *crop, w, cut.data);
+    return convGradInput(ctx, dy, cut, crop->params, dx);
+  }
   if (dx.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
       dnnlConvBackwardData(ctx, cp, static_cast<int>(dx.rank()) - 2,
                            dy.as<float>(), w.as<float>(), dx.as<float>()))
@@ -682,6 +712,12 @@ Status convGradWeight(Context &ctx, const Tensor &dy, const Tensor &x,
   static const char *const names[3] = {"x", "dw", "dy"};
   ConvProblem cp;
   PP_RT_TRY(resolveConvDims("convGradWeight", x, dw, dy, params, names, cp));
+  if (auto crop = cropDeadTaps(cp, static_cast<int>(x.rank()) - 2, params)) {
+    Tensor cut = cropTensor(1, dw.dtype, crop->weightShape);
+    PP_RT_TRY(convGradWeight(ctx, dy, x, crop->params, cut));
+    scatterTaps(cp, *crop, cut.data, dw);
+    return Status::success();
+  }
   if (x.dtype == DType::F32 && convImpl() != ConvImpl::Im2col &&
       dnnlConvBackwardWeights(ctx, cp, static_cast<int>(x.rank()) - 2,
                               dy.as<float>(), x.as<float>(), dw.as<float>()))
