@@ -153,21 +153,31 @@ PP_RT_HD_INLINE T sgdUpdate(T p, T g, T *buf, bool first, T lr, T mu, T damp,
   return p - lr * d;
 }
 
+/// torch.optim.Adam's coefficients of one step, each computed in double and
+/// rounded once to T, as PyTorch hands its Python floats to the kernels: 1 -
+/// beta2 rounded from double differs from 1 - float(beta2) by 1.3e-5
+/// relative for beta2 = 0.999, a bias in every second moment.
+template <typename T> struct AdamCoefficients {
+  T b1, oneMinusB1, b2, oneMinusB2, eps, wd;
+  T stepSize; // lr / (1 - beta1^t)
+  T bc2;      // sqrt(1 - beta2^t)
+  T decay;    // AdamW's 1 - lr * weightDecay
+};
+
 /// One element of torch.optim.Adam / AdamW: updates the moments m and v
-/// with the gradient g of parameter p and returns the updated parameter.
-/// stepSize is lr / (1 - beta1^t), bc2 sqrt(1 - beta2^t), decay the AdamW
-/// factor 1 - lr * weightDecay.
+/// with the gradient g of parameter p and returns the updated parameter,
+/// in PyTorch's order of operations.
 template <typename T>
-PP_RT_HD_INLINE T adamUpdate(T p, T g, T &m, T &v, T b1, T b2, T eps, T wd,
-                             T stepSize, T bc2, T decay, bool decoupled) {
+PP_RT_HD_INLINE T adamUpdate(T p, T g, T &m, T &v, const AdamCoefficients<T> &c,
+                             bool decoupled) {
   if (decoupled)
-    p *= decay; // AdamW: decay the weight itself
-  else if (wd != T(0))
-    g += wd * p; // Adam: L2 term in the gradient
-  m = b1 * m + (T(1) - b1) * g;
-  v = b2 * v + (T(1) - b2) * g * g;
-  T denom = sqrtOf(v) / bc2 + eps;
-  return p - stepSize * m / denom;
+    p *= c.decay; // AdamW: decay the weight itself
+  else if (c.wd != T(0))
+    g += c.wd * p; // Adam: L2 term in the gradient
+  m = c.b1 * m + c.oneMinusB1 * g;
+  v = c.b2 * v + c.oneMinusB2 * g * g;
+  T denom = sqrtOf(v) / c.bc2 + c.eps;
+  return p - c.stepSize * m / denom;
 }
 
 //===----------------------------------------------------------------------===//

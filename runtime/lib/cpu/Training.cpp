@@ -339,18 +339,21 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     T *md = m.as<T>();
     T *vd = v.as<T>();
     const T *g = grad.as<T>();
-    T b1 = T(beta1);
-    T b2 = T(beta2);
-    T eps = T(epsilon);
-    T wd = T(weightDecay);
-    T stepSize = T(lr / bc1);
-    T bc2 = T(bc2Sqrt);
-    T decay = T(1.0 - lr * weightDecay);
+    // Field by field: the dispatch macro would split a braced list.
+    AdamCoefficients<T> c;
+    c.b1 = T(beta1);
+    c.oneMinusB1 = T(1.0 - beta1);
+    c.b2 = T(beta2);
+    c.oneMinusB2 = T(1.0 - beta2);
+    c.eps = T(epsilon);
+    c.wd = T(weightDecay);
+    c.stepSize = T(lr / bc1);
+    c.bc2 = T(bc2Sqrt);
+    c.decay = T(1.0 - lr * weightDecay);
     parallelFor(ctx, param.numel(), elementGrain,
                 [&](int64_t begin, int64_t end) {
                   for (int64_t i = begin; i < end; ++i)
-                    out[i] = adamUpdate(p[i], g[i], md[i], vd[i], b1, b2, eps,
-                                        wd, stepSize, bc2, decay, decoupled);
+                    out[i] = adamUpdate(p[i], g[i], md[i], vd[i], c, decoupled);
                 });
   });
   return Status::success();

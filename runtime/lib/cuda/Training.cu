@@ -276,12 +276,12 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, typename C = Compute<T>>
 __global__ void __launch_bounds__(kThreads)
-    adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n, C b1,
-               C b2, C eps, C wd, C stepSize, C bc2, C decay, bool decoupled) {
+    adamKernel(const T *p, T *out, const T *g, T *m, T *v, int64_t n,
+               AdamCoefficients<C> c, bool decoupled) {
   PP_GRID_STRIDE(i, n) {
     C mi = widen(m[i]), vi = widen(v[i]);
-    out[i] = narrow<T>(adamUpdate(widen(p[i]), widen(g[i]), mi, vi, b1, b2, eps,
-                                  wd, stepSize, bc2, decay, decoupled));
+    out[i] =
+        narrow<T>(adamUpdate(widen(p[i]), widen(g[i]), mi, vi, c, decoupled));
     m[i] = narrow<T>(mi);
     v[i] = narrow<T>(vi);
   }
@@ -503,8 +503,10 @@ Status adamStep(Context &ctx, Tensor &param, const Tensor &grad, Tensor &m,
     using C = Compute<T>;
     adamKernel<T><<<gridFor(n), kThreads, 0, stream>>>(
         param.as<T>(), static_cast<T *>(updateTargetOf(ctx, param)),
-        grad.as<T>(), m.as<T>(), v.as<T>(), n, C(beta1), C(beta2), C(epsilon),
-        C(weightDecay), C(lr / bc1), C(bc2Sqrt), C(1.0 - lr * weightDecay),
+        grad.as<T>(), m.as<T>(), v.as<T>(), n,
+        AdamCoefficients<C>{C(beta1), C(1.0 - beta1), C(beta2), C(1.0 - beta2),
+                            C(epsilon), C(weightDecay), C(lr / bc1), C(bc2Sqrt),
+                            C(1.0 - lr * weightDecay)},
         decoupled);
     PP_CUDA_LAUNCHED(what);
     return Status::success();
