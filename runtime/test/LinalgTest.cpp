@@ -413,6 +413,19 @@ template <typename T> void convAgainstDirect() {
 TEST(Conv, MatchesDirectLoopsF32) { convAgainstDirect<float>(); }
 TEST(Conv, MatchesDirectLoopsF64) { convAgainstDirect<double>(); }
 
+/// The runtime's resolved dims of `cc`.
+ConvDims convDimsOf(const ConvCase &cc) {
+  Buf<float> x(cat({cc.n, cc.c}, cc.in)),
+      w(cat({cc.m, cc.c / cc.group}, cc.kernel)),
+      y(cat({cc.n, cc.m}, convOut(cc)));
+  static const char *const names[3] = {"x", "w", "y"};
+  ConvDims dims{}; // zeros if resolving fails: the callers' loops stay short
+  Status s =
+      resolveConvDims("conv", x.t(), w.t(), y.t(), paramsOf(cc), names, dims);
+  EXPECT_TRUE(s.ok()) << s.message;
+  return dims;
+}
+
 /// Kernels with taps that only read padding run cut to their live taps
 /// (cpu/DeadTaps.h): the same sums as the direct loops over the whole
 /// kernel, a zero gradient on the dead taps (dw starts at 5 here).
@@ -447,14 +460,7 @@ TEST(Conv, DeadTapsCutMatchDirectLoops) {
   int cut = 0;
   for (size_t i = 0; i < cases.size(); ++i) {
     const ConvCase &cc = cases[i];
-    ConvDims dims;
-    Buf<float> x(cat({cc.n, cc.c}, cc.in)),
-        w(cat({cc.m, cc.c / cc.group}, cc.kernel)),
-        y(cat({cc.n, cc.m}, convOut(cc)));
-    static const char *const names[3] = {"x", "w", "y"};
-    ASSERT_TRUE(
-        resolveConvDims("conv", x.t(), w.t(), y.t(), paramsOf(cc), names, dims)
-            .ok());
+    ConvDims dims = convDimsOf(cc);
     cut += cpu::cropDeadTaps(dims, static_cast<int>(cc.in.size()), paramsOf(cc))
                .has_value();
     for (int threads : {1, 2}) {
@@ -489,12 +495,7 @@ TEST(Conv, DeadTapsSweep) {
               SCOPED_TRACE(::testing::Message()
                            << "in " << in << " k " << k << " s " << s << " d "
                            << d << " pads " << pb << "," << pe);
-              ConvDims dims;
-              Buf<double> x({1, 2, in}), w({2, 2, k}), y({1, 2, out});
-              static const char *const names[3] = {"x", "w", "y"};
-              ASSERT_TRUE(resolveConvDims("conv", x.t(), w.t(), y.t(),
-                                          paramsOf(cc), names, dims)
-                              .ok());
+              ConvDims dims = convDimsOf(cc);
               cpu::TapBox box = cpu::liveTaps(dims.geo);
               for (int64_t t = 0; t < k; ++t) {
                 bool live = false;
